@@ -1,0 +1,86 @@
+// The dimension algebra: every operator kind described as an iteration space.
+//
+// An OpSpace lists the loop dimensions of an operator (MatMul `ik,kj->ij` has
+// loops i, k, j) with the role each plays when it is cut across devices, and
+// maps every dimension of every operand onto a loop (or onto none: broadcast
+// dims of size 1, and dims a cut can never reach). The search, the evaluator
+// and validation all work on OpSpaces only; nothing downstream knows operator
+// kinds.
+//
+// Cutting loop d by k is legal when k divides the loop's remaining size
+// (size / splits so far) and, for every operand dim mapped to d, k divides
+// that dim's remaining slice; role Whole is never cut.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <string>
+#include <vector>
+
+#include "recsearch/ir/graph.hpp"
+
+namespace recsearch::algebra {
+
+enum class DimRole : std::uint8_t {
+  Parallel,   // in every output that has it; inputs lacking it are replicated across the cut
+  Reduction,  // in no output: cutting leaves outputs partial (all-reduce / reduce-scatter)
+  Window,     // convolution / pooling spatial dim: cutting needs a halo exchange
+  Whole,      // must not be cut (softmax axis, normalized axes, concat axis, ...)
+};
+
+[[nodiscard]] std::string_view dim_role_name(DimRole r) noexcept;
+
+struct LoopDim {
+  std::string name;        // "i", "k", "j"; einsum letters; "d0".. for elementwise
+  std::int64_t size = 1;   // extent of the iteration space along this loop
+  DimRole role = DimRole::Parallel;
+  // Window dims: input rows exchanged per split boundary (both neighbours
+  // together), max(0, (kernel-1)*dilation + 1 - stride). 0 otherwise.
+  std::int64_t halo = 0;
+};
+
+// Loop index of one operand dimension, or kUnmapped.
+inline constexpr int kUnmapped = -1;
+
+struct OpSpace {
+  std::vector<LoopDim> loops;
+  // inputs[j][d]: loop of dim d of input j (kUnmapped if none). Same for outputs.
+  std::vector<std::vector<int>> inputs;
+  std::vector<std::vector<int>> outputs;
+  // Forward flops of the whole (uncut) operator; backward is counted by the
+  // cost model (CostParams::backward_flops_factor).
+  double flops = 0.0;
+  // Unknown kind without an `einsum` attribute: cannot be cut, runs replicated.
+  bool opaque = false;
+
+  // Index of the loop called `name`, or kUnmapped.
+  [[nodiscard]] int find_loop(std::string_view name) const noexcept;
+};
+
+// Builds the iteration space of operator `id` from its kind, attributes and
+// tensor shapes. This is also the semantic validation of the operator:
+// throws recsearch::Error(kShape or kSchema) with the JSON path
+// "/operators/<id>/..." when shapes or attributes contradict the kind
+// (MatMul inner dims, broadcasting, Reshape element count, Conv channels and
+// groups, output shapes that do not match the inferred ones, ...).
+[[nodiscard]] OpSpace build_op_space(const ir::Graph& g, ir::OpId id);
+
+// build_op_space for every operator, in id order (parallel over operators,
+// deterministic). On errors, the error of the lowest operator id is thrown.
+[[nodiscard]] std::vector<OpSpace> build_op_spaces(const ir::Graph& g);
+
+// Output shapes the kind implies for the given inputs and attributes, where
+// the kind determines them (empty optional entries where it does not, e.g.
+// Reshape, whose output shape is only given by the output tensor).
+// Used by generators and importers; build_op_space checks against it.
+[[nodiscard]] std::vector<std::optional<ir::Shape>> infer_output_shapes(
+    const ir::Graph& g, const ir::Operator& op);
+
+// Whether a loop split factor can be applied: `splits[d]` is the product of
+// earlier cuts on loop d. Checks the role, the loop size and every operand
+// dim mapped to d (see the file comment).
+[[nodiscard]] bool can_cut(const ir::Graph& g, const ir::Operator& op, const OpSpace& s,
+                           const std::vector<std::int64_t>& splits, int loop, std::int64_t k);
+
+}  // namespace recsearch::algebra

@@ -1,0 +1,29 @@
+// Coefficients of the symbolic cost model, with documented defaults.
+//
+// Every constant the cost model uses lives here, so that users can calibrate
+// it (graph JSON `"cost"` object, cluster JSON, CLI flags) instead of editing
+// code.
+#pragma once
+
+namespace recsearch {
+
+// Training counts backward work, gradient synchronisation, the backward dual
+// of every redistribution and optimizer memory; inference counts none.
+enum class Mode { Train, Infer };
+
+struct CostParams {
+  // Backward flops relative to forward (dX and dW: 2x).
+  double backward_flops_factor = 2.0;
+  // Fraction of the device's peak flops that kernels reach.
+  double compute_efficiency = 0.5;
+  // Gradient bytes per parameter byte (training).
+  double gradient_bytes_factor = 1.0;
+  // Optimizer-state bytes per parameter byte (training; Adam's m and v: 2).
+  double optimizer_bytes_factor = 2.0;
+  // Count per-step latency of collectives (alpha term).
+  bool count_latency = true;
+  // Memory budget per device in bytes; <= 0 means the device's capacity.
+  double memory_budget_bytes = 0.0;
+};
+
+}  // namespace recsearch

@@ -1,0 +1,76 @@
+// Closed-form pieces of the relative cost model, shared by the search and
+// the evaluator: per-axis tensor layouts, collectives and their costs, the
+// redistribution table, and an operator's compute time.
+//
+// Conventions (DESIGN.md "Cost model"):
+//  * bytes are per device sent; a collective over a group of k devices on a
+//    tensor whose size within the group is B: all-gather and reduce-scatter
+//    (k-1)/k*B, all-reduce 2(k-1)/k*B, all-to-all (k-1)/k^2*B, halo B;
+//  * time = bytes / bandwidth + latency * steps, steps = ceil(log2 k) for
+//    all-gather, reduce-scatter and all-to-all, 2*ceil(log2 k) for
+//    all-reduce, 1 for a halo exchange (tree/ring hybrids as NCCL picks);
+//  * compute time = max(flops / (peak * efficiency), bytes touched / HBM
+//    bandwidth), times (1 + backward_flops_factor) in training.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "recsearch/cluster.hpp"
+#include "recsearch/cost/cost_params.hpp"
+
+namespace recsearch::cost {
+
+// Layout of a tensor along one mesh axis.
+enum class LayoutKind : std::uint8_t { Replicate, Shard, Partial };
+
+struct AxisLayout {
+  LayoutKind kind = LayoutKind::Replicate;
+  std::int16_t dim = -1;  // tensor dim when kind == Shard, else -1
+
+  friend bool operator==(const AxisLayout&, const AxisLayout&) = default;
+  static constexpr AxisLayout replicate() noexcept { return {}; }
+  static constexpr AxisLayout partial() noexcept { return {LayoutKind::Partial, -1}; }
+  static constexpr AxisLayout shard(int d) noexcept {
+    return {LayoutKind::Shard, static_cast<std::int16_t>(d)};
+  }
+};
+
+enum class Collective : std::uint8_t { AllGather, ReduceScatter, AllReduce, AllToAll, Halo };
+enum class Phase : std::uint8_t { Forward, Backward };
+
+// "all_gather", "reduce_scatter", "all_reduce", "all_to_all", "halo".
+[[nodiscard]] std::string_view collective_name(Collective c) noexcept;
+[[nodiscard]] std::string_view phase_name(Phase p) noexcept;
+
+// Bytes one device sends for collective c over a group of k on a tensor of
+// group_bytes bytes (its size within the group). 0 when k == 1.
+[[nodiscard]] double collective_bytes(Collective c, double group_bytes, std::int64_t k) noexcept;
+// Seconds for the same collective across `cut` (0 when cut.size == 1).
+[[nodiscard]] double collective_seconds(Collective c, double group_bytes, const Cut& cut,
+                                        const CostParams& p) noexcept;
+
+// One collective of a redistribution.
+struct RedistStep {
+  Collective collective;
+  Phase phase;
+};
+
+// The collectives that turn a tensor held as `from` into `to` on one axis
+// (DESIGN.md table: S->R all-gather / bwd reduce-scatter, R->S local / bwd
+// all-gather, S(i)->S(j) all-to-all both ways, P->R all-reduce / bwd none,
+// P->S reduce-scatter / bwd all-gather). Backward duals only in training.
+// `to` must not be Partial (consumers never want partial inputs). Returns
+// the number of steps written to out (0..2).
+int redistribution_steps(AxisLayout from, AxisLayout to, Mode mode, RedistStep out[2]) noexcept;
+
+// Forward+backward (training) or forward (inference) compute time of an
+// operator slice with `flops` forward flops touching `bytes` bytes.
+[[nodiscard]] double compute_seconds(double flops, double bytes, const DeviceSpec& dev,
+                                     const CostParams& p, Mode mode) noexcept;
+
+// Bytes per device of parameter state per parameter byte: 1 in inference,
+// 1 + gradient_bytes_factor + optimizer_bytes_factor in training.
+[[nodiscard]] double parameter_state_factor(const CostParams& p, Mode mode) noexcept;
+
+}  // namespace recsearch::cost

@@ -1,0 +1,72 @@
+// Readers and writers of the three file formats (DESIGN.md): graph, cluster
+// and plan JSON, plus the plan table. nlohmann_json stays inside src/io.
+//
+// Readers throw recsearch::Error naming the file (`source`), the JSON path
+// and the problem; they never crash on any input. `source` "-" reads stdin.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "recsearch/cluster.hpp"
+#include "recsearch/cost/cost_params.hpp"
+#include "recsearch/ir/graph.hpp"
+#include "recsearch/plan/evaluator.hpp"
+#include "recsearch/plan/plan.hpp"
+
+namespace recsearch::io {
+
+// Whole file (or stdin for "-") as text; Error(kIo) naming the file.
+[[nodiscard]] std::string read_text_file(const std::string& path);
+
+// Graph JSON -> finalized Graph (structure checked; shapes are checked by
+// algebra::build_op_spaces, whose errors the caller attributes with
+// Error::in_file). An optional top-level "cost" object is read into *cost.
+[[nodiscard]] ir::Graph parse_graph(std::string_view text, const std::string& source,
+                                    CostParams* cost = nullptr);
+[[nodiscard]] ir::Graph read_graph_file(const std::string& path, CostParams* cost = nullptr);
+// Graph -> graph JSON (round-trips through parse_graph).
+[[nodiscard]] std::string graph_to_json(const ir::Graph& g, int indent = 1);
+
+// Cluster JSON. An optional "cost" object is read into *cost.
+[[nodiscard]] Cluster parse_cluster(std::string_view text, const std::string& source,
+                                    CostParams* cost = nullptr);
+[[nodiscard]] Cluster read_cluster_file(const std::string& path, CostParams* cost = nullptr);
+[[nodiscard]] std::string cluster_to_json(const Cluster& c);
+
+// Cost coefficients as a JSON object {"backward_flops_factor": 2, ...};
+// unknown keys are an error (a misspelt coefficient must not pass silently).
+void parse_cost_params(std::string_view text, const std::string& source, CostParams& out);
+
+// Plan JSON against a graph and the cut schedule to evaluate it on. Each
+// operator is matched by name; `cuts` are used when present, else
+// `strategy` is laid out with plan::assign_cuts; operators the file leaves
+// out keep their pinned strategy or are replicated. The file's mesh, when
+// present, must match `mesh` axis by axis (sizes). Errors name the file and
+// path (kPlan, kUnknownName, kStrategy).
+[[nodiscard]] plan::Plan parse_plan(std::string_view text, const std::string& source,
+                                    const ir::Graph& g,
+                                    const std::vector<algebra::OpSpace>& spaces,
+                                    const std::vector<Cut>& mesh);
+[[nodiscard]] plan::Plan read_plan_file(const std::string& path, const ir::Graph& g,
+                                        const std::vector<algebra::OpSpace>& spaces,
+                                        const std::vector<Cut>& mesh);
+// Device count and axis sizes a plan file declares (its "mesh"), without a
+// graph: lets `eval` default its cluster to the plan's own mesh. Empty when
+// the file has no mesh.
+[[nodiscard]] std::vector<std::int64_t> plan_mesh_sizes(std::string_view text,
+                                                        const std::string& source);
+
+// Plan JSON (DESIGN.md "Plan file").
+[[nodiscard]] std::string plan_to_json(const ir::Graph& g,
+                                       const std::vector<algebra::OpSpace>& spaces,
+                                       const Cluster& cluster, const plan::Plan& p,
+                                       const plan::Evaluation& ev, int indent = 2);
+// Human-readable table: one row per operator (name, type, strategy, cuts,
+// compute, communication), then the summary.
+[[nodiscard]] std::string plan_to_table(const ir::Graph& g,
+                                        const std::vector<algebra::OpSpace>& spaces,
+                                        const Cluster& cluster, const plan::Plan& p,
+                                        const plan::Evaluation& ev);
+
+}  // namespace recsearch::io

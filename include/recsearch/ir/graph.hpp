@@ -1,0 +1,94 @@
+// The computation graph: tensors connected by operators, dataflow by name.
+//
+// A Graph is built incrementally (add_tensor, add_operator) by the JSON
+// reader, the C API or a generator, then finalize()d: finalize checks the
+// structure (cycles, dangling references) and computes a topological order
+// with Boost.Graph. Semantic checks of shapes against operator kinds live in
+// algebra/ (build_op_spaces), so that validation and search share one
+// description of every operator.
+//
+//   ir::Graph g("ffn");
+//   auto x = g.add_tensor("x", {32, 784}, ir::DType::F32, ir::TensorKind::Input);
+//   auto w = g.add_tensor("w", {784, 512}, ir::DType::F32, ir::TensorKind::Parameter);
+//   auto h = g.add_tensor("h", {32, 512}, ir::DType::F32, ir::TensorKind::Activation);
+//   g.add_operator({.name = "dense", .type = "MatMul", .inputs = {x, w}, .outputs = {h}});
+//   g.finalize();
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "recsearch/ir/attrs.hpp"
+#include "recsearch/ir/op_kind.hpp"
+#include "recsearch/ir/tensor.hpp"
+
+namespace recsearch::ir {
+
+// MindSpore-style strategy: per input, the split count of each dimension,
+// e.g. {{2, 1}, {1, 4}} for MatMul.
+using Strategy = std::vector<std::vector<std::int64_t>>;
+
+struct Operator {
+  std::string name;
+  std::string type;  // as written in the file, e.g. "MatMul" or "MyCustomOp"
+  std::vector<TensorId> inputs;
+  std::vector<TensorId> outputs;
+  Attrs attrs;
+  std::optional<Strategy> strategy;               // pinned by the user
+  std::optional<std::vector<std::string>> allowed;  // loop dims the search may cut
+  OpKind kind = OpKind::Custom;                   // derived from type by add_operator
+};
+
+class Graph {
+ public:
+  explicit Graph(std::string name = {});
+
+  [[nodiscard]] const std::string& name() const noexcept { return name_; }
+  void set_name(std::string n) { name_ = std::move(n); }
+
+  // Adds a tensor; throws Error(kDuplicate) if the name exists. A tensor
+  // later produced by an operator becomes an Activation.
+  TensorId add_tensor(std::string name, Shape shape, DType dtype,
+                      TensorKind kind = TensorKind::Input);
+  // Adds an operator whose inputs/outputs are already-added tensor ids.
+  // Sets kind from type; links producer/consumers. Throws Error with the
+  // path "/operators/<id>/..." on a duplicate name, an unknown tensor id, a
+  // tensor produced twice, or a produced tensor declared as a parameter or
+  // constant.
+  OpId add_operator(Operator op);
+
+  [[nodiscard]] std::size_t num_tensors() const noexcept { return tensors_.size(); }
+  [[nodiscard]] std::size_t num_operators() const noexcept { return ops_.size(); }
+  [[nodiscard]] const Tensor& tensor(TensorId id) const { return tensors_.at(id); }
+  [[nodiscard]] const Operator& op(OpId id) const { return ops_.at(id); }
+  [[nodiscard]] Operator& mutable_op(OpId id) { return ops_.at(id); }
+  [[nodiscard]] std::span<const Tensor> tensors() const noexcept { return tensors_; }
+  [[nodiscard]] std::span<const Operator> operators() const noexcept { return ops_; }
+
+  [[nodiscard]] std::optional<TensorId> find_tensor(std::string_view name) const;
+  [[nodiscard]] std::optional<OpId> find_operator(std::string_view name) const;
+
+  // Checks the structure and computes the topological order. Throws
+  // Error(kCycle) naming one operator on a cycle (path "/operators/<id>").
+  // Must be called after the last add_*; adding afterwards un-finalizes.
+  void finalize();
+  [[nodiscard]] bool finalized() const noexcept { return finalized_; }
+  // Operators in a topological order (ties by id): valid after finalize().
+  [[nodiscard]] const std::vector<OpId>& topological_order() const;
+
+ private:
+  std::string name_;
+  std::vector<Tensor> tensors_;
+  std::vector<Operator> ops_;
+  std::unordered_map<std::string, TensorId> tensor_index_;
+  std::unordered_map<std::string, OpId> op_index_;
+  std::vector<OpId> topo_;
+  bool finalized_ = false;
+};
+
+}  // namespace recsearch::ir

@@ -1,0 +1,105 @@
+// The evaluator: recomputes layouts, redistributions, step time and memory of
+// a plan from its cuts alone, independently of how the plan was found.
+//
+// The cost of a plan (DESIGN.md "Cost model", summed over all axes a, with
+// k = mesh[a].size; all "slice" sizes are the tensor's bytes divided by the
+// product of k_b over the earlier axes b < a on which that operand is
+// sharded):
+//
+//  Operand layout on axis a, for operator o choosing c = cuts[o][a]:
+//   c == kReplicated -> every operand Replicate;
+//   else an operand with a dim mapped to loop c -> Shard(first such dim);
+//   else an input -> Replicate; an output -> Partial if loop c is a
+//   Reduction, otherwise Replicate.
+//
+//  Holder of a tensor: its producer's output layout; for a tensor nobody
+//  produces (input, parameter, constant), the layout its first use wants
+//  (lowest operator id, then lowest input slot). Holding is free.
+//
+//  Communication (seconds and per-device bytes, cost/model.hpp), per axis a:
+//   1. layout: for every tensor, the distinct (wanted layout on a, divisor of
+//      the consumer's slice) among its uses other than the holder's own;
+//      each that differs from the holder's layout pays the redistribution
+//      steps of cost::redistribution_steps on the consumer's slice, once
+//      (recorded with the lowest consumer operator id as `to`);
+//   2. gradient (training): an operator with c != kReplicated pays an
+//      all-reduce (backward) of every input slice that requires a gradient
+//      and is Replicate on a;
+//   3. halo: c a Window loop -> halo exchange of `halo` rows of the first
+//      input mapping a dim to c (row = slice / slice extent of that dim),
+//      forward, and again backward in training;
+//   4. output: a tensor nobody consumes that is Partial on a pays an
+//      all-reduce (forward).
+//  Compute: per operator, cost::compute_seconds(flops / S, touched) with S
+//  the product of all its chosen cut sizes and touched the sum of its
+//  operands' final slice bytes (each operand's bytes / product of the k of
+//  axes on which it is sharded).
+//  step_time = compute + communication (no overlap).
+//
+//  Memory per device: every parameter's holder slice times
+//  cost::parameter_state_factor; in training plus every activation's and
+//  input's holder slice (all saved for backward; Partial counts as a slice);
+//  in inference plus the largest sum, over operators, of the slices of the
+//  operator's non-parameter operands in the operator's own layout.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "recsearch/cost/model.hpp"
+#include "recsearch/plan/plan.hpp"
+
+namespace recsearch::plan {
+
+enum class CommReason : std::uint8_t { Layout, Gradient, Halo, Output };
+[[nodiscard]] std::string_view comm_reason_name(CommReason r) noexcept;
+
+// One collective the plan implies.
+struct CommEvent {
+  ir::TensorId tensor = ir::kNone;
+  ir::OpId from = ir::kNone;  // holder (layout), or the operator itself
+  ir::OpId to = ir::kNone;    // consumer (layout); kNone otherwise
+  std::uint32_t axis = 0;
+  cost::Collective collective = cost::Collective::AllGather;
+  cost::Phase phase = cost::Phase::Forward;
+  CommReason reason = CommReason::Layout;
+  double bytes = 0;    // per device sent
+  double seconds = 0;
+};
+
+// Where one tensor lives: per tensor dim, the ordered mesh axes that split
+// it; and the axes on which it is partial. From the holder's layout.
+struct TensorSharding {
+  std::vector<std::vector<std::uint32_t>> dims;
+  std::vector<std::uint32_t> partial;
+};
+
+struct OpCost {
+  double compute_s = 0;
+  double communication_s = 0;  // events attributed to this op (gradient, halo, output; layout to the consumer)
+};
+
+struct Summary {
+  double step_time_s = 0;
+  double compute_s = 0;
+  double communication_s = 0;
+  double memory_per_device_bytes = 0;
+  double parameter_bytes = 0;   // of memory_per_device_bytes: parameter state
+  double activation_bytes = 0;  // of memory_per_device_bytes: activations
+  double search_time_s = 0;     // filled by the search, 0 for eval
+};
+
+struct Evaluation {
+  std::vector<ir::Strategy> strategies;   // per operator
+  std::vector<TensorSharding> tensors;    // per tensor
+  std::vector<CommEvent> events;          // in (axis, kind, tensor/op) order
+  std::vector<OpCost> op_costs;           // per operator
+  Summary summary;
+};
+
+// Evaluates `p` (after check_plan) on `g` with the mesh of `p`; the cluster
+// supplies the device model. Deterministic; O(axes * (V + E)).
+[[nodiscard]] Evaluation evaluate(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                                  const Cluster& cluster, const Plan& p, const CostParams& params);
+
+}  // namespace recsearch::plan

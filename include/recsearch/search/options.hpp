@@ -1,0 +1,36 @@
+// Options of the search: which algorithm, training or inference, memory
+// budget, threads, cost coefficients. The search core reads nothing else:
+// no globals, no environment.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "recsearch/cost/cost_params.hpp"
+
+namespace recsearch::search {
+
+enum class Algorithm {
+  Rec,           // double-recursive symbolic search (default)
+  DataParallel,  // batch dim cut on every axis where it divides
+  Exhaustive,    // exact optimum of the same cost model (small graphs only)
+};
+
+[[nodiscard]] std::string_view algorithm_name(Algorithm a) noexcept;
+[[nodiscard]] std::optional<Algorithm> parse_algorithm(std::string_view s) noexcept;
+
+struct SearchOptions {
+  Algorithm algorithm = Algorithm::Rec;
+  Mode mode = Mode::Train;
+  CostParams cost;
+  // Worker threads for the parallel parts; 0 = all hardware threads. The
+  // plan is identical for every value.
+  int threads = 0;
+  // Exhaustive: give up (Error kUsage) past this many operators, and stop
+  // proving optimality after this many search nodes (result flagged).
+  std::size_t exhaustive_max_operators = 16;
+  std::uint64_t exhaustive_max_nodes = 200'000'000;
+};
+
+}  // namespace recsearch::search

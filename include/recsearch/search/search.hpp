@@ -1,0 +1,41 @@
+// Entry point of the strategy search.
+//
+//   auto spaces = algebra::build_op_spaces(graph);
+//   auto result = search::run(graph, spaces, cluster, {});
+//   // result.plan: per operator and axis the loop cut; result.eval: costs
+#pragma once
+
+#include <vector>
+
+#include "recsearch/algebra/op_space.hpp"
+#include "recsearch/cluster.hpp"
+#include "recsearch/plan/evaluator.hpp"
+#include "recsearch/plan/plan.hpp"
+#include "recsearch/search/options.hpp"
+
+namespace recsearch::search {
+
+struct SearchResult {
+  plan::Plan plan;
+  // Independent evaluation of `plan` (plan::evaluate); its summary carries
+  // the search time.
+  plan::Evaluation eval;
+  // Step time the search's own bookkeeping arrived at (Rec only; equals
+  // eval.summary.step_time_s up to rounding, which the tests check).
+  double bookkept_step_time_s = 0;
+  // Memory ladder rungs tried before the plan fitted (0: fitted at once).
+  int memory_rungs = 0;
+  // Exhaustive: whether optimality was proven within the node limit.
+  bool proven_optimal = false;
+  double search_time_s = 0;
+};
+
+// Runs the chosen algorithm. Pinned strategies are kept and `allowed` dims
+// respected. Throws Error(kNoFit) when no plan found fits the memory budget
+// (CostParams::memory_budget_bytes, else the device capacity), naming the
+// smallest memory per device reached; Error(kStrategy) for a pinned strategy
+// that cannot be laid out on the mesh.
+[[nodiscard]] SearchResult run(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                               const Cluster& cluster, const SearchOptions& opts);
+
+}  // namespace recsearch::search
