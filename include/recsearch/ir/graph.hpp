@@ -78,7 +78,8 @@ class Graph {
   // Must be called after the last add_*; adding afterwards un-finalizes.
   void finalize();
   [[nodiscard]] bool finalized() const noexcept { return finalized_; }
-  // Operators in a topological order (ties by id): valid after finalize().
+  // Operators in a topological order (deterministic for a given graph): valid
+  // after finalize().
   [[nodiscard]] const std::vector<OpId>& topological_order() const;
 
  private:
