@@ -1,0 +1,97 @@
+// Closed-form collective, redistribution and compute costs (see model.hpp
+// for the formulas and their sources).
+#include "recsearch/cost/model.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+
+namespace recsearch::cost {
+namespace {
+
+double log2_steps(std::int64_t k) {
+  return static_cast<double>(std::bit_width(static_cast<std::uint64_t>(k - 1)));  // ceil(log2 k)
+}
+
+}  // namespace
+
+std::string_view collective_name(Collective c) noexcept {
+  switch (c) {
+    case Collective::AllGather: return "all_gather";
+    case Collective::ReduceScatter: return "reduce_scatter";
+    case Collective::AllReduce: return "all_reduce";
+    case Collective::AllToAll: return "all_to_all";
+    case Collective::Halo: return "halo";
+  }
+  return "?";
+}
+
+std::string_view phase_name(Phase p) noexcept { return p == Phase::Forward ? "forward" : "backward"; }
+
+double collective_bytes(Collective c, double group_bytes, std::int64_t k) noexcept {
+  if (k <= 1) return 0.0;
+  const double kd = static_cast<double>(k);
+  switch (c) {
+    case Collective::AllGather:
+    case Collective::ReduceScatter: return (kd - 1) / kd * group_bytes;
+    case Collective::AllReduce: return 2 * (kd - 1) / kd * group_bytes;
+    case Collective::AllToAll: return (kd - 1) / (kd * kd) * group_bytes;
+    case Collective::Halo: return group_bytes;
+  }
+  return 0.0;
+}
+
+double collective_seconds(Collective c, double group_bytes, const Cut& cut,
+                          const CostParams& p) noexcept {
+  if (cut.size <= 1) return 0.0;
+  double t = collective_bytes(c, group_bytes, cut.size) / cut.bandwidth_Bps;
+  if (p.count_latency) {
+    double steps = 1.0;
+    if (c != Collective::Halo) steps = log2_steps(cut.size) * (c == Collective::AllReduce ? 2 : 1);
+    t += steps * cut.latency_s;
+  }
+  return t;
+}
+
+int redistribution_steps(AxisLayout from, AxisLayout to, Mode mode, RedistStep out[2]) noexcept {
+  if (from == to || to.kind == LayoutKind::Partial) return 0;
+  const bool train = mode == Mode::Train;
+  int n = 0;
+  auto add = [&](Collective c, Phase ph) { out[n++] = RedistStep{c, ph}; };
+  switch (from.kind) {
+    case LayoutKind::Shard:
+      if (to.kind == LayoutKind::Replicate) {
+        add(Collective::AllGather, Phase::Forward);
+        if (train) add(Collective::ReduceScatter, Phase::Backward);
+      } else {
+        add(Collective::AllToAll, Phase::Forward);
+        if (train) add(Collective::AllToAll, Phase::Backward);
+      }
+      break;
+    case LayoutKind::Replicate:  // -> Shard: a local slice forward
+      if (train) add(Collective::AllGather, Phase::Backward);
+      break;
+    case LayoutKind::Partial:
+      if (to.kind == LayoutKind::Replicate) {
+        add(Collective::AllReduce, Phase::Forward);
+      } else {
+        add(Collective::ReduceScatter, Phase::Forward);
+        if (train) add(Collective::AllGather, Phase::Backward);
+      }
+      break;
+  }
+  return n;
+}
+
+double compute_seconds(double flops, double bytes, const DeviceSpec& dev, const CostParams& p,
+                       Mode mode) noexcept {
+  const double t = std::max(flops / (dev.peak_TFLOPs * 1e12 * p.compute_efficiency),
+                            bytes / (dev.memory_bandwidth_GBps * 1e9));
+  return mode == Mode::Train ? t * (1.0 + p.backward_flops_factor) : t;
+}
+
+double parameter_state_factor(const CostParams& p, Mode mode) noexcept {
+  return mode == Mode::Train ? 1.0 + p.gradient_bytes_factor + p.optimizer_bytes_factor : 1.0;
+}
+
+}  // namespace recsearch::cost
