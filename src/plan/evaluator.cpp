@@ -1,0 +1,400 @@
+// The reference evaluator: step time, communication and memory of a plan,
+// recomputed from its cuts alone (plan/evaluator.hpp states the model).
+//
+// The search keeps its own incremental bookkeeping; this file deliberately
+// shares none of it, so that tests can check that what the search reports
+// equals what its plan costs. It walks the mesh axes in order and, per axis,
+// every operand once: the layout each operator wants for each operand on
+// that axis, the holder's layout of each tensor, and the collectives the
+// differences imply. Per operand it carries only an integer divisor (product
+// of the sizes of earlier axes on which that operand is sharded), so time
+// and memory are O(axes * (V + E)) even for graphs of millions of operators.
+#include "recsearch/plan/evaluator.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "recsearch/error.hpp"
+
+namespace recsearch::plan {
+namespace {
+
+using cost::AxisLayout;
+using cost::Collective;
+using cost::LayoutKind;
+using cost::Phase;
+
+constexpr std::uint32_t kNoSlot = 0xFFFFFFFFu;
+
+// Every operand of every operator as one flat array of "slots": operator o
+// owns slots begin[o] .. begin[o+1], its inputs first, then its outputs.
+// Per-axis state (layouts, divisors) is indexed by slot.
+struct Slots {
+  std::vector<std::uint32_t> begin;     // per operator, plus one end entry
+  std::vector<std::uint32_t> n_inputs;  // per operator
+  std::vector<ir::TensorId> tensor;     // per slot
+  std::vector<ir::OpId> op;             // per slot
+  // Uses of each tensor as input slots, in (operator id, input index)
+  // order: uses[use_begin[t] .. use_begin[t+1]].
+  std::vector<std::uint32_t> use_begin;
+  std::vector<std::uint32_t> uses;
+  // The slot whose layout holds each tensor (kNoSlot: nobody touches it).
+  std::vector<std::uint32_t> holder;
+};
+
+Slots build_slots(const ir::Graph& g) {
+  const std::size_t n_ops = g.num_operators();
+  const std::size_t n_tensors = g.num_tensors();
+  Slots s;
+  s.begin.resize(n_ops + 1);
+  s.n_inputs.resize(n_ops);
+  std::size_t total = 0;
+  for (ir::OpId o = 0; o < n_ops; ++o) {
+    const auto& op = g.op(o);
+    s.begin[o] = static_cast<std::uint32_t>(total);
+    s.n_inputs[o] = static_cast<std::uint32_t>(op.inputs.size());
+    total += op.inputs.size() + op.outputs.size();
+  }
+  s.begin[n_ops] = static_cast<std::uint32_t>(total);
+  s.tensor.resize(total);
+  s.op.resize(total);
+  s.use_begin.assign(n_tensors + 1, 0);
+  for (ir::OpId o = 0; o < n_ops; ++o) {
+    const auto& op = g.op(o);
+    std::uint32_t slot = s.begin[o];
+    for (const ir::TensorId t : op.inputs) {
+      s.tensor[slot] = t;
+      s.op[slot++] = o;
+      ++s.use_begin[t + 1];
+    }
+    for (const ir::TensorId t : op.outputs) {
+      s.tensor[slot] = t;
+      s.op[slot++] = o;
+    }
+  }
+  for (std::size_t t = 0; t < n_tensors; ++t) s.use_begin[t + 1] += s.use_begin[t];
+  s.uses.resize(s.use_begin[n_tensors]);
+  std::vector<std::uint32_t> fill(s.use_begin.begin(), s.use_begin.end() - 1);
+  s.holder.assign(n_tensors, kNoSlot);
+  for (ir::OpId o = 0; o < n_ops; ++o) {
+    const std::uint32_t first = s.begin[o];
+    for (std::uint32_t j = 0; j < s.n_inputs[o]; ++j) s.uses[fill[s.tensor[first + j]]++] = first + j;
+    for (std::uint32_t slot = first + s.n_inputs[o]; slot < s.begin[o + 1]; ++slot) {
+      s.holder[s.tensor[slot]] = slot;  // the producer's output
+    }
+  }
+  for (std::size_t t = 0; t < n_tensors; ++t) {
+    // Not produced: held the way its first use (lowest op, lowest slot) wants it.
+    if (s.holder[t] == kNoSlot && s.use_begin[t] != s.use_begin[t + 1]) {
+      s.holder[t] = s.uses[s.use_begin[t]];
+    }
+  }
+  return s;
+}
+
+// Throws kPlan for plans whose shape would make the evaluation read out of
+// bounds; the full legality check is check_plan's.
+void check_shape(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces, const Plan& p) {
+  if (p.cuts.size() != g.num_operators()) {
+    throw Error(Errc::kPlan,
+                "plan has " + std::to_string(p.cuts.size()) + " operators but the graph has " +
+                    std::to_string(g.num_operators()),
+                "/operators");
+  }
+  if (spaces.size() != g.num_operators()) {
+    throw Error(Errc::kInternal, "operator spaces do not match the graph");
+  }
+  for (std::size_t o = 0; o < p.cuts.size(); ++o) {
+    const std::string path = "/operators/" + std::to_string(o) + "/cuts";
+    if (p.cuts[o].size() != p.mesh.size()) {
+      throw Error(Errc::kPlan, "cuts do not match the mesh's " + std::to_string(p.mesh.size()) + " axes",
+                  path);
+    }
+    for (std::size_t a = 0; a < p.cuts[o].size(); ++a) {
+      const int c = p.cuts[o][a];
+      if (c != kReplicated && (c < 0 || static_cast<std::size_t>(c) >= spaces[o].loops.size())) {
+        throw Error(Errc::kPlan, "loop index " + std::to_string(c) + " out of range",
+                    path + "/" + std::to_string(a));
+      }
+    }
+  }
+}
+
+// Dims of operand slot `j` of an operator (inputs first, then outputs) in
+// its space; null when the space lists fewer operands.
+const std::vector<int>* operand_dims(const algebra::OpSpace& s, std::uint32_t j,
+                                     std::uint32_t n_inputs) {
+  if (j < n_inputs) return j < s.inputs.size() ? &s.inputs[j] : nullptr;
+  j -= n_inputs;
+  return j < s.outputs.size() ? &s.outputs[j] : nullptr;
+}
+
+// The layout an operator choosing loop c wants for one operand on one axis.
+AxisLayout wanted_layout(const algebra::OpSpace& s, int c, const std::vector<int>* dims,
+                         bool is_output) {
+  if (c == kReplicated) return AxisLayout::replicate();
+  if (dims != nullptr) {
+    for (std::size_t d = 0; d < dims->size(); ++d) {
+      if ((*dims)[d] == c) return AxisLayout::shard(static_cast<int>(d));
+    }
+  }
+  if (is_output && s.loops[static_cast<std::size_t>(c)].role == algebra::DimRole::Reduction) {
+    return AxisLayout::partial();
+  }
+  return AxisLayout::replicate();
+}
+
+// Collects the events of one axis and charges them to operators.
+class AxisEvents {
+ public:
+  AxisEvents(std::uint32_t axis, const Cut& cut, const CostParams& params,
+             std::vector<CommEvent>& out, std::vector<OpCost>& op_costs)
+      : axis_(axis), cut_(cut), params_(params), out_(out), op_costs_(op_costs) {}
+
+  void add(CommReason reason, ir::TensorId t, ir::OpId from, ir::OpId to, Collective c, Phase ph,
+           double group_bytes) {
+    CommEvent e;
+    e.tensor = t;
+    e.from = from;
+    e.to = to;
+    e.axis = axis_;
+    e.collective = c;
+    e.phase = ph;
+    e.reason = reason;
+    e.bytes = cost::collective_bytes(c, group_bytes, cut_.size);
+    e.seconds = cost::collective_seconds(c, group_bytes, cut_, params_);
+    op_costs_[reason == CommReason::Layout ? to : from].communication_s += e.seconds;
+    out_.push_back(e);
+  }
+
+ private:
+  std::uint32_t axis_;
+  const Cut& cut_;
+  const CostParams& params_;
+  std::vector<CommEvent>& out_;
+  std::vector<OpCost>& op_costs_;
+};
+
+// One wanted (layout, divisor) of a tensor on an axis, and where it first
+// occurs among the tensor's uses.
+struct Want {
+  AxisLayout layout;
+  std::int64_t divisor;
+  std::uint32_t first;  // position in the tensor's use list
+
+  [[nodiscard]] auto key() const { return std::tuple(layout.kind, layout.dim, divisor); }
+};
+
+}  // namespace
+
+std::string_view comm_reason_name(CommReason r) noexcept {
+  switch (r) {
+    case CommReason::Layout: return "layout";
+    case CommReason::Gradient: return "gradient";
+    case CommReason::Halo: return "halo";
+    case CommReason::Output: return "output";
+  }
+  return "?";
+}
+
+Evaluation evaluate(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                    const Cluster& cluster, const Plan& p, const CostParams& params) {
+  check_shape(g, spaces, p);
+  const std::size_t n_ops = g.num_operators();
+  const std::size_t n_tensors = g.num_tensors();
+  const bool train = p.mode == Mode::Train;
+  const Slots slots = build_slots(g);
+  const std::size_t n_slots = slots.tensor.size();
+
+  Evaluation ev;
+  ev.op_costs.assign(n_ops, {});
+  ev.tensors.resize(n_tensors);
+  for (std::size_t t = 0; t < n_tensors; ++t) ev.tensors[t].dims.resize(g.tensor(static_cast<ir::TensorId>(t)).rank());
+  ev.strategies.reserve(n_ops);
+  for (ir::OpId o = 0; o < n_ops; ++o) ev.strategies.push_back(strategy_of(spaces[o], p.mesh, p.cuts[o]));
+
+  // Per slot: the product of the sizes of the axes so far on which the slot
+  // is sharded (its slice is the tensor's bytes / divisor).
+  std::vector<std::int64_t> divisor(n_slots, 1);
+  // Per operator and loop: the product of the sizes of the axes so far that
+  // cut the loop (flattened, loop_begin[o] + loop).
+  std::vector<std::size_t> loop_begin(n_ops + 1, 0);
+  for (ir::OpId o = 0; o < n_ops; ++o) loop_begin[o + 1] = loop_begin[o] + spaces[o].loops.size();
+  std::vector<std::int64_t> loop_split(loop_begin[n_ops], 1);
+
+  std::vector<AxisLayout> layout(n_slots);
+  std::vector<Want> wants;
+  for (std::uint32_t a = 0; a < p.mesh.size(); ++a) {
+    const Cut& cut = p.mesh[a];
+    const std::int64_t k = cut.size;
+
+    for (ir::OpId o = 0; o < n_ops; ++o) {
+      const int c = p.cuts[o][a];
+      const std::uint32_t n_in = slots.n_inputs[o];
+      for (std::uint32_t slot = slots.begin[o]; slot < slots.begin[o + 1]; ++slot) {
+        const std::uint32_t j = slot - slots.begin[o];
+        layout[slot] = wanted_layout(spaces[o], c, operand_dims(spaces[o], j, n_in), j >= n_in);
+      }
+    }
+
+    // An axis of size 1 moves nothing; its layouts still name it in shardings.
+    if (k > 1) {
+      AxisEvents events(a, cut, params, ev.events, ev.op_costs);
+
+      // 1. Layout: every distinct (layout, divisor) a use wants that the holder lacks.
+      for (ir::TensorId t = 0; t < n_tensors; ++t) {
+        const std::uint32_t h = slots.holder[t];
+        if (h == kNoSlot) continue;
+        const AxisLayout held = layout[h];
+        wants.clear();
+        for (std::uint32_t u = slots.use_begin[t]; u < slots.use_begin[t + 1]; ++u) {
+          const std::uint32_t slot = slots.uses[u];
+          if (slot == h || layout[slot] == held) continue;
+          wants.push_back({layout[slot], divisor[slot], u});
+        }
+        if (wants.empty()) continue;
+        if (wants.size() > 1) {
+          // Keep the first use of each distinct want, then restore use order.
+          std::stable_sort(wants.begin(), wants.end(),
+                           [](const Want& x, const Want& y) { return x.key() < y.key(); });
+          wants.erase(std::unique(wants.begin(), wants.end(),
+                                  [](const Want& x, const Want& y) { return x.key() == y.key(); }),
+                      wants.end());
+          std::sort(wants.begin(), wants.end(),
+                    [](const Want& x, const Want& y) { return x.first < y.first; });
+        }
+        const double bytes = g.tensor(t).bytes();
+        for (const Want& w : wants) {
+          cost::RedistStep steps[2];
+          const int n = cost::redistribution_steps(held, w.layout, p.mode, steps);
+          const ir::OpId to = slots.op[slots.uses[w.first]];
+          for (int i = 0; i < n; ++i) {
+            events.add(CommReason::Layout, t, slots.op[h], to, steps[i].collective, steps[i].phase,
+                       bytes / static_cast<double>(w.divisor));
+          }
+        }
+      }
+
+      // 2. Gradient: inputs the cut replicates get partial gradients.
+      if (train) {
+        for (ir::OpId o = 0; o < n_ops; ++o) {
+          if (p.cuts[o][a] == kReplicated) continue;
+          for (std::uint32_t slot = slots.begin[o]; slot < slots.begin[o] + slots.n_inputs[o]; ++slot) {
+            const ir::Tensor& tensor = g.tensor(slots.tensor[slot]);
+            if (!tensor.requires_grad() || layout[slot].kind != LayoutKind::Replicate) continue;
+            events.add(CommReason::Gradient, slots.tensor[slot], o, ir::kNone, Collective::AllReduce,
+                       Phase::Backward, tensor.bytes() / static_cast<double>(divisor[slot]));
+          }
+        }
+      }
+
+      // 3. Halo: a cut window loop exchanges boundary rows of the first input it splits.
+      for (ir::OpId o = 0; o < n_ops; ++o) {
+        const int c = p.cuts[o][a];
+        if (c == kReplicated) continue;
+        const algebra::LoopDim& loop = spaces[o].loops[static_cast<std::size_t>(c)];
+        if (loop.role != algebra::DimRole::Window || loop.halo <= 0) continue;
+        for (std::uint32_t j = 0; j < slots.n_inputs[o]; ++j) {
+          const std::uint32_t slot = slots.begin[o] + j;
+          if (layout[slot].kind != LayoutKind::Shard) continue;
+          const ir::Tensor& tensor = g.tensor(slots.tensor[slot]);
+          const auto d = static_cast<std::size_t>(layout[slot].dim);
+          // The dim maps to loop c only, so its extent so far was split
+          // exactly by the earlier cuts of c.
+          const double extent = static_cast<double>(tensor.shape[d]) /
+                                static_cast<double>(loop_split[loop_begin[o] + static_cast<std::size_t>(c)]);
+          const double slice = tensor.bytes() / static_cast<double>(divisor[slot]);
+          const double group_bytes = static_cast<double>(loop.halo) * slice / extent;
+          events.add(CommReason::Halo, slots.tensor[slot], o, ir::kNone, Collective::Halo,
+                     Phase::Forward, group_bytes);
+          if (train) {
+            events.add(CommReason::Halo, slots.tensor[slot], o, ir::kNone, Collective::Halo,
+                       Phase::Backward, group_bytes);
+          }
+          break;
+        }
+      }
+
+      // 4. Output: a partial result nobody consumes is reduced for the user.
+      for (ir::OpId o = 0; o < n_ops; ++o) {
+        for (std::uint32_t slot = slots.begin[o] + slots.n_inputs[o]; slot < slots.begin[o + 1]; ++slot) {
+          const ir::TensorId t = slots.tensor[slot];
+          if (layout[slot].kind != LayoutKind::Partial || !g.tensor(t).consumers.empty()) continue;
+          events.add(CommReason::Output, t, o, ir::kNone, Collective::AllReduce, Phase::Forward,
+                     g.tensor(t).bytes() / static_cast<double>(divisor[slot]));
+        }
+      }
+    }
+
+    // Advance the per-slot divisors, per-loop splits and holders' shardings.
+    for (std::size_t slot = 0; slot < n_slots; ++slot) {
+      if (layout[slot].kind == LayoutKind::Shard) divisor[slot] *= k;
+    }
+    for (ir::OpId o = 0; o < n_ops; ++o) {
+      const int c = p.cuts[o][a];
+      if (c != kReplicated) loop_split[loop_begin[o] + static_cast<std::size_t>(c)] *= k;
+    }
+    for (ir::TensorId t = 0; t < n_tensors; ++t) {
+      const std::uint32_t h = slots.holder[t];
+      if (h == kNoSlot) continue;
+      if (layout[h].kind == LayoutKind::Shard) {
+        ev.tensors[t].dims[static_cast<std::size_t>(layout[h].dim)].push_back(a);
+      } else if (layout[h].kind == LayoutKind::Partial) {
+        ev.tensors[t].partial.push_back(a);
+      }
+    }
+  }
+
+  // Compute: each operator's share of the work on its final slices.
+  const DeviceSpec& dev = cluster.device();
+  Summary& sum = ev.summary;
+  for (ir::OpId o = 0; o < n_ops; ++o) {
+    double ways = 1;
+    for (std::size_t a = 0; a < p.mesh.size(); ++a) {
+      if (p.cuts[o][a] != kReplicated) ways *= static_cast<double>(p.mesh[a].size);
+    }
+    double touched = 0;
+    for (std::uint32_t slot = slots.begin[o]; slot < slots.begin[o + 1]; ++slot) {
+      touched += g.tensor(slots.tensor[slot]).bytes() / static_cast<double>(divisor[slot]);
+    }
+    ev.op_costs[o].compute_s = cost::compute_seconds(spaces[o].flops / ways, touched, dev, params, p.mode);
+    sum.compute_s += ev.op_costs[o].compute_s;
+  }
+  for (const CommEvent& e : ev.events) sum.communication_s += e.seconds;
+  sum.step_time_s = sum.compute_s + sum.communication_s;
+
+  // Memory: parameter state and saved activations in the holders' layouts;
+  // a tensor nobody touches is held whole.
+  const double state = cost::parameter_state_factor(params, p.mode);
+  for (ir::TensorId t = 0; t < n_tensors; ++t) {
+    const ir::Tensor& tensor = g.tensor(t);
+    const std::uint32_t h = slots.holder[t];
+    const double slice = tensor.bytes() / static_cast<double>(h == kNoSlot ? 1 : divisor[h]);
+    if (tensor.kind == ir::TensorKind::Parameter) {
+      sum.parameter_bytes += slice * state;
+    } else if (train && (tensor.kind == ir::TensorKind::Activation ||
+                         tensor.kind == ir::TensorKind::Input)) {
+      sum.activation_bytes += slice;
+    }
+  }
+  if (!train) {
+    // Inference frees activations as it goes: only the largest working set
+    // of one operator is live at once.
+    for (ir::OpId o = 0; o < n_ops; ++o) {
+      double live = 0;
+      for (std::uint32_t slot = slots.begin[o]; slot < slots.begin[o + 1]; ++slot) {
+        const ir::Tensor& tensor = g.tensor(slots.tensor[slot]);
+        if (tensor.kind != ir::TensorKind::Parameter) live += tensor.bytes() / static_cast<double>(divisor[slot]);
+      }
+      sum.activation_bytes = std::max(sum.activation_bytes, live);
+    }
+  }
+  sum.memory_per_device_bytes = sum.parameter_bytes + sum.activation_bytes;
+  return ev;
+}
+
+}  // namespace recsearch::plan
