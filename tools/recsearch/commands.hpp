@@ -1,0 +1,65 @@
+// The subcommands of the `recsearch` tool, independent of how their options
+// are parsed. main.cpp fills these option structs from the command line (so
+// that CLI11 stays in one file) and calls run_*; each returns the process
+// exit code on success and throws recsearch::Error (or anything else) on
+// failure, which main.cpp maps to the exit codes of DESIGN.md.
+//
+// Nothing here computes a cost: every number comes from the library, so that
+// the CLI cannot drift from what the C API or the tests see.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace recsearch::cli {
+
+// `--devices N | --mesh AxB | --cluster FILE`: at most one is set.
+struct ClusterArgs {
+  std::optional<std::int64_t> devices;
+  std::optional<std::string> mesh;
+  std::optional<std::string> cluster_file;
+
+  [[nodiscard]] int count() const noexcept {
+    return int{devices.has_value()} + int{mesh.has_value()} + int{cluster_file.has_value()};
+  }
+};
+
+struct SearchArgs {
+  std::string graph;  // "-" = stdin
+  ClusterArgs cluster;
+  std::string output = "-";
+  std::string mode = "train";
+  std::optional<double> memory_gib;
+  std::string format = "json";
+  int threads = 0;
+  std::string algo = "rec";
+  std::optional<std::string> cost_file;
+  bool quiet = false;
+};
+
+struct EvalArgs {
+  std::string graph;
+  std::string plan;
+  ClusterArgs cluster;
+  std::string output = "-";
+  std::optional<std::string> mode;  // default: the plan file's mode
+  std::string format = "json";
+  std::optional<std::string> cost_file;
+  bool quiet = false;
+};
+
+struct ValidateArgs {
+  std::string graph;
+};
+
+// "64x8" -> {64, 8}: factors >= 1, product <= kMaxDevices. Throws
+// Error(kUsage) naming the malformed text.
+[[nodiscard]] std::vector<std::int64_t> parse_mesh(const std::string& text);
+
+int run_search(const SearchArgs& a);
+int run_eval(const EvalArgs& a);
+int run_validate(const ValidateArgs& a);
+
+}  // namespace recsearch::cli
