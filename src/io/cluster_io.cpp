@@ -1,0 +1,110 @@
+// The cluster file (DESIGN.md "Cluster file"): JSON -> Cluster and back.
+//
+// Field-level checks (types, signs) are done here so that they point at the
+// offending field; the Cluster constructor then checks the whole (device
+// count, duplicate level names) and its errors are attributed to the file.
+#include <cmath>
+
+#include "io/json_util.hpp"
+#include "recsearch/io/json_io.hpp"
+
+namespace recsearch::io {
+
+namespace {
+
+using detail::child;
+using detail::Json;
+using detail::OrderedJson;
+using detail::Reader;
+
+// A number that must be finite and > 0 (or >= 0 when zero is allowed).
+double read_magnitude(const Reader& r, const Json& obj, std::string_view key,
+                      const std::string& at, double def, bool zero_ok) {
+  const Json* v = r.find(obj, key);
+  if (v == nullptr) return def;
+  const std::string path = child(at, key);
+  const double x = r.number(*v, path);  // wrong type: kSchema; JSON has no NaN or Inf
+  if (x < 0 || (x == 0 && !zero_ok)) {
+    r.fail(Errc::kCluster,
+           std::string(zero_ok ? "must not be negative" : "must be positive") + ", got " +
+               v->dump(),
+           path);
+  }
+  return x;
+}
+
+}  // namespace
+
+Cluster parse_cluster(std::string_view text, const std::string& source, CostParams* cost) {
+  const Json root = detail::parse_json(text, source);
+  const Reader r(source);
+  r.check_format(root, "recsearch.cluster");
+  std::string name;
+  if (const Json* n = r.find(root, "name")) name = r.string(*n, "/name");
+
+  const Json& levels_json = r.array(r.require(root, "levels", ""), "/levels");
+  if (levels_json.empty()) r.fail(Errc::kCluster, "a cluster needs at least one level", "/levels");
+  std::vector<Level> levels;
+  levels.reserve(levels_json.size());
+  for (std::size_t i = 0; i < levels_json.size(); ++i) {
+    const std::string at = child("/levels", i);
+    const Json& l = r.object(levels_json[i], at);
+    Level level;
+    level.name = r.nonempty_string(r.require(l, "name", at), child(at, "name"));
+    const std::string size_at = child(at, "size");
+    level.size = r.integer(r.require(l, "size", at), size_at);
+    if (level.size < 1) {
+      r.fail(Errc::kCluster, "level size must be at least 1, got " + std::to_string(level.size),
+             size_at);
+    }
+    level.bandwidth_GBps = read_magnitude(r, l, "bandwidth_GBps", at, level.bandwidth_GBps, false);
+    level.latency_us = read_magnitude(r, l, "latency_us", at, level.latency_us, true);
+    levels.push_back(std::move(level));
+  }
+
+  DeviceSpec device;
+  if (const Json* d = r.find(root, "device")) {
+    r.expect_object(*d, "/device");
+    device.peak_TFLOPs = read_magnitude(r, *d, "peak_TFLOPs", "/device", device.peak_TFLOPs, false);
+    device.memory_GiB = read_magnitude(r, *d, "memory_GiB", "/device", device.memory_GiB, false);
+    device.memory_bandwidth_GBps = read_magnitude(r, *d, "memory_bandwidth_GBps", "/device",
+                                                  device.memory_bandwidth_GBps, false);
+  }
+  if (const Json* c = r.find(root, "cost"); c != nullptr && cost != nullptr) {
+    detail::read_cost_params(r, *c, "/cost", *cost);
+  }
+  try {
+    return Cluster(std::move(name), std::move(levels), device);
+  } catch (const Error& e) {
+    r.rethrow(e);
+  }
+}
+
+Cluster read_cluster_file(const std::string& path, CostParams* cost) {
+  return parse_cluster(read_text_file(path), path, cost);
+}
+
+std::string cluster_to_json(const Cluster& c) {
+  OrderedJson root;
+  root["format"] = "recsearch.cluster";
+  root["version"] = 1;
+  root["name"] = c.name();
+  OrderedJson levels = OrderedJson::array();
+  for (const Level& l : c.levels()) {
+    OrderedJson jl;
+    jl["name"] = l.name;
+    jl["size"] = l.size;
+    jl["bandwidth_GBps"] = detail::number_json(l.bandwidth_GBps);
+    jl["latency_us"] = detail::number_json(l.latency_us);
+    levels.push_back(std::move(jl));
+  }
+  root["levels"] = std::move(levels);
+  OrderedJson device;
+  device["peak_TFLOPs"] = detail::number_json(c.device().peak_TFLOPs);
+  device["memory_GiB"] = detail::number_json(c.device().memory_GiB);
+  device["memory_bandwidth_GBps"] = detail::number_json(c.device().memory_bandwidth_GBps);
+  root["device"] = std::move(device);
+  return detail::dump_layout(root, 2, 2);
+}
+
+}  // namespace recsearch::io

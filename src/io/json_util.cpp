@@ -1,0 +1,411 @@
+// Shared JSON plumbing of src/io: reading files, parsing with byte-accurate
+// errors, typed access that reports paths, the CostParams object, and a
+// line-per-record printer for the writers.
+#include "io/json_util.hpp"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <iterator>
+#include <limits>
+
+#include "recsearch/io/json_io.hpp"
+
+namespace recsearch::io {
+
+std::string read_text_file(const std::string& path) {
+  if (path == "-") {
+    std::string text{std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
+    if (std::cin.bad()) throw Error(Errc::kIo, "cannot read standard input", {}, path);
+    return text;
+  }
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) {
+    throw Error(Errc::kIo, std::string("cannot open: ") + std::strerror(errno), {}, path);
+  }
+  std::string text;
+  char buf[1 << 16];
+  for (;;) {
+    const std::size_t n = std::fread(buf, 1, sizeof buf, f);
+    text.append(buf, n);
+    if (n < sizeof buf) break;
+  }
+  // A directory opens fine on Linux and only fails here (EISDIR).
+  const bool failed = std::ferror(f) != 0;
+  const int err = errno;
+  std::fclose(f);
+  if (failed) throw Error(Errc::kIo, std::string("cannot read: ") + std::strerror(err), {}, path);
+  return text;
+}
+
+void parse_cost_params(std::string_view text, const std::string& source, CostParams& out) {
+  const detail::Json j = detail::parse_json(text, source);
+  detail::read_cost_params(detail::Reader(source), j, "", out);
+}
+
+}  // namespace recsearch::io
+
+namespace recsearch::io::detail {
+
+namespace {
+
+// 2^53: the largest magnitude up to which every integer is a double.
+constexpr double kExactIntLimit = 9007199254740992.0;
+
+std::string escape_token(std::string_view key) {
+  std::string s;
+  s.reserve(key.size());
+  for (char c : key) {
+    if (c == '~') {
+      s += "~0";
+    } else if (c == '/') {
+      s += "~1";
+    } else {
+      s += c;
+    }
+  }
+  return s;
+}
+
+// nlohmann's messages start with "[json.exception.parse_error.101] "; the
+// id means nothing to a user.
+std::string strip_exception_id(const char* what) {
+  std::string s(what);
+  if (!s.empty() && s.front() == '[') {
+    const auto end = s.find("] ");
+    if (end != std::string::npos) s.erase(0, end + 2);
+  }
+  return s;
+}
+
+// Byte offset of the first container opened more than kMaxDepth deep, or
+// npos. Strings are skipped so that brackets inside names do not count.
+std::size_t too_deep_at(std::string_view text) {
+  int depth = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxDepth) return i;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return std::string_view::npos;
+}
+
+std::string json_quote(std::string_view s) {
+  return OrderedJson(std::string(s)).dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+void dump_compact(const OrderedJson& j, std::string& out) {
+  if (j.is_object() && !j.empty()) {
+    out += '{';
+    bool first = true;
+    for (const auto& [k, v] : j.items()) {
+      if (!first) out += ", ";
+      first = false;
+      out += json_quote(k);
+      out += ": ";
+      dump_compact(v, out);
+    }
+    out += '}';
+  } else if (j.is_array() && !j.empty()) {
+    out += '[';
+    bool first = true;
+    for (const auto& v : j) {
+      if (!first) out += ", ";
+      first = false;
+      dump_compact(v, out);
+    }
+    out += ']';
+  } else {
+    out += j.dump(-1, ' ', false, Json::error_handler_t::replace);
+  }
+}
+
+void dump_expanded(const OrderedJson& j, int indent, int depth, int expand_depth,
+                   std::string& out) {
+  const bool container = (j.is_object() || j.is_array()) && !j.empty();
+  if (!container || depth >= expand_depth) {
+    dump_compact(j, out);
+    return;
+  }
+  const std::string pad(static_cast<std::size_t>(indent) * static_cast<std::size_t>(depth + 1),
+                        ' ');
+  out += j.is_object() ? "{\n" : "[\n";
+  bool first = true;
+  if (j.is_object()) {
+    for (const auto& [k, v] : j.items()) {
+      if (!first) out += ",\n";
+      first = false;
+      out += pad;
+      out += json_quote(k);
+      out += ": ";
+      dump_expanded(v, indent, depth + 1, expand_depth, out);
+    }
+  } else {
+    for (const auto& v : j) {
+      if (!first) out += ",\n";
+      first = false;
+      out += pad;
+      dump_expanded(v, indent, depth + 1, expand_depth, out);
+    }
+  }
+  out += '\n';
+  out.append(static_cast<std::size_t>(indent) * static_cast<std::size_t>(depth), ' ');
+  out += j.is_object() ? '}' : ']';
+}
+
+}  // namespace
+
+std::string child(const std::string& path, std::string_view key) {
+  return path + "/" + escape_token(key);
+}
+
+std::string child(const std::string& path, std::size_t index) {
+  return path + "/" + std::to_string(index);
+}
+
+Json parse_json(std::string_view text, const std::string& source) {
+  if (const auto at = too_deep_at(text); at != std::string_view::npos) {
+    throw Error(Errc::kParse,
+                "not valid JSON at byte " + std::to_string(at) + ": nesting deeper than " +
+                    std::to_string(kMaxDepth) + " levels",
+                {}, source);
+  }
+  try {
+    return Json::parse(text.begin(), text.end());
+  } catch (const Json::parse_error& e) {
+    throw Error(Errc::kParse,
+                "not valid JSON at byte " + std::to_string(e.byte) + ": " +
+                    strip_exception_id(e.what()),
+                {}, source);
+  } catch (const Json::exception& e) {
+    // e.g. out_of_range 406 "number overflow parsing '1e999'".
+    throw Error(Errc::kParse, "not valid JSON: " + strip_exception_id(e.what()), {}, source);
+  }
+}
+
+void Reader::fail(Errc code, std::string detail, const std::string& path) const {
+  throw Error(code, std::move(detail), path, source_);
+}
+
+void Reader::rethrow(const Error& e, const std::string& path_prefix) const {
+  throw e.in_file(source_, path_prefix);
+}
+
+void Reader::expect_object(const Json& j, const std::string& path) const {
+  if (!j.is_object()) {
+    fail(Errc::kSchema, std::string("expected an object, got ") + j.type_name(), path);
+  }
+}
+
+const Json* Reader::find(const Json& obj, std::string_view key) const {
+  if (!obj.is_object()) return nullptr;
+  const auto it = obj.find(key);
+  return it == obj.end() ? nullptr : &*it;
+}
+
+const Json& Reader::require(const Json& obj, std::string_view key, const std::string& path) const {
+  const Json* v = find(obj, key);
+  if (v == nullptr) {
+    fail(Errc::kSchema, "missing required field '" + std::string(key) + "'", child(path, key));
+  }
+  return *v;
+}
+
+const Json& Reader::array(const Json& j, const std::string& path) const {
+  if (!j.is_array()) fail(Errc::kSchema, std::string("expected an array, got ") + j.type_name(), path);
+  return j;
+}
+
+const Json& Reader::object(const Json& j, const std::string& path) const {
+  expect_object(j, path);
+  return j;
+}
+
+std::string Reader::string(const Json& j, const std::string& path) const {
+  if (!j.is_string()) fail(Errc::kSchema, std::string("expected a string, got ") + j.type_name(), path);
+  return j.get_ref<const std::string&>();
+}
+
+std::string Reader::nonempty_string(const Json& j, const std::string& path) const {
+  std::string s = string(j, path);
+  if (s.empty()) fail(Errc::kSchema, "expected a non-empty string", path);
+  return s;
+}
+
+bool Reader::boolean(const Json& j, const std::string& path) const {
+  if (!j.is_boolean()) fail(Errc::kSchema, std::string("expected a boolean, got ") + j.type_name(), path);
+  return j.get<bool>();
+}
+
+double Reader::number(const Json& j, const std::string& path) const {
+  if (!j.is_number()) fail(Errc::kSchema, std::string("expected a number, got ") + j.type_name(), path);
+  const double v = j.get<double>();
+  // The parser rejects overflowing literals; this guards values built in code.
+  if (!std::isfinite(v)) fail(Errc::kSchema, "expected a finite number", path);
+  return v;
+}
+
+bool as_int64(const Json& j, std::int64_t& out) noexcept {
+  if (j.is_number_unsigned()) {
+    const auto u = j.get<std::uint64_t>();
+    if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return false;
+    out = static_cast<std::int64_t>(u);
+    return true;
+  }
+  if (j.is_number_integer()) {
+    out = j.get<std::int64_t>();
+    return true;
+  }
+  if (j.is_number_float()) {
+    const double d = j.get<double>();
+    if (!std::isfinite(d) || std::trunc(d) != d || std::fabs(d) > kExactIntLimit) return false;
+    out = static_cast<std::int64_t>(d);
+    return true;
+  }
+  return false;
+}
+
+std::int64_t Reader::integer(const Json& j, const std::string& path) const {
+  std::int64_t v = 0;
+  if (as_int64(j, v)) return v;
+  if (!j.is_number()) fail(Errc::kSchema, std::string("expected an integer, got ") + j.type_name(), path);
+  if (j.is_number_float() && std::trunc(j.get<double>()) != j.get<double>()) {
+    fail(Errc::kSchema, "expected an integer, got " + j.dump(), path);
+  }
+  fail(Errc::kSchema,
+       "integer out of range (int64; integers written with a fraction or exponent: up to 2^53)",
+       path);
+}
+
+std::int64_t Reader::positive_integer(const Json& j, const std::string& path) const {
+  const std::int64_t v = integer(j, path);
+  if (v <= 0) fail(Errc::kSchema, "expected a positive integer, got " + std::to_string(v), path);
+  return v;
+}
+
+std::vector<std::int64_t> Reader::positive_integers(const Json& j, const std::string& path) const {
+  if (!j.is_array()) {
+    fail(Errc::kSchema, std::string("expected an array of integers, got ") + j.type_name(), path);
+  }
+  std::vector<std::int64_t> v;
+  v.reserve(j.size());
+  for (std::size_t i = 0; i < j.size(); ++i) v.push_back(positive_integer(j[i], child(path, i)));
+  return v;
+}
+
+std::vector<std::string> Reader::strings(const Json& j, const std::string& path) const {
+  if (!j.is_array()) {
+    fail(Errc::kSchema, std::string("expected an array of strings, got ") + j.type_name(), path);
+  }
+  std::vector<std::string> v;
+  v.reserve(j.size());
+  for (std::size_t i = 0; i < j.size(); ++i) v.push_back(string(j[i], child(path, i)));
+  return v;
+}
+
+void Reader::check_format(const Json& root, std::string_view format) const {
+  if (!root.is_object()) {
+    fail(Errc::kSchema, std::string("expected a JSON object at the top level, got ") +
+                            root.type_name(),
+         "");
+  }
+  const Json* f = find(root, "format");
+  if (f == nullptr) fail(Errc::kSchema, "missing field 'format' (\"" + std::string(format) + "\")", "/format");
+  if (!f->is_string() || f->get_ref<const std::string&>() != format) {
+    fail(Errc::kSchema, "expected format \"" + std::string(format) + "\", got " +
+                            f->dump(-1, ' ', false, Json::error_handler_t::replace),
+         "/format");
+  }
+  const Json* v = find(root, "version");
+  if (v == nullptr) fail(Errc::kSchema, "missing field 'version' (1)", "/version");
+  std::int64_t version = 0;
+  if (!as_int64(*v, version) || version != 1) {
+    fail(Errc::kSchema,
+         "unsupported version " + v->dump(-1, ' ', false, Json::error_handler_t::replace) +
+             " (this reader knows version 1)",
+         "/version");
+  }
+}
+
+ir::Strategy read_strategy(const Reader& r, const Json& j, const std::string& path) {
+  if (!j.is_array()) {
+    r.fail(Errc::kSchema,
+           std::string("expected an array of arrays of positive integers, got ") + j.type_name(),
+           path);
+  }
+  ir::Strategy s;
+  s.reserve(j.size());
+  for (std::size_t i = 0; i < j.size(); ++i) s.push_back(r.positive_integers(j[i], child(path, i)));
+  return s;
+}
+
+void read_cost_params(const Reader& r, const Json& j, const std::string& path, CostParams& out) {
+  r.expect_object(j, path);
+  CostParams p = out;
+  for (const auto& [key, value] : j.items()) {
+    const std::string at = child(path, key);
+    if (key == "count_latency") {
+      p.count_latency = r.boolean(value, at);
+      continue;
+    }
+    double* field = nullptr;
+    if (key == "backward_flops_factor") {
+      field = &p.backward_flops_factor;
+    } else if (key == "compute_efficiency") {
+      field = &p.compute_efficiency;
+    } else if (key == "gradient_bytes_factor") {
+      field = &p.gradient_bytes_factor;
+    } else if (key == "optimizer_bytes_factor") {
+      field = &p.optimizer_bytes_factor;
+    } else if (key == "memory_budget_bytes") {
+      field = &p.memory_budget_bytes;
+    } else {
+      r.fail(Errc::kSchema,
+             "unknown cost coefficient '" + key +
+                 "' (known: backward_flops_factor, compute_efficiency, gradient_bytes_factor, "
+                 "optimizer_bytes_factor, count_latency, memory_budget_bytes)",
+             at);
+    }
+    const double v = r.number(value, at);
+    if (v < 0) r.fail(Errc::kSchema, "must not be negative", at);
+    if (key == "compute_efficiency" && !(v > 0 && v <= 1)) {
+      r.fail(Errc::kSchema, "must be in (0, 1]", at);
+    }
+    *field = v;
+  }
+  out = p;
+}
+
+OrderedJson number_json(double v) {
+  if (std::isfinite(v) && std::trunc(v) == v && std::fabs(v) <= kExactIntLimit) {
+    return OrderedJson(static_cast<std::int64_t>(v));
+  }
+  return OrderedJson(v);
+}
+
+std::string dump_layout(const OrderedJson& j, int indent, int expand_depth) {
+  if (indent < 0) return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+  std::string out;
+  dump_expanded(j, indent, 0, expand_depth, out);
+  out += '\n';
+  return out;
+}
+
+}  // namespace recsearch::io::detail

@@ -1,0 +1,100 @@
+// Private helpers shared by the JSON readers and writers of src/io.
+//
+// Readers never call nlohmann's throwing accessors on data they have not
+// type-checked: every access goes through a Reader, which checks the JSON
+// type first and otherwise throws recsearch::Error naming the file, the
+// RFC 6901 path and the expected type. That is what keeps "no crash on any
+// input" true without wrapping every line in try/catch. Writers build
+// ordered_json (insertion order = the documented field order) and print it
+// with a layout that keeps one record per line.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "recsearch/cost/cost_params.hpp"
+#include "recsearch/error.hpp"
+#include "recsearch/ir/graph.hpp"
+
+namespace recsearch::io::detail {
+
+using Json = nlohmann::json;
+using OrderedJson = nlohmann::ordered_json;
+
+// RFC 6901 child pointers ("~" -> "~0", "/" -> "~1" in keys).
+[[nodiscard]] std::string child(const std::string& path, std::string_view key);
+[[nodiscard]] std::string child(const std::string& path, std::size_t index);
+
+// Parses text; Error(kParse) with the byte offset on malformed input, and
+// on nesting deeper than kMaxDepth (nlohmann recurses when copying or
+// comparing values; a hostile file must not exhaust the stack).
+inline constexpr int kMaxDepth = 256;
+[[nodiscard]] Json parse_json(std::string_view text, const std::string& source);
+
+// Typed access with error reporting against one source file.
+class Reader {
+ public:
+  explicit Reader(std::string source) : source_(std::move(source)) {}
+
+  [[nodiscard]] const std::string& source() const noexcept { return source_; }
+
+  [[noreturn]] void fail(Errc code, std::string detail, const std::string& path) const;
+  // Rethrows an error raised by a library call, attributed to this file.
+  [[noreturn]] void rethrow(const Error& e, const std::string& path_prefix = {}) const;
+
+  void expect_object(const Json& j, const std::string& path) const;
+  // Field of an object (already checked to be one): nullptr when absent.
+  [[nodiscard]] const Json* find(const Json& obj, std::string_view key) const;
+  // Field that must be present: Error(kSchema) at its would-be path.
+  [[nodiscard]] const Json& require(const Json& obj, std::string_view key,
+                                    const std::string& path) const;
+
+  const Json& array(const Json& j, const std::string& path) const;
+  const Json& object(const Json& j, const std::string& path) const;
+  [[nodiscard]] std::string string(const Json& j, const std::string& path) const;
+  [[nodiscard]] std::string nonempty_string(const Json& j, const std::string& path) const;
+  [[nodiscard]] bool boolean(const Json& j, const std::string& path) const;
+  // Any finite number.
+  [[nodiscard]] double number(const Json& j, const std::string& path) const;
+  // An integer in int64 range; integral floats up to 2^53 are accepted
+  // (1e3 is a fine way to write 1000), anything else is kSchema.
+  [[nodiscard]] std::int64_t integer(const Json& j, const std::string& path) const;
+  [[nodiscard]] std::int64_t positive_integer(const Json& j, const std::string& path) const;
+  [[nodiscard]] std::vector<std::int64_t> positive_integers(const Json& j,
+                                                            const std::string& path) const;
+  [[nodiscard]] std::vector<std::string> strings(const Json& j, const std::string& path) const;
+
+  // "format" must be `format` and "version" must be 1 (kSchema otherwise).
+  void check_format(const Json& root, std::string_view format) const;
+
+ private:
+  std::string source_;
+};
+
+// A MindSpore-style strategy: an array of arrays of positive integers.
+[[nodiscard]] ir::Strategy read_strategy(const Reader& r, const Json& j, const std::string& path);
+
+// Whether j holds an integer that integer() would accept, and its value.
+[[nodiscard]] bool as_int64(const Json& j, std::int64_t& out) noexcept;
+
+// Reads a CostParams object (fields optional; unknown keys are errors).
+// `out` is only modified when the whole object is valid.
+void read_cost_params(const Reader& r, const Json& j, const std::string& path, CostParams& out);
+
+// A double as JSON: integral values that a double holds exactly are written
+// as integers (65536, not 65536.0), so byte counts read naturally.
+[[nodiscard]] OrderedJson number_json(double v);
+
+// Prints j with containers nested less than `expand_depth` deep spread over
+// lines (indented by `indent` spaces) and deeper ones on one line, so that
+// each tensor / operator / event is one line. indent < 0: all on one line.
+// Invalid UTF-8 (possible in names built through the C++ API) is replaced,
+// never thrown.
+[[nodiscard]] std::string dump_layout(const OrderedJson& j, int indent, int expand_depth);
+
+}  // namespace recsearch::io::detail

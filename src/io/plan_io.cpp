@@ -1,0 +1,623 @@
+// The plan file (DESIGN.md "Plan file"): reading a plan against a graph and
+// a cut schedule, writing a plan with its evaluation, and the text table.
+//
+// A plan's meaning is its cuts (plan/plan.hpp); everything else in the file
+// (tensor shardings, redistributions, summary) is derived and ignored on
+// reading, so a hand-edited derived field can never disagree with what is
+// evaluated. Errors raised by the plan module name graph operator ids; they
+// are re-pointed at the entry of the file that caused them.
+#include <algorithm>
+#include <array>
+#include <iterator>
+#include <cstdio>
+#include <optional>
+#include <unordered_map>
+
+#include "io/json_util.hpp"
+#include "recsearch/io/json_io.hpp"
+
+namespace recsearch::io {
+
+namespace {
+
+using detail::child;
+using detail::Json;
+using detail::OrderedJson;
+using detail::Reader;
+
+// How the file gave an operator's cuts.
+// Bare: listed with neither cuts nor strategy, which means the same as
+// absent but still counts as listed.
+enum class Source : std::uint8_t { Absent, Bare, Cuts, Strategy };
+
+struct OpEntry {
+  Source source = Source::Absent;
+  std::size_t index = 0;                 // position in the file's "operators"
+  std::vector<std::size_t> cut_entry;    // per axis: index in "cuts", or SIZE_MAX
+  std::optional<ir::Strategy> strategy;  // given next to "cuts": checked against them
+};
+
+// "/operators/<id><rest>" -> (id, rest).
+std::optional<std::pair<ir::OpId, std::string>> split_op_path(const std::string& path) {
+  static constexpr std::string_view kPrefix = "/operators/";
+  if (path.rfind(kPrefix, 0) != 0) return std::nullopt;
+  std::size_t i = kPrefix.size();
+  std::uint64_t id = 0;
+  const std::size_t digits_begin = i;
+  while (i < path.size() && path[i] >= '0' && path[i] <= '9' && i - digits_begin < 10) {
+    id = id * 10 + static_cast<std::uint64_t>(path[i] - '0');
+    ++i;
+  }
+  if (i == digits_begin || id >= ir::kNone) return std::nullopt;
+  if (i < path.size() && path[i] != '/') return std::nullopt;
+  return std::make_pair(static_cast<ir::OpId>(id), path.substr(i));
+}
+
+std::string strategy_string(const ir::Strategy& s) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (i > 0) out += ',';
+    out += '[';
+    for (std::size_t d = 0; d < s[i].size(); ++d) {
+      if (d > 0) out += ',';
+      out += std::to_string(s[i][d]);
+    }
+    out += ']';
+  }
+  return out + "]";
+}
+
+std::string loop_names(const algebra::OpSpace& s) {
+  std::string out;
+  for (const auto& l : s.loops) {
+    if (!out.empty()) out += ", ";
+    out += l.name;
+  }
+  return out.empty() ? "none" : out;
+}
+
+// Axis names of the file's mesh (when it has one; they line up with `mesh`
+// by position), else the cut schedule's own names. Also checks the mesh.
+std::vector<std::string> read_mesh(const Reader& r, const Json& root, const std::vector<Cut>& mesh) {
+  std::vector<std::string> names;
+  names.reserve(mesh.size());
+  for (const Cut& c : mesh) names.push_back(c.axis);
+  const Json* m = r.find(root, "mesh");
+  if (m == nullptr) return names;
+  r.expect_object(*m, "/mesh");
+  std::int64_t devices = 1;
+  for (const Cut& c : mesh) devices *= c.size;
+  if (const Json* axes = r.find(*m, "axes")) {
+    r.array(*axes, "/mesh/axes");
+    if (axes->size() != mesh.size()) {
+      r.fail(Errc::kPlan,
+             "the plan's mesh has " + std::to_string(axes->size()) +
+                 " axes, the cut schedule it is evaluated on has " + std::to_string(mesh.size()),
+             "/mesh/axes");
+    }
+    std::unordered_map<std::string, std::size_t> seen;
+    for (std::size_t a = 0; a < axes->size(); ++a) {
+      const std::string at = child("/mesh/axes", a);
+      const Json& ax = r.object((*axes)[a], at);
+      const std::int64_t size = r.positive_integer(r.require(ax, "size", at), child(at, "size"));
+      if (const Json* n = r.find(ax, "name")) {
+        names[a] = r.nonempty_string(*n, child(at, "name"));
+        if (!seen.emplace(names[a], a).second) {
+          r.fail(Errc::kDuplicate, "mesh axis '" + names[a] + "' is listed twice", child(at, "name"));
+        }
+      }
+      if (size != mesh[a].size) {
+        r.fail(Errc::kPlan,
+               "axis '" + names[a] + "' has size " + std::to_string(size) +
+                   " in the plan but the cut schedule's axis " + std::to_string(a) + " ('" +
+                   mesh[a].axis + "') has size " + std::to_string(mesh[a].size),
+               at);
+      }
+    }
+  }
+  if (const Json* d = r.find(*m, "devices")) {
+    const std::int64_t n = r.positive_integer(*d, "/mesh/devices");
+    if (n != devices) {
+      r.fail(Errc::kPlan,
+             "the plan is for " + std::to_string(n) + " devices, the cut schedule has " +
+                 std::to_string(devices),
+             "/mesh/devices");
+    }
+  }
+  return names;
+}
+
+Mode read_mode(const Reader& r, const Json& root) {
+  const Json* m = r.find(root, "mode");
+  if (m == nullptr) return Mode::Train;
+  const std::string s = r.string(*m, "/mode");
+  if (s == "train") return Mode::Train;
+  if (s == "infer") return Mode::Infer;
+  r.fail(Errc::kSchema, "unknown mode '" + s + "' (expected train or infer)", "/mode");
+}
+
+// Reads one entry's "cuts" into cuts (sized to the mesh).
+void read_cuts(const Reader& r, const Json& j, const std::string& path, const algebra::OpSpace& s,
+               const std::string& op_name,
+               const std::unordered_map<std::string, std::size_t>& axis_index,
+               std::vector<std::int16_t>& cuts, OpEntry& entry) {
+  r.array(j, path);
+  entry.cut_entry.assign(cuts.size(), SIZE_MAX);
+  for (std::size_t k = 0; k < j.size(); ++k) {
+    const std::string at = child(path, k);
+    const Json& c = r.object(j[k], at);
+    const std::string axis_at = child(at, "axis");
+    const std::string axis = r.string(r.require(c, "axis", at), axis_at);
+    const auto it = axis_index.find(axis);
+    if (it == axis_index.end()) r.fail(Errc::kUnknownName, "unknown mesh axis '" + axis + "'", axis_at);
+    const std::size_t a = it->second;
+    if (entry.cut_entry[a] != SIZE_MAX) {
+      r.fail(Errc::kPlan,
+             "axis '" + axis + "' is cut twice (first at " + child(path, entry.cut_entry[a]) + ")",
+             axis_at);
+    }
+    entry.cut_entry[a] = k;
+    const std::string dim_at = child(at, "dim");
+    const Json& dim = r.require(c, "dim", at);
+    if (dim.is_null()) continue;  // replicated across this axis
+    if (!dim.is_string()) {
+      r.fail(Errc::kSchema, std::string("expected a loop name or null, got ") + dim.type_name(),
+             dim_at);
+    }
+    const std::string& name = dim.get_ref<const std::string&>();
+    const int loop = s.find_loop(name);
+    if (loop == algebra::kUnmapped) {
+      r.fail(Errc::kUnknownName,
+             "operator '" + op_name + "' has no loop '" + name + "' (loops: " + loop_names(s) + ")",
+             dim_at);
+    }
+    cuts[a] = static_cast<std::int16_t>(loop);
+  }
+}
+
+// check_plan names "/operators/<op>/cuts/<axis>"; point at the file instead.
+Error repoint(const Error& e, const Reader& r, const ir::Graph& g,
+              const std::vector<OpEntry>& entries) {
+  const auto split = split_op_path(e.json_path());
+  if (!split || split->first >= entries.size()) return e.in_file(r.source());
+  const auto [op, rest] = *split;
+  const OpEntry& entry = entries[op];
+  const std::string at = child("/operators", entry.index);
+  switch (entry.source) {
+    case Source::Absent:
+      return Error(e.code(),
+                   "operator '" + g.op(op).name + "' (not in the plan file; pinned or replicated): " +
+                       e.detail(),
+                   {}, r.source());
+    case Source::Bare:
+      return Error(e.code(), "operator '" + g.op(op).name + "' (pinned or replicated): " + e.detail(),
+                   at, r.source());
+    case Source::Strategy:
+      return Error(e.code(), e.detail(), child(at, "strategy"), r.source());
+    case Source::Cuts:
+      break;
+  }
+  static constexpr std::string_view kCuts = "/cuts/";
+  if (rest.rfind(kCuts, 0) == 0) {
+    std::size_t i = kCuts.size();
+    std::size_t axis = 0;
+    const std::size_t begin = i;
+    while (i < rest.size() && rest[i] >= '0' && rest[i] <= '9' && i - begin < 9) {
+      axis = axis * 10 + static_cast<std::size_t>(rest[i] - '0');
+      ++i;
+    }
+    if (i > begin && axis < entry.cut_entry.size()) {
+      if (entry.cut_entry[axis] == SIZE_MAX) {
+        return Error(e.code(), e.detail(), child(at, "cuts"), r.source());
+      }
+      return Error(e.code(), e.detail(),
+                   child(child(at, "cuts"), entry.cut_entry[axis]) + rest.substr(i), r.source());
+    }
+  }
+  return Error(e.code(), e.detail(), at + rest, r.source());
+}
+
+std::string axis_name(const plan::Plan& p, std::size_t a) {
+  return a < p.mesh.size() ? p.mesh[a].axis : "c" + std::to_string(a);
+}
+
+OrderedJson op_name_or_null(const ir::Graph& g, ir::OpId id) {
+  if (id == ir::kNone || id >= g.num_operators()) return nullptr;
+  return g.op(id).name;
+}
+
+std::string_view mode_name(Mode m) { return m == Mode::Infer ? "infer" : "train"; }
+
+// Display width of UTF-8 text: one column per code point (names are mostly
+// ASCII; this keeps "…" and accented names from skewing the columns).
+std::size_t display_width(std::string_view s) {
+  return static_cast<std::size_t>(
+      std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+}
+
+std::string truncate(std::string s, std::size_t width) {
+  if (display_width(s) <= width) return s;
+  // Keep width-1 code points, then the ellipsis.
+  std::size_t points = 0;
+  std::size_t i = 0;
+  for (; i < s.size(); ++i) {
+    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80) {
+      if (points == width - 1) break;
+      ++points;
+    }
+  }
+  s.resize(i);
+  return s + "\xE2\x80\xA6";
+}
+
+std::string pad_right(const std::string& s, std::size_t width) {
+  const std::size_t w = display_width(s);
+  return w >= width ? s : s + std::string(width - w, ' ');
+}
+
+std::string pad_left(const std::string& s, std::size_t width) {
+  const std::size_t w = display_width(s);
+  return w >= width ? s : std::string(width - w, ' ') + s;
+}
+
+std::string fixed(double v, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+std::string general(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+}  // namespace
+
+plan::Plan parse_plan(std::string_view text, const std::string& source, const ir::Graph& g,
+                      const std::vector<algebra::OpSpace>& spaces, const std::vector<Cut>& mesh) {
+  if (spaces.size() != g.num_operators()) {
+    throw Error(Errc::kUsage,
+                "parse_plan: " + std::to_string(spaces.size()) + " operator spaces for a graph of " +
+                    std::to_string(g.num_operators()) + " operators");
+  }
+  const Json root = detail::parse_json(text, source);
+  const Reader r(source);
+  r.check_format(root, "recsearch.plan");
+  const std::vector<std::string> names = read_mesh(r, root, mesh);
+  std::unordered_map<std::string, std::size_t> axis_index;
+  for (std::size_t a = 0; a < names.size(); ++a) axis_index.emplace(names[a], a);
+
+  plan::Plan p;
+  p.graph_name = g.name();
+  if (const Json* n = r.find(root, "graph")) p.graph_name = r.string(*n, "/graph");
+  p.algorithm = "file";
+  p.mode = read_mode(r, root);
+  p.mesh = mesh;
+  p.cuts.assign(g.num_operators(), std::vector<std::int16_t>(mesh.size(), plan::kReplicated));
+
+  std::vector<OpEntry> entries(g.num_operators());
+  if (const Json* ops = r.find(root, "operators")) {
+    r.array(*ops, "/operators");
+    for (std::size_t i = 0; i < ops->size(); ++i) {
+      const std::string at = child("/operators", i);
+      const Json& o = r.object((*ops)[i], at);
+      const std::string name_at = child(at, "name");
+      const std::string name = r.string(r.require(o, "name", at), name_at);
+      const auto id = g.find_operator(name);
+      if (!id) {
+        r.fail(Errc::kUnknownName, "unknown operator '" + name + "' (not in graph '" + g.name() + "')",
+               name_at);
+      }
+      OpEntry& entry = entries[*id];
+      if (entry.source != Source::Absent) {
+        r.fail(Errc::kDuplicate,
+               "operator '" + name + "' is listed twice (first at " +
+                   child("/operators", entry.index) + ")",
+               name_at);
+      }
+      entry.index = i;
+      const Json* cuts = r.find(o, "cuts");
+      const Json* strategy = r.find(o, "strategy");
+      if (cuts != nullptr) {
+        entry.source = Source::Cuts;
+        read_cuts(r, *cuts, child(at, "cuts"), spaces[*id], name, axis_index, p.cuts[*id], entry);
+        if (strategy != nullptr) entry.strategy = detail::read_strategy(r, *strategy, child(at, "strategy"));
+      } else if (strategy != nullptr) {
+        entry.source = Source::Strategy;
+        const ir::Strategy s = detail::read_strategy(r, *strategy, child(at, "strategy"));
+        try {
+          p.cuts[*id] = plan::assign_cuts(g, *id, spaces[*id], s, mesh);
+        } catch (const Error& e) {
+          const auto split = split_op_path(e.json_path());
+          const std::string rest = split ? split->second : std::string("/strategy");
+          throw Error(e.code(), e.detail(), at + rest, source);
+        }
+      } else {
+        // An entry with neither says nothing about the operator: it keeps
+        // its pinned strategy (or stays replicated) like an absent one, but
+        // is still counted as listed so a second entry is a duplicate.
+        entry.source = Source::Bare;
+        if (!g.op(*id).strategy) continue;
+        try {
+          p.cuts[*id] = plan::assign_cuts(g, *id, spaces[*id], *g.op(*id).strategy, mesh);
+        } catch (const Error& e) {
+          throw Error(e.code(), "operator '" + name + "', pinned strategy in the graph: " + e.detail(),
+                      at, source);
+        }
+      }
+    }
+  }
+  for (ir::OpId id = 0; id < g.num_operators(); ++id) {
+    if (entries[id].source != Source::Absent || !g.op(id).strategy) continue;
+    try {
+      p.cuts[id] = plan::assign_cuts(g, id, spaces[id], *g.op(id).strategy, mesh);
+    } catch (const Error& e) {
+      throw Error(e.code(),
+                  "operator '" + g.op(id).name + "', pinned strategy in the graph: " + e.detail(),
+                  {}, source);
+    }
+  }
+  try {
+    plan::check_plan(g, spaces, p);
+  } catch (const Error& e) {
+    throw repoint(e, r, g, entries);
+  }
+  // A strategy written next to cuts is derived from them; one that
+  // disagrees means the file was edited inconsistently.
+  for (ir::OpId id = 0; id < g.num_operators(); ++id) {
+    const OpEntry& entry = entries[id];
+    if (entry.source != Source::Cuts || !entry.strategy) continue;
+    const ir::Strategy implied = plan::strategy_of(spaces[id], mesh, p.cuts[id]);
+    if (implied != *entry.strategy) {
+      r.fail(Errc::kPlan,
+             "strategy " + strategy_string(*entry.strategy) + " does not match the cuts, which give " +
+                 strategy_string(implied),
+             child(child("/operators", entry.index), "strategy"));
+    }
+  }
+  return p;
+}
+
+plan::Plan read_plan_file(const std::string& path, const ir::Graph& g,
+                          const std::vector<algebra::OpSpace>& spaces,
+                          const std::vector<Cut>& mesh) {
+  return parse_plan(read_text_file(path), path, g, spaces, mesh);
+}
+
+std::vector<std::int64_t> plan_mesh_sizes(std::string_view text, const std::string& source) {
+  const Json root = detail::parse_json(text, source);
+  const Reader r(source);
+  r.check_format(root, "recsearch.plan");
+  const Json* m = r.find(root, "mesh");
+  if (m == nullptr) return {};
+  r.expect_object(*m, "/mesh");
+  std::vector<std::int64_t> sizes;
+  std::int64_t product = 1;
+  if (const Json* axes = r.find(*m, "axes")) {
+    r.array(*axes, "/mesh/axes");
+    for (std::size_t a = 0; a < axes->size(); ++a) {
+      const std::string at = child("/mesh/axes", a);
+      const Json& ax = r.object((*axes)[a], at);
+      const std::int64_t size = r.positive_integer(r.require(ax, "size", at), child(at, "size"));
+      if (__builtin_mul_overflow(product, size, &product) || product > kMaxDevices) {
+        r.fail(Errc::kPlan, "the mesh has more than " + std::to_string(kMaxDevices) + " devices", at);
+      }
+      sizes.push_back(size);
+    }
+  }
+  if (const Json* d = r.find(*m, "devices")) {
+    const std::int64_t n = r.positive_integer(*d, "/mesh/devices");
+    if (r.find(*m, "axes") == nullptr) {
+      if (n > kMaxDevices) {
+        r.fail(Errc::kPlan, "more than " + std::to_string(kMaxDevices) + " devices", "/mesh/devices");
+      }
+      sizes.push_back(n);
+    } else if (n != product) {
+      r.fail(Errc::kPlan,
+             "devices is " + std::to_string(n) + " but the axes multiply to " + std::to_string(product),
+             "/mesh/devices");
+    }
+  }
+  return sizes;
+}
+
+std::string plan_to_json(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                         const Cluster& cluster, const plan::Plan& p, const plan::Evaluation& ev,
+                         int indent) {
+  OrderedJson root;
+  root["format"] = "recsearch.plan";
+  root["version"] = 1;
+  root["graph"] = p.graph_name.empty() ? g.name() : p.graph_name;
+  root["mode"] = std::string(mode_name(p.mode));
+  root["algorithm"] = p.algorithm;
+
+  OrderedJson axes = OrderedJson::array();
+  for (const Cut& c : p.mesh) {
+    OrderedJson a;
+    a["name"] = c.axis;
+    a["size"] = c.size;
+    a["level"] = c.level < cluster.levels().size() ? cluster.levels()[c.level].name : std::string();
+    axes.push_back(std::move(a));
+  }
+  OrderedJson mesh;
+  mesh["axes"] = std::move(axes);
+  mesh["devices"] = p.num_devices();
+  root["mesh"] = std::move(mesh);
+
+  OrderedJson ops = OrderedJson::array();
+  for (ir::OpId id = 0; id < g.num_operators(); ++id) {
+    const ir::Operator& op = g.op(id);
+    OrderedJson jo;
+    jo["name"] = op.name;
+    jo["type"] = op.type;
+    if (id < ev.strategies.size()) {
+      jo["strategy"] = ev.strategies[id];
+    } else if (id < spaces.size() && id < p.cuts.size()) {
+      jo["strategy"] = plan::strategy_of(spaces[id], p.mesh, p.cuts[id]);
+    }
+    OrderedJson cuts = OrderedJson::array();
+    for (std::size_t a = 0; a < p.mesh.size(); ++a) {
+      OrderedJson c;
+      c["axis"] = axis_name(p, a);
+      const std::int16_t loop =
+          id < p.cuts.size() && a < p.cuts[id].size() ? p.cuts[id][a] : plan::kReplicated;
+      if (loop >= 0 && id < spaces.size() && static_cast<std::size_t>(loop) < spaces[id].loops.size()) {
+        c["dim"] = spaces[id].loops[static_cast<std::size_t>(loop)].name;
+      } else {
+        c["dim"] = nullptr;
+      }
+      cuts.push_back(std::move(c));
+    }
+    jo["cuts"] = std::move(cuts);
+    ops.push_back(std::move(jo));
+  }
+  root["operators"] = std::move(ops);
+
+  OrderedJson tensors = OrderedJson::array();
+  for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
+    const ir::Tensor& tensor = g.tensor(t);
+    OrderedJson jt;
+    jt["name"] = tensor.name;
+    jt["shape"] = tensor.shape;
+    OrderedJson sharding = OrderedJson::array();
+    const plan::TensorSharding* ts = t < ev.tensors.size() ? &ev.tensors[t] : nullptr;
+    for (std::size_t d = 0; d < tensor.rank(); ++d) {
+      OrderedJson dim = OrderedJson::array();
+      if (ts != nullptr && d < ts->dims.size()) {
+        for (const std::uint32_t a : ts->dims[d]) dim.push_back(axis_name(p, a));
+      }
+      sharding.push_back(std::move(dim));
+    }
+    jt["sharding"] = std::move(sharding);
+    OrderedJson partial = OrderedJson::array();
+    if (ts != nullptr) {
+      for (const std::uint32_t a : ts->partial) partial.push_back(axis_name(p, a));
+    }
+    jt["partial"] = std::move(partial);
+    tensors.push_back(std::move(jt));
+  }
+  root["tensors"] = std::move(tensors);
+
+  OrderedJson events = OrderedJson::array();
+  for (const plan::CommEvent& e : ev.events) {
+    OrderedJson je;
+    if (e.tensor == ir::kNone || e.tensor >= g.num_tensors()) {
+      je["tensor"] = nullptr;
+    } else {
+      je["tensor"] = g.tensor(e.tensor).name;
+    }
+    je["from"] = op_name_or_null(g, e.from);
+    je["to"] = op_name_or_null(g, e.to);
+    je["axis"] = axis_name(p, e.axis);
+    je["collective"] = std::string(cost::collective_name(e.collective));
+    je["phase"] = std::string(cost::phase_name(e.phase));
+    je["reason"] = std::string(plan::comm_reason_name(e.reason));
+    je["bytes"] = detail::number_json(e.bytes);
+    je["seconds"] = detail::number_json(e.seconds);
+    events.push_back(std::move(je));
+  }
+  root["redistributions"] = std::move(events);
+
+  const plan::Summary& s = ev.summary;
+  OrderedJson summary;
+  summary["step_time_s"] = detail::number_json(s.step_time_s);
+  summary["compute_s"] = detail::number_json(s.compute_s);
+  summary["communication_s"] = detail::number_json(s.communication_s);
+  summary["memory_per_device_bytes"] = detail::number_json(s.memory_per_device_bytes);
+  summary["parameter_bytes"] = detail::number_json(s.parameter_bytes);
+  summary["activation_bytes"] = detail::number_json(s.activation_bytes);
+  summary["search_time_s"] = detail::number_json(s.search_time_s);
+  root["summary"] = std::move(summary);
+  return detail::dump_layout(root, indent, 2);
+}
+
+std::string plan_to_table(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                          const Cluster& cluster, const plan::Plan& p,
+                          const plan::Evaluation& ev) {
+  // Caps keep one absurdly long name or strategy from pushing every other
+  // column off the screen.
+  static constexpr std::size_t kCaps[] = {40, 24, 40, 48, 12, 12};
+  static constexpr std::size_t kColumns = std::size(kCaps);
+  const std::string headers[kColumns] = {"operator", "type", "strategy", "cuts", "compute ms", "comm ms"};
+
+  std::vector<std::array<std::string, kColumns>> rows;
+  rows.reserve(g.num_operators());
+  for (ir::OpId id = 0; id < g.num_operators(); ++id) {
+    const ir::Operator& op = g.op(id);
+    std::array<std::string, kColumns> row;
+    row[0] = op.name;
+    row[1] = op.type;
+    if (id < ev.strategies.size()) {
+      row[2] = strategy_string(ev.strategies[id]);
+    } else if (id < spaces.size() && id < p.cuts.size()) {
+      row[2] = strategy_string(plan::strategy_of(spaces[id], p.mesh, p.cuts[id]));
+    }
+    std::string cuts;
+    for (std::size_t a = 0; a < p.mesh.size(); ++a) {
+      if (a > 0) cuts += ' ';
+      cuts += axis_name(p, a) + ':';
+      const std::int16_t loop =
+          id < p.cuts.size() && a < p.cuts[id].size() ? p.cuts[id][a] : plan::kReplicated;
+      if (loop >= 0 && id < spaces.size() && static_cast<std::size_t>(loop) < spaces[id].loops.size()) {
+        cuts += spaces[id].loops[static_cast<std::size_t>(loop)].name;
+      } else {
+        cuts += '-';
+      }
+    }
+    row[3] = cuts.empty() ? "-" : cuts;
+    const plan::OpCost cost = id < ev.op_costs.size() ? ev.op_costs[id] : plan::OpCost{};
+    row[4] = fixed(cost.compute_s * 1e3, 3);
+    row[5] = fixed(cost.communication_s * 1e3, 3);
+    for (std::size_t c = 0; c < kColumns; ++c) row[c] = truncate(std::move(row[c]), kCaps[c]);
+    rows.push_back(std::move(row));
+  }
+
+  std::size_t width[kColumns];
+  for (std::size_t c = 0; c < kColumns; ++c) {
+    width[c] = display_width(headers[c]);
+    for (const auto& row : rows) width[c] = std::max(width[c], display_width(row[c]));
+  }
+  auto emit = [&](const auto& cells, std::string& out) {
+    std::string line;
+    for (std::size_t c = 0; c < kColumns; ++c) {
+      if (c > 0) line += "  ";
+      // Numbers right-aligned so that their decimal points line up.
+      line += c >= 4 ? pad_left(cells[c], width[c]) : pad_right(cells[c], width[c]);
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line;
+    out += '\n';
+  };
+
+  std::string out;
+  emit(headers, out);
+  std::size_t total = 0;
+  for (std::size_t c = 0; c < kColumns; ++c) total += width[c] + (c > 0 ? 2 : 0);
+  out += std::string(total, '-');
+  out += '\n';
+  for (const auto& row : rows) emit(row, out);
+
+  const plan::Summary& s = ev.summary;
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  std::string mesh;
+  for (std::size_t a = 0; a < p.mesh.size(); ++a) {
+    if (a > 0) mesh += ' ';
+    mesh += axis_name(p, a) + "=" + std::to_string(p.mesh[a].size);
+  }
+  out += '\n';
+  out += "step time:          " + general(s.step_time_s * 1e3) + " ms\n";
+  out += "compute:            " + general(s.compute_s * 1e3) + " ms\n";
+  out += "communication:      " + general(s.communication_s * 1e3) + " ms\n";
+  out += "memory per device:  " + general(s.memory_per_device_bytes / kGiB) + " GiB (parameters " +
+         general(s.parameter_bytes / kGiB) + " GiB, activations " +
+         general(s.activation_bytes / kGiB) + " GiB)\n";
+  out += "devices:            " + std::to_string(p.num_devices());
+  if (!mesh.empty()) out += " (" + mesh + ")";
+  if (!cluster.name().empty()) out += " on " + cluster.name();
+  out += '\n';
+  out += "search time:        " + general(s.search_time_s) + " s\n";
+  return out;
+}
+
+}  // namespace recsearch::io
