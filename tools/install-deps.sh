@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs the Debian packages recsearch needs to build and test, and only
+# those that are missing (apt-get update runs once, and only then).
+# Used by tools/test.sh and tools/quickstart.sh; safe to run on its own.
+set -euo pipefail
+
+packages=(meson ninja-build pkg-config g++ libboost-graph-dev libtbb-dev
+          nlohmann-json3-dev doctest-dev libcli11-dev libopenmpi-dev python3)
+
+if ! command -v dpkg >/dev/null 2>&1; then
+  echo "install-deps: no dpkg here; install these yourself: ${packages[*]}" >&2
+  exit 0
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg -s "$p" 2>/dev/null | grep -q '^Status: install ok installed'; then
+    missing+=("$p")
+  fi
+done
+((${#missing[@]} == 0)) && exit 0
+
+echo "install-deps: installing ${missing[*]}" >&2
+sudo=()
+if [[ $(id -u) -ne 0 ]]; then
+  if command -v sudo >/dev/null 2>&1; then
+    sudo=(sudo)
+  else
+    echo "install-deps: missing packages (${missing[*]}) and not root; run as root" >&2
+    exit 1
+  fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
