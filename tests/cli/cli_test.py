@@ -1,0 +1,851 @@
+#!/usr/bin/env python3
+"""End-to-end tests of the `recsearch` command-line tool (DESIGN.md "CLI").
+
+Run by meson as `cli_test.py RECSEARCH_EXE CASE`, one meson test per case
+group (search, eval, validate, errors, stdio, determinism, table, devices,
+progress). Standard library only. Sample data comes from $RECSEARCH_DATA
+(data/graphs/*.json, data/graphs/tiny/*.json, data/clusters/*.json); the
+tests also write small graphs and plans of their own, for which the
+expected numbers follow by hand from the formulas documented in
+include/recsearch/plan/evaluator.hpp and cost/model.hpp.
+
+Every check looks at values (plans are parsed and checked against the
+graph, numbers are recomputed), not only at exit codes, so that a CLI that
+merely exits 0 cannot pass. All failures of a group are listed before the
+group fails.
+"""
+
+import glob
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA = os.environ.get("RECSEARCH_DATA") or os.path.join(HERE, "..", "..", "data")
+GRAPHS = os.path.join(DATA, "graphs")
+CLUSTERS = os.path.join(DATA, "clusters")
+BUNDLED_GRAPHS = ["ffn.json", "gpt2_block.json", "bert_large.json", "resnet50.json"]
+BUNDLED_CLUSTERS = ["dgx_h100_8.json", "dgx_h100_64x8.json"]
+GIB = float(1 << 30)
+DTYPE_BYTES = {"f64": 8, "f32": 4, "f16": 2, "bf16": 2, "f8": 1, "i64": 8, "i32": 4,
+               "i16": 2, "i8": 1, "u8": 1, "bool": 1}
+EXIT_CODES = {0, 1, 2, 3, 4}
+
+EXE = None
+TMP = None
+FAILURES = []
+
+
+# --------------------------------------------------------------------------
+# Helpers
+
+
+def fail(msg):
+    FAILURES.append(msg)
+    print("FAIL: " + msg, flush=True)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+    return bool(cond)
+
+
+class Result:
+    def __init__(self, args, rc, out, err):
+        self.args, self.rc, self.out, self.err = args, rc, out, err
+
+    def __str__(self):
+        return "recsearch %s -> %d\nstderr: %s" % (" ".join(self.args), self.rc, self.err[-2000:])
+
+
+def run(args, stdin=None, expect=0, stderr_empty=None):
+    """Runs the tool; checks the exit code (`expect`, None = any) and that it
+    never crashed nor reported an internal error."""
+    p = subprocess.run([EXE] + args, input=stdin, capture_output=True, text=True, timeout=900)
+    r = Result(args, p.returncode, p.stdout, p.stderr)
+    check(p.returncode in EXIT_CODES, "exit code outside 0..4 (crash?): %s" % r)
+    check("internal error" not in p.stderr, "internal error: %s" % r)
+    if expect is not None:
+        check(p.returncode == expect, "expected exit %d: %s" % (expect, r))
+    if stderr_empty is None:
+        stderr_empty = expect == 0
+    if stderr_empty and p.returncode == 0:
+        # No progress noise when stderr is not a terminal.
+        check(p.stderr == "", "unexpected stderr output: %s" % r)
+    return r
+
+
+def parse_json(r, what="output"):
+    try:
+        return json.loads(r.out)
+    except ValueError as e:
+        fail("%s is not JSON (%s): %s\nstdout head: %s" % (what, e, r, r.out[:500]))
+        return None
+
+
+def write(name, content):
+    path = os.path.join(TMP, name)
+    with open(path, "w") as f:
+        f.write(content if isinstance(content, str) else json.dumps(content, indent=1))
+    return path
+
+
+def load_graph(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def graph_path(name):
+    return os.path.join(GRAPHS, name)
+
+
+def all_graphs():
+    """Every bundled graph, the named ones required."""
+    paths = [graph_path(n) for n in BUNDLED_GRAPHS]
+    for p in paths:
+        check(os.path.exists(p), "bundled graph missing: " + p)
+    extra = sorted(glob.glob(os.path.join(GRAPHS, "*.json")) +
+                   glob.glob(os.path.join(GRAPHS, "tiny", "*.json")))
+    check(any("tiny" in p for p in extra), "no graphs under %s/tiny" % GRAPHS)
+    return [p for p in paths if os.path.exists(p)] + [p for p in extra if p not in paths]
+
+
+def cluster_path(name):
+    p = os.path.join(CLUSTERS, name)
+    check(os.path.exists(p), "bundled cluster missing: " + p)
+    return p if os.path.exists(p) else None
+
+
+def prime_factors_desc(n):
+    f, d = [], 2
+    while d * d <= n:
+        while n % d == 0:
+            f.append(d)
+            n //= d
+        d += 1
+    if n > 1:
+        f.append(n)
+    return sorted(f, reverse=True)
+
+
+def schedule_of_levels(sizes):
+    """Cut sizes of a hierarchy, outermost level first (cluster.hpp)."""
+    return [k for s in sizes for k in prime_factors_desc(s)]
+
+
+def cluster_levels(path):
+    with open(path) as f:
+        c = json.load(f)
+    return [lv["size"] for lv in c["levels"]], [lv["name"] for lv in c["levels"]]
+
+
+def prod(xs):
+    p = 1
+    for x in xs:
+        p *= x
+    return p
+
+
+def close(a, b, rel=1e-9):
+    if a == b:
+        return True
+    return abs(a - b) <= rel * max(abs(a), abs(b))
+
+
+def strip_search_time(text):
+    return re.sub(r'"search_time_s"\s*:\s*[-+0-9.eE]+', '"search_time_s": 0', text)
+
+
+def param_bytes(g):
+    return sum(prod(t["shape"]) * DTYPE_BYTES[t.get("dtype", "f32")]
+               for t in g["tensors"] if t.get("kind") == "parameter")
+
+
+# --------------------------------------------------------------------------
+# The plan checker: a plan file must describe the graph on the given mesh.
+
+
+def check_plan(plan, g, mesh_sizes, where, mode=None, level_names=None):
+    """Checks a plan JSON against its graph and expected cut schedule;
+    returns {op name: strategy} (or None when the plan is unusable)."""
+    if not isinstance(plan, dict):
+        fail("%s: plan is not a JSON object" % where)
+        return None
+    check(plan.get("format") == "recsearch.plan", "%s: format %r" % (where, plan.get("format")))
+    check(plan.get("version") == 1, "%s: version %r" % (where, plan.get("version")))
+    check(plan.get("graph") == g.get("name"), "%s: graph %r, expected %r" %
+          (where, plan.get("graph"), g.get("name")))
+    if mode is not None and "mode" in plan:
+        check(plan["mode"] == mode, "%s: mode %r, expected %r" % (where, plan["mode"], mode))
+
+    axes = (plan.get("mesh") or {}).get("axes", [])
+    sizes = [a.get("size") for a in axes]
+    check(sizes == mesh_sizes, "%s: mesh sizes %s, expected %s" % (where, sizes, mesh_sizes))
+    names = [a.get("name") for a in axes]
+    check(len(set(names)) == len(names), "%s: duplicate axis names %s" % (where, names))
+    if level_names is not None and all("level" in a for a in axes):
+        levels = [a["level"] for a in axes]
+        check(levels == level_names, "%s: axis levels %s, expected %s" %
+              (where, levels, level_names))
+    axis_size = dict(zip(names, sizes))
+    ndev = prod(mesh_sizes)
+
+    tensors = {t["name"]: t for t in g["tensors"]}
+    ops = {o["name"]: o for o in g["operators"]}
+    seen = {}
+    for i, po in enumerate(plan.get("operators", [])):
+        name = po.get("name")
+        if not check(name in ops, "%s: /operators/%d: unknown operator %r" % (where, i, name)):
+            continue
+        check(name not in seen, "%s: operator %r listed twice" % (where, name))
+        go = ops[name]
+        if "type" in po:
+            check(po["type"] == go["type"], "%s: %s type %r" % (where, name, po["type"]))
+        strat = po.get("strategy")
+        seen[name] = strat
+        if not check(isinstance(strat, list) and len(strat) == len(go["inputs"]),
+                     "%s: %s: strategy %r does not have one entry per input" %
+                     (where, name, strat)):
+            continue
+        cut_axes = [c.get("axis") for c in po.get("cuts", []) if c.get("dim") is not None]
+        check(all(a in axis_size for a in cut_axes), "%s: %s: cuts name unknown axes %s" %
+              (where, name, cut_axes))
+        check(len(set(cut_axes)) == len(cut_axes), "%s: %s: an axis cut twice" % (where, name))
+        cut_product = prod(axis_size.get(a, 1) for a in cut_axes)
+        for j, (s, tname) in enumerate(zip(strat, go["inputs"])):
+            shape = tensors[tname]["shape"]
+            if not check(isinstance(s, list) and len(s) == len(shape),
+                         "%s: %s: strategy[%d] %r vs shape %s" % (where, name, j, s, shape)):
+                continue
+            check(all(isinstance(k, int) and k >= 1 and d % k == 0 for k, d in zip(s, shape)),
+                  "%s: %s: strategy[%d] %r does not divide %s" % (where, name, j, s, shape))
+            # An input is split by the cuts of the loops it has, so its split
+            # product divides the product of the operator's cuts (and N).
+            check(ndev % prod(s) == 0, "%s: %s: strategy[%d] %r vs %d devices" %
+                  (where, name, j, s, ndev))
+            if "cuts" in po:
+                check(cut_product % prod(s) == 0, "%s: %s: strategy[%d] %r vs cuts %s" %
+                      (where, name, j, s, po["cuts"]))
+    missing = sorted(set(ops) - set(seen))
+    check(not missing, "%s: operators missing from the plan: %s" % (where, missing[:10]))
+
+    for i, pt in enumerate(plan.get("tensors", [])):
+        t = tensors.get(pt.get("name"))
+        if not check(t is not None, "%s: /tensors/%d: unknown tensor %r" %
+                     (where, i, pt.get("name"))):
+            continue
+        sh = pt.get("sharding", [])
+        if not check(len(sh) == len(t["shape"]), "%s: tensor %s: sharding %s vs shape %s" %
+                     (where, t["name"], sh, t["shape"])):
+            continue
+        used = [a for dim in sh for a in dim] + list(pt.get("partial", []))
+        check(all(a in axis_size for a in used), "%s: tensor %s: unknown axes %s" %
+              (where, t["name"], used))
+        check(len(set(used)) == len(used), "%s: tensor %s: axis used twice %s" %
+              (where, t["name"], used))
+        for d, dim_axes in enumerate(sh):
+            k = prod(axis_size.get(a, 1) for a in dim_axes)
+            check(t["shape"][d] % k == 0, "%s: tensor %s dim %d (%d) split %d ways" %
+                  (where, t["name"], d, t["shape"][d], k))
+
+    for i, rd in enumerate(plan.get("redistributions", [])):
+        check(rd.get("tensor") in tensors and rd.get("axis") in axis_size and
+              rd.get("bytes", -1) >= 0 and rd.get("phase") in ("forward", "backward") and
+              rd.get("collective") in ("all_gather", "reduce_scatter", "all_reduce",
+                                       "all_to_all", "halo"),
+              "%s: /redistributions/%d malformed: %s" % (where, i, rd))
+
+    check_summary(plan.get("summary"), where)
+    return seen
+
+
+def check_summary(s, where):
+    if not check(isinstance(s, dict), "%s: no summary" % where):
+        return
+    for k in ("step_time_s", "compute_s", "communication_s", "memory_per_device_bytes",
+              "search_time_s"):
+        v = s.get(k)
+        if not check(isinstance(v, (int, float)) and math.isfinite(v) and v >= 0,
+                     "%s: summary.%s = %r" % (where, k, v)):
+            return
+    check(s["step_time_s"] > 0, "%s: step time 0" % where)
+    check(s["memory_per_device_bytes"] > 0, "%s: memory 0" % where)
+    check(close(s["step_time_s"], s["compute_s"] + s["communication_s"], 1e-9),
+          "%s: step %r != compute %r + communication %r" %
+          (where, s["step_time_s"], s["compute_s"], s["communication_s"]))
+
+
+def search(graph, cluster_args, extra=(), expect=0):
+    r = run(["search", graph] + list(cluster_args) + list(extra), expect=expect)
+    return r, (parse_json(r) if r.rc == 0 and expect == 0 else None)
+
+
+# Cluster options with the schedule and level names they imply.
+def cluster_variants():
+    v = [(["--devices", "8"], [2, 2, 2], ["device"] * 3),
+         (["--mesh", "2x4"], [2, 2, 2], ["m0", "m1", "m1"])]
+    for name in BUNDLED_CLUSTERS:
+        p = cluster_path(name)
+        if p:
+            sizes, names = cluster_levels(p)
+            levels = [n for s, n in zip(sizes, names) for _ in prime_factors_desc(s)]
+            v.append((["--cluster", p], schedule_of_levels(sizes), levels))
+    return v
+
+
+# A graph of our own, small enough to work out costs by hand:
+#   x[64,256] @ w1[256,512] -> h, ReLU -> r, r @ w2[512,128] -> y   (f32)
+MLP = {
+    "format": "recsearch.graph", "version": 1, "name": "cli_mlp",
+    "tensors": [
+        {"name": "x", "shape": [64, 256], "dtype": "f32", "kind": "input"},
+        {"name": "w1", "shape": [256, 512], "dtype": "f32", "kind": "parameter"},
+        {"name": "h", "shape": [64, 512], "dtype": "f32"},
+        {"name": "r", "shape": [64, 512], "dtype": "f32"},
+        {"name": "w2", "shape": [512, 128], "dtype": "f32", "kind": "parameter"},
+        {"name": "y", "shape": [64, 128], "dtype": "f32"},
+    ],
+    "operators": [
+        {"name": "dense1", "type": "MatMul", "inputs": ["x", "w1"], "outputs": ["h"]},
+        {"name": "relu", "type": "ReLU", "inputs": ["h"], "outputs": ["r"]},
+        {"name": "dense2", "type": "MatMul", "inputs": ["r", "w2"], "outputs": ["y"]},
+    ],
+}
+
+
+# One large matmul: compute-bound at any reasonable efficiency.
+BIG = {
+    "format": "recsearch.graph", "version": 1, "name": "cli_big",
+    "tensors": [
+        {"name": "a", "shape": [4096, 4096], "dtype": "f16", "kind": "input"},
+        {"name": "b", "shape": [4096, 4096], "dtype": "f16", "kind": "parameter"},
+        {"name": "c", "shape": [4096, 4096], "dtype": "f16"},
+    ],
+    "operators": [{"name": "mm", "type": "MatMul", "inputs": ["a", "b"], "outputs": ["c"]}],
+}
+
+
+# --------------------------------------------------------------------------
+# Case groups
+
+
+def case_search():
+    for gp in all_graphs():
+        g = load_graph(gp)
+        for cargs, sizes, levels in cluster_variants():
+            where = "search %s %s" % (os.path.basename(gp), " ".join(cargs))
+            _, plan = search(gp, cargs)
+            if plan is not None:
+                check_plan(plan, g, sizes, where, mode="train", level_names=levels)
+        _, plan = search(gp, ["--devices", "4"], ["--mode", "infer"])
+        if plan is not None:
+            check_plan(plan, g, [2, 2], "search --mode infer " + gp, mode="infer")
+        _, plan = search(gp, ["--devices", "4"], ["--algo", "data-parallel"])
+        if plan is not None:
+            check_plan(plan, g, [2, 2], "search --algo data-parallel " + gp)
+
+    # The exhaustive search is the exact optimum of the same cost model:
+    # the recursive search can match it, never beat it.
+    for gp in sorted(glob.glob(os.path.join(GRAPHS, "tiny", "*.json"))):
+        g = load_graph(gp)
+        if len(g["operators"]) > 8:
+            continue
+        _, rec = search(gp, ["--devices", "4"])
+        _, ex = search(gp, ["--devices", "4"], ["--algo", "exhaustive"])
+        if rec and ex:
+            check_plan(ex, g, [2, 2], "search --algo exhaustive " + gp)
+            check(ex["summary"]["step_time_s"] <= rec["summary"]["step_time_s"] * (1 + 1e-9),
+                  "%s: exhaustive %r slower than rec %r" %
+                  (gp, ex["summary"]["step_time_s"], rec["summary"]["step_time_s"]))
+
+    # --mesh with a non-power-of-two inner level keeps the level order.
+    mlp = write("mlp.json", MLP)
+    _, plan = search(mlp, ["--mesh", "4x3"])
+    if plan:
+        check_plan(plan, MLP, [2, 2, 3], "search --mesh 4x3", level_names=["m0", "m0", "m1"])
+
+    # A cluster file of our own, with a cost object: reaches the search.
+    cl = write("cluster.json", {
+        "format": "recsearch.cluster", "version": 1, "name": "two-level",
+        "levels": [{"name": "node", "size": 2, "bandwidth_GBps": 25, "latency_us": 5},
+                   {"name": "gpu", "size": 3, "bandwidth_GBps": 300, "latency_us": 1}],
+        "device": {"peak_TFLOPs": 100, "memory_GiB": 16}})
+    _, plan = search(mlp, ["--cluster", cl])
+    if plan:
+        check_plan(plan, MLP, [2, 3], "search --cluster own", level_names=["node", "gpu"])
+
+    # --memory: a budget that forces sharding the 2 x 256 MiB weights
+    # (2 GiB of parameter state in training) must be met.
+    huge = graph_path(os.path.join("tiny", "mlp_huge_weights.json"))
+    if check(os.path.exists(huge), "missing " + huge):
+        _, free = search(huge, ["--devices", "8"], ["--algo", "data-parallel"])
+        _, plan = search(huge, ["--devices", "8"], ["--memory", "0.75"])
+        if free and plan:
+            check(free["summary"]["memory_per_device_bytes"] > 0.75 * GIB,
+                  "data-parallel should not fit 0.75 GiB: %r" % free["summary"])
+            check(plan["summary"]["memory_per_device_bytes"] <= 0.75 * GIB,
+                  "--memory 0.75 not met: %r" % plan["summary"])
+
+    # --cost reaches the search: on a compute-bound matmul (4096^3, f16)
+    # with the plan fixed, halving the efficiency doubles the compute time.
+    big = dict(BIG)
+    bigp = write("big.json", big)
+    cost = write("cost.json", {"compute_efficiency": 0.25})
+    dp = ["--algo", "data-parallel"]
+    _, a = search(bigp, ["--devices", "2"], dp)
+    _, b = search(bigp, ["--devices", "2"], dp + ["--cost", cost])
+    if a and b:
+        check(close(b["summary"]["compute_s"], 2 * a["summary"]["compute_s"], 1e-6),
+              "--cost compute_efficiency 0.25 did not double compute: %r vs %r" %
+              (a["summary"], b["summary"]))
+    # A graph's own "cost" object is read too.
+    _, c = search(write("big_cost.json", dict(BIG, cost={"compute_efficiency": 0.25})),
+                  ["--devices", "2"], dp)
+    if b and c:
+        check(close(b["summary"]["compute_s"], c["summary"]["compute_s"]),
+              "graph cost object ignored: %r vs %r" % (b["summary"], c["summary"]))
+    # ... and --cost overrides it.
+    back = write("cost_back.json", {"compute_efficiency": 0.5})
+    _, d = search(write("big_cost.json", dict(BIG, cost={"compute_efficiency": 0.25})),
+                  ["--devices", "2"], dp + ["--cost", back])
+    if a and d:
+        check(close(a["summary"]["compute_s"], d["summary"]["compute_s"]),
+              "--cost does not override the graph's cost object: %r vs %r" %
+              (a["summary"], d["summary"]))
+
+
+def eval_plan(graph, plan_path, args=(), expect=0):
+    r = run(["eval", graph, plan_path] + list(args), expect=expect)
+    return r, (parse_json(r, "eval output") if r.rc == 0 and expect == 0 else None)
+
+
+def case_eval():
+    # The search's own plan, evaluated independently, costs what the search
+    # reported. Without cluster options, eval uses the plan's mesh.
+    variants = [(["--devices", "8"], []), (["--mesh", "2x4"], ["--mesh", "2x4"]),
+                (["--mesh", "2x3"], [])]
+    for cargs, _, _ in cluster_variants():
+        if cargs[0] == "--cluster":
+            variants.append((cargs, cargs))
+    for gp in all_graphs():
+        g = load_graph(gp)
+        for sargs, eargs in variants:
+            where = "eval %s (%s)" % (os.path.basename(gp), " ".join(sargs))
+            r = run(["search", gp, "-o", os.path.join(TMP, "p.json")] + sargs)
+            if r.rc != 0:
+                continue
+            with open(os.path.join(TMP, "p.json")) as f:
+                splan = json.load(f)
+            _, ev = eval_plan(gp, os.path.join(TMP, "p.json"), eargs)
+            if not ev:
+                continue
+            sizes = [a["size"] for a in splan["mesh"]["axes"]]
+            strategies = check_plan(ev, g, sizes, where)
+            s1, s2 = splan["summary"], ev["summary"]
+            check(close(s1["step_time_s"], s2["step_time_s"]),
+                  "%s: step time %r (search) vs %r (eval)" %
+                  (where, s1["step_time_s"], s2["step_time_s"]))
+            check(close(s1["memory_per_device_bytes"], s2["memory_per_device_bytes"]),
+                  "%s: memory %r (search) vs %r (eval)" %
+                  (where, s1["memory_per_device_bytes"], s2["memory_per_device_bytes"]))
+            check(s2["search_time_s"] == 0, "%s: eval reports a search time" % where)
+            if strategies:
+                same = all(strategies.get(o["name"]) == o["strategy"] for o in splan["operators"])
+                check(same, "%s: eval changed strategies" % where)
+
+    # --mode overrides the plan's mode: inference keeps no gradients,
+    # optimizer state nor saved activations.
+    ffn = graph_path("ffn.json")
+    r = run(["search", ffn, "--devices", "4", "-o", os.path.join(TMP, "ffn.json")])
+    if r.rc == 0:
+        _, t = eval_plan(ffn, os.path.join(TMP, "ffn.json"))
+        _, i = eval_plan(ffn, os.path.join(TMP, "ffn.json"), ["--mode", "infer"])
+        if t and i:
+            check(i["summary"]["memory_per_device_bytes"] <
+                  t["summary"]["memory_per_device_bytes"],
+                  "eval --mode infer: memory %r not below training %r" %
+                  (i["summary"], t["summary"]))
+
+    # Hand-written strategy-only plan on our own MLP, data parallel on 8
+    # devices (flat: three cuts of 2 at 100 GB/s, 5 us).
+    mlp = write("mlp.json", MLP)
+    dp = write("dp_plan.json", {
+        "format": "recsearch.plan", "version": 1, "graph": "cli_mlp",
+        "operators": [{"name": "dense1", "strategy": [[8, 1], [1, 1]]},
+                      {"name": "relu", "strategy": [[8, 1]]},
+                      {"name": "dense2", "strategy": [[8, 1], [1, 1]]}]})
+    eval_plan(mlp, dp, expect=2)  # no mesh in the plan, no cluster option
+    for mode in ("infer", "train"):
+        where = "eval hand-written data-parallel plan --mode " + mode
+        _, ev = eval_plan(mlp, dp, ["--devices", "8", "--mode", mode])
+        if not ev:
+            continue
+        st = check_plan(ev, MLP, [2, 2, 2], where, mode=mode)
+        check(st == {"dense1": [[8, 1], [1, 1]], "relu": [[8, 1]],
+                     "dense2": [[8, 1], [1, 1]]}, "%s: strategies %s" % (where, st))
+        sh = {t["name"]: t["sharding"] for t in ev.get("tensors", [])}
+        check(sh.get("h") == [["c0", "c1", "c2"], []], "%s: h sharding %r" % (where, sh.get("h")))
+        s = ev["summary"]
+        if mode == "infer":
+            # Parameters whole (786432 B) + largest working set (relu:
+            # h and r slices, 2 x 16384 B); every layout agrees: no traffic.
+            check(s["memory_per_device_bytes"] == 786432 + 32768, "%s: memory %r" % (where, s))
+            check(s["communication_s"] == 0, "%s: communication %r" % (where, s))
+        else:
+            # Parameter state x4 (weights, gradients, Adam m and v) + saved
+            # activation slices x 8192, h 16384, r 16384, y 4096.
+            check(s["memory_per_device_bytes"] == 4 * 786432 + 45056,
+                  "%s: memory %r" % (where, s))
+            # Gradient all-reduce of w1 and w2 on each of the 3 axes:
+            # 2(k-1)/k * B = B bytes at 1e11 B/s + 2 * ceil(log2 2) * 5 us.
+            want = 3 * ((524288 + 262144) / 1e11 + 2 * 2 * 5e-6)
+            check(close(s["communication_s"], want, 1e-9),
+                  "%s: communication %r, expected %r" % (where, s["communication_s"], want))
+    # Coefficients from --cost: no optimizer state, no latency term.
+    cost = write("cost.json", {"optimizer_bytes_factor": 0, "count_latency": False})
+    _, ev = eval_plan(mlp, dp, ["--devices", "8", "--cost", cost])
+    if ev:
+        s = ev["summary"]
+        check(s["memory_per_device_bytes"] == 2 * 786432 + 45056,
+              "eval --cost optimizer_bytes_factor 0: memory %r" % s)
+        check(close(s["communication_s"], 3 * 786432 / 1e11),
+              "eval --cost count_latency false: communication %r" % s)
+
+    # Hand-written plan with a mesh and explicit cuts (DESIGN.md example):
+    # dense1 cut i on c0, j on c1 and c2; relu and dense2 left replicated.
+    cuts = write("cuts_plan.json", {
+        "format": "recsearch.plan", "version": 1, "graph": "cli_mlp", "mode": "infer",
+        "mesh": {"axes": [{"name": "c0", "size": 2}, {"name": "c1", "size": 2},
+                          {"name": "c2", "size": 2}]},
+        "operators": [{"name": "dense1", "type": "MatMul",
+                       "cuts": [{"axis": "c0", "dim": "i"}, {"axis": "c1", "dim": "j"},
+                                {"axis": "c2", "dim": "j"}]}]})
+    for mode in ("infer", "train"):
+        where = "eval hand-written cuts plan --mode " + mode
+        _, ev = eval_plan(mlp, cuts, ["--mode", mode])
+        if not ev:
+            continue
+        st = check_plan(ev, MLP, [2, 2, 2], where)
+        check(st == {"dense1": [[2, 1], [1, 4]], "relu": [[1, 1]], "dense2": [[1, 1], [1, 1]]},
+              "%s: strategies %s" % (where, st))
+        sh = {t["name"]: t["sharding"] for t in ev.get("tensors", [])}
+        check(sh.get("h") == [["c0"], ["c1", "c2"]], "%s: h sharding %r" % (where, sh.get("h")))
+        s = ev["summary"]
+        # relu wants h whole: an all-gather of h (131072 B) per axis,
+        # (k-1)/k * B at 1e11 B/s + 5 us; its reduce-scatter dual in training.
+        gather = 3 * (65536 / 1e11 + 5e-6)
+        if mode == "infer":
+            # w1 slice 131072 + w2 262144; largest working set relu 2 x 131072.
+            check(s["memory_per_device_bytes"] == 393216 + 262144, "%s: memory %r" % (where, s))
+            check(close(s["communication_s"], gather), "%s: communication %r, expected %r" %
+                  (where, s["communication_s"], gather))
+        else:
+            # Parameter state x4; saved slices x 32768, h 16384, r 131072, y 32768.
+            check(s["memory_per_device_bytes"] == 4 * 393216 + 212992,
+                  "%s: memory %r" % (where, s))
+            # Plus the gradient all-reduce of w1 (replicated on c0 only).
+            want = 2 * gather + 524288 / 1e11 + 2 * 5e-6
+            check(close(s["communication_s"], want), "%s: communication %r, expected %r" %
+                  (where, s["communication_s"], want))
+
+    # The plan's mesh must match the cluster given.
+    eval_plan(mlp, cuts, ["--devices", "4"], expect=1)
+    # A strategy that cannot be laid out names the plan file.
+    bad = write("bad_plan.json", {
+        "format": "recsearch.plan", "version": 1, "graph": "cli_mlp",
+        "operators": [{"name": "dense1", "strategy": [[3, 1], [1, 1]]}]})
+    r, _ = eval_plan(mlp, bad, ["--devices", "8"], expect=1)
+    check("bad_plan.json" in r.err and "/operators/0" in r.err,
+          "bad plan error does not name file and path: %s" % r)
+    # -o writes the evaluation to a file.
+    out = os.path.join(TMP, "eval_out.json")
+    r = run(["eval", mlp, dp, "--devices", "8", "-o", out])
+    if r.rc == 0:
+        check(r.out == "", "eval -o FILE also wrote to stdout")
+        with open(out) as f:
+            check_plan(json.load(f), MLP, [2, 2, 2], "eval -o FILE")
+
+
+def case_validate():
+    for gp in all_graphs():
+        g = load_graph(gp)
+        r = run(["validate", gp])
+        m = re.fullmatch(r"(.*): ok \((\d+) operators, (\d+) tensors, (\d+) parameters, "
+                         r"([0-9.eE+-]+) GiB of parameters\)\n", r.out)
+        if not check(m, "validate %s: unexpected output %r" % (gp, r.out)):
+            continue
+        nparams = sum(1 for t in g["tensors"] if t.get("kind") == "parameter")
+        check(m.group(1) == gp, "validate: names %r, expected %r" % (m.group(1), gp))
+        check(int(m.group(2)) == len(g["operators"]), "validate %s: operators %s" %
+              (gp, m.group(2)))
+        check(int(m.group(3)) == len(g["tensors"]), "validate %s: tensors %s" % (gp, m.group(3)))
+        check(int(m.group(4)) == nparams, "validate %s: parameters %s" % (gp, m.group(4)))
+        gib = param_bytes(g) / GIB
+        check(abs(float(m.group(5)) - gib) <= max(0.006, 0.002 * gib),
+              "validate %s: %s GiB, expected %.6f" % (gp, m.group(5), gib))
+    with open(graph_path("ffn.json")) as f:
+        r = run(["validate", "-"], stdin=f.read())
+    check(r.out.startswith("<stdin>: ok (15 operators"), "validate - : %r" % r.out)
+
+
+def bad_graph(name, mutate):
+    g = json.loads(json.dumps(MLP))
+    mutate(g)
+    return write(name, g)
+
+
+def expect_input_error(args, file_hint, path_hint, code, stdin=None):
+    r = run(args, stdin=stdin, expect=1)
+    lines = r.err.strip().splitlines()
+    check(len(lines) == 1 and lines[0].startswith("recsearch: "),
+          "error should be one 'recsearch: ' line: %s" % r)
+    for hint in (file_hint, path_hint, "[E%d]" % code):
+        if hint:
+            check(hint in r.err, "error lacks %r: %s" % (hint, r))
+    check(r.out == "", "output on error: %s" % r)
+
+
+def case_errors():
+    # Exit 1: bad input; the message names file, JSON path, problem and id.
+    p = bad_graph("unknown_tensor.json",
+                  lambda g: g["operators"][2]["inputs"].__setitem__(1, "nope"))
+    expect_input_error(["validate", p], p, "/operators/2/inputs/1", 103)
+    expect_input_error(["search", p, "--devices", "2"], p, "/operators/2/inputs/1", 103)
+
+    # relu_a reads what relu_b writes and the other way round.
+    p = write("cycle.json", {
+        "format": "recsearch.graph", "version": 1, "name": "cycle",
+        "tensors": [{"name": "a", "shape": [4, 4]}, {"name": "b", "shape": [4, 4]}],
+        "operators": [{"name": "relu_a", "type": "ReLU", "inputs": ["b"], "outputs": ["a"]},
+                      {"name": "relu_b", "type": "ReLU", "inputs": ["a"], "outputs": ["b"]}]})
+    expect_input_error(["validate", p], p, "/operators/", 105)
+
+    p = write("truncated.json", json.dumps(MLP)[:200])
+    expect_input_error(["validate", p], p, None, 101)
+    expect_input_error(["validate", "-"], "<stdin>", None, 101, stdin="{\"format\": ")
+    p = write("not_graph.json", {"format": "recsearch.plan", "version": 1})
+    expect_input_error(["validate", p], p, "/format", 102)
+
+    # Shapes are checked by the dimension algebra; the CLI names the file.
+    p = bad_graph("shape.json", lambda g: g["tensors"][1].__setitem__("shape", [255, 512]))
+    expect_input_error(["validate", p], p, "/operators/0", 106)
+    expect_input_error(["search", p, "--devices", "2"], p, "/operators/0", 106)
+
+    r = run(["validate", os.path.join(TMP, "does_not_exist.json")], expect=1)
+    check("does_not_exist.json" in r.err and "[E110]" in r.err, "missing file: %s" % r)
+
+    mlp = write("mlp.json", MLP)
+    unknown_cost = write("bad_cost.json", {"compute_efficiency": 0.5, "bogus_factor": 1})
+    expect_input_error(["search", mlp, "--devices", "2", "--cost", unknown_cost],
+                       "bad_cost.json", "bogus_factor", 102)
+    bad_cluster = write("bad_cluster.json", {
+        "format": "recsearch.cluster", "version": 1,
+        "levels": [{"name": "gpu", "size": 8, "bandwidth_GBps": -1}]})
+    expect_input_error(["search", mlp, "--cluster", bad_cluster], "bad_cluster.json",
+                       "/levels/0/bandwidth_GBps", 108)
+
+    # Exit 2: usage.
+    usage = [
+        ["search", mlp],                                         # no cluster option
+        ["search", mlp, "--devices", "8", "--mesh", "2x4"],      # two of them
+        ["search", mlp, "--mesh", "2x"], ["search", mlp, "--mesh", "x4"],
+        ["search", mlp, "--mesh", "2xx4"], ["search", mlp, "--mesh", "0x4"],
+        ["search", mlp, "--mesh", "-2x4"], ["search", mlp, "--mesh", "2x4.5"],
+        ["search", mlp, "--mesh", "abc"], ["search", mlp, "--mesh", ""],
+        ["search", mlp, "--mesh", "65536x65536"],                # 2^32 devices
+        ["search", mlp, "--mesh", "99999999999999999999"],
+        ["search", mlp, "--devices", "0"], ["search", mlp, "--devices", "-3"],
+        ["search", mlp, "--devices", "2147483649"], ["search", mlp, "--devices", "eight"],
+        ["search", mlp, "--devices", "8", "--algo", "greedy"],
+        ["search", mlp, "--devices", "8", "--format", "yaml"],
+        ["search", mlp, "--devices", "8", "--mode", "training"],
+        ["search", mlp, "--devices", "8", "--threads", "-1"],
+        ["search", mlp, "--devices", "8", "--memory", "0"],
+        ["search", mlp, "--devices", "8", "--memory", "-1"],
+        ["search", mlp, "--devices", "8", "--memory", "nan"],
+        ["search", mlp, "--devices", "8", "--bogus"],
+        ["search", "--devices", "8"],                            # no GRAPH
+        ["eval", mlp],                                           # no PLAN
+        ["eval", "-", "-", "--devices", "2"],
+        ["frobnicate"], [],
+    ]
+    for args in usage:
+        r = run(args, expect=2)
+        check(r.err.strip() != "", "usage error without a message: %s" % r)
+        check(r.out == "", "usage error wrote to stdout: %s" % r)
+
+    # Exit 3: no plan fits the memory budget.
+    bert = graph_path("bert_large.json")
+    if os.path.exists(bert):
+        r = run(["search", bert, "--devices", "8", "--memory", "0.0001"], expect=3)
+        check("[E301]" in r.err and r.err.startswith("recsearch: "), "no-fit message: %s" % r)
+    r = run(["search", mlp, "--devices", "2", "--memory", "0.0001"], expect=3)
+    check("[E301]" in r.err, "no-fit message: %s" % r)
+
+    # The exhaustive search refuses large graphs as a usage error.
+    if os.path.exists(bert):
+        run(["search", bert, "--devices", "2", "--algo", "exhaustive"], expect=2)
+
+    # --help and --version succeed.
+    r = run(["--help"])
+    check("search" in r.out and "eval" in r.out and "validate" in r.out, "--help: %r" % r.out)
+    r = run(["search", "--help"])
+    check("--devices" in r.out and "--mesh" in r.out and "--cluster" in r.out,
+          "search --help: %r" % r.out)
+    r = run(["--version"])
+    check(re.search(r"\d+\.\d+\.\d+", r.out), "--version: %r" % r.out)
+
+
+def case_stdio():
+    ffn = graph_path("ffn.json")
+    with open(ffn) as f:
+        text = f.read()
+    a = run(["search", ffn, "--devices", "8"])
+    b = run(["search", "-", "--devices", "8"], stdin=text)
+    c = run(["search", "-", "--devices", "8", "-o", "-"], stdin=text)
+    check(a.out and strip_search_time(a.out) == strip_search_time(b.out),
+          "search - (stdin) differs from the file")
+    check(strip_search_time(b.out) == strip_search_time(c.out), "-o - differs from default")
+    out = os.path.join(TMP, "plan_out.json")
+    d = run(["search", "-", "--devices", "8", "-o", out], stdin=text)
+    check(d.out == "", "-o FILE also wrote to stdout")
+    if os.path.exists(out):
+        with open(out) as f:
+            check(strip_search_time(f.read()) == strip_search_time(a.out), "-o FILE differs")
+    else:
+        fail("-o FILE not written")
+    # Plan from stdin, graph from a file.
+    if a.rc == 0:
+        r = run(["eval", ffn, "-"], stdin=a.out)
+        ev = parse_json(r, "eval - output")
+        if ev:
+            check(close(ev["summary"]["step_time_s"], json.loads(a.out)["summary"]["step_time_s"]),
+                  "eval with plan on stdin: different step time")
+    # An unwritable output is an I/O error, not a crash.
+    r = run(["search", ffn, "--devices", "8", "-o", os.path.join(TMP, "no", "such", "dir.json")],
+            expect=1)
+    check("[E110]" in r.err, "unwritable -o: %s" % r)
+
+
+def case_determinism():
+    for name, cargs in (("bert_large.json", ["--devices", "64"]),
+                        ("resnet50.json", ["--mesh", "4x8"]),
+                        ("gpt2_block.json", ["--devices", "12"])):
+        gp = graph_path(name)
+        if not check(os.path.exists(gp), "missing " + gp):
+            continue
+        outs = []
+        for threads in ("1", "2", "1", "0"):
+            r = run(["search", gp, "--threads", threads] + cargs)
+            outs.append(strip_search_time(r.out))
+        check(outs[0] != "", "%s: empty output" % name)
+        check(outs[0] == outs[2], "%s: two runs with --threads 1 differ" % name)
+        check(outs[0] == outs[1], "%s: --threads 1 and --threads 2 differ" % name)
+        check(outs[0] == outs[3], "%s: --threads 1 and --threads 0 differ" % name)
+
+
+def case_table():
+    for gp in all_graphs():
+        g = load_graph(gp)
+        r = run(["search", gp, "--devices", "8", "--format", "table"])
+        missing = [o["name"] for o in g["operators"] if o["name"] not in r.out]
+        check(not missing, "table of %s lacks operators %s" % (gp, missing[:5]))
+        check(not r.out.lstrip().startswith("{"), "table of %s looks like JSON" % gp)
+    ffn = graph_path("ffn.json")
+    plan = os.path.join(TMP, "ffn_plan.json")
+    if run(["search", ffn, "--devices", "8", "-o", plan]).rc == 0:
+        r = run(["eval", ffn, plan, "--format", "table"])
+        missing = [o["name"] for o in load_graph(ffn)["operators"] if o["name"] not in r.out]
+        check(not missing, "eval table lacks operators %s" % missing[:5])
+
+
+def case_devices():
+    # Any device count, cut into its prime factors (largest first).
+    for gp in all_graphs():
+        g = load_graph(gp)
+        for n in (1, 6, 7, 12, 96, 1000):
+            _, plan = search(gp, ["--devices", str(n)])
+            if plan is not None:
+                st = check_plan(plan, g, prime_factors_desc(n), "search %s --devices %d" %
+                                (os.path.basename(gp), n), level_names=["device"] * len(
+                                    prime_factors_desc(n)))
+                if n == 1 and st:
+                    check(all(all(k == 1 for s in v for k in s) for v in st.values()),
+                          "one device but a split strategy")
+    # Large counts, beyond MindSpore's 1024.
+    _, plan = search(graph_path("ffn.json"), ["--mesh", "1024x8"])
+    if plan:
+        check_plan(plan, load_graph(graph_path("ffn.json")), [2] * 13, "--mesh 1024x8")
+
+
+def case_progress():
+    # Progress goes to stderr only when it is a terminal, and --quiet
+    # silences it even then.
+    try:
+        import pty
+    except ImportError:
+        print("SKIP: no pty module")
+        sys.exit(77)
+    ffn = graph_path("ffn.json")
+    for quiet in (False, True):
+        master, slave = pty.openpty()
+        # stdout to a file: a full pipe would block the tool while we read
+        # the terminal.
+        with open(os.path.join(TMP, "progress_out.json"), "w+") as outf:
+            p = subprocess.Popen([EXE, "search", ffn, "--devices", "8"] +
+                                 (["--quiet"] if quiet else []),
+                                 stdout=outf, stderr=slave)
+            os.close(slave)
+            chunks = []
+            while True:
+                try:
+                    data = os.read(master, 4096)
+                except OSError:  # EIO once the tool closed the terminal
+                    break
+                if not data:
+                    break
+                chunks.append(data)
+            p.wait(timeout=600)
+            os.close(master)
+            outf.seek(0)
+            out = outf.read()
+        err = b"".join(chunks).decode(errors="replace")
+        check(p.returncode == 0, "search on a terminal: exit %d, %s" % (p.returncode, err))
+        try:
+            fmt = json.loads(out).get("format")
+        except ValueError:
+            fmt = None
+        check(fmt == "recsearch.plan", "stdout is not a plan (progress mixed in?): %r" % out[:300])
+        if quiet:
+            check(err == "", "--quiet still printed: %r" % err)
+        else:
+            check("searching 15 operators on 8 devices" in err and "done in" in err,
+                  "no progress on a terminal: %r" % err)
+
+
+CASES = {name[len("case_"):]: fn for name, fn in globals().items() if name.startswith("case_")}
+
+
+def main():
+    global EXE, TMP
+    if len(sys.argv) != 3 or sys.argv[2] not in CASES:
+        print("usage: cli_test.py RECSEARCH_EXE {%s}" % "|".join(sorted(CASES)), file=sys.stderr)
+        return 2
+    EXE = os.path.abspath(sys.argv[1])
+    with tempfile.TemporaryDirectory(prefix="recsearch_cli_") as tmp:
+        TMP = tmp
+        CASES[sys.argv[2]]()
+    if FAILURES:
+        print("%d check(s) failed in group %s" % (len(FAILURES), sys.argv[2]))
+        return 1
+    print("group %s: ok" % sys.argv[2])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
