@@ -1,0 +1,77 @@
+// Choices every algorithm shares (legal cuts, pinned operators, the memory
+// budget) and the data-parallel baseline.
+#include <algorithm>
+
+#include "recsearch/error.hpp"
+#include "search/common.hpp"
+
+namespace recsearch::search::detail {
+
+bool loop_allowed(const ir::Operator& op, const algebra::OpSpace& s, int loop) {
+  if (s.opaque) return false;
+  const algebra::LoopDim& l = s.loops[static_cast<std::size_t>(loop)];
+  if (l.role == algebra::DimRole::Whole) return false;
+  if (op.allowed && std::find(op.allowed->begin(), op.allowed->end(), l.name) == op.allowed->end())
+    return false;
+  return true;
+}
+
+void legal_choices(const ir::Graph& g, ir::OpId op, const algebra::OpSpace& s,
+                   const std::vector<std::int64_t>& splits, std::int64_t k,
+                   std::vector<std::int16_t>& out) {
+  out.assign(1, plan::kReplicated);
+  const ir::Operator& o = g.op(op);
+  for (std::size_t l = 0; l < s.loops.size(); ++l)
+    if (loop_allowed(o, s, static_cast<int>(l)) &&
+        algebra::can_cut(g, o, s, splits, static_cast<int>(l), k))
+      out.push_back(static_cast<std::int16_t>(l));
+}
+
+std::vector<std::vector<std::int16_t>> pinned_cuts(const ir::Graph& g,
+                                                   const std::vector<algebra::OpSpace>& spaces,
+                                                   const std::vector<Cut>& mesh) {
+  std::vector<std::vector<std::int16_t>> out(g.num_operators());
+  for (std::size_t o = 0; o < g.num_operators(); ++o) {
+    const ir::Operator& op = g.op(static_cast<ir::OpId>(o));
+    if (op.strategy)
+      out[o] = plan::assign_cuts(g, static_cast<ir::OpId>(o), spaces[o], *op.strategy, mesh);
+  }
+  return out;
+}
+
+double memory_budget(const Cluster& cluster, const SearchOptions& opts) {
+  if (opts.cost.memory_budget_bytes > 0) return opts.cost.memory_budget_bytes;
+  return cluster.device().memory_GiB * 1024.0 * 1024.0 * 1024.0;
+}
+
+void data_parallel(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                   const Cluster& cluster, plan::Plan& out) {
+  const auto& mesh = cluster.cuts();
+  const auto pinned = pinned_cuts(g, spaces, mesh);
+  out.cuts.assign(g.num_operators(), std::vector<std::int16_t>(mesh.size(), plan::kReplicated));
+  for (std::size_t o = 0; o < g.num_operators(); ++o) {
+    if (!pinned[o].empty()) {
+      out.cuts[o] = pinned[o];
+      continue;
+    }
+    const ir::Operator& op = g.op(static_cast<ir::OpId>(o));
+    const algebra::OpSpace& s = spaces[o];
+    // The batch loop: dim 0 of the first data input (not a weight); ops
+    // without one (e.g. a loss reduced to a scalar) take the first output's.
+    int batch = algebra::kUnmapped;
+    for (std::size_t j = 0; j < op.inputs.size() && batch == algebra::kUnmapped; ++j) {
+      const ir::Tensor& t = g.tensor(op.inputs[j]);
+      if (t.kind == ir::TensorKind::Parameter || t.kind == ir::TensorKind::Constant) continue;
+      if (!s.inputs[j].empty()) batch = s.inputs[j][0];
+    }
+    if (batch == algebra::kUnmapped || s.opaque || !loop_allowed(op, s, batch)) continue;
+    std::vector<std::int64_t> splits(s.loops.size(), 1);
+    for (std::size_t a = 0; a < mesh.size(); ++a) {
+      if (!algebra::can_cut(g, op, s, splits, batch, mesh[a].size)) continue;
+      out.cuts[o][a] = static_cast<std::int16_t>(batch);
+      splits[static_cast<std::size_t>(batch)] *= mesh[a].size;
+    }
+  }
+}
+
+}  // namespace recsearch::search::detail

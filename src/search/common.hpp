@@ -1,0 +1,75 @@
+// Pieces shared by the search algorithms (private): operand layouts of a
+// choice, legal choices of an operator on one axis, and the cost of a
+// redistribution. Kept apart from plan/evaluator.cpp on purpose: the
+// evaluator is the independent reference the searches are checked against.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "recsearch/algebra/op_space.hpp"
+#include "recsearch/cost/model.hpp"
+#include "recsearch/plan/evaluator.hpp"
+#include "recsearch/plan/plan.hpp"
+#include "recsearch/search/options.hpp"
+
+namespace recsearch::search::detail {
+
+// Layout on one axis of operand `dims` (an OpSpace operand mapping) when its
+// operator chooses `choice` (a loop or plan::kReplicated).
+inline cost::AxisLayout operand_layout(const algebra::OpSpace& s, const std::vector<int>& dims,
+                                       bool is_output, int choice) {
+  if (choice == plan::kReplicated) return cost::AxisLayout::replicate();
+  for (std::size_t d = 0; d < dims.size(); ++d)
+    if (dims[d] == choice) return cost::AxisLayout::shard(static_cast<int>(d));
+  if (is_output && s.loops[static_cast<std::size_t>(choice)].role == algebra::DimRole::Reduction)
+    return cost::AxisLayout::partial();
+  return cost::AxisLayout::replicate();
+}
+
+// Seconds to turn `from` into `to` on `cut` for a slice of `bytes`.
+inline double redistribution_seconds(cost::AxisLayout from, cost::AxisLayout to, double bytes,
+                                     const Cut& cut, const CostParams& p, Mode mode) {
+  cost::RedistStep steps[2];
+  const int n = cost::redistribution_steps(from, to, mode, steps);
+  double t = 0;
+  for (int i = 0; i < n; ++i) t += cost::collective_seconds(steps[i].collective, bytes, cut, p);
+  return t;
+}
+
+// Whether the search may cut `loop` of operator `op` at all (role, opaque,
+// `allowed` names).
+bool loop_allowed(const ir::Operator& op, const algebra::OpSpace& s, int loop);
+
+// Legal choices of operator `op` on an axis of size k given the loops'
+// splits so far: kReplicated first, then the loops that may be cut, in loop
+// order.
+void legal_choices(const ir::Graph& g, ir::OpId op, const algebra::OpSpace& s,
+                   const std::vector<std::int64_t>& splits, std::int64_t k,
+                   std::vector<std::int16_t>& out);
+
+// Cuts of every pinned operator (plan::assign_cuts), empty rows for the others.
+std::vector<std::vector<std::int16_t>> pinned_cuts(const ir::Graph& g,
+                                                   const std::vector<algebra::OpSpace>& spaces,
+                                                   const std::vector<Cut>& mesh);
+
+// The memory budget in bytes the options and cluster imply.
+double memory_budget(const Cluster& cluster, const SearchOptions& opts);
+
+// Plan of the double-recursive search with memory weight lambda (seconds per
+// byte of per-device memory); returns its bookkept step time.
+double rec_search(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                  const Cluster& cluster, const SearchOptions& opts, double lambda,
+                  plan::Plan& out);
+
+// Data-parallel baseline.
+void data_parallel(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                   const Cluster& cluster, plan::Plan& out);
+
+// Exact optimum (branch and bound); `incumbent` is a feasible plan to start
+// from. Returns whether optimality was proven within the node limit.
+bool exhaustive(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                const Cluster& cluster, const SearchOptions& opts, double budget,
+                plan::Plan& incumbent);
+
+}  // namespace recsearch::search::detail

@@ -1,0 +1,298 @@
+// Exact optimum of the cost model by branch and bound, for small graphs.
+//
+// An operator's full strategy (one choice per axis) fixes its own costs
+// (compute, gradient all-reduces, halos, reduction of unconsumed partial
+// outputs) and the layouts of its operands; a tensor's redistribution cost
+// depends on its holder's strategy and on the distinct requests of its uses.
+// Operators are assigned in topological order; the bound is the cost so far
+// (own costs plus redistributions among assigned operators, which only grow
+// as more uses are assigned) plus the cheapest own cost of every operator
+// still open. This is a third, separate account of the cost model: the
+// tests check its optimum against plan::evaluate.
+#include <algorithm>
+#include <limits>
+
+#include "recsearch/error.hpp"
+#include "search/common.hpp"
+
+namespace recsearch::search::detail {
+namespace {
+
+using cost::AxisLayout;
+using cost::LayoutKind;
+
+struct Strategy {
+  std::vector<std::int16_t> cuts;
+  double own = 0;  // seconds
+  double mem = 0;  // bytes per device this operator accounts for
+  // [slot][axis]: inputs first, then outputs.
+  std::vector<std::vector<AxisLayout>> layout;
+  std::vector<std::vector<std::int64_t>> divisor;  // slice divisor before the axis
+};
+
+class BranchAndBound {
+ public:
+  BranchAndBound(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                 const Cluster& cluster, const SearchOptions& opts, double budget)
+      : g_(g), spaces_(spaces), cluster_(cluster), opts_(opts), budget_(budget),
+        mesh_(cluster.cuts()) {
+    const auto pinned = pinned_cuts(g, spaces, mesh_);
+    strategies_.resize(g.num_operators());
+    for (std::size_t o = 0; o < g.num_operators(); ++o) {
+      std::vector<std::int16_t> cuts;
+      std::vector<std::int64_t> splits(spaces[o].loops.size(), 1);
+      if (!pinned[o].empty())
+        add_strategy(static_cast<ir::OpId>(o), pinned[o]);
+      else
+        enumerate(static_cast<ir::OpId>(o), 0, splits, cuts);
+    }
+    order_ = g.topological_order();
+    // Holder of every tensor: producer (output slot) or first use.
+    const std::size_t nt = g.num_tensors();
+    holder_.assign(nt, {ir::kNone, 0});
+    for (std::size_t t = 0; t < nt; ++t) {
+      const ir::Tensor& tensor = g.tensor(static_cast<ir::TensorId>(t));
+      if (tensor.producer != ir::kNone) {
+        const auto& outs = g.op(tensor.producer).outputs;
+        holder_[t] = {tensor.producer,
+                      g.op(tensor.producer).inputs.size() +
+                          static_cast<std::size_t>(std::find(outs.begin(), outs.end(), t) - outs.begin())};
+      } else if (!tensor.consumers.empty()) {
+        const auto& ins = g.op(tensor.consumers.front()).inputs;
+        holder_[t] = {tensor.consumers.front(),
+                      static_cast<std::size_t>(std::find(ins.begin(), ins.end(), t) - ins.begin())};
+      }
+    }
+    suffix_min_.assign(order_.size() + 1, 0.0);
+    for (std::size_t i = order_.size(); i-- > 0;) {
+      double m = std::numeric_limits<double>::infinity();
+      for (const auto& s : strategies_[order_[i]]) m = std::min(m, s.own);
+      suffix_min_[i] = suffix_min_[i + 1] + m;
+    }
+    chosen_.assign(g.num_operators(), -1);
+    edge_.assign(nt, 0.0);
+  }
+
+  bool solve(plan::Plan& incumbent) {
+    if (!incumbent.cuts.empty()) {
+      best_ = plan::evaluate(g_, spaces_, cluster_, incumbent, opts_.cost).summary.step_time_s;
+      best_cuts_ = incumbent.cuts;
+    }
+    dfs(0, 0.0, 0.0);
+    if (!best_cuts_.empty()) incumbent.cuts = best_cuts_;
+    return !aborted_;
+  }
+
+ private:
+  void enumerate(ir::OpId o, std::size_t a, std::vector<std::int64_t>& splits,
+                 std::vector<std::int16_t>& cuts) {
+    if (a == mesh_.size()) {
+      add_strategy(o, cuts);
+      return;
+    }
+    std::vector<std::int16_t> choices;
+    legal_choices(g_, o, spaces_[o], splits, mesh_[a].size, choices);
+    for (auto c : choices) {
+      cuts.push_back(c);
+      if (c != plan::kReplicated) splits[static_cast<std::size_t>(c)] *= mesh_[a].size;
+      enumerate(o, a + 1, splits, cuts);
+      if (c != plan::kReplicated) splits[static_cast<std::size_t>(c)] /= mesh_[a].size;
+      cuts.pop_back();
+    }
+  }
+
+  void add_strategy(ir::OpId o, const std::vector<std::int16_t>& cuts) {
+    const ir::Operator& op = g_.op(o);
+    const algebra::OpSpace& s = spaces_[o];
+    const Mode mode = opts_.mode;
+    const CostParams& p = opts_.cost;
+    const std::size_t nin = op.inputs.size(), nslots = nin + op.outputs.size();
+    Strategy st;
+    st.cuts = cuts;
+    st.layout.assign(nslots, std::vector<AxisLayout>(mesh_.size()));
+    st.divisor.assign(nslots, std::vector<std::int64_t>(mesh_.size(), 1));
+    std::vector<std::int64_t> div(nslots, 1), splits(s.loops.size(), 1);
+    auto tensor_of = [&](std::size_t slot) {
+      return slot < nin ? op.inputs[slot] : op.outputs[slot - nin];
+    };
+    auto dims_of = [&](std::size_t slot) -> const std::vector<int>& {
+      return slot < nin ? s.inputs[slot] : s.outputs[slot - nin];
+    };
+    std::int64_t total_split = 1;
+    for (std::size_t a = 0; a < mesh_.size(); ++a) {
+      const Cut& cut = mesh_[a];
+      const int c = cuts[a];
+      for (std::size_t slot = 0; slot < nslots; ++slot) {
+        st.layout[slot][a] = operand_layout(s, dims_of(slot), slot >= nin, c);
+        st.divisor[slot][a] = div[slot];
+      }
+      if (c != plan::kReplicated) {
+        for (std::size_t j = 0; j < nin; ++j) {
+          const ir::Tensor& t = g_.tensor(op.inputs[j]);
+          if (mode == Mode::Train && t.requires_grad() &&
+              st.layout[j][a].kind == LayoutKind::Replicate)
+            st.own += cost::collective_seconds(cost::Collective::AllReduce,
+                                               t.bytes() / static_cast<double>(div[j]), cut, p);
+        }
+        const algebra::LoopDim& loop = s.loops[static_cast<std::size_t>(c)];
+        if (loop.role == algebra::DimRole::Window) {
+          double halo = 0;
+          for (std::size_t j = 0; j < nin && halo == 0; ++j)
+            for (std::size_t d = 0; d < s.inputs[j].size(); ++d)
+              if (s.inputs[j][d] == c) {
+                const ir::Tensor& t = g_.tensor(op.inputs[j]);
+                const double extent = static_cast<double>(t.shape[d]) /
+                                      static_cast<double>(splits[static_cast<std::size_t>(c)]);
+                halo = static_cast<double>(loop.halo) * t.bytes() /
+                       static_cast<double>(div[j]) / extent;
+                break;
+              }
+          const double one = cost::collective_seconds(cost::Collective::Halo, halo, cut, p);
+          st.own += mode == Mode::Train ? 2 * one : one;
+        }
+      }
+      for (std::size_t j = 0; j < op.outputs.size(); ++j) {
+        const ir::Tensor& t = g_.tensor(op.outputs[j]);
+        if (t.consumers.empty() && st.layout[nin + j][a].kind == LayoutKind::Partial)
+          st.own += cost::collective_seconds(cost::Collective::AllReduce,
+                                             t.bytes() / static_cast<double>(div[nin + j]), cut, p);
+      }
+      if (c != plan::kReplicated) {
+        splits[static_cast<std::size_t>(c)] *= cut.size;
+        total_split *= cut.size;
+      }
+      for (std::size_t slot = 0; slot < nslots; ++slot)
+        if (st.layout[slot][a].kind == LayoutKind::Shard) div[slot] *= cut.size;
+    }
+    double touched = 0;
+    for (std::size_t slot = 0; slot < nslots; ++slot)
+      touched += g_.tensor(tensor_of(slot)).bytes() / static_cast<double>(div[slot]);
+    st.own += cost::compute_seconds(s.flops / static_cast<double>(total_split), touched,
+                                    cluster_.device(), p, mode);
+    // Memory this operator accounts for: tensors it holds.
+    const double psf = cost::parameter_state_factor(p, mode);
+    for (std::size_t j = 0; j < nin; ++j) {
+      const ir::Tensor& t = g_.tensor(op.inputs[j]);
+      const bool holds = t.producer == ir::kNone && t.consumers.front() == o &&
+                         std::find(op.inputs.begin(), op.inputs.end(), op.inputs[j]) -
+                                 op.inputs.begin() == static_cast<std::ptrdiff_t>(j);
+      if (!holds) continue;
+      const double slice = t.bytes() / static_cast<double>(div[j]);
+      if (t.kind == ir::TensorKind::Parameter) st.mem += slice * psf;
+      else if (t.kind == ir::TensorKind::Input && mode == Mode::Train) st.mem += slice;
+    }
+    if (mode == Mode::Train)
+      for (std::size_t j = 0; j < op.outputs.size(); ++j)
+        st.mem += g_.tensor(op.outputs[j]).bytes() / static_cast<double>(div[nin + j]);
+    strategies_[o].push_back(std::move(st));
+  }
+
+  // Redistribution cost of tensor t among its assigned holder and uses.
+  double tensor_edge(ir::TensorId t) const {
+    const auto [hop, hslot] = holder_[t];
+    if (hop == ir::kNone || chosen_[hop] < 0) return 0.0;
+    const Strategy& hs = strategies_[hop][static_cast<std::size_t>(chosen_[hop])];
+    const ir::Tensor& tensor = g_.tensor(t);
+    double total = 0;
+    for (std::size_t a = 0; a < mesh_.size(); ++a) {
+      const AxisLayout h = hs.layout[hslot][a];
+      std::vector<std::pair<AxisLayout, std::int64_t>> seen;
+      ir::OpId prev = ir::kNone;
+      for (ir::OpId u : tensor.consumers) {
+        if (u == prev) continue;  // consumers lists an op once per use
+        prev = u;
+        if (chosen_[u] < 0) continue;
+        const Strategy& us = strategies_[u][static_cast<std::size_t>(chosen_[u])];
+        const auto& ins = g_.op(u).inputs;
+        for (std::size_t j = 0; j < ins.size(); ++j) {
+          if (ins[j] != t) continue;
+          const std::pair<AxisLayout, std::int64_t> key{us.layout[j][a], us.divisor[j][a]};
+          if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
+          seen.push_back(key);
+          total += redistribution_seconds(h, key.first,
+                                          tensor.bytes() / static_cast<double>(key.second),
+                                          mesh_[a], opts_.cost, opts_.mode);
+        }
+      }
+    }
+    return total;
+  }
+
+  void dfs(std::size_t pos, double own, double mem) {
+    if (aborted_) return;
+    if (++nodes_ > opts_.exhaustive_max_nodes) {
+      aborted_ = true;
+      return;
+    }
+    double edges = edge_sum_;
+    if (own + edges + suffix_min_[pos] >= best_ * (1 - 1e-12)) return;
+    if (pos == order_.size()) {
+      plan::Plan p;
+      p.mode = opts_.mode;
+      p.mesh = mesh_;
+      p.cuts.resize(g_.num_operators());
+      for (std::size_t o = 0; o < g_.num_operators(); ++o)
+        p.cuts[o] = strategies_[o][static_cast<std::size_t>(chosen_[o])].cuts;
+      if (opts_.mode == Mode::Infer &&
+          plan::evaluate(g_, spaces_, cluster_, p, opts_.cost).summary.memory_per_device_bytes >
+              budget_)
+        return;
+      best_ = own + edges;
+      best_cuts_ = std::move(p.cuts);
+      return;
+    }
+    const ir::OpId o = order_[pos];
+    const ir::Operator& op = g_.op(o);
+    std::vector<ir::TensorId> touched(op.inputs.begin(), op.inputs.end());
+    touched.insert(touched.end(), op.outputs.begin(), op.outputs.end());
+    std::sort(touched.begin(), touched.end());
+    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+    for (std::size_t i = 0; i < strategies_[o].size(); ++i) {
+      const Strategy& st = strategies_[o][i];
+      if (mem + st.mem > budget_) continue;
+      chosen_[o] = static_cast<int>(i);
+      std::vector<double> old(touched.size());
+      for (std::size_t x = 0; x < touched.size(); ++x) {
+        old[x] = edge_[touched[x]];
+        edge_[touched[x]] = tensor_edge(touched[x]);
+        edge_sum_ += edge_[touched[x]] - old[x];
+      }
+      dfs(pos + 1, own + st.own, mem + st.mem);
+      for (std::size_t x = 0; x < touched.size(); ++x) {
+        edge_sum_ += old[x] - edge_[touched[x]];
+        edge_[touched[x]] = old[x];
+      }
+      chosen_[o] = -1;
+      if (aborted_) return;
+    }
+  }
+
+  const ir::Graph& g_;
+  const std::vector<algebra::OpSpace>& spaces_;
+  const Cluster& cluster_;
+  const SearchOptions& opts_;
+  double budget_;
+  const std::vector<Cut>& mesh_;
+  std::vector<std::vector<Strategy>> strategies_;
+  std::vector<ir::OpId> order_;
+  std::vector<std::pair<ir::OpId, std::size_t>> holder_;
+  std::vector<double> suffix_min_;
+  std::vector<int> chosen_;
+  std::vector<double> edge_;
+  double edge_sum_ = 0;
+  double best_ = std::numeric_limits<double>::infinity();
+  std::vector<std::vector<std::int16_t>> best_cuts_;
+  std::uint64_t nodes_ = 0;
+  bool aborted_ = false;
+};
+
+}  // namespace
+
+bool exhaustive(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                const Cluster& cluster, const SearchOptions& opts, double budget,
+                plan::Plan& incumbent) {
+  BranchAndBound bb(g, spaces, cluster, opts, budget);
+  return bb.solve(incumbent);
+}
+
+}  // namespace recsearch::search::detail

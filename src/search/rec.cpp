@@ -1,0 +1,364 @@
+// The double-recursive symbolic search.
+//
+// Recursion 1 walks the cut schedule (one pass per prime cut, outermost
+// level first): both halves of a symmetric cut take the same decision, so
+// log N passes suffice. Recursion 2, inside one pass, visits operators by
+// decreasing weight — the spread of their candidate costs at the current
+// slice sizes, i.e. how much their choice matters — and lets each take the
+// choice (a loop to cut, or none) that minimises its own cost plus the
+// redistribution it causes against neighbours already decided in this pass.
+//
+// Every redistribution is charged exactly once, by whichever end of an edge
+// decides second, and identical requests for one tensor (same layout, same
+// slice) are charged once, as the evaluator counts them; so the bookkept
+// total equals plan::evaluate's step time, which the tests check. Per pass
+// the work is O(V log V + E) (the sort, then each use looked at a constant
+// number of times per candidate).
+#include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/parallel_sort.h>
+#include <oneapi/tbb/task_arena.h>
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+#include "search/common.hpp"
+
+namespace recsearch::search::detail {
+namespace {
+
+using cost::AxisLayout;
+using cost::LayoutKind;
+
+// A distinct request for a tensor on the current axis: a layout wanted by
+// some use, and the divisor of that use's slice.
+struct Want {
+  AxisLayout layout;
+  std::int64_t divisor;
+  friend bool operator==(const Want&, const Want&) = default;
+};
+
+class RecSearch {
+ public:
+  RecSearch(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+            const Cluster& cluster, const SearchOptions& opts, double lambda)
+      : g_(g), spaces_(spaces), cluster_(cluster), opts_(opts), lambda_(lambda) {
+    const std::size_t nops = g.num_operators(), nt = g.num_tensors();
+    loop_off_.resize(nops + 1);
+    in_off_.resize(nops + 1);
+    out_off_.resize(nops + 1);
+    for (std::size_t o = 0; o < nops; ++o) {
+      loop_off_[o + 1] = loop_off_[o] + spaces[o].loops.size();
+      in_off_[o + 1] = in_off_[o] + g.op(static_cast<ir::OpId>(o)).inputs.size();
+      out_off_[o + 1] = out_off_[o] + g.op(static_cast<ir::OpId>(o)).outputs.size();
+    }
+    splits_.assign(loop_off_[nops], 1);
+    in_div_.assign(in_off_[nops], 1);
+    out_div_.assign(out_off_[nops], 1);
+
+    // Holder of each tensor: its producer, else its first use.
+    holder_op_.assign(nt, ir::kNone);
+    holder_slot_.assign(nt, 0);
+    want_off_.resize(nt + 1);
+    for (std::size_t t = 0; t < nt; ++t) {
+      const ir::Tensor& tensor = g.tensor(static_cast<ir::TensorId>(t));
+      want_off_[t + 1] = want_off_[t] + tensor.consumers.size();
+      if (tensor.producer != ir::kNone) {
+        holder_op_[t] = tensor.producer;
+        const auto& outs = g.op(tensor.producer).outputs;
+        holder_slot_[t] = static_cast<std::uint32_t>(
+            std::find(outs.begin(), outs.end(), static_cast<ir::TensorId>(t)) - outs.begin());
+        holder_is_output_.push_back(1);
+      } else {
+        holder_is_output_.push_back(0);
+        if (!tensor.consumers.empty()) {
+          holder_op_[t] = tensor.consumers.front();
+          const auto& ins = g.op(holder_op_[t]).inputs;
+          holder_slot_[t] = static_cast<std::uint32_t>(
+              std::find(ins.begin(), ins.end(), static_cast<ir::TensorId>(t)) - ins.begin());
+        }
+      }
+    }
+    wants_.resize(want_off_[nt]);
+    want_count_.assign(nt, 0);
+    holder_decided_.assign(nt, 0);
+    holder_layout_.assign(nt, AxisLayout{});
+  }
+
+  double run(plan::Plan& out) {
+    const auto& mesh = cluster_.cuts();
+    const std::size_t nops = g_.num_operators();
+    out.cuts.assign(nops, std::vector<std::int16_t>(mesh.size(), plan::kReplicated));
+    const auto pinned = pinned_cuts(g_, spaces_, mesh);
+
+    std::vector<std::vector<std::int16_t>> cands(nops);
+    std::vector<double> weight(nops);
+    std::vector<ir::OpId> order(nops);
+    std::vector<std::int16_t> choice(nops);
+    double comm_total = 0;
+
+    tbb::task_arena arena(opts_.threads > 0 ? opts_.threads : tbb::task_arena::automatic);
+    for (std::size_t a = 0; a < mesh.size(); ++a) {
+      const Cut& cut = mesh[a];
+      arena.execute([&] {
+        tbb::parallel_for(tbb::blocked_range<std::size_t>(0, nops, 256), [&](const auto& r) {
+          for (std::size_t o = r.begin(); o != r.end(); ++o) {
+            auto& c = cands[o];
+            if (!pinned[o].empty()) {
+              c.assign(1, pinned[o][a]);
+            } else {
+              std::vector<std::int64_t> sp(splits_.begin() + loop_off_[o],
+                                           splits_.begin() + loop_off_[o + 1]);
+              legal_choices(g_, static_cast<ir::OpId>(o), spaces_[o], sp, cut.size, c);
+            }
+            double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+            for (auto ch : c) {
+              const double v = own_cost(static_cast<ir::OpId>(o), ch, cut, nullptr);
+              lo = std::min(lo, v);
+              hi = std::max(hi, v);
+            }
+            weight[o] = hi - lo;
+          }
+        });
+      });
+      std::iota(order.begin(), order.end(), 0);
+      // A total order (weight, then id) keeps the result independent of threads.
+      arena.execute([&] {
+        tbb::parallel_sort(order.begin(), order.end(), [&](ir::OpId x, ir::OpId y) {
+          return weight[x] != weight[y] ? weight[x] > weight[y] : x < y;
+        });
+      });
+
+      std::fill(want_count_.begin(), want_count_.end(), 0);
+      std::fill(holder_decided_.begin(), holder_decided_.end(), 0);
+      for (ir::OpId o : order) {
+        double best = std::numeric_limits<double>::infinity(), best_comm = 0;
+        std::int16_t best_c = cands[o].front();
+        for (auto ch : cands[o]) {
+          double comm = 0;
+          const double heuristic = own_cost(o, ch, cut, &comm);
+          const double edge = edge_cost(o, ch, cut, false);
+          if (heuristic + edge < best) {
+            best = heuristic + edge;
+            best_c = ch;
+            best_comm = comm + edge;
+          }
+        }
+        edge_cost(o, best_c, cut, true);  // record the decision
+        choice[o] = best_c;
+        comm_total += best_comm;
+      }
+      // Slices shrink only after the pass: every decision of this pass saw
+      // the slices as they were before the cut.
+      for (std::size_t o = 0; o < nops; ++o) apply(static_cast<ir::OpId>(o), choice[o], cut.size);
+      for (std::size_t o = 0; o < nops; ++o) out.cuts[o][a] = choice[o];
+    }
+
+    double compute_total = 0;
+    for (std::size_t o = 0; o < nops; ++o) compute_total += final_compute(static_cast<ir::OpId>(o));
+    return compute_total + comm_total;
+  }
+
+ private:
+  const std::vector<int>& in_dims(ir::OpId o, std::size_t j) const { return spaces_[o].inputs[j]; }
+  const std::vector<int>& out_dims(ir::OpId o, std::size_t j) const {
+    return spaces_[o].outputs[j];
+  }
+
+  // Compute estimate + own communication + memory penalty of choice c;
+  // *comm receives the communication part alone.
+  double own_cost(ir::OpId o, std::int16_t c, const Cut& cut, double* comm) const {
+    const ir::Operator& op = g_.op(o);
+    const algebra::OpSpace& s = spaces_[o];
+    const Mode mode = opts_.mode;
+    const CostParams& p = opts_.cost;
+    const std::int64_t k = cut.size;
+    double comm_s = 0, touched = 0, mem = 0;
+    std::int64_t sprev = 1;
+    for (std::size_t l = loop_off_[o]; l < loop_off_[o + 1]; ++l) sprev *= splits_[l];
+    const double kc = c == plan::kReplicated ? 1.0 : static_cast<double>(k);
+    const double psf = cost::parameter_state_factor(p, mode);
+
+    for (std::size_t j = 0; j < op.inputs.size(); ++j) {
+      const ir::Tensor& t = g_.tensor(op.inputs[j]);
+      const AxisLayout lay = operand_layout(s, in_dims(o, j), false, c);
+      const double slice = t.bytes() / static_cast<double>(in_div_[in_off_[o] + j]);
+      const double after = lay.kind == LayoutKind::Shard ? slice / static_cast<double>(k) : slice;
+      touched += after;
+      if (c != plan::kReplicated && mode == Mode::Train && t.requires_grad() &&
+          lay.kind == LayoutKind::Replicate)
+        comm_s += cost::collective_seconds(cost::Collective::AllReduce, slice, cut, p);
+      if (lambda_ > 0 && t.kind == ir::TensorKind::Parameter && holder_op_[op.inputs[j]] == o &&
+          holder_slot_[op.inputs[j]] == j)
+        mem += after * psf;
+    }
+    for (std::size_t j = 0; j < op.outputs.size(); ++j) {
+      const ir::Tensor& t = g_.tensor(op.outputs[j]);
+      const AxisLayout lay = operand_layout(s, out_dims(o, j), true, c);
+      const double slice = t.bytes() / static_cast<double>(out_div_[out_off_[o] + j]);
+      const double after = lay.kind == LayoutKind::Shard ? slice / static_cast<double>(k) : slice;
+      touched += after;
+      mem += after;
+      if (t.consumers.empty() && lay.kind == LayoutKind::Partial)
+        comm_s += cost::collective_seconds(cost::Collective::AllReduce, slice, cut, p);
+    }
+    if (c != plan::kReplicated &&
+        s.loops[static_cast<std::size_t>(c)].role == algebra::DimRole::Window) {
+      const double halo = halo_bytes(o, c);
+      const double one = cost::collective_seconds(cost::Collective::Halo, halo, cut, p);
+      comm_s += mode == Mode::Train ? 2 * one : one;
+    }
+    const double flops = s.flops / static_cast<double>(sprev) / kc;
+    if (comm) *comm = comm_s;
+    return comm_s + cost::compute_seconds(flops, touched, cluster_.device(), p, mode) + lambda_ * mem;
+  }
+
+  // Rows of the first input that maps a dim to window loop c, times the
+  // bytes of one row of its current slice.
+  double halo_bytes(ir::OpId o, std::int16_t c) const {
+    const ir::Operator& op = g_.op(o);
+    const algebra::OpSpace& s = spaces_[o];
+    for (std::size_t j = 0; j < op.inputs.size(); ++j) {
+      const auto& dims = in_dims(o, j);
+      for (std::size_t d = 0; d < dims.size(); ++d) {
+        if (dims[d] != c) continue;
+        const ir::Tensor& t = g_.tensor(op.inputs[j]);
+        const double slice = t.bytes() / static_cast<double>(in_div_[in_off_[o] + j]);
+        const double extent = static_cast<double>(t.shape[d]) /
+                              static_cast<double>(splits_[loop_off_[o] + static_cast<std::size_t>(c)]);
+        return static_cast<double>(s.loops[static_cast<std::size_t>(c)].halo) * slice / extent;
+      }
+    }
+    return 0.0;
+  }
+
+  bool has_want(ir::TensorId t, const Want& w) const {
+    for (std::size_t i = 0; i < want_count_[t]; ++i)
+      if (wants_[want_off_[t] + i] == w) return true;
+    return false;
+  }
+
+  // Redistribution seconds that choice c of operator o adds against the
+  // already decided ends of its edges. With record, also marks the decision.
+  double edge_cost(ir::OpId o, std::int16_t c, const Cut& cut, bool record) {
+    const ir::Operator& op = g_.op(o);
+    const algebra::OpSpace& s = spaces_[o];
+    const Mode mode = opts_.mode;
+    const CostParams& p = opts_.cost;
+    double total = 0;
+    // Requests this candidate adds, to dedupe between slots of one operator.
+    pending_.clear();
+
+    for (std::size_t j = 0; j < op.outputs.size(); ++j) {
+      const ir::TensorId t = op.outputs[j];
+      const AxisLayout h = operand_layout(s, out_dims(o, j), true, c);
+      const double bytes = g_.tensor(t).bytes();
+      for (std::size_t i = 0; i < want_count_[t]; ++i) {
+        const Want& w = wants_[want_off_[t] + i];
+        total += redistribution_seconds(h, w.layout, bytes / static_cast<double>(w.divisor), cut, p,
+                                        mode);
+      }
+      if (record) {
+        holder_decided_[t] = 1;
+        holder_layout_[t] = h;
+      }
+    }
+    for (std::size_t j = 0; j < op.inputs.size(); ++j) {
+      const ir::TensorId t = op.inputs[j];
+      const Want w{operand_layout(s, in_dims(o, j), false, c), in_div_[in_off_[o] + j]};
+      const double bytes = g_.tensor(t).bytes();
+      const bool is_holder = !holder_is_output_[t] && holder_op_[t] == o && holder_slot_[t] == j;
+      if (is_holder) {
+        // This use fixes where the tensor lives: it pays for the requests
+        // of uses decided before it.
+        for (std::size_t i = 0; i < want_count_[t]; ++i) {
+          const Want& x = wants_[want_off_[t] + i];
+          total += redistribution_seconds(w.layout, x.layout,
+                                          bytes / static_cast<double>(x.divisor), cut, p, mode);
+        }
+        pending_holder_.emplace_back(t, w.layout);
+      } else {
+        bool holder_known = holder_decided_[t];
+        AxisLayout h = holder_layout_[t];
+        for (const auto& [pt, pl] : pending_holder_)
+          if (pt == t) {
+            holder_known = true;
+            h = pl;
+          }
+        bool seen = has_want(t, w);
+        for (const auto& [pt, pw] : pending_)
+          if (pt == t && pw == w) seen = true;
+        if (holder_known && !seen)
+          total += redistribution_seconds(h, w.layout, bytes / static_cast<double>(w.divisor), cut,
+                                          p, mode);
+      }
+      pending_.emplace_back(t, w);
+    }
+    if (record) {
+      for (const auto& [t, h] : pending_holder_) {
+        holder_decided_[t] = 1;
+        holder_layout_[t] = h;
+      }
+      for (const auto& [t, w] : pending_)
+        if (!has_want(t, w)) wants_[want_off_[t] + want_count_[t]++] = w;
+    }
+    pending_holder_.clear();
+    return total;
+  }
+
+  void apply(ir::OpId o, std::int16_t c, std::int64_t k) {
+    if (c == plan::kReplicated) return;
+    const ir::Operator& op = g_.op(o);
+    const algebra::OpSpace& s = spaces_[o];
+    splits_[loop_off_[o] + static_cast<std::size_t>(c)] *= k;
+    for (std::size_t j = 0; j < op.inputs.size(); ++j)
+      if (operand_layout(s, in_dims(o, j), false, c).kind == LayoutKind::Shard)
+        in_div_[in_off_[o] + j] *= k;
+    for (std::size_t j = 0; j < op.outputs.size(); ++j)
+      if (operand_layout(s, out_dims(o, j), true, c).kind == LayoutKind::Shard)
+        out_div_[out_off_[o] + j] *= k;
+  }
+
+  double final_compute(ir::OpId o) const {
+    const ir::Operator& op = g_.op(o);
+    std::int64_t total_split = 1;
+    for (std::size_t l = loop_off_[o]; l < loop_off_[o + 1]; ++l) total_split *= splits_[l];
+    double touched = 0;
+    for (std::size_t j = 0; j < op.inputs.size(); ++j)
+      touched += g_.tensor(op.inputs[j]).bytes() / static_cast<double>(in_div_[in_off_[o] + j]);
+    for (std::size_t j = 0; j < op.outputs.size(); ++j)
+      touched += g_.tensor(op.outputs[j]).bytes() / static_cast<double>(out_div_[out_off_[o] + j]);
+    return cost::compute_seconds(spaces_[o].flops / static_cast<double>(total_split), touched,
+                                 cluster_.device(), opts_.cost, opts_.mode);
+  }
+
+  const ir::Graph& g_;
+  const std::vector<algebra::OpSpace>& spaces_;
+  const Cluster& cluster_;
+  const SearchOptions& opts_;
+  double lambda_;
+
+  std::vector<std::size_t> loop_off_, in_off_, out_off_;
+  std::vector<std::int64_t> splits_, in_div_, out_div_;
+  std::vector<ir::OpId> holder_op_;
+  std::vector<std::uint32_t> holder_slot_;
+  std::vector<std::uint8_t> holder_is_output_;
+  std::vector<std::size_t> want_off_;
+  std::vector<Want> wants_;
+  std::vector<std::uint32_t> want_count_;
+  std::vector<std::uint8_t> holder_decided_;
+  std::vector<AxisLayout> holder_layout_;
+  std::vector<std::pair<ir::TensorId, Want>> pending_;
+  std::vector<std::pair<ir::TensorId, AxisLayout>> pending_holder_;
+};
+
+}  // namespace
+
+double rec_search(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                  const Cluster& cluster, const SearchOptions& opts, double lambda,
+                  plan::Plan& out) {
+  RecSearch rs(g, spaces, cluster, opts, lambda);
+  return rs.run(out);
+}
+
+}  // namespace recsearch::search::detail
