@@ -1,0 +1,248 @@
+// Graphs the tests share, built through the C++ API with fixed shapes so
+// every test sees the same inputs (KaMinPar-style factories).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "recsearch/ir/graph.hpp"
+
+namespace recsearch::testing {
+
+using ir::DType;
+using ir::Graph;
+using ir::TensorKind;
+
+// Adds an operator by tensor names; the tensors must exist.
+inline ir::OpId add_op(Graph& g, std::string name, std::string type,
+                       const std::vector<std::string>& ins, const std::vector<std::string>& outs,
+                       ir::Attrs attrs = {}) {
+  ir::Operator op;
+  op.name = std::move(name);
+  op.type = std::move(type);
+  for (const auto& n : ins) op.inputs.push_back(*g.find_tensor(n));
+  for (const auto& n : outs) op.outputs.push_back(*g.find_tensor(n));
+  op.attrs = std::move(attrs);
+  return g.add_operator(std::move(op));
+}
+
+// x[b,d0] -> MatMul(w1[d0,d1]) -> ReLU -> MatMul(w2[d1,d2]) -> y.
+inline Graph mlp2(std::int64_t b, std::int64_t d0, std::int64_t d1, std::int64_t d2,
+                  DType dt = DType::F32) {
+  Graph g("mlp2");
+  g.add_tensor("x", {b, d0}, dt, TensorKind::Input);
+  g.add_tensor("w1", {d0, d1}, dt, TensorKind::Parameter);
+  g.add_tensor("h", {b, d1}, dt);
+  g.add_tensor("a", {b, d1}, dt);
+  g.add_tensor("w2", {d1, d2}, dt, TensorKind::Parameter);
+  g.add_tensor("y", {b, d2}, dt);
+  add_op(g, "mm1", "MatMul", {"x", "w1"}, {"h"});
+  add_op(g, "relu", "ReLU", {"h"}, {"a"});
+  add_op(g, "mm2", "MatMul", {"a", "w2"}, {"y"});
+  g.finalize();
+  return g;
+}
+
+// MindSpore's sharding-propagation FFN: 784-512-256-128-64-10, batch 32,
+// MatMul + BiasAdd (+ ReLU) per layer, softmax cross-entropy loss.
+inline Graph ffn(std::int64_t batch = 32) {
+  Graph g("ffn");
+  const std::vector<std::int64_t> widths = {784, 512, 256, 128, 64, 10};
+  g.add_tensor("x", {batch, widths[0]}, DType::F32, TensorKind::Input);
+  std::string cur = "x";
+  for (std::size_t i = 0; i + 1 < widths.size(); ++i) {
+    const std::string s = std::to_string(i + 1);
+    g.add_tensor("w" + s, {widths[i], widths[i + 1]}, DType::F32, TensorKind::Parameter);
+    g.add_tensor("b" + s, {widths[i + 1]}, DType::F32, TensorKind::Parameter);
+    g.add_tensor("m" + s, {batch, widths[i + 1]}, DType::F32);
+    g.add_tensor("z" + s, {batch, widths[i + 1]}, DType::F32);
+    add_op(g, "dense" + s, "MatMul", {cur, "w" + s}, {"m" + s});
+    add_op(g, "bias" + s, "BiasAdd", {"m" + s, "b" + s}, {"z" + s});
+    cur = "z" + s;
+    if (i + 2 < widths.size()) {
+      g.add_tensor("r" + s, {batch, widths[i + 1]}, DType::F32);
+      add_op(g, "relu" + s, "ReLU", {cur}, {"r" + s});
+      cur = "r" + s;
+    }
+  }
+  g.add_tensor("labels", {batch}, DType::I32, TensorKind::Input);
+  g.add_tensor("loss", {}, DType::F32);
+  add_op(g, "loss", "SoftmaxCrossEntropy", {cur, "labels"}, {"loss"});
+  g.finalize();
+  return g;
+}
+
+// Conv -> BatchNorm -> ReLU, twice, then pool and a classifier: large batch,
+// small weights (the data-parallel textbook case).
+inline Graph conv_net(std::int64_t batch = 512) {
+  Graph g("convnet");
+  g.add_tensor("x", {batch, 3, 32, 32}, DType::F16, TensorKind::Input);
+  g.add_tensor("k1", {32, 3, 3, 3}, DType::F16, TensorKind::Parameter);
+  g.add_tensor("c1", {batch, 32, 32, 32}, DType::F16);
+  g.add_tensor("s1", {32}, DType::F16, TensorKind::Parameter);
+  g.add_tensor("o1", {32}, DType::F16, TensorKind::Parameter);
+  g.add_tensor("n1", {batch, 32, 32, 32}, DType::F16);
+  g.add_tensor("r1", {batch, 32, 32, 32}, DType::F16);
+  g.add_tensor("k2", {64, 32, 3, 3}, DType::F16, TensorKind::Parameter);
+  g.add_tensor("c2", {batch, 64, 16, 16}, DType::F16);
+  g.add_tensor("r2", {batch, 64, 16, 16}, DType::F16);
+  g.add_tensor("p", {batch, 64, 1, 1}, DType::F16);
+  g.add_tensor("f", {batch, 64}, DType::F16);
+  g.add_tensor("wf", {64, 10}, DType::F16, TensorKind::Parameter);
+  g.add_tensor("logits", {batch, 10}, DType::F16);
+  g.add_tensor("labels", {batch}, DType::I32, TensorKind::Input);
+  g.add_tensor("loss", {}, DType::F32);
+  const ir::Attrs same{{"pads", std::vector<std::int64_t>{1, 1, 1, 1}}};
+  add_op(g, "conv1", "Conv2D", {"x", "k1"}, {"c1"}, same);
+  add_op(g, "bn1", "BatchNorm", {"c1", "s1", "o1"}, {"n1"});
+  add_op(g, "relu1", "ReLU", {"n1"}, {"r1"});
+  add_op(g, "conv2", "Conv2D", {"r1", "k2"}, {"c2"},
+         {{"pads", std::vector<std::int64_t>{1, 1, 1, 1}},
+          {"strides", std::vector<std::int64_t>{2, 2}}});
+  add_op(g, "relu2", "ReLU", {"c2"}, {"r2"});
+  add_op(g, "pool", "GlobalAvgPool", {"r2"}, {"p"});
+  add_op(g, "flat", "Flatten", {"p"}, {"f"});
+  add_op(g, "fc", "MatMul", {"f", "wf"}, {"logits"});
+  add_op(g, "loss", "SoftmaxCrossEntropy", {"logits", "labels"}, {"loss"});
+  g.finalize();
+  return g;
+}
+
+// One MatMul whose weight is very wide: x[b,h] * w[h,n] with n >> b.
+inline Graph wide_matmul(std::int64_t b = 16, std::int64_t h = 1024, std::int64_t n = 262144) {
+  Graph g("wide");
+  g.add_tensor("x", {b, h}, DType::F32, TensorKind::Input);
+  g.add_tensor("w", {h, n}, DType::F32, TensorKind::Parameter);
+  g.add_tensor("y", {b, n}, DType::F32);
+  g.add_tensor("r", {b, n}, DType::F32);
+  add_op(g, "mm", "MatMul", {"x", "w"}, {"y"});
+  add_op(g, "act", "ReLU", {"y"}, {"r"});
+  g.finalize();
+  return g;
+}
+
+// Embedding lookup into a large table followed by a projection.
+inline Graph embedding(std::int64_t vocab = 1 << 20, std::int64_t hidden = 4096,
+                       std::int64_t batch = 8, std::int64_t seq = 128) {
+  Graph g("embedding");
+  g.add_tensor("table", {vocab, hidden}, DType::F32, TensorKind::Parameter);
+  g.add_tensor("ids", {batch, seq}, DType::I32, TensorKind::Input);
+  g.add_tensor("e", {batch, seq, hidden}, DType::F32);
+  g.add_tensor("wp", {hidden, 256}, DType::F32, TensorKind::Parameter);
+  g.add_tensor("y", {batch, seq, 256}, DType::F32);
+  add_op(g, "lookup", "Gather", {"table", "ids"}, {"e"});
+  add_op(g, "proj", "MatMul", {"e", "wp"}, {"y"});
+  g.finalize();
+  return g;
+}
+
+// A pre-LN transformer block in explicit operators (LayerNorm, projections,
+// attention through BatchMatMul/Softmax, MLP with GeLU, residuals).
+inline Graph transformer_block(std::int64_t b = 8, std::int64_t s = 512, std::int64_t h = 1024,
+                               std::int64_t heads = 16, DType dt = DType::F16) {
+  Graph g("block");
+  const std::int64_t d = h / heads;
+  auto T = [&](const std::string& n, ir::Shape shp, TensorKind k = TensorKind::Activation) {
+    g.add_tensor(n, std::move(shp), dt, k == TensorKind::Activation ? TensorKind::Input : k);
+  };
+  T("x", {b, s, h}, TensorKind::Input);
+  T("ln1_s", {h}, TensorKind::Parameter);
+  T("ln1_b", {h}, TensorKind::Parameter);
+  T("ln1", {b, s, h});
+  for (const char* n : {"wq", "wk", "wv", "wo"}) T(n, {h, h}, TensorKind::Parameter);
+  for (const char* n : {"q", "k", "v", "ctx2", "o", "res1"}) T(n, {b, s, h});
+  for (const char* n : {"q4", "k4", "v4"}) T(n, {b, s, heads, d});
+  T("qt", {b, heads, s, d});
+  T("kt", {b, heads, d, s});
+  T("vt", {b, heads, s, d});
+  T("sc", {b, heads, s, s});
+  T("pr", {b, heads, s, s});
+  T("ctx", {b, heads, s, d});
+  T("ctxt", {b, s, heads, d});
+  T("ln2_s", {h}, TensorKind::Parameter);
+  T("ln2_b", {h}, TensorKind::Parameter);
+  T("ln2", {b, s, h});
+  T("w1", {h, 4 * h}, TensorKind::Parameter);
+  T("f1", {b, s, 4 * h});
+  T("g1", {b, s, 4 * h});
+  T("w2", {4 * h, h}, TensorKind::Parameter);
+  T("f2", {b, s, h});
+  T("out", {b, s, h});
+  using V = std::vector<std::int64_t>;
+  add_op(g, "ln1", "LayerNorm", {"x", "ln1_s", "ln1_b"}, {"ln1"});
+  add_op(g, "q_proj", "MatMul", {"ln1", "wq"}, {"q"});
+  add_op(g, "k_proj", "MatMul", {"ln1", "wk"}, {"k"});
+  add_op(g, "v_proj", "MatMul", {"ln1", "wv"}, {"v"});
+  add_op(g, "q_split", "Reshape", {"q"}, {"q4"});
+  add_op(g, "k_split", "Reshape", {"k"}, {"k4"});
+  add_op(g, "v_split", "Reshape", {"v"}, {"v4"});
+  add_op(g, "q_t", "Transpose", {"q4"}, {"qt"}, {{"perm", V{0, 2, 1, 3}}});
+  add_op(g, "k_t", "Transpose", {"k4"}, {"kt"}, {{"perm", V{0, 2, 3, 1}}});
+  add_op(g, "v_t", "Transpose", {"v4"}, {"vt"}, {{"perm", V{0, 2, 1, 3}}});
+  add_op(g, "scores", "BatchMatMul", {"qt", "kt"}, {"sc"});
+  add_op(g, "softmax", "Softmax", {"sc"}, {"pr"});
+  add_op(g, "context", "BatchMatMul", {"pr", "vt"}, {"ctx"});
+  add_op(g, "ctx_t", "Transpose", {"ctx"}, {"ctxt"}, {{"perm", V{0, 2, 1, 3}}});
+  add_op(g, "ctx_merge", "Reshape", {"ctxt"}, {"ctx2"});
+  add_op(g, "o_proj", "MatMul", {"ctx2", "wo"}, {"o"});
+  add_op(g, "res1", "Add", {"x", "o"}, {"res1"});
+  add_op(g, "ln2", "LayerNorm", {"res1", "ln2_s", "ln2_b"}, {"ln2"});
+  add_op(g, "fc1", "MatMul", {"ln2", "w1"}, {"f1"});
+  add_op(g, "gelu", "GeLU", {"f1"}, {"g1"});
+  add_op(g, "fc2", "MatMul", {"g1", "w2"}, {"f2"});
+  add_op(g, "res2", "Add", {"res1", "f2"}, {"out"});
+  g.finalize();
+  return g;
+}
+
+// Seeded random chain-with-skips of MatMul/elementwise operators, for
+// property tests (deterministic for a given seed).
+inline Graph random_dag(std::uint32_t seed, int ops, std::int64_t batch = 64) {
+  std::uint64_t state = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+  auto next = [&](std::uint64_t n) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (state >> 33) % n;
+  };
+  const std::vector<std::int64_t> widths = {128, 256, 512, 1024, 4096};
+  Graph g("random" + std::to_string(seed));
+  std::vector<std::pair<std::string, std::int64_t>> avail;  // activations [batch, w]
+  g.add_tensor("x", {batch, 256}, DType::F32, TensorKind::Input);
+  avail.emplace_back("x", 256);
+  for (int i = 0; i < ops; ++i) {
+    const std::string n = "t" + std::to_string(i);
+    const auto [src, w] = avail[avail.size() - 1 - next(std::min<std::uint64_t>(avail.size(), 3))];
+    switch (next(3)) {
+      case 0: {  // MatMul to a new width
+        const std::int64_t w2 = widths[next(widths.size())];
+        g.add_tensor("w" + n, {w, w2}, DType::F32, TensorKind::Parameter);
+        g.add_tensor(n, {batch, w2}, DType::F32);
+        add_op(g, "op" + std::to_string(i), "MatMul", {src, "w" + n}, {n});
+        avail.emplace_back(n, w2);
+        break;
+      }
+      case 1: {  // unary
+        g.add_tensor(n, {batch, w}, DType::F32);
+        add_op(g, "op" + std::to_string(i), "GeLU", {src}, {n});
+        avail.emplace_back(n, w);
+        break;
+      }
+      default: {  // residual add with an earlier tensor of the same width
+        std::string other = src;
+        for (auto it = avail.rbegin(); it != avail.rend(); ++it)
+          if (it->second == w && it->first != src) {
+            other = it->first;
+            break;
+          }
+        g.add_tensor(n, {batch, w}, DType::F32);
+        add_op(g, "op" + std::to_string(i), "Add", {src, other}, {n});
+        avail.emplace_back(n, w);
+        break;
+      }
+    }
+  }
+  g.finalize();
+  return g;
+}
+
+}  // namespace recsearch::testing
