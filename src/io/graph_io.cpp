@@ -135,7 +135,7 @@ void read_tensors(const Reader& r, const Json& tensors, ir::Graph& g) {
     try {
       g.add_tensor(std::move(name), std::move(shape), dtype, kind);
     } catch (const Error& e) {
-      r.rethrow(e, at);
+      r.rethrow(e);
     }
   }
 }

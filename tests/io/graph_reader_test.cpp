@@ -1,0 +1,476 @@
+// Tests of the graph file reader and writer: what a valid file becomes, that
+// writing and reading back is the identity, and that every malformed input
+// (wrong types, bad names, truncation, corruption) is a recsearch::Error
+// naming the file and the exact JSON path, never a crash.
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <variant>
+
+#include <unistd.h>
+
+#include "io_test_util.hpp"
+#include "recsearch/io/json_io.hpp"
+
+namespace {
+
+using namespace recsearch;
+using io_test::expect_error;
+
+const std::string kFile = "tiny.json";
+
+// Every feature of the format once, no trailing whitespace (so that every
+// proper prefix is invalid JSON).
+const std::string kTiny = R"({"format": "recsearch.graph", "version": 1, "name": "tiny",
+ "description": "ignored", "tensors": [
+  {"name": "x", "shape": [4, 8]},
+  {"name": "w", "shape": [8, 16], "dtype": "bf16", "kind": "parameter"},
+  {"name": "c", "shape": [16], "dtype": "i32", "kind": "constant"},
+  {"name": "s", "shape": [], "dtype": "bool", "kind": "input"},
+  {"name": "h", "shape": [4, 16], "dtype": "f32", "comment": "ignored"},
+  {"name": "y", "shape": [4, 16]}
+ ],
+ "operators": [
+  {"name": "mm", "type": "MatMul", "inputs": ["x", "w"], "outputs": ["h"],
+   "attrs": {"transpose_b": false, "alpha": 1.5, "one": 1.0, "n": -3, "axes": [0, 1],
+             "scales": [1, 0.5], "names": ["a", "b"], "mode": "fast", "empty": []},
+   "strategy": [[2, 1], [1, 4]]},
+  {"name": "act", "type": "MyOp", "inputs": ["h", "c", "s"], "outputs": ["y"], "allowed": ["d0"],
+   "einsum": "ij,j,->ij"}
+ ]})";
+
+// A graph file around the given tensors and operators arrays.
+std::string graph_text(const std::string& tensors, const std::string& operators,
+                       const std::string& extra = {}) {
+  return R"({"format": "recsearch.graph", "version": 1, "name": "g", "tensors": )" + tensors +
+         R"(, "operators": )" + operators + extra + "}";
+}
+
+const std::string kXW =
+    R"([{"name": "x", "shape": [4, 8]}, {"name": "w", "shape": [8, 16], "kind": "parameter"},
+        {"name": "h", "shape": [4, 16]}])";
+
+std::string one_op(const std::string& fields) {
+  return R"([{"name": "mm", "type": "MatMul", "inputs": ["x", "w"], "outputs": ["h"])" + fields +
+         "}]";
+}
+
+void check_same_graph(const ir::Graph& a, const ir::Graph& b) {
+  CHECK(a.name() == b.name());
+  REQUIRE(a.num_tensors() == b.num_tensors());
+  REQUIRE(a.num_operators() == b.num_operators());
+  for (ir::TensorId t = 0; t < a.num_tensors(); ++t) {
+    CHECK(a.tensor(t).name == b.tensor(t).name);
+    CHECK(a.tensor(t).shape == b.tensor(t).shape);
+    CHECK(a.tensor(t).dtype == b.tensor(t).dtype);
+    CHECK(a.tensor(t).kind == b.tensor(t).kind);
+    CHECK(a.tensor(t).producer == b.tensor(t).producer);
+  }
+  for (ir::OpId o = 0; o < a.num_operators(); ++o) {
+    const ir::Operator& x = a.op(o);
+    const ir::Operator& y = b.op(o);
+    CHECK(x.name == y.name);
+    CHECK(x.type == y.type);
+    CHECK(x.kind == y.kind);
+    CHECK(x.inputs == y.inputs);
+    CHECK(x.outputs == y.outputs);
+    CHECK(x.attrs.items() == y.attrs.items());
+    CHECK(x.strategy == y.strategy);
+    CHECK(x.allowed == y.allowed);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a valid graph file becomes a finalized graph") {
+  const ir::Graph g = io::parse_graph(kTiny, kFile);
+  CHECK(g.finalized());
+  CHECK(g.name() == "tiny");
+  REQUIRE(g.num_tensors() == 6);
+  REQUIRE(g.num_operators() == 2);
+
+  const auto& x = g.tensor(*g.find_tensor("x"));
+  CHECK(x.shape == ir::Shape{4, 8});
+  CHECK(x.dtype == ir::DType::F32);  // default
+  CHECK(x.kind == ir::TensorKind::Input);
+  const auto& w = g.tensor(*g.find_tensor("w"));
+  CHECK(w.dtype == ir::DType::BF16);
+  CHECK(w.kind == ir::TensorKind::Parameter);
+  const auto& c = g.tensor(*g.find_tensor("c"));
+  CHECK(c.dtype == ir::DType::I32);
+  CHECK(c.kind == ir::TensorKind::Constant);
+  const auto& s = g.tensor(*g.find_tensor("s"));
+  CHECK(s.shape.empty());
+  CHECK(s.dtype == ir::DType::Bool);
+  const auto& h = g.tensor(*g.find_tensor("h"));
+  CHECK(h.kind == ir::TensorKind::Activation);
+  CHECK(h.producer == *g.find_operator("mm"));
+
+  const ir::Operator& mm = g.op(*g.find_operator("mm"));
+  CHECK(mm.type == "MatMul");
+  CHECK(mm.kind == ir::OpKind::MatMul);
+  CHECK(mm.inputs == std::vector<ir::TensorId>{*g.find_tensor("x"), *g.find_tensor("w")});
+  REQUIRE(mm.strategy.has_value());
+  CHECK(*mm.strategy == ir::Strategy{{2, 1}, {1, 4}});
+  CHECK_FALSE(mm.allowed.has_value());
+
+  const ir::Attrs& a = mm.attrs;
+  REQUIRE(a.find("transpose_b") != nullptr);
+  CHECK(std::get<bool>(*a.find("transpose_b")) == false);
+  CHECK(std::get<double>(*a.find("alpha")) == 1.5);
+  CHECK(std::get<double>(*a.find("one")) == 1.0);  // written as a float, stays a float
+  CHECK(std::get<std::int64_t>(*a.find("n")) == -3);
+  CHECK(std::get<std::vector<std::int64_t>>(*a.find("axes")) == std::vector<std::int64_t>{0, 1});
+  CHECK(std::get<std::vector<double>>(*a.find("scales")) == std::vector<double>{1.0, 0.5});
+  CHECK(std::get<std::vector<std::string>>(*a.find("names")) ==
+        std::vector<std::string>{"a", "b"});
+  CHECK(std::get<std::string>(*a.find("mode")) == "fast");
+  CHECK(std::get<std::vector<std::int64_t>>(*a.find("empty")).empty());
+
+  const ir::Operator& act = g.op(*g.find_operator("act"));
+  CHECK(act.kind == ir::OpKind::Custom);
+  REQUIRE(act.allowed.has_value());
+  CHECK(*act.allowed == std::vector<std::string>{"d0"});
+  // Operator-level "einsum" is the attribute.
+  CHECK(act.attrs.get_string("einsum", "") == "ij,j,->ij");
+}
+
+TEST_CASE("graph_to_json round-trips") {
+  const ir::Graph g = io::parse_graph(kTiny, kFile);
+  for (const int indent : {-1, 0, 1, 4}) {
+    CAPTURE(indent);
+    const std::string text = io::graph_to_json(g, indent);
+    const ir::Graph back = io::parse_graph(text, "back.json");
+    check_same_graph(g, back);
+    // Deterministic: writing again gives the same bytes.
+    CHECK(io::graph_to_json(back, indent) == text);
+  }
+  // Indented output keeps one record per line.
+  const std::string text = io::graph_to_json(g);
+  CHECK(text.find("\n  {\"name\": \"x\", \"shape\": [4, 8], \"dtype\": \"f32\", \"kind\": \"input\"}") !=
+        std::string::npos);
+}
+
+TEST_CASE("graph_to_json round-trips a graph built in code, including awkward names") {
+  ir::Graph g("built");
+  const auto x = g.add_tensor("in/put~0 \"q\"", {2, 3}, ir::DType::F16);
+  const auto y = g.add_tensor("ü→y", {2, 3}, ir::DType::F16);
+  ir::Operator op;
+  op.name = "op with spaces";
+  op.type = "Cast";
+  op.inputs = {x};
+  op.outputs = {y};
+  op.attrs.set("to", std::string("f16"));
+  op.attrs.set("big", std::int64_t{9007199254740993});  // not a double
+  op.attrs.set("tiny", 1e-300);
+  op.attrs.set("floats", std::vector<double>{0.1, 2.0});
+  g.add_operator(std::move(op));
+  g.finalize();
+  check_same_graph(g, io::parse_graph(io::graph_to_json(g), "built.json"));
+}
+
+TEST_CASE("sample graphs in data/graphs round-trip") {
+  const char* dir = std::getenv("RECSEARCH_DATA");
+  if (dir == nullptr) return;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(
+           std::filesystem::path(dir) / "graphs")) {
+    if (entry.path().extension() != ".json") continue;
+    CAPTURE(entry.path().string());
+    const ir::Graph g = io::read_graph_file(entry.path().string());
+    check_same_graph(g, io::parse_graph(io::graph_to_json(g), "back.json"));
+  }
+}
+
+TEST_CASE("a top-level cost object is read into CostParams") {
+  const std::string text =
+      graph_text(kXW, one_op(""),
+                 R"(, "cost": {"compute_efficiency": 0.25, "count_latency": false, "memory_budget_bytes": 1e9})");
+  CostParams p;
+  (void)io::parse_graph(text, kFile, &p);
+  CHECK(p.compute_efficiency == 0.25);
+  CHECK(p.count_latency == false);
+  CHECK(p.memory_budget_bytes == 1e9);
+  CHECK(p.backward_flops_factor == 2.0);  // untouched
+  // Without a CostParams the object is not even looked at.
+  (void)io::parse_graph(graph_text(kXW, one_op(""), R"(, "cost": 5)"), kFile);
+  expect_error([&] { (void)io::parse_graph(graph_text(kXW, one_op(""), R"(, "cost": {"compute_efficency": 0.5})"), kFile, &p); },
+               Errc::kSchema, "/cost/compute_efficency", kFile);
+}
+
+TEST_CASE("graph errors name the file and the exact JSON path") {
+  struct Case {
+    std::string name;
+    std::string text;
+    Errc code;
+    std::string path;
+  };
+  const std::string ok_ops = one_op("");
+  const std::vector<Case> cases = {
+      {"top level not an object", "[]", Errc::kSchema, ""},
+      {"format missing", R"({"version": 1, "tensors": [], "operators": []})", Errc::kSchema, "/format"},
+      {"format wrong", R"({"format": "recsearch.plan", "version": 1, "tensors": [], "operators": []})",
+       Errc::kSchema, "/format"},
+      {"version missing", R"({"format": "recsearch.graph", "tensors": [], "operators": []})",
+       Errc::kSchema, "/version"},
+      {"version 2", R"({"format": "recsearch.graph", "version": 2, "tensors": [], "operators": []})",
+       Errc::kSchema, "/version"},
+      {"version string", R"({"format": "recsearch.graph", "version": "1", "tensors": [], "operators": []})",
+       Errc::kSchema, "/version"},
+      {"name not a string", R"({"format": "recsearch.graph", "version": 1, "name": 3, "tensors": [], "operators": []})",
+       Errc::kSchema, "/name"},
+      {"tensors missing", R"({"format": "recsearch.graph", "version": 1, "operators": []})",
+       Errc::kSchema, "/tensors"},
+      {"operators missing", R"({"format": "recsearch.graph", "version": 1, "tensors": []})",
+       Errc::kSchema, "/operators"},
+      {"tensors not an array", graph_text("{}", "[]"), Errc::kSchema, "/tensors"},
+      {"operators not an array", graph_text("[]", "null"), Errc::kSchema, "/operators"},
+      {"tensor not an object", graph_text("[3]", "[]"), Errc::kSchema, "/tensors/0"},
+      {"tensor name missing", graph_text(R"([{"shape": [1]}])", "[]"), Errc::kSchema, "/tensors/0/name"},
+      {"tensor name empty", graph_text(R"([{"name": "", "shape": [1]}])", "[]"), Errc::kSchema,
+       "/tensors/0/name"},
+      {"tensor name a number", graph_text(R"([{"name": 7, "shape": [1]}])", "[]"), Errc::kSchema,
+       "/tensors/0/name"},
+      {"shape missing", graph_text(R"([{"name": "x"}])", "[]"), Errc::kSchema, "/tensors/0/shape"},
+      {"shape a string", graph_text(R"([{"name": "x", "shape": "4x8"}])", "[]"), Errc::kSchema,
+       "/tensors/0/shape"},
+      {"zero dim", graph_text(R"([{"name": "x", "shape": [4, 0]}])", "[]"), Errc::kShape,
+       "/tensors/0/shape/1"},
+      {"negative dim", graph_text(R"([{"name": "x", "shape": [-4]}])", "[]"), Errc::kShape,
+       "/tensors/0/shape/0"},
+      {"fractional dim", graph_text(R"([{"name": "x", "shape": [4, 2.5]}])", "[]"), Errc::kSchema,
+       "/tensors/0/shape/1"},
+      {"dim a string", graph_text(R"([{"name": "x", "shape": ["4"]}])", "[]"), Errc::kSchema,
+       "/tensors/0/shape/0"},
+      {"dim above int64", graph_text(R"([{"name": "x", "shape": [9223372036854775808]}])", "[]"),
+       Errc::kSchema, "/tensors/0/shape/0"},
+      {"dim far above int64", graph_text(R"([{"name": "x", "shape": [1e30]}])", "[]"),
+       Errc::kSchema, "/tensors/0/shape/0"},
+      {"element count overflow",
+       graph_text(R"([{"name": "x", "shape": [4294967296, 4294967296]}])", "[]"), Errc::kShape,
+       "/tensors/0/shape"},
+      {"unknown dtype", graph_text(R"([{"name": "x", "shape": [1], "dtype": "f128"}])", "[]"),
+       Errc::kSchema, "/tensors/0/dtype"},
+      {"dtype not a string", graph_text(R"([{"name": "x", "shape": [1], "dtype": 32}])", "[]"),
+       Errc::kSchema, "/tensors/0/dtype"},
+      {"unknown kind", graph_text(R"([{"name": "x", "shape": [1], "kind": "weight"}])", "[]"),
+       Errc::kSchema, "/tensors/0/kind"},
+      {"duplicate tensor", graph_text(R"([{"name": "x", "shape": [1]}, {"name": "x", "shape": [2]}])", "[]"),
+       Errc::kDuplicate, "/tensors/1/name"},
+      {"operator not an object", graph_text(kXW, "[[]]"), Errc::kSchema, "/operators/0"},
+      {"operator name missing", graph_text(kXW, R"([{"type": "MatMul", "inputs": [], "outputs": []}])"),
+       Errc::kSchema, "/operators/0/name"},
+      {"operator type missing", graph_text(kXW, R"([{"name": "mm", "inputs": [], "outputs": []}])"),
+       Errc::kSchema, "/operators/0/type"},
+      {"operator type empty", graph_text(kXW, R"([{"name": "mm", "type": "", "inputs": [], "outputs": []}])"),
+       Errc::kSchema, "/operators/0/type"},
+      {"inputs missing", graph_text(kXW, R"([{"name": "mm", "type": "MatMul", "outputs": []}])"),
+       Errc::kSchema, "/operators/0/inputs"},
+      {"inputs not an array", graph_text(kXW, R"([{"name": "mm", "type": "MatMul", "inputs": "x", "outputs": []}])"),
+       Errc::kSchema, "/operators/0/inputs"},
+      {"input not a string", graph_text(kXW, R"([{"name": "mm", "type": "MatMul", "inputs": ["x", 1], "outputs": []}])"),
+       Errc::kSchema, "/operators/0/inputs/1"},
+      {"unknown input", graph_text(kXW, R"([{"name": "mm", "type": "MatMul", "inputs": ["x", "w9"], "outputs": ["h"]}])"),
+       Errc::kUnknownName, "/operators/0/inputs/1"},
+      {"unknown output", graph_text(kXW, R"([{"name": "mm", "type": "MatMul", "inputs": ["x", "w"], "outputs": ["h", "z"]}])"),
+       Errc::kUnknownName, "/operators/0/outputs/1"},
+      {"duplicate operator",
+       graph_text(R"([{"name": "x", "shape": [1]}, {"name": "a", "shape": [1]}, {"name": "b", "shape": [1]}])",
+                  R"([{"name": "r", "type": "ReLU", "inputs": ["x"], "outputs": ["a"]},
+                      {"name": "r", "type": "ReLU", "inputs": ["x"], "outputs": ["b"]}])"),
+       Errc::kDuplicate, "/operators/1/name"},
+      {"tensor produced twice",
+       graph_text(R"([{"name": "x", "shape": [1]}, {"name": "a", "shape": [1]}])",
+                  R"([{"name": "r", "type": "ReLU", "inputs": ["x"], "outputs": ["a"]},
+                      {"name": "s", "type": "ReLU", "inputs": ["x"], "outputs": ["a"]}])"),
+       Errc::kDuplicate, "/operators/1/outputs/0"},
+      {"output listed twice",
+       graph_text(R"([{"name": "x", "shape": [1]}, {"name": "a", "shape": [1]}])",
+                  R"([{"name": "r", "type": "Split", "inputs": ["x"], "outputs": ["a", "a"]}])"),
+       Errc::kDuplicate, "/operators/0/outputs/1"},
+      {"parameter produced",
+       graph_text(R"([{"name": "x", "shape": [1]}, {"name": "p", "shape": [1], "kind": "parameter"}])",
+                  R"([{"name": "r", "type": "ReLU", "inputs": ["x"], "outputs": ["p"]}])"),
+       Errc::kSchema, "/operators/0/outputs/0"},
+      {"constant produced",
+       graph_text(R"([{"name": "x", "shape": [1]}, {"name": "c", "shape": [1], "kind": "constant"}])",
+                  R"([{"name": "r", "type": "ReLU", "inputs": ["x"], "outputs": ["c"]}])"),
+       Errc::kSchema, "/operators/0/outputs/0"},
+      {"attrs not an object", graph_text(kXW, one_op(R"(, "attrs": [1])")), Errc::kSchema,
+       "/operators/0/attrs"},
+      {"nested attr object", graph_text(kXW, one_op(R"(, "attrs": {"a": 1, "nested": {"b": 1}})")),
+       Errc::kSchema, "/operators/0/attrs/nested"},
+      {"attr key escaped in the path", graph_text(kXW, one_op(R"(, "attrs": {"a/b~c": {}})")),
+       Errc::kSchema, "/operators/0/attrs/a~1b~0c"},
+      {"null attr", graph_text(kXW, one_op(R"(, "attrs": {"x": null})")), Errc::kSchema,
+       "/operators/0/attrs/x"},
+      {"mixed list attr", graph_text(kXW, one_op(R"(, "attrs": {"x": [1, "a"]})")), Errc::kSchema,
+       "/operators/0/attrs/x"},
+      {"nested list attr", graph_text(kXW, one_op(R"(, "attrs": {"x": [1, [2]]})")), Errc::kSchema,
+       "/operators/0/attrs/x/1"},
+      {"bool in a list attr", graph_text(kXW, one_op(R"(, "attrs": {"x": [true]})")), Errc::kSchema,
+       "/operators/0/attrs/x/0"},
+      {"attr above int64", graph_text(kXW, one_op(R"(, "attrs": {"x": 18446744073709551615})")),
+       Errc::kSchema, "/operators/0/attrs/x"},
+      {"list attr above int64", graph_text(kXW, one_op(R"(, "attrs": {"x": [1, 9223372036854775808]})")),
+       Errc::kSchema, "/operators/0/attrs/x/1"},
+      {"einsum not a string", graph_text(kXW, one_op(R"(, "einsum": 3)")), Errc::kSchema,
+       "/operators/0/einsum"},
+      {"einsum contradicts attrs",
+       graph_text(kXW, one_op(R"(, "einsum": "ik,kj->ij", "attrs": {"einsum": "ik,kj->ji"})")),
+       Errc::kSchema, "/operators/0/einsum"},
+      {"strategy not an array", graph_text(kXW, one_op(R"(, "strategy": 2)")), Errc::kSchema,
+       "/operators/0/strategy"},
+      {"strategy row not an array", graph_text(kXW, one_op(R"(, "strategy": [2, 1])")),
+       Errc::kSchema, "/operators/0/strategy/0"},
+      {"strategy zero", graph_text(kXW, one_op(R"(, "strategy": [[2, 1], [1, 0]])")),
+       Errc::kSchema, "/operators/0/strategy/1/1"},
+      {"strategy fraction", graph_text(kXW, one_op(R"(, "strategy": [[1.5, 1], [1, 1]])")),
+       Errc::kSchema, "/operators/0/strategy/0/0"},
+      {"allowed not an array", graph_text(kXW, one_op(R"(, "allowed": "i")")), Errc::kSchema,
+       "/operators/0/allowed"},
+      {"allowed element not a string", graph_text(kXW, one_op(R"(, "allowed": ["i", 1])")),
+       Errc::kSchema, "/operators/0/allowed/1"},
+      {"cost not an object", graph_text(kXW, one_op(""), R"(, "cost": [])"), Errc::kSchema, "/cost"},
+      {"cost count_latency not a bool", graph_text(kXW, one_op(""), R"(, "cost": {"count_latency": 1})"),
+       Errc::kSchema, "/cost/count_latency"},
+      {"cost efficiency zero", graph_text(kXW, one_op(""), R"(, "cost": {"compute_efficiency": 0})"),
+       Errc::kSchema, "/cost/compute_efficiency"},
+      {"cost efficiency above one", graph_text(kXW, one_op(""), R"(, "cost": {"compute_efficiency": 1.5})"),
+       Errc::kSchema, "/cost/compute_efficiency"},
+      {"cost negative", graph_text(kXW, one_op(""), R"(, "cost": {"backward_flops_factor": -1})"),
+       Errc::kSchema, "/cost/backward_flops_factor"},
+      {"cost number a string", graph_text(kXW, one_op(""), R"(, "cost": {"gradient_bytes_factor": "1"})"),
+       Errc::kSchema, "/cost/gradient_bytes_factor"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    CostParams p;
+    expect_error([&] { (void)io::parse_graph(c.text, kFile, &p); }, c.code, c.path, kFile);
+  }
+}
+
+TEST_CASE("error details say what was expected") {
+  CHECK(expect_error([] { (void)io::parse_graph(graph_text(R"([{"name": "x", "shape": 3}])", "[]"), kFile); },
+                     Errc::kSchema, "/tensors/0/shape", kFile)
+            .find("expected an array of integers") != std::string::npos);
+  CHECK(expect_error([] { (void)io::parse_graph(graph_text(R"([{"name": "x", "shape": [0]}])", "[]"), kFile); },
+                     Errc::kShape, "/tensors/0/shape/0", kFile)
+            .find("dimension must be positive") != std::string::npos);
+  CHECK(expect_error([] { (void)io::parse_graph(graph_text(kXW, one_op("").replace(one_op("").find("\"w\""), 3, "\"w9\"")), kFile); },
+                     Errc::kUnknownName, "/operators/0/inputs/1", kFile)
+            .find("'w9'") != std::string::npos);
+}
+
+TEST_CASE("a cycle is an error of the file") {
+  const std::string text = graph_text(
+      R"([{"name": "a", "shape": [1]}, {"name": "b", "shape": [1]}])",
+      R"([{"name": "f", "type": "ReLU", "inputs": ["a"], "outputs": ["b"]},
+          {"name": "g", "type": "ReLU", "inputs": ["b"], "outputs": ["a"]}])");
+  try {
+    (void)io::parse_graph(text, kFile);
+    FAIL("a cycle was accepted");
+  } catch (const Error& e) {
+    CHECK(e.code() == Errc::kCycle);
+    CHECK(e.file() == kFile);
+    CHECK(e.json_path().rfind("/operators/", 0) == 0);
+  }
+}
+
+TEST_CASE("malformed JSON is kParse with a byte offset") {
+  const std::string detail =
+      expect_error([] { (void)io::parse_graph(R"({"format": "recsearch.graph", "version": 1,, })", kFile); },
+                   Errc::kParse, "", kFile);
+  CHECK(detail.find("byte 44") != std::string::npos);
+  expect_error([] { (void)io::parse_graph("", kFile); }, Errc::kParse, "", kFile);
+  expect_error([] { (void)io::parse_graph("{} trailing", kFile); }, Errc::kParse, "", kFile);
+  expect_error([] { (void)io::parse_graph(graph_text(R"([{"name": "x", "shape": [1e999]}])", "[]"), kFile); },
+               Errc::kParse, "", kFile);
+  expect_error([] { (void)io::parse_graph(graph_text(R"([{"name": "\xff", "shape": [1]}])", "[]"), kFile); },
+               Errc::kParse, "", kFile);
+  // Deep nesting is refused before it can exhaust the stack.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  expect_error([&] { (void)io::parse_graph(deep, kFile); }, Errc::kParse, "", kFile);
+  const std::string deep_attr =
+      graph_text(kXW, one_op(R"(, "attrs": {"x": )" + std::string(300, '[') + std::string(300, ']') + "}"));
+  expect_error([&] { (void)io::parse_graph(deep_attr, kFile); }, Errc::kParse, "", kFile);
+  // Brackets inside strings do not count as nesting.
+  const std::string brackets = graph_text(
+      R"([{"name": ")" + std::string(1000, '[') + R"(\"", "shape": [1]}])", "[]");
+  CHECK(io::parse_graph(brackets, kFile).num_tensors() == 1);
+}
+
+TEST_CASE("every truncation of a valid file is an Error, never a crash") {
+  for (std::size_t n = 0; n < kTiny.size(); ++n) {
+    CAPTURE(n);
+    try {
+      (void)io::parse_graph(std::string_view(kTiny).substr(0, n), kFile);
+      FAIL("a truncated file was accepted");
+    } catch (const Error& e) {
+      CHECK(e.code() == Errc::kParse);
+      CHECK(e.file() == kFile);
+    }
+  }
+  CHECK(io::parse_graph(kTiny, kFile).num_operators() == 2);
+}
+
+TEST_CASE("every single-byte corruption either parses or is an Error") {
+  const char replacements[] = {'"', '}', ']', '{', '[', ',', ':', '0', '-', 'x', '\\', '\0', ' '};
+  for (std::size_t i = 0; i < kTiny.size(); ++i) {
+    for (const char r : replacements) {
+      std::string text = kTiny;
+      text[i] = r;
+      try {
+        (void)io::parse_graph(text, kFile);
+      } catch (const Error& e) {
+        CHECK(e.file() == kFile);
+      }
+    }
+  }
+  // Random splices of valid pieces: structurally valid JSON, semantically anything.
+  std::mt19937 rng(12345);
+  for (int round = 0; round < 2000; ++round) {
+    std::string text = kTiny;
+    const std::size_t a = rng() % text.size();
+    const std::size_t b = rng() % text.size();
+    const std::size_t len = rng() % 16;
+    text.insert(a, kTiny.substr(b, len));
+    try {
+      (void)io::parse_graph(text, kFile);
+    } catch (const Error& e) {
+      CHECK(e.file() == kFile);
+    }
+  }
+}
+
+TEST_CASE("read_text_file and read_graph_file") {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("recsearch_io_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "g.json").string();
+  {
+    std::ofstream f(path);
+    f << kTiny;
+  }
+  CHECK(io::read_text_file(path) == kTiny);
+  CHECK(io::read_graph_file(path).name() == "tiny");
+
+  const std::string missing = (dir / "missing.json").string();
+  CHECK(expect_error([&] { (void)io::read_text_file(missing); }, Errc::kIo, "", missing)
+            .find("cannot open: No such file or directory") != std::string::npos);
+  expect_error([&] { (void)io::read_graph_file(missing); }, Errc::kIo, "", missing);
+  // A directory opens but cannot be read.
+  expect_error([&] { (void)io::read_text_file(dir.string()); }, Errc::kIo, "", dir.string());
+
+  // Errors of a file read from disk name that file.
+  const std::string bad = (dir / "bad.json").string();
+  {
+    std::ofstream f(bad);
+    f << graph_text(R"([{"name": "x", "shape": [0]}])", "[]");
+  }
+  expect_error([&] { (void)io::read_graph_file(bad); }, Errc::kShape, "/tensors/0/shape/0", bad);
+  std::filesystem::remove_all(dir);
+}
