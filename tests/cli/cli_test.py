@@ -733,9 +733,12 @@ def case_stdio():
 
 
 def case_determinism():
-    for name, cargs in (("bert_large.json", ["--devices", "64"]),
-                        ("resnet50.json", ["--mesh", "4x8"]),
-                        ("gpt2_block.json", ["--devices", "12"])):
+    runs = [("bert_large.json", ["--devices", "64"]), ("resnet50.json", ["--mesh", "4x8"]),
+            ("gpt2_block.json", ["--devices", "12"])]
+    big = cluster_path("dgx_h100_64x8.json")
+    if big:
+        runs.append(("bert_large.json", ["--cluster", big]))
+    for name, cargs in runs:
         gp = graph_path(name)
         if not check(os.path.exists(gp), "missing " + gp):
             continue
