@@ -71,7 +71,7 @@ std::pair<int, int> first_undivided(const ir::Graph& g, const std::vector<ir::Te
     const ir::Shape* shape = operand_shape(g, ids, j);
     if (shape == nullptr) continue;
     for (std::size_t d = 0; d < maps[j].size() && d < shape->size(); ++d) {
-      if (maps[j][d] == loop && (*shape)[d] % split != 0) {
+      if (maps[j][d] == loop && ((*shape)[d] % split != 0 || (*shape)[d] < split)) {
         return {static_cast<int>(j), static_cast<int>(d)};
       }
     }
@@ -155,7 +155,7 @@ std::vector<std::int16_t> assign_cuts(const ir::Graph& g, ir::OpId op, const alg
                         ", which must not be split (split " + std::to_string(k) + ")",
                     path);
       }
-      if (shape != nullptr && d < shape->size() && (*shape)[d] % k != 0) {
+      if (shape != nullptr && d < shape->size() && ((*shape)[d] % k != 0 || (*shape)[d] < k)) {
         throw Error(Errc::kStrategy,
                     "split " + std::to_string(k) + " does not divide dim " + std::to_string(d) +
                         " of input " + std::to_string(j) + " (size " +
@@ -184,7 +184,7 @@ std::vector<std::int16_t> assign_cuts(const ir::Graph& g, ir::OpId op, const alg
     const auto [j, d] = set_by[l];
     const std::string path = strategy_path(op, static_cast<std::size_t>(j),
                                            static_cast<std::size_t>(d));
-    if (s.loops[l].size % split[l] != 0) {
+    if (s.loops[l].size % split[l] != 0 || s.loops[l].size < split[l]) {
       throw Error(Errc::kStrategy,
                   "split " + std::to_string(split[l]) + " does not divide loop " +
                       quoted(s.loops[l].name) + " (size " + std::to_string(s.loops[l].size) + ")",
