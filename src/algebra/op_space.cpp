@@ -1,0 +1,183 @@
+// Public entry points of the dimension algebra: dispatch from operator kind
+// to the per-kind builders (kinds_*.cpp), the parallel build over a whole
+// graph, output-shape inference and the legality test of a loop cut.
+#include "recsearch/algebra/op_space.hpp"
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include <exception>
+#include <string>
+
+#include "algebra/space_builder.hpp"
+#include "recsearch/error.hpp"
+
+namespace recsearch::algebra {
+
+std::string_view dim_role_name(DimRole r) noexcept {
+  switch (r) {
+    case DimRole::Parallel: return "parallel";
+    case DimRole::Reduction: return "reduction";
+    case DimRole::Window: return "window";
+    case DimRole::Whole: return "whole";
+  }
+  return "unknown";
+}
+
+int OpSpace::find_loop(std::string_view name) const noexcept {
+  for (std::size_t i = 0; i < loops.size(); ++i) {
+    if (loops[i].name == name) return static_cast<int>(i);
+  }
+  return kUnmapped;
+}
+
+namespace {
+
+using detail::SpaceBuilder;
+
+// An Operator built outside a Graph keeps the default kind (Custom); its
+// type string is then the only reliable description.
+ir::OpKind kind_of(const ir::Operator& op) noexcept {
+  return op.kind != ir::OpKind::Custom ? op.kind : ir::parse_op_kind(op.type);
+}
+
+void dispatch(SpaceBuilder& b) {
+  using K = ir::OpKind;
+  switch (b.kind()) {
+    case K::MatMul:
+    case K::BatchMatMul: return detail::build_matmul(b);
+    case K::Einsum: return detail::build_einsum(b, "equation");
+    case K::Attention: return detail::build_attention(b);
+    case K::Conv2D: return detail::build_conv2d(b);
+    case K::MaxPool:
+    case K::AvgPool: return detail::build_pool(b);
+    case K::GlobalAvgPool: return detail::build_global_avg_pool(b);
+    case K::BatchNorm: return detail::build_batch_norm(b);
+    case K::LayerNorm:
+    case K::RMSNorm: return detail::build_layer_norm(b);
+    case K::Softmax:
+    case K::LogSoftmax: return detail::build_softmax(b);
+    case K::Add:
+    case K::Sub:
+    case K::Mul:
+    case K::Div:
+    case K::Pow:
+    case K::Maximum:
+    case K::Minimum: return detail::build_binary(b);
+    case K::BiasAdd: return detail::build_bias_add(b);
+    case K::ReLU:
+    case K::GeLU:
+    case K::SiLU:
+    case K::Sigmoid:
+    case K::Tanh:
+    case K::Exp:
+    case K::Log:
+    case K::Sqrt:
+    case K::Neg:
+    case K::Cast:
+    case K::Dropout:
+    case K::Identity: return detail::build_unary(b);
+    case K::Reshape:
+    case K::Flatten:
+    case K::Squeeze:
+    case K::Unsqueeze: return detail::build_reshape(b);
+    case K::Transpose: return detail::build_transpose(b);
+    case K::Concat: return detail::build_concat(b);
+    case K::Split: return detail::build_split(b);
+    case K::Slice: return detail::build_slice(b);
+    case K::ReduceSum:
+    case K::ReduceMean:
+    case K::ReduceMax: return detail::build_reduce(b);
+    case K::Gather: return detail::build_gather(b);
+    case K::OneHot: return detail::build_one_hot(b);
+    case K::SoftmaxCrossEntropy: return detail::build_softmax_cross_entropy(b);
+    case K::Custom:
+      if (b.has_attr("einsum")) return detail::build_einsum(b, "einsum");
+      return detail::build_opaque(b);
+  }
+  return detail::build_opaque(b);
+}
+
+std::string op_path(ir::OpId id) { return "/operators/" + std::to_string(id); }
+
+}  // namespace
+
+OpSpace build_op_space(const ir::Graph& g, ir::OpId id) {
+  if (id >= g.num_operators()) {
+    throw Error(Errc::kUsage, "operator id " + std::to_string(id) + " out of range (the graph has " +
+                                  std::to_string(g.num_operators()) + " operators)");
+  }
+  const ir::Operator& op = g.op(id);
+  SpaceBuilder b(g, op, kind_of(op), op_path(id), /*infer_only=*/false);
+  dispatch(b);
+  return b.take_space();
+}
+
+std::vector<OpSpace> build_op_spaces(const ir::Graph& g) {
+  const std::size_t n = g.num_operators();
+  std::vector<OpSpace> spaces(n);
+  // One slot per operator: whichever thread fails first, the error reported
+  // is always the lowest operator id's, so output never depends on scheduling.
+  std::vector<std::exception_ptr> errors(n);
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, 64),
+                    [&](const tbb::blocked_range<std::size_t>& r) {
+                      for (std::size_t i = r.begin(); i != r.end(); ++i) {
+                        try {
+                          spaces[i] = build_op_space(g, static_cast<ir::OpId>(i));
+                        } catch (...) {
+                          errors[i] = std::current_exception();
+                        }
+                      }
+                    });
+  for (const auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  return spaces;
+}
+
+std::vector<std::optional<ir::Shape>> infer_output_shapes(const ir::Graph& g,
+                                                          const ir::Operator& op) {
+  // Paths name the operator when it is one of the graph's; an operator still
+  // being assembled by a generator gets paths relative to itself.
+  std::string base;
+  const auto ops = g.operators();
+  if (!ops.empty() && &op >= ops.data() && &op < ops.data() + ops.size()) {
+    base = op_path(static_cast<ir::OpId>(&op - ops.data()));
+  }
+  SpaceBuilder b(g, op, kind_of(op), std::move(base), /*infer_only=*/true);
+  dispatch(b);
+  return b.take_inferred();
+}
+
+bool can_cut(const ir::Graph& g, const ir::Operator& op, const OpSpace& s,
+             const std::vector<std::int64_t>& splits, int loop, std::int64_t k) {
+  if (s.opaque || k < 1 || loop < 0 || static_cast<std::size_t>(loop) >= s.loops.size()) {
+    return false;
+  }
+  if (splits.size() != s.loops.size()) return false;
+  const LoopDim& l = s.loops[static_cast<std::size_t>(loop)];
+  if (l.role == DimRole::Whole) return false;
+  const std::int64_t done = splits[static_cast<std::size_t>(loop)];
+  const auto total = detail::checked_mul(done, k);
+  if (done < 1 || !total) return false;
+  // A cut needs at least one index per part: an empty loop is never cut.
+  if (l.size < *total || l.size % *total != 0) return false;
+
+  const auto dims_ok = [&](const std::vector<ir::TensorId>& tensors,
+                           const std::vector<std::vector<int>>& maps) {
+    if (maps.size() != tensors.size()) return false;
+    for (std::size_t j = 0; j < tensors.size(); ++j) {
+      if (tensors[j] >= g.num_tensors()) return false;
+      const ir::Shape& shape = g.tensor(tensors[j]).shape;
+      if (maps[j].size() != shape.size()) return false;
+      for (std::size_t d = 0; d < shape.size(); ++d) {
+        if (maps[j][d] != loop) continue;
+        if (shape[d] < *total || shape[d] % *total != 0) return false;
+      }
+    }
+    return true;
+  };
+  return dims_ok(op.inputs, s.inputs) && dims_ok(op.outputs, s.outputs);
+}
+
+}  // namespace recsearch::algebra
