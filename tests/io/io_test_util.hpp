@@ -18,7 +18,7 @@ std::string expect_error(F&& f, recsearch::Errc code, const std::string& path,
   try {
     f();
   } catch (const recsearch::Error& e) {
-    INFO("what(): " << e.what());
+    INFO("what(): " << std::string(e.what()));
     CHECK(static_cast<int>(e.code()) == static_cast<int>(code));
     CHECK(e.json_path() == path);
     CHECK(e.file() == file);

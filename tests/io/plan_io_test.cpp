@@ -1,0 +1,401 @@
+// Tests of the plan file: reading cuts and strategies against a graph and a
+// cut schedule, errors re-pointed at the file, writing a plan with its
+// evaluation (checked field by field against the Evaluation), read-write-read
+// identity, plan_mesh_sizes and the text table.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "io_test_util.hpp"
+#include "recsearch/algebra/op_space.hpp"
+#include "recsearch/io/json_io.hpp"
+#include "recsearch/plan/evaluator.hpp"
+
+namespace {
+
+using namespace recsearch;
+using io_test::expect_error;
+using Json = nlohmann::json;
+
+const std::string kFile = "plan.json";
+
+// x[4,16] @ w[16,32] -> h[4,32] -> ReLU -> y.
+std::string graph_json(const std::string& mm_extra = {}) {
+  return R"({"format": "recsearch.graph", "version": 1, "name": "g",
+  "tensors": [{"name": "x", "shape": [4, 16]}, {"name": "w", "shape": [16, 32], "kind": "parameter"},
+              {"name": "h", "shape": [4, 32]}, {"name": "y", "shape": [4, 32]}],
+  "operators": [{"name": "mm", "type": "MatMul", "inputs": ["x", "w"], "outputs": ["h"])" +
+         mm_extra + R"(},
+                {"name": "act", "type": "ReLU", "inputs": ["h"], "outputs": ["y"]}]})";
+}
+
+// node 2 (c0) then gpu 4 (c1, c2).
+Cluster test_cluster() {
+  return Cluster("test", {Level{"node", 2, 50.0, 5.0}, Level{"gpu", 4, 450.0, 2.0}});
+}
+
+const std::string kMesh =
+    R"("mesh": {"axes": [{"name": "c0", "size": 2, "level": "node"}, {"name": "c1", "size": 2, "level": "gpu"},
+                         {"name": "c2", "size": 2, "level": "gpu"}], "devices": 8})";
+
+std::string plan_text(const std::string& operators, const std::string& head = kMesh + ", ") {
+  return R"({"format": "recsearch.plan", "version": 1, "graph": "g", )" + head +
+         R"("operators": )" + operators + "}";
+}
+
+struct Fixture {
+  ir::Graph g;
+  std::vector<algebra::OpSpace> spaces;
+  Cluster cluster = test_cluster();
+  int i = -1, k = -1, j = -1;
+
+  explicit Fixture(const std::string& mm_extra = {})
+      : g(io::parse_graph(graph_json(mm_extra), "g.json")), spaces(algebra::build_op_spaces(g)) {
+    REQUIRE(cluster.cuts().size() == 3);
+    REQUIRE(cluster.cuts()[0].axis == "c0");
+    i = spaces[0].find_loop("i");
+    k = spaces[0].find_loop("k");
+    j = spaces[0].find_loop("j");
+    REQUIRE(i >= 0);
+    REQUIRE(k >= 0);
+    REQUIRE(j >= 0);
+  }
+
+  plan::Plan parse(const std::string& text) const {
+    return io::parse_plan(text, kFile, g, spaces, cluster.cuts());
+  }
+};
+
+using Cuts = std::vector<std::int16_t>;
+constexpr std::int16_t kR = plan::kReplicated;
+
+Cuts cuts(int a, int b, int c) {
+  return {static_cast<std::int16_t>(a), static_cast<std::int16_t>(b), static_cast<std::int16_t>(c)};
+}
+
+}  // namespace
+
+TEST_CASE("a plan with cuts") {
+  const Fixture f;
+  const plan::Plan p = f.parse(plan_text(
+      R"([{"name": "mm", "type": "MatMul", "cuts": [{"axis": "c0", "dim": "i"}, {"axis": "c2", "dim": "j"},
+                                                    {"axis": "c1", "dim": null}]}])",
+      kMesh + R"(, "mode": "infer", )"));
+  CHECK(p.graph_name == "g");
+  CHECK(p.algorithm == "file");
+  CHECK(p.mode == Mode::Infer);
+  REQUIRE(p.mesh.size() == 3);
+  CHECK(p.mesh[1].axis == "c1");
+  CHECK(p.num_devices() == 8);
+  REQUIRE(p.cuts.size() == 2);
+  CHECK(p.cuts[0] == cuts(f.i, kR, f.j));
+  CHECK(p.cuts[1] == cuts(kR, kR, kR));  // not in the file: replicated
+}
+
+TEST_CASE("a hand-written strategy-only plan") {
+  const Fixture f;
+  // No mesh, no mode: the cut schedule given by the caller, training.
+  const plan::Plan p = f.parse(
+      R"({"format": "recsearch.plan", "version": 1, "operators": [{"name": "mm", "strategy": [[2, 1], [1, 4]]},
+                                                                  {"name": "act", "strategy": [[4, 2]]}]})");
+  CHECK(p.mode == Mode::Train);
+  CHECK(p.graph_name == "g");
+  // i split 2 goes to c0; j split 4 to c1 and c2 (outermost first).
+  CHECK(p.cuts[0] == cuts(f.i, f.j, f.j));
+  const int d0 = f.spaces[1].find_loop("d0");
+  const int d1 = f.spaces[1].find_loop("d1");
+  REQUIRE(d0 >= 0);
+  REQUIRE(d1 >= 0);
+  CHECK(p.cuts[1] == cuts(d0, d0, d1));
+  CHECK(plan::strategy_of(f.spaces[0], p.mesh, p.cuts[0]) == ir::Strategy{{2, 1}, {1, 4}});
+}
+
+TEST_CASE("operators the file leaves out keep their pinned strategy") {
+  const Fixture f(R"(, "strategy": [[1, 2], [2, 1]])");
+  const plan::Plan p = f.parse(plan_text("[]"));
+  CHECK(p.cuts[0] == cuts(f.k, kR, kR));
+  // Listed without cuts or strategy means the same.
+  CHECK(f.parse(plan_text(R"([{"name": "mm"}])")).cuts[0] == cuts(f.k, kR, kR));
+  // A plan that contradicts the pin is an error at the cut that differs.
+  expect_error([&] { (void)f.parse(plan_text(R"([{"name": "mm", "cuts": [{"axis": "c1", "dim": "k"}, {"axis": "c0", "dim": "i"}]}])")); },
+               Errc::kPlan, "/operators/0/cuts/1", kFile);
+  // A pin that does not fit the mesh is the graph's strategy's fault.
+  const Fixture bad(R"(, "strategy": [[1, 16], [16, 1]])");
+  const std::string detail = expect_error([&] { (void)bad.parse(plan_text("[]")); }, Errc::kStrategy, "", kFile);
+  CHECK(detail.find("'mm'") != std::string::npos);
+}
+
+TEST_CASE("plan errors name the file and the exact JSON path") {
+  const Fixture f;
+  struct Case {
+    std::string name;
+    std::string text;
+    Errc code;
+    std::string path;
+  };
+  const std::vector<Case> cases = {
+      {"not JSON", "{\"format\": ", Errc::kParse, ""},
+      {"wrong format", R"({"format": "recsearch.graph", "version": 1})", Errc::kSchema, "/format"},
+      {"wrong version", R"({"format": "recsearch.plan", "version": 3})", Errc::kSchema, "/version"},
+      {"mesh not an object", plan_text("[]", R"("mesh": [], )"), Errc::kSchema, "/mesh"},
+      {"axis count", plan_text("[]", R"("mesh": {"axes": [{"size": 2}, {"size": 4}]}, )"), Errc::kPlan,
+       "/mesh/axes"},
+      {"axis size", plan_text("[]", R"("mesh": {"axes": [{"size": 2}, {"size": 4}, {"size": 2}]}, )"),
+       Errc::kPlan, "/mesh/axes/1"},
+      {"axis size not an integer", plan_text("[]", R"("mesh": {"axes": [{"size": 2}, {"size": "2"}, {"size": 2}]}, )"),
+       Errc::kSchema, "/mesh/axes/1/size"},
+      {"duplicate axis names",
+       plan_text("[]", R"("mesh": {"axes": [{"name": "a", "size": 2}, {"name": "a", "size": 2}, {"size": 2}]}, )"),
+       Errc::kDuplicate, "/mesh/axes/1/name"},
+      {"devices", plan_text("[]", R"("mesh": {"devices": 16}, )"), Errc::kPlan, "/mesh/devices"},
+      {"mode", plan_text("[]", R"("mode": "training", )"), Errc::kSchema, "/mode"},
+      {"graph not a string", plan_text("[]", R"("graph": 1, )"), Errc::kSchema, "/graph"},
+      {"operators not an array", plan_text("{}"), Errc::kSchema, "/operators"},
+      {"operator not an object", plan_text("[1]"), Errc::kSchema, "/operators/0"},
+      {"operator name missing", plan_text(R"([{"cuts": []}])"), Errc::kSchema, "/operators/0/name"},
+      {"unknown operator", plan_text(R"([{"name": "mm"}, {"name": "nope"}])"), Errc::kUnknownName,
+       "/operators/1/name"},
+      {"operator twice", plan_text(R"([{"name": "mm"}, {"name": "act"}, {"name": "mm", "cuts": []}])"),
+       Errc::kDuplicate, "/operators/2/name"},
+      {"cuts not an array", plan_text(R"([{"name": "mm", "cuts": {}}])"), Errc::kSchema,
+       "/operators/0/cuts"},
+      {"cut not an object", plan_text(R"([{"name": "mm", "cuts": ["c0"]}])"), Errc::kSchema,
+       "/operators/0/cuts/0"},
+      {"unknown axis", plan_text(R"([{"name": "mm", "cuts": [{"axis": "c0", "dim": "i"}, {"axis": "c7", "dim": "j"}]}])"),
+       Errc::kUnknownName, "/operators/0/cuts/1/axis"},
+      {"axis twice", plan_text(R"([{"name": "mm", "cuts": [{"axis": "c0", "dim": "i"}, {"axis": "c0", "dim": "j"}]}])"),
+       Errc::kPlan, "/operators/0/cuts/1/axis"},
+      {"unknown dim", plan_text(R"([{"name": "act"}, {"name": "mm", "cuts": [{"axis": "c1", "dim": "q"}]}])"),
+       Errc::kUnknownName, "/operators/1/cuts/0/dim"},
+      {"dim missing", plan_text(R"([{"name": "mm", "cuts": [{"axis": "c1"}]}])"), Errc::kSchema,
+       "/operators/0/cuts/0/dim"},
+      {"dim a number", plan_text(R"([{"name": "mm", "cuts": [{"axis": "c1", "dim": 0}]}])"),
+       Errc::kSchema, "/operators/0/cuts/0/dim"},
+      {"cut does not divide",
+       plan_text(R"([{"name": "mm", "cuts": [{"axis": "c2", "dim": "i"}, {"axis": "c0", "dim": "i"}, {"axis": "c1", "dim": "i"}]}])"),
+       Errc::kPlan, "/operators/0/cuts/0"},
+      {"strategy and cuts disagree",
+       plan_text(R"([{"name": "mm", "strategy": [[2, 1], [1, 1]], "cuts": [{"axis": "c0", "dim": "j"}]}])"),
+       Errc::kPlan, "/operators/0/strategy"},
+      {"strategy not an array", plan_text(R"([{"name": "mm", "strategy": "dp"}])"), Errc::kSchema,
+       "/operators/0/strategy"},
+      {"strategy zero", plan_text(R"([{"name": "mm", "strategy": [[0, 1], [1, 1]]}])"), Errc::kSchema,
+       "/operators/0/strategy/0/0"},
+      {"strategy wrong input count", plan_text(R"([{"name": "act"}, {"name": "mm", "strategy": [[2, 1]]}])"),
+       Errc::kStrategy, "/operators/1/strategy"},
+      {"strategy does not divide", plan_text(R"([{"name": "mm", "strategy": [[3, 1], [1, 1]]}])"),
+       Errc::kStrategy, "/operators/0/strategy/0/0"},
+      {"strategy too big for the mesh", plan_text(R"([{"name": "mm", "strategy": [[4, 1], [1, 4]]}])"),
+       Errc::kStrategy, "/operators/0/strategy/1/1"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    expect_error([&] { (void)f.parse(c.text); }, c.code, c.path, kFile);
+  }
+  // The detail of a mesh mismatch names both sizes.
+  const std::string detail = expect_error(
+      [&] { (void)f.parse(plan_text("[]", R"("mesh": {"axes": [{"size": 2}, {"size": 4}, {"size": 2}]}, )")); },
+      Errc::kPlan, "/mesh/axes/1", kFile);
+  CHECK(detail.find('4') != std::string::npos);
+  CHECK(detail.find('2') != std::string::npos);
+}
+
+TEST_CASE("plan axes may be renamed in the file's mesh") {
+  const Fixture f;
+  const plan::Plan p = f.parse(plan_text(
+      R"([{"name": "mm", "cuts": [{"axis": "inner", "dim": "j"}]}])",
+      R"("mesh": {"axes": [{"name": "outer", "size": 2}, {"name": "mid", "size": 2}, {"name": "inner", "size": 2}]}, )"));
+  CHECK(p.cuts[0] == cuts(kR, kR, f.j));
+}
+
+TEST_CASE("plan_to_json writes the evaluation, and reads back to the same plan") {
+  const Fixture f;
+  // k on c0 leaves h partial there: the ReLU wants it whole -> all-reduce.
+  const plan::Plan p = f.parse(plan_text(
+      R"([{"name": "mm", "cuts": [{"axis": "c0", "dim": "k"}, {"axis": "c1", "dim": "i"}, {"axis": "c2", "dim": "j"}]},
+          {"name": "act", "cuts": [{"axis": "c1", "dim": "d0"}]}])"));
+  plan::Evaluation ev = plan::evaluate(f.g, f.spaces, f.cluster, p, CostParams{});
+  ev.summary.search_time_s = 0.125;
+  const std::string text = io::plan_to_json(f.g, f.spaces, f.cluster, p, ev);
+
+  const Json j = Json::parse(text);
+  CHECK(j["format"] == "recsearch.plan");
+  CHECK(j["version"] == 1);
+  CHECK(j["graph"] == "g");
+  CHECK(j["mode"] == "train");
+  CHECK(j["algorithm"] == "file");
+  REQUIRE(j["mesh"]["axes"].size() == 3);
+  CHECK(j["mesh"]["axes"][0] == Json::parse(R"({"name": "c0", "size": 2, "level": "node"})"));
+  CHECK(j["mesh"]["axes"][2] == Json::parse(R"({"name": "c2", "size": 2, "level": "gpu"})"));
+  CHECK(j["mesh"]["devices"] == 8);
+
+  REQUIRE(j["operators"].size() == 2);
+  const Json& mm = j["operators"][0];
+  CHECK(mm["name"] == "mm");
+  CHECK(mm["type"] == "MatMul");
+  CHECK(mm["strategy"].get<ir::Strategy>() == ev.strategies[0]);
+  CHECK(mm["cuts"] == Json::parse(R"([{"axis": "c0", "dim": "k"}, {"axis": "c1", "dim": "i"}, {"axis": "c2", "dim": "j"}])"));
+  CHECK(j["operators"][1]["cuts"] ==
+        Json::parse(R"([{"axis": "c0", "dim": null}, {"axis": "c1", "dim": "d0"}, {"axis": "c2", "dim": null}])"));
+
+  REQUIRE(j["tensors"].size() == 4);
+  for (ir::TensorId t = 0; t < 4; ++t) {
+    const Json& jt = j["tensors"][t];
+    CHECK(jt["name"] == f.g.tensor(t).name);
+    CHECK(jt["shape"].get<ir::Shape>() == f.g.tensor(t).shape);
+    REQUIRE(jt["sharding"].size() == f.g.tensor(t).rank());
+    for (std::size_t d = 0; d < f.g.tensor(t).rank(); ++d) {
+      std::vector<std::string> want;
+      for (const auto a : ev.tensors[t].dims[d]) want.push_back(p.mesh[a].axis);
+      CHECK(jt["sharding"][d].get<std::vector<std::string>>() == want);
+    }
+    std::vector<std::string> partial;
+    for (const auto a : ev.tensors[t].partial) partial.push_back(p.mesh[a].axis);
+    CHECK(jt["partial"].get<std::vector<std::string>>() == partial);
+  }
+  // h is held by mm: split i on c1, j on c2, partial on c0.
+  CHECK(j["tensors"][2]["sharding"] == Json::parse(R"([["c1"], ["c2"]])"));
+  CHECK(j["tensors"][2]["partial"] == Json::parse(R"(["c0"])"));
+
+  REQUIRE(j["redistributions"].size() == ev.events.size());
+  bool found_all_reduce = false;
+  for (std::size_t e = 0; e < ev.events.size(); ++e) {
+    const plan::CommEvent& want = ev.events[e];
+    const Json& je = j["redistributions"][e];
+    CHECK(je["tensor"] == f.g.tensor(want.tensor).name);
+    if (want.from == ir::kNone) {
+      CHECK(je["from"].is_null());
+    } else {
+      CHECK(je["from"] == f.g.op(want.from).name);
+    }
+    if (want.to == ir::kNone) {
+      CHECK(je["to"].is_null());
+    } else {
+      CHECK(je["to"] == f.g.op(want.to).name);
+    }
+    CHECK(je["axis"] == p.mesh[want.axis].axis);
+    CHECK(je["collective"] == std::string(cost::collective_name(want.collective)));
+    CHECK(je["phase"] == std::string(cost::phase_name(want.phase)));
+    CHECK(je["reason"] == std::string(plan::comm_reason_name(want.reason)));
+    CHECK(je["bytes"].get<double>() == want.bytes);
+    CHECK(je["seconds"].get<double>() == want.seconds);
+    found_all_reduce = found_all_reduce ||
+                       (je["tensor"] == "h" && je["from"] == "mm" && je["to"] == "act" &&
+                        je["axis"] == "c0" && je["collective"] == "all_reduce" &&
+                        je["phase"] == "forward" && je["reason"] == "layout");
+  }
+  CHECK(found_all_reduce);
+
+  const Json& s = j["summary"];
+  CHECK(s["step_time_s"].get<double>() == ev.summary.step_time_s);
+  CHECK(s["compute_s"].get<double>() == ev.summary.compute_s);
+  CHECK(s["communication_s"].get<double>() == ev.summary.communication_s);
+  CHECK(s["memory_per_device_bytes"].get<double>() == ev.summary.memory_per_device_bytes);
+  CHECK(s["parameter_bytes"].get<double>() == ev.summary.parameter_bytes);
+  CHECK(s["activation_bytes"].get<double>() == ev.summary.activation_bytes);
+  CHECK(s["search_time_s"].get<double>() == 0.125);
+
+  // Read back: the same plan; written again: the same bytes.
+  const plan::Plan back = f.parse(text);
+  CHECK(back.cuts == p.cuts);
+  CHECK(back.mode == p.mode);
+  CHECK(back.graph_name == p.graph_name);
+  CHECK(back.algorithm == "file");
+  plan::Evaluation ev2 = plan::evaluate(f.g, f.spaces, f.cluster, back, CostParams{});
+  ev2.summary.search_time_s = 0.125;
+  CHECK(io::plan_to_json(f.g, f.spaces, f.cluster, back, ev2) == text);
+  CHECK(io::plan_mesh_sizes(text, kFile) == std::vector<std::int64_t>{2, 2, 2});
+
+  // Compact output is the same document.
+  CHECK(Json::parse(io::plan_to_json(f.g, f.spaces, f.cluster, p, ev, -1)) == j);
+}
+
+TEST_CASE("every truncation of a plan file is an Error") {
+  const Fixture f;
+  const std::string text = plan_text(
+      R"([{"name": "mm", "strategy": [[2, 1], [1, 4]]}, {"name": "act", "cuts": [{"axis": "c0", "dim": "d0"}]}])");
+  (void)f.parse(text);
+  for (std::size_t n = 0; n < text.size(); ++n) {
+    CAPTURE(n);
+    CHECK_THROWS_AS((void)f.parse(text.substr(0, n)), Error);
+    CHECK_THROWS_AS((void)io::plan_mesh_sizes(std::string_view(text).substr(0, n), kFile), Error);
+  }
+}
+
+TEST_CASE("plan_mesh_sizes") {
+  CHECK(io::plan_mesh_sizes(plan_text("[]"), kFile) == std::vector<std::int64_t>{2, 2, 2});
+  CHECK(io::plan_mesh_sizes(plan_text("[]", ""), kFile).empty());
+  CHECK(io::plan_mesh_sizes(plan_text("[]", R"("mesh": {"devices": 12}, )"), kFile) ==
+        std::vector<std::int64_t>{12});
+  expect_error([] { (void)io::plan_mesh_sizes(plan_text("[]", R"("mesh": {"axes": [{"size": 2}], "devices": 4}, )"), kFile); },
+               Errc::kPlan, "/mesh/devices", kFile);
+  expect_error([] { (void)io::plan_mesh_sizes(plan_text("[]", R"("mesh": {"axes": [{"size": 2}, {"size": 0}]}, )"), kFile); },
+               Errc::kSchema, "/mesh/axes/1/size", kFile);
+  expect_error([] { (void)io::plan_mesh_sizes(plan_text("[]", R"("mesh": {"axes": [{"size": 65536}, {"size": 65536}]}, )"), kFile); },
+               Errc::kPlan, "/mesh/axes/1", kFile);
+  expect_error([] { (void)io::plan_mesh_sizes(R"({"format": "recsearch.cluster", "version": 1})", kFile); },
+               Errc::kSchema, "/format", kFile);
+}
+
+TEST_CASE("plan_to_table") {
+  const Fixture f;
+  const plan::Plan p = f.parse(plan_text(
+      R"([{"name": "mm", "cuts": [{"axis": "c0", "dim": "i"}, {"axis": "c2", "dim": "j"}]}])"));
+  const plan::Evaluation ev = plan::evaluate(f.g, f.spaces, f.cluster, p, CostParams{});
+  const std::string table = io::plan_to_table(f.g, f.spaces, f.cluster, p, ev);
+  INFO(table);
+  CHECK(table.find("operator") != std::string::npos);
+  CHECK(table.find("MatMul") != std::string::npos);
+  CHECK(table.find("[[2,1],[1,2]]") != std::string::npos);
+  CHECK(table.find("c0:i c1:- c2:j") != std::string::npos);
+  CHECK(table.find("c0:- c1:- c2:-") != std::string::npos);
+  CHECK(table.find("step time:") != std::string::npos);
+  CHECK(table.find("memory per device:") != std::string::npos);
+  CHECK(table.find("GiB") != std::string::npos);
+  CHECK(table.find("devices:            8") != std::string::npos);
+  CHECK(table.find("search time:") != std::string::npos);
+
+  // A very long name is cut with an ellipsis and does not widen the table.
+  const std::string long_name(500, 'n');
+  std::string gtext = graph_json();
+  gtext.replace(gtext.find("\"act\""), 5, "\"" + long_name + "\"");
+  const ir::Graph g2 = io::parse_graph(gtext, "g2.json");
+  const auto spaces2 = algebra::build_op_spaces(g2);
+  plan::Plan p2 = p;
+  const plan::Evaluation ev2 = plan::evaluate(g2, spaces2, f.cluster, p2, CostParams{});
+  const std::string t2 = io::plan_to_table(g2, spaces2, f.cluster, p2, ev2);
+  INFO(t2);
+  CHECK(t2.find(long_name) == std::string::npos);
+  CHECK(t2.find("\xE2\x80\xA6") != std::string::npos);
+  std::size_t start = 0;
+  while (start < t2.size()) {
+    const std::size_t end = t2.find('\n', start);
+    CHECK(end - start < 200);
+    start = end + 1;
+  }
+}
+
+TEST_CASE("sample graphs: a replicated plan writes and reads back") {
+  const char* dir = std::getenv("RECSEARCH_DATA");
+  if (dir == nullptr) return;
+  const Cluster cluster = Cluster::mesh({2, 4});
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(
+           std::filesystem::path(dir) / "graphs")) {
+    if (entry.path().extension() != ".json") continue;
+    CAPTURE(entry.path().string());
+    const ir::Graph g = io::read_graph_file(entry.path().string());
+    const auto spaces = algebra::build_op_spaces(g);
+    // No operators listed: pinned strategies or replicated.
+    const std::string empty = R"({"format": "recsearch.plan", "version": 1, "operators": []})";
+    const plan::Plan p = io::parse_plan(empty, "empty.json", g, spaces, cluster.cuts());
+    const plan::Evaluation ev = plan::evaluate(g, spaces, cluster, p, CostParams{});
+    const std::string text = io::plan_to_json(g, spaces, cluster, p, ev);
+    const plan::Plan back = io::parse_plan(text, "back.json", g, spaces, cluster.cuts());
+    CHECK(back.cuts == p.cuts);
+    CHECK_FALSE(io::plan_to_table(g, spaces, cluster, p, ev).empty());
+  }
+}
