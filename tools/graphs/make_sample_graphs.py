@@ -249,27 +249,22 @@ def bert_large() -> Graph:
     x = g.same("Dropout", "embeddings.dropout", [x], "embeddings.out", drop)
 
     for layer in range(layers):
-        p = f"encoder.layer.{layer}"
+        a = f"layer{layer}.attn"
+        f = f"layer{layer}.ffn"
         fused = layer % 2 == 1
         heads = {}
         for n in ("query", "key", "value"):
-            w = g.param(f"{p}.attention.self.{n}.weight", [h, h], dt)
-            bias = g.param(f"{p}.attention.self.{n}.bias", [h], dt)
-            t = g.op("MatMul", f"{p}.attention.self.{n}.matmul", [x, w],
-                     [(f"{p}.attention.self.{n}.mm", [b, s, h])])
-            t = g.same("BiasAdd", f"{p}.attention.self.{n}.bias_add", [t, bias],
-                       f"{p}.attention.self.{n}.out")
-            t = g.op("Reshape", f"{p}.attention.self.{n}.split_heads", [t],
-                     [(f"{p}.attention.self.{n}.heads", [b, s, nh, hd])])
+            w = g.param(f"{a}.{n}.weight", [h, h], dt)
+            bias = g.param(f"{a}.{n}.bias", [h], dt)
+            t = g.op("MatMul", f"{a}.{n}.matmul", [x, w], [(f"{a}.{n}.mm", [b, s, h])])
+            t = g.same("BiasAdd", f"{a}.{n}.bias_add", [t, bias], f"{a}.{n}.out")
+            t = g.op("Reshape", f"{a}.{n}.split_heads", [t], [(f"{a}.{n}.heads", [b, s, nh, hd])])
             if n == "key" and not fused:
-                heads[n] = g.op("Transpose", f"{p}.attention.self.key.transpose", [t],
-                                [(f"{p}.attention.self.keyT", [b, nh, hd, s])],
-                                {"perm": [0, 2, 3, 1]})
+                heads[n] = g.op("Transpose", f"{a}.key.transpose", [t],
+                                [(f"{a}.keyT", [b, nh, hd, s])], {"perm": [0, 2, 3, 1]})
             else:
-                heads[n] = g.op("Transpose", f"{p}.attention.self.{n}.transpose", [t],
-                                [(f"{p}.attention.self.{n}.bhsd", [b, nh, s, hd])],
-                                {"perm": [0, 2, 1, 3]})
-        a = f"{p}.attention.self"
+                heads[n] = g.op("Transpose", f"{a}.{n}.transpose", [t],
+                                [(f"{a}.{n}.bhsd", [b, nh, s, hd])], {"perm": [0, 2, 1, 3]})
         if fused:
             ctx = g.op("Attention", f"{a}.attention", [heads["query"], heads["key"], heads["value"]],
                        [(f"{a}.context", [b, nh, s, hd])], {"causal": False})
@@ -279,55 +274,51 @@ def bert_large() -> Graph:
                       [(f"{a}.scores", [b, nh, s, s])])
             sc = g.same("Mul", f"{a}.scale_mul", [sc, scale], f"{a}.scores_scaled")
             pr = g.same("Softmax", f"{a}.softmax", [sc], f"{a}.probs", {"axis": -1})
-            pr = g.same("Dropout", f"{a}.dropout", [pr], f"{a}.probs_dropped", drop)
+            pr = g.same("Dropout", f"{a}.probs_dropout", [pr], f"{a}.probs_dropped", drop)
             ctx = g.op("BatchMatMul", f"{a}.pv", [pr, heads["value"]],
                        [(f"{a}.context", [b, nh, s, hd])])
         ctx = g.op("Transpose", f"{a}.merge_transpose", [ctx], [(f"{a}.context_t", [b, s, nh, hd])],
                    {"perm": [0, 2, 1, 3]})
         ctx = g.op("Reshape", f"{a}.merge_heads", [ctx], [(f"{a}.context_merged", [b, s, h])])
 
-        o = f"{p}.attention.output"
-        w = g.param(f"{o}.dense.weight", [h, h], dt)
-        bias = g.param(f"{o}.dense.bias", [h], dt)
-        ln_g = g.param(f"{o}.LayerNorm.weight", [h], dt)
-        ln_b = g.param(f"{o}.LayerNorm.bias", [h], dt)
-        t = g.op("MatMul", f"{o}.dense.matmul", [ctx, w], [(f"{o}.dense.mm", [b, s, h])])
-        t = g.same("BiasAdd", f"{o}.dense.bias_add", [t, bias], f"{o}.dense.out")
-        t = g.same("Dropout", f"{o}.dropout", [t], f"{o}.dropped", drop)
-        t = g.same("Add", f"{o}.residual", [t, x], f"{o}.sum")
-        x = g.same("LayerNorm", f"{o}.LayerNorm", [t, ln_g, ln_b], f"{o}.out", ln_attrs)
+        w = g.param(f"{a}.out.weight", [h, h], dt)
+        bias = g.param(f"{a}.out.bias", [h], dt)
+        ln_g = g.param(f"{a}.LayerNorm.weight", [h], dt)
+        ln_b = g.param(f"{a}.LayerNorm.bias", [h], dt)
+        t = g.op("MatMul", f"{a}.out.matmul", [ctx, w], [(f"{a}.out.mm", [b, s, h])])
+        t = g.same("BiasAdd", f"{a}.out.bias_add", [t, bias], f"{a}.out.out")
+        t = g.same("Dropout", f"{a}.out.dropout", [t], f"{a}.out.dropped", drop)
+        t = g.same("Add", f"{a}.residual", [t, x], f"{a}.sum")
+        x = g.same("LayerNorm", f"{a}.LayerNorm", [t, ln_g, ln_b], f"{a}.y", ln_attrs)
 
-        i = f"{p}.intermediate"
-        o = f"{p}.output"
-        w1 = g.param(f"{i}.dense.weight", [h, inter], dt)
-        b1 = g.param(f"{i}.dense.bias", [inter], dt)
-        w2 = g.param(f"{o}.dense.weight", [inter, h], dt)
-        b2 = g.param(f"{o}.dense.bias", [h], dt)
-        ln_g = g.param(f"{o}.LayerNorm.weight", [h], dt)
-        ln_b = g.param(f"{o}.LayerNorm.bias", [h], dt)
-        t = g.op("MatMul", f"{i}.dense.matmul", [x, w1], [(f"{i}.dense.mm", [b, s, inter])])
-        t = g.same("BiasAdd", f"{i}.dense.bias_add", [t, b1], f"{i}.dense.out")
-        t = g.same("GeLU", f"{i}.gelu", [t], f"{i}.out", {"approximate": "none"})
-        t = g.op("MatMul", f"{o}.dense.matmul", [t, w2], [(f"{o}.dense.mm", [b, s, h])])
-        t = g.same("BiasAdd", f"{o}.dense.bias_add", [t, b2], f"{o}.dense.out")
-        t = g.same("Dropout", f"{o}.dropout", [t], f"{o}.dropped", drop)
-        t = g.same("Add", f"{o}.residual", [t, x], f"{o}.sum")
-        x = g.same("LayerNorm", f"{o}.LayerNorm", [t, ln_g, ln_b], f"{o}.out", ln_attrs)
+        w1 = g.param(f"{f}.fc1.weight", [h, inter], dt)
+        b1 = g.param(f"{f}.fc1.bias", [inter], dt)
+        w2 = g.param(f"{f}.fc2.weight", [inter, h], dt)
+        b2 = g.param(f"{f}.fc2.bias", [h], dt)
+        ln_g = g.param(f"{f}.LayerNorm.weight", [h], dt)
+        ln_b = g.param(f"{f}.LayerNorm.bias", [h], dt)
+        t = g.op("MatMul", f"{f}.fc1.matmul", [x, w1], [(f"{f}.fc1.mm", [b, s, inter])])
+        t = g.same("BiasAdd", f"{f}.fc1.bias_add", [t, b1], f"{f}.fc1.out")
+        t = g.same("GeLU", f"{f}.gelu", [t], f"{f}.gelu.out", {"approximate": "none"})
+        t = g.op("MatMul", f"{f}.fc2.matmul", [t, w2], [(f"{f}.fc2.mm", [b, s, h])])
+        t = g.same("BiasAdd", f"{f}.fc2.bias_add", [t, b2], f"{f}.fc2.out")
+        t = g.same("Dropout", f"{f}.dropout", [t], f"{f}.dropped", drop)
+        t = g.same("Add", f"{f}.residual", [t, x], f"{f}.sum")
+        x = g.same("LayerNorm", f"{f}.LayerNorm", [t, ln_g, ln_b], f"{f}.y", ln_attrs)
 
-    c = "cls.predictions"
-    w = g.param(f"{c}.transform.dense.weight", [h, h], dt)
-    bias = g.param(f"{c}.transform.dense.bias", [h], dt)
-    ln_g = g.param(f"{c}.transform.LayerNorm.weight", [h], dt)
-    ln_b = g.param(f"{c}.transform.LayerNorm.bias", [h], dt)
+    c = "mlm"
+    w = g.param(f"{c}.transform.weight", [h, h], dt)
+    bias = g.param(f"{c}.transform.bias", [h], dt)
+    ln_g = g.param(f"{c}.LayerNorm.weight", [h], dt)
+    ln_b = g.param(f"{c}.LayerNorm.bias", [h], dt)
     # The decoder shares the word table in BERT; a separate [h, vocab]
     # parameter keeps the graph simple.
     w_dec = g.param(f"{c}.decoder.weight", [h, vocab], dt)
     b_dec = g.param(f"{c}.decoder.bias", [vocab], dt)
-    t = g.op("MatMul", f"{c}.transform.dense.matmul", [x, w], [(f"{c}.transform.dense.mm", [b, s, h])])
-    t = g.same("BiasAdd", f"{c}.transform.dense.bias_add", [t, bias], f"{c}.transform.dense.out")
-    t = g.same("GeLU", f"{c}.transform.gelu", [t], f"{c}.transform.gelu.out", {"approximate": "none"})
-    t = g.same("LayerNorm", f"{c}.transform.LayerNorm", [t, ln_g, ln_b], f"{c}.transform.out",
-               ln_attrs)
+    t = g.op("MatMul", f"{c}.transform.matmul", [x, w], [(f"{c}.transform.mm", [b, s, h])])
+    t = g.same("BiasAdd", f"{c}.transform.bias_add", [t, bias], f"{c}.transform.out")
+    t = g.same("GeLU", f"{c}.gelu", [t], f"{c}.gelu.out", {"approximate": "none"})
+    t = g.same("LayerNorm", f"{c}.LayerNorm", [t, ln_g, ln_b], f"{c}.LayerNorm.out", ln_attrs)
     t = g.op("MatMul", f"{c}.decoder.matmul", [t, w_dec], [(f"{c}.decoder.mm", [b, s, vocab])])
     t = g.same("BiasAdd", f"{c}.decoder.bias_add", [t, b_dec], f"{c}.logits")
     g.op("SoftmaxCrossEntropy", "mlm_loss", [t, labels], [("loss", [], "f32")],
@@ -469,6 +460,8 @@ GRAPHS = {
     "tiny/embedding.json": tiny_embedding,
 }
 TINY_MAX_OPS = 10
+# Operator names stay short enough for the plan table's name column.
+MAX_OP_NAME = 40
 
 
 # --------------------------------------------------------------------------
@@ -706,6 +699,8 @@ def check_graph(obj: dict) -> None:
         p = f"/operators/{i}"
         if op["name"] in op_names:
             fail(p, f"duplicate operator {op['name']!r}")
+        if len(op["name"]) > MAX_OP_NAME:
+            fail(p + "/name", f"{op['name']!r} is longer than {MAX_OP_NAME} characters")
         op_names.add(op["name"])
         allowed = KNOWN_ATTRS.get(op["type"])
         if allowed is None:
