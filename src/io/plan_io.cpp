@@ -8,6 +8,7 @@
 // are re-pointed at the entry of the file that caused them.
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <iterator>
 #include <cstdio>
 #include <optional>
@@ -260,9 +261,16 @@ std::string pad_left(const std::string& s, std::size_t width) {
   return w >= width ? s : std::string(width - w, ' ') + s;
 }
 
-std::string fixed(double v, int decimals) {
+// Milliseconds for the table: three decimals for the usual magnitudes, three
+// significant digits below 1 us so that small operators do not all read 0.
+std::string millis(double seconds) {
+  const double ms = seconds * 1e3;
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  if (ms == 0 || std::fabs(ms) >= 1e-3) {
+    std::snprintf(buf, sizeof buf, "%.3f", ms);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.3g", ms);
+  }
   return buf;
 }
 
@@ -567,8 +575,8 @@ std::string plan_to_table(const ir::Graph& g, const std::vector<algebra::OpSpace
     }
     row[3] = cuts.empty() ? "-" : cuts;
     const plan::OpCost cost = id < ev.op_costs.size() ? ev.op_costs[id] : plan::OpCost{};
-    row[4] = fixed(cost.compute_s * 1e3, 3);
-    row[5] = fixed(cost.communication_s * 1e3, 3);
+    row[4] = millis(cost.compute_s);
+    row[5] = millis(cost.communication_s);
     for (std::size_t c = 0; c < kColumns; ++c) row[c] = truncate(std::move(row[c]), kCaps[c]);
     rows.push_back(std::move(row));
   }
