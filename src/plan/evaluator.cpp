@@ -82,7 +82,8 @@ Slots build_slots(const ir::Graph& g) {
   s.holder.assign(n_tensors, kNoSlot);
   for (ir::OpId o = 0; o < n_ops; ++o) {
     const std::uint32_t first = s.begin[o];
-    for (std::uint32_t j = 0; j < s.n_inputs[o]; ++j) s.uses[fill[s.tensor[first + j]]++] = first + j;
+    for (std::uint32_t j = 0; j < s.n_inputs[o]; ++j)
+      s.uses[fill[s.tensor[first + j]]++] = first + j;
     for (std::uint32_t slot = first + s.n_inputs[o]; slot < s.begin[o + 1]; ++slot) {
       s.holder[s.tensor[slot]] = slot;  // the producer's output
     }
@@ -111,8 +112,8 @@ void check_shape(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces
   for (std::size_t o = 0; o < p.cuts.size(); ++o) {
     const std::string path = "/operators/" + std::to_string(o) + "/cuts";
     if (p.cuts[o].size() != p.mesh.size()) {
-      throw Error(Errc::kPlan, "cuts do not match the mesh's " + std::to_string(p.mesh.size()) + " axes",
-                  path);
+      throw Error(Errc::kPlan,
+                  "cuts do not match the mesh's " + std::to_string(p.mesh.size()) + " axes", path);
     }
     for (std::size_t a = 0; a < p.cuts[o].size(); ++a) {
       const int c = p.cuts[o][a];
@@ -193,10 +194,14 @@ struct Want {
 
 std::string_view comm_reason_name(CommReason r) noexcept {
   switch (r) {
-    case CommReason::Layout: return "layout";
-    case CommReason::Gradient: return "gradient";
-    case CommReason::Halo: return "halo";
-    case CommReason::Output: return "output";
+    case CommReason::Layout:
+      return "layout";
+    case CommReason::Gradient:
+      return "gradient";
+    case CommReason::Halo:
+      return "halo";
+    case CommReason::Output:
+      return "output";
   }
   return "?";
 }
@@ -213,13 +218,20 @@ Evaluation evaluate(const ir::Graph& g, const std::vector<algebra::OpSpace>& spa
   Evaluation ev;
   ev.op_costs.assign(n_ops, {});
   ev.tensors.resize(n_tensors);
-  for (std::size_t t = 0; t < n_tensors; ++t) ev.tensors[t].dims.resize(g.tensor(static_cast<ir::TensorId>(t)).rank());
+  for (std::size_t t = 0; t < n_tensors; ++t)
+    ev.tensors[t].dims.resize(g.tensor(static_cast<ir::TensorId>(t)).rank());
   ev.strategies.reserve(n_ops);
-  for (ir::OpId o = 0; o < n_ops; ++o) ev.strategies.push_back(strategy_of(spaces[o], p.mesh, p.cuts[o]));
+  for (ir::OpId o = 0; o < n_ops; ++o)
+    ev.strategies.push_back(strategy_of(spaces[o], p.mesh, p.cuts[o]));
 
   // Per slot: the product of the sizes of the axes so far on which the slot
   // is sharded (its slice is the tensor's bytes / divisor).
   std::vector<std::int64_t> divisor(n_slots, 1);
+  std::vector<double> full_bytes(n_tensors);
+  for (ir::TensorId t = 0; t < n_tensors; ++t) full_bytes[t] = g.tensor(t).bytes();
+  const auto slice_bytes = [&](std::uint32_t slot) {
+    return full_bytes[slots.tensor[slot]] / static_cast<double>(divisor[slot]);
+  };
   // Per operator and loop: the product of the sizes of the axes so far that
   // cut the loop (flattened, loop_begin[o] + loop).
   std::vector<std::size_t> loop_begin(n_ops + 1, 0);
@@ -267,7 +279,7 @@ Evaluation evaluate(const ir::Graph& g, const std::vector<algebra::OpSpace>& spa
           std::sort(wants.begin(), wants.end(),
                     [](const Want& x, const Want& y) { return x.first < y.first; });
         }
-        const double bytes = g.tensor(t).bytes();
+        const double bytes = full_bytes[t];
         for (const Want& w : wants) {
           cost::RedistStep steps[2];
           const int n = cost::redistribution_steps(held, w.layout, p.mode, steps);
@@ -283,11 +295,12 @@ Evaluation evaluate(const ir::Graph& g, const std::vector<algebra::OpSpace>& spa
       if (train) {
         for (ir::OpId o = 0; o < n_ops; ++o) {
           if (p.cuts[o][a] == kReplicated) continue;
-          for (std::uint32_t slot = slots.begin[o]; slot < slots.begin[o] + slots.n_inputs[o]; ++slot) {
+          for (std::uint32_t slot = slots.begin[o]; slot < slots.begin[o] + slots.n_inputs[o];
+               ++slot) {
             const ir::Tensor& tensor = g.tensor(slots.tensor[slot]);
             if (!tensor.requires_grad() || layout[slot].kind != LayoutKind::Replicate) continue;
-            events.add(CommReason::Gradient, slots.tensor[slot], o, ir::kNone, Collective::AllReduce,
-                       Phase::Backward, tensor.bytes() / static_cast<double>(divisor[slot]));
+            events.add(CommReason::Gradient, slots.tensor[slot], o, ir::kNone,
+                       Collective::AllReduce, Phase::Backward, slice_bytes(slot));
           }
         }
       }
@@ -305,9 +318,10 @@ Evaluation evaluate(const ir::Graph& g, const std::vector<algebra::OpSpace>& spa
           const auto d = static_cast<std::size_t>(layout[slot].dim);
           // The dim maps to loop c only, so its extent so far was split
           // exactly by the earlier cuts of c.
-          const double extent = static_cast<double>(tensor.shape[d]) /
-                                static_cast<double>(loop_split[loop_begin[o] + static_cast<std::size_t>(c)]);
-          const double slice = tensor.bytes() / static_cast<double>(divisor[slot]);
+          const double extent =
+              static_cast<double>(tensor.shape[d]) /
+              static_cast<double>(loop_split[loop_begin[o] + static_cast<std::size_t>(c)]);
+          const double slice = slice_bytes(slot);
           const double group_bytes = static_cast<double>(loop.halo) * slice / extent;
           events.add(CommReason::Halo, slots.tensor[slot], o, ir::kNone, Collective::Halo,
                      Phase::Forward, group_bytes);
@@ -321,11 +335,12 @@ Evaluation evaluate(const ir::Graph& g, const std::vector<algebra::OpSpace>& spa
 
       // 4. Output: a partial result nobody consumes is reduced for the user.
       for (ir::OpId o = 0; o < n_ops; ++o) {
-        for (std::uint32_t slot = slots.begin[o] + slots.n_inputs[o]; slot < slots.begin[o + 1]; ++slot) {
+        for (std::uint32_t slot = slots.begin[o] + slots.n_inputs[o]; slot < slots.begin[o + 1];
+             ++slot) {
           const ir::TensorId t = slots.tensor[slot];
           if (layout[slot].kind != LayoutKind::Partial || !g.tensor(t).consumers.empty()) continue;
           events.add(CommReason::Output, t, o, ir::kNone, Collective::AllReduce, Phase::Forward,
-                     g.tensor(t).bytes() / static_cast<double>(divisor[slot]));
+                     slice_bytes(slot));
         }
       }
     }
@@ -359,9 +374,10 @@ Evaluation evaluate(const ir::Graph& g, const std::vector<algebra::OpSpace>& spa
     }
     double touched = 0;
     for (std::uint32_t slot = slots.begin[o]; slot < slots.begin[o + 1]; ++slot) {
-      touched += g.tensor(slots.tensor[slot]).bytes() / static_cast<double>(divisor[slot]);
+      touched += slice_bytes(slot);
     }
-    ev.op_costs[o].compute_s = cost::compute_seconds(spaces[o].flops / ways, touched, dev, params, p.mode);
+    ev.op_costs[o].compute_s =
+        cost::compute_seconds(spaces[o].flops / ways, touched, dev, params, p.mode);
     sum.compute_s += ev.op_costs[o].compute_s;
   }
   for (const CommEvent& e : ev.events) sum.communication_s += e.seconds;
@@ -373,7 +389,7 @@ Evaluation evaluate(const ir::Graph& g, const std::vector<algebra::OpSpace>& spa
   for (ir::TensorId t = 0; t < n_tensors; ++t) {
     const ir::Tensor& tensor = g.tensor(t);
     const std::uint32_t h = slots.holder[t];
-    const double slice = tensor.bytes() / static_cast<double>(h == kNoSlot ? 1 : divisor[h]);
+    const double slice = h == kNoSlot ? full_bytes[t] : slice_bytes(h);
     if (tensor.kind == ir::TensorKind::Parameter) {
       sum.parameter_bytes += slice * state;
     } else if (train && (tensor.kind == ir::TensorKind::Activation ||
@@ -387,8 +403,8 @@ Evaluation evaluate(const ir::Graph& g, const std::vector<algebra::OpSpace>& spa
     for (ir::OpId o = 0; o < n_ops; ++o) {
       double live = 0;
       for (std::uint32_t slot = slots.begin[o]; slot < slots.begin[o + 1]; ++slot) {
-        const ir::Tensor& tensor = g.tensor(slots.tensor[slot]);
-        if (tensor.kind != ir::TensorKind::Parameter) live += tensor.bytes() / static_cast<double>(divisor[slot]);
+        if (g.tensor(slots.tensor[slot]).kind != ir::TensorKind::Parameter)
+          live += slice_bytes(slot);
       }
       sum.activation_bytes = std::max(sum.activation_bytes, live);
     }

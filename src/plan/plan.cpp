@@ -158,8 +158,8 @@ std::vector<std::int16_t> assign_cuts(const ir::Graph& g, ir::OpId op, const alg
       if (shape != nullptr && d < shape->size() && ((*shape)[d] % k != 0 || (*shape)[d] < k)) {
         throw Error(Errc::kStrategy,
                     "split " + std::to_string(k) + " does not divide dim " + std::to_string(d) +
-                        " of input " + std::to_string(j) + " (size " +
-                        std::to_string((*shape)[d]) + ")",
+                        " of input " + std::to_string(j) + " (size " + std::to_string((*shape)[d]) +
+                        ")",
                     path);
       }
       auto& first = set_by[static_cast<std::size_t>(loop)];
@@ -182,15 +182,16 @@ std::vector<std::int16_t> assign_cuts(const ir::Graph& g, ir::OpId op, const alg
   for (std::size_t l = 0; l < split.size(); ++l) {
     if (split[l] == 1) continue;
     const auto [j, d] = set_by[l];
-    const std::string path = strategy_path(op, static_cast<std::size_t>(j),
-                                           static_cast<std::size_t>(d));
+    const std::string path =
+        strategy_path(op, static_cast<std::size_t>(j), static_cast<std::size_t>(d));
     if (s.loops[l].size % split[l] != 0 || s.loops[l].size < split[l]) {
       throw Error(Errc::kStrategy,
                   "split " + std::to_string(split[l]) + " does not divide loop " +
                       quoted(s.loops[l].name) + " (size " + std::to_string(s.loops[l].size) + ")",
                   path);
     }
-    const auto [oj, od] = first_undivided(g, node.outputs, s.outputs, static_cast<int>(l), split[l]);
+    const auto [oj, od] =
+        first_undivided(g, node.outputs, s.outputs, static_cast<int>(l), split[l]);
     if (oj >= 0) {
       throw Error(Errc::kStrategy,
                   "split " + std::to_string(split[l]) + " of loop " + quoted(s.loops[l].name) +
@@ -239,16 +240,15 @@ void check_plan(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
                 "/operators");
   }
   if (spaces.size() != n_ops) {
-    throw Error(Errc::kInternal,
-                "got " + std::to_string(spaces.size()) + " operator spaces for " +
-                    std::to_string(n_ops) + " operators");
+    throw Error(Errc::kInternal, "got " + std::to_string(spaces.size()) + " operator spaces for " +
+                                     std::to_string(n_ops) + " operators");
   }
   for (std::size_t a = 0; a < p.mesh.size(); ++a) {
     if (p.mesh[a].size < 1) {
-      throw Error(Errc::kPlan,
-                  "mesh axis " + quoted(p.mesh[a].axis) + " has size " +
-                      std::to_string(p.mesh[a].size),
-                  "/mesh/axes/" + std::to_string(a) + "/size");
+      throw Error(
+          Errc::kPlan,
+          "mesh axis " + quoted(p.mesh[a].axis) + " has size " + std::to_string(p.mesh[a].size),
+          "/mesh/axes/" + std::to_string(a) + "/size");
     }
   }
 

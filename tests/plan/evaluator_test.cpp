@@ -5,12 +5,13 @@
 // so bytes = 4 * elements; links of 100 GB/s and 5 us per step; a device
 // of 100 TFLOP/s at efficiency 0.5 and 1000 GB/s), never by calling the
 // cost functions the evaluator itself uses.
+#include "recsearch/plan/evaluator.hpp"
+
 #include <doctest/doctest.h>
 
 #include <algorithm>
 
 #include "fixtures.hpp"
-#include "recsearch/plan/evaluator.hpp"
 
 using namespace plan_test;
 using cost::Collective;
@@ -122,8 +123,8 @@ TEST_CASE("column-then-row MLP: one output all-reduce, compute and memory") {
     const auto ev = plan::evaluate(g, spaces, cl, make_plan({axis("c0", 2)}, {{1}, {R}}), {});
     // Only the P->R all-reduce for relu, forward (its dual is free).
     REQUIRE(ev.events.size() == 1);
-    check_event(ev.events[0], CommReason::Layout, Collective::AllReduce, Phase::Forward, y, 0, 1,
-                0, 512, secs(512, 2));
+    check_event(ev.events[0], CommReason::Layout, Collective::AllReduce, Phase::Forward, y, 0, 1, 0,
+                512, secs(512, 2));
     CHECK(ev.op_costs[1].communication_s == doctest::Approx(secs(512, 2)));
   }
 }
@@ -138,10 +139,10 @@ TEST_CASE("data parallel: gradient all-reduce of replicated parameters") {
   SUBCASE("training") {
     const auto ev = plan::evaluate(m.g, m.spaces, cl, make_plan({axis("c0", 3)}, {{0}, {0}}), {});
     REQUIRE(ev.events.size() == 2);
-    check_event(ev.events[0], CommReason::Gradient, Collective::AllReduce, Phase::Backward, m.w1,
-                0, kNoOp, 0, grad_bytes, secs(grad_bytes, 4));
-    check_event(ev.events[1], CommReason::Gradient, Collective::AllReduce, Phase::Backward, m.w2,
-                1, kNoOp, 0, grad_bytes, secs(grad_bytes, 4));
+    check_event(ev.events[0], CommReason::Gradient, Collective::AllReduce, Phase::Backward, m.w1, 0,
+                kNoOp, 0, grad_bytes, secs(grad_bytes, 4));
+    check_event(ev.events[1], CommReason::Gradient, Collective::AllReduce, Phase::Backward, m.w2, 1,
+                kNoOp, 0, grad_bytes, secs(grad_bytes, 4));
     CHECK(ev.op_costs[0].communication_s == doctest::Approx(secs(grad_bytes, 4)));
     CHECK(ev.op_costs[1].communication_s == doctest::Approx(secs(grad_bytes, 4)));
     CHECK(ev.summary.communication_s == doctest::Approx(2 * secs(grad_bytes, 4)));
@@ -153,8 +154,8 @@ TEST_CASE("data parallel: gradient all-reduce of replicated parameters") {
   }
 
   SUBCASE("inference has no gradients") {
-    const auto ev = plan::evaluate(m.g, m.spaces, cl,
-                                   make_plan({axis("c0", 3)}, {{0}, {0}}, Mode::Infer), {});
+    const auto ev =
+        plan::evaluate(m.g, m.spaces, cl, make_plan({axis("c0", 3)}, {{0}, {0}}, Mode::Infer), {});
     CHECK(ev.events.empty());
     CHECK(ev.summary.communication_s == 0);
     CHECK(ev.summary.parameter_bytes == doctest::Approx(4096));
@@ -174,8 +175,8 @@ TEST_CASE("data parallel: gradient all-reduce of replicated parameters") {
     const auto ev = plan::evaluate(m.g, m.spaces, cl, make_plan({axis("c0", 2)}, {{R}, {2}}), {});
     // h: 6*32*4 = 768 bytes.
     REQUIRE(ev.events.size() == 1);
-    check_event(ev.events[0], CommReason::Gradient, Collective::AllReduce, Phase::Backward, m.h,
-                1, kNoOp, 0, 768, secs(768, 2));
+    check_event(ev.events[0], CommReason::Gradient, Collective::AllReduce, Phase::Backward, m.h, 1,
+                kNoOp, 0, 768, secs(768, 2));
   }
 }
 
@@ -307,12 +308,12 @@ TEST_CASE("layout redistributions: holders of unproduced tensors, R->S backward"
     REQUIRE(ev.events.size() == 5);
     check_event(ev.events[0], CommReason::Layout, Collective::AllGather, Phase::Backward, x, 0, 2,
                 0, 256, secs(256, 1));
-    check_event(ev.events[1], CommReason::Layout, Collective::AllGather, Phase::Forward, w, 0, 1,
-                0, 512, secs(512, 1));
+    check_event(ev.events[1], CommReason::Layout, Collective::AllGather, Phase::Forward, w, 0, 1, 0,
+                512, secs(512, 1));
     check_event(ev.events[2], CommReason::Layout, Collective::ReduceScatter, Phase::Backward, w, 0,
                 1, 0, 512, secs(512, 1));
-    check_event(ev.events[3], CommReason::Layout, Collective::AllGather, Phase::Forward, a, 0, 1,
-                0, 256, secs(256, 1));
+    check_event(ev.events[3], CommReason::Layout, Collective::AllGather, Phase::Forward, a, 0, 1, 0,
+                256, secs(256, 1));
     check_event(ev.events[4], CommReason::Layout, Collective::ReduceScatter, Phase::Backward, a, 0,
                 1, 0, 256, secs(256, 1));
     CHECK(ev.tensors[w].dims == Dims{{}, {0}});
@@ -321,8 +322,7 @@ TEST_CASE("layout redistributions: holders of unproduced tensors, R->S backward"
     CHECK(ev.summary.parameter_bytes == doctest::Approx(2048));
     CHECK(ev.summary.activation_bytes == doctest::Approx(512 + 256 + 512 + 256));
     CHECK(ev.summary.communication_s == doctest::Approx(sum_seconds(ev)));
-    CHECK(ev.op_costs[1].communication_s ==
-          doctest::Approx(2 * secs(512, 1) + 2 * secs(256, 1)));
+    CHECK(ev.op_costs[1].communication_s == doctest::Approx(2 * secs(512, 1) + 2 * secs(256, 1)));
     CHECK(ev.op_costs[2].communication_s == doctest::Approx(secs(256, 1)));
   }
 
@@ -353,23 +353,22 @@ TEST_CASE("layout redistributions: one per distinct (layout, consumer slice)") {
   }
   g.finalize();
   const std::vector<OpSpace> spaces(4, unary_space(8, 16));
-  const auto ev = plan::evaluate(g, spaces, test_cluster(),
-                                 make_plan({axis("c0", 2), axis("c1", 2)},
-                                           {{0, 1}, {0, R}, {R, R}, {R, R}}),
-                                 {});
+  const auto ev = plan::evaluate(
+      g, spaces, test_cluster(),
+      make_plan({axis("c0", 2), axis("c1", 2)}, {{0, 1}, {0, R}, {R, R}, {R, R}}), {});
   REQUIRE(ev.events.size() == 6);
   check_event(ev.events[0], CommReason::Layout, Collective::AllGather, Phase::Forward, a, 0, 2, 0,
               256, secs(256, 1));
-  check_event(ev.events[1], CommReason::Layout, Collective::ReduceScatter, Phase::Backward, a, 0,
-              2, 0, 256, secs(256, 1));
+  check_event(ev.events[1], CommReason::Layout, Collective::ReduceScatter, Phase::Backward, a, 0, 2,
+              0, 256, secs(256, 1));
   check_event(ev.events[2], CommReason::Layout, Collective::AllGather, Phase::Forward, a, 0, 1, 1,
               128, secs(128, 1));
-  check_event(ev.events[3], CommReason::Layout, Collective::ReduceScatter, Phase::Backward, a, 0,
-              1, 1, 128, secs(128, 1));
+  check_event(ev.events[3], CommReason::Layout, Collective::ReduceScatter, Phase::Backward, a, 0, 1,
+              1, 128, secs(128, 1));
   check_event(ev.events[4], CommReason::Layout, Collective::AllGather, Phase::Forward, a, 0, 2, 1,
               256, secs(256, 1));
-  check_event(ev.events[5], CommReason::Layout, Collective::ReduceScatter, Phase::Backward, a, 0,
-              2, 1, 256, secs(256, 1));
+  check_event(ev.events[5], CommReason::Layout, Collective::ReduceScatter, Phase::Backward, a, 0, 2,
+              1, 256, secs(256, 1));
   CHECK(ev.op_costs[1].communication_s == doctest::Approx(2 * secs(128, 1)));
   CHECK(ev.op_costs[2].communication_s == doctest::Approx(4 * secs(256, 1)));
   CHECK(ev.op_costs[3].communication_s == 0);
@@ -408,8 +407,8 @@ TEST_CASE("halo exchange of a convolution cut on h") {
                 kNoOp, 0, grad, secs(grad, 2));
     for (std::uint32_t a = 1; a <= 2; ++a) {
       const std::size_t i = 1 + 3 * (a - 1);
-      check_event(ev.events[i], CommReason::Gradient, Collective::AllReduce, Phase::Backward, wt,
-                  0, kNoOp, a, grad, secs(grad, 2));
+      check_event(ev.events[i], CommReason::Gradient, Collective::AllReduce, Phase::Backward, wt, 0,
+                  kNoOp, a, grad, secs(grad, 2));
       check_event(ev.events[i + 1], CommReason::Halo, Collective::Halo, Phase::Forward, x, 0, kNoOp,
                   a, halo, secs(halo, 1));
       check_event(ev.events[i + 2], CommReason::Halo, Collective::Halo, Phase::Backward, x, 0,
@@ -489,13 +488,18 @@ TEST_CASE("a fully replicated plan costs compute only") {
 TEST_CASE("evaluate rejects plans of the wrong shape") {
   Mlp m(8);
   const auto cl = test_cluster();
-  check_error([&] { (void)plan::evaluate(m.g, m.spaces, cl, make_plan({axis("c0", 2)}, {{0}}), {}); },
-              Errc::kPlan, "/operators");
   check_error(
-      [&] { (void)plan::evaluate(m.g, m.spaces, cl, make_plan({axis("c0", 2)}, {{0}, {0, 0}}), {}); },
+      [&] { (void)plan::evaluate(m.g, m.spaces, cl, make_plan({axis("c0", 2)}, {{0}}), {}); },
+      Errc::kPlan, "/operators");
+  check_error(
+      [&] {
+        (void)plan::evaluate(m.g, m.spaces, cl, make_plan({axis("c0", 2)}, {{0}, {0, 0}}), {});
+      },
       Errc::kPlan, "/operators/1/cuts");
   check_error(
-      [&] { (void)plan::evaluate(m.g, m.spaces, cl, make_plan({axis("c0", 2)}, {{0}, {3}}), {}); },
+      [&] {
+        (void)plan::evaluate(m.g, m.spaces, cl, make_plan({axis("c0", 2)}, {{0}, {3}}), {});
+      },
       Errc::kPlan, "/operators/1/cuts/0");
 }
 

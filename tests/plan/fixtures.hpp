@@ -47,7 +47,8 @@ inline Cluster test_cluster() {
 // MatMul `ik,kj->ij`: loops i, k (reduction), j.
 inline OpSpace matmul_space(std::int64_t i, std::int64_t k, std::int64_t j) {
   OpSpace s;
-  s.loops = {{"i", i, DimRole::Parallel, 0}, {"k", k, DimRole::Reduction, 0},
+  s.loops = {{"i", i, DimRole::Parallel, 0},
+             {"k", k, DimRole::Reduction, 0},
              {"j", j, DimRole::Parallel, 0}};
   s.inputs = {{0, 1}, {1, 2}};
   s.outputs = {{0, 2}};

@@ -1,10 +1,11 @@
 // Tests of plan.cpp: strategies derived from cuts, pinned strategies laid
 // out on a mesh (MindSpore's convention), and the legality check of plans,
 // with the JSON path of every error.
+#include "recsearch/plan/plan.hpp"
+
 #include <doctest/doctest.h>
 
 #include "fixtures.hpp"
-#include "recsearch/plan/plan.hpp"
 
 using namespace plan_test;
 using plan::kReplicated;
@@ -134,10 +135,14 @@ TEST_CASE("check_plan errors name the operator and axis") {
     const std::vector<OpSpace> spaces = {unary_space(2, 6)};
     CHECK_NOTHROW(plan::check_plan(g, spaces, make_plan({axis("c0", 2), axis("c1", 3)}, {{0, 1}})));
     check_error(
-        [&] { plan::check_plan(g, spaces, make_plan({axis("c0", 2), axis("c1", 2)}, {{0, 0}})); },
+        [&] {
+          plan::check_plan(g, spaces, make_plan({axis("c0", 2), axis("c1", 2)}, {{0, 0}}));
+        },
         Errc::kPlan, "/operators/0/cuts/1", "cannot cut");
     check_error(
-        [&] { plan::check_plan(g, spaces, make_plan({axis("c0", 3), axis("c1", 2)}, {{0, R}})); },
+        [&] {
+          plan::check_plan(g, spaces, make_plan({axis("c0", 3), axis("c1", 2)}, {{0, R}}));
+        },
         Errc::kPlan, "/operators/0/cuts/0", "cannot cut");
   }
 
@@ -148,13 +153,15 @@ TEST_CASE("check_plan errors name the operator and axis") {
 
   SUBCASE("allowed dims") {
     n.g.mutable_op(0).allowed = std::vector<std::string>{"i"};
-    CHECK_NOTHROW(plan::check_plan(n.g, n.spaces, make_plan(kMesh222, {{0, R, 0}, {R, R, R}, {R, R, R}})));
+    CHECK_NOTHROW(
+        plan::check_plan(n.g, n.spaces, make_plan(kMesh222, {{0, R, 0}, {R, R, R}, {R, R, R}})));
     check({{0, 2, R}, {R, R, R}, {R, R, R}}, Errc::kPlan, "/operators/0/cuts/1", "allowed");
   }
 
   SUBCASE("pinned strategies are kept exactly") {
     n.g.mutable_op(0).strategy = ir::Strategy{{2, 1}, {1, 4}};
-    CHECK_NOTHROW(plan::check_plan(n.g, n.spaces, make_plan(kMesh222, {{0, 2, 2}, {R, R, R}, {R, R, R}})));
+    CHECK_NOTHROW(
+        plan::check_plan(n.g, n.spaces, make_plan(kMesh222, {{0, 2, 2}, {R, R, R}, {R, R, R}})));
     // Same strategy, different axes: still not what was pinned.
     check({{2, 0, 2}, {R, R, R}, {R, R, R}}, Errc::kPlan, "/operators/0/cuts/0", "pinned");
     check({{0, 2, R}, {R, R, R}, {R, R, R}}, Errc::kPlan, "/operators/0/cuts/2", "pinned");
