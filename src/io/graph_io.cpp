@@ -1,9 +1,10 @@
 // The graph file (DESIGN.md "Graph file"): JSON -> ir::Graph and back.
 //
-// The reader resolves names and checks everything it can point at in the
-// file itself (types, duplicates, unknown names, producers), so that errors
-// carry the exact JSON path; what ir::Graph checks on top (cycles and its
-// own invariants) is re-attributed to the file. Shapes against operator
+// The reader checks JSON types and resolves tensor names itself, so that
+// errors carry the exact JSON path; tensors and operators are added in file
+// order, so the paths of what ir::Graph checks (duplicate names, a tensor
+// produced twice, a produced parameter, cycles) are the file's paths too,
+// and those errors are only re-attributed to the file. Shapes against operator
 // kinds are the algebra's job (build_op_spaces), not the reader's.
 #include <cmath>
 #include <unordered_map>
@@ -124,14 +125,12 @@ void read_tensors(const Reader& r, const Json& tensors, ir::Graph& g) {
     const std::string at = child("/tensors", i);
     const Json& t = r.object(tensors[i], at);
     std::string name = r.nonempty_string(r.require(t, "name", at), child(at, "name"));
-    if (g.find_tensor(name)) {
-      r.fail(Errc::kDuplicate, "tensor '" + name + "' is defined twice", child(at, "name"));
-    }
     ir::Shape shape = read_shape(r, r.require(t, "shape", at), child(at, "shape"));
     ir::DType dtype = ir::DType::F32;
     if (const Json* d = r.find(t, "dtype")) dtype = read_dtype(r, *d, child(at, "dtype"));
     ir::TensorKind kind = ir::TensorKind::Input;
     if (const Json* k = r.find(t, "kind")) kind = read_kind(r, *k, child(at, "kind"));
+    // A duplicate name is reported by the graph at "/tensors/<i>/name".
     try {
       g.add_tensor(std::move(name), std::move(shape), dtype, kind);
     } catch (const Error& e) {
@@ -160,44 +159,14 @@ std::vector<ir::TensorId> read_tensor_refs(const Reader& r, const Json& j, const
 
 void read_operators(const Reader& r, const Json& ops, ir::Graph& g) {
   r.array(ops, "/operators");
-  // Producer of each tensor so far, to report a second producer at its own
-  // path rather than wherever ir::Graph would.
-  std::vector<std::size_t> producer(g.num_tensors(), SIZE_MAX);
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const std::string at = child("/operators", i);
     const Json& o = r.object(ops[i], at);
     ir::Operator op;
     op.name = r.nonempty_string(r.require(o, "name", at), child(at, "name"));
-    if (const auto other = g.find_operator(op.name)) {
-      r.fail(Errc::kDuplicate,
-             "operator '" + op.name + "' is defined twice (first at /operators/" +
-                 std::to_string(*other) + ")",
-             child(at, "name"));
-    }
     op.type = r.nonempty_string(r.require(o, "type", at), child(at, "type"));
     op.inputs = read_tensor_refs(r, r.require(o, "inputs", at), child(at, "inputs"), g);
     op.outputs = read_tensor_refs(r, r.require(o, "outputs", at), child(at, "outputs"), g);
-    for (std::size_t j = 0; j < op.outputs.size(); ++j) {
-      const std::string out_at = child(child(at, "outputs"), j);
-      const ir::Tensor& t = g.tensor(op.outputs[j]);
-      if (producer[op.outputs[j]] != SIZE_MAX) {
-        r.fail(Errc::kDuplicate,
-               "tensor '" + t.name + "' is already produced by operator '" +
-                   g.op(static_cast<ir::OpId>(producer[op.outputs[j]])).name + "'",
-               out_at);
-      }
-      for (std::size_t k = 0; k < j; ++k) {
-        if (op.outputs[k] == op.outputs[j]) {
-          r.fail(Errc::kDuplicate, "tensor '" + t.name + "' is listed twice as an output", out_at);
-        }
-      }
-      if (t.kind == ir::TensorKind::Parameter || t.kind == ir::TensorKind::Constant) {
-        r.fail(Errc::kSchema,
-               "tensor '" + t.name + "' is declared " + std::string(kind_spelling(t.kind)) +
-                   " but produced by an operator",
-               out_at);
-      }
-    }
     if (const Json* a = r.find(o, "attrs")) {
       const std::string attrs_at = child(at, "attrs");
       r.expect_object(*a, attrs_at);
@@ -219,14 +188,14 @@ void read_operators(const Reader& r, const Json& ops, ir::Graph& g) {
     }
     if (const Json* s = r.find(o, "strategy")) op.strategy = detail::read_strategy(r, *s, child(at, "strategy"));
     if (const Json* s = r.find(o, "allowed")) op.allowed = r.strings(*s, child(at, "allowed"));
-    const std::vector<ir::TensorId> outputs = op.outputs;
-    ir::OpId id = 0;
+    // Operators are added in file order, so the graph's "/operators/<id>"
+    // paths (duplicate names, second producers, produced parameters) are
+    // already the file's paths.
     try {
-      id = g.add_operator(std::move(op));
+      (void)g.add_operator(std::move(op));
     } catch (const Error& e) {
       r.rethrow(e);
     }
-    for (const ir::TensorId t : outputs) producer[t] = id;
   }
 }
 
