@@ -14,7 +14,8 @@
 //
 //  Holder of a tensor: its producer's output layout; for a tensor nobody
 //  produces (input, parameter, constant), the layout its first use wants
-//  (lowest operator id, then lowest input slot). Holding is free.
+//  (lowest operator id, then lowest input slot). Holding is free. A tensor
+//  no operator touches has no holder: it is held replicated, with no events.
 //
 //  Communication (seconds and per-device bytes, cost/model.hpp), per axis a:
 //   1. layout: for every tensor, the distinct (wanted layout on a, divisor of
@@ -27,7 +28,7 @@
 //      and is Replicate on a;
 //   3. halo: c a Window loop -> halo exchange of `halo` rows of the first
 //      input mapping a dim to c (row = slice / slice extent of that dim),
-//      forward, and again backward in training;
+//      forward, and again backward in training (even when halo is 0: latency);
 //   4. output: a tensor nobody consumes that is Partial on a pays an
 //      all-reduce (forward).
 //  Compute: per operator, cost::compute_seconds(flops / S, touched) with S
