@@ -39,6 +39,19 @@ std::vector<std::vector<std::int16_t>> pinned_cuts(const ir::Graph& g,
   return out;
 }
 
+int batch_loop(const ir::Graph& g, const algebra::OpSpace& s, ir::OpId id) {
+  const ir::Operator& op = g.op(id);
+  // Dim 0 of the first data input (not a weight or constant).
+  for (std::size_t j = 0; j < op.inputs.size(); ++j) {
+    const ir::Tensor& t = g.tensor(op.inputs[j]);
+    if (t.kind == ir::TensorKind::Parameter || t.kind == ir::TensorKind::Constant) continue;
+    if (s.inputs[j].empty()) continue;
+    const int loop = s.inputs[j][0];
+    return loop != algebra::kUnmapped && loop_allowed(op, s, loop) ? loop : algebra::kUnmapped;
+  }
+  return algebra::kUnmapped;
+}
+
 double memory_budget(const Cluster& cluster, const SearchOptions& opts) {
   if (opts.cost.memory_budget_bytes > 0) return opts.cost.memory_budget_bytes;
   return cluster.device().memory_GiB * 1024.0 * 1024.0 * 1024.0;
@@ -56,15 +69,8 @@ void data_parallel(const ir::Graph& g, const std::vector<algebra::OpSpace>& spac
     }
     const ir::Operator& op = g.op(static_cast<ir::OpId>(o));
     const algebra::OpSpace& s = spaces[o];
-    // The batch loop: dim 0 of the first data input (not a weight); ops
-    // without one (e.g. a loss reduced to a scalar) take the first output's.
-    int batch = algebra::kUnmapped;
-    for (std::size_t j = 0; j < op.inputs.size() && batch == algebra::kUnmapped; ++j) {
-      const ir::Tensor& t = g.tensor(op.inputs[j]);
-      if (t.kind == ir::TensorKind::Parameter || t.kind == ir::TensorKind::Constant) continue;
-      if (!s.inputs[j].empty()) batch = s.inputs[j][0];
-    }
-    if (batch == algebra::kUnmapped || s.opaque || !loop_allowed(op, s, batch)) continue;
+    const int batch = batch_loop(g, s, static_cast<ir::OpId>(o));
+    if (batch == algebra::kUnmapped) continue;
     std::vector<std::int64_t> splits(s.loops.size(), 1);
     for (std::size_t a = 0; a < mesh.size(); ++a) {
       if (!algebra::can_cut(g, op, s, splits, batch, mesh[a].size)) continue;

@@ -53,6 +53,10 @@ std::vector<std::vector<std::int16_t>> pinned_cuts(const ir::Graph& g,
                                                    const std::vector<algebra::OpSpace>& spaces,
                                                    const std::vector<Cut>& mesh);
 
+// The batch loop of an operator: the loop of dim 0 of its first data input
+// (not a parameter or constant), when the search may cut it; else kUnmapped.
+int batch_loop(const ir::Graph& g, const algebra::OpSpace& s, ir::OpId op);
+
 // The memory budget in bytes the options and cluster imply.
 double memory_budget(const Cluster& cluster, const SearchOptions& opts);
 
