@@ -70,8 +70,11 @@ Cluster parse_cluster(std::string_view text, const std::string& source, CostPara
     device.memory_bandwidth_GBps = read_magnitude(r, *d, "memory_bandwidth_GBps", "/device",
                                                   device.memory_bandwidth_GBps, false);
   }
-  if (const Json* c = r.find(root, "cost"); c != nullptr && cost != nullptr) {
-    detail::read_cost_params(r, *c, "/cost", *cost);
+  if (const Json* c = r.find(root, "cost")) {
+    // Checked even when the caller does not want the values: a misspelt
+    // coefficient must not pass `validate` silently.
+    CostParams scratch;
+    detail::read_cost_params(r, *c, "/cost", cost != nullptr ? *cost : scratch);
   }
   try {
     return Cluster(std::move(name), std::move(levels), device);

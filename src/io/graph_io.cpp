@@ -214,8 +214,11 @@ ir::Graph parse_graph(std::string_view text, const std::string& source, CostPara
   if (const Json* n = r.find(root, "name")) g.set_name(r.string(*n, "/name"));
   read_tensors(r, r.require(root, "tensors", ""), g);
   read_operators(r, r.require(root, "operators", ""), g);
-  if (const Json* c = r.find(root, "cost"); c != nullptr && cost != nullptr) {
-    detail::read_cost_params(r, *c, "/cost", *cost);
+  if (const Json* c = r.find(root, "cost")) {
+    // Checked even when the caller does not want the values: a misspelt
+    // coefficient must not pass `validate` silently.
+    CostParams scratch;
+    detail::read_cost_params(r, *c, "/cost", cost != nullptr ? *cost : scratch);
   }
   try {
     g.finalize();

@@ -237,6 +237,10 @@ std::size_t display_width(std::string_view s) {
 }
 
 std::string truncate(std::string s, std::size_t width) {
+  // A newline or tab inside a name would break the table's rows.
+  for (char& c : s) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7F) c = '?';
+  }
   if (display_width(s) <= width) return s;
   // Keep width-1 code points, then the ellipsis.
   std::size_t points = 0;

@@ -195,8 +195,9 @@ TEST_CASE("a top-level cost object is read into CostParams") {
   CHECK(p.count_latency == false);
   CHECK(p.memory_budget_bytes == 1e9);
   CHECK(p.backward_flops_factor == 2.0);  // untouched
-  // Without a CostParams the object is not even looked at.
-  (void)io::parse_graph(graph_text(kXW, one_op(""), R"(, "cost": 5)"), kFile);
+  // Without a CostParams the object is still checked.
+  expect_error([] { (void)io::parse_graph(graph_text(kXW, one_op(""), R"(, "cost": 5)"), kFile); },
+               Errc::kSchema, "/cost", kFile);
   expect_error([&] { (void)io::parse_graph(graph_text(kXW, one_op(""), R"(, "cost": {"compute_efficency": 0.5})"), kFile, &p); },
                Errc::kSchema, "/cost/compute_efficency", kFile);
 }
