@@ -310,8 +310,8 @@ Evaluation evaluate(const ir::Graph& g, const std::vector<algebra::OpSpace>& spa
         const int c = p.cuts[o][a];
         if (c == kReplicated) continue;
         const algebra::LoopDim& loop = spaces[o].loops[static_cast<std::size_t>(c)];
-        // Even a halo of 0 rows is charged (its latency), as the spec says.
-        if (loop.role != algebra::DimRole::Window) continue;
+        // Non-overlapping windows (kernel == stride) exchange nothing.
+        if (loop.role != algebra::DimRole::Window || loop.halo == 0) continue;
         for (std::uint32_t j = 0; j < slots.n_inputs[o]; ++j) {
           const std::uint32_t slot = slots.begin[o] + j;
           if (layout[slot].kind != LayoutKind::Shard) continue;

@@ -135,7 +135,7 @@ class BranchAndBound {
                                                t.bytes() / static_cast<double>(div[j]), cut, p);
         }
         const algebra::LoopDim& loop = s.loops[static_cast<std::size_t>(c)];
-        if (loop.role == algebra::DimRole::Window) {
+        if (loop.role == algebra::DimRole::Window && loop.halo > 0) {
           double halo = 0;
           for (std::size_t j = 0; j < nin && halo == 0; ++j)
             for (std::size_t d = 0; d < s.inputs[j].size(); ++d)

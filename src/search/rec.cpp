@@ -244,7 +244,8 @@ class RecSearch {
         comm_s += cost::collective_seconds(cost::Collective::AllReduce, slice, cut, p);
     }
     if (c != plan::kReplicated &&
-        s.loops[static_cast<std::size_t>(c)].role == algebra::DimRole::Window) {
+        s.loops[static_cast<std::size_t>(c)].role == algebra::DimRole::Window &&
+        s.loops[static_cast<std::size_t>(c)].halo > 0) {
       const double halo = halo_bytes(o, c);
       const double one = cost::collective_seconds(cost::Collective::Halo, halo, cut, p);
       comm_s += mode == Mode::Train ? 2 * one : one;

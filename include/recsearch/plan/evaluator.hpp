@@ -28,7 +28,7 @@
 //      and is Replicate on a;
 //   3. halo: c a Window loop -> halo exchange of `halo` rows of the first
 //      input mapping a dim to c (row = slice / slice extent of that dim),
-//      forward, and again backward in training (even when halo is 0: latency);
+//      forward, and again backward in training (nothing when halo is 0);
 //   4. output: a tensor nobody consumes that is Partial on a pays an
 //      all-reduce (forward).
 //  Compute: per operator, cost::compute_seconds(flops / S, touched) with S
