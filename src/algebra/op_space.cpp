@@ -7,6 +7,7 @@
 #include <tbb/parallel_for.h>
 
 #include <exception>
+#include <functional>
 #include <string>
 
 #include "algebra/space_builder.hpp"
@@ -98,8 +99,6 @@ void dispatch(SpaceBuilder& b) {
   return detail::build_opaque(b);
 }
 
-std::string op_path(ir::OpId id) { return "/operators/" + std::to_string(id); }
-
 }  // namespace
 
 OpSpace build_op_space(const ir::Graph& g, ir::OpId id) {
@@ -108,7 +107,7 @@ OpSpace build_op_space(const ir::Graph& g, ir::OpId id) {
                                   std::to_string(g.num_operators()) + " operators)");
   }
   const ir::Operator& op = g.op(id);
-  SpaceBuilder b(g, op, kind_of(op), op_path(id), /*infer_only=*/false);
+  SpaceBuilder b(g, op, kind_of(op), id, /*infer_only=*/false);
   dispatch(b);
   return b.take_space();
 }
@@ -139,12 +138,14 @@ std::vector<std::optional<ir::Shape>> infer_output_shapes(const ir::Graph& g,
                                                           const ir::Operator& op) {
   // Paths name the operator when it is one of the graph's; an operator still
   // being assembled by a generator gets paths relative to itself.
-  std::string base;
+  std::optional<ir::OpId> id;
   const auto ops = g.operators();
-  if (!ops.empty() && &op >= ops.data() && &op < ops.data() + ops.size()) {
-    base = op_path(static_cast<ir::OpId>(&op - ops.data()));
+  // std::less: a total order even for pointers into different objects.
+  const std::less<const ir::Operator*> before;
+  if (!ops.empty() && !before(&op, ops.data()) && before(&op, ops.data() + ops.size())) {
+    id = static_cast<ir::OpId>(&op - ops.data());
   }
-  SpaceBuilder b(g, op, kind_of(op), std::move(base), /*infer_only=*/true);
+  SpaceBuilder b(g, op, kind_of(op), id, /*infer_only=*/true);
   dispatch(b);
   return b.take_inferred();
 }

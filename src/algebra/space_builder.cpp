@@ -75,12 +75,13 @@ std::optional<ir::Shape> broadcast(std::span<const std::int64_t> a,
 // ---------------------------------------------------------------------------
 
 SpaceBuilder::SpaceBuilder(const ir::Graph& g, const ir::Operator& op, ir::OpKind kind,
-                           std::string base, bool infer_only)
-    : g_(g), op_(op), kind_(kind), base_(std::move(base)), infer_only_(infer_only) {
+                           std::optional<ir::OpId> id, bool infer_only)
+    : g_(g), op_(op), kind_(kind), id_(id), infer_only_(infer_only) {
   // Ids and shapes are checked here once so that kinds can index freely.
-  const auto check_tensor = [&](ir::TensorId t, const std::string& p, bool is_input) {
+  const auto check_tensor = [&](ir::TensorId t, std::size_t j, bool is_input) {
+    const auto p = [&] { return is_input ? in_path(j) : out_path(j); };
     if (t >= g_.num_tensors()) {
-      fail(Errc::kUnknownName, p,
+      fail(Errc::kUnknownName, p(),
            std::string(is_input ? "input" : "output") + " tensor id " + std::to_string(t) +
                " does not exist (the graph has " + std::to_string(g_.num_tensors()) +
                " tensors)");
@@ -88,7 +89,7 @@ SpaceBuilder::SpaceBuilder(const ir::Graph& g, const ir::Operator& op, ir::OpKin
     const ir::Tensor& tt = g_.tensor(t);
     for (std::size_t d = 0; d < tt.shape.size(); ++d) {
       if (tt.shape[d] < 0) {
-        fail(Errc::kShape, p,
+        fail(Errc::kShape, p(),
              "tensor '" + tt.name + "' " + fmt_shape(tt.shape) + " has negative dim " +
                  std::to_string(d));
       }
@@ -96,13 +97,13 @@ SpaceBuilder::SpaceBuilder(const ir::Graph& g, const ir::Operator& op, ir::OpKin
   };
   space_.inputs.resize(op_.inputs.size());
   for (std::size_t j = 0; j < op_.inputs.size(); ++j) {
-    check_tensor(op_.inputs[j], in_path(j), true);
+    check_tensor(op_.inputs[j], j, true);
     space_.inputs[j].assign(g_.tensor(op_.inputs[j]).shape.size(), kUnmapped);
   }
   space_.outputs.resize(op_.outputs.size());
   if (!infer_only_) {
     for (std::size_t j = 0; j < op_.outputs.size(); ++j) {
-      check_tensor(op_.outputs[j], out_path(j), false);
+      check_tensor(op_.outputs[j], j, false);
       space_.outputs[j].assign(g_.tensor(op_.outputs[j]).shape.size(), kUnmapped);
     }
   }
@@ -116,19 +117,22 @@ const ir::Tensor& SpaceBuilder::in_tensor(std::size_t j) const {
 const ir::Tensor& SpaceBuilder::out_tensor(std::size_t j) const {
   if (infer_only_) {
     throw Error(Errc::kInternal, "output tensors are not available during shape inference",
-                base_);
+                path());
   }
   return g_.tensor(op_.outputs.at(j));
 }
 
+std::string SpaceBuilder::path() const {
+  return id_ ? "/operators/" + std::to_string(*id_) : std::string();
+}
 std::string SpaceBuilder::in_path(std::size_t j) const {
-  return base_ + "/inputs/" + std::to_string(j);
+  return path() + "/inputs/" + std::to_string(j);
 }
 std::string SpaceBuilder::out_path(std::size_t j) const {
-  return base_ + "/outputs/" + std::to_string(j);
+  return path() + "/outputs/" + std::to_string(j);
 }
 std::string SpaceBuilder::attr_path(std::string_view name) const {
-  return base_ + "/attrs/" + std::string(name);
+  return path() + "/attrs/" + std::string(name);
 }
 
 std::string SpaceBuilder::describe_in(std::size_t j) const {
@@ -155,7 +159,7 @@ std::string count_range(std::size_t lo, std::size_t hi) {
 void SpaceBuilder::expect_inputs(std::size_t lo, std::size_t hi) const {
   const std::size_t n = op_.inputs.size();
   if (n < lo || n > hi) {
-    fail(Errc::kSchema, base_ + "/inputs",
+    fail(Errc::kSchema, path() + "/inputs",
          "expects " + count_range(lo, hi) + " inputs, got " + std::to_string(n));
   }
 }
@@ -163,7 +167,7 @@ void SpaceBuilder::expect_inputs(std::size_t lo, std::size_t hi) const {
 void SpaceBuilder::expect_outputs(std::size_t lo, std::size_t hi) const {
   const std::size_t n = op_.outputs.size();
   if (n < lo || n > hi) {
-    fail(Errc::kSchema, base_ + "/outputs",
+    fail(Errc::kSchema, path() + "/outputs",
          "expects " + count_range(lo, hi) + " outputs, got " + std::to_string(n));
   }
 }
@@ -188,7 +192,7 @@ void SpaceBuilder::expect_in_min_rank(std::size_t j, std::int64_t rank,
   try {                                 \
     return expr;                        \
   } catch (const Error& e) {            \
-    throw e.in_file(e.file(), base_);   \
+    throw e.in_file(e.file(), path());   \
   }
 
 bool SpaceBuilder::attr_bool(std::string_view name, bool def) const {

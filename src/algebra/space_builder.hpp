@@ -62,11 +62,12 @@ namespace recsearch::algebra::detail {
 
 class SpaceBuilder {
  public:
-  // `base` is the JSON path of the operator ("/operators/7"), or empty when
-  // the operator is not (yet) part of the graph. In infer-only mode the
-  // output tensors are never looked at (they may not exist yet).
-  SpaceBuilder(const ir::Graph& g, const ir::Operator& op, ir::OpKind kind, std::string base,
-               bool infer_only);
+  // `id` is the operator's index in the graph (its JSON path is then
+  // "/operators/<id>"), or nullopt when the operator is not (yet) part of
+  // the graph and paths are relative to it. In infer-only mode the output
+  // tensors are never looked at (they may not exist yet).
+  SpaceBuilder(const ir::Graph& g, const ir::Operator& op, ir::OpKind kind,
+               std::optional<ir::OpId> id, bool infer_only);
 
   [[nodiscard]] const ir::Operator& op() const noexcept { return op_; }
   [[nodiscard]] ir::OpKind kind() const noexcept { return kind_; }
@@ -85,7 +86,8 @@ class SpaceBuilder {
   [[nodiscard]] const ir::Shape& out(std::size_t j) const { return out_tensor(j).shape; }
 
   // ---- paths and errors
-  [[nodiscard]] std::string path() const { return base_; }
+  // The operator's JSON path; built on demand since only errors need it.
+  [[nodiscard]] std::string path() const;
   [[nodiscard]] std::string in_path(std::size_t j) const;
   [[nodiscard]] std::string out_path(std::size_t j) const;
   [[nodiscard]] std::string attr_path(std::string_view name) const;
@@ -156,7 +158,7 @@ class SpaceBuilder {
   const ir::Graph& g_;
   const ir::Operator& op_;
   ir::OpKind kind_;
-  std::string base_;
+  std::optional<ir::OpId> id_;
   bool infer_only_;
   OpSpace space_;
   std::vector<std::optional<ir::Shape>> inferred_;
