@@ -329,3 +329,32 @@ TEST_CASE("Unary kinds: identity mapping; Dropout mask; Cast changes dtype") {
   g.op("Tanh", {x}, {bad});
   CHECK(error_of([&] { (void)g.space(4); }).json_path() == "/operators/4/outputs/0");
 }
+
+TEST_CASE("every elementwise kind: parallel identity loops, broadcasting for binary kinds") {
+  for (const char* type : {"Add", "Sub", "Mul", "Div", "Pow", "Maximum", "Minimum"}) {
+    CAPTURE(type);
+    G g;
+    auto a = g.t("a", {5, 1});
+    auto b = g.t("b", {7});
+    auto c = g.t("c", {5, 7});
+    const auto s = g.space(g.op(type, {a, b}, {c}));
+    CHECK(loops(s) == "d0/P/5 d1/P/7");
+    CHECK(in(s, 0) == "d0,-");
+    CHECK(in(s, 1) == "d1");
+    CHECK(s.flops == doctest::Approx(35.0));
+  }
+  for (const char* type : {"ReLU", "GeLU", "SiLU", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Neg",
+                           "Cast", "Dropout", "Identity"}) {
+    CAPTURE(type);
+    G g;
+    auto x = g.t("x", {4, 1, 3});
+    auto y = g.t("y", {4, 1, 3});
+    auto z = g.t("z", {4, 3});
+    const auto s = g.space(g.op(type, {x}, {y}));
+    CHECK(loops(s) == "d0/P/4 d1/P/1 d2/P/3");
+    CHECK(out(s, 0) == "d0,d1,d2");
+    CHECK(s.flops >= 12.0);
+    g.op(type, {x}, {z});
+    CHECK(error_of([&] { (void)g.space(1); }).json_path() == "/operators/1/outputs/0");
+  }
+}
