@@ -7,6 +7,8 @@
 // and those errors are only re-attributed to the file. Shapes against operator
 // kinds are the algebra's job (build_op_spaces), not the reader's.
 #include <cmath>
+#include <utility>
+#include <vector>
 #include <unordered_map>
 
 #include "io/json_util.hpp"
@@ -119,23 +121,20 @@ ir::AttrValue read_attr(const Reader& r, const Json& j, const std::string& path)
          path);
 }
 
-void read_tensors(const Reader& r, const Json& tensors, ir::Graph& g) {
-  r.array(tensors, "/tensors");
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    const std::string at = child("/tensors", i);
-    const Json& t = r.object(tensors[i], at);
-    std::string name = r.nonempty_string(r.require(t, "name", at), child(at, "name"));
-    ir::Shape shape = read_shape(r, r.require(t, "shape", at), child(at, "shape"));
-    ir::DType dtype = ir::DType::F32;
-    if (const Json* d = r.find(t, "dtype")) dtype = read_dtype(r, *d, child(at, "dtype"));
-    ir::TensorKind kind = ir::TensorKind::Input;
-    if (const Json* k = r.find(t, "kind")) kind = read_kind(r, *k, child(at, "kind"));
-    // A duplicate name is reported by the graph at "/tensors/<i>/name".
-    try {
-      g.add_tensor(std::move(name), std::move(shape), dtype, kind);
-    } catch (const Error& e) {
-      r.rethrow(e);
-    }
+void read_tensor(const Reader& r, const Json& t, std::size_t i, ir::Graph& g) {
+  const std::string at = child("/tensors", i);
+  r.expect_object(t, at);
+  std::string name = r.nonempty_string(r.require(t, "name", at), child(at, "name"));
+  ir::Shape shape = read_shape(r, r.require(t, "shape", at), child(at, "shape"));
+  ir::DType dtype = ir::DType::F32;
+  if (const Json* d = r.find(t, "dtype")) dtype = read_dtype(r, *d, child(at, "dtype"));
+  ir::TensorKind kind = ir::TensorKind::Input;
+  if (const Json* k = r.find(t, "kind")) kind = read_kind(r, *k, child(at, "kind"));
+  // A duplicate name is reported by the graph at "/tensors/<i>/name".
+  try {
+    (void)g.add_tensor(std::move(name), std::move(shape), dtype, kind);
+  } catch (const Error& e) {
+    r.rethrow(e);
   }
 }
 
@@ -157,45 +156,42 @@ std::vector<ir::TensorId> read_tensor_refs(const Reader& r, const Json& j, const
   return ids;
 }
 
-void read_operators(const Reader& r, const Json& ops, ir::Graph& g) {
-  r.array(ops, "/operators");
-  for (std::size_t i = 0; i < ops.size(); ++i) {
-    const std::string at = child("/operators", i);
-    const Json& o = r.object(ops[i], at);
-    ir::Operator op;
-    op.name = r.nonempty_string(r.require(o, "name", at), child(at, "name"));
-    op.type = r.nonempty_string(r.require(o, "type", at), child(at, "type"));
-    op.inputs = read_tensor_refs(r, r.require(o, "inputs", at), child(at, "inputs"), g);
-    op.outputs = read_tensor_refs(r, r.require(o, "outputs", at), child(at, "outputs"), g);
-    if (const Json* a = r.find(o, "attrs")) {
-      const std::string attrs_at = child(at, "attrs");
-      r.expect_object(*a, attrs_at);
-      for (const auto& [key, value] : a->items()) {
-        op.attrs.set(key, read_attr(r, value, child(attrs_at, key)));
+void read_operator(const Reader& r, const Json& o, std::size_t i, ir::Graph& g) {
+  const std::string at = child("/operators", i);
+  r.expect_object(o, at);
+  ir::Operator op;
+  op.name = r.nonempty_string(r.require(o, "name", at), child(at, "name"));
+  op.type = r.nonempty_string(r.require(o, "type", at), child(at, "type"));
+  op.inputs = read_tensor_refs(r, r.require(o, "inputs", at), child(at, "inputs"), g);
+  op.outputs = read_tensor_refs(r, r.require(o, "outputs", at), child(at, "outputs"), g);
+  if (const Json* a = r.find(o, "attrs")) {
+    const std::string attrs_at = child(at, "attrs");
+    r.expect_object(*a, attrs_at);
+    for (const auto& [key, value] : a->items()) {
+      op.attrs.set(key, read_attr(r, value, child(attrs_at, key)));
+    }
+  }
+  if (const Json* e = r.find(o, "einsum")) {
+    // An operator-level "einsum" is shorthand for the attribute; two
+    // different equations would silently pick one, so they are an error.
+    const std::string eq = r.string(*e, child(at, "einsum"));
+    if (const ir::AttrValue* prev = op.attrs.find("einsum")) {
+      const auto* s = std::get_if<std::string>(prev);
+      if (s == nullptr || *s != eq) {
+        r.fail(Errc::kSchema, "\"einsum\" differs from attrs.einsum", child(at, "einsum"));
       }
     }
-    if (const Json* e = r.find(o, "einsum")) {
-      // An operator-level "einsum" is shorthand for the attribute; two
-      // different equations would silently pick one, so they are an error.
-      const std::string eq = r.string(*e, child(at, "einsum"));
-      if (const ir::AttrValue* prev = op.attrs.find("einsum")) {
-        const auto* s = std::get_if<std::string>(prev);
-        if (s == nullptr || *s != eq) {
-          r.fail(Errc::kSchema, "\"einsum\" differs from attrs.einsum", child(at, "einsum"));
-        }
-      }
-      op.attrs.set("einsum", eq);
-    }
-    if (const Json* s = r.find(o, "strategy")) op.strategy = detail::read_strategy(r, *s, child(at, "strategy"));
-    if (const Json* s = r.find(o, "allowed")) op.allowed = r.strings(*s, child(at, "allowed"));
-    // Operators are added in file order, so the graph's "/operators/<id>"
-    // paths (duplicate names, second producers, produced parameters) are
-    // already the file's paths.
-    try {
-      (void)g.add_operator(std::move(op));
-    } catch (const Error& e) {
-      r.rethrow(e);
-    }
+    op.attrs.set("einsum", eq);
+  }
+  if (const Json* s = r.find(o, "strategy")) op.strategy = detail::read_strategy(r, *s, child(at, "strategy"));
+  if (const Json* s = r.find(o, "allowed")) op.allowed = r.strings(*s, child(at, "allowed"));
+  // Operators are added in file order, so the graph's "/operators/<id>"
+  // paths (duplicate names, second producers, produced parameters) are
+  // already the file's paths.
+  try {
+    (void)g.add_operator(std::move(op));
+  } catch (const Error& e) {
+    r.rethrow(e);
   }
 }
 
@@ -204,17 +200,95 @@ OrderedJson attr_json(const ir::AttrValue& v) {
   return std::visit([](const auto& x) { return OrderedJson(x); }, v);
 }
 
+// Builds the graph while the file streams by. Records are handled as soon
+// as what they depend on is known: tensors once "format" and "version" are
+// checked, operators once all tensors are in. Files written in another
+// field order still work; their early records wait in a buffer.
+class GraphStream final : public detail::StreamHandler {
+ public:
+  GraphStream(const Reader& r, ir::Graph& g) : r_(r), g_(g) {}
+
+  Mode mode(const std::string& key) override {
+    return key == "tensors" || key == "operators" ? Mode::kStream : Mode::kCollect;
+  }
+
+  void record(const std::string& key, std::size_t index, Json&& value) override {
+    if (key == "tensors") {
+      tensors_seen_ = true;
+      if (format_ok_ && pending_tensors_.empty()) {
+        read_tensor(r_, value, index, g_);
+        ++tensors_read_;
+      } else {
+        pending_tensors_.push_back(std::move(value));
+      }
+    } else {
+      operators_seen_ = true;
+      if (format_ok_ && tensors_done_ && pending_tensors_.empty() && pending_ops_.empty()) {
+        read_operator(r_, value, index, g_);
+        ++ops_read_;
+      } else {
+        pending_ops_.push_back(std::move(value));
+      }
+    }
+  }
+
+  void field_done(const std::string& key, const Json& head) override {
+    if (key == "tensors" || key == "operators") {
+      // A streamed key whose value was collected is not an array.
+      if (const Json* v = r_.find(head, key)) (void)r_.array(*v, child("", key));
+      (key == "tensors" ? tensors_seen_ : operators_seen_) = true;
+      if (key == "tensors") tensors_done_ = true;
+    }
+    if (!format_ok_ && head.contains("format") && head.contains("version")) {
+      r_.check_format(head, "recsearch.graph");
+      format_ok_ = true;
+    }
+    flush();
+  }
+
+  // After the whole file: the checks that need to have seen everything.
+  void finish(const Json& head) {
+    if (!format_ok_) {
+      r_.check_format(head, "recsearch.graph");
+      format_ok_ = true;
+    }
+    if (!tensors_seen_) (void)r_.require(head, "tensors", "");
+    if (!operators_seen_) (void)r_.require(head, "operators", "");
+    flush();
+  }
+
+ private:
+  void flush() {
+    if (!format_ok_) return;
+    for (Json& t : pending_tensors_) read_tensor(r_, std::exchange(t, Json()), tensors_read_++, g_);
+    pending_tensors_.clear();
+    if (!tensors_done_) return;
+    for (Json& o : pending_ops_) read_operator(r_, std::exchange(o, Json()), ops_read_++, g_);
+    pending_ops_.clear();
+  }
+
+  const Reader& r_;
+  ir::Graph& g_;
+  bool format_ok_ = false;
+  bool tensors_seen_ = false;
+  bool operators_seen_ = false;
+  bool tensors_done_ = false;
+  std::size_t tensors_read_ = 0;
+  std::size_t ops_read_ = 0;
+  std::vector<Json> pending_tensors_;
+  std::vector<Json> pending_ops_;
+};
+
 }  // namespace
 
 ir::Graph parse_graph(std::string_view text, const std::string& source, CostParams* cost) {
-  const Json root = detail::parse_json(text, source);
   const Reader r(source);
-  r.check_format(root, "recsearch.graph");
   ir::Graph g;
-  if (const Json* n = r.find(root, "name")) g.set_name(r.string(*n, "/name"));
-  read_tensors(r, r.require(root, "tensors", ""), g);
-  read_operators(r, r.require(root, "operators", ""), g);
-  if (const Json* c = r.find(root, "cost")) {
+  GraphStream stream(r, g);
+  const Json head = detail::stream_object(text, source, stream);
+  stream.finish(head);
+  if (const Json* n = r.find(head, "name")) g.set_name(r.string(*n, "/name"));
+  if (const Json* c = r.find(head, "cost")) {
     // Checked even when the caller does not want the values: a misspelt
     // coefficient must not pass `validate` silently.
     CostParams scratch;

@@ -200,6 +200,190 @@ Json parse_json(std::string_view text, const std::string& source) {
   }
 }
 
+namespace {
+
+// SAX consumer behind stream_object. Values are built the way nlohmann's
+// own DOM parser builds them (a stack of open containers, the slot of the
+// pending object key), but rooted per top-level field or per record.
+class StreamSax final : public nlohmann::json_sax<Json> {
+ public:
+  StreamSax(const std::string& source, StreamHandler& handler)
+      : source_(source), handler_(handler) {}
+
+  Json take_head() { return std::move(head_); }
+  [[nodiscard]] bool root_closed() const noexcept { return state_ == State::kDone; }
+
+  bool null() override { return value(Json(nullptr), false); }
+  bool boolean(bool v) override { return value(Json(v), false); }
+  bool number_integer(number_integer_t v) override { return value(Json(v), false); }
+  bool number_unsigned(number_unsigned_t v) override { return value(Json(v), false); }
+  bool number_float(number_float_t v, const string_t&) override { return value(Json(v), false); }
+  bool string(string_t& v) override { return value(Json(std::move(v)), false); }
+  bool binary(binary_t&) override { return true; }  // not produced by the JSON lexer
+  bool start_object(std::size_t) override { return value(Json(Json::value_t::object), true); }
+  bool start_array(std::size_t) override { return value(Json(Json::value_t::array), true); }
+  bool end_object() override { return end_container(); }
+  bool end_array() override { return end_container(); }
+
+  bool key(string_t& k) override {
+    if (!open_.empty()) {
+      slot_ = &(*open_.back())[k];
+    } else if (skip_depth_ == 0 && !in_stream_) {
+      key_ = std::move(k);
+    }
+    return true;
+  }
+
+  bool parse_error(std::size_t position, const std::string&,
+                   const nlohmann::detail::exception& ex) override {
+    throw Error(Errc::kParse,
+                "not valid JSON at byte " + std::to_string(position) + ": " +
+                    strip_exception_id(ex.what()),
+                {}, source_);
+  }
+
+ private:
+  enum class State : std::uint8_t { kBefore, kRoot, kDone };
+
+  // A value starts (scalar) or a container opens.
+  bool value(Json&& v, bool container) {
+    if (!open_.empty()) {
+      Json* top = open_.back();
+      Json* placed = nullptr;
+      if (top->is_array()) {
+        top->push_back(std::move(v));
+        placed = &top->back();
+      } else {
+        *slot_ = std::move(v);
+        placed = slot_;
+      }
+      if (container) open_.push_back(placed);
+      return true;
+    }
+    if (state_ == State::kBefore) {
+      if (!v.is_object()) {
+        throw Error(Errc::kSchema,
+                    std::string("expected a JSON object at the top level, got ") + v.type_name(),
+                    {}, source_);
+      }
+      state_ = State::kRoot;
+      return true;
+    }
+    if (skip_depth_ > 0) {
+      if (container) ++skip_depth_;
+      return true;
+    }
+    if (in_stream_) {
+      current_ = std::move(v);
+      if (container) {
+        open_.push_back(&current_);
+      } else {
+        deliver();
+      }
+      return true;
+    }
+    // The value of top-level field key_.
+    const StreamHandler::Mode mode = handler_.mode(key_);
+    if (mode == StreamHandler::Mode::kStream && v.is_array()) {
+      for (const auto& k : streamed_) {
+        if (k == key_) {
+          throw Error(Errc::kDuplicate, "field '" + key_ + "' is given twice", child("", key_),
+                      source_);
+        }
+      }
+      streamed_.push_back(key_);
+      in_stream_ = true;
+      index_ = 0;
+      return true;
+    }
+    if (mode == StreamHandler::Mode::kSkip) {
+      if (container) {
+        skip_depth_ = 1;
+      } else {
+        handler_.field_done(key_, head_);
+      }
+      return true;
+    }
+    Json& slot = head_[key_];
+    slot = std::move(v);
+    if (container) {
+      open_.push_back(&slot);
+    } else {
+      handler_.field_done(key_, head_);
+    }
+    return true;
+  }
+
+  bool end_container() {
+    if (!open_.empty()) {
+      open_.pop_back();
+      if (open_.empty()) {
+        if (in_stream_) {
+          deliver();
+        } else {
+          handler_.field_done(key_, head_);
+        }
+      }
+      return true;
+    }
+    if (skip_depth_ > 0) {
+      if (--skip_depth_ == 0) handler_.field_done(key_, head_);
+      return true;
+    }
+    if (in_stream_) {
+      in_stream_ = false;
+      handler_.field_done(key_, head_);
+      return true;
+    }
+    state_ = State::kDone;
+    return true;
+  }
+
+  void deliver() {
+    Json record = std::move(current_);
+    current_ = Json();
+    handler_.record(key_, index_++, std::move(record));
+  }
+
+  const std::string& source_;
+  StreamHandler& handler_;
+  State state_ = State::kBefore;
+  Json head_ = Json::object();
+  std::string key_;                   // current top-level key
+  std::vector<std::string> streamed_;  // streamed keys seen so far
+  std::vector<Json*> open_;           // open containers of the value being built
+  Json* slot_ = nullptr;              // where the next value of the innermost object goes
+  Json current_;                      // the record being built
+  bool in_stream_ = false;
+  std::size_t index_ = 0;
+  int skip_depth_ = 0;
+};
+
+}  // namespace
+
+Json stream_object(std::string_view text, const std::string& source, StreamHandler& handler) {
+  if (const auto at = too_deep_at(text); at != std::string_view::npos) {
+    throw Error(Errc::kParse,
+                "not valid JSON at byte " + std::to_string(at) + ": nesting deeper than " +
+                    std::to_string(kMaxDepth) + " levels",
+                {}, source);
+  }
+  StreamSax sax(source, handler);
+  try {
+    (void)Json::sax_parse(text.begin(), text.end(), &sax);
+  } catch (const Json::exception& e) {
+    // parse_error() turns the parser's own errors into recsearch::Error;
+    // this only guards against anything else nlohmann might raise.
+    throw Error(Errc::kParse, "not valid JSON: " + strip_exception_id(e.what()), {}, source);
+  }
+  if (!sax.root_closed()) {
+    // sax_parse reports every malformed input through parse_error(), which
+    // throws; reaching here without a closed root would be a parser bug.
+    throw Error(Errc::kParse, "not valid JSON: the document ended early", {}, source);
+  }
+  return sax.take_head();
+}
+
 void Reader::fail(Errc code, std::string detail, const std::string& path) const {
   throw Error(code, std::move(detail), path, source_);
 }
@@ -365,6 +549,10 @@ void read_cost_params(const Reader& r, const Json& j, const std::string& path, C
       p.count_latency = r.boolean(value, at);
       continue;
     }
+    if (key == "bucket_gradients") {
+      p.bucket_gradients = r.boolean(value, at);
+      continue;
+    }
     double* field = nullptr;
     if (key == "backward_flops_factor") {
       field = &p.backward_flops_factor;
@@ -380,7 +568,7 @@ void read_cost_params(const Reader& r, const Json& j, const std::string& path, C
       r.fail(Errc::kSchema,
              "unknown cost coefficient '" + key +
                  "' (known: backward_flops_factor, compute_efficiency, gradient_bytes_factor, "
-                 "optimizer_bytes_factor, count_latency, memory_budget_bytes)",
+                 "optimizer_bytes_factor, count_latency, bucket_gradients, memory_budget_bytes)",
              at);
     }
     const double v = r.number(value, at);

@@ -36,6 +36,35 @@ using OrderedJson = nlohmann::ordered_json;
 inline constexpr int kMaxDepth = 256;
 [[nodiscard]] Json parse_json(std::string_view text, const std::string& source);
 
+// Streams a document whose top level is an object, so that huge arrays
+// (a graph's tensors and operators, a plan's per-tensor records) never exist
+// as one DOM: each element of a streamed array is built, handed over and
+// dropped. Memory stays proportional to one record, and freeing a
+// multi-gigabyte DOM at the end (a large share of the time) disappears.
+class StreamHandler {
+ public:
+  enum class Mode : std::uint8_t {
+    kCollect,  // kept in the head object returned by stream_object
+    kStream,   // an array: each element goes to record(); anything else is collected
+    kSkip,     // parsed (so it must be valid JSON) and dropped
+  };
+  virtual ~StreamHandler() = default;
+  [[nodiscard]] virtual Mode mode(const std::string& key) = 0;
+  // One element of the streamed array under `key`, in file order.
+  virtual void record(const std::string& key, std::size_t index, Json&& value) = 0;
+  // The value of top-level field `key` is complete (`head` holds the
+  // collected fields so far).
+  virtual void field_done(const std::string& key, const Json& head) = 0;
+};
+
+// Parses `text` (kParse errors as parse_json; kSchema at "" when the top
+// level is not an object; kDuplicate at "/<key>" when a streamed key occurs
+// twice) and returns the collected fields. Records are delivered while
+// parsing: an error in the file after them is reported after they were
+// handled.
+[[nodiscard]] Json stream_object(std::string_view text, const std::string& source,
+                                 StreamHandler& handler);
+
 // Typed access with error reporting against one source file.
 class Reader {
  public:

@@ -12,6 +12,7 @@
 #include <iterator>
 #include <cstdio>
 #include <optional>
+#include <utility>
 #include <unordered_map>
 
 #include "io/json_util.hpp"
@@ -286,6 +287,180 @@ std::string general(double v) {
 
 }  // namespace
 
+namespace {
+
+// Reads a plan file while it streams by. The derived arrays (tensors,
+// redistributions) are skipped unparsed into any DOM; operator entries are
+// handled as they arrive once the format is checked and the mesh known
+// (the writer puts "mesh" first); otherwise they wait in a buffer until the
+// end of the file.
+class PlanStream final : public detail::StreamHandler {
+ public:
+  PlanStream(const Reader& r, const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+             const std::vector<Cut>& mesh)
+      : r_(r), g_(g), spaces_(spaces), mesh_(mesh), entries_(g.num_operators()) {
+    p_.graph_name = g.name();
+    p_.algorithm = "file";
+    p_.mesh = mesh;
+    p_.cuts.assign(g.num_operators(), std::vector<std::int16_t>(mesh.size(), plan::kReplicated));
+  }
+
+  Mode mode(const std::string& key) override {
+    if (key == "operators") return Mode::kStream;
+    if (key == "tensors" || key == "redistributions") return Mode::kSkip;
+    return Mode::kCollect;
+  }
+
+  void record(const std::string&, std::size_t index, Json&& value) override {
+    if (ready_ && pending_.empty()) {
+      entry(index, value);
+    } else {
+      pending_.push_back(std::move(value));
+    }
+  }
+
+  void field_done(const std::string& key, const Json& head) override {
+    if (key == "operators") {
+      if (const Json* v = r_.find(head, "operators")) (void)r_.array(*v, "/operators");
+    }
+    if (!format_ok_ && head.contains("format") && head.contains("version")) {
+      r_.check_format(head, "recsearch.plan");
+      format_ok_ = true;
+    }
+    if (format_ok_ && !ready_ && head.contains("mesh")) start(head);
+  }
+
+  plan::Plan finish(const Json& head) {
+    if (!format_ok_) r_.check_format(head, "recsearch.plan");
+    format_ok_ = true;
+    if (!ready_) start(head);
+    if (const Json* n = r_.find(head, "graph")) p_.graph_name = r_.string(*n, "/graph");
+    p_.mode = read_mode(r_, head);
+    pin_absent();
+    try {
+      plan::check_plan(g_, spaces_, p_);
+    } catch (const Error& e) {
+      throw repoint(e, r_, g_, entries_);
+    }
+    check_strategies();
+    return std::move(p_);
+  }
+
+ private:
+  // The mesh is known (or known to be absent): entries can be read.
+  void start(const Json& head) {
+    const std::vector<std::string> names = read_mesh(r_, head, mesh_);
+    for (std::size_t a = 0; a < names.size(); ++a) axis_index_.emplace(names[a], a);
+    ready_ = true;
+    for (std::size_t i = 0; i < pending_.size(); ++i) entry(i, std::exchange(pending_[i], Json()));
+    pending_.clear();
+  }
+
+  void entry(std::size_t i, const Json& o) {
+    const std::string at = child("/operators", i);
+    r_.expect_object(o, at);
+    const std::string name_at = child(at, "name");
+    const std::string name = r_.string(r_.require(o, "name", at), name_at);
+    const auto id = g_.find_operator(name);
+    if (!id) {
+      r_.fail(Errc::kUnknownName,
+              "unknown operator '" + name + "' (not in graph '" + g_.name() + "')", name_at);
+    }
+    OpEntry& entry = entries_[*id];
+    if (entry.source != Source::Absent) {
+      r_.fail(Errc::kDuplicate,
+              "operator '" + name + "' is listed twice (first at " +
+                  child("/operators", entry.index) + ")",
+              name_at);
+    }
+    entry.index = i;
+    const Json* cuts = r_.find(o, "cuts");
+    const Json* strategy = r_.find(o, "strategy");
+    if (cuts != nullptr) {
+      entry.source = Source::Cuts;
+      read_cuts(r_, *cuts, child(at, "cuts"), spaces_[*id], name, axis_index_, p_.cuts[*id], entry);
+      if (strategy != nullptr) {
+        entry.strategy = detail::read_strategy(r_, *strategy, child(at, "strategy"));
+      }
+    } else if (strategy != nullptr) {
+      entry.source = Source::Strategy;
+      const ir::Strategy s = detail::read_strategy(r_, *strategy, child(at, "strategy"));
+      try {
+        p_.cuts[*id] = plan::assign_cuts(g_, *id, spaces_[*id], s, mesh_);
+      } catch (const Error& e) {
+        const auto split = split_op_path(e.json_path());
+        const std::string rest = split ? split->second : std::string("/strategy");
+        throw Error(e.code(), e.detail(), at + rest, r_.source());
+      }
+    } else {
+      // An entry with neither says nothing about the operator: it keeps
+      // its pinned strategy (or stays replicated) like an absent one, but
+      // is still counted as listed so a second entry is a duplicate.
+      entry.source = Source::Bare;
+      if (!g_.op(*id).strategy) return;
+      try {
+        p_.cuts[*id] = plan::assign_cuts(g_, *id, spaces_[*id], *g_.op(*id).strategy, mesh_);
+      } catch (const Error& e) {
+        throw Error(e.code(), "operator '" + name + "', pinned strategy in the graph: " + e.detail(),
+                    at, r_.source());
+      }
+    }
+  }
+
+  // Operators the file leaves out keep their pinned strategy.
+  void pin_absent() {
+    for (ir::OpId id = 0; id < g_.num_operators(); ++id) {
+      if (entries_[id].source != Source::Absent || !g_.op(id).strategy) continue;
+      try {
+        p_.cuts[id] = plan::assign_cuts(g_, id, spaces_[id], *g_.op(id).strategy, mesh_);
+      } catch (const Error& e) {
+        throw Error(e.code(),
+                    "operator '" + g_.op(id).name + "', pinned strategy in the graph: " + e.detail(),
+                    {}, r_.source());
+      }
+    }
+  }
+
+  // A strategy written next to cuts is derived from them; one that
+  // disagrees means the file was edited inconsistently.
+  void check_strategies() const {
+    for (ir::OpId id = 0; id < g_.num_operators(); ++id) {
+      const OpEntry& entry = entries_[id];
+      if (entry.source != Source::Cuts || !entry.strategy) continue;
+      const ir::Strategy implied = plan::strategy_of(spaces_[id], mesh_, p_.cuts[id]);
+      if (implied != *entry.strategy) {
+        r_.fail(Errc::kPlan,
+                "strategy " + strategy_string(*entry.strategy) +
+                    " does not match the cuts, which give " + strategy_string(implied),
+                child(child("/operators", entry.index), "strategy"));
+      }
+    }
+  }
+
+  const Reader& r_;
+  const ir::Graph& g_;
+  const std::vector<algebra::OpSpace>& spaces_;
+  const std::vector<Cut>& mesh_;
+  plan::Plan p_;
+  std::vector<OpEntry> entries_;
+  std::unordered_map<std::string, std::size_t> axis_index_;
+  bool format_ok_ = false;
+  bool ready_ = false;
+  std::vector<Json> pending_;
+};
+
+// plan_mesh_sizes needs only the head: everything else is skipped.
+class HeadOnly final : public detail::StreamHandler {
+ public:
+  Mode mode(const std::string& key) override {
+    return key == "mesh" || key == "format" || key == "version" ? Mode::kCollect : Mode::kSkip;
+  }
+  void record(const std::string&, std::size_t, Json&&) override {}
+  void field_done(const std::string&, const Json&) override {}
+};
+
+}  // namespace
+
 plan::Plan parse_plan(std::string_view text, const std::string& source, const ir::Graph& g,
                       const std::vector<algebra::OpSpace>& spaces, const std::vector<Cut>& mesh) {
   if (spaces.size() != g.num_operators()) {
@@ -293,102 +468,10 @@ plan::Plan parse_plan(std::string_view text, const std::string& source, const ir
                 "parse_plan: " + std::to_string(spaces.size()) + " operator spaces for a graph of " +
                     std::to_string(g.num_operators()) + " operators");
   }
-  const Json root = detail::parse_json(text, source);
   const Reader r(source);
-  r.check_format(root, "recsearch.plan");
-  const std::vector<std::string> names = read_mesh(r, root, mesh);
-  std::unordered_map<std::string, std::size_t> axis_index;
-  for (std::size_t a = 0; a < names.size(); ++a) axis_index.emplace(names[a], a);
-
-  plan::Plan p;
-  p.graph_name = g.name();
-  if (const Json* n = r.find(root, "graph")) p.graph_name = r.string(*n, "/graph");
-  p.algorithm = "file";
-  p.mode = read_mode(r, root);
-  p.mesh = mesh;
-  p.cuts.assign(g.num_operators(), std::vector<std::int16_t>(mesh.size(), plan::kReplicated));
-
-  std::vector<OpEntry> entries(g.num_operators());
-  if (const Json* ops = r.find(root, "operators")) {
-    r.array(*ops, "/operators");
-    for (std::size_t i = 0; i < ops->size(); ++i) {
-      const std::string at = child("/operators", i);
-      const Json& o = r.object((*ops)[i], at);
-      const std::string name_at = child(at, "name");
-      const std::string name = r.string(r.require(o, "name", at), name_at);
-      const auto id = g.find_operator(name);
-      if (!id) {
-        r.fail(Errc::kUnknownName, "unknown operator '" + name + "' (not in graph '" + g.name() + "')",
-               name_at);
-      }
-      OpEntry& entry = entries[*id];
-      if (entry.source != Source::Absent) {
-        r.fail(Errc::kDuplicate,
-               "operator '" + name + "' is listed twice (first at " +
-                   child("/operators", entry.index) + ")",
-               name_at);
-      }
-      entry.index = i;
-      const Json* cuts = r.find(o, "cuts");
-      const Json* strategy = r.find(o, "strategy");
-      if (cuts != nullptr) {
-        entry.source = Source::Cuts;
-        read_cuts(r, *cuts, child(at, "cuts"), spaces[*id], name, axis_index, p.cuts[*id], entry);
-        if (strategy != nullptr) entry.strategy = detail::read_strategy(r, *strategy, child(at, "strategy"));
-      } else if (strategy != nullptr) {
-        entry.source = Source::Strategy;
-        const ir::Strategy s = detail::read_strategy(r, *strategy, child(at, "strategy"));
-        try {
-          p.cuts[*id] = plan::assign_cuts(g, *id, spaces[*id], s, mesh);
-        } catch (const Error& e) {
-          const auto split = split_op_path(e.json_path());
-          const std::string rest = split ? split->second : std::string("/strategy");
-          throw Error(e.code(), e.detail(), at + rest, source);
-        }
-      } else {
-        // An entry with neither says nothing about the operator: it keeps
-        // its pinned strategy (or stays replicated) like an absent one, but
-        // is still counted as listed so a second entry is a duplicate.
-        entry.source = Source::Bare;
-        if (!g.op(*id).strategy) continue;
-        try {
-          p.cuts[*id] = plan::assign_cuts(g, *id, spaces[*id], *g.op(*id).strategy, mesh);
-        } catch (const Error& e) {
-          throw Error(e.code(), "operator '" + name + "', pinned strategy in the graph: " + e.detail(),
-                      at, source);
-        }
-      }
-    }
-  }
-  for (ir::OpId id = 0; id < g.num_operators(); ++id) {
-    if (entries[id].source != Source::Absent || !g.op(id).strategy) continue;
-    try {
-      p.cuts[id] = plan::assign_cuts(g, id, spaces[id], *g.op(id).strategy, mesh);
-    } catch (const Error& e) {
-      throw Error(e.code(),
-                  "operator '" + g.op(id).name + "', pinned strategy in the graph: " + e.detail(),
-                  {}, source);
-    }
-  }
-  try {
-    plan::check_plan(g, spaces, p);
-  } catch (const Error& e) {
-    throw repoint(e, r, g, entries);
-  }
-  // A strategy written next to cuts is derived from them; one that
-  // disagrees means the file was edited inconsistently.
-  for (ir::OpId id = 0; id < g.num_operators(); ++id) {
-    const OpEntry& entry = entries[id];
-    if (entry.source != Source::Cuts || !entry.strategy) continue;
-    const ir::Strategy implied = plan::strategy_of(spaces[id], mesh, p.cuts[id]);
-    if (implied != *entry.strategy) {
-      r.fail(Errc::kPlan,
-             "strategy " + strategy_string(*entry.strategy) + " does not match the cuts, which give " +
-                 strategy_string(implied),
-             child(child("/operators", entry.index), "strategy"));
-    }
-  }
-  return p;
+  PlanStream stream(r, g, spaces, mesh);
+  const Json head = detail::stream_object(text, source, stream);
+  return stream.finish(head);
 }
 
 plan::Plan read_plan_file(const std::string& path, const ir::Graph& g,
@@ -398,7 +481,8 @@ plan::Plan read_plan_file(const std::string& path, const ir::Graph& g,
 }
 
 std::vector<std::int64_t> plan_mesh_sizes(std::string_view text, const std::string& source) {
-  const Json root = detail::parse_json(text, source);
+  HeadOnly head_only;
+  const Json root = detail::stream_object(text, source, head_only);
   const Reader r(source);
   r.check_format(root, "recsearch.plan");
   const Json* m = r.find(root, "mesh");

@@ -185,6 +185,40 @@ TEST_CASE("sample graphs in data/graphs round-trip") {
   }
 }
 
+TEST_CASE("fields may come in any order") {
+  const ir::Graph want = io::parse_graph(kTiny, kFile);
+  const std::string tensors = R"([{"name": "x", "shape": [4, 8]},
+    {"name": "w", "shape": [8, 16], "dtype": "bf16", "kind": "parameter"},
+    {"name": "c", "shape": [16], "dtype": "i32", "kind": "constant"},
+    {"name": "s", "shape": [], "dtype": "bool", "kind": "input"},
+    {"name": "h", "shape": [4, 16], "dtype": "f32"}, {"name": "y", "shape": [4, 16]}])";
+  const std::string ops = R"([{"name": "mm", "type": "MatMul", "inputs": ["x", "w"], "outputs": ["h"],
+     "attrs": {"transpose_b": false, "alpha": 1.5, "one": 1.0, "n": -3, "axes": [0, 1],
+               "scales": [1, 0.5], "names": ["a", "b"], "mode": "fast", "empty": []},
+     "strategy": [[2, 1], [1, 4]]},
+    {"name": "act", "type": "MyOp", "inputs": ["h", "c", "s"], "outputs": ["y"], "allowed": ["d0"],
+     "einsum": "ij,j,->ij"}])";
+  // Operators first, format last: everything waits until it can be read.
+  check_same_graph(want, io::parse_graph(R"({"name": "tiny", "operators": )" + ops +
+                                             R"(, "tensors": )" + tensors +
+                                             R"(, "version": 1, "format": "recsearch.graph"})",
+                                         kFile));
+  // Tensors before the format, operators after.
+  check_same_graph(want, io::parse_graph(R"({"tensors": )" + tensors + R"(, "version": 1, "name": "tiny",
+      "format": "recsearch.graph", "operators": )" + ops + "}",
+                                         kFile));
+  // A wrong format is reported before any record is looked at.
+  expect_error([&] { (void)io::parse_graph(R"({"format": "recsearch.plan", "version": 1, "tensors": [7]})", kFile); },
+               Errc::kSchema, "/format", kFile);
+  expect_error([&] { (void)io::parse_graph(R"({"tensors": [7], "operators": [], "format": "recsearch.plan", "version": 1})", kFile); },
+               Errc::kSchema, "/format", kFile);
+  // A streamed array given twice.
+  expect_error([&] { (void)io::parse_graph(graph_text(kXW, "[]", R"(, "tensors": [])"), kFile); },
+               Errc::kDuplicate, "/tensors", kFile);
+  expect_error([&] { (void)io::parse_graph(graph_text(kXW, "[]", R"(, "tensors": {})"), kFile); },
+               Errc::kSchema, "/tensors", kFile);
+}
+
 TEST_CASE("a top-level cost object is read into CostParams") {
   const std::string text =
       graph_text(kXW, one_op(""),

@@ -204,6 +204,22 @@ TEST_CASE("plan errors name the file and the exact JSON path") {
   CHECK(detail.find('2') != std::string::npos);
 }
 
+TEST_CASE("plan fields may come in any order; derived arrays are ignored") {
+  const Fixture f;
+  const std::string ops = R"([{"name": "mm", "cuts": [{"axis": "c0", "dim": "i"}, {"axis": "c2", "dim": "j"}]}])";
+  const Cuts want = cuts(f.i, kR, f.j);
+  CHECK(f.parse(R"({"operators": )" + ops + ", " + kMesh +
+                R"(, "tensors": {"anything": [1, {"valid": "json"}]}, "redistributions": 5,
+                    "mode": "infer", "version": 1, "format": "recsearch.plan"})")
+            .cuts[0] == want);
+  CHECK(f.parse(R"({"format": "recsearch.plan", "operators": )" + ops + R"(, "version": 1})").cuts[0] == want);
+  // Errors in early entries are still reported against their own paths.
+  expect_error([&] { (void)f.parse(R"({"operators": [{"name": "zz"}], "format": "recsearch.plan", "version": 1})"); },
+               Errc::kUnknownName, "/operators/0/name", kFile);
+  // Ignored arrays must still be valid JSON.
+  expect_error([&] { (void)f.parse(plan_text("[]", R"("tensors": [1, }, )")); }, Errc::kParse, "", kFile);
+}
+
 TEST_CASE("plan axes may be renamed in the file's mesh") {
   const Fixture f;
   const plan::Plan p = f.parse(plan_text(
