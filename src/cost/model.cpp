@@ -53,6 +53,14 @@ double collective_seconds(Collective c, double group_bytes, const Cut& cut,
   return t;
 }
 
+double gradient_seconds(double group_bytes, bool parameter, const Cut& cut,
+                        const CostParams& p) noexcept {
+  if (!(parameter && p.bucket_gradients))
+    return collective_seconds(Collective::AllReduce, group_bytes, cut, p);
+  if (cut.size <= 1) return 0.0;
+  return collective_bytes(Collective::AllReduce, group_bytes, cut.size) / cut.bandwidth_Bps;
+}
+
 int redistribution_steps(AxisLayout from, AxisLayout to, Mode mode, RedistStep out[2]) noexcept {
   if (from == to || to.kind == LayoutKind::Partial) return 0;
   const bool train = mode == Mode::Train;

@@ -157,7 +157,7 @@ class AxisEvents {
       : axis_(axis), cut_(cut), params_(params), out_(out), op_costs_(op_costs) {}
 
   void add(CommReason reason, ir::TensorId t, ir::OpId from, ir::OpId to, Collective c, Phase ph,
-           double group_bytes) {
+           double group_bytes, bool parameter = false) {
     CommEvent e;
     e.tensor = t;
     e.from = from;
@@ -167,7 +167,9 @@ class AxisEvents {
     e.phase = ph;
     e.reason = reason;
     e.bytes = cost::collective_bytes(c, group_bytes, cut_.size);
-    e.seconds = cost::collective_seconds(c, group_bytes, cut_, params_);
+    e.seconds = reason == CommReason::Gradient
+                    ? cost::gradient_seconds(group_bytes, parameter, cut_, params_)
+                    : cost::collective_seconds(c, group_bytes, cut_, params_);
     op_costs_[reason == CommReason::Layout ? to : from].communication_s += e.seconds;
     out_.push_back(e);
   }
@@ -300,7 +302,8 @@ Evaluation evaluate(const ir::Graph& g, const std::vector<algebra::OpSpace>& spa
             const ir::Tensor& tensor = g.tensor(slots.tensor[slot]);
             if (!tensor.requires_grad() || layout[slot].kind != LayoutKind::Replicate) continue;
             events.add(CommReason::Gradient, slots.tensor[slot], o, ir::kNone,
-                       Collective::AllReduce, Phase::Backward, slice_bytes(slot));
+                       Collective::AllReduce, Phase::Backward, slice_bytes(slot),
+                       tensor.kind == ir::TensorKind::Parameter);
           }
         }
       }

@@ -131,8 +131,8 @@ class BranchAndBound {
           const ir::Tensor& t = g_.tensor(op.inputs[j]);
           if (mode == Mode::Train && t.requires_grad() &&
               st.layout[j][a].kind == LayoutKind::Replicate)
-            st.own += cost::collective_seconds(cost::Collective::AllReduce,
-                                               t.bytes() / static_cast<double>(div[j]), cut, p);
+            st.own += cost::gradient_seconds(t.bytes() / static_cast<double>(div[j]),
+                                             t.kind == ir::TensorKind::Parameter, cut, p);
         }
         const algebra::LoopDim& loop = s.loops[static_cast<std::size_t>(c)];
         if (loop.role == algebra::DimRole::Window && loop.halo > 0) {

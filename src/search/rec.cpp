@@ -166,28 +166,33 @@ class RecSearch {
         });
       }
       refine(visit, cands, choice, cut);
-      // Second start: every operator on its batch loop where it can be cut
-      // there, then the same refinement. Greedy growth from the heaviest
-      // operator can settle a whole network into a region that is only
-      // locally good (e.g. everything replicated around one
-      // tensor-parallel projection); the pass keeps whichever assignment
-      // its own objective prefers, so one start never has to be right.
-      const double obj_grown = pass_objective(choice, cut);
-      for (std::size_t o = 0; o < nops; ++o) {
-        remove_uses(static_cast<ir::OpId>(o), choice[o]);
-        alt[o] = cands[o].front();
-        const int b = batch_loop(g_, spaces_[o], static_cast<ir::OpId>(o));
-        for (auto ch : cands[o])
-          if (ch == b) alt[o] = ch;
+      // More starts: every operator on its batch loop where it can be cut
+      // there; every operator replicated. Each is refined the same way.
+      // Greedy growth from the heaviest operator can settle a whole network
+      // into a region that is only locally good (everything replicated
+      // around one tensor-parallel projection; cuts on a network too small
+      // to pay for any collective); the pass keeps whichever assignment its
+      // own objective prefers, so no single start has to be right.
+      double best_obj = pass_objective(choice, cut);
+      for (int start = 0; start < 2; ++start) {
+        for (std::size_t o = 0; o < nops; ++o) {
+          remove_uses(static_cast<ir::OpId>(o), start == 0 ? choice[o] : alt[o]);
+          alt[o] = cands[o].front();
+          const int b = start == 0 ? batch_loop(g_, spaces_[o], static_cast<ir::OpId>(o))
+                                   : plan::kReplicated;
+          for (auto ch : cands[o])
+            if (ch == b) alt[o] = ch;
+        }
+        for (std::size_t o = 0; o < nops; ++o) add_uses(static_cast<ir::OpId>(o), alt[o]);
+        refine(visit, cands, alt, cut);
+        const double obj = pass_objective(alt, cut);
+        if (obj < best_obj) {
+          best_obj = obj;
+          choice = alt;
+        }
       }
-      for (std::size_t o = 0; o < nops; ++o) add_uses(static_cast<ir::OpId>(o), alt[o]);
-      refine(visit, cands, alt, cut);
-      if (pass_objective(alt, cut) < obj_grown) {
-        choice.swap(alt);
-      } else {
-        for (std::size_t o = 0; o < nops; ++o) remove_uses(static_cast<ir::OpId>(o), alt[o]);
-        for (std::size_t o = 0; o < nops; ++o) add_uses(static_cast<ir::OpId>(o), choice[o]);
-      }
+      for (std::size_t o = 0; o < nops; ++o) remove_uses(static_cast<ir::OpId>(o), alt[o]);
+      for (std::size_t o = 0; o < nops; ++o) add_uses(static_cast<ir::OpId>(o), choice[o]);
       comm_total += pass_communication(choice, cut);
       // Slices shrink only after the pass: every decision of this pass saw
       // the slices as they were before the cut.
@@ -228,7 +233,7 @@ class RecSearch {
       touched += after;
       if (c != plan::kReplicated && mode == Mode::Train && t.requires_grad() &&
           lay.kind == LayoutKind::Replicate)
-        comm_s += cost::collective_seconds(cost::Collective::AllReduce, slice, cut, p);
+        comm_s += cost::gradient_seconds(slice, t.kind == ir::TensorKind::Parameter, cut, p);
       if (lambda_ > 0 && t.kind == ir::TensorKind::Parameter && holder_op_[op.inputs[j]] == o &&
           holder_slot_[op.inputs[j]] == j)
         mem += after * psf;

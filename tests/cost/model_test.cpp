@@ -82,3 +82,14 @@ TEST_CASE("compute time is the roofline maximum, tripled in training") {
   CHECK(parameter_state_factor(p, Mode::Train) == 4.0);
   CHECK(parameter_state_factor(p, Mode::Infer) == 1.0);
 }
+
+TEST_CASE("parameter gradients are bucketed: bandwidth only") {
+  CostParams p;
+  const Cut c = make_cut(4, 100, 5);
+  const double bw = 1.5 * 1e9 / 100e9;
+  CHECK(gradient_seconds(1e9, true, c, p) == doctest::Approx(bw));
+  CHECK(gradient_seconds(1e9, false, c, p) == doctest::Approx(bw + 4 * 5e-6));
+  p.bucket_gradients = false;
+  CHECK(gradient_seconds(1e9, true, c, p) == doctest::Approx(bw + 4 * 5e-6));
+  CHECK(gradient_seconds(1e9, true, make_cut(1, 100, 5), p) == 0);
+}

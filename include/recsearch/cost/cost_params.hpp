@@ -22,6 +22,11 @@ struct CostParams {
   double optimizer_bytes_factor = 2.0;
   // Count per-step latency of collectives (alpha term).
   bool count_latency = true;
+  // Parameter gradients are all-reduced in fused buckets (as DDP, FSDP and
+  // Megatron do), so their latency is amortised: only the bandwidth term of
+  // a parameter's gradient all-reduce is charged. Activation gradients
+  // (replicated inputs of a cut operator) always pay their latency.
+  bool bucket_gradients = true;
   // Memory budget per device in bytes; <= 0 means the device's capacity.
   double memory_budget_bytes = 0.0;
 };

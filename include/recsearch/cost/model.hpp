@@ -50,6 +50,11 @@ enum class Phase : std::uint8_t { Forward, Backward };
 [[nodiscard]] double collective_seconds(Collective c, double group_bytes, const Cut& cut,
                                         const CostParams& p) noexcept;
 
+// Seconds of the backward all-reduce of a gradient slice of group_bytes;
+// parameter gradients are bucketed when CostParams::bucket_gradients.
+[[nodiscard]] double gradient_seconds(double group_bytes, bool parameter, const Cut& cut,
+                                      const CostParams& p) noexcept;
+
 // One collective of a redistribution.
 struct RedistStep {
   Collective collective;

@@ -1,0 +1,269 @@
+// Properties of the searches: valid plans, bookkeeping equal to the
+// independent evaluator, rec never worse than data parallelism, rec close to
+// the exact optimum, textbook strategies, determinism, memory budgets,
+// pinned strategies and allowed dims.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "graph_factories.hpp"
+#include "recsearch/error.hpp"
+#include "recsearch/search/search.hpp"
+
+using namespace recsearch;
+namespace t = recsearch::testing;
+
+namespace {
+
+search::SearchResult run(const ir::Graph& g, const Cluster& c, search::Algorithm algo,
+                         Mode mode = Mode::Train, int threads = 0) {
+  const auto spaces = algebra::build_op_spaces(g);
+  search::SearchOptions o;
+  o.algorithm = algo;
+  o.mode = mode;
+  o.threads = threads;
+  return search::run(g, spaces, c, o);
+}
+
+int loop_of(const ir::Graph& g, const search::SearchResult& r, const char* op, std::size_t axis) {
+  return r.plan.cuts.at(*g.find_operator(op)).at(axis);
+}
+
+std::string loop_name(const ir::Graph& g, const search::SearchResult& r, const char* op,
+                      std::size_t axis) {
+  const int l = loop_of(g, r, op, axis);
+  if (l < 0) return "-";
+  return algebra::build_op_space(g, *g.find_operator(op)).loops[static_cast<std::size_t>(l)].name;
+}
+
+// Independent validity check of a plan: every split count divides its dim,
+// and no operator uses more devices than the mesh has.
+void check_valid(const ir::Graph& g, const search::SearchResult& r) {
+  REQUIRE(r.eval.strategies.size() == g.num_operators());
+  for (std::size_t o = 0; o < g.num_operators(); ++o) {
+    const ir::Operator& op = g.op(static_cast<ir::OpId>(o));
+    const auto& st = r.eval.strategies[o];
+    REQUIRE(st.size() == op.inputs.size());
+    for (std::size_t j = 0; j < st.size(); ++j) {
+      const auto& shape = g.tensor(op.inputs[j]).shape;
+      REQUIRE(st[j].size() == shape.size());
+      std::int64_t prod = 1;
+      for (std::size_t d = 0; d < shape.size(); ++d) {
+        CHECK(shape[d] % st[j][d] == 0);
+        prod *= st[j][d];
+      }
+      CHECK(r.plan.num_devices() % prod == 0);
+    }
+    CHECK(r.plan.cuts[o].size() == r.plan.mesh.size());
+  }
+}
+
+std::vector<ir::Graph> factory_graphs() {
+  std::vector<ir::Graph> gs;
+  gs.push_back(t::mlp2(8, 4096, 16384, 4096));
+  gs.push_back(t::ffn());
+  gs.push_back(t::conv_net());
+  gs.push_back(t::wide_matmul());
+  gs.push_back(t::embedding(1 << 16));
+  gs.push_back(t::transformer_block());
+  for (std::uint32_t seed = 1; seed <= 4; ++seed) gs.push_back(t::random_dag(seed, 40));
+  return gs;
+}
+
+std::vector<Cluster> clusters() {
+  return {Cluster::flat(2),       Cluster::flat(6),         Cluster::flat(8),
+          Cluster::flat(7),       Cluster::mesh({2, 4}),     Cluster::mesh({4, 8}),
+          Cluster::flat(1),       Cluster::mesh({3, 2, 2})};
+}
+
+}  // namespace
+
+TEST_CASE("rec's bookkeeping equals the independent evaluator, and plans are valid") {
+  for (const auto& g : factory_graphs())
+    for (const auto& c : clusters())
+      for (Mode mode : {Mode::Train, Mode::Infer}) {
+        CAPTURE(g.name());
+        CAPTURE(c.name());
+        const auto r = run(g, c, search::Algorithm::Rec, mode);
+        check_valid(g, r);
+        const double ev = r.eval.summary.step_time_s;
+        CHECK(r.bookkept_step_time_s == doctest::Approx(ev).epsilon(1e-9));
+        CHECK(r.eval.summary.compute_s + r.eval.summary.communication_s ==
+              doctest::Approx(ev).epsilon(1e-12));
+      }
+}
+
+TEST_CASE("rec is never worse than data parallelism") {
+  for (const auto& g : factory_graphs())
+    for (const auto& c : clusters()) {
+      CAPTURE(g.name());
+      CAPTURE(c.name());
+      const double rec = run(g, c, search::Algorithm::Rec).eval.summary.step_time_s;
+      const double dp = run(g, c, search::Algorithm::DataParallel).eval.summary.step_time_s;
+      CHECK(rec <= dp * (1 + 1e-9));
+    }
+}
+
+TEST_CASE("exhaustive is optimal; rec stays within a few percent of it") {
+  struct Case {
+    ir::Graph g;
+    Cluster c;
+  };
+  std::vector<Case> cases;
+  cases.push_back({t::mlp2(8, 4096, 16384, 4096), Cluster::flat(4)});
+  cases.push_back({t::mlp2(1024, 1024, 1024, 1024), Cluster::mesh({2, 2})});
+  cases.push_back({t::ffn(), Cluster::flat(4)});
+  cases.push_back({t::wide_matmul(), Cluster::flat(8)});
+  cases.push_back({t::embedding(1 << 16), Cluster::flat(4)});
+  cases.push_back({t::conv_net(), Cluster::flat(4)});
+  cases.push_back({t::random_dag(7, 10), Cluster::flat(6)});
+  cases.push_back({t::random_dag(8, 12), Cluster::mesh({2, 2})});
+  double worst = 0;
+  for (auto& [g, c] : cases) {
+    CAPTURE(g.name());
+    const auto ex = run(g, c, search::Algorithm::Exhaustive);
+    const auto rec = run(g, c, search::Algorithm::Rec);
+    const auto dp = run(g, c, search::Algorithm::DataParallel);
+    CHECK(ex.proven_optimal);
+    const double e = ex.eval.summary.step_time_s, r = rec.eval.summary.step_time_s;
+    CHECK(e <= r * (1 + 1e-9));
+    CHECK(e <= dp.eval.summary.step_time_s * (1 + 1e-9));
+    const double gap = r / e - 1;
+    worst = std::max(worst, gap);
+    MESSAGE(g.name() << " on " << c.name() << ": rec/exhaustive = " << r / e);
+    CHECK(gap <= 0.05);
+  }
+  MESSAGE("worst rec/exhaustive gap: " << worst * 100 << "%");
+}
+
+TEST_CASE("textbook: large batch and small weights come out data-parallel") {
+  const ir::Graph g = t::conv_net(512);
+  const auto r = run(g, Cluster::flat(8), search::Algorithm::Rec);
+  for (const char* op : {"conv1", "conv2", "fc"})
+    for (std::size_t a = 0; a < 3; ++a) {
+      CAPTURE(op);
+      const std::string l = loop_name(g, r, op, a);
+      CHECK((l == "n" || l == "i"));
+    }
+}
+
+TEST_CASE("textbook: weights that dwarf activations give Megatron column-then-row") {
+  const ir::Graph g = t::mlp2(8, 4096, 16384, 4096);
+  const auto r = run(g, Cluster::flat(2), search::Algorithm::Rec);
+  CHECK(loop_name(g, r, "mm1", 0) == "j");
+  CHECK(loop_name(g, r, "mm2", 0) == "k");
+  // One all-reduce of the second output, forward; nothing between the MatMuls.
+  const auto y = *g.find_tensor("y");
+  int reduces = 0;
+  for (const auto& e : r.eval.events) {
+    if (e.reason == plan::CommReason::Layout) {
+      CHECK(e.tensor != *g.find_tensor("h"));
+      CHECK(e.tensor != *g.find_tensor("a"));
+    }
+    if (e.tensor == y && e.collective == cost::Collective::AllReduce &&
+        e.phase == cost::Phase::Forward)
+      ++reduces;
+  }
+  CHECK(reduces == 1);
+}
+
+TEST_CASE("textbook: a very wide weight is split along its columns") {
+  const ir::Graph g = t::wide_matmul();
+  const auto r = run(g, Cluster::flat(8), search::Algorithm::Rec);
+  for (std::size_t a = 0; a < 3; ++a) CHECK(loop_name(g, r, "mm", a) == "j");
+  const auto w = *g.find_tensor("w");
+  CHECK(r.eval.tensors[w].dims[1].size() == 3);
+}
+
+TEST_CASE("textbook: an embedding table too big for one device gets sharded") {
+  // 2^22 x 4096 f32 = 64 GiB of weights, 256 GiB with gradients and Adam.
+  const ir::Graph g = t::embedding(1 << 22, 4096);
+  const auto r = run(g, Cluster::flat(8), search::Algorithm::Rec);
+  const auto table = *g.find_tensor("table");
+  std::size_t shards = 0;
+  for (const auto& d : r.eval.tensors[table].dims) shards += d.size();
+  CHECK(shards == 3);
+  CHECK(r.eval.summary.memory_per_device_bytes <= 80.0 * (1 << 30));
+  CHECK_THROWS_AS(run(g, Cluster::flat(1), search::Algorithm::Rec), Error);
+}
+
+TEST_CASE("textbook: on a 2-level cluster the slow level carries the least traffic") {
+  // Data parallel across nodes, tensor parallel inside: the slow axis moves
+  // the fewest bytes.
+  const ir::Graph g = t::transformer_block(8, 1024, 4096, 32);
+  const Cluster c("2 nodes x 4", {Level{"node", 2, 25, 10}, Level{"gpu", 4, 450, 2}});
+  const auto r = run(g, c, search::Algorithm::Rec);
+  std::vector<double> bytes(c.cuts().size());
+  for (const auto& e : r.eval.events) bytes[e.axis] += e.bytes;
+  for (std::size_t a = 1; a < bytes.size(); ++a) {
+    CAPTURE(a);
+    CHECK(bytes[0] <= bytes[a]);
+  }
+  MESSAGE("bytes per axis: " << bytes[0] << " " << bytes[1] << " " << bytes[2]);
+}
+
+TEST_CASE("the plan is identical for every thread count") {
+  const ir::Graph g = t::random_dag(11, 3000);
+  const Cluster c = Cluster::mesh({4, 6});
+  const auto one = run(g, c, search::Algorithm::Rec, Mode::Train, 1);
+  const auto two = run(g, c, search::Algorithm::Rec, Mode::Train, 2);
+  const auto many = run(g, c, search::Algorithm::Rec, Mode::Train, 7);
+  CHECK(one.plan.cuts == two.plan.cuts);
+  CHECK(one.plan.cuts == many.plan.cuts);
+  CHECK(one.eval.summary.step_time_s == two.eval.summary.step_time_s);
+}
+
+TEST_CASE("memory budget: the ladder finds a plan that fits, or says none does") {
+  const ir::Graph g = t::mlp2(64, 8192, 8192, 8192);
+  const auto spaces = algebra::build_op_spaces(g);
+  search::SearchOptions o;
+  const Cluster c = Cluster::flat(8);
+  const auto free_run = search::run(g, spaces, c, o);
+  const double need = free_run.eval.summary.memory_per_device_bytes;
+  // A budget below what the unconstrained plan needs but above the fully
+  // sharded minimum.
+  o.cost.memory_budget_bytes = need * 0.6;
+  try {
+    const auto tight = search::run(g, spaces, c, o);
+    CHECK(tight.eval.summary.memory_per_device_bytes <= o.cost.memory_budget_bytes);
+    CHECK(tight.eval.summary.step_time_s >= free_run.eval.summary.step_time_s * (1 - 1e-9));
+  } catch (const Error& e) {
+    FAIL("a plan within 60% of the unconstrained memory should exist: " << e.what());
+  }
+  o.cost.memory_budget_bytes = 1024;
+  try {
+    (void)search::run(g, spaces, c, o);
+    FAIL("expected kNoFit");
+  } catch (const Error& e) {
+    CHECK(e.code() == Errc::kNoFit);
+    CHECK(exit_code(e.code()) == 3);
+    CHECK(std::string(e.what()).find("smallest found needs") != std::string::npos);
+  }
+}
+
+TEST_CASE("pinned strategies are kept and allowed dims respected") {
+  ir::Graph g = t::mlp2(64, 1024, 4096, 1024);
+  g.mutable_op(*g.find_operator("mm1")).strategy = ir::Strategy{{2, 1}, {1, 4}};
+  g.mutable_op(*g.find_operator("mm2")).allowed = std::vector<std::string>{"i"};
+  for (auto algo : {search::Algorithm::Rec, search::Algorithm::DataParallel,
+                    search::Algorithm::Exhaustive}) {
+    const auto r = run(g, Cluster::flat(8), algo);
+    CHECK(r.eval.strategies[*g.find_operator("mm1")] == ir::Strategy{{2, 1}, {1, 4}});
+    for (std::size_t a = 0; a < 3; ++a) {
+      const std::string l = loop_name(g, r, "mm2", a);
+      CHECK((l == "i" || l == "-"));
+    }
+  }
+}
+
+TEST_CASE("exhaustive refuses graphs past its limit") {
+  const ir::Graph g = t::random_dag(3, 40);
+  try {
+    (void)run(g, Cluster::flat(2), search::Algorithm::Exhaustive);
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK(e.code() == Errc::kUsage);
+  }
+}
