@@ -307,21 +307,21 @@ ir::Graph read_graph_file(const std::string& path, CostParams* cost) {
 }
 
 std::string graph_to_json(const ir::Graph& g, int indent) {
-  OrderedJson root;
-  root["format"] = "recsearch.graph";
-  root["version"] = 1;
-  root["name"] = g.name();
-  OrderedJson tensors = OrderedJson::array();
+  detail::LayoutWriter w(indent);
+  w.field("format", "recsearch.graph");
+  w.field("version", 1);
+  w.field("name", g.name());
+  w.begin_array("tensors");
   for (const ir::Tensor& t : g.tensors()) {
     OrderedJson jt;
     jt["name"] = t.name;
     jt["shape"] = t.shape;
     jt["dtype"] = std::string(ir::dtype_name(t.dtype));
     if (t.kind != ir::TensorKind::Activation) jt["kind"] = std::string(kind_spelling(t.kind));
-    tensors.push_back(std::move(jt));
+    w.element(jt);
   }
-  root["tensors"] = std::move(tensors);
-  OrderedJson ops = OrderedJson::array();
+  w.end_array();
+  w.begin_array("operators");
   for (const ir::Operator& op : g.operators()) {
     OrderedJson jo;
     jo["name"] = op.name;
@@ -339,10 +339,10 @@ std::string graph_to_json(const ir::Graph& g, int indent) {
     }
     if (op.strategy) jo["strategy"] = *op.strategy;
     if (op.allowed) jo["allowed"] = *op.allowed;
-    ops.push_back(std::move(jo));
+    w.element(jo);
   }
-  root["operators"] = std::move(ops);
-  return detail::dump_layout(root, indent, 2);
+  w.end_array();
+  return w.finish();
 }
 
 }  // namespace recsearch::io

@@ -596,4 +596,61 @@ std::string dump_layout(const OrderedJson& j, int indent, int expand_depth) {
   return out;
 }
 
+LayoutWriter::LayoutWriter(int indent) : indent_(indent) { out_ += '{'; }
+
+void LayoutWriter::key(std::string_view k) {
+  if (!first_field_) out_ += ',';
+  first_field_ = false;
+  if (indent_ >= 0) {
+    out_ += '\n';
+    out_.append(static_cast<std::size_t>(indent_), ' ');
+    out_ += json_quote(k);
+    out_ += ": ";
+  } else {
+    out_ += json_quote(k);
+    out_ += ':';
+  }
+}
+
+void LayoutWriter::field(std::string_view k, const OrderedJson& value) {
+  key(k);
+  if (indent_ >= 0) {
+    dump_expanded(value, indent_, 1, 2, out_);
+  } else {
+    out_ += value.dump(-1, ' ', false, Json::error_handler_t::replace);
+  }
+}
+
+void LayoutWriter::begin_array(std::string_view k) {
+  key(k);
+  out_ += '[';
+  first_element_ = true;
+}
+
+void LayoutWriter::element(const OrderedJson& value) {
+  if (!first_element_) out_ += ',';
+  first_element_ = false;
+  if (indent_ >= 0) {
+    out_ += '\n';
+    out_.append(static_cast<std::size_t>(indent_) * 2, ' ');
+    dump_compact(value, out_);
+  } else {
+    out_ += value.dump(-1, ' ', false, Json::error_handler_t::replace);
+  }
+}
+
+void LayoutWriter::end_array() {
+  if (indent_ >= 0 && !first_element_) {
+    out_ += '\n';
+    out_.append(static_cast<std::size_t>(indent_), ' ');
+  }
+  out_ += ']';
+}
+
+std::string LayoutWriter::finish() {
+  if (indent_ >= 0) out_ += first_field_ ? "}\n" : "\n}\n";
+  else out_ += '}';
+  return std::move(out_);
+}
+
 }  // namespace recsearch::io::detail

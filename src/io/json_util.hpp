@@ -126,4 +126,28 @@ void read_cost_params(const Reader& r, const Json& j, const std::string& path, C
 // never thrown.
 [[nodiscard]] std::string dump_layout(const OrderedJson& j, int indent, int expand_depth);
 
+// Writes a top-level object field by field in dump_layout's layout with
+// expand_depth 2, so that a writer never holds the whole document as a DOM:
+// the records of big arrays are built, printed and dropped one at a time.
+class LayoutWriter {
+ public:
+  explicit LayoutWriter(int indent);
+  // A whole field (its containers spread over lines one level deep).
+  void field(std::string_view key, const OrderedJson& value);
+  // An array field written record by record, one record per line.
+  void begin_array(std::string_view key);
+  void element(const OrderedJson& value);
+  void end_array();
+  // The document, with a final newline when indented.
+  [[nodiscard]] std::string finish();
+
+ private:
+  void key(std::string_view k);
+
+  int indent_;
+  std::string out_;
+  bool first_field_ = true;
+  bool first_element_ = true;
+};
+
 }  // namespace recsearch::io::detail

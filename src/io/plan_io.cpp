@@ -521,12 +521,12 @@ std::vector<std::int64_t> plan_mesh_sizes(std::string_view text, const std::stri
 std::string plan_to_json(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
                          const Cluster& cluster, const plan::Plan& p, const plan::Evaluation& ev,
                          int indent) {
-  OrderedJson root;
-  root["format"] = "recsearch.plan";
-  root["version"] = 1;
-  root["graph"] = p.graph_name.empty() ? g.name() : p.graph_name;
-  root["mode"] = std::string(mode_name(p.mode));
-  root["algorithm"] = p.algorithm;
+  detail::LayoutWriter w(indent);
+  w.field("format", "recsearch.plan");
+  w.field("version", 1);
+  w.field("graph", p.graph_name.empty() ? g.name() : p.graph_name);
+  w.field("mode", std::string(mode_name(p.mode)));
+  w.field("algorithm", p.algorithm);
 
   OrderedJson axes = OrderedJson::array();
   for (const Cut& c : p.mesh) {
@@ -539,9 +539,9 @@ std::string plan_to_json(const ir::Graph& g, const std::vector<algebra::OpSpace>
   OrderedJson mesh;
   mesh["axes"] = std::move(axes);
   mesh["devices"] = p.num_devices();
-  root["mesh"] = std::move(mesh);
+  w.field("mesh", mesh);
 
-  OrderedJson ops = OrderedJson::array();
+  w.begin_array("operators");
   for (ir::OpId id = 0; id < g.num_operators(); ++id) {
     const ir::Operator& op = g.op(id);
     OrderedJson jo;
@@ -566,11 +566,11 @@ std::string plan_to_json(const ir::Graph& g, const std::vector<algebra::OpSpace>
       cuts.push_back(std::move(c));
     }
     jo["cuts"] = std::move(cuts);
-    ops.push_back(std::move(jo));
+    w.element(jo);
   }
-  root["operators"] = std::move(ops);
+  w.end_array();
 
-  OrderedJson tensors = OrderedJson::array();
+  w.begin_array("tensors");
   for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
     const ir::Tensor& tensor = g.tensor(t);
     OrderedJson jt;
@@ -591,11 +591,11 @@ std::string plan_to_json(const ir::Graph& g, const std::vector<algebra::OpSpace>
       for (const std::uint32_t a : ts->partial) partial.push_back(axis_name(p, a));
     }
     jt["partial"] = std::move(partial);
-    tensors.push_back(std::move(jt));
+    w.element(jt);
   }
-  root["tensors"] = std::move(tensors);
+  w.end_array();
 
-  OrderedJson events = OrderedJson::array();
+  w.begin_array("redistributions");
   for (const plan::CommEvent& e : ev.events) {
     OrderedJson je;
     if (e.tensor == ir::kNone || e.tensor >= g.num_tensors()) {
@@ -611,9 +611,9 @@ std::string plan_to_json(const ir::Graph& g, const std::vector<algebra::OpSpace>
     je["reason"] = std::string(plan::comm_reason_name(e.reason));
     je["bytes"] = detail::number_json(e.bytes);
     je["seconds"] = detail::number_json(e.seconds);
-    events.push_back(std::move(je));
+    w.element(je);
   }
-  root["redistributions"] = std::move(events);
+  w.end_array();
 
   const plan::Summary& s = ev.summary;
   OrderedJson summary;
@@ -624,8 +624,8 @@ std::string plan_to_json(const ir::Graph& g, const std::vector<algebra::OpSpace>
   summary["parameter_bytes"] = detail::number_json(s.parameter_bytes);
   summary["activation_bytes"] = detail::number_json(s.activation_bytes);
   summary["search_time_s"] = detail::number_json(s.search_time_s);
-  root["summary"] = std::move(summary);
-  return detail::dump_layout(root, indent, 2);
+  w.field("summary", summary);
+  return w.finish();
 }
 
 std::string plan_to_table(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,

@@ -179,8 +179,10 @@ TEST_CASE("parse_cost_params") {
   CostParams p;
   io::parse_cost_params(
       R"({"backward_flops_factor": 1, "compute_efficiency": 1, "gradient_bytes_factor": 0.5,
-          "optimizer_bytes_factor": 4, "count_latency": false, "memory_budget_bytes": 17179869184})",
+          "optimizer_bytes_factor": 4, "count_latency": false, "bucket_gradients": false,
+          "memory_budget_bytes": 17179869184})",
       "cost.json", p);
+  CHECK(p.bucket_gradients == false);
   CHECK(p.backward_flops_factor == 1);
   CHECK(p.compute_efficiency == 1);
   CHECK(p.gradient_bytes_factor == 0.5);
@@ -205,4 +207,6 @@ TEST_CASE("parse_cost_params") {
                Errc::kSchema, "/compute_efficiency", "cost.json");
   expect_error([&] { io::parse_cost_params(R"({"count_latency": "yes"})", "cost.json", r); },
                Errc::kSchema, "/count_latency", "cost.json");
+  expect_error([&] { io::parse_cost_params(R"({"bucket_gradients": 0})", "cost.json", r); },
+               Errc::kSchema, "/bucket_gradients", "cost.json");
 }
