@@ -189,19 +189,28 @@ TEST_CASE("textbook: an embedding table too big for one device gets sharded") {
   CHECK_THROWS_AS(run(g, Cluster::flat(1), search::Algorithm::Rec), Error);
 }
 
-TEST_CASE("textbook: on a 2-level cluster the slow level carries the least traffic") {
-  // Data parallel across nodes, tensor parallel inside: the slow axis moves
-  // the fewest bytes.
-  const ir::Graph g = t::transformer_block(8, 1024, 4096, 32);
-  const Cluster c("2 nodes x 4", {Level{"node", 2, 25, 10}, Level{"gpu", 4, 450, 2}});
-  const auto r = run(g, c, search::Algorithm::Rec);
-  std::vector<double> bytes(c.cuts().size());
-  for (const auto& e : r.eval.events) bytes[e.axis] += e.bytes;
-  for (std::size_t a = 1; a < bytes.size(); ++a) {
-    CAPTURE(a);
-    CHECK(bytes[0] <= bytes[a]);
+TEST_CASE("textbook: on a 2-level cluster the slow level carries the cheapest cuts") {
+  // Moving the slow link's cuts onto a fast link (and back) must not help:
+  // the search already put the cheapest-to-communicate decisions on the
+  // slow level. (Bytes alone are not comparable across levels: later cuts
+  // see smaller slices, and replicating a cheap operator costs no bytes.)
+  for (const auto& g : {t::transformer_block(16, 1024, 4096, 32), t::mlp2(256, 8192, 8192, 8192)}) {
+    CAPTURE(g.name());
+    const Cluster c("2 nodes x 4", {Level{"node", 2, 25, 10}, Level{"gpu", 4, 450, 2}});
+    const auto r = run(g, c, search::Algorithm::Rec);
+    const auto spaces = algebra::build_op_spaces(g);
+    std::vector<double> bytes(c.cuts().size());
+    for (const auto& e : r.eval.events) bytes[e.axis] += e.bytes;
+    MESSAGE(g.name() << ": bytes per axis " << bytes[0] << " " << bytes[1] << " " << bytes[2]);
+    for (std::size_t fast = 1; fast < 3; ++fast) {
+      plan::Plan swapped = r.plan;
+      for (auto& cuts : swapped.cuts) std::swap(cuts[0], cuts[fast]);
+      plan::check_plan(g, spaces, swapped);
+      const auto ev = plan::evaluate(g, spaces, c, swapped, {});
+      CHECK(r.eval.summary.step_time_s <= ev.summary.step_time_s * (1 + 1e-9));
+
+    }
   }
-  MESSAGE("bytes per axis: " << bytes[0] << " " << bytes[1] << " " << bytes[2]);
 }
 
 TEST_CASE("the plan is identical for every thread count") {
@@ -216,21 +225,27 @@ TEST_CASE("the plan is identical for every thread count") {
 }
 
 TEST_CASE("memory budget: the ladder finds a plan that fits, or says none does") {
-  const ir::Graph g = t::mlp2(64, 8192, 8192, 8192);
+  // Data parallel is fastest here, but replicates 2 GiB of weight state.
+  const ir::Graph g = t::mlp2(8192, 8192, 8192, 8192, ir::DType::F16);
   const auto spaces = algebra::build_op_spaces(g);
   search::SearchOptions o;
   const Cluster c = Cluster::flat(8);
   const auto free_run = search::run(g, spaces, c, o);
   const double need = free_run.eval.summary.memory_per_device_bytes;
+  MESSAGE("unconstrained: " << need / (1 << 20) << " MiB, step " << free_run.eval.summary.step_time_s);
   // A budget below what the unconstrained plan needs but above the fully
   // sharded minimum.
-  o.cost.memory_budget_bytes = need * 0.6;
+  o.cost.memory_budget_bytes = need * 0.8;
   try {
     const auto tight = search::run(g, spaces, c, o);
     CHECK(tight.eval.summary.memory_per_device_bytes <= o.cost.memory_budget_bytes);
     CHECK(tight.eval.summary.step_time_s >= free_run.eval.summary.step_time_s * (1 - 1e-9));
+    CHECK(tight.memory_rungs > 0);
+    MESSAGE("with 80%: " << tight.eval.summary.memory_per_device_bytes / (1 << 20) << " MiB, step "
+                         << tight.eval.summary.step_time_s << " after " << tight.memory_rungs
+                         << " rungs");
   } catch (const Error& e) {
-    FAIL("a plan within 60% of the unconstrained memory should exist: " << e.what());
+    FAIL("a plan within 80% of the unconstrained memory should exist: " << std::string(e.what()));
   }
   o.cost.memory_budget_bytes = 1024;
   try {
