@@ -88,26 +88,26 @@ Cluster read_cluster_file(const std::string& path, CostParams* cost) {
 }
 
 std::string cluster_to_json(const Cluster& c) {
-  OrderedJson root;
-  root["format"] = "recsearch.cluster";
-  root["version"] = 1;
-  root["name"] = c.name();
-  OrderedJson levels = OrderedJson::array();
+  detail::LayoutWriter w(2);
+  w.field("format", "recsearch.cluster");
+  w.field("version", 1);
+  w.field("name", c.name());
+  w.begin_array("levels");
   for (const Level& l : c.levels()) {
     OrderedJson jl;
     jl["name"] = l.name;
     jl["size"] = l.size;
     jl["bandwidth_GBps"] = detail::number_json(l.bandwidth_GBps);
     jl["latency_us"] = detail::number_json(l.latency_us);
-    levels.push_back(std::move(jl));
+    w.element(jl);
   }
-  root["levels"] = std::move(levels);
+  w.end_array();
   OrderedJson device;
   device["peak_TFLOPs"] = detail::number_json(c.device().peak_TFLOPs);
   device["memory_GiB"] = detail::number_json(c.device().memory_GiB);
   device["memory_bandwidth_GBps"] = detail::number_json(c.device().memory_bandwidth_GBps);
-  root["device"] = std::move(device);
-  return detail::dump_layout(root, 2, 2);
+  w.field("device", device);
+  return w.finish();
 }
 
 }  // namespace recsearch::io

@@ -588,14 +588,6 @@ OrderedJson number_json(double v) {
   return OrderedJson(v);
 }
 
-std::string dump_layout(const OrderedJson& j, int indent, int expand_depth) {
-  if (indent < 0) return j.dump(-1, ' ', false, Json::error_handler_t::replace);
-  std::string out;
-  dump_expanded(j, indent, 0, expand_depth, out);
-  out += '\n';
-  return out;
-}
-
 LayoutWriter::LayoutWriter(int indent) : indent_(indent) { out_ += '{'; }
 
 void LayoutWriter::key(std::string_view k) {

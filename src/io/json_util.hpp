@@ -4,9 +4,10 @@
 // type-checked: every access goes through a Reader, which checks the JSON
 // type first and otherwise throws recsearch::Error naming the file, the
 // RFC 6901 path and the expected type. That is what keeps "no crash on any
-// input" true without wrapping every line in try/catch. Writers build
-// ordered_json (insertion order = the documented field order) and print it
-// with a layout that keeps one record per line.
+// input" true without wrapping every line in try/catch. Big files stream:
+// readers get one record at a time (stream_object), writers print one
+// record at a time (LayoutWriter), so no reader or writer ever holds a
+// whole million-operator document as a DOM.
 #pragma once
 
 #include <cstddef>
@@ -119,16 +120,13 @@ void read_cost_params(const Reader& r, const Json& j, const std::string& path, C
 // as integers (65536, not 65536.0), so byte counts read naturally.
 [[nodiscard]] OrderedJson number_json(double v);
 
-// Prints j with containers nested less than `expand_depth` deep spread over
-// lines (indented by `indent` spaces) and deeper ones on one line, so that
-// each tensor / operator / event is one line. indent < 0: all on one line.
-// Invalid UTF-8 (possible in names built through the C++ API) is replaced,
-// never thrown.
-[[nodiscard]] std::string dump_layout(const OrderedJson& j, int indent, int expand_depth);
-
-// Writes a top-level object field by field in dump_layout's layout with
-// expand_depth 2, so that a writer never holds the whole document as a DOM:
-// the records of big arrays are built, printed and dropped one at a time.
+// Writes a top-level object field by field, so that a writer never holds
+// the whole document as a DOM: the records of big arrays are built, printed
+// and dropped one at a time. Layout (indent >= 0): one field per line, the
+// containers of a field spread one level deep, each record on one line
+// ({"name": "x", "shape": [4, 8]}), which keeps files diffable and
+// greppable. indent < 0: everything on one line, no spaces. Invalid UTF-8
+// (possible in names built through the C++ API) is replaced, never thrown.
 class LayoutWriter {
  public:
   explicit LayoutWriter(int indent);
