@@ -106,6 +106,8 @@ class RecSearch {
     tbb::task_arena arena(opts_.threads > 0 ? opts_.threads : tbb::task_arena::automatic);
     for (std::size_t a = 0; a < mesh.size(); ++a) {
       const Cut& cut = mesh[a];
+      rest_ = 1;
+      for (std::size_t b = a + 1; b < mesh.size(); ++b) rest_ *= static_cast<double>(mesh[b].size);
       arena.execute([&] {
         tbb::parallel_for(tbb::blocked_range<std::size_t>(0, nops, 256), [&](const auto& r) {
           for (std::size_t o = r.begin(); o != r.end(); ++o) {
@@ -255,9 +257,13 @@ class RecSearch {
       const double one = cost::collective_seconds(cost::Collective::Halo, halo, cut, p);
       comm_s += mode == Mode::Train ? 2 * one : one;
     }
-    const double flops = s.flops / static_cast<double>(sprev) / kc;
+    // Compute saved now is worth what it will be once the remaining cuts
+    // have divided it too: valued at the full size, a cut in an early pass
+    // would look worth up to (remaining devices) times its real gain.
+    const double flops = s.flops / static_cast<double>(sprev) / kc / rest_;
     if (comm) *comm = comm_s;
-    return comm_s + cost::compute_seconds(flops, touched, cluster_.device(), p, mode) + lambda_ * mem;
+    return comm_s + cost::compute_seconds(flops, touched / rest_, cluster_.device(), p, mode) +
+           lambda_ * mem;
   }
 
   // Rows of the first input that maps a dim to window loop c, times the
@@ -489,6 +495,7 @@ class RecSearch {
   std::vector<AxisLayout> holder_layout_;
   std::vector<std::uint8_t> queued_;
   std::vector<ir::TensorId> touched_;
+  double rest_ = 1;  // product of the sizes of the cuts after this pass
 };
 
 }  // namespace
