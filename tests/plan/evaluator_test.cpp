@@ -131,7 +131,8 @@ TEST_CASE("column-then-row MLP: one output all-reduce, compute and memory") {
 
 TEST_CASE("data parallel: gradient all-reduce of replicated parameters") {
   // Batch 6 cut 3 ways: each weight (16*32*4 = 2048 bytes) is replicated, so
-  // its gradient is all-reduced: 2(k-1)/k * 2048 bytes, 2*ceil(log2 3) = 4 steps.
+  // its gradient is all-reduced: 2(k-1)/k * 2048 bytes; parameter gradients
+  // are bucketed, so no latency steps are charged.
   Mlp m(6);
   const auto cl = test_cluster();
   const double grad_bytes = 2.0 * 2 / 3 * 2048;
@@ -140,12 +141,12 @@ TEST_CASE("data parallel: gradient all-reduce of replicated parameters") {
     const auto ev = plan::evaluate(m.g, m.spaces, cl, make_plan({axis("c0", 3)}, {{0}, {0}}), {});
     REQUIRE(ev.events.size() == 2);
     check_event(ev.events[0], CommReason::Gradient, Collective::AllReduce, Phase::Backward, m.w1, 0,
-                kNoOp, 0, grad_bytes, secs(grad_bytes, 4));
+                kNoOp, 0, grad_bytes, secs(grad_bytes, 0));
     check_event(ev.events[1], CommReason::Gradient, Collective::AllReduce, Phase::Backward, m.w2, 1,
-                kNoOp, 0, grad_bytes, secs(grad_bytes, 4));
-    CHECK(ev.op_costs[0].communication_s == doctest::Approx(secs(grad_bytes, 4)));
-    CHECK(ev.op_costs[1].communication_s == doctest::Approx(secs(grad_bytes, 4)));
-    CHECK(ev.summary.communication_s == doctest::Approx(2 * secs(grad_bytes, 4)));
+                kNoOp, 0, grad_bytes, secs(grad_bytes, 0));
+    CHECK(ev.op_costs[0].communication_s == doctest::Approx(secs(grad_bytes, 0)));
+    CHECK(ev.op_costs[1].communication_s == doctest::Approx(secs(grad_bytes, 0)));
+    CHECK(ev.summary.communication_s == doctest::Approx(2 * secs(grad_bytes, 0)));
     // Whole weights with gradients and Adam state; x, h, y in thirds.
     CHECK(ev.summary.parameter_bytes == doctest::Approx(4 * (2048 + 2048)));
     CHECK(ev.summary.activation_bytes == doctest::Approx(384 / 3 + 768 / 3 + 384 / 3));
@@ -394,7 +395,7 @@ TEST_CASE("halo exchange of a convolution cut on h") {
   s.flops = 2.0 * 2 * 8 * 16 * 16 * 4 * 9;
   const auto cl = test_cluster();
   const std::vector<Cut> mesh = {axis("c0", 2), axis("c1", 2), axis("c2", 2)};
-  // wt: 8*4*3*3*4 = 1152 bytes, replicated on every axis: all-reduced on each.
+  // wt: 8*4*3*3*4 = 1152 bytes, replicated on every axis: all-reduced on each (bucketed: no latency).
   const double grad = 1152;
   // x: 8192 bytes, halved by n: slice 4096 over an extent 16 of h -> a row
   // is 256 bytes, 2 rows = 512. On c2 the slice (2048) and extent (8) halve.
@@ -404,11 +405,11 @@ TEST_CASE("halo exchange of a convolution cut on h") {
     const auto ev = plan::evaluate(g, {s}, cl, make_plan(mesh, {{0, 2, 2}}), {});
     REQUIRE(ev.events.size() == 7);
     check_event(ev.events[0], CommReason::Gradient, Collective::AllReduce, Phase::Backward, wt, 0,
-                kNoOp, 0, grad, secs(grad, 2));
+                kNoOp, 0, grad, secs(grad, 0));
     for (std::uint32_t a = 1; a <= 2; ++a) {
       const std::size_t i = 1 + 3 * (a - 1);
       check_event(ev.events[i], CommReason::Gradient, Collective::AllReduce, Phase::Backward, wt, 0,
-                  kNoOp, a, grad, secs(grad, 2));
+                  kNoOp, a, grad, secs(grad, 0));
       check_event(ev.events[i + 1], CommReason::Halo, Collective::Halo, Phase::Forward, x, 0, kNoOp,
                   a, halo, secs(halo, 1));
       check_event(ev.events[i + 2], CommReason::Halo, Collective::Halo, Phase::Backward, x, 0,
@@ -420,7 +421,7 @@ TEST_CASE("halo exchange of a convolution cut on h") {
     // flops / 8 devices; touched x 8192/8 + wt 1152 + y 16384/8.
     const double compute = 3 * std::max(s.flops / 8 / 50e12, (1024.0 + 1152 + 2048) / 1000e9);
     CHECK(ev.summary.compute_s == doctest::Approx(compute));
-    CHECK(ev.summary.communication_s == doctest::Approx(3 * secs(grad, 2) + 4 * secs(halo, 1)));
+    CHECK(ev.summary.communication_s == doctest::Approx(3 * secs(grad, 0) + 4 * secs(halo, 1)));
   }
 
   SUBCASE("inference: forward halos only") {
@@ -462,10 +463,10 @@ TEST_CASE("nested axes on one dim and an untouched parameter") {
   CHECK(ev.strategies[0] == ir::Strategy{{2, 1}, {1, 4}});
   // x is an input: no gradient on c1/c2 where it is replicated; w is cut on
   // every axis... but not on c0, where it is replicated: one all-reduce of w
-  // (32768 bytes).
+  // (32768 bytes), bucketed: bandwidth only.
   REQUIRE(ev.events.size() == 1);
   check_event(ev.events[0], CommReason::Gradient, Collective::AllReduce, Phase::Backward, w, 0,
-              kNoOp, 0, 32768, secs(32768, 2));
+              kNoOp, 0, 32768, secs(32768, 0));
   // w 32768/4 and the untouched 400-byte parameter, with gradient and Adam
   // state; x 8192/2, y 16384/8, and the untouched 20-byte input, whole.
   CHECK(ev.summary.parameter_bytes == doctest::Approx(4 * (8192 + 400)));
