@@ -342,6 +342,31 @@ TEST_CASE("every truncation of a plan file is an Error") {
   }
 }
 
+TEST_CASE("every single-byte corruption of a written plan parses or is an Error") {
+  const Fixture f;
+  const plan::Plan p = f.parse(plan_text(
+      R"([{"name": "mm", "cuts": [{"axis": "c0", "dim": "k"}, {"axis": "c2", "dim": "j"}]}])"));
+  const plan::Evaluation ev = plan::evaluate(f.g, f.spaces, f.cluster, p, CostParams{});
+  const std::string text = io::plan_to_json(f.g, f.spaces, f.cluster, p, ev, -1);
+  const char replacements[] = {'"', '}', ']', '{', '[', ',', ':', '1', 'x', '\\', '\0'};
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    for (const char r : replacements) {
+      std::string bad = text;
+      bad[i] = r;
+      try {
+        (void)f.parse(bad);
+      } catch (const Error& e) {
+        CHECK(e.file() == kFile);
+      }
+      try {
+        (void)io::plan_mesh_sizes(bad, kFile);
+      } catch (const Error& e) {
+        CHECK(e.file() == kFile);
+      }
+    }
+  }
+}
+
 TEST_CASE("plan_mesh_sizes") {
   CHECK(io::plan_mesh_sizes(plan_text("[]"), kFile) == std::vector<std::int64_t>{2, 2, 2});
   CHECK(io::plan_mesh_sizes(plan_text("[]", ""), kFile).empty());
