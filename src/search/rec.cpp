@@ -2,18 +2,30 @@
 //
 // Recursion 1 walks the cut schedule (one pass per prime cut, outermost
 // level first): both halves of a symmetric cut take the same decision, so
-// log N passes suffice. Recursion 2, inside one pass, visits operators by
-// decreasing weight — the spread of their candidate costs at the current
-// slice sizes, i.e. how much their choice matters — and lets each take the
-// choice (a loop to cut, or none) that minimises its own cost plus the
-// redistribution it causes against neighbours already decided in this pass.
+// log N passes suffice. Recursion 2, inside one pass, decides every
+// operator's choice (a loop to cut, or none) by its own cost plus the
+// redistributions it causes against the neighbours already decided:
 //
-// Every redistribution is charged exactly once, by whichever end of an edge
-// decides second, and identical requests for one tensor (same layout, same
-// slice) are charged once, as the evaluator counts them; so the bookkept
-// total equals plan::evaluate's step time, which the tests check. Per pass
-// the work is O(V log V + E) (the sort, then each use looked at a constant
-// number of times per candidate).
+//  * Growth. The heaviest operator — weight is the spread of its candidate
+//    costs, i.e. how much its choice matters — seeds a region; the region
+//    then grows by always deciding the heaviest operator adjacent to it
+//    (Prim-like), so every decision but a seed's is taken against a decided
+//    neighbour.
+//  * Refinement. With all neighbours decided, operators reconsider in visit
+//    order; later sweeps revisit only the neighbours of operators that
+//    changed.
+//  * Starts. Growth can settle a whole network into a region that is only
+//    locally good (everything replicated around one tensor-parallel
+//    projection; cuts on a network too small to pay for any collective), so
+//    each pass also refines two fixed starts — every operator on its batch
+//    loop, every operator replicated — and keeps the assignment its
+//    objective prefers.
+//
+// Redistributions are counted as the evaluator counts them: per tensor,
+// each distinct request (layout, slice) of its uses turned from the holder's
+// layout. The bookkept total therefore equals plan::evaluate's step time,
+// which the tests check. Each pass is O(V log V + E): one sort, then a
+// bounded number of visits per operator, each looking at its own tensors.
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/parallel_sort.h>
 #include <oneapi/tbb/task_arena.h>
@@ -39,7 +51,9 @@ struct Want {
   std::uint32_t uses;  // decided uses making this request
 };
 
-constexpr int kRefineSweeps = 2;
+// Refinement sweeps per start; the second and later only revisit operators
+// next to a change.
+constexpr int kRefineSweeps = 3;
 
 class RecSearch {
  public:
@@ -50,43 +64,50 @@ class RecSearch {
     loop_off_.resize(nops + 1);
     in_off_.resize(nops + 1);
     out_off_.resize(nops + 1);
+    cand_off_.resize(nops + 1);
     for (std::size_t o = 0; o < nops; ++o) {
+      const ir::Operator& op = g.op(static_cast<ir::OpId>(o));
       loop_off_[o + 1] = loop_off_[o] + spaces[o].loops.size();
-      in_off_[o + 1] = in_off_[o] + g.op(static_cast<ir::OpId>(o)).inputs.size();
-      out_off_[o + 1] = out_off_[o] + g.op(static_cast<ir::OpId>(o)).outputs.size();
+      in_off_[o + 1] = in_off_[o] + op.inputs.size();
+      out_off_[o + 1] = out_off_[o] + op.outputs.size();
+      cand_off_[o + 1] = cand_off_[o] + spaces[o].loops.size() + 1;
     }
     splits_.assign(loop_off_[nops], 1);
     in_div_.assign(in_off_[nops], 1);
     out_div_.assign(out_off_[nops], 1);
+    cands_.assign(cand_off_[nops], plan::kReplicated);
+    n_cands_.assign(nops, 0);
+    own_.assign(cand_off_[nops], 0.0);
+    own_comm_.assign(cand_off_[nops], 0.0);
 
-    // Holder of each tensor: its producer, else its first use.
+    bytes_.resize(nt);
     holder_op_.assign(nt, ir::kNone);
     holder_slot_.assign(nt, 0);
+    holder_is_output_.assign(nt, 0);
     want_off_.resize(nt + 1);
     for (std::size_t t = 0; t < nt; ++t) {
       const ir::Tensor& tensor = g.tensor(static_cast<ir::TensorId>(t));
+      bytes_[t] = tensor.bytes();
       want_off_[t + 1] = want_off_[t] + tensor.consumers.size();
+      // Holder: the producer, else the first use.
       if (tensor.producer != ir::kNone) {
         holder_op_[t] = tensor.producer;
         const auto& outs = g.op(tensor.producer).outputs;
         holder_slot_[t] = static_cast<std::uint32_t>(
             std::find(outs.begin(), outs.end(), static_cast<ir::TensorId>(t)) - outs.begin());
-        holder_is_output_.push_back(1);
-      } else {
-        holder_is_output_.push_back(0);
-        if (!tensor.consumers.empty()) {
-          holder_op_[t] = tensor.consumers.front();
-          const auto& ins = g.op(holder_op_[t]).inputs;
-          holder_slot_[t] = static_cast<std::uint32_t>(
-              std::find(ins.begin(), ins.end(), static_cast<ir::TensorId>(t)) - ins.begin());
-        }
+        holder_is_output_[t] = 1;
+      } else if (!tensor.consumers.empty()) {
+        holder_op_[t] = tensor.consumers.front();
+        const auto& ins = g.op(holder_op_[t]).inputs;
+        holder_slot_[t] = static_cast<std::uint32_t>(
+            std::find(ins.begin(), ins.end(), static_cast<ir::TensorId>(t)) - ins.begin());
       }
     }
     wants_.resize(want_off_[nt]);
     want_count_.assign(nt, 0);
     holder_decided_.assign(nt, 0);
     holder_layout_.assign(nt, AxisLayout{});
-    queued_.assign(nops, 0);
+    flag_.assign(nops, 0);
   }
 
   double run(plan::Plan& out) {
@@ -95,12 +116,9 @@ class RecSearch {
     out.cuts.assign(nops, std::vector<std::int16_t>(mesh.size(), plan::kReplicated));
     const auto pinned = pinned_cuts(g_, spaces_, mesh);
 
-    std::vector<std::vector<std::int16_t>> cands(nops);
     std::vector<double> weight(nops);
-    std::vector<ir::OpId> order(nops);
-    std::vector<std::int16_t> choice(nops);
-    std::vector<ir::OpId> visit(nops);
-    std::vector<std::int16_t> alt(nops);
+    std::vector<ir::OpId> order(nops), visit(nops);
+    std::vector<std::int16_t> choice(nops), alt(nops);
     double comm_total = 0;
 
     tbb::task_arena arena(opts_.threads > 0 ? opts_.threads : tbb::task_arena::automatic);
@@ -108,22 +126,29 @@ class RecSearch {
       const Cut& cut = mesh[a];
       rest_ = 1;
       for (std::size_t b = a + 1; b < mesh.size(); ++b) rest_ *= static_cast<double>(mesh[b].size);
+
+      // Candidates and their own costs depend only on the state at the
+      // start of the pass: computed once, in parallel.
       arena.execute([&] {
-        tbb::parallel_for(tbb::blocked_range<std::size_t>(0, nops, 256), [&](const auto& r) {
+        tbb::parallel_for(tbb::blocked_range<std::size_t>(0, nops, 512), [&](const auto& r) {
+          std::vector<std::int16_t> c;
+          std::vector<std::int64_t> sp;
           for (std::size_t o = r.begin(); o != r.end(); ++o) {
-            auto& c = cands[o];
             if (!pinned[o].empty()) {
               c.assign(1, pinned[o][a]);
             } else {
-              std::vector<std::int64_t> sp(splits_.begin() + loop_off_[o],
-                                           splits_.begin() + loop_off_[o + 1]);
+              sp.assign(splits_.begin() + static_cast<std::ptrdiff_t>(loop_off_[o]),
+                        splits_.begin() + static_cast<std::ptrdiff_t>(loop_off_[o + 1]));
               legal_choices(g_, static_cast<ir::OpId>(o), spaces_[o], sp, cut.size, c);
             }
+            n_cands_[o] = static_cast<std::uint16_t>(c.size());
             double lo = std::numeric_limits<double>::infinity(), hi = -lo;
-            for (auto ch : c) {
-              const double v = own_cost(static_cast<ir::OpId>(o), ch, cut, nullptr);
-              lo = std::min(lo, v);
-              hi = std::max(hi, v);
+            for (std::size_t i = 0; i < c.size(); ++i) {
+              const std::size_t at = cand_off_[o] + i;
+              cands_[at] = c[i];
+              own_[at] = own_cost(static_cast<ir::OpId>(o), c[i], cut, &own_comm_[at]);
+              lo = std::min(lo, own_[at]);
+              hi = std::max(hi, own_[at]);
             }
             weight[o] = hi - lo;
           }
@@ -138,55 +163,21 @@ class RecSearch {
 
       std::fill(want_count_.begin(), want_count_.end(), 0);
       std::fill(holder_decided_.begin(), holder_decided_.end(), 0);
-      std::fill(queued_.begin(), queued_.end(), 0);
-      // Visit order: the heaviest operator seeds a region; then always the
-      // heaviest operator adjacent to a decided one, so that every decision
-      // but a region's seed is taken against a decided neighbour (a frontier
-      // grown like Prim's algorithm, by weight). A new region starts only
-      // when the frontier is empty.
-      auto lighter = [&](ir::OpId x, ir::OpId y) { return heavier(y, x); };
-      std::priority_queue<ir::OpId, std::vector<ir::OpId>, decltype(lighter)> frontier(lighter);
-      std::size_t next_seed = 0;
-      for (std::size_t visited = 0; visited < nops; ++visited) {
-        ir::OpId o;
-        if (frontier.empty()) {
-          while (queued_[order[next_seed]]) ++next_seed;
-          o = order[next_seed];
-          queued_[o] = 1;
-        } else {
-          o = frontier.top();
-          frontier.pop();
-        }
-        visit[visited] = o;
-        choice[o] = choose(o, cands[o], cut, plan::kReplicated, false);
-        add_uses(o, choice[o]);
-        for_each_neighbour(o, [&](ir::OpId n) {
-          if (!queued_[n]) {
-            queued_[n] = 1;
-            frontier.push(n);
-          }
-        });
-      }
-      refine(visit, cands, choice, cut);
-      // More starts: every operator on its batch loop where it can be cut
-      // there; every operator replicated. Each is refined the same way.
-      // Greedy growth from the heaviest operator can settle a whole network
-      // into a region that is only locally good (everything replicated
-      // around one tensor-parallel projection; cuts on a network too small
-      // to pay for any collective); the pass keeps whichever assignment its
-      // own objective prefers, so no single start has to be right.
+      grow(order, heavier, visit, choice, cut);
+      refine(visit, choice, cut);
       double best_obj = pass_objective(choice, cut);
       for (int start = 0; start < 2; ++start) {
-        for (std::size_t o = 0; o < nops; ++o) {
+        for (std::size_t o = 0; o < nops; ++o)
           remove_uses(static_cast<ir::OpId>(o), start == 0 ? choice[o] : alt[o]);
-          alt[o] = cands[o].front();
-          const int b = start == 0 ? batch_loop(g_, spaces_[o], static_cast<ir::OpId>(o))
-                                   : plan::kReplicated;
-          for (auto ch : cands[o])
-            if (ch == b) alt[o] = ch;
+        for (std::size_t o = 0; o < nops; ++o) {
+          const int want = start == 0 ? batch_loop(g_, spaces_[o], static_cast<ir::OpId>(o))
+                                      : plan::kReplicated;
+          alt[o] = cands_[cand_off_[o]];
+          for (std::size_t i = 0; i < n_cands_[o]; ++i)
+            if (cands_[cand_off_[o] + i] == want) alt[o] = static_cast<std::int16_t>(want);
+          add_uses(static_cast<ir::OpId>(o), alt[o]);
         }
-        for (std::size_t o = 0; o < nops; ++o) add_uses(static_cast<ir::OpId>(o), alt[o]);
-        refine(visit, cands, alt, cut);
+        refine(visit, alt, cut);
         const double obj = pass_objective(alt, cut);
         if (obj < best_obj) {
           best_obj = obj;
@@ -195,6 +186,7 @@ class RecSearch {
       }
       for (std::size_t o = 0; o < nops; ++o) remove_uses(static_cast<ir::OpId>(o), alt[o]);
       for (std::size_t o = 0; o < nops; ++o) add_uses(static_cast<ir::OpId>(o), choice[o]);
+
       comm_total += pass_communication(choice, cut);
       // Slices shrink only after the pass: every decision of this pass saw
       // the slices as they were before the cut.
@@ -213,6 +205,94 @@ class RecSearch {
     return spaces_[o].outputs[j];
   }
 
+  // Growth: seeds by weight, then the heaviest operator next to a decided
+  // one (see the file comment). Fills visit with the order taken.
+  template <class Heavier>
+  void grow(const std::vector<ir::OpId>& order, Heavier heavier, std::vector<ir::OpId>& visit,
+            std::vector<std::int16_t>& choice, const Cut& cut) {
+    const std::size_t nops = order.size();
+    std::fill(flag_.begin(), flag_.end(), 0);  // flag_: queued
+    auto lighter = [&](ir::OpId x, ir::OpId y) { return heavier(y, x); };
+    std::priority_queue<ir::OpId, std::vector<ir::OpId>, decltype(lighter)> frontier(lighter);
+    std::size_t next_seed = 0;
+    for (std::size_t visited = 0; visited < nops; ++visited) {
+      ir::OpId o;
+      if (frontier.empty()) {
+        while (flag_[order[next_seed]]) ++next_seed;
+        o = order[next_seed];
+        flag_[o] = 1;
+      } else {
+        o = frontier.top();
+        frontier.pop();
+      }
+      visit[visited] = o;
+      choice[o] = choose(o, cut, plan::kReplicated, false);
+      add_uses(o, choice[o]);
+      for_each_neighbour(o, [&](ir::OpId n) {
+        if (!flag_[n]) {
+          flag_[n] = 1;
+          frontier.push(n);
+        }
+      });
+    }
+  }
+
+  // Refinement sweeps (see the file comment); each move lowers the pass
+  // objective.
+  void refine(const std::vector<ir::OpId>& visit, std::vector<std::int16_t>& choice,
+              const Cut& cut) {
+    std::fill(flag_.begin(), flag_.end(), 1);  // flag_: needs a look
+    for (int sweep = 0; sweep < kRefineSweeps; ++sweep) {
+      bool changed = false;
+      for (ir::OpId o : visit) {
+        if (!flag_[o]) continue;
+        flag_[o] = 0;
+        if (n_cands_[o] < 2) continue;
+        remove_uses(o, choice[o]);
+        const std::int16_t c = choose(o, cut, choice[o], true);
+        add_uses(o, c);
+        if (c != choice[o]) {
+          changed = true;
+          choice[o] = c;
+          for_each_neighbour(o, [&](ir::OpId n) { flag_[n] = 1; });
+          for_each_coupled(o, [&](ir::OpId n) { flag_[n] = 1; });
+        }
+      }
+      if (!changed) break;
+    }
+  }
+
+  // Index of choice c among o's candidates.
+  std::size_t cand_index(ir::OpId o, std::int16_t c) const {
+    for (std::size_t i = 0; i < n_cands_[o]; ++i)
+      if (cands_[cand_off_[o] + i] == c) return cand_off_[o] + i;
+    return cand_off_[o];
+  }
+
+  // What a pass minimises: heuristic own costs (compute estimate, own
+  // collectives, memory price) plus all redistributions, with every use of
+  // the assignment recorded.
+  double pass_objective(const std::vector<std::int16_t>& choice, const Cut& cut) const {
+    double total = 0;
+    for (std::size_t o = 0; o < choice.size(); ++o)
+      total += own_[cand_index(static_cast<ir::OpId>(o), choice[o])];
+    for (std::size_t t = 0; t < g_.num_tensors(); ++t)
+      total += tensor_cost(static_cast<ir::TensorId>(t), cut);
+    return total;
+  }
+
+  // Communication of the pass as decided: own collectives of every
+  // operator plus every tensor's redistributions. The search's bookkeeping,
+  // summed over passes and compared with the evaluator by the tests.
+  double pass_communication(const std::vector<std::int16_t>& choice, const Cut& cut) const {
+    double total = 0;
+    for (std::size_t o = 0; o < choice.size(); ++o)
+      total += own_comm_[cand_index(static_cast<ir::OpId>(o), choice[o])];
+    for (std::size_t t = 0; t < g_.num_tensors(); ++t)
+      total += tensor_cost(static_cast<ir::TensorId>(t), cut);
+    return total;
+  }
+
   // Compute estimate + own communication + memory penalty of choice c;
   // *comm receives the communication part alone.
   double own_cost(ir::OpId o, std::int16_t c, const Cut& cut, double* comm) const {
@@ -228,33 +308,33 @@ class RecSearch {
     const double psf = cost::parameter_state_factor(p, mode);
 
     for (std::size_t j = 0; j < op.inputs.size(); ++j) {
-      const ir::Tensor& t = g_.tensor(op.inputs[j]);
+      const ir::TensorId tid = op.inputs[j];
+      const ir::Tensor& t = g_.tensor(tid);
       const AxisLayout lay = operand_layout(s, in_dims(o, j), false, c);
-      const double slice = t.bytes() / static_cast<double>(in_div_[in_off_[o] + j]);
+      const double slice = bytes_[tid] / static_cast<double>(in_div_[in_off_[o] + j]);
       const double after = lay.kind == LayoutKind::Shard ? slice / static_cast<double>(k) : slice;
       touched += after;
       if (c != plan::kReplicated && mode == Mode::Train && t.requires_grad() &&
           lay.kind == LayoutKind::Replicate)
         comm_s += cost::gradient_seconds(slice, t.kind == ir::TensorKind::Parameter, cut, p);
-      if (lambda_ > 0 && t.kind == ir::TensorKind::Parameter && holder_op_[op.inputs[j]] == o &&
-          holder_slot_[op.inputs[j]] == j)
+      if (lambda_ > 0 && t.kind == ir::TensorKind::Parameter && holder_op_[tid] == o &&
+          holder_slot_[tid] == j)
         mem += after * psf;
     }
     for (std::size_t j = 0; j < op.outputs.size(); ++j) {
-      const ir::Tensor& t = g_.tensor(op.outputs[j]);
+      const ir::TensorId tid = op.outputs[j];
       const AxisLayout lay = operand_layout(s, out_dims(o, j), true, c);
-      const double slice = t.bytes() / static_cast<double>(out_div_[out_off_[o] + j]);
+      const double slice = bytes_[tid] / static_cast<double>(out_div_[out_off_[o] + j]);
       const double after = lay.kind == LayoutKind::Shard ? slice / static_cast<double>(k) : slice;
       touched += after;
       mem += after;
-      if (t.consumers.empty() && lay.kind == LayoutKind::Partial)
+      if (g_.tensor(tid).consumers.empty() && lay.kind == LayoutKind::Partial)
         comm_s += cost::collective_seconds(cost::Collective::AllReduce, slice, cut, p);
     }
     if (c != plan::kReplicated &&
         s.loops[static_cast<std::size_t>(c)].role == algebra::DimRole::Window &&
         s.loops[static_cast<std::size_t>(c)].halo > 0) {
-      const double halo = halo_bytes(o, c);
-      const double one = cost::collective_seconds(cost::Collective::Halo, halo, cut, p);
+      const double one = cost::collective_seconds(cost::Collective::Halo, halo_bytes(o, c), cut, p);
       comm_s += mode == Mode::Train ? 2 * one : one;
     }
     // Compute saved now is worth what it will be once the remaining cuts
@@ -276,9 +356,10 @@ class RecSearch {
       for (std::size_t d = 0; d < dims.size(); ++d) {
         if (dims[d] != c) continue;
         const ir::Tensor& t = g_.tensor(op.inputs[j]);
-        const double slice = t.bytes() / static_cast<double>(in_div_[in_off_[o] + j]);
-        const double extent = static_cast<double>(t.shape[d]) /
-                              static_cast<double>(splits_[loop_off_[o] + static_cast<std::size_t>(c)]);
+        const double slice = bytes_[op.inputs[j]] / static_cast<double>(in_div_[in_off_[o] + j]);
+        const double extent =
+            static_cast<double>(t.shape[d]) /
+            static_cast<double>(splits_[loop_off_[o] + static_cast<std::size_t>(c)]);
         return static_cast<double>(s.loops[static_cast<std::size_t>(c)].halo) * slice / extent;
       }
     }
@@ -287,7 +368,7 @@ class RecSearch {
 
   // Operators coupled to o through a tensor: the holders of its inputs, and
   // every use of a tensor o holds. Each tensor's use list is walked only by
-  // its holder, so a pass costs O(E) however large the fan-out.
+  // its holder, so a growth costs O(E) however large the fan-out.
   template <class F>
   void for_each_neighbour(ir::OpId o, F&& f) const {
     const ir::Operator& op = g_.op(o);
@@ -304,73 +385,98 @@ class RecSearch {
       for (ir::OpId u : g_.tensor(t).consumers) f(u);
   }
 
-  // Refinement: with every neighbour decided, each operator reconsiders in
-  // visit order; a bounded number of sweeps keeps the pass linear. Each
-  // move lowers the pass objective.
-  void refine(const std::vector<ir::OpId>& visit, const std::vector<std::vector<std::int16_t>>& cands,
-              std::vector<std::int16_t>& choice, const Cut& cut) {
-    for (int sweep = 0; sweep < kRefineSweeps; ++sweep) {
-      bool changed = false;
-      for (ir::OpId o : visit) {
-        if (cands[o].size() < 2) continue;
-        remove_uses(o, choice[o]);
-        const std::int16_t c = choose(o, cands[o], cut, choice[o], true);
-        changed |= c != choice[o];
-        choice[o] = c;
-        add_uses(o, c);
-      }
-      if (!changed) break;
+  // Uses that share a request with o's: a change of o can make a shared
+  // request o's alone, which changes what its siblings pay. Bounded by the
+  // distinct requests of o's inputs, not by the fan-out.
+  template <class F>
+  void for_each_coupled(ir::OpId o, F&& f) const {
+    const ir::Operator& op = g_.op(o);
+    for (ir::TensorId t : op.inputs) {
+      const auto& cons = g_.tensor(t).consumers;
+      if (cons.size() <= 8)
+        for (ir::OpId u : cons) f(u);
     }
   }
 
-  // What a pass minimises: heuristic own costs (compute estimate, own
-  // collectives, memory price) plus all redistributions, with every use of
-  // the assignment recorded.
-  double pass_objective(const std::vector<std::int16_t>& choice, const Cut& cut) const {
+  // Cost that choice c of o adds to the tensors it touches, given the other
+  // uses as recorded (o's own uses withdrawn): redistributions it requests,
+  // or, where o holds a tensor, those of every request against its layout;
+  // plus partial_estimate for partial outputs nobody has asked for yet.
+  double edge_cost(ir::OpId o, std::int16_t c, const Cut& cut) {
+    const ir::Operator& op = g_.op(o);
+    const algebra::OpSpace& s = spaces_[o];
+    const Mode mode = opts_.mode;
+    const CostParams& p = opts_.cost;
     double total = 0;
-    for (std::size_t o = 0; o < choice.size(); ++o)
-      total += own_cost(static_cast<ir::OpId>(o), choice[o], cut, nullptr);
-    for (std::size_t t = 0; t < g_.num_tensors(); ++t)
-      total += tensor_cost(static_cast<ir::TensorId>(t), cut);
+    pending_.clear();
+    for (std::size_t j = 0; j < op.outputs.size(); ++j) {
+      const ir::TensorId t = op.outputs[j];
+      const AxisLayout h = operand_layout(s, out_dims(o, j), true, c);
+      const Want* w = wants_.data() + want_off_[t];
+      for (std::size_t i = 0; i < want_count_[t]; ++i)
+        total += redistribution_seconds(h, w[i].layout, bytes_[t] / static_cast<double>(w[i].divisor),
+                                        cut, p, mode);
+      if (h.kind == LayoutKind::Partial && want_count_[t] == 0 && !g_.tensor(t).consumers.empty()) {
+        // A partial tensor must be reduced whatever its consumers choose;
+        // count the cheapest reduction until one asks. A heuristic only:
+        // never bookkept.
+        const double slice = bytes_[t] / static_cast<double>(out_div_[out_off_[o] + j]);
+        total += redistribution_seconds(h, AxisLayout::shard(0), slice, cut, p, mode);
+      }
+    }
+    for (std::size_t j = 0; j < op.inputs.size(); ++j) {
+      const ir::TensorId t = op.inputs[j];
+      const Want w{operand_layout(s, in_dims(o, j), false, c), in_div_[in_off_[o] + j], 1};
+      const Want* base = wants_.data() + want_off_[t];
+      const std::uint32_t n = want_count_[t];
+      if (!holder_is_output_[t] && holder_op_[t] == o && holder_slot_[t] == j) {
+        // This use fixes where the tensor lives: every request is turned
+        // from its layout.
+        for (std::size_t i = 0; i < n; ++i)
+          total += redistribution_seconds(w.layout, base[i].layout,
+                                          bytes_[t] / static_cast<double>(base[i].divisor), cut, p,
+                                          mode);
+        pending_holder_ = {t, w.layout};
+        has_pending_holder_ = true;
+      } else {
+        bool known = holder_decided_[t];
+        AxisLayout h = holder_layout_[t];
+        if (has_pending_holder_ && pending_holder_.first == t) {
+          known = true;
+          h = pending_holder_.second;
+        }
+        bool seen = false;
+        for (std::size_t i = 0; i < n && !seen; ++i)
+          seen = base[i].layout == w.layout && base[i].divisor == w.divisor;
+        for (const auto& [pt, pw] : pending_)
+          seen = seen || (pt == t && pw.layout == w.layout && pw.divisor == w.divisor);
+        if (known && !seen)
+          total += redistribution_seconds(h, w.layout, bytes_[t] / static_cast<double>(w.divisor),
+                                          cut, p, mode);
+      }
+      pending_.emplace_back(t, w);
+    }
+    has_pending_holder_ = false;
     return total;
   }
 
-  // Best choice of o among cands: heuristic own cost plus the cost of every
-  // tensor o touches with o's uses added. On ties the earlier candidate
-  // wins, or `keep` when prefer_keep (refinement moves only on a gain).
-  std::int16_t choose(ir::OpId o, const std::vector<std::int16_t>& cands, const Cut& cut,
-                      std::int16_t keep, bool prefer_keep) {
-    touched_tensors(o);
-    double best = std::numeric_limits<double>::infinity();
-    std::int16_t best_c = cands.front();
-    for (auto ch : cands) {
-      add_uses(o, ch);
-      double v = own_cost(o, ch, cut, nullptr);
-      for (ir::TensorId t : touched_) v += tensor_cost(t, cut) + partial_estimate(t, cut);
-      remove_uses(o, ch);
-      if (v < best || (prefer_keep && ch == keep && v <= best * (1 + 1e-12))) {
+  // Best choice of o: cached own cost plus edge_cost. On ties the earlier
+  // candidate wins; with prefer_keep, `keep` stays unless another is
+  // strictly better (refinement moves only on a gain).
+  std::int16_t choose(ir::OpId o, const Cut& cut, std::int16_t keep, bool prefer_keep) {
+    double best = std::numeric_limits<double>::infinity(), kept = best;
+    std::int16_t best_c = cands_[cand_off_[o]];
+    for (std::size_t i = 0; i < n_cands_[o]; ++i) {
+      const std::int16_t ch = cands_[cand_off_[o] + i];
+      const double v = own_[cand_off_[o] + i] + edge_cost(o, ch, cut);
+      if (ch == keep) kept = v;
+      if (v < best) {
         best = v;
         best_c = ch;
       }
     }
-    if (prefer_keep) {
-      // Keep the current choice unless another is strictly better.
-      add_uses(o, keep);
-      double v = own_cost(o, keep, cut, nullptr);
-      for (ir::TensorId t : touched_) v += tensor_cost(t, cut) + partial_estimate(t, cut);
-      remove_uses(o, keep);
-      if (v <= best * (1 + 1e-12)) best_c = keep;
-    }
+    if (prefer_keep && kept <= best * (1 + 1e-12)) return keep;
     return best_c;
-  }
-
-  // Distinct tensors operator o reads or writes, into touched_.
-  void touched_tensors(ir::OpId o) {
-    const ir::Operator& op = g_.op(o);
-    touched_.assign(op.inputs.begin(), op.inputs.end());
-    touched_.insert(touched_.end(), op.outputs.begin(), op.outputs.end());
-    std::sort(touched_.begin(), touched_.end());
-    touched_.erase(std::unique(touched_.begin(), touched_.end()), touched_.end());
   }
 
   // Redistribution seconds of tensor t on this axis: each distinct request
@@ -379,27 +485,12 @@ class RecSearch {
   double tensor_cost(ir::TensorId t, const Cut& cut) const {
     if (!holder_decided_[t]) return 0.0;
     const AxisLayout h = holder_layout_[t];
-    const double bytes = g_.tensor(t).bytes();
     double total = 0;
-    for (std::size_t i = 0; i < want_count_[t]; ++i) {
-      const Want& w = wants_[want_off_[t] + i];
-      total += redistribution_seconds(h, w.layout, bytes / static_cast<double>(w.divisor), cut,
-                                      opts_.cost, opts_.mode);
-    }
+    const Want* w = wants_.data() + want_off_[t];
+    for (std::size_t i = 0; i < want_count_[t]; ++i)
+      total += redistribution_seconds(h, w[i].layout, bytes_[t] / static_cast<double>(w[i].divisor),
+                                      cut, opts_.cost, opts_.mode);
     return total;
-  }
-
-  // A partial tensor must be reduced whatever its consumers choose; while
-  // none has decided, count the cheapest reduction (reduce-scatter) so that
-  // a partial output does not look free. A heuristic only: never bookkept.
-  double partial_estimate(ir::TensorId t, const Cut& cut) const {
-    if (!holder_decided_[t] || want_count_[t] > 0 || g_.tensor(t).consumers.empty()) return 0.0;
-    if (holder_layout_[t].kind != LayoutKind::Partial) return 0.0;
-    const ir::OpId o = holder_op_[t];
-    const double slice = g_.tensor(t).bytes() /
-                         static_cast<double>(out_div_[out_off_[o] + holder_slot_[t]]);
-    return redistribution_seconds(holder_layout_[t], AxisLayout::shard(0), slice, cut, opts_.cost,
-                                  opts_.mode);
   }
 
   // Records (add) or withdraws (remove) the layouts choice c of o gives the
@@ -436,21 +527,6 @@ class RecSearch {
     }
   }
 
-  // Communication of the pass as decided: own collectives of every
-  // operator plus every tensor's redistributions. The search's bookkeeping,
-  // summed over passes and compared with the evaluator by the tests.
-  double pass_communication(const std::vector<std::int16_t>& choice, const Cut& cut) const {
-    double total = 0;
-    for (std::size_t o = 0; o < choice.size(); ++o) {
-      double comm = 0;
-      (void)own_cost(static_cast<ir::OpId>(o), choice[o], cut, &comm);
-      total += comm;
-    }
-    for (std::size_t t = 0; t < g_.num_tensors(); ++t)
-      total += tensor_cost(static_cast<ir::TensorId>(t), cut);
-    return total;
-  }
-
   void apply(ir::OpId o, std::int16_t c, std::int64_t k) {
     if (c == plan::kReplicated) return;
     const ir::Operator& op = g_.op(o);
@@ -470,9 +546,9 @@ class RecSearch {
     for (std::size_t l = loop_off_[o]; l < loop_off_[o + 1]; ++l) total_split *= splits_[l];
     double touched = 0;
     for (std::size_t j = 0; j < op.inputs.size(); ++j)
-      touched += g_.tensor(op.inputs[j]).bytes() / static_cast<double>(in_div_[in_off_[o] + j]);
+      touched += bytes_[op.inputs[j]] / static_cast<double>(in_div_[in_off_[o] + j]);
     for (std::size_t j = 0; j < op.outputs.size(); ++j)
-      touched += g_.tensor(op.outputs[j]).bytes() / static_cast<double>(out_div_[out_off_[o] + j]);
+      touched += bytes_[op.outputs[j]] / static_cast<double>(out_div_[out_off_[o] + j]);
     return cost::compute_seconds(spaces_[o].flops / static_cast<double>(total_split), touched,
                                  cluster_.device(), opts_.cost, opts_.mode);
   }
@@ -482,9 +558,19 @@ class RecSearch {
   const Cluster& cluster_;
   const SearchOptions& opts_;
   double lambda_;
+  double rest_ = 1;  // product of the sizes of the cuts after this pass
 
-  std::vector<std::size_t> loop_off_, in_off_, out_off_;
+  // Per operator (flat, with offsets): loop splits so far, slice divisors
+  // of its operands, this pass's candidates and their cached own costs.
+  std::vector<std::size_t> loop_off_, in_off_, out_off_, cand_off_;
   std::vector<std::int64_t> splits_, in_div_, out_div_;
+  std::vector<std::int16_t> cands_;
+  std::vector<std::uint16_t> n_cands_;
+  std::vector<double> own_, own_comm_;
+  std::vector<std::uint8_t> flag_;
+
+  // Per tensor: bytes, holder, and this pass's layout and requests.
+  std::vector<double> bytes_;
   std::vector<ir::OpId> holder_op_;
   std::vector<std::uint32_t> holder_slot_;
   std::vector<std::uint8_t> holder_is_output_;
@@ -493,9 +579,11 @@ class RecSearch {
   std::vector<std::uint32_t> want_count_;
   std::vector<std::uint8_t> holder_decided_;
   std::vector<AxisLayout> holder_layout_;
-  std::vector<std::uint8_t> queued_;
-  std::vector<ir::TensorId> touched_;
-  double rest_ = 1;  // product of the sizes of the cuts after this pass
+
+  // Scratch of edge_cost.
+  std::vector<std::pair<ir::TensorId, Want>> pending_;
+  std::pair<ir::TensorId, AxisLayout> pending_holder_;
+  bool has_pending_holder_ = false;
 };
 
 }  // namespace
