@@ -164,7 +164,10 @@ class RecSearch {
       std::fill(want_count_.begin(), want_count_.end(), 0);
       std::fill(holder_decided_.begin(), holder_decided_.end(), 0);
       grow(order, heavier, visit, choice, cut);
-      refine(visit, choice, cut);
+      // Refinement walks operators in id order: neighbours in the graph are
+      // mostly neighbours in memory, and the decisions no longer depend on
+      // the growth order.
+      refine(choice, cut);
       double best_obj = pass_objective(choice, cut);
       for (int start = 0; start < 2; ++start) {
         for (std::size_t o = 0; o < nops; ++o)
@@ -177,7 +180,7 @@ class RecSearch {
             if (cands_[cand_off_[o] + i] == want) alt[o] = static_cast<std::int16_t>(want);
           add_uses(static_cast<ir::OpId>(o), alt[o]);
         }
-        refine(visit, alt, cut);
+        refine(alt, cut);
         const double obj = pass_objective(alt, cut);
         if (obj < best_obj) {
           best_obj = obj;
@@ -239,12 +242,11 @@ class RecSearch {
 
   // Refinement sweeps (see the file comment); each move lowers the pass
   // objective.
-  void refine(const std::vector<ir::OpId>& visit, std::vector<std::int16_t>& choice,
-              const Cut& cut) {
+  void refine(std::vector<std::int16_t>& choice, const Cut& cut) {
     std::fill(flag_.begin(), flag_.end(), 1);  // flag_: needs a look
     for (int sweep = 0; sweep < kRefineSweeps; ++sweep) {
       bool changed = false;
-      for (ir::OpId o : visit) {
+      for (ir::OpId o = 0; o < choice.size(); ++o) {
         if (!flag_[o]) continue;
         flag_[o] = 0;
         if (n_cands_[o] < 2) continue;
