@@ -11,15 +11,15 @@
 //    then grows by always deciding the heaviest operator adjacent to it
 //    (Prim-like), so every decision but a seed's is taken against a decided
 //    neighbour.
-//  * Refinement. With all neighbours decided, operators reconsider in visit
+//  * Refinement. With all neighbours decided, operators reconsider in id
 //    order; later sweeps revisit only the neighbours of operators that
 //    changed.
 //  * Starts. Growth can settle a whole network into a region that is only
 //    locally good (everything replicated around one tensor-parallel
 //    projection; cuts on a network too small to pay for any collective), so
-//    each pass also refines two fixed starts — every operator on its batch
-//    loop, every operator replicated — and keeps the assignment its
-//    objective prefers.
+//    each pass also considers two fixed starts — every operator on its batch
+//    loop, every operator replicated — refines those that are not far
+//    behind, and keeps the assignment its objective prefers.
 //
 // Redistributions are counted as the evaluator counts them: per tensor,
 // each distinct request (layout, slice) of its uses turned from the holder's
@@ -55,6 +55,10 @@ struct Want {
 // next to a change.
 constexpr int kRefineSweeps = 3;
 
+// Extra starts are refined only when their unrefined objective is within
+// this factor of the best refined one.
+constexpr double kStartSlack = 1.5;
+
 class RecSearch {
  public:
   RecSearch(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
@@ -65,13 +69,20 @@ class RecSearch {
     in_off_.resize(nops + 1);
     out_off_.resize(nops + 1);
     cand_off_.resize(nops + 1);
+    lay_off_.resize(nops + 1);
     for (std::size_t o = 0; o < nops; ++o) {
       const ir::Operator& op = g.op(static_cast<ir::OpId>(o));
       loop_off_[o + 1] = loop_off_[o] + spaces[o].loops.size();
       in_off_[o + 1] = in_off_[o] + op.inputs.size();
       out_off_[o + 1] = out_off_[o] + op.outputs.size();
       cand_off_[o + 1] = cand_off_[o] + spaces[o].loops.size() + 1;
+      lay_off_[o + 1] =
+          lay_off_[o] + (spaces[o].loops.size() + 1) * (op.inputs.size() + op.outputs.size());
     }
+    in_tensor_.resize(in_off_[nops]);
+    out_tensor_.resize(out_off_[nops]);
+    in_holds_.assign(in_off_[nops], 0);
+    layouts_.resize(lay_off_[nops]);
     splits_.assign(loop_off_[nops], 1);
     in_div_.assign(in_off_[nops], 1);
     out_div_.assign(out_off_[nops], 1);
@@ -103,6 +114,15 @@ class RecSearch {
             std::find(ins.begin(), ins.end(), static_cast<ir::TensorId>(t)) - ins.begin());
       }
     }
+    for (std::size_t o = 0; o < nops; ++o) {
+      const ir::Operator& op = g.op(static_cast<ir::OpId>(o));
+      for (std::size_t j = 0; j < op.inputs.size(); ++j) {
+        const ir::TensorId t = op.inputs[j];
+        in_tensor_[in_off_[o] + j] = t;
+        in_holds_[in_off_[o] + j] = !holder_is_output_[t] && holder_op_[t] == o && holder_slot_[t] == j;
+      }
+      for (std::size_t j = 0; j < op.outputs.size(); ++j) out_tensor_[out_off_[o] + j] = op.outputs[j];
+    }
     wants_.resize(want_off_[nt]);
     want_count_.assign(nt, 0);
     holder_decided_.assign(nt, 0);
@@ -117,8 +137,9 @@ class RecSearch {
     const auto pinned = pinned_cuts(g_, spaces_, mesh);
 
     std::vector<double> weight(nops);
-    std::vector<ir::OpId> order(nops), visit(nops);
-    std::vector<std::int16_t> choice(nops), alt(nops);
+    std::vector<ir::OpId> order(nops);
+    // Choices as indices into each operator's candidates.
+    std::vector<std::uint16_t> choice(nops), alt(nops);
     double comm_total = 0;
 
     tbb::task_arena arena(opts_.threads > 0 ? opts_.threads : tbb::task_arena::automatic);
@@ -147,6 +168,7 @@ class RecSearch {
               const std::size_t at = cand_off_[o] + i;
               cands_[at] = c[i];
               own_[at] = own_cost(static_cast<ir::OpId>(o), c[i], cut, &own_comm_[at]);
+              fill_layouts(static_cast<ir::OpId>(o), i, c[i]);
               lo = std::min(lo, own_[at]);
               hi = std::max(hi, own_[at]);
             }
@@ -163,38 +185,48 @@ class RecSearch {
 
       std::fill(want_count_.begin(), want_count_.end(), 0);
       std::fill(holder_decided_.begin(), holder_decided_.end(), 0);
-      grow(order, heavier, visit, choice, cut);
-      // Refinement walks operators in id order: neighbours in the graph are
-      // mostly neighbours in memory, and the decisions no longer depend on
-      // the growth order.
+      grow(order, heavier, choice, cut);
       refine(choice, cut);
       double best_obj = pass_objective(choice, cut);
+      // The recorded uses are those of `recorded`: choice or alt.
+      bool alt_recorded = false;
       for (int start = 0; start < 2; ++start) {
         for (std::size_t o = 0; o < nops; ++o)
-          remove_uses(static_cast<ir::OpId>(o), start == 0 ? choice[o] : alt[o]);
+          change_uses(static_cast<ir::OpId>(o), alt_recorded ? alt[o] : choice[o], -1);
         for (std::size_t o = 0; o < nops; ++o) {
           const int want = start == 0 ? batch_loop(g_, spaces_[o], static_cast<ir::OpId>(o))
                                       : plan::kReplicated;
-          alt[o] = cands_[cand_off_[o]];
-          for (std::size_t i = 0; i < n_cands_[o]; ++i)
-            if (cands_[cand_off_[o] + i] == want) alt[o] = static_cast<std::int16_t>(want);
-          add_uses(static_cast<ir::OpId>(o), alt[o]);
+          alt[o] = 0;
+          for (std::uint16_t i = 0; i < n_cands_[o]; ++i)
+            if (cands_[cand_off_[o] + i] == want) alt[o] = i;
+          change_uses(static_cast<ir::OpId>(o), alt[o], +1);
         }
+        alt_recorded = true;
+        // A start far behind before refinement is not refined: refinement
+        // moves one operator at a time and rarely closes such a gap, and
+        // skipping it keeps big graphs fast.
+        if (pass_objective(alt, cut) > kStartSlack * best_obj) continue;
         refine(alt, cut);
         const double obj = pass_objective(alt, cut);
         if (obj < best_obj) {
           best_obj = obj;
-          choice = alt;
+          choice.swap(alt);
+          alt_recorded = false;  // the recorded uses now belong to choice
         }
       }
-      for (std::size_t o = 0; o < nops; ++o) remove_uses(static_cast<ir::OpId>(o), alt[o]);
-      for (std::size_t o = 0; o < nops; ++o) add_uses(static_cast<ir::OpId>(o), choice[o]);
+      if (alt_recorded) {
+        for (std::size_t o = 0; o < nops; ++o) change_uses(static_cast<ir::OpId>(o), alt[o], -1);
+        for (std::size_t o = 0; o < nops; ++o) change_uses(static_cast<ir::OpId>(o), choice[o], +1);
+      }
 
       comm_total += pass_communication(choice, cut);
       // Slices shrink only after the pass: every decision of this pass saw
       // the slices as they were before the cut.
-      for (std::size_t o = 0; o < nops; ++o) apply(static_cast<ir::OpId>(o), choice[o], cut.size);
-      for (std::size_t o = 0; o < nops; ++o) out.cuts[o][a] = choice[o];
+      for (std::size_t o = 0; o < nops; ++o) {
+        const std::int16_t c = cands_[cand_off_[o] + choice[o]];
+        apply(static_cast<ir::OpId>(o), choice[o], c, cut.size);
+        out.cuts[o][a] = c;
+      }
     }
 
     double compute_total = 0;
@@ -209,10 +241,10 @@ class RecSearch {
   }
 
   // Growth: seeds by weight, then the heaviest operator next to a decided
-  // one (see the file comment). Fills visit with the order taken.
+  // one (see the file comment).
   template <class Heavier>
-  void grow(const std::vector<ir::OpId>& order, Heavier heavier, std::vector<ir::OpId>& visit,
-            std::vector<std::int16_t>& choice, const Cut& cut) {
+  void grow(const std::vector<ir::OpId>& order, Heavier heavier, std::vector<std::uint16_t>& choice,
+            const Cut& cut) {
     const std::size_t nops = order.size();
     std::fill(flag_.begin(), flag_.end(), 0);  // flag_: queued
     auto lighter = [&](ir::OpId x, ir::OpId y) { return heavier(y, x); };
@@ -228,9 +260,8 @@ class RecSearch {
         o = frontier.top();
         frontier.pop();
       }
-      visit[visited] = o;
-      choice[o] = choose(o, cut, plan::kReplicated, false);
-      add_uses(o, choice[o]);
+      choice[o] = choose(o, cut, 0, false);
+      change_uses(o, choice[o], +1);
       for_each_neighbour(o, [&](ir::OpId n) {
         if (!flag_[n]) {
           flag_[n] = 1;
@@ -240,9 +271,10 @@ class RecSearch {
     }
   }
 
-  // Refinement sweeps (see the file comment); each move lowers the pass
-  // objective.
-  void refine(std::vector<std::int16_t>& choice, const Cut& cut) {
+  // Refinement sweeps in id order — neighbours in the graph are mostly
+  // neighbours in memory; later sweeps revisit only operators next to a
+  // change. Each move lowers the pass objective.
+  void refine(std::vector<std::uint16_t>& choice, const Cut& cut) {
     std::fill(flag_.begin(), flag_.end(), 1);  // flag_: needs a look
     for (int sweep = 0; sweep < kRefineSweeps; ++sweep) {
       bool changed = false;
@@ -250,9 +282,9 @@ class RecSearch {
         if (!flag_[o]) continue;
         flag_[o] = 0;
         if (n_cands_[o] < 2) continue;
-        remove_uses(o, choice[o]);
-        const std::int16_t c = choose(o, cut, choice[o], true);
-        add_uses(o, c);
+        change_uses(o, choice[o], -1);
+        const std::uint16_t c = choose(o, cut, choice[o], true);
+        change_uses(o, c, +1);
         if (c != choice[o]) {
           changed = true;
           choice[o] = c;
@@ -264,20 +296,12 @@ class RecSearch {
     }
   }
 
-  // Index of choice c among o's candidates.
-  std::size_t cand_index(ir::OpId o, std::int16_t c) const {
-    for (std::size_t i = 0; i < n_cands_[o]; ++i)
-      if (cands_[cand_off_[o] + i] == c) return cand_off_[o] + i;
-    return cand_off_[o];
-  }
-
   // What a pass minimises: heuristic own costs (compute estimate, own
   // collectives, memory price) plus all redistributions, with every use of
   // the assignment recorded.
-  double pass_objective(const std::vector<std::int16_t>& choice, const Cut& cut) const {
+  double pass_objective(const std::vector<std::uint16_t>& choice, const Cut& cut) const {
     double total = 0;
-    for (std::size_t o = 0; o < choice.size(); ++o)
-      total += own_[cand_index(static_cast<ir::OpId>(o), choice[o])];
+    for (std::size_t o = 0; o < choice.size(); ++o) total += own_[cand_off_[o] + choice[o]];
     for (std::size_t t = 0; t < g_.num_tensors(); ++t)
       total += tensor_cost(static_cast<ir::TensorId>(t), cut);
     return total;
@@ -286,10 +310,9 @@ class RecSearch {
   // Communication of the pass as decided: own collectives of every
   // operator plus every tensor's redistributions. The search's bookkeeping,
   // summed over passes and compared with the evaluator by the tests.
-  double pass_communication(const std::vector<std::int16_t>& choice, const Cut& cut) const {
+  double pass_communication(const std::vector<std::uint16_t>& choice, const Cut& cut) const {
     double total = 0;
-    for (std::size_t o = 0; o < choice.size(); ++o)
-      total += own_comm_[cand_index(static_cast<ir::OpId>(o), choice[o])];
+    for (std::size_t o = 0; o < choice.size(); ++o) total += own_comm_[cand_off_[o] + choice[o]];
     for (std::size_t t = 0; t < g_.num_tensors(); ++t)
       total += tensor_cost(static_cast<ir::TensorId>(t), cut);
     return total;
@@ -400,85 +423,106 @@ class RecSearch {
     }
   }
 
-  // Cost that choice c of o adds to the tensors it touches, given the other
-  // uses as recorded (o's own uses withdrawn): redistributions it requests,
-  // or, where o holds a tensor, those of every request against its layout;
-  // plus partial_estimate for partial outputs nobody has asked for yet.
-  double edge_cost(ir::OpId o, std::int16_t c, const Cut& cut) {
-    const ir::Operator& op = g_.op(o);
+  // Layouts of o's operands (inputs, then outputs) under candidate i.
+  void fill_layouts(ir::OpId o, std::size_t i, std::int16_t c) {
     const algebra::OpSpace& s = spaces_[o];
+    const std::size_t nin = in_off_[o + 1] - in_off_[o], nout = out_off_[o + 1] - out_off_[o];
+    AxisLayout* lay = layouts_.data() + lay_off_[o] + i * (nin + nout);
+    for (std::size_t j = 0; j < nin; ++j) lay[j] = operand_layout(s, in_dims(o, j), false, c);
+    for (std::size_t j = 0; j < nout; ++j) lay[nin + j] = operand_layout(s, out_dims(o, j), true, c);
+  }
+
+  const AxisLayout* layouts_of(ir::OpId o, std::size_t i) const {
+    const std::size_t n = in_off_[o + 1] - in_off_[o] + out_off_[o + 1] - out_off_[o];
+    return layouts_.data() + lay_off_[o] + i * n;
+  }
+
+  // Cost that candidate i of o adds to the tensors it touches, given the
+  // other uses as recorded (o's own uses withdrawn): redistributions it
+  // requests, or, where o holds a tensor, those of every request against
+  // its layout; plus, for a partial output nobody has asked for yet, the
+  // cheapest reduction (a heuristic, never bookkept: a partial tensor must
+  // be reduced whatever its consumers choose).
+  double edge_cost(ir::OpId o, std::size_t i, const Cut& cut) {
     const Mode mode = opts_.mode;
     const CostParams& p = opts_.cost;
+    const std::size_t in0 = in_off_[o], nin = in_off_[o + 1] - in0;
+    const std::size_t out0 = out_off_[o], nout = out_off_[o + 1] - out0;
+    const AxisLayout* lay = layouts_of(o, i);
     double total = 0;
-    pending_.clear();
-    for (std::size_t j = 0; j < op.outputs.size(); ++j) {
-      const ir::TensorId t = op.outputs[j];
-      const AxisLayout h = operand_layout(s, out_dims(o, j), true, c);
+    for (std::size_t j = 0; j < nout; ++j) {
+      const ir::TensorId t = out_tensor_[out0 + j];
+      const AxisLayout h = lay[nin + j];
       const Want* w = wants_.data() + want_off_[t];
-      for (std::size_t i = 0; i < want_count_[t]; ++i)
-        total += redistribution_seconds(h, w[i].layout, bytes_[t] / static_cast<double>(w[i].divisor),
+      const std::uint32_t n = want_count_[t];
+      for (std::size_t x = 0; x < n; ++x)
+        total += redistribution_seconds(h, w[x].layout, bytes_[t] / static_cast<double>(w[x].divisor),
                                         cut, p, mode);
-      if (h.kind == LayoutKind::Partial && want_count_[t] == 0 && !g_.tensor(t).consumers.empty()) {
-        // A partial tensor must be reduced whatever its consumers choose;
-        // count the cheapest reduction until one asks. A heuristic only:
-        // never bookkept.
-        const double slice = bytes_[t] / static_cast<double>(out_div_[out_off_[o] + j]);
-        total += redistribution_seconds(h, AxisLayout::shard(0), slice, cut, p, mode);
-      }
+      if (n == 0 && h.kind == LayoutKind::Partial && want_off_[t + 1] > want_off_[t])
+        total += redistribution_seconds(h, AxisLayout::shard(0),
+                                        bytes_[t] / static_cast<double>(out_div_[out0 + j]), cut, p,
+                                        mode);
     }
-    for (std::size_t j = 0; j < op.inputs.size(); ++j) {
-      const ir::TensorId t = op.inputs[j];
-      const Want w{operand_layout(s, in_dims(o, j), false, c), in_div_[in_off_[o] + j], 1};
+    for (std::size_t j = 0; j < nin; ++j) {
+      const ir::TensorId t = in_tensor_[in0 + j];
+      const AxisLayout wl = lay[j];
+      const std::int64_t wd = in_div_[in0 + j];
       const Want* base = wants_.data() + want_off_[t];
       const std::uint32_t n = want_count_[t];
-      if (!holder_is_output_[t] && holder_op_[t] == o && holder_slot_[t] == j) {
+      if (in_holds_[in0 + j]) {
         // This use fixes where the tensor lives: every request is turned
-        // from its layout.
-        for (std::size_t i = 0; i < n; ++i)
-          total += redistribution_seconds(w.layout, base[i].layout,
-                                          bytes_[t] / static_cast<double>(base[i].divisor), cut, p,
+        // from its layout, including those o's later slots make.
+        for (std::size_t x = 0; x < n; ++x)
+          total += redistribution_seconds(wl, base[x].layout,
+                                          bytes_[t] / static_cast<double>(base[x].divisor), cut, p,
                                           mode);
-        pending_holder_ = {t, w.layout};
-        has_pending_holder_ = true;
-      } else {
-        bool known = holder_decided_[t];
-        AxisLayout h = holder_layout_[t];
-        if (has_pending_holder_ && pending_holder_.first == t) {
-          known = true;
-          h = pending_holder_.second;
+        for (std::size_t k = j + 1; k < nin; ++k) {
+          if (in_tensor_[in0 + k] != t) continue;
+          bool dup = false;
+          for (std::size_t x = 0; x < n && !dup; ++x)
+            dup = base[x].layout == lay[k] && base[x].divisor == in_div_[in0 + k];
+          for (std::size_t m = j + 1; m < k && !dup; ++m)
+            dup = in_tensor_[in0 + m] == t && lay[m] == lay[k] && in_div_[in0 + m] == in_div_[in0 + k];
+          if (!dup)
+            total += redistribution_seconds(wl, lay[k],
+                                            bytes_[t] / static_cast<double>(in_div_[in0 + k]), cut,
+                                            p, mode);
         }
-        bool seen = false;
-        for (std::size_t i = 0; i < n && !seen; ++i)
-          seen = base[i].layout == w.layout && base[i].divisor == w.divisor;
-        for (const auto& [pt, pw] : pending_)
-          seen = seen || (pt == t && pw.layout == w.layout && pw.divisor == w.divisor);
-        if (known && !seen)
-          total += redistribution_seconds(h, w.layout, bytes_[t] / static_cast<double>(w.divisor),
-                                          cut, p, mode);
+        continue;
       }
-      pending_.emplace_back(t, w);
+      // A later slot of a tensor o holds was charged with the holder slot.
+      bool held_here = false;
+      for (std::size_t m = 0; m < j && !held_here; ++m)
+        held_here = in_tensor_[in0 + m] == t && in_holds_[in0 + m];
+      if (held_here || !holder_decided_[t]) continue;
+      bool seen = false;
+      for (std::size_t x = 0; x < n && !seen; ++x)
+        seen = base[x].layout == wl && base[x].divisor == wd;
+      for (std::size_t m = 0; m < j && !seen; ++m)
+        seen = in_tensor_[in0 + m] == t && lay[m] == wl && in_div_[in0 + m] == wd;
+      if (!seen)
+        total += redistribution_seconds(holder_layout_[t], wl, bytes_[t] / static_cast<double>(wd),
+                                        cut, p, mode);
     }
-    has_pending_holder_ = false;
     return total;
   }
 
-  // Best choice of o: cached own cost plus edge_cost. On ties the earlier
-  // candidate wins; with prefer_keep, `keep` stays unless another is
-  // strictly better (refinement moves only on a gain).
-  std::int16_t choose(ir::OpId o, const Cut& cut, std::int16_t keep, bool prefer_keep) {
+  // Best candidate of o: cached own cost plus edge_cost. On ties the
+  // earlier candidate wins; with prefer_keep, `keep` stays unless another
+  // is strictly better (refinement moves only on a gain).
+  std::uint16_t choose(ir::OpId o, const Cut& cut, std::uint16_t keep, bool prefer_keep) {
     double best = std::numeric_limits<double>::infinity(), kept = best;
-    std::int16_t best_c = cands_[cand_off_[o]];
-    for (std::size_t i = 0; i < n_cands_[o]; ++i) {
-      const std::int16_t ch = cands_[cand_off_[o] + i];
-      const double v = own_[cand_off_[o] + i] + edge_cost(o, ch, cut);
-      if (ch == keep) kept = v;
+    std::uint16_t best_i = 0;
+    for (std::uint16_t i = 0; i < n_cands_[o]; ++i) {
+      const double v = own_[cand_off_[o] + i] + edge_cost(o, i, cut);
+      if (i == keep) kept = v;
       if (v < best) {
         best = v;
-        best_c = ch;
+        best_i = i;
       }
     }
     if (prefer_keep && kept <= best * (1 + 1e-12)) return keep;
-    return best_c;
+    return best_i;
   }
 
   // Redistribution seconds of tensor t on this axis: each distinct request
@@ -495,51 +539,48 @@ class RecSearch {
     return total;
   }
 
-  // Records (add) or withdraws (remove) the layouts choice c of o gives the
-  // tensors it holds and the requests it makes of the others.
-  void add_uses(ir::OpId o, std::int16_t c) { change_uses(o, c, +1); }
-  void remove_uses(ir::OpId o, std::int16_t c) { change_uses(o, c, -1); }
-
-  void change_uses(ir::OpId o, std::int16_t c, int delta) {
-    const ir::Operator& op = g_.op(o);
-    const algebra::OpSpace& s = spaces_[o];
-    for (std::size_t j = 0; j < op.outputs.size(); ++j) {
-      const ir::TensorId t = op.outputs[j];
+  // Records (delta +1) or withdraws (-1) the layouts candidate i of o gives
+  // the tensors it holds and the requests it makes of the others.
+  void change_uses(ir::OpId o, std::size_t i, int delta) {
+    const std::size_t in0 = in_off_[o], nin = in_off_[o + 1] - in0;
+    const std::size_t out0 = out_off_[o], nout = out_off_[o + 1] - out0;
+    const AxisLayout* lay = layouts_of(o, i);
+    for (std::size_t j = 0; j < nout; ++j) {
+      const ir::TensorId t = out_tensor_[out0 + j];
       holder_decided_[t] = delta > 0;
-      holder_layout_[t] = operand_layout(s, out_dims(o, j), true, c);
+      holder_layout_[t] = lay[nin + j];
     }
-    for (std::size_t j = 0; j < op.inputs.size(); ++j) {
-      const ir::TensorId t = op.inputs[j];
-      const Want w{operand_layout(s, in_dims(o, j), false, c), in_div_[in_off_[o] + j], 0};
-      if (!holder_is_output_[t] && holder_op_[t] == o && holder_slot_[t] == j) {
+    for (std::size_t j = 0; j < nin; ++j) {
+      const ir::TensorId t = in_tensor_[in0 + j];
+      const AxisLayout wl = lay[j];
+      const std::int64_t wd = in_div_[in0 + j];
+      if (in_holds_[in0 + j]) {
         holder_decided_[t] = delta > 0;
-        holder_layout_[t] = w.layout;
+        holder_layout_[t] = wl;
       }
       Want* base = wants_.data() + want_off_[t];
       std::uint32_t& n = want_count_[t];
-      std::size_t i = 0;
-      while (i < n && !(base[i].layout == w.layout && base[i].divisor == w.divisor)) ++i;
+      std::size_t x = 0;
+      while (x < n && !(base[x].layout == wl && base[x].divisor == wd)) ++x;
       if (delta > 0) {
-        if (i == n) base[n++] = w;
-        ++base[i].uses;
-      } else if (i < n && --base[i].uses == 0) {
-        base[i] = base[n - 1];  // order of requests does not matter
+        if (x == n) base[n++] = Want{wl, wd, 0};
+        ++base[x].uses;
+      } else if (x < n && --base[x].uses == 0) {
+        base[x] = base[n - 1];  // order of requests does not matter
         --n;
       }
     }
   }
 
-  void apply(ir::OpId o, std::int16_t c, std::int64_t k) {
+  void apply(ir::OpId o, std::size_t i, std::int16_t c, std::int64_t k) {
     if (c == plan::kReplicated) return;
-    const ir::Operator& op = g_.op(o);
-    const algebra::OpSpace& s = spaces_[o];
+    const std::size_t nin = in_off_[o + 1] - in_off_[o], nout = out_off_[o + 1] - out_off_[o];
+    const AxisLayout* lay = layouts_of(o, i);
     splits_[loop_off_[o] + static_cast<std::size_t>(c)] *= k;
-    for (std::size_t j = 0; j < op.inputs.size(); ++j)
-      if (operand_layout(s, in_dims(o, j), false, c).kind == LayoutKind::Shard)
-        in_div_[in_off_[o] + j] *= k;
-    for (std::size_t j = 0; j < op.outputs.size(); ++j)
-      if (operand_layout(s, out_dims(o, j), true, c).kind == LayoutKind::Shard)
-        out_div_[out_off_[o] + j] *= k;
+    for (std::size_t j = 0; j < nin; ++j)
+      if (lay[j].kind == LayoutKind::Shard) in_div_[in_off_[o] + j] *= k;
+    for (std::size_t j = 0; j < nout; ++j)
+      if (lay[nin + j].kind == LayoutKind::Shard) out_div_[out_off_[o] + j] *= k;
   }
 
   double final_compute(ir::OpId o) const {
@@ -564,7 +605,10 @@ class RecSearch {
 
   // Per operator (flat, with offsets): loop splits so far, slice divisors
   // of its operands, this pass's candidates and their cached own costs.
-  std::vector<std::size_t> loop_off_, in_off_, out_off_, cand_off_;
+  std::vector<std::size_t> loop_off_, in_off_, out_off_, cand_off_, lay_off_;
+  std::vector<ir::TensorId> in_tensor_, out_tensor_;
+  std::vector<std::uint8_t> in_holds_;  // this input slot holds a source tensor
+  std::vector<AxisLayout> layouts_;     // [op][candidate][slot] for this pass
   std::vector<std::int64_t> splits_, in_div_, out_div_;
   std::vector<std::int16_t> cands_;
   std::vector<std::uint16_t> n_cands_;
@@ -582,10 +626,6 @@ class RecSearch {
   std::vector<std::uint8_t> holder_decided_;
   std::vector<AxisLayout> holder_layout_;
 
-  // Scratch of edge_cost.
-  std::vector<std::pair<ir::TensorId, Want>> pending_;
-  std::pair<ir::TensorId, AxisLayout> pending_holder_;
-  bool has_pending_holder_ = false;
 };
 
 }  // namespace
