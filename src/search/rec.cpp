@@ -123,6 +123,15 @@ class RecSearch {
       }
       for (std::size_t j = 0; j < op.outputs.size(); ++j) out_tensor_[out_off_[o] + j] = op.outputs[j];
     }
+    // Uses of each tensor, flat (want_off_ doubles as its offsets).
+    uses_.resize(want_off_[nt]);
+    for (std::size_t t = 0; t < nt; ++t) {
+      const auto& cons = g.tensor(static_cast<ir::TensorId>(t)).consumers;
+      std::copy(cons.begin(), cons.end(), uses_.begin() + static_cast<std::ptrdiff_t>(want_off_[t]));
+    }
+    batch_.resize(nops);
+    for (std::size_t o = 0; o < nops; ++o)
+      batch_[o] = batch_loop(g, spaces[o], static_cast<ir::OpId>(o));
     wants_.resize(want_off_[nt]);
     want_count_.assign(nt, 0);
     holder_decided_.assign(nt, 0);
@@ -183,19 +192,16 @@ class RecSearch {
       };
       arena.execute([&] { tbb::parallel_sort(order.begin(), order.end(), heavier); });
 
-      std::fill(want_count_.begin(), want_count_.end(), 0);
-      std::fill(holder_decided_.begin(), holder_decided_.end(), 0);
+      clear_uses();
       grow(order, heavier, choice, cut);
       refine(choice, cut);
       double best_obj = pass_objective(choice, cut);
-      // The recorded uses are those of `recorded`: choice or alt.
+      // The recorded uses are those of choice, or of alt when alt_recorded.
       bool alt_recorded = false;
       for (int start = 0; start < 2; ++start) {
-        for (std::size_t o = 0; o < nops; ++o)
-          change_uses(static_cast<ir::OpId>(o), alt_recorded ? alt[o] : choice[o], -1);
+        clear_uses();
         for (std::size_t o = 0; o < nops; ++o) {
-          const int want = start == 0 ? batch_loop(g_, spaces_[o], static_cast<ir::OpId>(o))
-                                      : plan::kReplicated;
+          const int want = start == 0 ? batch_[o] : plan::kReplicated;
           alt[o] = 0;
           for (std::uint16_t i = 0; i < n_cands_[o]; ++i)
             if (cands_[cand_off_[o] + i] == want) alt[o] = i;
@@ -215,7 +221,7 @@ class RecSearch {
         }
       }
       if (alt_recorded) {
-        for (std::size_t o = 0; o < nops; ++o) change_uses(static_cast<ir::OpId>(o), alt[o], -1);
+        clear_uses();
         for (std::size_t o = 0; o < nops; ++o) change_uses(static_cast<ir::OpId>(o), choice[o], +1);
       }
 
@@ -396,18 +402,19 @@ class RecSearch {
   // its holder, so a growth costs O(E) however large the fan-out.
   template <class F>
   void for_each_neighbour(ir::OpId o, F&& f) const {
-    const ir::Operator& op = g_.op(o);
-    for (std::size_t j = 0; j < op.inputs.size(); ++j) {
-      const ir::TensorId t = op.inputs[j];
+    for (std::size_t j = in_off_[o]; j < in_off_[o + 1]; ++j) {
+      const ir::TensorId t = in_tensor_[j];
       if (holder_op_[t] != o) {
         f(holder_op_[t]);
-      } else if (!holder_is_output_[t] && holder_slot_[t] == j) {
-        for (ir::OpId u : g_.tensor(t).consumers)
-          if (u != o) f(u);
+      } else if (in_holds_[j]) {
+        for (std::size_t u = want_off_[t]; u < want_off_[t + 1]; ++u)
+          if (uses_[u] != o) f(uses_[u]);
       }
     }
-    for (ir::TensorId t : op.outputs)
-      for (ir::OpId u : g_.tensor(t).consumers) f(u);
+    for (std::size_t j = out_off_[o]; j < out_off_[o + 1]; ++j) {
+      const ir::TensorId t = out_tensor_[j];
+      for (std::size_t u = want_off_[t]; u < want_off_[t + 1]; ++u) f(uses_[u]);
+    }
   }
 
   // Uses that share a request with o's: a change of o can make a shared
@@ -415,11 +422,10 @@ class RecSearch {
   // distinct requests of o's inputs, not by the fan-out.
   template <class F>
   void for_each_coupled(ir::OpId o, F&& f) const {
-    const ir::Operator& op = g_.op(o);
-    for (ir::TensorId t : op.inputs) {
-      const auto& cons = g_.tensor(t).consumers;
-      if (cons.size() <= 8)
-        for (ir::OpId u : cons) f(u);
+    for (std::size_t j = in_off_[o]; j < in_off_[o + 1]; ++j) {
+      const ir::TensorId t = in_tensor_[j];
+      if (want_off_[t + 1] - want_off_[t] <= 8)
+        for (std::size_t u = want_off_[t]; u < want_off_[t + 1]; ++u) f(uses_[u]);
     }
   }
 
@@ -539,6 +545,12 @@ class RecSearch {
     return total;
   }
 
+  // Forgets every recorded use (cheaper than withdrawing them one by one).
+  void clear_uses() {
+    std::fill(want_count_.begin(), want_count_.end(), 0);
+    std::fill(holder_decided_.begin(), holder_decided_.end(), 0);
+  }
+
   // Records (delta +1) or withdraws (-1) the layouts candidate i of o gives
   // the tensors it holds and the requests it makes of the others.
   void change_uses(ir::OpId o, std::size_t i, int delta) {
@@ -620,7 +632,9 @@ class RecSearch {
   std::vector<ir::OpId> holder_op_;
   std::vector<std::uint32_t> holder_slot_;
   std::vector<std::uint8_t> holder_is_output_;
-  std::vector<std::size_t> want_off_;
+  std::vector<std::size_t> want_off_;  // offsets of uses_ and wants_
+  std::vector<ir::OpId> uses_;        // consumers of each tensor, one per use
+  std::vector<int> batch_;            // batch loop of each operator
   std::vector<Want> wants_;
   std::vector<std::uint32_t> want_count_;
   std::vector<std::uint8_t> holder_decided_;
