@@ -129,6 +129,29 @@ class RecSearch {
       const auto& cons = g.tensor(static_cast<ir::TensorId>(t)).consumers;
       std::copy(cons.begin(), cons.end(), uses_.begin() + static_cast<std::ptrdiff_t>(want_off_[t]));
     }
+    // A loop can take a further cut of k when splits*k divides the loop and
+    // every operand dim mapped to it (algebra::can_cut), i.e. divides their
+    // gcd: kept per loop, 0 where the search may never cut.
+    loop_gcd_.assign(loop_off_[nops], 0);
+    for (std::size_t o = 0; o < nops; ++o) {
+      const ir::Operator& op = g.op(static_cast<ir::OpId>(o));
+      const algebra::OpSpace& s = spaces[o];
+      for (std::size_t l = 0; l < s.loops.size(); ++l) {
+        if (!loop_allowed(op, s, static_cast<int>(l))) continue;
+        std::int64_t gcd = s.loops[l].size;
+        auto fold = [&](const std::vector<ir::TensorId>& ts, const std::vector<std::vector<int>>& maps) {
+          for (std::size_t j = 0; j < ts.size(); ++j)
+            for (std::size_t d = 0; d < maps[j].size(); ++d)
+              if (maps[j][d] == static_cast<int>(l)) {
+                const std::int64_t dim = g.tensor(ts[j]).shape[d];
+                gcd = dim == 0 || gcd == 0 ? 0 : std::gcd(gcd, dim);
+              }
+        };
+        fold(op.inputs, s.inputs);
+        fold(op.outputs, s.outputs);
+        loop_gcd_[loop_off_[o] + l] = gcd;
+      }
+    }
     batch_.resize(nops);
     for (std::size_t o = 0; o < nops; ++o)
       batch_[o] = batch_loop(g, spaces[o], static_cast<ir::OpId>(o));
@@ -162,14 +185,15 @@ class RecSearch {
       arena.execute([&] {
         tbb::parallel_for(tbb::blocked_range<std::size_t>(0, nops, 512), [&](const auto& r) {
           std::vector<std::int16_t> c;
-          std::vector<std::int64_t> sp;
           for (std::size_t o = r.begin(); o != r.end(); ++o) {
             if (!pinned[o].empty()) {
               c.assign(1, pinned[o][a]);
             } else {
-              sp.assign(splits_.begin() + static_cast<std::ptrdiff_t>(loop_off_[o]),
-                        splits_.begin() + static_cast<std::ptrdiff_t>(loop_off_[o + 1]));
-              legal_choices(g_, static_cast<ir::OpId>(o), spaces_[o], sp, cut.size, c);
+              // legal_choices, from the per-loop gcds.
+              c.assign(1, plan::kReplicated);
+              for (std::size_t l = loop_off_[o]; l < loop_off_[o + 1]; ++l)
+                if (loop_gcd_[l] > 0 && loop_gcd_[l] % (splits_[l] * cut.size) == 0)
+                  c.push_back(static_cast<std::int16_t>(l - loop_off_[o]));
             }
             n_cands_[o] = static_cast<std::uint16_t>(c.size());
             double lo = std::numeric_limits<double>::infinity(), hi = -lo;
@@ -635,6 +659,7 @@ class RecSearch {
   std::vector<std::size_t> want_off_;  // offsets of uses_ and wants_
   std::vector<ir::OpId> uses_;        // consumers of each tensor, one per use
   std::vector<int> batch_;            // batch loop of each operator
+  std::vector<std::int64_t> loop_gcd_;  // see the constructor
   std::vector<Want> wants_;
   std::vector<std::uint32_t> want_count_;
   std::vector<std::uint8_t> holder_decided_;
