@@ -137,63 +137,85 @@ inline Graph embedding(std::int64_t vocab = 1 << 20, std::int64_t hidden = 4096,
   return g;
 }
 
-// A pre-LN transformer block in explicit operators (LayerNorm, projections,
-// attention through BatchMatMul/Softmax, MLP with GeLU, residuals).
-inline Graph transformer_block(std::int64_t b = 8, std::int64_t s = 512, std::int64_t h = 1024,
-                               std::int64_t heads = 16, DType dt = DType::F16) {
-  Graph g("block");
+// `layers` pre-LN transformer blocks in explicit operators (LayerNorm,
+// projections, attention through BatchMatMul/Softmax, MLP with GeLU,
+// residuals: 23 operators each), chained. Names are prefixed "l<i>." when
+// there is more than one layer.
+inline Graph transformer_stack(int layers, std::int64_t b = 8, std::int64_t s = 1024,
+                               std::int64_t h = 2048, std::int64_t heads = 16,
+                               DType dt = DType::BF16) {
+  Graph g(layers == 1 ? "block" : "gpt" + std::to_string(layers));
   const std::int64_t d = h / heads;
-  auto T = [&](const std::string& n, ir::Shape shp, TensorKind k = TensorKind::Activation) {
-    g.add_tensor(n, std::move(shp), dt, k == TensorKind::Activation ? TensorKind::Input : k);
-  };
-  T("x", {b, s, h}, TensorKind::Input);
-  T("ln1_s", {h}, TensorKind::Parameter);
-  T("ln1_b", {h}, TensorKind::Parameter);
-  T("ln1", {b, s, h});
-  for (const char* n : {"wq", "wk", "wv", "wo"}) T(n, {h, h}, TensorKind::Parameter);
-  for (const char* n : {"q", "k", "v", "ctx2", "o", "res1"}) T(n, {b, s, h});
-  for (const char* n : {"q4", "k4", "v4"}) T(n, {b, s, heads, d});
-  T("qt", {b, heads, s, d});
-  T("kt", {b, heads, d, s});
-  T("vt", {b, heads, s, d});
-  T("sc", {b, heads, s, s});
-  T("pr", {b, heads, s, s});
-  T("ctx", {b, heads, s, d});
-  T("ctxt", {b, s, heads, d});
-  T("ln2_s", {h}, TensorKind::Parameter);
-  T("ln2_b", {h}, TensorKind::Parameter);
-  T("ln2", {b, s, h});
-  T("w1", {h, 4 * h}, TensorKind::Parameter);
-  T("f1", {b, s, 4 * h});
-  T("g1", {b, s, 4 * h});
-  T("w2", {4 * h, h}, TensorKind::Parameter);
-  T("f2", {b, s, h});
-  T("out", {b, s, h});
+  g.add_tensor("x", {b, s, h}, dt, TensorKind::Input);
+  std::string in = "x";
   using V = std::vector<std::int64_t>;
-  add_op(g, "ln1", "LayerNorm", {"x", "ln1_s", "ln1_b"}, {"ln1"});
-  add_op(g, "q_proj", "MatMul", {"ln1", "wq"}, {"q"});
-  add_op(g, "k_proj", "MatMul", {"ln1", "wk"}, {"k"});
-  add_op(g, "v_proj", "MatMul", {"ln1", "wv"}, {"v"});
-  add_op(g, "q_split", "Reshape", {"q"}, {"q4"});
-  add_op(g, "k_split", "Reshape", {"k"}, {"k4"});
-  add_op(g, "v_split", "Reshape", {"v"}, {"v4"});
-  add_op(g, "q_t", "Transpose", {"q4"}, {"qt"}, {{"perm", V{0, 2, 1, 3}}});
-  add_op(g, "k_t", "Transpose", {"k4"}, {"kt"}, {{"perm", V{0, 2, 3, 1}}});
-  add_op(g, "v_t", "Transpose", {"v4"}, {"vt"}, {{"perm", V{0, 2, 1, 3}}});
-  add_op(g, "scores", "BatchMatMul", {"qt", "kt"}, {"sc"});
-  add_op(g, "softmax", "Softmax", {"sc"}, {"pr"});
-  add_op(g, "context", "BatchMatMul", {"pr", "vt"}, {"ctx"});
-  add_op(g, "ctx_t", "Transpose", {"ctx"}, {"ctxt"}, {{"perm", V{0, 2, 1, 3}}});
-  add_op(g, "ctx_merge", "Reshape", {"ctxt"}, {"ctx2"});
-  add_op(g, "o_proj", "MatMul", {"ctx2", "wo"}, {"o"});
-  add_op(g, "res1", "Add", {"x", "o"}, {"res1"});
-  add_op(g, "ln2", "LayerNorm", {"res1", "ln2_s", "ln2_b"}, {"ln2"});
-  add_op(g, "fc1", "MatMul", {"ln2", "w1"}, {"f1"});
-  add_op(g, "gelu", "GeLU", {"f1"}, {"g1"});
-  add_op(g, "fc2", "MatMul", {"g1", "w2"}, {"f2"});
-  add_op(g, "res2", "Add", {"res1", "f2"}, {"out"});
+  for (int l = 0; l < layers; ++l) {
+    const std::string p = layers == 1 ? "" : "l" + std::to_string(l) + ".";
+    auto T = [&](const std::string& n, ir::Shape shp, bool param = false) {
+      g.add_tensor(p + n, std::move(shp), dt,
+                   param ? TensorKind::Parameter : TensorKind::Input);
+    };
+    auto O = [&](const std::string& n, const char* type, std::vector<std::string> ins,
+                 std::vector<std::string> outs, ir::Attrs a = {}) {
+      for (auto& i : ins)
+        if (i != in) i = p + i;
+      for (auto& o : outs) o = p + o;
+      add_op(g, p + n, type, ins, outs, std::move(a));
+    };
+    T("ln1_s", {h}, true);
+    T("ln1_b", {h}, true);
+    T("ln1", {b, s, h});
+    for (const char* n : {"wq", "wk", "wv", "wo"}) T(n, {h, h}, true);
+    for (const char* n : {"q", "k", "v", "ctx2", "o", "res1"}) T(n, {b, s, h});
+    for (const char* n : {"q4", "k4", "v4"}) T(n, {b, s, heads, d});
+    T("qt", {b, heads, s, d});
+    T("kt", {b, heads, d, s});
+    T("vt", {b, heads, s, d});
+    T("sc", {b, heads, s, s});
+    T("pr", {b, heads, s, s});
+    T("ctx", {b, heads, s, d});
+    T("ctxt", {b, s, heads, d});
+    T("ln2_s", {h}, true);
+    T("ln2_b", {h}, true);
+    T("ln2", {b, s, h});
+    T("w1", {h, 4 * h}, true);
+    T("f1", {b, s, 4 * h});
+    T("g1", {b, s, 4 * h});
+    T("w2", {4 * h, h}, true);
+    T("f2", {b, s, h});
+    T("out", {b, s, h});
+    O("ln1", "LayerNorm", {in, "ln1_s", "ln1_b"}, {"ln1"});
+    O("q_proj", "MatMul", {"ln1", "wq"}, {"q"});
+    O("k_proj", "MatMul", {"ln1", "wk"}, {"k"});
+    O("v_proj", "MatMul", {"ln1", "wv"}, {"v"});
+    O("q_split", "Reshape", {"q"}, {"q4"});
+    O("k_split", "Reshape", {"k"}, {"k4"});
+    O("v_split", "Reshape", {"v"}, {"v4"});
+    O("q_t", "Transpose", {"q4"}, {"qt"}, {{"perm", V{0, 2, 1, 3}}});
+    O("k_t", "Transpose", {"k4"}, {"kt"}, {{"perm", V{0, 2, 3, 1}}});
+    O("v_t", "Transpose", {"v4"}, {"vt"}, {{"perm", V{0, 2, 1, 3}}});
+    O("scores", "BatchMatMul", {"qt", "kt"}, {"sc"});
+    O("softmax", "Softmax", {"sc"}, {"pr"});
+    O("context", "BatchMatMul", {"pr", "vt"}, {"ctx"});
+    O("ctx_t", "Transpose", {"ctx"}, {"ctxt"}, {{"perm", V{0, 2, 1, 3}}});
+    O("ctx_merge", "Reshape", {"ctxt"}, {"ctx2"});
+    O("o_proj", "MatMul", {"ctx2", "wo"}, {"o"});
+    O("res1", "Add", {in, "o"}, {"res1"});
+    O("ln2", "LayerNorm", {"res1", "ln2_s", "ln2_b"}, {"ln2"});
+    O("fc1", "MatMul", {"ln2", "w1"}, {"f1"});
+    O("gelu", "GeLU", {"f1"}, {"g1"});
+    O("fc2", "MatMul", {"g1", "w2"}, {"f2"});
+    O("res2", "Add", {"res1", "f2"}, {"out"});
+    in = p + "out";
+  }
   g.finalize();
   return g;
+}
+
+// One pre-LN transformer block (see transformer_stack).
+inline Graph transformer_block(std::int64_t b = 8, std::int64_t s = 512, std::int64_t h = 1024,
+                               std::int64_t heads = 16, DType dt = DType::F16) {
+  return transformer_stack(1, b, s, h, heads, dt);
 }
 
 // Seeded random chain-with-skips of MatMul/elementwise operators, for
