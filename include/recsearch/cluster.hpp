@@ -2,10 +2,10 @@
 // and the cut schedule the search recurses over.
 //
 // Levels are listed outermost (slowest) first. The cut schedule factors each
-// level's size into primes (larger primes first within a level) and lists
+// level's size into primes (smaller primes first within a level) and lists
 // the cuts outermost level first: a 64x8 cluster is cut 2,2,2,2,2,2 (node
 // level, 50 GB/s) then 2,2,2 (gpu level, 450 GB/s); 12 flat devices are cut
-// 3,2,2. A device id is the mixed-radix number of its cut digits, cut 0 most
+// 2,2,3. A device id is the mixed-radix number of its cut digits, cut 0 most
 // significant.
 #pragma once
 
@@ -71,7 +71,7 @@ class Cluster {
   std::vector<Cut> cuts_;
 };
 
-// Prime factors of n >= 1 in decreasing order (empty for 1).
-[[nodiscard]] std::vector<std::int64_t> prime_factors_desc(std::int64_t n);
+// Prime factors of n >= 1 in increasing order (empty for 1).
+[[nodiscard]] std::vector<std::int64_t> prime_factors(std::int64_t n);
 
 }  // namespace recsearch

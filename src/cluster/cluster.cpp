@@ -1,6 +1,9 @@
 // Cluster validation and the cut schedule: each level's size factored into
 // primes, outermost (slowest) level first, so that the first cuts — made
 // while slices are largest — are the ones that cross the slowest links.
+// Within a level the small primes come first: the dims that divide evenly
+// (batch, heads: powers of two) are cut first, and the odd factors are
+// decided last, once the slices they would save compute on are small.
 #include "recsearch/cluster.hpp"
 
 #include <cmath>
@@ -15,7 +18,7 @@ bool finite_positive(double x) { return std::isfinite(x) && x > 0; }
 
 }  // namespace
 
-std::vector<std::int64_t> prime_factors_desc(std::int64_t n) {
+std::vector<std::int64_t> prime_factors(std::int64_t n) {
   std::vector<std::int64_t> f;
   for (std::int64_t p = 2; p * p <= n; ++p)
     while (n % p == 0) {
@@ -23,7 +26,7 @@ std::vector<std::int64_t> prime_factors_desc(std::int64_t n) {
       n /= p;
     }
   if (n > 1) f.push_back(n);
-  return {f.rbegin(), f.rend()};
+  return f;
 }
 
 Cluster::Cluster(std::string name, std::vector<Level> levels, DeviceSpec device)
@@ -59,7 +62,7 @@ Cluster::Cluster(std::string name, std::vector<Level> levels, DeviceSpec device)
                 "/device/memory_bandwidth_GBps");
 
   for (std::size_t i = 0; i < levels_.size(); ++i) {
-    for (std::int64_t p : prime_factors_desc(levels_[i].size)) {
+    for (std::int64_t p : prime_factors(levels_[i].size)) {
       Cut c;
       c.axis = "c" + std::to_string(cuts_.size());
       c.size = p;

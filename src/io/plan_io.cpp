@@ -453,7 +453,9 @@ class PlanStream final : public detail::StreamHandler {
 class HeadOnly final : public detail::StreamHandler {
  public:
   Mode mode(const std::string& key) override {
-    return key == "mesh" || key == "format" || key == "version" ? Mode::kCollect : Mode::kSkip;
+    return key == "mesh" || key == "cluster" || key == "format" || key == "version"
+               ? Mode::kCollect
+               : Mode::kSkip;
   }
   void record(const std::string&, std::size_t, Json&&) override {}
   void field_done(const std::string&, const Json&) override {}
@@ -478,6 +480,21 @@ plan::Plan read_plan_file(const std::string& path, const ir::Graph& g,
                           const std::vector<algebra::OpSpace>& spaces,
                           const std::vector<Cut>& mesh) {
   return parse_plan(read_text_file(path), path, g, spaces, mesh);
+}
+
+std::optional<Cluster> plan_cluster(std::string_view text, const std::string& source) {
+  HeadOnly head_only;
+  const Json root = detail::stream_object(text, source, head_only);
+  const Reader r(source);
+  r.check_format(root, "recsearch.plan");
+  const Json* c = r.find(root, "cluster");
+  if (c == nullptr) return std::nullopt;
+  r.expect_object(*c, "/cluster");
+  try {
+    return parse_cluster(c->dump(), source);
+  } catch (const Error& e) {
+    throw Error(e.code(), e.detail(), "/cluster" + e.json_path(), source);
+  }
 }
 
 std::vector<std::int64_t> plan_mesh_sizes(std::string_view text, const std::string& source) {
@@ -540,6 +557,9 @@ std::string plan_to_json(const ir::Graph& g, const std::vector<algebra::OpSpace>
   mesh["axes"] = std::move(axes);
   mesh["devices"] = p.num_devices();
   w.field("mesh", mesh);
+  // The whole cluster, so that `eval` of a saved plan needs no cluster
+  // options and uses the same links the search used.
+  w.field("cluster", OrderedJson::parse(cluster_to_json(cluster)));
 
   w.begin_array("operators");
   for (ir::OpId id = 0; id < g.num_operators(); ++id) {

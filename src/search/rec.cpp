@@ -177,8 +177,6 @@ class RecSearch {
     tbb::task_arena arena(opts_.threads > 0 ? opts_.threads : tbb::task_arena::automatic);
     for (std::size_t a = 0; a < mesh.size(); ++a) {
       const Cut& cut = mesh[a];
-      rest_ = 1;
-      for (std::size_t b = a + 1; b < mesh.size(); ++b) rest_ *= static_cast<double>(mesh[b].size);
 
       // Candidates and their own costs depend only on the state at the
       // start of the pass: computed once, in parallel.
@@ -392,12 +390,13 @@ class RecSearch {
       const double one = cost::collective_seconds(cost::Collective::Halo, halo_bytes(o, c), cut, p);
       comm_s += mode == Mode::Train ? 2 * one : one;
     }
-    // Compute saved now is worth what it will be once the remaining cuts
-    // have divided it too: valued at the full size, a cut in an early pass
-    // would look worth up to (remaining devices) times its real gain.
-    const double flops = s.flops / static_cast<double>(sprev) / kc / rest_;
+    // Compute and communication are both valued at this pass's slice sizes.
+    // (Discounting compute by the cuts still to come makes every early pass
+    // expect the later ones to do the cutting, and large meshes end up
+    // mostly replicated.)
+    const double flops = s.flops / static_cast<double>(sprev) / kc;
     if (comm) *comm = comm_s;
-    return comm_s + cost::compute_seconds(flops, touched / rest_, cluster_.device(), p, mode) +
+    return comm_s + cost::compute_seconds(flops, touched, cluster_.device(), p, mode) +
            lambda_ * mem;
   }
 
@@ -637,7 +636,6 @@ class RecSearch {
   const Cluster& cluster_;
   const SearchOptions& opts_;
   double lambda_;
-  double rest_ = 1;  // product of the sizes of the cuts after this pass
 
   // Per operator (flat, with offsets): loop splits so far, slice divisors
   // of its operands, this pass's candidates and their cached own costs.

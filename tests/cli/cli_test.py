@@ -121,7 +121,7 @@ def cluster_path(name):
     return p if os.path.exists(p) else None
 
 
-def prime_factors_desc(n):
+def prime_factors(n):
     f, d = [], 2
     while d * d <= n:
         while n % d == 0:
@@ -130,12 +130,12 @@ def prime_factors_desc(n):
         d += 1
     if n > 1:
         f.append(n)
-    return sorted(f, reverse=True)
+    return f  # ascending, as the cut schedule takes them within a level
 
 
 def schedule_of_levels(sizes):
     """Cut sizes of a hierarchy, outermost level first (cluster.hpp)."""
-    return [k for s in sizes for k in prime_factors_desc(s)]
+    return [k for s in sizes for k in prime_factors(s)]
 
 
 def cluster_levels(path):
@@ -293,7 +293,7 @@ def cluster_variants():
         p = cluster_path(name)
         if p:
             sizes, names = cluster_levels(p)
-            levels = [n for s, n in zip(sizes, names) for _ in prime_factors_desc(s)]
+            levels = [n for s, n in zip(sizes, names) for _ in prime_factors(s)]
             v.append((["--cluster", p], schedule_of_levels(sizes), levels))
     return v
 
@@ -776,9 +776,9 @@ def case_devices():
         for n in (1, 6, 7, 12, 96, 1000):
             _, plan = search(gp, ["--devices", str(n)])
             if plan is not None:
-                st = check_plan(plan, g, prime_factors_desc(n), "search %s --devices %d" %
+                st = check_plan(plan, g, prime_factors(n), "search %s --devices %d" %
                                 (os.path.basename(gp), n), level_names=["device"] * len(
-                                    prime_factors_desc(n)))
+                                    prime_factors(n)))
                 if n == 1 and st:
                     check(all(all(k == 1 for s in v for k in s) for v in st.values()),
                           "one device but a split strategy")

@@ -20,12 +20,12 @@ std::vector<std::int64_t> sizes(const Cluster& c) {
 
 }  // namespace
 
-TEST_CASE("prime factors, largest first") {
-  CHECK(prime_factors_desc(1).empty());
-  CHECK(prime_factors_desc(12) == std::vector<std::int64_t>{3, 2, 2});
-  CHECK(prime_factors_desc(1000) == std::vector<std::int64_t>{5, 5, 5, 2, 2, 2});
-  CHECK(prime_factors_desc(2147483647) == std::vector<std::int64_t>{2147483647});
-  CHECK(prime_factors_desc(1 << 20) == std::vector<std::int64_t>(20, 2));
+TEST_CASE("prime factors, smallest first") {
+  CHECK(prime_factors(1).empty());
+  CHECK(prime_factors(12) == std::vector<std::int64_t>{2, 2, 3});
+  CHECK(prime_factors(1000) == std::vector<std::int64_t>{2, 2, 2, 5, 5, 5});
+  CHECK(prime_factors(2147483647) == std::vector<std::int64_t>{2147483647});
+  CHECK(prime_factors(1 << 20) == std::vector<std::int64_t>(20, 2));
 }
 
 TEST_CASE("any device count is cut into primes whose product is the count") {
@@ -41,7 +41,7 @@ TEST_CASE("any device count is cut into primes whose product is the count") {
 
 TEST_CASE("mesh cuts the slow outer level first with its own bandwidth") {
   Cluster c = Cluster::mesh({6, 4});
-  CHECK(sizes(c) == std::vector<std::int64_t>{3, 2, 2, 2});
+  CHECK(sizes(c) == std::vector<std::int64_t>{2, 3, 2, 2});
   CHECK(c.cuts()[0].level == 0);
   CHECK(c.cuts()[1].level == 0);
   CHECK(c.cuts()[2].level == 1);
@@ -52,7 +52,7 @@ TEST_CASE("mesh cuts the slow outer level first with its own bandwidth") {
 }
 
 TEST_CASE("device ids are mixed-radix numbers of the cut digits") {
-  Cluster c = Cluster::mesh({3, 2});  // cuts 3, 2
+  Cluster c = Cluster::mesh({3, 2});  // cuts 3, 2 (one per level)
   CHECK(c.device_coords(0) == std::vector<std::int64_t>{0, 0});
   CHECK(c.device_coords(1) == std::vector<std::int64_t>{0, 1});
   CHECK(c.device_coords(5) == std::vector<std::int64_t>{2, 1});

@@ -143,7 +143,8 @@ std::string summary_line(const plan::Summary& s) {
          format_double("%.4g", s.memory_per_device_bytes / kBytesPerGiB) + " GiB per device";
 }
 
-// `eval` without cluster options: the plan's own mesh. Every axis of a plan
+// `eval` of a plan without a saved cluster and without cluster options: the
+// plan's own mesh. Every axis of a plan
 // is a prime cut, so Cluster::mesh(sizes) always reproduces its schedule;
 // when the sizes are exactly the flat schedule of their product, the plan
 // most likely came from `--devices N`, whose single-level cluster (and its
@@ -161,7 +162,7 @@ Cluster cluster_from_plan_mesh(const std::vector<std::int64_t>& sizes,
                   "/mesh", plan_source);
     product *= s;
   }
-  if (sizes == prime_factors_desc(product)) return Cluster::flat(product);
+  if (sizes == prime_factors(product)) return Cluster::flat(product);
   return Cluster::mesh(sizes);
 }
 
@@ -244,10 +245,15 @@ int run_eval(const EvalArgs& a) {
   CostParams cost;
   const LoadedGraph lg = load_graph(a.graph, &cost);
   const std::string plan_text = io::read_text_file(a.plan);
+  // Cluster: the options, else the cluster the plan was made for, else a
+  // guess from the plan's mesh (hand-written plans).
+  std::optional<Cluster> saved;
+  if (a.cluster.count() != 1) saved = io::plan_cluster(plan_text, plan_source);
   const Cluster cluster =
-      a.cluster.count() == 1
-          ? cluster_from_args(a.cluster, cost)
-          : cluster_from_plan_mesh(io::plan_mesh_sizes(plan_text, plan_source), plan_source);
+      a.cluster.count() == 1 ? cluster_from_args(a.cluster, cost)
+      : saved               ? *saved
+                            : cluster_from_plan_mesh(io::plan_mesh_sizes(plan_text, plan_source),
+                                                     plan_source);
   apply_cost_file(a.cost_file, cost);
 
   progress.say("evaluating " + plan_source + " on " + std::to_string(cluster.num_devices()) +

@@ -5,6 +5,7 @@
 // and the problem; they never crash on any input. `source` "-" reads stdin.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -56,6 +57,11 @@ void parse_cost_params(std::string_view text, const std::string& source, CostPar
 // the file has no mesh.
 [[nodiscard]] std::vector<std::int64_t> plan_mesh_sizes(std::string_view text,
                                                         const std::string& source);
+
+// The cluster a plan file was made for (its "cluster" object, which
+// plan_to_json writes), or nullopt when the file has none. Errors name the
+// path under "/cluster".
+[[nodiscard]] std::optional<Cluster> plan_cluster(std::string_view text, const std::string& source);
 
 // Plan JSON (DESIGN.md "Plan file").
 [[nodiscard]] std::string plan_to_json(const ir::Graph& g,
