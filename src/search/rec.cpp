@@ -34,6 +34,7 @@
 #include <limits>
 #include <numeric>
 #include <queue>
+#include <cmath>
 
 #include "search/common.hpp"
 
@@ -177,6 +178,12 @@ class RecSearch {
     tbb::task_arena arena(opts_.threads > 0 ? opts_.threads : tbb::task_arena::automatic);
     for (std::size_t a = 0; a < mesh.size(); ++a) {
       const Cut& cut = mesh[a];
+      // How much the cuts still to come will divide this pass's compute:
+      // between 1 (they cut elsewhere) and all of them; see
+      // SearchOptions::future_cut_exponent.
+      rest_ = 1;
+      for (std::size_t b = a + 1; b < mesh.size(); ++b) rest_ *= static_cast<double>(mesh[b].size);
+      rest_ = std::pow(rest_, opts_.future_cut_exponent);
 
       // Candidates and their own costs depend only on the state at the
       // start of the pass: computed once, in parallel.
@@ -390,13 +397,12 @@ class RecSearch {
       const double one = cost::collective_seconds(cost::Collective::Halo, halo_bytes(o, c), cut, p);
       comm_s += mode == Mode::Train ? 2 * one : one;
     }
-    // Compute and communication are both valued at this pass's slice sizes.
-    // (Discounting compute by the cuts still to come makes every early pass
-    // expect the later ones to do the cutting, and large meshes end up
-    // mostly replicated.)
-    const double flops = s.flops / static_cast<double>(sprev) / kc;
+    // Compute saved by a cut now shrinks with the cuts still to come, while
+    // the communication it costs is paid at this pass's sizes: compute is
+    // discounted by rest_.
+    const double flops = s.flops / static_cast<double>(sprev) / kc / rest_;
     if (comm) *comm = comm_s;
-    return comm_s + cost::compute_seconds(flops, touched, cluster_.device(), p, mode) +
+    return comm_s + cost::compute_seconds(flops, touched / rest_, cluster_.device(), p, mode) +
            lambda_ * mem;
   }
 
@@ -636,6 +642,7 @@ class RecSearch {
   const Cluster& cluster_;
   const SearchOptions& opts_;
   double lambda_;
+  double rest_ = 1;  // expected division of compute by later passes
 
   // Per operator (flat, with offsets): loop splits so far, slice divisors
   // of its operands, this pass's candidates and their cached own costs.
