@@ -56,6 +56,10 @@ struct Want {
 // next to a change.
 constexpr int kRefineSweeps = 3;
 
+// Tensor flags.
+constexpr std::uint8_t kNeedsGrad = 1;
+constexpr std::uint8_t kParameter = 2;
+
 // Extra starts are refined only when their unrefined objective is within
 // this factor of the best refined one.
 constexpr double kStartSlack = 1.5;
@@ -93,6 +97,7 @@ class RecSearch {
     own_comm_.assign(cand_off_[nops], 0.0);
 
     bytes_.resize(nt);
+    tensor_flags_.resize(nt);
     holder_op_.assign(nt, ir::kNone);
     holder_slot_.assign(nt, 0);
     holder_is_output_.assign(nt, 0);
@@ -100,6 +105,9 @@ class RecSearch {
     for (std::size_t t = 0; t < nt; ++t) {
       const ir::Tensor& tensor = g.tensor(static_cast<ir::TensorId>(t));
       bytes_[t] = tensor.bytes();
+      tensor_flags_[t] = static_cast<std::uint8_t>(
+          (tensor.requires_grad() ? kNeedsGrad : 0) |
+          (tensor.kind == ir::TensorKind::Parameter ? kParameter : 0));
       want_off_[t + 1] = want_off_[t] + tensor.consumers.size();
       // Holder: the producer, else the first use.
       if (tensor.producer != ir::kNone) {
@@ -205,8 +213,8 @@ class RecSearch {
             for (std::size_t i = 0; i < c.size(); ++i) {
               const std::size_t at = cand_off_[o] + i;
               cands_[at] = c[i];
-              own_[at] = own_cost(static_cast<ir::OpId>(o), c[i], cut, &own_comm_[at]);
               fill_layouts(static_cast<ir::OpId>(o), i, c[i]);
+              own_[at] = own_cost(static_cast<ir::OpId>(o), i, c[i], cut, &own_comm_[at]);
               lo = std::min(lo, own_[at]);
               hi = std::max(hi, own_[at]);
             }
@@ -355,40 +363,42 @@ class RecSearch {
 
   // Compute estimate + own communication + memory penalty of choice c;
   // *comm receives the communication part alone.
-  double own_cost(ir::OpId o, std::int16_t c, const Cut& cut, double* comm) const {
-    const ir::Operator& op = g_.op(o);
+  // Needs the layouts of candidate i (fill_layouts) in place.
+  double own_cost(ir::OpId o, std::size_t i, std::int16_t c, const Cut& cut, double* comm) const {
     const algebra::OpSpace& s = spaces_[o];
     const Mode mode = opts_.mode;
     const CostParams& p = opts_.cost;
     const std::int64_t k = cut.size;
+    const bool train = mode == Mode::Train;
     double comm_s = 0, touched = 0, mem = 0;
     std::int64_t sprev = 1;
     for (std::size_t l = loop_off_[o]; l < loop_off_[o + 1]; ++l) sprev *= splits_[l];
     const double kc = c == plan::kReplicated ? 1.0 : static_cast<double>(k);
     const double psf = cost::parameter_state_factor(p, mode);
+    const std::size_t in0 = in_off_[o], nin = in_off_[o + 1] - in0;
+    const std::size_t out0 = out_off_[o], nout = out_off_[o + 1] - out0;
+    const AxisLayout* lay = layouts_of(o, i);
 
-    for (std::size_t j = 0; j < op.inputs.size(); ++j) {
-      const ir::TensorId tid = op.inputs[j];
-      const ir::Tensor& t = g_.tensor(tid);
-      const AxisLayout lay = operand_layout(s, in_dims(o, j), false, c);
-      const double slice = bytes_[tid] / static_cast<double>(in_div_[in_off_[o] + j]);
-      const double after = lay.kind == LayoutKind::Shard ? slice / static_cast<double>(k) : slice;
+    for (std::size_t j = 0; j < nin; ++j) {
+      const ir::TensorId tid = in_tensor_[in0 + j];
+      const std::uint8_t f = tensor_flags_[tid];
+      const double slice = bytes_[tid] / static_cast<double>(in_div_[in0 + j]);
+      const double after =
+          lay[j].kind == LayoutKind::Shard ? slice / static_cast<double>(k) : slice;
       touched += after;
-      if (c != plan::kReplicated && mode == Mode::Train && t.requires_grad() &&
-          lay.kind == LayoutKind::Replicate)
-        comm_s += cost::gradient_seconds(slice, t.kind == ir::TensorKind::Parameter, cut, p);
-      if (lambda_ > 0 && t.kind == ir::TensorKind::Parameter && holder_op_[tid] == o &&
-          holder_slot_[tid] == j)
-        mem += after * psf;
+      if (c != plan::kReplicated && train && (f & kNeedsGrad) &&
+          lay[j].kind == LayoutKind::Replicate)
+        comm_s += cost::gradient_seconds(slice, (f & kParameter) != 0, cut, p);
+      if (lambda_ > 0 && (f & kParameter) && in_holds_[in0 + j]) mem += after * psf;
     }
-    for (std::size_t j = 0; j < op.outputs.size(); ++j) {
-      const ir::TensorId tid = op.outputs[j];
-      const AxisLayout lay = operand_layout(s, out_dims(o, j), true, c);
-      const double slice = bytes_[tid] / static_cast<double>(out_div_[out_off_[o] + j]);
-      const double after = lay.kind == LayoutKind::Shard ? slice / static_cast<double>(k) : slice;
+    for (std::size_t j = 0; j < nout; ++j) {
+      const ir::TensorId tid = out_tensor_[out0 + j];
+      const double slice = bytes_[tid] / static_cast<double>(out_div_[out0 + j]);
+      const AxisLayout l = lay[nin + j];
+      const double after = l.kind == LayoutKind::Shard ? slice / static_cast<double>(k) : slice;
       touched += after;
       mem += after;
-      if (g_.tensor(tid).consumers.empty() && lay.kind == LayoutKind::Partial)
+      if (want_off_[tid + 1] == want_off_[tid] && l.kind == LayoutKind::Partial)
         comm_s += cost::collective_seconds(cost::Collective::AllReduce, slice, cut, p);
     }
     if (c != plan::kReplicated &&
@@ -658,6 +668,7 @@ class RecSearch {
 
   // Per tensor: bytes, holder, and this pass's layout and requests.
   std::vector<double> bytes_;
+  std::vector<std::uint8_t> tensor_flags_;  // kNeedsGrad | kParameter
   std::vector<ir::OpId> holder_op_;
   std::vector<std::uint32_t> holder_slot_;
   std::vector<std::uint8_t> holder_is_output_;
