@@ -236,19 +236,29 @@ class RecSearch {
       // The recorded uses are those of choice, or of alt when alt_recorded.
       bool alt_recorded = false;
       for (int start = 0; start < 2; ++start) {
-        clear_uses();
+        const bool replicated = start == 1;
+        double obj0 = 0;
         for (std::size_t o = 0; o < nops; ++o) {
-          const int want = start == 0 ? batch_[o] : plan::kReplicated;
+          const int want = replicated ? plan::kReplicated : batch_[o];
           alt[o] = 0;
           for (std::uint16_t i = 0; i < n_cands_[o]; ++i)
             if (cands_[cand_off_[o] + i] == want) alt[o] = i;
-          change_uses(static_cast<ir::OpId>(o), alt[o], +1);
+          obj0 += own_[cand_off_[o] + alt[o]];
         }
-        alt_recorded = true;
+        // All-replicated moves nothing: its objective is its own costs.
+        if (!replicated) {
+          record_all(alt);
+          alt_recorded = true;
+          obj0 = pass_objective(alt, cut);
+        }
         // A start far behind before refinement is not refined: refinement
         // moves one operator at a time and rarely closes such a gap, and
         // skipping it keeps big graphs fast.
-        if (pass_objective(alt, cut) > kStartSlack * best_obj) continue;
+        if (obj0 > kStartSlack * best_obj) continue;
+        if (replicated) {
+          record_all(alt);
+          alt_recorded = true;
+        }
         refine(alt, cut);
         const double obj = pass_objective(alt, cut);
         if (obj < best_obj) {
@@ -257,10 +267,7 @@ class RecSearch {
           alt_recorded = false;  // the recorded uses now belong to choice
         }
       }
-      if (alt_recorded) {
-        clear_uses();
-        for (std::size_t o = 0; o < nops; ++o) change_uses(static_cast<ir::OpId>(o), choice[o], +1);
-      }
+      if (alt_recorded) record_all(choice);
 
       comm_total += pass_communication(choice, cut);
       // Slices shrink only after the pass: every decision of this pass saw
@@ -582,6 +589,13 @@ class RecSearch {
       total += redistribution_seconds(h, w[i].layout, bytes_[t] / static_cast<double>(w[i].divisor),
                                       cut, opts_.cost, opts_.mode);
     return total;
+  }
+
+  // Records exactly the uses of `choice`.
+  void record_all(const std::vector<std::uint16_t>& choice) {
+    clear_uses();
+    for (std::size_t o = 0; o < choice.size(); ++o)
+      change_uses(static_cast<ir::OpId>(o), choice[o], +1);
   }
 
   // Forgets every recorded use (cheaper than withdrawing them one by one).
