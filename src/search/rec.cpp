@@ -20,6 +20,9 @@
 //    each pass also considers two fixed starts — every operator on its batch
 //    loop, every operator replicated — refines those that are not far
 //    behind, and keeps the assignment its objective prefers.
+//  * Region moves. Finally the heaviest operators try each other candidate
+//    together with the best responses of the operators around it, so that a
+//    chain that only pays off when changed as a whole can change.
 //
 // Redistributions are counted as the evaluator counts them: per tensor,
 // each distinct request (layout, slice) of its uses turned from the holder's
@@ -55,6 +58,14 @@ struct Want {
 // Refinement sweeps per start; the second and later only revisit operators
 // next to a change.
 constexpr int kRefineSweeps = 3;
+
+// Region moves (see region_sweep): hops from the moved operator, and the
+// most operators one region may change.
+constexpr int kRegionDepth = 3;
+constexpr std::size_t kRegionOps = 12;
+// Region attempts per pass: at least this many, or one per 16
+// operators if that is more.
+constexpr std::size_t kRegionMinAttempts = 8192;
 
 // Tensor flags.
 constexpr std::uint8_t kNeedsGrad = 1;
@@ -268,6 +279,7 @@ class RecSearch {
         }
       }
       if (alt_recorded) record_all(choice);
+      region_sweep(order, choice, cut);
 
       comm_total += pass_communication(choice, cut);
       // Slices shrink only after the pass: every decision of this pass saw
@@ -344,6 +356,90 @@ class RecSearch {
       }
       if (!changed) break;
     }
+  }
+
+  // Region moves: single-operator moves cannot leave a state in which a
+  // whole chain would have to change together (a projection and the
+  // elementwise operators after it cut on one more dim costs a
+  // redistribution at every step of the way, and nothing at the end). For
+  // each operator and each other candidate, set it, let the operators
+  // around it (breadth first, up to kRegionDepth hops and kRegionOps
+  // operators) take their best response, and keep the region if the pass
+  // objective fell; otherwise undo it.
+  //
+  // Operators are tried heaviest first, within a budget of attempts
+  // (small graphs: every operator; 10^5 operators: about the heaviest
+  // sixteenth), so the pass stays linear with a small constant.
+  void region_sweep(const std::vector<ir::OpId>& order, std::vector<std::uint16_t>& choice,
+                    const Cut& cut) {
+    bool any = false;
+    std::size_t budget = std::max(kRegionMinAttempts, order.size() / 16);
+    for (ir::OpId o : order) {
+      if (n_cands_[o] < 2) continue;
+      const std::uint16_t current = choice[o];
+      for (std::uint16_t i = 0; i < n_cands_[o] && budget > 0; ++i) {
+        if (i == current) continue;
+        --budget;
+        if (region_move(o, i, choice, cut)) {
+          any = true;
+          break;
+        }
+      }
+      if (budget == 0) break;
+    }
+    if (any) refine(choice, cut);
+  }
+
+  bool region_move(ir::OpId o, std::uint16_t to, std::vector<std::uint16_t>& choice,
+                   const Cut& cut) {
+    moved_.clear();
+    region_.clear();
+    // Only operators across a tensor whose layout the move changed can
+    // have a new best response worth following.
+    auto enqueue = [&](ir::OpId n, std::uint16_t from, int depth) {
+      if (depth >= kRegionDepth) return;
+      for_each_neighbour_changed(n, from, choice[n], [&](ir::OpId m) {
+        for (const auto& [r, d] : region_)
+          if (r == m) return;
+        region_.emplace_back(m, depth + 1);
+      });
+    };
+    const std::uint16_t first = choice[o];
+    double delta = move(o, to, choice, cut);
+    region_.emplace_back(o, 0);
+    enqueue(o, first, 0);
+    for (std::size_t head = 1; head < region_.size() && moved_.size() < kRegionOps; ++head) {
+      const auto [n, depth] = region_[head];
+      if (n_cands_[n] < 2) continue;
+      change_uses(n, choice[n], -1);
+      const std::uint16_t b = choose(n, cut, choice[n], true);
+      change_uses(n, choice[n], +1);
+      if (b == choice[n]) continue;
+      const std::uint16_t was = choice[n];
+      delta += move(n, b, choice, cut);
+      enqueue(n, was, depth);
+    }
+    if (delta < 0) return true;
+    for (std::size_t x = moved_.size(); x-- > 0;) {
+      const auto [op, old] = moved_[x];
+      change_uses(op, choice[op], -1);
+      change_uses(op, old, +1);
+      choice[op] = old;
+    }
+    return false;
+  }
+
+  // Sets o to candidate `to` and returns the change of the pass objective
+  // (o's own cost and the redistributions of its tensors).
+  double move(ir::OpId o, std::uint16_t to, std::vector<std::uint16_t>& choice, const Cut& cut) {
+    const std::uint16_t from = choice[o];
+    change_uses(o, from, -1);
+    const double before = own_[cand_off_[o] + from] + edge_cost(o, from, cut);
+    const double after = own_[cand_off_[o] + to] + edge_cost(o, to, cut);
+    change_uses(o, to, +1);
+    moved_.emplace_back(o, from);
+    choice[o] = to;
+    return after - before;
   }
 
   // What a pass minimises: heuristic own costs (compute estimate, own
@@ -459,6 +555,30 @@ class RecSearch {
     }
     for (std::size_t j = out_off_[o]; j < out_off_[o + 1]; ++j) {
       const ir::TensorId t = out_tensor_[j];
+      for (std::size_t u = want_off_[t]; u < want_off_[t + 1]; ++u) f(uses_[u]);
+    }
+  }
+
+  // for_each_neighbour restricted to the tensors whose layout differs
+  // between o's candidates a and b.
+  template <class F>
+  void for_each_neighbour_changed(ir::OpId o, std::uint16_t a, std::uint16_t b, F&& f) const {
+    const std::size_t nin = in_off_[o + 1] - in_off_[o];
+    const AxisLayout* la = layouts_of(o, a);
+    const AxisLayout* lb = layouts_of(o, b);
+    for (std::size_t j = 0; j < nin; ++j) {
+      if (la[j] == lb[j]) continue;
+      const ir::TensorId t = in_tensor_[in_off_[o] + j];
+      if (holder_op_[t] != o) {
+        f(holder_op_[t]);
+      } else if (in_holds_[in_off_[o] + j]) {
+        for (std::size_t u = want_off_[t]; u < want_off_[t + 1]; ++u)
+          if (uses_[u] != o) f(uses_[u]);
+      }
+    }
+    for (std::size_t j = 0; j < out_off_[o + 1] - out_off_[o]; ++j) {
+      if (la[nin + j] == lb[nin + j]) continue;
+      const ir::TensorId t = out_tensor_[out_off_[o] + j];
       for (std::size_t u = want_off_[t]; u < want_off_[t + 1]; ++u) f(uses_[u]);
     }
   }
@@ -681,6 +801,11 @@ class RecSearch {
   std::vector<std::uint8_t> flag_;
 
   // Per tensor: bytes, holder, and this pass's layout and requests.
+  // Scratch of region moves: operators changed (with their old choice) and
+  // the breadth-first queue (operator, hops).
+  std::vector<std::pair<ir::OpId, std::uint16_t>> moved_;
+  std::vector<std::pair<ir::OpId, int>> region_;
+
   std::vector<double> bytes_;
   std::vector<std::uint8_t> tensor_flags_;  // kNeedsGrad | kParameter
   std::vector<ir::OpId> holder_op_;

@@ -138,6 +138,29 @@ TEST_CASE("exhaustive is optimal; rec stays within a few percent of it") {
   MESSAGE("worst rec/exhaustive gap: " << worst * 100 << "%");
 }
 
+TEST_CASE("rec against the exact optimum on seeded random graphs") {
+  double worst = 0, sum = 0;
+  int n = 0;
+  for (std::uint32_t seed = 100; seed < 120; ++seed)
+    for (const Cluster& c : {Cluster::flat(4), Cluster::mesh({2, 3})}) {
+      const ir::Graph g = t::random_dag(seed, 9, 8 << (seed % 6));
+      CAPTURE(seed);
+      CAPTURE(c.name());
+      const auto ex = run(g, c, search::Algorithm::Exhaustive);
+      const auto rec = run(g, c, search::Algorithm::Rec);
+      REQUIRE(ex.proven_optimal);
+      const double gap = rec.eval.summary.step_time_s / ex.eval.summary.step_time_s - 1;
+      CHECK(gap >= -1e-9);
+      worst = std::max(worst, gap);
+      sum += gap;
+      if (gap > 0.01) MESSAGE("seed " << seed << " on " << c.name() << ": gap " << 100 * gap << "%");
+      ++n;
+    }
+  MESSAGE("rec/exhaustive over " << n << " random graphs: mean gap " << 100 * sum / n
+                                 << "%, worst " << 100 * worst << "%");
+  CHECK(worst <= 0.05);
+}
+
 TEST_CASE("textbook: large batch and small weights come out data-parallel") {
   const ir::Graph g = t::conv_net(512);
   const auto r = run(g, Cluster::flat(8), search::Algorithm::Rec);
