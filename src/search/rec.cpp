@@ -31,6 +31,7 @@
 // bounded number of visits per operator, each looking at its own tensors.
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/parallel_sort.h>
+#include <oneapi/tbb/info.h>
 #include <oneapi/tbb/task_arena.h>
 
 #include <algorithm>
@@ -194,7 +195,10 @@ class RecSearch {
     std::vector<std::uint16_t> choice(nops), alt(nops);
     double comm_total = 0;
 
-    tbb::task_arena arena(opts_.threads > 0 ? opts_.threads : tbb::task_arena::automatic);
+    // More workers than the machine has only makes oneTBB warn; the plan is
+    // the same for any count, so the request is capped.
+    const int hw = tbb::info::default_concurrency();
+    tbb::task_arena arena(opts_.threads > 0 ? std::min(opts_.threads, hw) : hw);
     for (std::size_t a = 0; a < mesh.size(); ++a) {
       const Cut& cut = mesh[a];
       // How much the cuts still to come will divide this pass's compute:
