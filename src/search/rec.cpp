@@ -76,6 +76,38 @@ constexpr std::uint8_t kParameter = 2;
 // this factor of the best refined one.
 constexpr double kStartSlack = 1.5;
 
+// Redistribution seconds on one axis as bytes * per_byte + fixed, by the
+// kind of change (cost::redistribution_steps summed with its duals), set up
+// once per pass: the search asks for these costs millions of times.
+class RedistTable {
+ public:
+  void set(const Cut& cut, const CostParams& p, Mode mode) {
+    for (int f = 0; f < 3; ++f)
+      for (int t = 0; t < 3; ++t)
+        for (int same = 0; same < 2; ++same) {
+          const auto lay = [&](int kind, int dim) {
+            return kind == 1 ? AxisLayout::shard(dim)
+                             : kind == 2 ? AxisLayout::partial() : AxisLayout::replicate();
+          };
+          const AxisLayout from = lay(f, 0), to = lay(t, same ? 0 : 1);
+          // Seconds are affine in bytes: sample at 0 and 1 byte.
+          const double at0 = redistribution_seconds(from, to, 0.0, cut, p, mode);
+          const double at1 = redistribution_seconds(from, to, 1.0, cut, p, mode);
+          fixed_[f][t][same] = at0;
+          per_byte_[f][t][same] = at1 - at0;
+        }
+  }
+  [[nodiscard]] double seconds(AxisLayout from, AxisLayout to, double bytes) const {
+    const int f = static_cast<int>(from.kind), t = static_cast<int>(to.kind);
+    const int same = from.dim == to.dim ? 1 : 0;
+    return fixed_[f][t][same] + per_byte_[f][t][same] * bytes;
+  }
+
+ private:
+  double fixed_[3][3][2] = {};
+  double per_byte_[3][3][2] = {};
+};
+
 class RecSearch {
  public:
   RecSearch(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
@@ -201,6 +233,7 @@ class RecSearch {
     tbb::task_arena arena(opts_.threads > 0 ? std::min(opts_.threads, hw) : hw);
     for (std::size_t a = 0; a < mesh.size(); ++a) {
       const Cut& cut = mesh[a];
+      redist_.set(cut, opts_.cost, opts_.mode);
       // How much the cuts still to come will divide this pass's compute:
       // between 1 (they cut elsewhere) and all of them; see
       // SearchOptions::future_cut_exponent.
@@ -245,9 +278,9 @@ class RecSearch {
       arena.execute([&] { tbb::parallel_sort(order.begin(), order.end(), heavier); });
 
       clear_uses();
-      grow(order, heavier, choice, cut);
-      refine(choice, cut);
-      double best_obj = pass_objective(choice, cut);
+      grow(order, heavier, choice);
+      refine(choice);
+      double best_obj = pass_objective(choice);
       // The recorded uses are those of choice, or of alt when alt_recorded.
       bool alt_recorded = false;
       for (int start = 0; start < 2; ++start) {
@@ -264,7 +297,7 @@ class RecSearch {
         if (!replicated) {
           record_all(alt);
           alt_recorded = true;
-          obj0 = pass_objective(alt, cut);
+          obj0 = pass_objective(alt);
         }
         // A start far behind before refinement is not refined: refinement
         // moves one operator at a time and rarely closes such a gap, and
@@ -274,8 +307,8 @@ class RecSearch {
           record_all(alt);
           alt_recorded = true;
         }
-        refine(alt, cut);
-        const double obj = pass_objective(alt, cut);
+        refine(alt);
+        const double obj = pass_objective(alt);
         if (obj < best_obj) {
           best_obj = obj;
           choice.swap(alt);
@@ -283,9 +316,9 @@ class RecSearch {
         }
       }
       if (alt_recorded) record_all(choice);
-      region_sweep(order, choice, cut);
+      region_sweep(order, choice);
 
-      comm_total += pass_communication(choice, cut);
+      comm_total += pass_communication(choice);
       // Slices shrink only after the pass: every decision of this pass saw
       // the slices as they were before the cut.
       for (std::size_t o = 0; o < nops; ++o) {
@@ -309,8 +342,7 @@ class RecSearch {
   // Growth: seeds by weight, then the heaviest operator next to a decided
   // one (see the file comment).
   template <class Heavier>
-  void grow(const std::vector<ir::OpId>& order, Heavier heavier, std::vector<std::uint16_t>& choice,
-            const Cut& cut) {
+  void grow(const std::vector<ir::OpId>& order, Heavier heavier, std::vector<std::uint16_t>& choice) {
     const std::size_t nops = order.size();
     std::fill(flag_.begin(), flag_.end(), 0);  // flag_: queued
     auto lighter = [&](ir::OpId x, ir::OpId y) { return heavier(y, x); };
@@ -326,7 +358,7 @@ class RecSearch {
         o = frontier.top();
         frontier.pop();
       }
-      choice[o] = choose(o, cut, 0, false);
+      choice[o] = choose(o, 0, false);
       change_uses(o, choice[o], +1);
       for_each_neighbour(o, [&](ir::OpId n) {
         if (!flag_[n]) {
@@ -340,7 +372,7 @@ class RecSearch {
   // Refinement sweeps in id order — neighbours in the graph are mostly
   // neighbours in memory; later sweeps revisit only operators next to a
   // change. Each move lowers the pass objective.
-  void refine(std::vector<std::uint16_t>& choice, const Cut& cut) {
+  void refine(std::vector<std::uint16_t>& choice) {
     std::fill(flag_.begin(), flag_.end(), 1);  // flag_: needs a look
     for (int sweep = 0; sweep < kRefineSweeps; ++sweep) {
       bool changed = false;
@@ -349,7 +381,7 @@ class RecSearch {
         flag_[o] = 0;
         if (n_cands_[o] < 2) continue;
         change_uses(o, choice[o], -1);
-        const std::uint16_t c = choose(o, cut, choice[o], true);
+        const std::uint16_t c = choose(o, choice[o], true);
         change_uses(o, c, +1);
         if (c != choice[o]) {
           changed = true;
@@ -374,8 +406,7 @@ class RecSearch {
   // Operators are tried heaviest first, within a budget of attempts
   // (small graphs: every operator; 10^5 operators: about the heaviest
   // sixteenth), so the pass stays linear with a small constant.
-  void region_sweep(const std::vector<ir::OpId>& order, std::vector<std::uint16_t>& choice,
-                    const Cut& cut) {
+  void region_sweep(const std::vector<ir::OpId>& order, std::vector<std::uint16_t>& choice) {
     bool any = false;
     std::size_t budget = std::max(kRegionMinAttempts, order.size() / 16);
     for (ir::OpId o : order) {
@@ -384,18 +415,17 @@ class RecSearch {
       for (std::uint16_t i = 0; i < n_cands_[o] && budget > 0; ++i) {
         if (i == current) continue;
         --budget;
-        if (region_move(o, i, choice, cut)) {
+        if (region_move(o, i, choice)) {
           any = true;
           break;
         }
       }
       if (budget == 0) break;
     }
-    if (any) refine(choice, cut);
+    if (any) refine(choice);
   }
 
-  bool region_move(ir::OpId o, std::uint16_t to, std::vector<std::uint16_t>& choice,
-                   const Cut& cut) {
+  bool region_move(ir::OpId o, std::uint16_t to, std::vector<std::uint16_t>& choice) {
     moved_.clear();
     region_.clear();
     // Only operators across a tensor whose layout the move changed can
@@ -409,18 +439,18 @@ class RecSearch {
       });
     };
     const std::uint16_t first = choice[o];
-    double delta = move(o, to, choice, cut);
+    double delta = move(o, to, choice);
     region_.emplace_back(o, 0);
     enqueue(o, first, 0);
     for (std::size_t head = 1; head < region_.size() && moved_.size() < kRegionOps; ++head) {
       const auto [n, depth] = region_[head];
       if (n_cands_[n] < 2) continue;
       change_uses(n, choice[n], -1);
-      const std::uint16_t b = choose(n, cut, choice[n], true);
+      const std::uint16_t b = choose(n, choice[n], true);
       change_uses(n, choice[n], +1);
       if (b == choice[n]) continue;
       const std::uint16_t was = choice[n];
-      delta += move(n, b, choice, cut);
+      delta += move(n, b, choice);
       enqueue(n, was, depth);
     }
     if (delta < 0) return true;
@@ -435,11 +465,11 @@ class RecSearch {
 
   // Sets o to candidate `to` and returns the change of the pass objective
   // (o's own cost and the redistributions of its tensors).
-  double move(ir::OpId o, std::uint16_t to, std::vector<std::uint16_t>& choice, const Cut& cut) {
+  double move(ir::OpId o, std::uint16_t to, std::vector<std::uint16_t>& choice) {
     const std::uint16_t from = choice[o];
     change_uses(o, from, -1);
-    const double before = own_[cand_off_[o] + from] + edge_cost(o, from, cut);
-    const double after = own_[cand_off_[o] + to] + edge_cost(o, to, cut);
+    const double before = own_[cand_off_[o] + from] + edge_cost(o, from);
+    const double after = own_[cand_off_[o] + to] + edge_cost(o, to);
     change_uses(o, to, +1);
     moved_.emplace_back(o, from);
     choice[o] = to;
@@ -449,22 +479,22 @@ class RecSearch {
   // What a pass minimises: heuristic own costs (compute estimate, own
   // collectives, memory price) plus all redistributions, with every use of
   // the assignment recorded.
-  double pass_objective(const std::vector<std::uint16_t>& choice, const Cut& cut) const {
+  double pass_objective(const std::vector<std::uint16_t>& choice) const {
     double total = 0;
     for (std::size_t o = 0; o < choice.size(); ++o) total += own_[cand_off_[o] + choice[o]];
     for (std::size_t t = 0; t < g_.num_tensors(); ++t)
-      total += tensor_cost(static_cast<ir::TensorId>(t), cut);
+      total += tensor_cost(static_cast<ir::TensorId>(t));
     return total;
   }
 
   // Communication of the pass as decided: own collectives of every
   // operator plus every tensor's redistributions. The search's bookkeeping,
   // summed over passes and compared with the evaluator by the tests.
-  double pass_communication(const std::vector<std::uint16_t>& choice, const Cut& cut) const {
+  double pass_communication(const std::vector<std::uint16_t>& choice) const {
     double total = 0;
     for (std::size_t o = 0; o < choice.size(); ++o) total += own_comm_[cand_off_[o] + choice[o]];
     for (std::size_t t = 0; t < g_.num_tensors(); ++t)
-      total += tensor_cost(static_cast<ir::TensorId>(t), cut);
+      total += tensor_cost(static_cast<ir::TensorId>(t));
     return total;
   }
 
@@ -619,9 +649,7 @@ class RecSearch {
   // its layout; plus, for a partial output nobody has asked for yet, the
   // cheapest reduction (a heuristic, never bookkept: a partial tensor must
   // be reduced whatever its consumers choose).
-  double edge_cost(ir::OpId o, std::size_t i, const Cut& cut) {
-    const Mode mode = opts_.mode;
-    const CostParams& p = opts_.cost;
+  double edge_cost(ir::OpId o, std::size_t i) const {
     const std::size_t in0 = in_off_[o], nin = in_off_[o + 1] - in0;
     const std::size_t out0 = out_off_[o], nout = out_off_[o + 1] - out0;
     const AxisLayout* lay = layouts_of(o, i);
@@ -632,12 +660,10 @@ class RecSearch {
       const Want* w = wants_.data() + want_off_[t];
       const std::uint32_t n = want_count_[t];
       for (std::size_t x = 0; x < n; ++x)
-        total += redistribution_seconds(h, w[x].layout, bytes_[t] / static_cast<double>(w[x].divisor),
-                                        cut, p, mode);
+        total += redist_.seconds(h, w[x].layout, bytes_[t] / static_cast<double>(w[x].divisor));
       if (n == 0 && h.kind == LayoutKind::Partial && want_off_[t + 1] > want_off_[t])
-        total += redistribution_seconds(h, AxisLayout::shard(0),
-                                        bytes_[t] / static_cast<double>(out_div_[out0 + j]), cut, p,
-                                        mode);
+        total += redist_.seconds(h, AxisLayout::shard(0),
+                                        bytes_[t] / static_cast<double>(out_div_[out0 + j]));
     }
     for (std::size_t j = 0; j < nin; ++j) {
       const ir::TensorId t = in_tensor_[in0 + j];
@@ -649,9 +675,8 @@ class RecSearch {
         // This use fixes where the tensor lives: every request is turned
         // from its layout, including those o's later slots make.
         for (std::size_t x = 0; x < n; ++x)
-          total += redistribution_seconds(wl, base[x].layout,
-                                          bytes_[t] / static_cast<double>(base[x].divisor), cut, p,
-                                          mode);
+          total += redist_.seconds(wl, base[x].layout,
+                                          bytes_[t] / static_cast<double>(base[x].divisor));
         for (std::size_t k = j + 1; k < nin; ++k) {
           if (in_tensor_[in0 + k] != t) continue;
           bool dup = false;
@@ -660,9 +685,8 @@ class RecSearch {
           for (std::size_t m = j + 1; m < k && !dup; ++m)
             dup = in_tensor_[in0 + m] == t && lay[m] == lay[k] && in_div_[in0 + m] == in_div_[in0 + k];
           if (!dup)
-            total += redistribution_seconds(wl, lay[k],
-                                            bytes_[t] / static_cast<double>(in_div_[in0 + k]), cut,
-                                            p, mode);
+            total += redist_.seconds(wl, lay[k],
+                                            bytes_[t] / static_cast<double>(in_div_[in0 + k]));
         }
         continue;
       }
@@ -677,8 +701,7 @@ class RecSearch {
       for (std::size_t m = 0; m < j && !seen; ++m)
         seen = in_tensor_[in0 + m] == t && lay[m] == wl && in_div_[in0 + m] == wd;
       if (!seen)
-        total += redistribution_seconds(holder_layout_[t], wl, bytes_[t] / static_cast<double>(wd),
-                                        cut, p, mode);
+        total += redist_.seconds(holder_layout_[t], wl, bytes_[t] / static_cast<double>(wd));
     }
     return total;
   }
@@ -686,11 +709,11 @@ class RecSearch {
   // Best candidate of o: cached own cost plus edge_cost. On ties the
   // earlier candidate wins; with prefer_keep, `keep` stays unless another
   // is strictly better (refinement moves only on a gain).
-  std::uint16_t choose(ir::OpId o, const Cut& cut, std::uint16_t keep, bool prefer_keep) {
+  std::uint16_t choose(ir::OpId o, std::uint16_t keep, bool prefer_keep) {
     double best = std::numeric_limits<double>::infinity(), kept = best;
     std::uint16_t best_i = 0;
     for (std::uint16_t i = 0; i < n_cands_[o]; ++i) {
-      const double v = own_[cand_off_[o] + i] + edge_cost(o, i, cut);
+      const double v = own_[cand_off_[o] + i] + edge_cost(o, i);
       if (i == keep) kept = v;
       if (v < best) {
         best = v;
@@ -704,14 +727,13 @@ class RecSearch {
   // Redistribution seconds of tensor t on this axis: each distinct request
   // of its decided uses, turned from the holder's layout (0 while the
   // holder is undecided).
-  double tensor_cost(ir::TensorId t, const Cut& cut) const {
+  double tensor_cost(ir::TensorId t) const {
     if (!holder_decided_[t]) return 0.0;
     const AxisLayout h = holder_layout_[t];
     double total = 0;
     const Want* w = wants_.data() + want_off_[t];
     for (std::size_t i = 0; i < want_count_[t]; ++i)
-      total += redistribution_seconds(h, w[i].layout, bytes_[t] / static_cast<double>(w[i].divisor),
-                                      cut, opts_.cost, opts_.mode);
+      total += redist_.seconds(h, w[i].layout, bytes_[t] / static_cast<double>(w[i].divisor));
     return total;
   }
 
@@ -805,6 +827,8 @@ class RecSearch {
   std::vector<std::uint8_t> flag_;
 
   // Per tensor: bytes, holder, and this pass's layout and requests.
+  RedistTable redist_;  // this pass's redistribution costs
+
   // Scratch of region moves: operators changed (with their old choice) and
   // the breadth-first queue (operator, hops).
   std::vector<std::pair<ir::OpId, std::uint16_t>> moved_;
