@@ -35,6 +35,10 @@ struct Cut {
   std::size_t level = 0;    // index into Cluster::levels()
   double bandwidth_Bps = 0; // bytes per second
   double latency_s = 0;     // seconds per collective step
+  // Devices inside each part of this cut: the product of the later cuts'
+  // sizes. A collective across the cut moves the data of a whole part, and
+  // that traffic is spread over the part's devices and their links.
+  std::int64_t devices_below = 1;
 };
 
 // Largest device count accepted (2^31).

@@ -72,6 +72,11 @@ Cluster::Cluster(std::string name, std::vector<Level> levels, DeviceSpec device)
       cuts_.push_back(std::move(c));
     }
   }
+  std::int64_t below = 1;
+  for (std::size_t a = cuts_.size(); a-- > 0;) {
+    cuts_[a].devices_below = below;
+    below *= cuts_[a].size;
+  }
 }
 
 Cluster Cluster::flat(std::int64_t devices, DeviceSpec device) {

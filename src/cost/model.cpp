@@ -28,9 +28,11 @@ std::string_view collective_name(Collective c) noexcept {
 
 std::string_view phase_name(Phase p) noexcept { return p == Phase::Forward ? "forward" : "backward"; }
 
-double collective_bytes(Collective c, double group_bytes, std::int64_t k) noexcept {
+double collective_bytes(Collective c, double group_bytes, const Cut& cut) noexcept {
+  const std::int64_t k = cut.size;
   if (k <= 1) return 0.0;
   const double kd = static_cast<double>(k);
+  group_bytes /= static_cast<double>(std::max<std::int64_t>(cut.devices_below, 1));
   switch (c) {
     case Collective::AllGather:
     case Collective::ReduceScatter: return (kd - 1) / kd * group_bytes;
@@ -44,7 +46,7 @@ double collective_bytes(Collective c, double group_bytes, std::int64_t k) noexce
 double collective_seconds(Collective c, double group_bytes, const Cut& cut,
                           const CostParams& p) noexcept {
   if (cut.size <= 1) return 0.0;
-  double t = collective_bytes(c, group_bytes, cut.size) / cut.bandwidth_Bps;
+  double t = collective_bytes(c, group_bytes, cut) / cut.bandwidth_Bps;
   if (p.count_latency) {
     double steps = 1.0;
     if (c != Collective::Halo) steps = log2_steps(cut.size) * (c == Collective::AllReduce ? 2 : 1);
@@ -58,7 +60,7 @@ double gradient_seconds(double group_bytes, bool parameter, const Cut& cut,
   if (!(parameter && p.bucket_gradients))
     return collective_seconds(Collective::AllReduce, group_bytes, cut, p);
   if (cut.size <= 1) return 0.0;
-  return collective_bytes(Collective::AllReduce, group_bytes, cut.size) / cut.bandwidth_Bps;
+  return collective_bytes(Collective::AllReduce, group_bytes, cut) / cut.bandwidth_Bps;
 }
 
 int redistribution_steps(AxisLayout from, AxisLayout to, Mode mode, RedistStep out[2]) noexcept {

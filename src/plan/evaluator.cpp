@@ -166,7 +166,7 @@ class AxisEvents {
     e.collective = c;
     e.phase = ph;
     e.reason = reason;
-    e.bytes = cost::collective_bytes(c, group_bytes, cut_.size);
+    e.bytes = cost::collective_bytes(c, group_bytes, cut_);
     e.seconds = reason == CommReason::Gradient
                     ? cost::gradient_seconds(group_bytes, parameter, cut_, params_)
                     : cost::collective_seconds(c, group_bytes, cut_, params_);

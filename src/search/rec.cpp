@@ -234,12 +234,8 @@ class RecSearch {
     for (std::size_t a = 0; a < mesh.size(); ++a) {
       const Cut& cut = mesh[a];
       redist_.set(cut, opts_.cost, opts_.mode);
-      // How much the cuts still to come will divide this pass's compute:
-      // between 1 (they cut elsewhere) and all of them; see
-      // SearchOptions::future_cut_exponent.
       rest_ = 1;
-      for (std::size_t b = a + 1; b < mesh.size(); ++b) rest_ *= static_cast<double>(mesh[b].size);
-      rest_ = std::pow(rest_, opts_.future_cut_exponent);
+      for (std::size_t b = a + 1; b < mesh.size(); ++b) rest_ *= mesh[b].size;
 
       // Candidates and their own costs depend only on the state at the
       // start of the pass: computed once, in parallel.
@@ -453,6 +449,16 @@ class RecSearch {
       delta += move(n, b, choice);
       enqueue(n, was, depth);
     }
+    // Responses were taken in breadth-first order; one more round lets the
+    // early ones answer the later ones.
+    for (std::size_t x = 1; x < region_.size(); ++x) {
+      const ir::OpId n = region_[x].first;
+      if (n_cands_[n] < 2) continue;
+      change_uses(n, choice[n], -1);
+      const std::uint16_t b = choose(n, choice[n], true);
+      change_uses(n, choice[n], +1);
+      if (b != choice[n]) delta += move(n, b, choice);
+    }
     if (delta < 0) return true;
     for (std::size_t x = moved_.size(); x-- > 0;) {
       const auto [op, old] = moved_[x];
@@ -545,11 +551,23 @@ class RecSearch {
       comm_s += mode == Mode::Train ? 2 * one : one;
     }
     // Compute saved by a cut now shrinks with the cuts still to come, while
-    // the communication it costs is paid at this pass's sizes: compute is
-    // discounted by rest_.
-    const double flops = s.flops / static_cast<double>(sprev) / kc / rest_;
+    // the communication it costs is paid at this pass's sizes. How much
+    // later cuts can divide this operator is bounded by what its loops can
+    // still absorb (divisibility, after this choice); expect a share of it,
+    // SearchOptions::future_cut_exponent.
+    std::int64_t remaining = rest_, absorbable = 1;
+    for (std::size_t l = loop_off_[o]; l < loop_off_[o + 1] && remaining > 1; ++l) {
+      if (loop_gcd_[l] == 0) continue;
+      const std::int64_t done =
+          splits_[l] * (static_cast<std::int64_t>(l - loop_off_[o]) == c ? k : 1);
+      const std::int64_t g = std::gcd(loop_gcd_[l] / done, remaining);
+      absorbable *= g;
+      remaining /= g;
+    }
+    const double discount = std::pow(static_cast<double>(absorbable), opts_.future_cut_exponent);
+    const double flops = s.flops / static_cast<double>(sprev) / kc / discount;
     if (comm) *comm = comm_s;
-    return comm_s + cost::compute_seconds(flops, touched / rest_, cluster_.device(), p, mode) +
+    return comm_s + cost::compute_seconds(flops, touched / discount, cluster_.device(), p, mode) +
            lambda_ * mem;
   }
 
@@ -812,7 +830,7 @@ class RecSearch {
   const Cluster& cluster_;
   const SearchOptions& opts_;
   double lambda_;
-  double rest_ = 1;  // expected division of compute by later passes
+  std::int64_t rest_ = 1;  // product of the cuts after this pass
 
   // Per operator (flat, with offsets): loop splits so far, slice divisors
   // of its operands, this pass's candidates and their cached own costs.

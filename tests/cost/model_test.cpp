@@ -2,6 +2,7 @@
 // each checked against numbers worked out by hand.
 #include <doctest/doctest.h>
 
+#include "recsearch/cluster.hpp"
 #include "recsearch/cost/model.hpp"
 
 using namespace recsearch;
@@ -21,12 +22,36 @@ Cut make_cut(std::int64_t k, double gbps, double us) {
 
 TEST_CASE("bytes per device of each collective") {
   const double B = 1 << 20;
-  CHECK(collective_bytes(Collective::AllGather, B, 4) == doctest::Approx(0.75 * B));
-  CHECK(collective_bytes(Collective::ReduceScatter, B, 4) == doctest::Approx(0.75 * B));
-  CHECK(collective_bytes(Collective::AllReduce, B, 4) == doctest::Approx(1.5 * B));
-  CHECK(collective_bytes(Collective::AllToAll, B, 4) == doctest::Approx(3.0 / 16 * B));
-  CHECK(collective_bytes(Collective::Halo, 1234, 4) == 1234);
-  CHECK(collective_bytes(Collective::AllReduce, B, 1) == 0);
+  const Cut c4 = make_cut(4, 100, 5);
+  CHECK(collective_bytes(Collective::AllGather, B, c4) == doctest::Approx(0.75 * B));
+  CHECK(collective_bytes(Collective::ReduceScatter, B, c4) == doctest::Approx(0.75 * B));
+  CHECK(collective_bytes(Collective::AllReduce, B, c4) == doctest::Approx(1.5 * B));
+  CHECK(collective_bytes(Collective::AllToAll, B, c4) == doctest::Approx(3.0 / 16 * B));
+  CHECK(collective_bytes(Collective::Halo, 1234, c4) == 1234);
+  CHECK(collective_bytes(Collective::AllReduce, B, make_cut(1, 100, 5)) == 0);
+}
+
+TEST_CASE("a cut's parts spread their traffic over the devices below it") {
+  // 2 nodes x 8 GPUs: an all-reduce across the node cut of a tensor the
+  // nodes hold whole moves 1/8 of it per GPU (2-D / hierarchical
+  // all-reduce), so the pair of cuts costs what one ring over 16 would.
+  const Cluster c = Cluster::mesh({2, 8});
+  REQUIRE(c.cuts().size() == 4);
+  CHECK(c.cuts()[0].devices_below == 8);
+  CHECK(c.cuts()[1].devices_below == 4);
+  CHECK(c.cuts()[3].devices_below == 1);
+  const double W = 1 << 24;
+  double total = 0;
+  for (std::size_t a = 0; a < 4; ++a) {
+    // The tensor is replicated: every cut's group holds all of W.
+    total += collective_bytes(Collective::AllReduce, W, c.cuts()[a]);
+  }
+  // 2(16-1)/16 W: the ring all-reduce over all 16 devices.
+  CHECK(total == doctest::Approx(2.0 * 15 / 16 * W));
+  CostParams p;
+  p.count_latency = false;
+  CHECK(collective_seconds(Collective::AllReduce, W, c.cuts()[0], p) ==
+        doctest::Approx(2.0 * 0.5 * W / 8 / 50e9));
 }
 
 TEST_CASE("seconds are bandwidth plus latency steps") {

@@ -3,9 +3,14 @@
 // redistribution table, and an operator's compute time.
 //
 // Conventions (DESIGN.md "Cost model"):
-//  * bytes are per device sent; a collective over a group of k devices on a
+//  * bytes are per device sent; a collective across a cut of size k on a
 //    tensor whose size within the group is B: all-gather and reduce-scatter
-//    (k-1)/k*B, all-reduce 2(k-1)/k*B, all-to-all (k-1)/k^2*B, halo B;
+//    (k-1)/k*b, all-reduce 2(k-1)/k*b, all-to-all (k-1)/k^2*b, halo b, where
+//    b = B / Cut::devices_below: each part of the cut is a group of devices
+//    that holds the part's data between them (sharded by the later cuts, or
+//    sharing the work when replicated), and each moves its share over its
+//    own link — hierarchical collectives, as NCCL's tree/ring and 2-D
+//    all-reduce run them;
 //  * time = bytes / bandwidth + latency * steps, steps = ceil(log2 k) for
 //    all-gather, reduce-scatter and all-to-all, 2*ceil(log2 k) for
 //    all-reduce, 1 for a halo exchange (tree/ring hybrids as NCCL picks);
@@ -43,9 +48,10 @@ enum class Phase : std::uint8_t { Forward, Backward };
 [[nodiscard]] std::string_view collective_name(Collective c) noexcept;
 [[nodiscard]] std::string_view phase_name(Phase p) noexcept;
 
-// Bytes one device sends for collective c over a group of k on a tensor of
-// group_bytes bytes (its size within the group). 0 when k == 1.
-[[nodiscard]] double collective_bytes(Collective c, double group_bytes, std::int64_t k) noexcept;
+// Bytes one device sends for collective c across `cut` on a tensor of
+// group_bytes bytes (its size within the group; see the file comment).
+// 0 when the cut has size 1.
+[[nodiscard]] double collective_bytes(Collective c, double group_bytes, const Cut& cut) noexcept;
 // Seconds for the same collective across `cut` (0 when cut.size == 1).
 [[nodiscard]] double collective_seconds(Collective c, double group_bytes, const Cut& cut,
                                         const CostParams& p) noexcept;

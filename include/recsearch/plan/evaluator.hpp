@@ -17,7 +17,9 @@
 //  (lowest operator id, then lowest input slot). Holding is free. A tensor
 //  no operator touches has no holder: it is held replicated, with no events.
 //
-//  Communication (seconds and per-device bytes, cost/model.hpp), per axis a:
+//  Communication (seconds and per-device bytes, cost/model.hpp: a
+//  collective across cut a on a group slice of B bytes moves its share
+//  B / devices_below of it per device), per axis a:
 //   1. layout: for every tensor, the distinct (wanted layout on a, divisor of
 //      the consumer's slice) among its uses other than the holder's own;
 //      each that differs from the holder's layout pays the redistribution
