@@ -27,11 +27,12 @@ struct SearchOptions {
   // Worker threads for the parallel parts; 0 = all hardware threads. The
   // plan is identical for every value.
   int threads = 0;
-  // Rec: compute saved in a pass is valued as divided by R^e, R the product
-  // of the cuts still to come. e = 1 assumes later passes cut every
-  // operator (early passes then leave too much to them), e = 0 that they
-  // cut none (early passes then over-cut on slow links); 0.5 did best on
-  // the bundled and benchmark graphs.
+  // Rec: compute saved in a pass is valued as divided by R^e, R the part of
+  // the cuts still to come that the operator's loops can still absorb.
+  // e = 1 assumes later passes cut every operator that far (early passes
+  // then leave too much to them), e = 0 that they cut none (early passes
+  // then over-cut on slow links); 0.5 did best on the bundled and benchmark
+  // graphs.
   double future_cut_exponent = 0.5;
   // Exhaustive: give up (Error kUsage) past this many operators, and stop
   // proving optimality after this many search nodes (result flagged).
