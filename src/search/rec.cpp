@@ -29,16 +29,16 @@
 // layout. The bookkept total therefore equals plan::evaluate's step time,
 // which the tests check. Each pass is O(V log V + E): one sort, then a
 // bounded number of visits per operator, each looking at its own tensors.
+#include <oneapi/tbb/info.h>
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/parallel_sort.h>
-#include <oneapi/tbb/info.h>
 #include <oneapi/tbb/task_arena.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <numeric>
 #include <queue>
-#include <cmath>
 
 #include "search/common.hpp"
 
