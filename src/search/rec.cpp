@@ -486,19 +486,19 @@ class RecSearch {
   // collectives, memory price) plus all redistributions, with every use of
   // the assignment recorded.
   double pass_objective(const std::vector<std::uint16_t>& choice) const {
-    double total = 0;
-    for (std::size_t o = 0; o < choice.size(); ++o) total += own_[cand_off_[o] + choice[o]];
-    for (std::size_t t = 0; t < g_.num_tensors(); ++t)
-      total += tensor_cost(static_cast<ir::TensorId>(t));
-    return total;
+    return pass_sum(own_, choice);
   }
 
   // Communication of the pass as decided: own collectives of every
   // operator plus every tensor's redistributions. The search's bookkeeping,
   // summed over passes and compared with the evaluator by the tests.
   double pass_communication(const std::vector<std::uint16_t>& choice) const {
+    return pass_sum(own_comm_, choice);
+  }
+
+  double pass_sum(const std::vector<double>& own, const std::vector<std::uint16_t>& choice) const {
     double total = 0;
-    for (std::size_t o = 0; o < choice.size(); ++o) total += own_comm_[cand_off_[o] + choice[o]];
+    for (std::size_t o = 0; o < choice.size(); ++o) total += own[cand_off_[o] + choice[o]];
     for (std::size_t t = 0; t < g_.num_tensors(); ++t)
       total += tensor_cost(static_cast<ir::TensorId>(t));
     return total;
@@ -865,7 +865,6 @@ class RecSearch {
   std::vector<std::uint32_t> want_count_;
   std::vector<std::uint8_t> holder_decided_;
   std::vector<AxisLayout> holder_layout_;
-
 };
 
 }  // namespace
