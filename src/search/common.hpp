@@ -70,10 +70,15 @@ double rec_search(const ir::Graph& g, const std::vector<algebra::OpSpace>& space
 void data_parallel(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
                    const Cluster& cluster, plan::Plan& out);
 
-// Exact optimum (branch and bound); `incumbent` is a feasible plan to start
-// from. Returns whether optimality was proven within the node limit.
-bool exhaustive(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
-                const Cluster& cluster, const SearchOptions& opts, double budget,
-                plan::Plan& incumbent);
+struct ExhaustiveResult {
+  bool found = false;   // a plan within the budget (in the incumbent)
+  bool proven = false;  // optimality proven within the node limit
+};
+
+// Exact optimum (branch and bound). `incumbent`, when have_incumbent, is a
+// feasible plan to start from; it receives the best plan found.
+ExhaustiveResult exhaustive(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                            const Cluster& cluster, const SearchOptions& opts, double budget,
+                            plan::Plan& incumbent, bool have_incumbent);
 
 }  // namespace recsearch::search::detail

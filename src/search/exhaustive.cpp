@@ -73,14 +73,15 @@ class BranchAndBound {
     edge_.assign(nt, 0.0);
   }
 
-  bool solve(plan::Plan& incumbent) {
-    if (!incumbent.cuts.empty()) {
+  ExhaustiveResult solve(plan::Plan& incumbent, bool have_incumbent) {
+    if (have_incumbent) {
       best_ = plan::evaluate(g_, spaces_, cluster_, incumbent, opts_.cost).summary.step_time_s;
       best_cuts_ = incumbent.cuts;
+      found_ = true;
     }
     dfs(0, 0.0, 0.0);
-    if (!best_cuts_.empty()) incumbent.cuts = best_cuts_;
-    return !aborted_;
+    if (found_) incumbent.cuts = best_cuts_;
+    return {found_, !aborted_};
   }
 
  private:
@@ -239,6 +240,7 @@ class BranchAndBound {
         return;
       best_ = own + edges;
       best_cuts_ = std::move(p.cuts);
+      found_ = true;
       return;
     }
     const ir::OpId o = order_[pos];
@@ -284,15 +286,16 @@ class BranchAndBound {
   std::vector<std::vector<std::int16_t>> best_cuts_;
   std::uint64_t nodes_ = 0;
   bool aborted_ = false;
+  bool found_ = false;
 };
 
 }  // namespace
 
-bool exhaustive(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
-                const Cluster& cluster, const SearchOptions& opts, double budget,
-                plan::Plan& incumbent) {
+ExhaustiveResult exhaustive(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                            const Cluster& cluster, const SearchOptions& opts, double budget,
+                            plan::Plan& incumbent, bool have_incumbent) {
   BranchAndBound bb(g, spaces, cluster, opts, budget);
-  return bb.solve(incumbent);
+  return bb.solve(incumbent, have_incumbent);
 }
 
 }  // namespace recsearch::search::detail

@@ -112,9 +112,9 @@ SearchResult run(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces
       } catch (const Error& e) {
         if (e.code() != Errc::kNoFit) throw;
       }
-      if (!have) incumbent.cuts.clear();
-      res.proven_optimal = detail::exhaustive(g, spaces, cluster, opts, budget, incumbent);
-      if (incumbent.cuts.empty())
+      const auto ex = detail::exhaustive(g, spaces, cluster, opts, budget, incumbent, have);
+      res.proven_optimal = ex.proven;
+      if (!ex.found)
         throw Error(Errc::kNoFit, "no plan fits the memory budget of " + gib(budget) +
                                       " per device (exhaustive search)");
       incumbent.algorithm = p.algorithm;

@@ -596,6 +596,29 @@ def case_validate():
         r = run(["validate", "-"], stdin=f.read())
     check(r.out.startswith("<stdin>: ok (15 operators"), "validate - : %r" % r.out)
 
+    # Unknown operator types run replicated, with a warning naming them;
+    # an "einsum" attribute makes them cuttable and silences it.
+    def custom(einsum):
+        g = json.loads(json.dumps(MLP))
+        op = g["operators"][1]
+        op["type"] = "FancyActivation"
+        if einsum:
+            op["attrs"] = {"einsum": "bh->bh"}
+        return write("custom_%d.json" % einsum, g)
+    plain = custom(False)
+    r = run(["validate", plain], stderr_empty=False)
+    check("warning" in r.err and "FancyActivation" in r.err,
+          "validate: no warning for an unknown type: %r" % r.err)
+    r = run(["search", plain, "--devices", "4", "-q", "-o", "-"])
+    check(r.err == "", "search -q: warning not silenced: %r" % r.err)
+    plan = parse_json(r, "search of a custom op")
+    if plan:
+        cuts = [op["cuts"] for op in plan["operators"] if op["name"] == MLP["operators"][1]["name"]]
+        check(cuts and all(c["dim"] is None for c in cuts[0]),
+              "unknown type was cut: %r" % cuts)
+    r = run(["validate", custom(True)])
+    check("warning" not in r.err, "validate: warning despite einsum: %r" % r.err)
+
 
 def bad_graph(name, mutate):
     g = json.loads(json.dumps(MLP))

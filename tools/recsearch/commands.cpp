@@ -73,7 +73,25 @@ struct LoadedGraph {
   std::vector<algebra::OpSpace> spaces;
 };
 
-LoadedGraph load_graph(const std::string& path, CostParams* cost) {
+// Operators of a type recsearch does not know (and without an `einsum`
+// attribute) run replicated; say so, naming the first few.
+void warn_unknown_kinds(const LoadedGraph& lg, const std::string& source) {
+  constexpr std::size_t kNamed = 5;
+  std::size_t count = 0;
+  std::string names;
+  for (std::size_t o = 0; o < lg.spaces.size(); ++o) {
+    if (!lg.spaces[o].opaque) continue;
+    const ir::Operator& op = lg.graph.op(static_cast<ir::OpId>(o));
+    if (count++ < kNamed) names += (names.empty() ? "" : ", ") + op.name + " (" + op.type + ")";
+  }
+  if (count == 0) return;
+  if (count > kNamed) names += " and " + std::to_string(count - kNamed) + " more";
+  std::cerr << "recsearch: warning: " << source << ": " << count
+            << " operator(s) of unknown type run replicated: " << names
+            << " (give them an \"einsum\" attribute to let them be cut)\n";
+}
+
+LoadedGraph load_graph(const std::string& path, CostParams* cost, bool quiet) {
   const std::string source = source_name(path);
   const std::string text = io::read_text_file(path);
   LoadedGraph lg{io::parse_graph(text, source, cost), {}};
@@ -83,6 +101,7 @@ LoadedGraph load_graph(const std::string& path, CostParams* cost) {
     if (!e.file().empty()) throw;
     throw e.in_file(source);
   }
+  if (!quiet) warn_unknown_kinds(lg, source);
   return lg;
 }
 
@@ -211,7 +230,7 @@ int run_search(const SearchArgs& a) {
   progress.say("reading graph " + source_name(a.graph) + "...");
   // Coefficients from the least to the most specific source: graph file,
   // cluster file, --cost file, then the --memory flag.
-  const LoadedGraph lg = load_graph(a.graph, &opts.cost);
+  const LoadedGraph lg = load_graph(a.graph, &opts.cost, a.quiet);
   const Cluster cluster = cluster_from_args(a.cluster, opts.cost);
   apply_cost_file(a.cost_file, opts.cost);
   if (a.memory_gib) opts.cost.memory_budget_bytes = *a.memory_gib * kBytesPerGiB;
@@ -243,7 +262,7 @@ int run_eval(const EvalArgs& a) {
 
   progress.say("reading graph " + source_name(a.graph) + "...");
   CostParams cost;
-  const LoadedGraph lg = load_graph(a.graph, &cost);
+  const LoadedGraph lg = load_graph(a.graph, &cost, a.quiet);
   const std::string plan_text = io::read_text_file(a.plan);
   // Cluster: the options, else the cluster the plan was made for, else a
   // guess from the plan's mesh (hand-written plans).
@@ -275,7 +294,7 @@ int run_eval(const EvalArgs& a) {
 }
 
 int run_validate(const ValidateArgs& a) {
-  const LoadedGraph lg = load_graph(a.graph, nullptr);
+  const LoadedGraph lg = load_graph(a.graph, nullptr, false);
   std::size_t parameters = 0;
   double parameter_bytes = 0;
   for (const ir::Tensor& t : lg.graph.tensors()) {
