@@ -304,3 +304,20 @@ TEST_CASE("exhaustive refuses graphs past its limit") {
     CHECK(e.code() == Errc::kUsage);
   }
 }
+
+TEST_CASE("an empty graph and a single device give empty and replicated plans") {
+  ir::Graph empty("empty");
+  empty.finalize();
+  for (auto algo : {search::Algorithm::Rec, search::Algorithm::DataParallel,
+                    search::Algorithm::Exhaustive}) {
+    const auto r = run(empty, Cluster::flat(8), algo);
+    CHECK(r.plan.cuts.empty());
+    CHECK(r.eval.summary.step_time_s == 0);
+    // One device: no cut at all, compute only.
+    const ir::Graph g = t::mlp2(8, 64, 64, 64);
+    const auto one = run(g, Cluster::flat(1), algo);
+    for (const auto& cuts : one.plan.cuts) CHECK(cuts.empty());
+    CHECK(one.eval.summary.communication_s == 0);
+    CHECK(one.eval.summary.compute_s > 0);
+  }
+}
