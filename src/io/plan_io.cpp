@@ -653,7 +653,7 @@ std::string plan_to_table(const ir::Graph& g, const std::vector<algebra::OpSpace
                           const plan::Evaluation& ev) {
   // Caps keep one absurdly long name or strategy from pushing every other
   // column off the screen.
-  static constexpr std::size_t kCaps[] = {40, 24, 40, 48, 12, 12};
+  static constexpr std::size_t kCaps[] = {60, 24, 40, 72, 12, 12};
   static constexpr std::size_t kColumns = std::size(kCaps);
   const std::string headers[kColumns] = {"operator", "type", "strategy", "cuts", "compute ms", "comm ms"};
 
@@ -669,17 +669,16 @@ std::string plan_to_table(const ir::Graph& g, const std::vector<algebra::OpSpace
     } else if (id < spaces.size() && id < p.cuts.size()) {
       row[2] = strategy_string(plan::strategy_of(spaces[id], p.mesh, p.cuts[id]));
     }
+    // Only the axes that cut something: on a deep mesh the replicated ones
+    // would crowd out the rest (the summary lists every axis).
     std::string cuts;
     for (std::size_t a = 0; a < p.mesh.size(); ++a) {
-      if (a > 0) cuts += ' ';
-      cuts += axis_name(p, a) + ':';
       const std::int16_t loop =
           id < p.cuts.size() && a < p.cuts[id].size() ? p.cuts[id][a] : plan::kReplicated;
-      if (loop >= 0 && id < spaces.size() && static_cast<std::size_t>(loop) < spaces[id].loops.size()) {
-        cuts += spaces[id].loops[static_cast<std::size_t>(loop)].name;
-      } else {
-        cuts += '-';
-      }
+      if (loop < 0 || id >= spaces.size() || static_cast<std::size_t>(loop) >= spaces[id].loops.size())
+        continue;
+      if (!cuts.empty()) cuts += ' ';
+      cuts += axis_name(p, a) + ':' + spaces[id].loops[static_cast<std::size_t>(loop)].name;
     }
     row[3] = cuts.empty() ? "-" : cuts;
     const plan::OpCost cost = id < ev.op_costs.size() ? ev.op_costs[id] : plan::OpCost{};
