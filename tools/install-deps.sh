@@ -2,9 +2,10 @@
 # Installs the Debian packages recsearch needs to build and test, and only
 # those that are missing (apt-get update runs once, and only then).
 # Used by tools/test.sh and tools/quickstart.sh; safe to run on its own.
+# (cmake: Meson finds doctest through its CMake package.)
 set -euo pipefail
 
-packages=(meson ninja-build pkg-config g++ libboost-graph-dev libtbb-dev
+packages=(meson ninja-build pkg-config cmake g++ libboost-graph-dev libtbb-dev
           nlohmann-json3-dev doctest-dev libcli11-dev libopenmpi-dev python3)
 
 if ! command -v dpkg >/dev/null 2>&1; then
