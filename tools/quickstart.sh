@@ -6,14 +6,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-tools/install-deps.sh
-
+tools/setup-build.sh
 build_dir=${BUILD_DIR:-build}
-if [[ -f $build_dir/meson-private/coredata.dat ]]; then
-  meson setup --reconfigure "$build_dir" || meson setup --wipe "$build_dir"
-else
-  meson setup "$build_dir"
-fi
 ninja -C "$build_dir" tools/recsearch/recsearch
 
 set -x

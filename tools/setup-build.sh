@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs what is missing (tools/install-deps.sh) and configures the Meson
+# build folder: BUILD_DIR, default build/. Reconfigures an existing folder,
+# and wipes it when that fails (e.g. after a Meson upgrade).
+# Used by tools/test.sh and tools/quickstart.sh.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+tools/install-deps.sh
+
+build_dir=${BUILD_DIR:-build}
+if [[ -f $build_dir/meson-private/coredata.dat ]]; then
+  meson setup --reconfigure "$build_dir" || meson setup --wipe "$build_dir"
+else
+  meson setup "$build_dir"
+fi
