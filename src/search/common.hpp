@@ -73,6 +73,7 @@ void data_parallel(const ir::Graph& g, const std::vector<algebra::OpSpace>& spac
 struct ExhaustiveResult {
   bool found = false;   // a plan within the budget (in the incumbent)
   bool proven = false;  // optimality proven within the node limit
+  double step_time_s = 0;  // of the best plan, by the search's own account
 };
 
 // Exact optimum (branch and bound). `incumbent`, when have_incumbent, is a

@@ -80,8 +80,29 @@ class BranchAndBound {
       found_ = true;
     }
     dfs(0, 0.0, 0.0);
-    if (found_) incumbent.cuts = best_cuts_;
-    return {found_, !aborted_};
+    if (!found_) return {false, !aborted_, 0.0};
+    incumbent.cuts = best_cuts_;
+    return {true, !aborted_, account(best_cuts_)};
+  }
+
+  // This search's own cost of a full plan: own costs of each operator's
+  // strategy plus every tensor's redistributions. (The incumbent's cost
+  // came from the evaluator; this recount is what the tests compare.)
+  double account(const std::vector<std::vector<std::int16_t>>& cuts) {
+    double total = 0;
+    for (std::size_t o = 0; o < cuts.size(); ++o) {
+      const auto& list = strategies_[o];
+      const auto it = std::find_if(list.begin(), list.end(),
+                                   [&](const Strategy& s) { return s.cuts == cuts[o]; });
+      if (it == list.end())
+        throw Error(Errc::kInternal, "exhaustive: plan strategy not among the enumerated ones");
+      chosen_[o] = static_cast<int>(it - list.begin());
+      total += it->own;
+    }
+    for (std::size_t t = 0; t < g_.num_tensors(); ++t)
+      total += tensor_edge(static_cast<ir::TensorId>(t));
+    std::fill(chosen_.begin(), chosen_.end(), -1);
+    return total;
   }
 
  private:

@@ -114,6 +114,7 @@ SearchResult run(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces
       }
       const auto ex = detail::exhaustive(g, spaces, cluster, opts, budget, incumbent, have);
       res.proven_optimal = ex.proven;
+      res.bookkept_step_time_s = ex.step_time_s;
       if (!ex.found)
         throw Error(Errc::kNoFit, "no plan fits the memory budget of " + gib(budget) +
                                       " per device (exhaustive search)");

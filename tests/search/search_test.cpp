@@ -128,6 +128,9 @@ TEST_CASE("exhaustive is optimal; rec stays within a few percent of it") {
     const auto dp = run(g, c, search::Algorithm::DataParallel);
     CHECK(ex.proven_optimal);
     const double e = ex.eval.summary.step_time_s, r = rec.eval.summary.step_time_s;
+    // The branch and bound's own account of its optimum agrees with the
+    // evaluator: a third, separate reading of the cost model.
+    CHECK(ex.bookkept_step_time_s == doctest::Approx(e).epsilon(1e-9));
     CHECK(e <= r * (1 + 1e-9));
     CHECK(e <= dp.eval.summary.step_time_s * (1 + 1e-9));
     const double gap = r / e - 1;
@@ -149,6 +152,10 @@ TEST_CASE("rec against the exact optimum on seeded random graphs") {
       const auto ex = run(g, c, search::Algorithm::Exhaustive);
       const auto rec = run(g, c, search::Algorithm::Rec);
       REQUIRE(ex.proven_optimal);
+      CHECK(ex.bookkept_step_time_s ==
+            doctest::Approx(ex.eval.summary.step_time_s).epsilon(1e-9));
+      CHECK(rec.bookkept_step_time_s ==
+            doctest::Approx(rec.eval.summary.step_time_s).epsilon(1e-9));
       const double gap = rec.eval.summary.step_time_s / ex.eval.summary.step_time_s - 1;
       CHECK(gap >= -1e-9);
       worst = std::max(worst, gap);

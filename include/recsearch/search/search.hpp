@@ -20,7 +20,8 @@ struct SearchResult {
   // Independent evaluation of `plan` (plan::evaluate); its summary carries
   // the search time.
   plan::Evaluation eval;
-  // Step time the search's own bookkeeping arrived at (Rec only; equals
+  // Step time the search's own bookkeeping arrived at (Rec and Exhaustive,
+  // each with its own account of the cost model; equals
   // eval.summary.step_time_s up to rounding, which the tests check).
   double bookkept_step_time_s = 0;
   // Memory ladder rungs tried before the plan fitted (0: fitted at once).
