@@ -39,20 +39,29 @@ struct OpEntry {
   std::optional<ir::Strategy> strategy;  // given next to "cuts": checked against them
 };
 
-// "/operators/<id><rest>" -> (id, rest).
-std::optional<std::pair<ir::OpId, std::string>> split_op_path(const std::string& path) {
-  static constexpr std::string_view kPrefix = "/operators/";
-  if (path.rfind(kPrefix, 0) != 0) return std::nullopt;
-  std::size_t i = kPrefix.size();
-  std::uint64_t id = 0;
-  const std::size_t digits_begin = i;
-  while (i < path.size() && path[i] >= '0' && path[i] <= '9' && i - digits_begin < 10) {
-    id = id * 10 + static_cast<std::uint64_t>(path[i] - '0');
+// "<prefix><index><rest>" -> (index, rest), for JSON paths like
+// "/operators/12/inputs/1"; nullopt unless `prefix` is followed by 1 to
+// `max_digits` decimal digits.
+std::optional<std::pair<std::uint64_t, std::string>> split_index(std::string_view path,
+                                                                 std::string_view prefix,
+                                                                 std::size_t max_digits) {
+  if (path.substr(0, prefix.size()) != prefix) return std::nullopt;
+  std::size_t i = prefix.size();
+  std::uint64_t index = 0;
+  while (i < path.size() && path[i] >= '0' && path[i] <= '9' && i - prefix.size() < max_digits) {
+    index = index * 10 + static_cast<std::uint64_t>(path[i] - '0');
     ++i;
   }
-  if (i == digits_begin || id >= ir::kNone) return std::nullopt;
-  if (i < path.size() && path[i] != '/') return std::nullopt;
-  return std::make_pair(static_cast<ir::OpId>(id), path.substr(i));
+  if (i == prefix.size()) return std::nullopt;
+  return std::make_pair(index, std::string(path.substr(i)));
+}
+
+// "/operators/<id><rest>" -> (id, rest).
+std::optional<std::pair<ir::OpId, std::string>> split_op_path(const std::string& path) {
+  const auto split = split_index(path, "/operators/", 10);
+  if (!split || split->first >= ir::kNone) return std::nullopt;
+  if (!split->second.empty() && split->second.front() != '/') return std::nullopt;
+  return std::make_pair(static_cast<ir::OpId>(split->first), split->second);
 }
 
 std::string strategy_string(const ir::Strategy& s) {
@@ -199,22 +208,14 @@ Error repoint(const Error& e, const Reader& r, const ir::Graph& g,
     case Source::Cuts:
       break;
   }
-  static constexpr std::string_view kCuts = "/cuts/";
-  if (rest.rfind(kCuts, 0) == 0) {
-    std::size_t i = kCuts.size();
-    std::size_t axis = 0;
-    const std::size_t begin = i;
-    while (i < rest.size() && rest[i] >= '0' && rest[i] <= '9' && i - begin < 9) {
-      axis = axis * 10 + static_cast<std::size_t>(rest[i] - '0');
-      ++i;
+  if (const auto split = split_index(rest, "/cuts/", 9);
+      split && split->first < entry.cut_entry.size()) {
+    const std::size_t axis = static_cast<std::size_t>(split->first);
+    if (entry.cut_entry[axis] == SIZE_MAX) {
+      return Error(e.code(), e.detail(), child(at, "cuts"), r.source());
     }
-    if (i > begin && axis < entry.cut_entry.size()) {
-      if (entry.cut_entry[axis] == SIZE_MAX) {
-        return Error(e.code(), e.detail(), child(at, "cuts"), r.source());
-      }
-      return Error(e.code(), e.detail(),
-                   child(child(at, "cuts"), entry.cut_entry[axis]) + rest.substr(i), r.source());
-    }
+    return Error(e.code(), e.detail(), child(child(at, "cuts"), entry.cut_entry[axis]) + split->second,
+                 r.source());
   }
   return Error(e.code(), e.detail(), at + rest, r.source());
 }
