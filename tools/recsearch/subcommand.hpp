@@ -1,0 +1,48 @@
+// How subcommands plug into the `recsearch` tool. Each subcommand lives in
+// its own file and registers itself with add_*_command: it declares its
+// options on the CLI11 app and leaves a Subcommand whose run() main.cpp calls
+// when that subcommand was given. This keeps main.cpp to error handling and
+// lets `gen`, `exec`, `show`, `compare` grow without touching each other.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>  // CLI11: only the tool, never the library, sees it
+
+#include "commands.hpp"
+
+namespace recsearch::cli {
+
+// A declared subcommand: run() is called after parsing if app->parsed().
+struct Subcommand {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+};
+using Registry = std::vector<Subcommand>;
+
+// The raw values of `--devices | --mesh | --cluster`; which were given is
+// known only after parsing, from the Option pointers.
+struct ClusterOptions {
+  std::int64_t devices = 0;
+  std::string mesh;
+  std::string cluster_file;
+  CLI::Option* devices_opt = nullptr;
+  CLI::Option* mesh_opt = nullptr;
+  CLI::Option* cluster_opt = nullptr;
+
+  [[nodiscard]] ClusterArgs args() const;
+};
+
+// Adds --devices, --mesh and --cluster to cmd, bound to o.
+void add_cluster_options(CLI::App* cmd, ClusterOptions& o);
+
+// Validates a positive, finite number (CLI11's range check lets NaN through).
+[[nodiscard]] const CLI::Validator& positive_finite();
+
+// search, eval, validate (main.cpp).
+void add_core_commands(CLI::App& app, Registry& reg);
+
+}  // namespace recsearch::cli
