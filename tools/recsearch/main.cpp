@@ -139,6 +139,10 @@ int run(int argc, char** argv) {
   // One line per subcommand family; each lives in its own file.
   recsearch::cli::Registry reg;
   recsearch::cli::add_core_commands(app, reg);
+  recsearch::cli::add_import_command(app, reg);
+  recsearch::cli::add_show_command(app, reg);
+  recsearch::cli::add_gen_command(app, reg);
+  recsearch::cli::add_exec_command(app, reg);
 
   try {
     app.parse(argc, argv);

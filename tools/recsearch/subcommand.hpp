@@ -44,5 +44,13 @@ void add_cluster_options(CLI::App* cmd, ClusterOptions& o);
 
 // search, eval, validate (main.cpp).
 void add_core_commands(CLI::App& app, Registry& reg);
+// import (import_cmd.cpp).
+void add_import_command(CLI::App& app, Registry& reg);
+// show (show_cmd.cpp).
+void add_show_command(CLI::App& app, Registry& reg);
+// gen (gen_cmd.cpp).
+void add_gen_command(CLI::App& app, Registry& reg);
+// exec (exec_cmd.cpp).
+void add_exec_command(CLI::App& app, Registry& reg);
 
 }  // namespace recsearch::cli
