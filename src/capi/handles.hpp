@@ -1,0 +1,124 @@
+// Private to the C API: what its opaque handles hold, and the one guard every
+// entry point runs its body in.
+//
+// The guard is what keeps the promise of recsearch.h that no exception
+// leaves the library: it turns recsearch::Error into the status of its
+// Errc group, std::bad_alloc into RS_RUNTIME ("out of memory"), and any
+// other exception into RS_INTERNAL, recording the message per thread.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "recsearch/algebra/op_space.hpp"
+#include "recsearch/cluster.hpp"
+#include "recsearch/cost/cost_params.hpp"
+#include "recsearch/error.hpp"
+#include "recsearch/ir/graph.hpp"
+#include "recsearch/plan/evaluator.hpp"
+#include "recsearch/plan/plan.hpp"
+#include "recsearch/recsearch.h"
+#include "recsearch/search/options.hpp"
+
+namespace recsearch::capi {
+
+// A finalized graph with its operator spaces: immutable once made, shared by
+// the graph handle and every result made from it.
+struct Prepared {
+  ir::Graph graph;
+  std::vector<algebra::OpSpace> spaces;
+};
+
+}  // namespace recsearch::capi
+
+struct rs_graph {
+  recsearch::ir::Graph draft;      // what the calls built so far
+  recsearch::CostParams cost;      // the graph file's "cost" object
+  std::string source;              // file or source name; empty for built graphs
+  mutable std::mutex mu;           // guards `ready`
+  mutable std::shared_ptr<const recsearch::capi::Prepared> ready;  // null after a change
+};
+
+struct rs_cluster {
+  std::string name;
+  std::vector<recsearch::Level> levels;
+  recsearch::DeviceSpec device;
+  // The cluster JSON it was read from, if any: its "cost" object applies
+  // over the graph's coefficients.
+  std::optional<std::string> file_text;
+  std::string file_source;
+  // The validated cluster of the fields above; empty while there are no levels.
+  std::optional<recsearch::Cluster> cluster;
+};
+
+struct rs_options {
+  recsearch::search::SearchOptions search;
+  bool mode_set = false;                 // rs_evaluate: else the plan's mode
+  std::vector<std::string> cost_json;    // applied in order over graph and cluster costs
+};
+
+struct rs_result {
+  std::shared_ptr<const recsearch::capi::Prepared> prepared;
+  recsearch::Cluster cluster;
+  recsearch::plan::Plan plan;
+  recsearch::plan::Evaluation eval;
+  // Loop name chosen per operator and axis ("" when replicated), and the
+  // level name of each axis: what the getters hand out as const char*.
+  std::vector<std::vector<std::string>> cut_names;
+  std::vector<std::string> axis_levels;
+};
+
+namespace recsearch::capi {
+
+// Records a failure for rs_last_error(); never throws.
+void set_error(int code, const char* message) noexcept;
+
+// Runs `body` (returns void), mapping every exception to a status.
+template <class F>
+[[nodiscard]] rs_status guard(F&& body) noexcept {
+  try {
+    body();
+    return RS_OK;
+  } catch (const Error& e) {
+    const int code = static_cast<int>(e.code());
+    set_error(code, e.what());
+    const int group = code / 100;
+    return group >= 1 && group <= 5 ? static_cast<rs_status>(group) : RS_INTERNAL;
+  } catch (const std::bad_alloc&) {
+    set_error(static_cast<int>(Errc::kRuntime), "out of memory [E401]");
+    return RS_RUNTIME;
+  } catch (const std::exception& e) {
+    set_error(static_cast<int>(Errc::kInternal), e.what());
+    return RS_INTERNAL;
+  } catch (...) {
+    set_error(static_cast<int>(Errc::kInternal), "unknown exception");
+    return RS_INTERNAL;
+  }
+}
+
+// Error(kUsage) unless p is non-null; `what` names the argument.
+template <class T>
+void need(const T* p, const char* what) {
+  if (p == nullptr) throw Error(Errc::kUsage, std::string(what) + " must not be NULL");
+}
+
+// A C string argument that must be present (any content).
+std::string need_string(const char* s, const char* what);
+
+// The finalized graph with its spaces, made on first use after a change.
+std::shared_ptr<const Prepared> prepare(const rs_graph& g);
+
+// A heap copy for the caller, released with rs_free.
+void give_string(const std::string& s, char** out, std::size_t* len);
+
+// The cluster a handle describes; Error(kCluster) while it has no levels.
+const Cluster& cluster_of(const rs_cluster& c);
+
+// Cost coefficients of graph, then cluster, then options.
+CostParams merged_cost(const rs_graph& g, const rs_cluster* c, const rs_options* o);
+
+}  // namespace recsearch::capi
