@@ -4,7 +4,7 @@ standard library only (ctypes): an example of a foreign-language client.
     import recsearch
     g = recsearch.Graph.read_file("data/graphs/gpt2_block.json")
     plan = recsearch.search(g, recsearch.Cluster.mesh([64, 8]), mode="train")
-    print(plan.summary["step_time_s"], plan.strategy("attn.qkv"))
+    print(plan.summary["step_time_s"], plan.strategy("attn.c_attn.matmul"))
 
 The shared library is found through $RECSEARCH_LIBRARY (a path), else
 ctypes.util.find_library("recsearch"), else "librecsearch.so.0" on the
