@@ -1,0 +1,37 @@
+// `recsearch exec`: runs a plan under mpirun on every rank and reports
+// (DESIGN.md "Execution layer"). Kept in the library so that the CLI stays
+// a thin option parser and tests can drive the same code.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "recsearch/exec/communicator.hpp"
+
+namespace recsearch::exec {
+
+struct ExecArgs {
+  std::string graph;
+  std::string plan;
+  Backend backend = Backend::Mpi;
+  bool check = false;        // compare with a one-device run on rank 0, bytes with the prediction
+  int steps = 1;             // forward passes timed
+  std::uint64_t seed = 1;    // input values
+  double timeout_s = 60;     // per collective; 0 = wait forever
+  bool quiet = false;
+  // Testing failure handling: "RANK:KIND[:OP]" with KIND throw (an error on
+  // that rank before operator OP), kill (SIGKILL there) or stall (that rank
+  // sleeps there, its peers time out).
+  std::optional<std::string> fault;
+};
+
+// Runs on every rank of an MPI job (or alone) and returns the exit code:
+// 0 ok; 1 bad input (graph, plan, or a plan whose devices or stated bytes
+// do not match), 2 usage (unsupported operators, missing backend), 4 a
+// runtime failure (collective error or timeout, device, a check that
+// failed). Any failure on one rank ends every rank (MPI_Abort) with that
+// code; input errors are found before the first collective.
+[[nodiscard]] int run_exec(const ExecArgs& a, int* argc, char*** argv);
+
+}  // namespace recsearch::exec

@@ -1,0 +1,109 @@
+// Where each rank's piece of a tensor lives when a plan runs, and how the
+// execution layer moves between two such placements.
+//
+// A Layout gives, per mesh axis, what the tensor is on that axis
+// (cost::AxisLayout: replicated, sharded along one tensor dim, or a partial
+// sum), exactly as the evaluator derives it from a plan's cuts. A dim split
+// by several axes is split in increasing axis order, the first axis most
+// significant (the plan file's `sharding` lists), so the block of dim d held
+// by a rank is the mixed-radix number of its coordinates on those axes.
+//
+// Moving a tensor from one layout to another (redistribution_plan) is a
+// sequence of per-axis collectives, the same ones the cost model counts:
+// S->R all-gather, R->S a local slice, S(i)->S(j) all-to-all, P->R
+// all-reduce, P->S reduce-scatter. Axes that stop splitting a dim go first,
+// innermost axis first (so each is the least significant digit of its dim
+// when it leaves); axes that start splitting a dim go last, outermost first.
+// When a dim keeps an inner axis but loses an outer one ([c0, c1] -> [c1]),
+// the inner one has to leave and come back as well: that case moves more
+// than the cost model's per-axis count, and predict_exec_bytes says so.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "recsearch/algebra/op_space.hpp"
+#include "recsearch/cost/model.hpp"
+#include "recsearch/ir/graph.hpp"
+#include "recsearch/plan/plan.hpp"
+
+namespace recsearch::exec {
+
+// Per mesh axis, the tensor's layout on that axis.
+using Layout = std::vector<cost::AxisLayout>;
+
+// Sizes of the mesh axes of a plan, outermost first.
+[[nodiscard]] std::vector<std::int64_t> mesh_sizes(const plan::Plan& p);
+
+// Coordinates (one digit per axis, axis 0 most significant) of a rank.
+[[nodiscard]] std::vector<std::int64_t> rank_coords(std::int64_t rank,
+                                                    const std::vector<std::int64_t>& mesh);
+
+// Shape of the local block a layout leaves each rank (every rank's block has
+// the same shape). Throws Error(kInternal) if a split does not divide.
+[[nodiscard]] ir::Shape local_shape(const ir::Shape& full, const Layout& l,
+                                    const std::vector<std::int64_t>& mesh);
+
+// Offset (in elements of the full tensor) of a rank's block along each dim.
+[[nodiscard]] std::vector<std::int64_t> local_offsets(const ir::Shape& full, const Layout& l,
+                                                      const std::vector<std::int64_t>& mesh,
+                                                      const std::vector<std::int64_t>& coords);
+
+// "[S0, R, P]" (one entry per axis).
+[[nodiscard]] std::string layout_to_string(const Layout& l);
+
+// One step of a redistribution, on one axis.
+enum class StepKind : std::uint8_t {
+  AllGather,      // S(dim) -> R
+  AllToAll,       // S(dim) -> S(to_dim)
+  AllReduce,      // P -> R
+  ReduceScatter,  // P -> S(to_dim)
+  Slice,          // R -> S(to_dim), local
+};
+
+struct RedistStep {
+  StepKind kind;
+  std::uint32_t axis;
+  std::int16_t dim = -1;     // the dim the axis leaves (AllGather, AllToAll)
+  std::int16_t to_dim = -1;  // the dim the axis joins (AllToAll, ReduceScatter, Slice)
+};
+
+// The steps that move a tensor from layout `from` to layout `to` (which must
+// not be partial anywhere). Empty when the layouts are equal.
+[[nodiscard]] std::vector<RedistStep> redistribution_plan(const Layout& from, const Layout& to,
+                                                          std::size_t rank);
+
+// Layouts of one operator's operands on every axis (inputs, then outputs),
+// the way the evaluator derives them from the operator's cuts.
+struct OpLayouts {
+  std::vector<Layout> inputs;
+  std::vector<Layout> outputs;
+};
+
+// The whole plan laid out: every operator's operand layouts and every
+// tensor's holder layout (its producer's output, or for a tensor nobody
+// produces, its first use's input layout; a tensor nobody touches: replicated).
+struct PlanLayouts {
+  std::vector<std::int64_t> mesh;
+  std::vector<OpLayouts> ops;
+  std::vector<Layout> holders;
+};
+
+[[nodiscard]] PlanLayouts plan_layouts(const ir::Graph& g,
+                                       const std::vector<algebra::OpSpace>& spaces,
+                                       const plan::Plan& p);
+
+// Bytes one rank sends in a forward pass of the execution layer (each rank
+// sends the same amount), from the plan's layouts and tensor shapes alone:
+// every distinct (tensor, layout) an operator needs, redistributed once from
+// its holder, plus the all-reduce of graph outputs left partial. Elements
+// are counted at `element_bytes` (the execution computes in f32: 4).
+struct BytePrediction {
+  double total = 0;
+  std::vector<double> per_axis;  // by the axis the collective runs on
+};
+[[nodiscard]] BytePrediction predict_exec_bytes(const ir::Graph& g, const PlanLayouts& pl,
+                                                double element_bytes = 4.0);
+
+}  // namespace recsearch::exec

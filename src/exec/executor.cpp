@@ -1,0 +1,253 @@
+// The executor (exec/executor.hpp): per operator, inputs redistributed to
+// the operator's layouts, the local kernel on the blocks, outputs kept in
+// the layout the operator leaves them in.
+#include "recsearch/exec/executor.hpp"
+
+#include <algorithm>
+#include <deque>
+
+#include "exec/kernels.hpp"
+#include "recsearch/error.hpp"
+
+namespace recsearch::exec {
+namespace {
+
+std::uint64_t splitmix(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+bool integer_dtype(ir::DType d) {
+  switch (d) {
+    case ir::DType::I64:
+    case ir::DType::I32:
+    case ir::DType::I16:
+    case ir::DType::I8:
+    case ir::DType::U8:
+    case ir::DType::Bool: return true;
+    default: return false;
+  }
+}
+
+// Visits every element of a block: f(local index, global row-major index).
+template <class F>
+void for_each_element(const ir::Shape& full, const ir::Shape& local,
+                      const std::vector<std::int64_t>& offset, F&& f) {
+  std::int64_t n = 1;
+  for (const auto d : local) n *= d;
+  for (std::int64_t i = 0; i < n; ++i) {
+    std::int64_t rest = i, global = 0, mul = 1;
+    for (std::size_t d = local.size(); d-- > 0;) {
+      global += (rest % local[d] + offset[d]) * mul;
+      rest /= local[d];
+      mul *= full[d];
+    }
+    f(i, global);
+  }
+}
+
+}  // namespace
+
+float input_value(const ir::Graph& g, ir::TensorId t, std::int64_t index, std::uint64_t seed) {
+  const ir::Tensor& tensor = g.tensor(t);
+  const std::uint64_t h =
+      splitmix(splitmix(seed ^ (0x51ED27ull * (t + 1))) ^ static_cast<std::uint64_t>(index));
+  if (!integer_dtype(tensor.dtype)) {
+    return static_cast<float>(static_cast<double>(h >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+  }
+  // Integers: valid indices of the table a Gather reads with them, else small.
+  std::int64_t bound = 0;  // the smallest limit of any use
+  for (const ir::OpId o : tensor.consumers) {
+    const ir::Operator& op = g.op(o);
+    std::int64_t limit = 0;
+    if (op.kind == ir::OpKind::Gather && op.inputs.size() == 2 && op.inputs[1] == t) {
+      const ir::Shape& table = g.tensor(op.inputs[0]).shape;
+      std::int64_t axis = op.attrs.get_int("axis", 0);
+      if (axis < 0) axis += static_cast<std::int64_t>(table.size());
+      limit = table.at(static_cast<std::size_t>(axis));
+    }
+    if (op.kind == ir::OpKind::SoftmaxCrossEntropy && op.inputs.size() >= 2 && op.inputs[1] == t &&
+        !g.tensor(op.inputs[0]).shape.empty()) {
+      limit = g.tensor(op.inputs[0]).shape.back();
+    }
+    if (limit > 0) bound = bound == 0 ? limit : std::min(bound, limit);
+  }
+  if (bound == 0) bound = tensor.dtype == ir::DType::Bool ? 2 : 16;
+  return static_cast<float>(h % static_cast<std::uint64_t>(bound));
+}
+
+std::vector<std::string> unsupported_operators(const ir::Graph& g,
+                                               const std::vector<algebra::OpSpace>& spaces,
+                                               const plan::Plan& p) {
+  std::vector<std::string> out;
+  for (ir::OpId o = 0; o < g.num_operators(); ++o) {
+    const ir::Operator& op = g.op(o);
+    const std::string who = op.name + " (" + op.type + "): ";
+    std::string why = detail::kernel_support(g, op);
+    const algebra::OpSpace& s = spaces.at(o);
+    if (why.empty() && s.opaque) why = "opaque operator";
+    for (std::size_t a = 0; why.empty() && o < p.cuts.size() && a < p.cuts[o].size(); ++a) {
+      const int c = p.cuts[o][a];
+      if (c == plan::kReplicated) continue;
+      const algebra::LoopDim& loop = s.loops.at(static_cast<std::size_t>(c));
+      const auto maps = [&](const std::vector<int>& dims) {
+        return static_cast<int>(std::count(dims.begin(), dims.end(), c));
+      };
+      for (const auto& dims : s.inputs) {
+        if (maps(dims) > 1) why = "cut loop '" + loop.name + "' indexes two dims of one operand";
+      }
+      for (const auto& dims : s.outputs) {
+        if (maps(dims) > 1) why = "cut loop '" + loop.name + "' indexes two dims of one operand";
+        if (loop.role != algebra::DimRole::Reduction && maps(dims) == 0) {
+          why = "cut loop '" + loop.name + "' does not reach the output";
+        }
+      }
+      if (loop.role == algebra::DimRole::Reduction && op.kind == ir::OpKind::ReduceMax) {
+        why = "a cut max-reduction is not a partial sum";
+      }
+      if (op.kind == ir::OpKind::SoftmaxCrossEntropy && loop.name == "c") {
+        why = "a cut class dim (vocabulary-parallel loss) is not a partial sum";
+      }
+      if (loop.role == algebra::DimRole::Window) why = "window cuts (halo exchange) are not executed";
+    }
+    if (!why.empty()) out.push_back(who + why);
+  }
+  return out;
+}
+
+Executor::Executor(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                   const plan::Plan& p, Communicator& comm, ExecOptions options)
+    : g_(g),
+      spaces_(spaces),
+      comm_(comm),
+      options_(options),
+      layouts_(plan_layouts(g, spaces, p)),
+      redist_(comm),
+      coords_(rank_coords(comm.rank(), comm.mesh())) {
+  if (layouts_.mesh != comm.mesh()) {
+    throw Error(Errc::kPlan, "the plan's mesh does not match the communicator's");
+  }
+  const auto bad = unsupported_operators(g, spaces, p);
+  if (!bad.empty()) {
+    std::string msg = std::to_string(bad.size()) + " operator(s) cannot be executed:";
+    for (const auto& b : bad) msg += "\n  " + b;
+    throw Error(Errc::kUsage, msg);
+  }
+  held_.resize(g.num_tensors());
+  copies_.resize(g.num_tensors());
+  for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
+    const ir::Tensor& tensor = g.tensor(t);
+    if (tensor.producer == ir::kNone) continue;
+    if (tensor.consumers.empty()) outputs_.push_back(t);
+  }
+}
+
+Executor::~Executor() = default;
+
+void Executor::run() {
+  const auto& mesh = layouts_.mesh;
+  for (ir::TensorId t = 0; t < g_.num_tensors(); ++t) {
+    copies_[t].clear();
+    held_[t].reset();
+    const ir::Tensor& tensor = g_.tensor(t);
+    if (tensor.producer != ir::kNone || tensor.consumers.empty()) continue;
+    auto lt = std::make_unique<LocalTensor>();
+    lt->full = tensor.shape;
+    lt->layout = layouts_.holders[t];
+    const ir::Shape local = local_shape(tensor.shape, lt->layout, mesh);
+    lt->data.resize(static_cast<std::size_t>(ir::num_elements(local)));
+    for_each_element(tensor.shape, local, local_offsets(tensor.shape, lt->layout, mesh, coords_),
+                     [&](std::int64_t i, std::int64_t global) {
+                       lt->data[static_cast<std::size_t>(i)] = input_value(g_, t, global, options_.seed);
+                     });
+    held_[t] = std::move(lt);
+  }
+  for (const ir::OpId o : g_.topological_order()) {
+    if (options_.before_op) options_.before_op(o);
+    run_op(o);
+  }
+  for (const ir::TensorId t : outputs_) redist_.reduce_partial(*held_[t]);
+}
+
+void Executor::run_op(ir::OpId o) {
+  const ir::Operator& op = g_.op(o);
+  const OpLayouts& ol = layouts_.ops[o];
+  const auto& mesh = layouts_.mesh;
+  detail::KernelArgs args;
+  args.op = &op;
+  args.use_gpu = options_.use_gpu;
+  for (std::size_t j = 0; j < op.inputs.size(); ++j) {
+    const ir::TensorId t = op.inputs[j];
+    if (!held_[t]) throw Error(Errc::kInternal, "tensor '" + g_.tensor(t).name + "' used before it exists");
+    const LocalTensor* src = held_[t].get();
+    if (src->layout != ol.inputs[j]) {
+      auto& made = copies_[t];
+      const auto it = std::find_if(made.begin(), made.end(),
+                                   [&](const LocalTensor& c) { return c.layout == ol.inputs[j]; });
+      if (it == made.end()) {
+        made.push_back(redist_.redistribute(*src, ol.inputs[j]));
+        src = &made.back();
+      } else {
+        src = &*it;
+      }
+    }
+    args.in.push_back(&src->data);
+    args.in_shapes.push_back(local_shape(src->full, src->layout, mesh));
+    args.full_in_shapes.push_back(src->full);
+  }
+  // copies_ entries stay put from here on (deque), so the pointers hold.
+  std::vector<std::unique_ptr<LocalTensor>> outs;
+  for (std::size_t j = 0; j < op.outputs.size(); ++j) {
+    auto lt = std::make_unique<LocalTensor>();
+    lt->full = g_.tensor(op.outputs[j]).shape;
+    lt->layout = ol.outputs[j];
+    const ir::Shape local = local_shape(lt->full, lt->layout, mesh);
+    lt->data.assign(static_cast<std::size_t>(ir::num_elements(local)), 0.0f);
+    args.out_shapes.push_back(local);
+    outs.push_back(std::move(lt));
+  }
+  for (auto& lt : outs) args.out.push_back(&lt->data);
+  if (op.kind == ir::OpKind::Gather) {
+    std::int64_t axis = op.attrs.get_int("axis", 0);
+    if (axis < 0) axis += static_cast<std::int64_t>(args.full_in_shapes[0].size());
+    args.gather_offset = local_offsets(args.full_in_shapes[0], ol.inputs[0], mesh, coords_)
+                             .at(static_cast<std::size_t>(axis));
+  }
+  if (op.kind == ir::OpKind::Attention) {
+    args.query_offset = local_offsets(args.full_in_shapes[0], ol.inputs[0], mesh, coords_).at(2);
+    args.bool_mask = op.inputs.size() > 3 && g_.tensor(op.inputs[3]).dtype == ir::DType::Bool;
+  }
+  detail::run_kernel(args);
+  for (std::size_t j = 0; j < op.outputs.size(); ++j) held_[op.outputs[j]] = std::move(outs[j]);
+}
+
+const LocalTensor& Executor::block(ir::TensorId t) const {
+  if (t >= held_.size() || !held_[t]) throw Error(Errc::kInternal, "no block for tensor " + std::to_string(t));
+  return *held_[t];
+}
+
+std::vector<float> Executor::gather_full(ir::TensorId t) {
+  const LocalTensor& b = block(t);
+  const auto& mesh = layouts_.mesh;
+  for (const auto& x : b.layout) {
+    if (x.kind == cost::LayoutKind::Partial) throw Error(Errc::kInternal, "gathering a partial tensor");
+  }
+  const bool root = comm_.rank() == 0;
+  std::vector<float> all(root ? b.data.size() * static_cast<std::size_t>(comm_.size()) : 0);
+  comm_.gather_to_root(b.data.data(), root ? all.data() : nullptr, b.data.size());
+  if (!root) return {};
+  std::vector<float> full(static_cast<std::size_t>(ir::num_elements(b.full)));
+  const ir::Shape local = local_shape(b.full, b.layout, mesh);
+  for (int r = 0; r < comm_.size(); ++r) {
+    const auto off = local_offsets(b.full, b.layout, mesh, rank_coords(r, mesh));
+    const float* src = all.data() + static_cast<std::size_t>(r) * b.data.size();
+    for_each_element(b.full, local, off, [&](std::int64_t i, std::int64_t global) {
+      full[static_cast<std::size_t>(global)] = src[i];
+    });
+  }
+  return full;
+}
+
+}  // namespace recsearch::exec

@@ -1,0 +1,617 @@
+// CPU kernels of the executor (exec/kernels.hpp). Each kernel sees one
+// rank's blocks with local shapes; parallel loops split only the outermost
+// independent index, so every output element is summed in one fixed order
+// whatever the thread count.
+#include "exec/kernels.hpp"
+
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/parallel_for.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <optional>
+
+#include "recsearch/error.hpp"
+
+namespace recsearch::exec::detail {
+namespace {
+
+using ir::OpKind;
+using ir::Shape;
+
+std::int64_t numel(const Shape& s) {
+  std::int64_t n = 1;
+  for (const auto d : s) n *= d;
+  return n;
+}
+
+template <class F>
+void parallel_rows(std::int64_t n, F&& f) {
+  oneapi::tbb::parallel_for(oneapi::tbb::blocked_range<std::int64_t>(0, n),
+                            [&](const oneapi::tbb::blocked_range<std::int64_t>& r) {
+                              for (std::int64_t i = r.begin(); i < r.end(); ++i) f(i);
+                            });
+}
+
+std::int64_t norm_axis(std::int64_t axis, std::size_t rank) {
+  return axis < 0 ? axis + static_cast<std::int64_t>(rank) : axis;
+}
+
+// Strides of `s` broadcast (right-aligned) onto an output of rank r: 0 where
+// the operand lacks the dim or has size 1.
+std::vector<std::int64_t> broadcast_strides(const Shape& s, const Shape& out) {
+  std::vector<std::int64_t> st(out.size(), 0);
+  std::int64_t stride = 1;
+  for (std::size_t i = s.size(); i-- > 0;) {
+    const std::size_t o = out.size() - s.size() + i;
+    st[o] = s[i] == 1 && out[o] != 1 ? 0 : stride;
+    stride *= s[i];
+  }
+  return st;
+}
+
+float unary(OpKind k, float x) {
+  switch (k) {
+    case OpKind::ReLU: return x > 0 ? x : 0.0f;
+    case OpKind::GeLU: return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
+    case OpKind::SiLU: return x / (1.0f + std::exp(-x));
+    case OpKind::Sigmoid: return 1.0f / (1.0f + std::exp(-x));
+    case OpKind::Tanh: return std::tanh(x);
+    case OpKind::Exp: return std::exp(x);
+    case OpKind::Log: return std::log(x);
+    case OpKind::Sqrt: return std::sqrt(x);
+    case OpKind::Neg: return -x;
+    default: return x;  // Identity, Dropout (inference)
+  }
+}
+
+float binary(OpKind k, float x, float y) {
+  switch (k) {
+    case OpKind::Add: return x + y;
+    case OpKind::Sub: return x - y;
+    case OpKind::Mul: return x * y;
+    case OpKind::Div: return x / y;
+    case OpKind::Pow: return std::pow(x, y);
+    case OpKind::Maximum: return std::max(x, y);
+    case OpKind::Minimum: return std::min(x, y);
+    default: return 0.0f;
+  }
+}
+
+void k_unary(const KernelArgs& a) {
+  const Buf& x = *a.in[0];
+  Buf& y = *a.out[0];
+  const OpKind kind = a.op->kind;
+  if (kind == OpKind::Cast) {
+    const std::string to = a.op->attrs.get_string("to", "f32");
+    const bool integer = to[0] == 'i' || to[0] == 'u';
+    const bool boolean = to == "bool";
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      y[i] = boolean ? (x[i] != 0.0f ? 1.0f : 0.0f) : integer ? std::trunc(x[i]) : x[i];
+    }
+    return;
+  }
+  if (kind == OpKind::GeLU && a.op->attrs.get_string("approximate", "none") == "tanh") {
+    parallel_rows(static_cast<std::int64_t>(x.size()), [&](std::int64_t i) {
+      const double v = x[static_cast<std::size_t>(i)];
+      y[static_cast<std::size_t>(i)] = static_cast<float>(
+          0.5 * v * (1.0 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v))));
+    });
+    return;
+  }
+  if (a.use_gpu && unary_gpu(kind, x.data(), y.data(), x.size())) return;
+  parallel_rows(static_cast<std::int64_t>(x.size()),
+                [&](std::int64_t i) { y[static_cast<std::size_t>(i)] = unary(kind, x[static_cast<std::size_t>(i)]); });
+}
+
+void k_binary(const KernelArgs& a) {
+  const Shape& out = a.out_shapes[0];
+  const auto sx = broadcast_strides(a.in_shapes[0], out);
+  const auto sy = broadcast_strides(a.in_shapes[1], out);
+  const Buf& x = *a.in[0];
+  const Buf& y = *a.in[1];
+  Buf& z = *a.out[0];
+  const OpKind kind = a.op->kind;
+  parallel_rows(numel(out), [&](std::int64_t i) {
+    std::int64_t rest = i, ox = 0, oy = 0;
+    for (std::size_t d = out.size(); d-- > 0;) {
+      const std::int64_t c = rest % out[d];
+      rest /= out[d];
+      ox += c * sx[d];
+      oy += c * sy[d];
+    }
+    z[static_cast<std::size_t>(i)] = binary(kind, x[static_cast<std::size_t>(ox)], y[static_cast<std::size_t>(oy)]);
+  });
+}
+
+void k_bias_add(const KernelArgs& a) {
+  const Shape& xs = a.in_shapes[0];
+  const auto axis = static_cast<std::size_t>(norm_axis(a.op->attrs.get_int("axis", -1), xs.size()));
+  std::int64_t inner = 1;
+  for (std::size_t d = axis + 1; d < xs.size(); ++d) inner *= xs[d];
+  const std::int64_t c = xs[axis];
+  const Buf& x = *a.in[0];
+  const Buf& b = *a.in[1];
+  Buf& y = *a.out[0];
+  parallel_rows(numel(xs), [&](std::int64_t i) {
+    y[static_cast<std::size_t>(i)] = x[static_cast<std::size_t>(i)] + b[static_cast<std::size_t>((i / inner) % c)];
+  });
+}
+
+void k_softmax(const KernelArgs& a) {
+  const Shape& xs = a.in_shapes[0];
+  const auto axis = static_cast<std::size_t>(norm_axis(a.op->attrs.get_int("axis", -1), xs.size()));
+  std::int64_t outer = 1, inner = 1;
+  for (std::size_t d = 0; d < axis; ++d) outer *= xs[d];
+  for (std::size_t d = axis + 1; d < xs.size(); ++d) inner *= xs[d];
+  const std::int64_t n = xs[axis];
+  const bool log = a.op->kind == OpKind::LogSoftmax;
+  const Buf& x = *a.in[0];
+  Buf& y = *a.out[0];
+  parallel_rows(outer * inner, [&](std::int64_t r) {
+    const std::int64_t base = (r / inner) * n * inner + r % inner;
+    float m = -std::numeric_limits<float>::infinity();
+    for (std::int64_t i = 0; i < n; ++i) m = std::max(m, x[static_cast<std::size_t>(base + i * inner)]);
+    double s = 0;
+    for (std::int64_t i = 0; i < n; ++i) s += std::exp(static_cast<double>(x[static_cast<std::size_t>(base + i * inner)] - m));
+    for (std::int64_t i = 0; i < n; ++i) {
+      const auto at = static_cast<std::size_t>(base + i * inner);
+      y[at] = log ? static_cast<float>(x[at] - m - std::log(s))
+                  : static_cast<float>(std::exp(static_cast<double>(x[at] - m)) / s);
+    }
+  });
+}
+
+void k_norm(const KernelArgs& a) {
+  const Shape& xs = a.in_shapes[0];
+  const auto axis = static_cast<std::size_t>(norm_axis(a.op->attrs.get_int("axis", -1), xs.size()));
+  std::int64_t outer = 1, n = 1;
+  for (std::size_t d = 0; d < axis; ++d) outer *= xs[d];
+  for (std::size_t d = axis; d < xs.size(); ++d) n *= xs[d];
+  const double eps = a.op->attrs.get_float("epsilon", 1e-5);
+  const bool rms = a.op->kind == OpKind::RMSNorm;
+  const Buf& x = *a.in[0];
+  const Buf* scale = a.in.size() > 1 ? a.in[1] : nullptr;
+  const Buf* bias = a.in.size() > 2 ? a.in[2] : nullptr;
+  Buf& y = *a.out[0];
+  parallel_rows(outer, [&](std::int64_t r) {
+    const auto base = static_cast<std::size_t>(r * n);
+    double mean = 0, sq = 0;
+    for (std::int64_t i = 0; i < n; ++i) mean += x[base + static_cast<std::size_t>(i)];
+    mean /= static_cast<double>(n);
+    if (rms) mean = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double d = x[base + static_cast<std::size_t>(i)] - mean;
+      sq += d * d;
+    }
+    const double inv = 1.0 / std::sqrt(sq / static_cast<double>(n) + eps);
+    for (std::int64_t i = 0; i < n; ++i) {
+      const auto at = base + static_cast<std::size_t>(i);
+      double v = (x[at] - mean) * inv;
+      if (scale != nullptr) v *= (*scale)[static_cast<std::size_t>(i) % scale->size()];
+      if (bias != nullptr) v += (*bias)[static_cast<std::size_t>(i) % bias->size()];
+      y[at] = static_cast<float>(v);
+    }
+  });
+}
+
+void k_matmul(const KernelArgs& a) {
+  const Shape& as = a.in_shapes[0];
+  const Shape& bs = a.in_shapes[1];
+  const Shape& os = a.out_shapes[0];
+  const bool ta = as.size() >= 2 && a.op->attrs.get_bool("transpose_a", false);
+  const bool tb = bs.size() >= 2 && a.op->attrs.get_bool("transpose_b", false);
+  GemmBatch g;
+  g.trans_a = ta;
+  g.trans_b = tb;
+  const std::size_t ra = as.size(), rb = bs.size();
+  if (ra == 1) {
+    g.m = 1;
+    g.k = as[0];
+  } else {
+    g.m = ta ? as[ra - 1] : as[ra - 2];
+    g.k = ta ? as[ra - 2] : as[ra - 1];
+  }
+  g.n = rb == 1 ? 1 : (tb ? bs[rb - 2] : bs[rb - 1]);
+  const Shape a_batch(as.begin(), as.end() - (ra >= 2 ? 2 : 1));
+  const Shape b_batch(bs.begin(), bs.end() - (rb >= 2 ? 2 : 1));
+  const std::size_t out_batch_rank = os.size() - (ra >= 2 ? 1 : 0) - (rb >= 2 ? 1 : 0);
+  const Shape o_batch(os.begin(), os.begin() + static_cast<std::ptrdiff_t>(out_batch_rank));
+  const auto sa = broadcast_strides(a_batch, o_batch);
+  const auto sb = broadcast_strides(b_batch, o_batch);
+  const std::int64_t batches = numel(o_batch);
+  for (std::int64_t i = 0; i < batches; ++i) {
+    std::int64_t rest = i, oa = 0, ob = 0;
+    for (std::size_t d = o_batch.size(); d-- > 0;) {
+      const std::int64_t c = rest % o_batch[d];
+      rest /= o_batch[d];
+      oa += c * sa[d];
+      ob += c * sb[d];
+    }
+    g.a_off.push_back(oa * g.m * g.k);
+    g.b_off.push_back(ob * g.k * g.n);
+    g.c_off.push_back(i * g.m * g.n);
+  }
+  if (a.use_gpu) {
+    gemm_gpu(g, a.in[0]->data(), a.in[0]->size(), a.in[1]->data(), a.in[1]->size(),
+             a.out[0]->data(), a.out[0]->size());
+  } else {
+    gemm_cpu(g, a.in[0]->data(), a.in[1]->data(), a.out[0]->data());
+  }
+}
+
+// "ab,bc->ac": operands' letters and the output's.
+struct Equation {
+  std::vector<std::string> in;
+  std::string out;
+};
+
+std::optional<Equation> parse_equation(std::string eq) {
+  eq.erase(std::remove(eq.begin(), eq.end(), ' '), eq.end());
+  const auto arrow = eq.find("->");
+  if (arrow == std::string::npos || eq.find('.') != std::string::npos) return std::nullopt;
+  Equation e;
+  e.out = eq.substr(arrow + 2);
+  std::string lhs = eq.substr(0, arrow);
+  std::size_t start = 0;
+  for (;;) {
+    const auto comma = lhs.find(',', start);
+    e.in.push_back(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return e;
+}
+
+void k_einsum(const KernelArgs& a) {
+  const auto eq = parse_equation(a.op->attrs.get_string("equation", ""));
+  if (!eq) throw Error(Errc::kInternal, "einsum equation unreadable at run time");
+  std::map<char, std::int64_t> size;
+  for (std::size_t j = 0; j < eq->in.size(); ++j) {
+    for (std::size_t d = 0; d < eq->in[j].size(); ++d) size[eq->in[j][d]] = a.in_shapes[j][d];
+  }
+  std::string letters = eq->out;
+  for (const auto& [c, n] : size) {
+    if (eq->out.find(c) == std::string::npos) letters += c;  // summed letters after the output's
+  }
+  const std::size_t n_out = eq->out.size();
+  std::vector<std::int64_t> extent;
+  for (const char c : letters) extent.push_back(size[c]);
+  // Stride of every letter in every operand (0 when absent; summed when repeated).
+  std::vector<std::vector<std::int64_t>> stride(eq->in.size(), std::vector<std::int64_t>(letters.size(), 0));
+  for (std::size_t j = 0; j < eq->in.size(); ++j) {
+    std::int64_t s = 1;
+    for (std::size_t d = eq->in[j].size(); d-- > 0;) {
+      stride[j][letters.find(eq->in[j][d])] += s;
+      s *= a.in_shapes[j][d];
+    }
+  }
+  std::int64_t inner = 1;
+  for (std::size_t l = n_out; l < letters.size(); ++l) inner *= extent[l];
+  Buf& y = *a.out[0];
+  parallel_rows(numel(a.out_shapes[0]), [&](std::int64_t o) {
+    std::vector<std::int64_t> base(eq->in.size(), 0);
+    std::int64_t rest = o;
+    for (std::size_t l = n_out; l-- > 0;) {
+      const std::int64_t c = rest % extent[l];
+      rest /= extent[l];
+      for (std::size_t j = 0; j < base.size(); ++j) base[j] += c * stride[j][l];
+    }
+    double acc = 0;
+    for (std::int64_t r = 0; r < inner; ++r) {
+      std::int64_t rr = r;
+      double prod = 1;
+      for (std::size_t j = 0; j < base.size(); ++j) {
+        std::int64_t off = base[j], q = rr;
+        for (std::size_t l = letters.size(); l-- > n_out;) {
+          off += (q % extent[l]) * stride[j][l];
+          q /= extent[l];
+        }
+        prod *= (*a.in[j])[static_cast<std::size_t>(off)];
+      }
+      acc += prod;
+    }
+    y[static_cast<std::size_t>(o)] = static_cast<float>(acc);
+  });
+}
+
+void k_gather(const KernelArgs& a) {
+  const Shape& ts = a.in_shapes[0];
+  const auto axis = static_cast<std::size_t>(norm_axis(a.op->attrs.get_int("axis", 0), ts.size()));
+  std::int64_t pre = 1, post = 1;
+  for (std::size_t d = 0; d < axis; ++d) pre *= ts[d];
+  for (std::size_t d = axis + 1; d < ts.size(); ++d) post *= ts[d];
+  const std::int64_t v_local = ts[axis];
+  const std::int64_t v_full = a.full_in_shapes[0][axis];
+  const std::int64_t n_idx = numel(a.in_shapes[1]);
+  const Buf& t = *a.in[0];
+  const Buf& idx = *a.in[1];
+  Buf& y = *a.out[0];
+  parallel_rows(pre * n_idx, [&](std::int64_t r) {
+    const std::int64_t p = r / n_idx, q = r % n_idx;
+    auto g = static_cast<std::int64_t>(idx[static_cast<std::size_t>(q)]);
+    if (g < 0) g += v_full;
+    const std::int64_t row = g - a.gather_offset;
+    for (std::int64_t h = 0; h < post; ++h) {
+      y[static_cast<std::size_t>(r * post + h)] =
+          row >= 0 && row < v_local ? t[static_cast<std::size_t>((p * v_local + row) * post + h)] : 0.0f;
+    }
+  });
+}
+
+void k_transpose(const KernelArgs& a) {
+  const Shape& xs = a.in_shapes[0];
+  std::vector<std::int64_t> perm;
+  if (const auto p = a.op->attrs.get_ints("perm")) {
+    perm = *p;
+  } else {
+    for (std::size_t d = xs.size(); d-- > 0;) perm.push_back(static_cast<std::int64_t>(d));
+  }
+  const Shape& os = a.out_shapes[0];
+  std::vector<std::int64_t> in_stride(xs.size(), 1);
+  for (std::size_t d = xs.size(); d-- > 1;) in_stride[d - 1] = in_stride[d] * xs[d];
+  const Buf& x = *a.in[0];
+  Buf& y = *a.out[0];
+  parallel_rows(numel(os), [&](std::int64_t o) {
+    std::int64_t rest = o, off = 0;
+    for (std::size_t d = os.size(); d-- > 0;) {
+      off += (rest % os[d]) * in_stride[static_cast<std::size_t>(norm_axis(perm[d], xs.size()))];
+      rest /= os[d];
+    }
+    y[static_cast<std::size_t>(o)] = x[static_cast<std::size_t>(off)];
+  });
+}
+
+void k_reduce(const KernelArgs& a) {
+  const Shape& xs = a.in_shapes[0];
+  std::vector<bool> reduced(xs.size(), true);
+  if (const auto axes = a.op->attrs.get_ints("axes")) {
+    std::fill(reduced.begin(), reduced.end(), false);
+    for (const auto ax : *axes) reduced[static_cast<std::size_t>(norm_axis(ax, xs.size()))] = true;
+  }
+  double count = 1;
+  Shape kept;
+  for (std::size_t d = 0; d < xs.size(); ++d) {
+    if (reduced[d]) {
+      count *= static_cast<double>(a.full_in_shapes[0][d]);
+    } else {
+      kept.push_back(xs[d]);
+    }
+  }
+  const bool max = a.op->kind == OpKind::ReduceMax;
+  std::vector<double> acc(static_cast<std::size_t>(numel(kept)),
+                          max ? -std::numeric_limits<double>::infinity() : 0.0);
+  const Buf& x = *a.in[0];
+  for (std::int64_t i = 0; i < numel(xs); ++i) {
+    std::int64_t rest = i, out = 0, mul = 1;
+    for (std::size_t d = xs.size(); d-- > 0;) {
+      const std::int64_t c = rest % xs[d];
+      rest /= xs[d];
+      if (!reduced[d]) {
+        out += c * mul;
+        mul *= xs[d];
+      }
+    }
+    double& s = acc[static_cast<std::size_t>(out)];
+    s = max ? std::max(s, static_cast<double>(x[static_cast<std::size_t>(i)])) : s + x[static_cast<std::size_t>(i)];
+  }
+  Buf& y = *a.out[0];
+  for (std::size_t i = 0; i < acc.size(); ++i) {
+    y[i] = static_cast<float>(a.op->kind == OpKind::ReduceMean ? acc[i] / count : acc[i]);
+  }
+}
+
+// Splits x along `axis` into the outputs, in order, by their (local) sizes.
+void k_split(const KernelArgs& a) {
+  const Shape& xs = a.in_shapes[0];
+  const auto axis = static_cast<std::size_t>(norm_axis(a.op->attrs.get_int("axis", 0), xs.size()));
+  std::int64_t outer = 1, inner = 1;
+  for (std::size_t d = 0; d < axis; ++d) outer *= xs[d];
+  for (std::size_t d = axis + 1; d < xs.size(); ++d) inner *= xs[d];
+  const Buf& x = *a.in[0];
+  std::int64_t start = 0;
+  for (std::size_t j = 0; j < a.out.size(); ++j) {
+    const std::int64_t n = a.out_shapes[j][axis];
+    Buf& y = *a.out[j];
+    for (std::int64_t o = 0; o < outer; ++o) {
+      const auto src = x.begin() + (o * xs[axis] + start) * inner;
+      std::copy(src, src + n * inner, y.begin() + o * n * inner);
+    }
+    start += n;
+  }
+}
+
+// Cross-entropy of logits [..., C] against class indices [...]: per row,
+// logsumexp - logit[label]; "mean" divides by the full batch, so a block's
+// sum is its partial share.
+void k_cross_entropy(const KernelArgs& a) {
+  const Shape& ls = a.in_shapes[0];
+  const std::int64_t c = ls.back();
+  const std::int64_t rows = numel(ls) / std::max<std::int64_t>(c, 1);
+  const Buf& x = *a.in[0];
+  const Buf& labels = *a.in[1];
+  const std::string reduction = a.op->attrs.get_string("reduction", "mean");
+  std::vector<double> loss(static_cast<std::size_t>(rows));
+  parallel_rows(rows, [&](std::int64_t r) {
+    const auto base = static_cast<std::size_t>(r * c);
+    double m = -std::numeric_limits<double>::infinity();
+    for (std::int64_t i = 0; i < c; ++i) m = std::max(m, static_cast<double>(x[base + static_cast<std::size_t>(i)]));
+    double s = 0;
+    for (std::int64_t i = 0; i < c; ++i) s += std::exp(x[base + static_cast<std::size_t>(i)] - m);
+    auto label = static_cast<std::int64_t>(labels[static_cast<std::size_t>(r)]);
+    label = std::clamp<std::int64_t>(label, 0, c - 1);
+    loss[static_cast<std::size_t>(r)] = m + std::log(s) - x[base + static_cast<std::size_t>(label)];
+  });
+  Buf& y = *a.out[0];
+  if (reduction == "none") {
+    for (std::size_t i = 0; i < loss.size(); ++i) y[i] = static_cast<float>(loss[i]);
+    return;
+  }
+  double sum = 0;
+  for (const double l : loss) sum += l;
+  const double full_rows = ir::num_elements(a.full_in_shapes[0]) / static_cast<double>(a.full_in_shapes[0].back());
+  y[0] = static_cast<float>(reduction == "mean" ? sum / full_rows : sum);
+}
+
+void k_attention(const KernelArgs& a) {
+  const Shape& qs = a.in_shapes[0];
+  const Shape& ks = a.in_shapes[1];
+  const Shape& vs = a.in_shapes[2];
+  const std::int64_t nb = qs[0], nh = qs[1], ns = qs[2], nd = qs[3], nt = ks[2], ne = vs[3];
+  const std::int64_t shift = a.full_in_shapes[1][2] - a.full_in_shapes[0][2];
+  const bool causal = a.op->attrs.get_bool("causal", false);
+  const Buf* mask = a.in.size() > 3 ? a.in[3] : nullptr;
+  std::vector<std::int64_t> ms;
+  bool bool_mask = false;
+  if (mask != nullptr) {
+    ms = broadcast_strides(a.in_shapes[3], Shape{nb, nh, ns, nt});
+    bool_mask = a.bool_mask;
+  }
+  const double scale = 1.0 / std::sqrt(static_cast<double>(nd));
+  const Buf& q = *a.in[0];
+  const Buf& k = *a.in[1];
+  const Buf& v = *a.in[2];
+  Buf& y = *a.out[0];
+  parallel_rows(nb * nh * ns, [&](std::int64_t r) {
+    const std::int64_t s = r % ns, bh = r / ns, h = bh % nh, b = bh / nh;
+    std::vector<double> w(static_cast<std::size_t>(nt));
+    double m = -std::numeric_limits<double>::infinity();
+    for (std::int64_t t = 0; t < nt; ++t) {
+      double x = -std::numeric_limits<double>::infinity();
+      const bool allowed = !causal || t <= s + a.query_offset + shift;
+      if (allowed) {
+        double dot = 0;
+        for (std::int64_t d = 0; d < nd; ++d) {
+          dot += static_cast<double>(q[static_cast<std::size_t>(r * nd + d)]) *
+                 k[static_cast<std::size_t>((bh * nt + t) * nd + d)];
+        }
+        x = dot * scale;
+        if (mask != nullptr) {
+          const float mv = (*mask)[static_cast<std::size_t>(b * ms[0] + h * ms[1] + s * ms[2] + t * ms[3])];
+          if (bool_mask) {
+            if (mv == 0.0f) x = -std::numeric_limits<double>::infinity();
+          } else {
+            x += mv;
+          }
+        }
+      }
+      w[static_cast<std::size_t>(t)] = x;
+      m = std::max(m, x);
+    }
+    double sum = 0;
+    for (auto& x : w) {
+      x = std::isinf(m) ? 0.0 : std::exp(x - m);
+      sum += x;
+    }
+    for (std::int64_t e = 0; e < ne; ++e) {
+      double acc = 0;
+      for (std::int64_t t = 0; t < nt; ++t) {
+        acc += w[static_cast<std::size_t>(t)] * v[static_cast<std::size_t>((bh * nt + t) * ne + e)];
+      }
+      y[static_cast<std::size_t>(r * ne + e)] = sum > 0 ? static_cast<float>(acc / sum) : 0.0f;
+    }
+  });
+}
+
+}  // namespace
+
+void gemm_cpu(const GemmBatch& g, const float* a, const float* b, float* c) {
+  const std::int64_t rows = static_cast<std::int64_t>(g.c_off.size()) * g.m;
+  parallel_rows(rows, [&](std::int64_t r) {
+    const std::size_t bi = static_cast<std::size_t>(r / g.m);
+    const std::int64_t i = r % g.m;
+    const float* A = a + g.a_off[bi];
+    const float* B = b + g.b_off[bi];
+    float* C = c + g.c_off[bi] + i * g.n;
+    std::vector<double> acc(static_cast<std::size_t>(g.n), 0.0);
+    for (std::int64_t k = 0; k < g.k; ++k) {
+      const double av = g.trans_a ? A[k * g.m + i] : A[i * g.k + k];
+      if (g.trans_b) {
+        for (std::int64_t j = 0; j < g.n; ++j) acc[static_cast<std::size_t>(j)] += av * B[j * g.k + k];
+      } else {
+        const float* Bk = B + k * g.n;
+        for (std::int64_t j = 0; j < g.n; ++j) acc[static_cast<std::size_t>(j)] += av * Bk[j];
+      }
+    }
+    for (std::int64_t j = 0; j < g.n; ++j) C[j] = static_cast<float>(acc[static_cast<std::size_t>(j)]);
+  });
+}
+
+void run_kernel(const KernelArgs& a) {
+  const OpKind k = a.op->kind;
+  if (ir::is_unary_elementwise(k) || k == OpKind::Cast || k == OpKind::Dropout) return k_unary(a);
+  if (ir::is_binary_elementwise(k)) return k_binary(a);
+  switch (k) {
+    case OpKind::BiasAdd: return k_bias_add(a);
+    case OpKind::Softmax:
+    case OpKind::LogSoftmax: return k_softmax(a);
+    case OpKind::LayerNorm:
+    case OpKind::RMSNorm: return k_norm(a);
+    case OpKind::MatMul:
+    case OpKind::BatchMatMul: return k_matmul(a);
+    case OpKind::Einsum: return k_einsum(a);
+    case OpKind::Gather: return k_gather(a);
+    case OpKind::Transpose: return k_transpose(a);
+    case OpKind::Reshape:
+    case OpKind::Flatten:
+    case OpKind::Squeeze:
+    case OpKind::Unsqueeze: *a.out[0] = *a.in[0]; return;
+    case OpKind::ReduceSum:
+    case OpKind::ReduceMean:
+    case OpKind::ReduceMax: return k_reduce(a);
+    case OpKind::Attention: return k_attention(a);
+    case OpKind::Split: return k_split(a);
+    case OpKind::SoftmaxCrossEntropy: return k_cross_entropy(a);
+    default: throw Error(Errc::kInternal, "no kernel for " + a.op->type);
+  }
+}
+
+std::string kernel_support(const ir::Graph& g, const ir::Operator& op) {
+  const OpKind k = op.kind;
+  if (ir::is_unary_elementwise(k) || ir::is_binary_elementwise(k)) return {};
+  switch (k) {
+    case OpKind::Cast:
+    case OpKind::Dropout:
+    case OpKind::BiasAdd:
+    case OpKind::Softmax:
+    case OpKind::LogSoftmax:
+    case OpKind::LayerNorm:
+    case OpKind::RMSNorm:
+    case OpKind::MatMul:
+    case OpKind::BatchMatMul:
+    case OpKind::Gather:
+    case OpKind::Transpose:
+    case OpKind::Reshape:
+    case OpKind::Flatten:
+    case OpKind::Squeeze:
+    case OpKind::Unsqueeze:
+    case OpKind::ReduceSum:
+    case OpKind::ReduceMean:
+    case OpKind::ReduceMax:
+    case OpKind::Attention:
+    case OpKind::Split:
+      if ((k == OpKind::ReduceSum || k == OpKind::ReduceMean || k == OpKind::ReduceMax) &&
+          op.inputs.size() > 1) {
+        return "axes given as an input";
+      }
+      return {};
+    case OpKind::SoftmaxCrossEntropy: {
+      if (op.inputs.size() != 2) return "class weights have no kernel";
+      const ir::Tensor& labels = g.tensor(op.inputs[1]);
+      if (labels.shape == g.tensor(op.inputs[0]).shape) return "soft labels have no kernel";
+      return {};
+    }
+    case OpKind::Einsum: {
+      const auto eq = parse_equation(op.attrs.get_string("equation", ""));
+      if (!eq) return "einsum equations with '...' have no kernel";
+      if (eq->in.size() > 2) return "einsum with more than 2 operands has no kernel";
+      return {};
+    }
+    default:
+      return "no kernel for type '" + op.type + "'";
+  }
+}
+
+}  // namespace recsearch::exec::detail

@@ -1,0 +1,287 @@
+// Layout arithmetic of the execution layer (exec/layout.hpp): local blocks,
+// the per-axis step sequence of a redistribution, and the bytes a forward
+// pass sends, predicted from the plan without running anything.
+#include "recsearch/exec/layout.hpp"
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "recsearch/error.hpp"
+
+namespace recsearch::exec {
+namespace {
+
+using cost::AxisLayout;
+using cost::LayoutKind;
+
+// Axes splitting dim d, in increasing order.
+std::vector<std::uint32_t> dim_axes(const Layout& l, int d) {
+  std::vector<std::uint32_t> out;
+  for (std::uint32_t a = 0; a < l.size(); ++a) {
+    if (l[a].kind == LayoutKind::Shard && l[a].dim == d) out.push_back(a);
+  }
+  return out;
+}
+
+int max_dim(const Layout& l) {
+  int m = -1;
+  for (const auto& x : l) m = std::max(m, static_cast<int>(x.dim));
+  return m;
+}
+
+AxisLayout wanted(const algebra::OpSpace& s, int c, const std::vector<int>* dims, bool output) {
+  if (c == plan::kReplicated) return AxisLayout::replicate();
+  if (dims != nullptr) {
+    for (std::size_t d = 0; d < dims->size(); ++d) {
+      if ((*dims)[d] == c) return AxisLayout::shard(static_cast<int>(d));
+    }
+  }
+  if (output && s.loops[static_cast<std::size_t>(c)].role == algebra::DimRole::Reduction) {
+    return AxisLayout::partial();
+  }
+  return AxisLayout::replicate();
+}
+
+}  // namespace
+
+std::vector<std::int64_t> mesh_sizes(const plan::Plan& p) {
+  std::vector<std::int64_t> m;
+  m.reserve(p.mesh.size());
+  for (const auto& c : p.mesh) m.push_back(c.size);
+  return m;
+}
+
+std::vector<std::int64_t> rank_coords(std::int64_t rank, const std::vector<std::int64_t>& mesh) {
+  std::vector<std::int64_t> c(mesh.size(), 0);
+  for (std::size_t a = mesh.size(); a-- > 0;) {
+    c[a] = rank % mesh[a];
+    rank /= mesh[a];
+  }
+  return c;
+}
+
+ir::Shape local_shape(const ir::Shape& full, const Layout& l,
+                      const std::vector<std::int64_t>& mesh) {
+  ir::Shape s = full;
+  for (std::size_t a = 0; a < l.size(); ++a) {
+    if (l[a].kind != LayoutKind::Shard) continue;
+    const auto d = static_cast<std::size_t>(l[a].dim);
+    if (d >= s.size() || s[d] % mesh[a] != 0) {
+      throw Error(Errc::kInternal, "layout " + layout_to_string(l) + " does not divide shape " +
+                                       ir::shape_to_string(full));
+    }
+    s[d] /= mesh[a];
+  }
+  return s;
+}
+
+std::vector<std::int64_t> local_offsets(const ir::Shape& full, const Layout& l,
+                                        const std::vector<std::int64_t>& mesh,
+                                        const std::vector<std::int64_t>& coords) {
+  const ir::Shape loc = local_shape(full, l, mesh);
+  std::vector<std::int64_t> off(full.size(), 0);
+  for (std::size_t d = 0; d < full.size(); ++d) {
+    std::int64_t block = 0;
+    for (const std::uint32_t a : dim_axes(l, static_cast<int>(d))) block = block * mesh[a] + coords[a];
+    off[d] = block * loc[d];
+  }
+  return off;
+}
+
+std::string layout_to_string(const Layout& l) {
+  std::string s = "[";
+  for (std::size_t a = 0; a < l.size(); ++a) {
+    if (a > 0) s += ", ";
+    switch (l[a].kind) {
+      case LayoutKind::Replicate: s += "R"; break;
+      case LayoutKind::Partial: s += "P"; break;
+      case LayoutKind::Shard: s += "S" + std::to_string(l[a].dim); break;
+    }
+  }
+  return s + "]";
+}
+
+std::vector<RedistStep> redistribution_plan(const Layout& from, const Layout& to,
+                                            std::size_t rank) {
+  if (from.size() != to.size()) throw Error(Errc::kInternal, "layouts over different meshes");
+  const std::size_t n = from.size();
+  const int dims = std::max({max_dim(from), max_dim(to), static_cast<int>(rank) - 1}) + 1;
+  // Per dim, the current axis list and the target one.
+  std::vector<std::vector<std::uint32_t>> cur(static_cast<std::size_t>(dims));
+  std::vector<std::vector<std::uint32_t>> tgt(static_cast<std::size_t>(dims));
+  for (int d = 0; d < dims; ++d) {
+    cur[static_cast<std::size_t>(d)] = dim_axes(from, d);
+    tgt[static_cast<std::size_t>(d)] = dim_axes(to, d);
+  }
+  // An axis keeps its place in a dim when everything before it agrees too.
+  std::vector<bool> kept(n, false);
+  for (int d = 0; d < dims; ++d) {
+    const auto& c = cur[static_cast<std::size_t>(d)];
+    const auto& t = tgt[static_cast<std::size_t>(d)];
+    for (std::size_t i = 0; i < c.size() && i < t.size() && c[i] == t[i]; ++i) kept[c[i]] = true;
+  }
+  // Whether axis a can join dim j now: it must become the dim's least
+  // significant axis and stay on the way to the target list.
+  const auto appendable = [&](std::uint32_t a, int j) {
+    const auto& c = cur[static_cast<std::size_t>(j)];
+    const auto& t = tgt[static_cast<std::size_t>(j)];
+    if (c.size() >= t.size() || t[c.size()] != a) return false;
+    return std::equal(c.begin(), c.end(), t.begin());
+  };
+  const auto remove_last = [&](int d, std::uint32_t a) {
+    auto& c = cur[static_cast<std::size_t>(d)];
+    if (c.empty() || c.back() != a) throw Error(Errc::kInternal, "redistribution order broken");
+    c.pop_back();
+  };
+
+  Layout state = from;
+  std::vector<RedistStep> steps;
+  for (std::uint32_t a = static_cast<std::uint32_t>(n); a-- > 0;) {
+    const AxisLayout f = state[a];
+    const AxisLayout t = to[a];
+    if (t.kind == LayoutKind::Partial) throw Error(Errc::kInternal, "cannot redistribute to partial");
+    if (f.kind == LayoutKind::Shard) {
+      if (kept[a]) continue;
+      remove_last(f.dim, a);
+      if (t.kind == LayoutKind::Shard && t.dim != f.dim && appendable(a, t.dim)) {
+        steps.push_back({StepKind::AllToAll, a, f.dim, t.dim});
+        cur[static_cast<std::size_t>(t.dim)].push_back(a);
+        state[a] = t;
+      } else {
+        steps.push_back({StepKind::AllGather, a, f.dim, -1});
+        state[a] = AxisLayout::replicate();
+      }
+    } else if (f.kind == LayoutKind::Partial) {
+      if (t.kind == LayoutKind::Shard && appendable(a, t.dim)) {
+        steps.push_back({StepKind::ReduceScatter, a, -1, t.dim});
+        cur[static_cast<std::size_t>(t.dim)].push_back(a);
+        state[a] = t;
+      } else {
+        steps.push_back({StepKind::AllReduce, a, -1, -1});
+        state[a] = AxisLayout::replicate();
+      }
+    }
+  }
+  for (std::uint32_t a = 0; a < n; ++a) {
+    if (state[a] == to[a]) continue;
+    if (state[a].kind != LayoutKind::Replicate || to[a].kind != LayoutKind::Shard ||
+        !appendable(a, to[a].dim)) {
+      throw Error(Errc::kInternal, "redistribution from " + layout_to_string(from) + " to " +
+                                       layout_to_string(to) + " stuck on axis " +
+                                       std::to_string(a));
+    }
+    steps.push_back({StepKind::Slice, a, -1, to[a].dim});
+    cur[static_cast<std::size_t>(to[a].dim)].push_back(a);
+    state[a] = to[a];
+  }
+  return steps;
+}
+
+PlanLayouts plan_layouts(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                         const plan::Plan& p) {
+  PlanLayouts pl;
+  pl.mesh = mesh_sizes(p);
+  const std::size_t n_axes = p.mesh.size();
+  if (p.cuts.size() != g.num_operators() || spaces.size() != g.num_operators()) {
+    throw Error(Errc::kPlan, "plan has " + std::to_string(p.cuts.size()) +
+                                 " operators but the graph has " +
+                                 std::to_string(g.num_operators()),
+                "/operators");
+  }
+  pl.ops.resize(g.num_operators());
+  for (ir::OpId o = 0; o < g.num_operators(); ++o) {
+    const auto& op = g.op(o);
+    const auto& s = spaces[o];
+    OpLayouts& ol = pl.ops[o];
+    ol.inputs.assign(op.inputs.size(), Layout(n_axes));
+    ol.outputs.assign(op.outputs.size(), Layout(n_axes));
+    if (p.cuts[o].size() != n_axes) {
+      throw Error(Errc::kPlan, "cuts do not match the mesh's " + std::to_string(n_axes) + " axes",
+                  "/operators/" + std::to_string(o) + "/cuts");
+    }
+    for (std::size_t a = 0; a < n_axes; ++a) {
+      const int c = p.cuts[o][a];
+      for (std::size_t j = 0; j < op.inputs.size(); ++j) {
+        ol.inputs[j][a] = wanted(s, c, j < s.inputs.size() ? &s.inputs[j] : nullptr, false);
+      }
+      for (std::size_t j = 0; j < op.outputs.size(); ++j) {
+        ol.outputs[j][a] = wanted(s, c, j < s.outputs.size() ? &s.outputs[j] : nullptr, true);
+      }
+    }
+  }
+  pl.holders.assign(g.num_tensors(), Layout(n_axes));
+  std::vector<bool> held(g.num_tensors(), false);
+  for (ir::OpId o = 0; o < g.num_operators(); ++o) {
+    const auto& op = g.op(o);
+    for (std::size_t j = 0; j < op.outputs.size(); ++j) {
+      pl.holders[op.outputs[j]] = pl.ops[o].outputs[j];
+      held[op.outputs[j]] = true;
+    }
+  }
+  for (ir::OpId o = 0; o < g.num_operators(); ++o) {
+    const auto& op = g.op(o);
+    for (std::size_t j = 0; j < op.inputs.size(); ++j) {
+      if (held[op.inputs[j]]) continue;
+      pl.holders[op.inputs[j]] = pl.ops[o].inputs[j];
+      held[op.inputs[j]] = true;
+    }
+  }
+  return pl;
+}
+
+BytePrediction predict_exec_bytes(const ir::Graph& g, const PlanLayouts& pl,
+                                  double element_bytes) {
+  BytePrediction out;
+  out.per_axis.assign(pl.mesh.size(), 0.0);
+  const auto charge = [&](const ir::Tensor& t, const Layout& from, const Layout& to) {
+    Layout state = from;
+    for (const RedistStep& st : redistribution_plan(from, to, t.rank())) {
+      const double n = ir::num_elements(local_shape(t.shape, state, pl.mesh));
+      const double k = static_cast<double>(pl.mesh[st.axis]);
+      double sent = 0;
+      switch (st.kind) {
+        case StepKind::AllGather: sent = (k - 1) * n; state[st.axis] = AxisLayout::replicate(); break;
+        case StepKind::AllToAll: sent = (k - 1) / k * n; state[st.axis] = AxisLayout::shard(st.to_dim); break;
+        case StepKind::AllReduce: sent = 2 * (k - 1) / k * n; state[st.axis] = AxisLayout::replicate(); break;
+        case StepKind::ReduceScatter: sent = (k - 1) / k * n; state[st.axis] = AxisLayout::shard(st.to_dim); break;
+        case StepKind::Slice: state[st.axis] = AxisLayout::shard(st.to_dim); break;
+      }
+      out.per_axis[st.axis] += sent * element_bytes;
+      out.total += sent * element_bytes;
+    }
+  };
+  // Each distinct layout of a tensor is made once from its holder.
+  for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
+    const ir::Tensor& tensor = g.tensor(t);
+    std::vector<Layout> done{pl.holders[t]};
+    std::vector<ir::OpId> users = tensor.consumers;
+    users.erase(std::unique(users.begin(), users.end()), users.end());
+    for (const ir::OpId o : users) {
+      const auto& op = g.op(o);
+      for (std::size_t j = 0; j < op.inputs.size(); ++j) {
+        if (op.inputs[j] != t) continue;
+        const Layout& want = pl.ops[o].inputs[j];
+        if (std::find(done.begin(), done.end(), want) != done.end()) continue;
+        charge(tensor, pl.holders[t], want);
+        done.push_back(want);
+      }
+    }
+    // A graph output left partial is summed for the user.
+    if (tensor.producer != ir::kNone && tensor.consumers.empty()) {
+      Layout whole = pl.holders[t];
+      bool partial = false;
+      for (auto& x : whole) {
+        if (x.kind == LayoutKind::Partial) {
+          x = AxisLayout::replicate();
+          partial = true;
+        }
+      }
+      if (partial) charge(tensor, pl.holders[t], whole);
+    }
+  }
+  return out;
+}
+
+}  // namespace recsearch::exec

@@ -1,0 +1,179 @@
+// The MPI backend: CPU processes, one MPI communicator per mesh-axis group
+// (MPI_Comm_split), every collective non-blocking and polled against the
+// timeout so that a peer that died or stalls ends the run instead of
+// hanging it. Also the process runtime (MPI_Init_thread / MPI_Finalize).
+#include <mpi.h>  // MPI: only src/exec sees it
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#include <cstdio>
+#include <thread>
+#include <utility>
+
+#include "exec/backends.hpp"
+#include "exec/mpi/mpi_error.hpp"
+
+namespace recsearch::exec {
+
+Runtime::Runtime(int* argc, char*** argv) {
+  int initialized = 0;
+  RS_MPI_CHECK(MPI_Initialized(&initialized));
+  if (initialized == 0) {
+    int provided = 0;
+    RS_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
+  }
+  // Errors come back as codes (checked) instead of aborting inside MPI.
+  RS_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  RS_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
+  RS_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
+}
+
+Runtime::~Runtime() {
+  int finalized = 0;
+  if (MPI_Finalized(&finalized) == MPI_SUCCESS && finalized == 0) (void)MPI_Finalize();
+}
+
+void Runtime::abort_all(int code) noexcept {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  int initialized = 0;
+  if (MPI_Initialized(&initialized) == MPI_SUCCESS && initialized != 0) {
+    (void)MPI_Abort(MPI_COMM_WORLD, code);
+  }
+  std::_Exit(code);
+}
+
+namespace detail {
+
+namespace {
+
+class MpiCommunicator final : public Communicator {
+ public:
+  explicit MpiCommunicator(std::vector<std::int64_t> mesh) : Communicator(std::move(mesh)) {
+    RS_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
+    RS_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
+    std::int64_t n = 1;
+    for (const auto k : this->mesh()) n *= k;
+    if (n != size_) {
+      throw Error(Errc::kPlan, "the plan's mesh has " + std::to_string(n) + " devices but " +
+                                   std::to_string(size_) + " MPI ranks run it");
+    }
+    for (std::size_t a = 0; a < this->mesh().size(); ++a) {
+      const AxisSplit s = axis_split(rank_, this->mesh(), a);
+      MPI_Comm c = MPI_COMM_NULL;
+      RS_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, s.color, s.key, &c));
+      RS_MPI_CHECK(MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN));
+      groups_.push_back(c);
+    }
+  }
+  ~MpiCommunicator() override {
+    for (MPI_Comm& c : groups_) (void)MPI_Comm_free(&c);
+  }
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+
+  int rank() const noexcept override { return rank_; }
+  int size() const noexcept override { return size_; }
+  std::string backend_name() const override { return "mpi"; }
+
+  void all_gather(std::uint32_t axis, const float* send, float* recv, std::size_t n) override {
+    const double k = group_size(axis);
+    MPI_Request r = MPI_REQUEST_NULL;
+    RS_MPI_CHECK(MPI_Iallgather(send, to_int(n), MPI_FLOAT, recv, to_int(n), MPI_FLOAT,
+                                groups_.at(axis), &r));
+    wait(r, "all-gather", axis);
+    count(axis, (k - 1) * static_cast<double>(n) * sizeof(float), kAllGather);
+  }
+  void all_reduce(std::uint32_t axis, float* buf, std::size_t n) override {
+    const double k = group_size(axis);
+    MPI_Request r = MPI_REQUEST_NULL;
+    RS_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, to_int(n), MPI_FLOAT, MPI_SUM, groups_.at(axis), &r));
+    wait(r, "all-reduce", axis);
+    count(axis, 2 * (k - 1) / k * static_cast<double>(n) * sizeof(float), kAllReduce);
+  }
+  void reduce_scatter(std::uint32_t axis, const float* send, float* recv, std::size_t n) override {
+    const double k = group_size(axis);
+    MPI_Request r = MPI_REQUEST_NULL;
+    RS_MPI_CHECK(MPI_Ireduce_scatter_block(send, recv, to_int(n), MPI_FLOAT, MPI_SUM,
+                                           groups_.at(axis), &r));
+    wait(r, "reduce-scatter", axis);
+    count(axis, (k - 1) * static_cast<double>(n) * sizeof(float), kReduceScatter);
+  }
+  void all_to_all(std::uint32_t axis, const float* send, float* recv, std::size_t n) override {
+    const double k = group_size(axis);
+    MPI_Request r = MPI_REQUEST_NULL;
+    RS_MPI_CHECK(MPI_Ialltoall(send, to_int(n), MPI_FLOAT, recv, to_int(n), MPI_FLOAT,
+                               groups_.at(axis), &r));
+    wait(r, "all-to-all", axis);
+    count(axis, (k - 1) * static_cast<double>(n) * sizeof(float), kAllToAll);
+  }
+  void barrier() override {
+    MPI_Request r = MPI_REQUEST_NULL;
+    RS_MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &r));
+    wait(r, "barrier", kWorld);
+  }
+  void gather_to_root(const float* send, float* recv, std::size_t n) override {
+    MPI_Request r = MPI_REQUEST_NULL;
+    RS_MPI_CHECK(MPI_Igather(send, to_int(n), MPI_FLOAT, recv, to_int(n), MPI_FLOAT, 0,
+                             MPI_COMM_WORLD, &r));
+    wait(r, "gather", kWorld);
+  }
+  double max_over_ranks(double v) override {
+    double out = v;
+    MPI_Request r = MPI_REQUEST_NULL;
+    RS_MPI_CHECK(MPI_Iallreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &r));
+    wait(r, "max over ranks", kWorld);
+    return out;
+  }
+  [[noreturn]] void abort_all(int code) override { Runtime::abort_all(code); }
+
+ private:
+  static constexpr std::uint32_t kWorld = 0xFFFFFFFFu;
+
+  double group_size(std::uint32_t axis) const {
+    if (axis >= mesh().size()) throw Error(Errc::kInternal, "no mesh axis " + std::to_string(axis));
+    return static_cast<double>(mesh()[axis]);
+  }
+  static int to_int(std::size_t n) {
+    if (n > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
+      throw Error(Errc::kRuntime, "buffer of " + std::to_string(n) + " elements exceeds MPI's count");
+    }
+    return static_cast<int>(n);
+  }
+  // Polls the request; gives up after the timeout. Sleeps between polls so
+  // that oversubscribed ranks leave the cores to the ones doing the work.
+  void wait(MPI_Request& r, const char* what, std::uint32_t axis) {
+    using Clock = std::chrono::steady_clock;
+    const auto start = Clock::now();
+    auto pause = std::chrono::microseconds(1);
+    for (;;) {
+      int done = 0;
+      RS_MPI_CHECK(MPI_Test(&r, &done, MPI_STATUS_IGNORE));
+      if (done != 0) return;
+      const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+      if (timeout() > 0 && waited > timeout()) {
+        throw Error(Errc::kRuntime,
+                    std::string(what) + (axis == kWorld ? std::string(" over all ranks")
+                                                        : " on mesh axis " + std::to_string(axis)) +
+                        " did not finish within " + std::to_string(timeout()) +
+                        " s (a peer died, stalls or runs a different plan)");
+      }
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(2000));
+    }
+  }
+
+  int rank_ = 0;
+  int size_ = 1;
+  std::vector<MPI_Comm> groups_;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_mpi_communicator(std::vector<std::int64_t> mesh) {
+  return std::make_unique<MpiCommunicator>(std::move(mesh));
+}
+
+}  // namespace detail
+}  // namespace recsearch::exec

@@ -1,0 +1,42 @@
+// `recsearch exec GRAPH PLAN --backend mpi|nccl`: runs a plan under mpirun
+// (DESIGN.md "Execution layer"). Only option parsing lives here; the run,
+// the checks and the report are exec::run_exec in the library.
+#include <memory>
+#include <string>
+
+#include "recsearch/exec/driver.hpp"
+#include "subcommand.hpp"
+
+namespace recsearch::cli {
+
+void add_exec_command(CLI::App& app, Registry& reg) {
+  auto a = std::make_shared<exec::ExecArgs>();
+  auto backend = std::make_shared<std::string>("mpi");
+  auto fault = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand(
+      "exec", "run PLAN for GRAPH on every rank of an MPI job (start it with mpirun)");
+  cmd->add_option("GRAPH", a->graph, "graph JSON file")->required();
+  cmd->add_option("PLAN", a->plan, "plan JSON file")->required();
+  cmd->add_option("--backend", *backend, "mpi (CPU processes, default) or nccl (one GPU per rank)")
+      ->check(CLI::IsMember({"mpi", "nccl"}));
+  cmd->add_flag("--check", a->check,
+                "compare the outputs with a one-device run, and the bytes sent with the plan's");
+  cmd->add_option("--steps", a->steps, "forward passes to time (default 1)")
+      ->check(CLI::Range(1, 1000000));
+  cmd->add_option("--seed", a->seed, "seed of the random inputs and parameters (default 1)");
+  cmd->add_option("--timeout", a->timeout_s,
+                  "seconds a collective may take before every rank stops (default 60, 0 = none)")
+      ->check(CLI::Range(0.0, 1e9));
+  CLI::Option* fault_opt =
+      cmd->add_option("--fault", *fault,
+                      "testing: RANK:KIND[:OP], KIND throw, kill or stall before operator OP")
+          ->type_name("RANK:KIND[:OP]");
+  cmd->add_flag("-q,--quiet", a->quiet, "no progress on stderr");
+  reg.push_back({cmd, [=] {
+                   a->backend = *backend == "nccl" ? exec::Backend::Nccl : exec::Backend::Mpi;
+                   if (fault_opt->count() > 0) a->fault = *fault;
+                   return exec::run_exec(*a, nullptr, nullptr);
+                 }});
+}
+
+}  // namespace recsearch::cli
