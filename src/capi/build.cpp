@@ -81,13 +81,48 @@ Mode parse_mode(const std::string& s) {
 
 }  // namespace
 
-void set_error(int code, const char* message) noexcept {
+void set_error(int code, std::string_view message) noexcept {
   t_code = code;
   try {
-    t_message = message;
+    // Messages quote input (names, JSON excerpts) that may hold any byte; a
+    // NUL would cut the C string short and control bytes garble terminals.
+    static constexpr char kHex[] = "0123456789abcdef";
+    t_message.clear();
+    for (const char ch : message) {
+      const auto u = static_cast<unsigned char>(ch);
+      if (u < 0x20 || u == 0x7f) {
+        t_message += "\\x";
+        t_message += kHex[u >> 4];
+        t_message += kHex[u & 15];
+      } else {
+        t_message += ch;
+      }
+    }
     t_fallback = nullptr;
   } catch (...) {
     t_fallback = "out of memory (while recording an error) [E401]";
+  }
+}
+
+void set_error(const Error& e) noexcept {
+  try {
+    std::string s;
+    if (!e.file().empty()) s += e.file() + ": ";
+    if (!e.json_path().empty()) s += e.json_path() + ": ";
+    s += e.detail();
+    s += " [E" + std::to_string(static_cast<int>(e.code())) + "]";
+    set_error(static_cast<int>(e.code()), s);
+  } catch (...) {
+    set_error(static_cast<int>(e.code()), e.what());
+  }
+}
+
+void set_internal_error(const char* what) noexcept {
+  try {
+    set_error(static_cast<int>(Errc::kInternal),
+              std::string("internal error: ") + what + " (please report) [E501]");
+  } catch (...) {
+    set_error(static_cast<int>(Errc::kInternal), what);
   }
 }
 

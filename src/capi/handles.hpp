@@ -12,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "recsearch/algebra/op_space.hpp"
@@ -75,7 +76,14 @@ struct rs_result {
 namespace recsearch::capi {
 
 // Records a failure for rs_last_error(); never throws.
-void set_error(int code, const char* message) noexcept;
+void set_error(int code, std::string_view message) noexcept;
+
+// Records e, rendered as Error::what() renders it but from its parts:
+// what() is a C string and would end at a NUL quoted from the input.
+void set_error(const Error& e) noexcept;
+
+// Records an exception that recsearch does not throw on purpose: a bug.
+void set_internal_error(const char* what) noexcept;
 
 // Runs `body` (returns void), mapping every exception to a status.
 template <class F>
@@ -85,17 +93,17 @@ template <class F>
     return RS_OK;
   } catch (const Error& e) {
     const int code = static_cast<int>(e.code());
-    set_error(code, e.what());
+    set_error(e);
     const int group = code / 100;
     return group >= 1 && group <= 5 ? static_cast<rs_status>(group) : RS_INTERNAL;
   } catch (const std::bad_alloc&) {
     set_error(static_cast<int>(Errc::kRuntime), "out of memory [E401]");
     return RS_RUNTIME;
   } catch (const std::exception& e) {
-    set_error(static_cast<int>(Errc::kInternal), e.what());
+    set_internal_error(e.what());
     return RS_INTERNAL;
   } catch (...) {
-    set_error(static_cast<int>(Errc::kInternal), "unknown exception");
+    set_internal_error("unknown exception");
     return RS_INTERNAL;
   }
 }

@@ -1,7 +1,7 @@
 /* Tests of the C API, compiled as C99 and linked against the shared library
  * only (what an installed user gets).
  *
- * Run as `test_capi CASE` (build, errors, threads, eval) with
+ * Run as `test_capi CASE` (build, errors, threads, eval, bytes) with
  * $RECSEARCH_DATA pointing at data/. Checks are on values: a graph built by
  * calls must plan exactly as the same graph read from JSON; strategies and
  * tensor shardings are recomputed here from the cuts the result reports;
@@ -844,6 +844,155 @@ static void test_eval(void) {
   free(tiny);
 }
 
+/* ---- arbitrary bytes ----------------------------------------------------- */
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
+
+static uint64_t rng(void) {
+  /* xorshift64*: deterministic, so a failure reproduces. */
+  rng_state ^= rng_state >> 12;
+  rng_state ^= rng_state << 25;
+  rng_state ^= rng_state >> 27;
+  return rng_state * 2685821657736338717ULL;
+}
+
+/* A copy of `text` with a few random edits, in a buffer of exactly *len
+ * bytes (no terminator: reading past it is a bug a sanitizer would see). */
+static char* mutate(const char* text, size_t n, size_t* len) {
+  static const char* tokens[] = {"{", "}", "[", "]", "\"", ",", ":", "0", "-1", "1e999",
+                                 "null", "true", "\"x\"", "[]", "{}", "\\u0000", "\xff", "9223372036854775808"};
+  char* buf = (char*)malloc(2 * n + 64);
+  size_t m = n, edits = 1 + rng() % 4, e;
+  if (buf == NULL) exit(99);
+  memcpy(buf, text, n);
+  for (e = 0; e < edits && m > 0; ++e) {
+    size_t at = rng() % m;
+    switch (rng() % 5) {
+      case 0: buf[at] = (char)(rng() & 0xff); break;                     /* any byte, NUL included */
+      case 1: {                                                          /* delete a range */
+        size_t k = 1 + rng() % 16;
+        if (at + k > m) k = m - at;
+        memmove(buf + at, buf + at + k, m - at - k);
+        m -= k;
+        break;
+      }
+      case 2: m = at; break;                                             /* truncate */
+      case 3: {                                                          /* insert a token */
+        const char* t = tokens[rng() % (sizeof tokens / sizeof *tokens)];
+        size_t k = strlen(t);
+        if (m + k > 2 * n + 64) break;
+        memmove(buf + at + k, buf + at, m - at);
+        memcpy(buf + at, t, k);
+        m += k;
+        break;
+      }
+      default: {                                                         /* swap two bytes */
+        size_t b = rng() % m;
+        char t = buf[at];
+        buf[at] = buf[b];
+        buf[b] = t;
+      }
+    }
+  }
+  {
+    char* exact = (char*)malloc(m > 0 ? m : 1);
+    if (exact == NULL) exit(99);
+    memcpy(exact, buf, m);
+    free(buf);
+    *len = m;
+    return exact;
+  }
+}
+
+/* A failure must be bad input with a message carrying its error id. */
+static void check_rejection(rs_status st, const char* what, int i) {
+  if (st == RS_OK) return;
+  if (st != RS_BAD_INPUT || strstr(rs_last_error(), "[E1") == NULL) {
+    ++failures;
+    fprintf(stderr, "%s mutation %d: %s: %s\n", what, i, rs_status_name(st), rs_last_error());
+  }
+}
+
+static void test_bytes(void) {
+  size_t len_c = 0, len_p = 0, len_g = strlen(kGraphJson);
+  char* cluster_text = data_file("clusters/dgx_h100_8.json", &len_c);
+  rs_graph* g = NULL;
+  rs_cluster* c = NULL;
+  rs_result* r = NULL;
+  char* plan_text = NULL;
+  int i, accepted = 0, rejected = 0;
+  const int64_t mesh[] = {2, 2};
+  OK(rs_graph_from_json(kGraphJson, len_g, "block.json", &g));
+  OK(rs_cluster_create_mesh(mesh, 2, &c));
+  OK(rs_search(g, c, NULL, &r));
+  OK(rs_result_plan_json(r, &plan_text, &len_p));
+  rs_result_free(r);
+  for (i = 0; i < 3000; ++i) {
+    size_t n = 0;
+    char* m = mutate(kGraphJson, len_g, &n);
+    rs_graph* mg = NULL;
+    rs_status st = rs_graph_from_json(m, n, "fuzz.json", &mg);
+    check_rejection(st, "graph", i);
+    CHECK((st == RS_OK) == (mg != NULL));
+    if (st == RS_OK) {
+      /* What reads must also search (or say clearly why not). */
+      rs_result* mr = NULL;
+      rs_status ss = rs_search(mg, c, NULL, &mr);
+      if (ss != RS_OK && ss != RS_BAD_INPUT && ss != RS_NO_FIT) {
+        ++failures;
+        fprintf(stderr, "search after graph mutation %d: %s: %s\n", i, rs_status_name(ss),
+                rs_last_error());
+      }
+      rs_result_free(mr);
+      ++accepted;
+    } else {
+      ++rejected;
+    }
+    rs_graph_free(mg);
+    free(m);
+  }
+  /* Both outcomes occurred: the mutations are neither all fatal nor all
+   * harmless. */
+  CHECK(accepted > 0 && rejected > 0);
+  for (i = 0; i < 1000; ++i) {
+    size_t n = 0;
+    char* m = mutate(cluster_text, len_c, &n);
+    rs_cluster* mc = NULL;
+    rs_status st = rs_cluster_from_json(m, n, "fuzz-cluster.json", &mc);
+    check_rejection(st, "cluster", i);
+    CHECK((st == RS_OK) == (mc != NULL));
+    rs_cluster_free(mc);
+    free(m);
+  }
+  for (i = 0; i < 1000; ++i) {
+    size_t n = 0;
+    char* m = mutate(plan_text, len_p, &n);
+    rs_result* mr = NULL;
+    rs_status st = rs_evaluate(g, c, m, n, NULL, &mr);
+    check_rejection(st, "plan", i);
+    CHECK((st == RS_OK) == (mr != NULL));
+    rs_result_free(mr);
+    free(m);
+  }
+  {
+    const char* cost = "{\"compute_efficiency\": 0.4, \"count_latency\": false}";
+    rs_options* o = NULL;
+    OK(rs_options_create(&o));
+    for (i = 0; i < 500; ++i) {
+      size_t n = 0;
+      char* m = mutate(cost, strlen(cost), &n);
+      check_rejection(rs_options_set_cost_json(o, m, n), "cost", i);
+      free(m);
+    }
+    rs_options_free(o);
+  }
+  fprintf(stderr, "graph mutations: %d read, %d rejected\n", accepted, rejected);
+  rs_free(plan_text);
+  rs_cluster_free(c);
+  rs_graph_free(g);
+  free(cluster_text);
+}
+
 int main(int argc, char** argv) {
   const char* which = argc > 1 ? argv[1] : "all";
   int all = strcmp(which, "all") == 0;
@@ -851,6 +1000,7 @@ int main(int argc, char** argv) {
   if (all || strcmp(which, "errors") == 0) test_errors();
   if (all || strcmp(which, "threads") == 0) test_threads();
   if (all || strcmp(which, "eval") == 0) test_eval();
+  if (all || strcmp(which, "bytes") == 0) test_bytes();
   if (failures > 0) fprintf(stderr, "%d check(s) failed\n", failures);
   return failures == 0 ? 0 : 1;
 }

@@ -140,7 +140,8 @@ def _enc(s):
 
 
 def _dec(b):
-    return None if b is None else b.decode("utf-8")
+    # Names and messages may quote arbitrary input bytes.
+    return None if b is None else b.decode("utf-8", errors="replace")
 
 
 def _check(status):
