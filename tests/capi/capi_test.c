@@ -824,6 +824,54 @@ static void test_eval(void) {
   check_eval_roundtrip(g, c, "train", "data-parallel");
   check_eval_roundtrip(gt, flat, "train", "exhaustive");
   check_eval_roundtrip(block, c, "train", "rec");
+  /* Cost coefficients: the graph file's "cost" object, the cluster file's,
+   * and options, each over the previous one. */
+  {
+    static const char* with_cost_head = "{\"cost\": {\"compute_efficiency\": 0.25}, ";
+    size_t hl = strlen(with_cost_head);
+    char* text2 = (char*)malloc(len + hl);
+    const char* cl_json = "{\"format\": \"recsearch.cluster\", \"version\": 1, \"levels\": "
+                          "[{\"name\": \"m0\", \"size\": 4, \"bandwidth_GBps\": 50, \"latency_us\": 5}, "
+                          "{\"name\": \"m1\", \"size\": 8, \"bandwidth_GBps\": 450, \"latency_us\": 2}], "
+                          "\"cost\": {\"count_latency\": false}}";
+    rs_graph* gc = NULL;
+    rs_cluster* cc = NULL;
+    rs_options* o = NULL;
+    rs_result *r0 = NULL, *r1 = NULL, *r2 = NULL, *r3 = NULL, *r4 = NULL;
+    rs_summary s0, s1, s2, s3, s4;
+    const char* brace = strchr(text, '{');
+    if (text2 == NULL || brace == NULL) exit(99);
+    memcpy(text2, with_cost_head, hl);
+    memcpy(text2 + hl, brace + 1, len - (size_t)(brace + 1 - text));
+    OK(rs_graph_from_json(text2, hl + len - (size_t)(brace + 1 - text), "gpt2_cost.json", &gc));
+    OK(rs_cluster_from_json(cl_json, strlen(cl_json), "c.json", &cc));
+    OK(rs_options_create(&o));
+    OK(rs_options_set_cost(o, "compute_efficiency", 0.25));
+    OK(rs_search(g, c, NULL, &r0));   /* defaults */
+    OK(rs_search(gc, c, NULL, &r1));  /* graph's coefficient */
+    OK(rs_search(g, c, o, &r2));      /* the same through options */
+    OK(rs_search(gc, cc, NULL, &r3)); /* graph's and cluster's */
+    OK(rs_options_set_cost(o, "count_latency", 0));
+    OK(rs_search(g, c, o, &r4));      /* both through options */
+    OK(rs_result_summary(r0, &s0));
+    OK(rs_result_summary(r1, &s1));
+    OK(rs_result_summary(r2, &s2));
+    OK(rs_result_summary(r3, &s3));
+    OK(rs_result_summary(r4, &s4));
+    CHECK(s1.compute_s > s0.compute_s);
+    CHECK(s1.step_time_s == s2.step_time_s);
+    CHECK(s3.step_time_s == s4.step_time_s);
+    CHECK(s3.step_time_s != s1.step_time_s);
+    rs_result_free(r0);
+    rs_result_free(r1);
+    rs_result_free(r2);
+    rs_result_free(r3);
+    rs_result_free(r4);
+    rs_options_free(o);
+    rs_cluster_free(cc);
+    rs_graph_free(gc);
+    free(text2);
+  }
   /* The table is the CLI's. */
   {
     rs_result* r = NULL;
