@@ -2,7 +2,8 @@
 """`meson install` works and the C API is usable from what it installs.
 
 Run as `install_test.py BUILD_DIR CONSUMER_C VERSION`. Installs the build
-into a temporary DESTDIR, then compiles and links tests/capi/consumer.c
+into a temporary DESTDIR, checks the header, library and CLI are there,
+then compiles and links tests/capi/consumer.c
 with nothing but `pkg-config --cflags --libs recsearch` (PKG_CONFIG_PATH
 and PKG_CONFIG_SYSROOT_DIR pointing into the DESTDIR), checks the program
 needs the library by its SONAME, and runs it.
@@ -44,6 +45,15 @@ def main():
         libs = glob.glob(os.path.join(dest, "**", "librecsearch.so.*"), recursive=True)
         if not libs:
             problems.append("librecsearch.so.* not installed")
+        # The CLI, when this build has it, is installed and runs.
+        if os.path.exists(os.path.join(build, "tools", "recsearch", "recsearch")):
+            clis = glob.glob(os.path.join(dest, "**", "bin", "recsearch"), recursive=True)
+            if len(clis) != 1:
+                problems.append("the recsearch CLI is not installed under bin/")
+            else:
+                out = run([clis[0], "--version"]).stdout
+                if version not in out:
+                    problems.append("installed CLI --version says %r" % out)
 
         env = dict(os.environ)
         env["PKG_CONFIG_PATH"] = os.path.dirname(pc)
