@@ -2,11 +2,15 @@
 # Installs the Debian packages recsearch needs to build and test, and only
 # those that are missing (apt-get update runs once, and only then).
 # Used by tools/test.sh and tools/quickstart.sh; safe to run on its own.
+# (libonnx-dev, libprotobuf-dev: ONNX import; libonnx-testdata: published
+# ONNX models the import tests read; chromium: the headless browser that
+# checks the HTML plan report; graphviz: checks the DOT report.)
 # (cmake: Meson finds doctest through its CMake package.)
 set -euo pipefail
 
 packages=(meson ninja-build pkg-config cmake g++ libboost-graph-dev libtbb-dev
-          nlohmann-json3-dev doctest-dev libcli11-dev libopenmpi-dev python3)
+          nlohmann-json3-dev doctest-dev libcli11-dev libopenmpi-dev python3
+          libonnx-dev libprotobuf-dev libonnx-testdata chromium graphviz)
 
 if ! command -v dpkg >/dev/null 2>&1; then
   echo "install-deps: no dpkg here; install these yourself: ${packages[*]}" >&2

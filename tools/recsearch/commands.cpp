@@ -26,6 +26,7 @@
 #include "recsearch/cost/cost_params.hpp"
 #include "recsearch/error.hpp"
 #include "recsearch/io/json_io.hpp"
+#include "recsearch/io/onnx.hpp"
 #include "recsearch/ir/graph.hpp"
 #include "recsearch/plan/evaluator.hpp"
 #include "recsearch/plan/plan.hpp"
@@ -91,10 +92,21 @@ void warn_unknown_kinds(const LoadedGraph& lg, const std::string& source) {
             << " (give them an \"einsum\" attribute to let them be cut)\n";
 }
 
+// An ONNX model (by its extension) is imported on the fly; its importer's
+// warnings name the operators it keeps replicated.
+ir::Graph read_any_graph(const std::string& path, const std::string& source, CostParams* cost,
+                         bool quiet) {
+  if (!io::is_onnx_path(path)) return io::parse_graph(io::read_text_file(path), source, cost);
+  io::OnnxImport r = io::read_onnx_file(path);
+  if (!quiet) {
+    for (const auto& w : r.warnings) std::cerr << "recsearch: warning: " << source << ": " << w << '\n';
+  }
+  return std::move(r.graph);
+}
+
 LoadedGraph load_graph(const std::string& path, CostParams* cost, bool quiet) {
   const std::string source = source_name(path);
-  const std::string text = io::read_text_file(path);
-  LoadedGraph lg{io::parse_graph(text, source, cost), {}};
+  LoadedGraph lg{read_any_graph(path, source, cost, quiet), {}};
   try {
     lg.spaces = algebra::build_op_spaces(lg.graph);
   } catch (const Error& e) {

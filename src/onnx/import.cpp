@@ -1,0 +1,1020 @@
+// ONNX model -> recsearch graph (include/recsearch/io/onnx.hpp).
+//
+// Steps: read the model without its weights (model_reader.hpp); bind the
+// symbolic dimensions of the graph inputs; run ONNX's shape inference with
+// data propagation; fold the nodes that only compute shapes (Shape, and
+// whatever consumes nothing but constants and produces a small tensor) into
+// constant tensors; map every other node to a recsearch operator kind; and
+// check the result with the dimension algebra, so that an import that
+// succeeds always gives a graph the search accepts. Errors name the node
+// (its name, ONNX type and index in graph.node).
+#include "recsearch/io/onnx.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <fcntl.h>
+#include <set>
+#include <unistd.h>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <google/protobuf/io/zero_copy_stream_impl.h>  // FileInputStream over a descriptor
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>  // ArrayInputStream
+#include <onnx/defs/schema.h>                       // OpSchemaRegistry
+#include <onnx/shape_inference/implementation.h>    // onnx::shape_inference::InferShapes
+
+#include "onnx/model_reader.hpp"
+#include "recsearch/algebra/op_space.hpp"
+#include "recsearch/error.hpp"
+
+namespace recsearch::io {
+namespace {
+
+using onnx_import::ModelSkeleton;
+
+// Folded shape computations produce at most this many elements; a larger
+// all-constant result (a weight transformed at run time) stays an operator.
+constexpr std::int64_t kFoldMaxElements = 1024;
+constexpr int kMaxFoldRounds = 16;
+
+// A small integer tensor (a shape, axes, an index) known before the model runs.
+struct IntTensor {
+  ir::Shape dims;
+  std::vector<std::int64_t> data;
+  std::int32_t elem = onnx::TensorProto::INT64;  // INT64 or INT32
+};
+
+std::int64_t count_of(const ir::Shape& dims) {
+  std::int64_t n = 1;
+  for (const auto d : dims) n *= d;
+  return n;
+}
+
+// Evaluates one shape-computation node over integer inputs; nullopt when
+// the node is not one of the few kinds exporters use for shapes, or its
+// inputs are not what that use looks like.
+std::optional<IntTensor> eval_int_node(const onnx::NodeProto& n, const std::vector<IntTensor>& in,
+                                       const std::vector<std::optional<ir::Shape>>& in_shapes) {
+  const std::string& op = n.op_type();
+  const auto attr_int = [&](std::string_view name, std::int64_t def) {
+    for (const auto& a : n.attribute()) {
+      if (a.name() == name && a.type() == onnx::AttributeProto::INT) return static_cast<std::int64_t>(a.i());
+    }
+    return def;
+  };
+  const auto attr_ints = [&](std::string_view name) -> std::optional<std::vector<std::int64_t>> {
+    for (const auto& a : n.attribute()) {
+      if (a.name() == name && a.type() == onnx::AttributeProto::INTS)
+        return std::vector<std::int64_t>(a.ints().begin(), a.ints().end());
+    }
+    return std::nullopt;
+  };
+  if (op == "Shape") {
+    if (in_shapes.empty() || !in_shapes[0]) return std::nullopt;
+    const auto& s = *in_shapes[0];
+    const auto r = static_cast<std::int64_t>(s.size());
+    std::int64_t start = attr_int("start", 0), end = attr_int("end", r);
+    if (start < 0) start += r;
+    if (end < 0) end += r;
+    start = std::clamp<std::int64_t>(start, 0, r);
+    end = std::clamp<std::int64_t>(end, start, r);
+    IntTensor t{{end - start}, std::vector<std::int64_t>(s.begin() + start, s.begin() + end)};
+    return t;
+  }
+  if (op == "Size") {
+    if (in_shapes.empty() || !in_shapes[0]) return std::nullopt;
+    return IntTensor{{}, {count_of(*in_shapes[0])}};
+  }
+  if (in.empty()) return std::nullopt;
+  if (op == "Identity") return in[0];
+  if (op == "Neg") {
+    IntTensor t = in[0];
+    for (auto& v : t.data) v = -v;
+    return t;
+  }
+  if (op == "Cast") {
+    const std::int64_t to = attr_int("to", 0);
+    if (to != onnx::TensorProto::INT64 && to != onnx::TensorProto::INT32) return std::nullopt;
+    IntTensor t = in[0];
+    t.elem = static_cast<std::int32_t>(to);
+    return t;
+  }
+  if (op == "Gather") {
+    if (in.size() != 2 || in[0].dims.size() != 1 || attr_int("axis", 0) != 0) return std::nullopt;
+    IntTensor t{in[1].dims, {}, in[0].elem};
+    const auto n0 = static_cast<std::int64_t>(in[0].data.size());
+    for (std::int64_t i : in[1].data) {
+      if (i < 0) i += n0;
+      if (i < 0 || i >= n0) return std::nullopt;
+      t.data.push_back(in[0].data[static_cast<std::size_t>(i)]);
+    }
+    return t;
+  }
+  if (op == "Unsqueeze" || op == "Squeeze") {
+    if (in[0].dims.size() > 1) return std::nullopt;
+    // Only rank changes between 0-D and 1-D: the values stay the same.
+    auto axes = attr_ints("axes");
+    if (!axes && in.size() > 1) axes = in[1].data;
+    if (op == "Unsqueeze") {
+      if (!axes || axes->size() != 1 || !in[0].dims.empty()) return std::nullopt;
+      return IntTensor{{1}, in[0].data, in[0].elem};
+    }
+    if (in[0].dims != ir::Shape{1}) return std::nullopt;
+    return IntTensor{{}, in[0].data, in[0].elem};
+  }
+  if (op == "Concat") {
+    IntTensor t{{0}, {}, in[0].elem};
+    for (const auto& x : in) {
+      if (x.dims.size() != 1 || x.elem != t.elem) return std::nullopt;
+      t.data.insert(t.data.end(), x.data.begin(), x.data.end());
+    }
+    t.dims[0] = static_cast<std::int64_t>(t.data.size());
+    return t;
+  }
+  if (op == "Slice") {
+    if (in[0].dims.size() != 1) return std::nullopt;
+    std::optional<std::vector<std::int64_t>> starts = attr_ints("starts"), ends = attr_ints("ends");
+    std::vector<std::int64_t> steps{1};
+    if (in.size() >= 3) {
+      starts = in[1].data;
+      ends = in[2].data;
+      if (in.size() >= 4 && (in[3].data.size() != 1 || (in[3].data[0] != 0 && in[3].data[0] != -1)))
+        return std::nullopt;
+      if (in.size() >= 5) steps = in[4].data;
+    }
+    if (!starts || !ends || starts->size() != 1 || ends->size() != 1 || steps != std::vector<std::int64_t>{1})
+      return std::nullopt;
+    const auto len = static_cast<std::int64_t>(in[0].data.size());
+    std::int64_t b = (*starts)[0], e = (*ends)[0];
+    if (b < 0) b += len;
+    if (e < 0) e += len;
+    b = std::clamp<std::int64_t>(b, 0, len);
+    e = std::clamp<std::int64_t>(e, b, len);
+    return IntTensor{{e - b}, std::vector<std::int64_t>(in[0].data.begin() + b, in[0].data.begin() + e),
+                     in[0].elem};
+  }
+  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
+    if (in.size() != 2 || in[0].elem != in[1].elem) return std::nullopt;
+    const IntTensor& a = in[0];
+    const IntTensor& b = in[1];
+    const bool a1 = a.data.size() == 1, b1 = b.data.size() == 1;
+    if (!(a.dims == b.dims || a1 || b1)) return std::nullopt;
+    // The result has the larger rank (a scalar and a [1] give [1]).
+    IntTensor t = (a1 && !b1) || (a1 && b1 && b.dims.size() > a.dims.size()) ? b : a;
+    for (std::size_t i = 0; i < t.data.size(); ++i) {
+      const std::int64_t x = a.data[a1 ? 0 : i], y = b.data[b1 ? 0 : i];
+      if (op == "Div" && y == 0) return std::nullopt;
+      t.data[i] = op == "Add" ? x + y : op == "Sub" ? x - y : op == "Mul" ? x * y : x / y;
+    }
+    return t;
+  }
+  return std::nullopt;
+}
+
+std::string node_label(const onnx::NodeProto& n, int index) {
+  std::string s = "node ";
+  s += n.name().empty() ? "#" + std::to_string(index) : "'" + n.name() + "'";
+  s += " (" + n.op_type() + ")";
+  return s;
+}
+
+std::string node_path(int index) { return "/graph/node/" + std::to_string(index); }
+
+std::optional<ir::DType> dtype_of(std::int32_t elem) {
+  using TP = onnx::TensorProto;
+  switch (elem) {
+    case TP::FLOAT: return ir::DType::F32;
+    case TP::DOUBLE: return ir::DType::F64;
+    case TP::FLOAT16: return ir::DType::F16;
+    case TP::BFLOAT16: return ir::DType::BF16;
+    case TP::INT64: case TP::UINT64: return ir::DType::I64;
+    case TP::INT32: case TP::UINT32: return ir::DType::I32;
+    case TP::INT16: case TP::UINT16: return ir::DType::I16;
+    case TP::INT8: return ir::DType::I8;
+    case TP::UINT8: return ir::DType::U8;
+    case TP::BOOL: return ir::DType::Bool;
+    default: return std::nullopt;
+  }
+}
+
+bool is_float_type(std::int32_t elem) {
+  using TP = onnx::TensorProto;
+  return elem == TP::FLOAT || elem == TP::DOUBLE || elem == TP::FLOAT16 || elem == TP::BFLOAT16;
+}
+
+// Integer values of a tensor whose payload was kept; nullopt otherwise.
+std::optional<std::vector<std::int64_t>> int_values(const onnx::TensorProto& t) {
+  using TP = onnx::TensorProto;
+  std::vector<std::int64_t> v;
+  if (t.data_type() == TP::INT64) {
+    if (t.int64_data_size() > 0) return std::vector<std::int64_t>(t.int64_data().begin(), t.int64_data().end());
+    if (!t.raw_data().empty() && t.raw_data().size() % 8 == 0) {
+      v.resize(t.raw_data().size() / 8);
+      std::memcpy(v.data(), t.raw_data().data(), t.raw_data().size());  // little-endian hosts
+      return v;
+    }
+  } else if (t.data_type() == TP::INT32) {
+    if (t.int32_data_size() > 0) return std::vector<std::int64_t>(t.int32_data().begin(), t.int32_data().end());
+    if (!t.raw_data().empty() && t.raw_data().size() % 4 == 0) {
+      std::vector<std::int32_t> w(t.raw_data().size() / 4);
+      std::memcpy(w.data(), t.raw_data().data(), t.raw_data().size());
+      return std::vector<std::int64_t>(w.begin(), w.end());
+    }
+  }
+  // An empty tensor (e.g. axes = []) has no payload at all.
+  std::int64_t n = 1;
+  for (const auto d : t.dims()) n *= d;
+  if (n == 0 && (t.data_type() == TP::INT64 || t.data_type() == TP::INT32)) return v;
+  return std::nullopt;
+}
+
+std::optional<double> float_value(const onnx::TensorProto& t) {
+  using TP = onnx::TensorProto;
+  if (t.data_type() == TP::FLOAT) {
+    if (t.float_data_size() == 1) return t.float_data(0);
+    if (t.raw_data().size() == 4) {
+      float f = 0;
+      std::memcpy(&f, t.raw_data().data(), 4);
+      return f;
+    }
+  } else if (t.data_type() == TP::DOUBLE) {
+    if (t.double_data_size() == 1) return t.double_data(0);
+    if (t.raw_data().size() == 8) {
+      double f = 0;
+      std::memcpy(&f, t.raw_data().data(), 8);
+      return f;
+    }
+  }
+  return std::nullopt;
+}
+
+const onnx::AttributeProto* find_attr(const onnx::NodeProto& n, std::string_view name) {
+  for (const auto& a : n.attribute()) {
+    if (a.name() == name) return &a;
+  }
+  return nullptr;
+}
+
+// What the importer knows about one ONNX value.
+struct ValueInfo {
+  std::int32_t elem = 0;
+  std::optional<ir::Shape> shape;  // all dims known
+};
+
+class Importer {
+ public:
+  Importer(ModelSkeleton skeleton, std::string source, const OnnxImportOptions& opts)
+      : model_(std::move(skeleton.model)), source_(std::move(source)), opts_(opts) {}
+
+  OnnxImport run() {
+    read_opset();
+    bind_dims();
+    infer_shapes();
+    // Shape computations that ONNX's data propagation leaves open are
+    // evaluated here and written back as Constant nodes, until nothing new
+    // resolves (each round resolves at least one more node).
+    // Should ONNX reject a round's result, the model as it stood before that
+    // round is kept: folding may only ever add shapes.
+    for (int round = 0; round < kMaxFoldRounds; ++round) {
+      onnx::ModelProto before = model_;
+      if (!evaluate_shape_nodes()) break;
+      try {
+        infer_shapes();
+      } catch (const Error&) {
+        model_ = std::move(before);
+        break;
+      }
+    }
+    collect_values();
+    mark_static();
+    map_nodes();
+    finish();
+    return std::move(result_);
+  }
+
+ private:
+  [[noreturn]] void fail_node(int index, Errc code, const std::string& what) const {
+    throw Error(code, node_label(graph().node(index), index) + ": " + what, node_path(index), source_);
+  }
+  const onnx::GraphProto& graph() const { return model_.graph(); }
+
+  void read_opset() {
+    for (const auto& o : model_.opset_import()) {
+      if (o.domain().empty() || o.domain() == "ai.onnx") result_.opset = o.version();
+    }
+    if (result_.opset == 0) {
+      throw Error(Errc::kSchema, "the model imports no version of the default ONNX operator set",
+                  "/opset_import", source_);
+    }
+  }
+
+  // Graph inputs with symbolic or unknown dims get the values of opts.dims;
+  // every other place that names the same dim_param is bound too.
+  void bind_dims() {
+    auto* g = model_.mutable_graph();
+    std::unordered_set<std::string> inits;
+    for (const auto& t : g->initializer()) inits.insert(t.name());
+    const auto bind = [&](onnx::ValueInfoProto& v, bool required, const std::string& path) {
+      if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape()) {
+        if (required)
+          throw Error(Errc::kShape,
+                      "graph input '" + v.name() + "' " +
+                          (v.type().has_tensor_type()
+                               ? "has no shape; recsearch needs one"
+                               : "is not a tensor (sequence, map and optional values are not modelled)"),
+                      path, source_);
+        return;
+      }
+      auto* shape = v.mutable_type()->mutable_tensor_type()->mutable_shape();
+      for (int d = 0; d < shape->dim_size(); ++d) {
+        auto* dim = shape->mutable_dim(d);
+        if (dim->has_dim_value()) continue;
+        if (dim->has_dim_param()) {
+          const auto it = opts_.dims.find(dim->dim_param());
+          if (it != opts_.dims.end()) {
+            dim->set_dim_value(it->second);
+            continue;
+          }
+        }
+        if (!required) continue;
+        throw Error(Errc::kShape,
+                    "graph input '" + v.name() + "' dim " + std::to_string(d) + " is " +
+                        (dim->has_dim_param() ? "symbolic ('" + dim->dim_param() + "')"
+                                              : std::string("unknown")) +
+                        ": give it a value" +
+                        (dim->has_dim_param() ? " (--dim " + dim->dim_param() + "=N)" : ""),
+                    path + "/type/tensor_type/shape/dim/" + std::to_string(d), source_);
+      }
+    };
+    for (int i = 0; i < g->input_size(); ++i) {
+      auto& v = *g->mutable_input(i);
+      bind(v, inits.count(v.name()) == 0, "/graph/input/" + std::to_string(i));
+    }
+    for (int i = 0; i < g->output_size(); ++i) bind(*g->mutable_output(i), false, {});
+    for (int i = 0; i < g->value_info_size(); ++i) bind(*g->mutable_value_info(i), false, {});
+  }
+
+  void infer_shapes() {
+    const ::onnx::ShapeInferenceOptions lenient(/*check_type=*/false, /*error_mode=*/0,
+                                                /*data_prop=*/true);
+    try {
+      ::onnx::shape_inference::InferShapes(model_, ::onnx::OpSchemaRegistry::Instance(), lenient);
+    } catch (const std::exception& e) {
+      // Contradictions between the model's own value_info and the inferred
+      // shapes land here even in lenient mode.
+      throw Error(Errc::kShape, std::string("shape inference failed: ") + e.what(), "/graph",
+                  source_);
+    }
+  }
+
+  // One round of evaluate-and-replace over the nodes (see run()). Returns
+  // whether a node became a Constant.
+  bool evaluate_shape_nodes() {
+    auto* g = model_.mutable_graph();
+    std::unordered_map<std::string, ValueInfo> shapes;
+    const auto note = [&](const onnx::ValueInfoProto& v) {
+      if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape()) return;
+      ir::Shape s;
+      for (const auto& d : v.type().tensor_type().shape().dim()) {
+        if (!d.has_dim_value()) return;
+        s.push_back(d.dim_value());
+      }
+      shapes[v.name()].shape = std::move(s);
+    };
+    for (const auto& v : g->input()) note(v);
+    for (const auto& v : g->value_info()) note(v);
+    for (const auto& v : g->output()) note(v);
+    std::unordered_map<std::string, IntTensor> known;
+    for (const auto& t : g->initializer()) {
+      shapes[t.name()].shape = ir::Shape(t.dims().begin(), t.dims().end());
+      if (const auto v = int_values(t)) known[t.name()] = {ir::Shape(t.dims().begin(), t.dims().end()), *v, t.data_type()};
+    }
+    bool changed = false;
+    for (int i = 0; i < g->node_size(); ++i) {
+      onnx::NodeProto& n = *g->mutable_node(i);
+      if (!n.domain().empty() && n.domain() != "ai.onnx") continue;
+      if (n.op_type() == "Constant") {
+        if (const auto* a = find_attr(n, "value"); a && a->has_t() && n.output_size() == 1) {
+          if (const auto v = int_values(a->t())) {
+            known[n.output(0)] = {ir::Shape(a->t().dims().begin(), a->t().dims().end()), *v,
+                                  a->t().data_type()};
+          }
+        }
+        continue;
+      }
+      if (n.output_size() != 1 || n.output(0).empty()) continue;
+      std::vector<IntTensor> in;
+      std::vector<std::optional<ir::Shape>> in_shapes;
+      bool ok = true;
+      for (const auto& name : n.input()) {
+        if (name.empty()) continue;
+        const auto s = shapes.find(name);
+        in_shapes.push_back(s != shapes.end() ? s->second.shape : std::nullopt);
+        const auto k = known.find(name);
+        if (k == known.end()) {
+          ok = false;
+        } else {
+          in.push_back(k->second);
+        }
+      }
+      const bool shape_op = n.op_type() == "Shape" || n.op_type() == "Size";
+      if (!ok && !shape_op) continue;
+      const auto r = eval_int_node(n, in, in_shapes);
+      if (!r || count_of(r->dims) != static_cast<std::int64_t>(r->data.size()) ||
+          static_cast<std::int64_t>(r->data.size()) > kFoldMaxElements)
+        continue;
+      known[n.output(0)] = *r;
+      // The node becomes a Constant holding its value.
+      onnx::TensorProto t;
+      t.set_data_type(r->elem);
+      for (const auto d : r->dims) t.add_dims(d);
+      for (const auto v : r->data) {
+        if (r->elem == onnx::TensorProto::INT32) {
+          t.add_int32_data(static_cast<std::int32_t>(v));
+        } else {
+          t.add_int64_data(v);
+        }
+      }
+      const std::string out = n.output(0);
+      const std::string name = n.name();
+      n.Clear();
+      n.set_op_type("Constant");
+      n.set_name(name);
+      n.add_output(out);
+      auto* a = n.add_attribute();
+      a->set_name("value");
+      a->set_type(onnx::AttributeProto::TENSOR);
+      *a->mutable_t() = std::move(t);
+      changed = true;
+    }
+    return changed;
+  }
+
+  // The message strict shape inference gives for a model, if any.
+  std::string strict_inference_message() const {
+    onnx::ModelProto copy = model_;
+    try {
+      ::onnx::shape_inference::InferShapes(copy, ::onnx::OpSchemaRegistry::Instance(),
+                                           ::onnx::ShapeInferenceOptions(false, 1, true));
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return {};
+  }
+
+  void add_value(const onnx::ValueInfoProto& v) {
+    if (!v.type().has_tensor_type()) return;
+    const auto& tt = v.type().tensor_type();
+    ValueInfo info;
+    info.elem = tt.elem_type();
+    if (tt.has_shape()) {
+      ir::Shape s;
+      bool known = true;
+      for (const auto& d : tt.shape().dim()) {
+        if (!d.has_dim_value() || d.dim_value() < 0) {
+          known = false;
+          break;
+        }
+        s.push_back(d.dim_value());
+      }
+      if (known) info.shape = std::move(s);
+    }
+    auto& slot = values_[v.name()];
+    if (!slot.shape || slot.elem == 0) slot = info;
+  }
+
+  void collect_values() {
+    const auto& g = graph();
+    for (int i = 0; i < g.initializer_size(); ++i) {
+      const auto& t = g.initializer(i);
+      ValueInfo info;
+      info.elem = t.data_type();
+      info.shape = ir::Shape(t.dims().begin(), t.dims().end());
+      values_[t.name()] = info;
+      initializers_[t.name()] = &t;
+    }
+    for (const auto& v : g.input()) add_value(v);
+    for (const auto& v : g.output()) add_value(v);
+    for (const auto& v : g.value_info()) add_value(v);
+    for (const auto& v : g.input()) {
+      if (!initializers_.count(v.name())) graph_inputs_.push_back(v.name());
+    }
+    for (int i = 0; i < g.node_size(); ++i) {
+      const auto& n = g.node(i);
+      for (const auto& o : n.output()) {
+        if (!o.empty()) producer_[o] = i;
+      }
+      for (const auto& in : n.input()) {
+        if (!in.empty()) ++uses_[in];
+      }
+      if (n.op_type() == "Constant" && n.output_size() == 1) {
+        if (const auto* a = find_attr(n, "value"); a && a->has_t()) constants_[n.output(0)] = &a->t();
+      }
+    }
+    for (const auto& o : g.output()) ++uses_[o.name()];
+  }
+
+  std::optional<std::vector<std::int64_t>> known_ints(const std::string& name) const {
+    if (const auto it = initializers_.find(name); it != initializers_.end()) return int_values(*it->second);
+    if (const auto it = constants_.find(name); it != constants_.end()) return int_values(*it->second);
+    return std::nullopt;
+  }
+  std::optional<double> known_float(const std::string& name) const {
+    if (const auto it = initializers_.find(name); it != initializers_.end()) return float_value(*it->second);
+    if (const auto it = constants_.find(name); it != constants_.end()) return float_value(*it->second);
+    return std::nullopt;
+  }
+
+  bool small_known(const std::string& name) const {
+    const auto it = values_.find(name);
+    if (it == values_.end() || !it->second.shape) return false;
+    const auto n = ir::checked_num_elements(*it->second.shape);
+    return n && *n <= kFoldMaxElements;
+  }
+
+  // Static values: known before the model runs. Integer initializers,
+  // Constant outputs, Shape/Size of anything (shapes are known), and the
+  // small results of nodes whose inputs are all static.
+  void mark_static() {
+    const auto& g = graph();
+    for (const auto& [name, t] : initializers_) {
+      if (!is_float_type(t->data_type())) static_.insert(name);
+    }
+    for (int i = 0; i < g.node_size(); ++i) {
+      const auto& n = g.node(i);
+      const std::string& op = n.op_type();
+      if (!n.domain().empty() && n.domain() != "ai.onnx") continue;
+      bool fold = false;
+      if (op == "Constant" || op == "Shape" || op == "Size") {
+        fold = true;
+      } else if (n.input_size() > 0 && op != "RandomNormalLike" && op != "RandomUniformLike" &&
+                 op != "Multinomial" && op != "Bernoulli") {
+        bool all_static = true;
+        for (const auto& in : n.input()) {
+          if (!in.empty() && !static_.count(in)) all_static = false;
+        }
+        if (all_static) {
+          fold = op == "ConstantOfShape";
+          if (!fold) {
+            fold = true;
+            for (const auto& o : n.output()) {
+              if (!o.empty() && !small_known(o)) fold = false;
+            }
+          }
+        }
+      }
+      if (!fold) continue;
+      folded_.insert(i);
+      for (const auto& o : n.output()) {
+        if (!o.empty()) static_.insert(o);
+      }
+    }
+  }
+
+  // ---- tensors of the recsearch graph -----------------------------------
+
+  ir::TensorId tensor_for(const std::string& name, int node_index) {
+    if (const auto it = tensors_.find(name); it != tensors_.end()) return it->second;
+    const auto vit = values_.find(name);
+    const bool produced = producer_.count(name) && !static_.count(name);
+    if (vit == values_.end() || !vit->second.shape) {
+      const auto p = producer_.find(name);
+      const int at = p != producer_.end() ? p->second : node_index;
+      std::string why = "no shape is known for tensor '" + name + "'";
+      if (p != producer_.end() && vit == values_.end() && !produced) why += " (a folded constant)";
+      const std::string strict = strict_inference_message();
+      if (!strict.empty()) why += "; ONNX shape inference says: " + strict;
+      if (p == producer_.end() && !initializers_.count(name) &&
+          std::find(graph_inputs_.begin(), graph_inputs_.end(), name) == graph_inputs_.end()) {
+        fail_node(node_index, Errc::kUnknownName,
+                  "input '" + name + "' is neither a graph input, an initializer nor the output "
+                  "of a node");
+      }
+      fail_node(at, Errc::kShape, why);
+    }
+    const auto dtype = dtype_of(vit->second.elem);
+    if (!dtype) {
+      fail_node(node_index, Errc::kSchema,
+                "tensor '" + name + "' has element type " +
+                    onnx::TensorProto::DataType_Name(
+                        static_cast<onnx::TensorProto::DataType>(vit->second.elem)) +
+                    ", which recsearch does not model");
+    }
+    ir::TensorKind kind = ir::TensorKind::Input;
+    if (produced) {
+      kind = ir::TensorKind::Activation;
+    } else if (static_.count(name)) {
+      kind = ir::TensorKind::Constant;
+    } else if (const auto it = initializers_.find(name); it != initializers_.end()) {
+      kind = is_float_type(it->second->data_type()) && !stats_.count(name) ? ir::TensorKind::Parameter
+                                                                          : ir::TensorKind::Constant;
+    }
+    const ir::TensorId id = g_.add_tensor(name, *vit->second.shape, *dtype, kind);
+    tensors_.emplace(name, id);
+    return id;
+  }
+
+  const ir::Shape& shape_of(const std::string& name, int node_index) {
+    return g_.tensor(tensor_for(name, node_index)).shape;
+  }
+
+  std::string unique_op_name(const onnx::NodeProto& n, int index) {
+    std::string base = n.name().empty() ? n.op_type() + "_" + std::to_string(index) : n.name();
+    std::string name = base;
+    for (int k = 1; op_names_.count(name); ++k) name = base + "_" + std::to_string(k);
+    op_names_.insert(name);
+    return name;
+  }
+
+  void add_op(int index, std::string name, std::string type, const std::vector<std::string>& ins,
+              const std::vector<std::string>& outs, ir::Attrs attrs) {
+    ir::Operator op;
+    op.name = std::move(name);
+    op.type = std::move(type);
+    for (const auto& i : ins) op.inputs.push_back(tensor_for(i, index));
+    for (const auto& o : outs) op.outputs.push_back(tensor_for(o, index));
+    op.attrs = std::move(attrs);
+    try {
+      g_.add_operator(std::move(op));
+    } catch (const Error& e) {
+      fail_node(index, e.code(), e.detail());
+    }
+    op_node_.push_back(index);
+  }
+
+  // ---- node mapping ------------------------------------------------------
+
+  static ir::Attrs copy_attrs(const onnx::NodeProto& n, std::initializer_list<std::string_view> names) {
+    ir::Attrs a;
+    for (const auto& at : n.attribute()) {
+      if (std::find(names.begin(), names.end(), at.name()) == names.end()) continue;
+      switch (at.type()) {
+        case onnx::AttributeProto::INT: a.set(at.name(), static_cast<std::int64_t>(at.i())); break;
+        case onnx::AttributeProto::FLOAT: a.set(at.name(), static_cast<double>(at.f())); break;
+        case onnx::AttributeProto::STRING: a.set(at.name(), at.s()); break;
+        case onnx::AttributeProto::INTS:
+          a.set(at.name(), std::vector<std::int64_t>(at.ints().begin(), at.ints().end()));
+          break;
+        default: break;
+      }
+    }
+    return a;
+  }
+
+  static std::int64_t attr_i(const onnx::NodeProto& n, std::string_view name, std::int64_t def) {
+    const auto* a = find_attr(n, name);
+    return a && a->type() == onnx::AttributeProto::INT ? a->i() : def;
+  }
+  static std::string attr_s(const onnx::NodeProto& n, std::string_view name) {
+    const auto* a = find_attr(n, name);
+    return a && a->type() == onnx::AttributeProto::STRING ? a->s() : std::string();
+  }
+
+  // Explicit pads for auto_pad SAME_UPPER / SAME_LOWER / VALID on 2 spatial dims.
+  std::optional<std::vector<std::int64_t>> auto_pads(const onnx::NodeProto& n, const ir::Shape& x,
+                                                     const std::vector<std::int64_t>& kernel,
+                                                     int index) {
+    const std::string mode = attr_s(n, "auto_pad");
+    if (mode.empty() || mode == "NOTSET") return std::nullopt;
+    if (mode == "VALID") return std::vector<std::int64_t>{0, 0, 0, 0};
+    if (mode != "SAME_UPPER" && mode != "SAME_LOWER")
+      fail_node(index, Errc::kSchema, "unknown auto_pad '" + mode + "'");
+    std::vector<std::int64_t> strides{1, 1}, dil{1, 1};
+    if (const auto* a = find_attr(n, "strides"); a && a->ints_size() == 2) strides = {a->ints(0), a->ints(1)};
+    if (const auto* a = find_attr(n, "dilations"); a && a->ints_size() == 2) dil = {a->ints(0), a->ints(1)};
+    std::vector<std::int64_t> pads(4, 0);
+    for (std::size_t d = 0; d < 2; ++d) {
+      const std::int64_t in = x[2 + d];
+      const std::int64_t out = (in + strides[d] - 1) / strides[d];
+      const std::int64_t total =
+          std::max<std::int64_t>(0, (out - 1) * strides[d] + (kernel[d] - 1) * dil[d] + 1 - in);
+      const std::int64_t small = total / 2;
+      pads[d] = mode == "SAME_UPPER" ? small : total - small;
+      pads[d + 2] = total - pads[d];
+    }
+    return pads;
+  }
+
+  void warn_replicated(const onnx::NodeProto& n, int index, const std::string& why) {
+    result_.warnings.push_back(node_label(n, index) + " at " + node_path(index) +
+                               ": imported as replicated (" + why + ")");
+  }
+
+  void map_node(int index) {
+    const onnx::NodeProto& n = graph().node(index);
+    std::vector<std::string> ins;
+    for (const auto& i : n.input()) {
+      if (!i.empty()) ins.push_back(i);
+    }
+    std::vector<std::string> outs;
+    for (int j = 0; j < n.output_size(); ++j) {
+      const std::string& o = n.output(j);
+      if (o.empty()) continue;
+      // An optional output nobody reads whose shape inference left open
+      // (e.g. MaxPool's Indices) is dropped.
+      const auto v = values_.find(o);
+      if (j > 0 && !uses_.count(o) && (v == values_.end() || !v->second.shape)) continue;
+      outs.push_back(o);
+    }
+    if (outs.empty()) fail_node(index, Errc::kSchema, "the node has no outputs");
+    const std::string& op = n.op_type();
+    const std::string name = unique_op_name(n, index);
+    const bool default_domain = n.domain().empty() || n.domain() == "ai.onnx";
+    const auto rank_of = [&](const std::string& t) { return shape_of(t, index).size(); };
+
+    const auto simple = [&](const char* type, ir::Attrs a = {}) {
+      add_op(index, name, type, ins, outs, std::move(a));
+    };
+    // A type recsearch has no kind for, but whose operands are elementwise
+    // (numpy broadcasting): an einsum attribute lets the search cut it.
+    const auto replicated = [&](const std::string& why) {
+      warn_replicated(n, index, why);
+      // Under its ONNX name, unless that is a recsearch kind whose meaning
+      // differs (e.g. a 1-D MaxPool, an opset-9 Softmax).
+      const std::string type =
+          ir::parse_op_kind(op) == ir::OpKind::Custom ? op : "onnx." + op;
+      add_op(index, name, type, ins, outs, {});
+    };
+    const auto elementwise_custom = [&] {
+      // numpy broadcasting, checked here: some old opsets broadcast otherwise.
+      std::size_t rank = 0;
+      for (const auto& i : ins) rank = std::max(rank, rank_of(i));
+      for (std::size_t d = 0; d < rank; ++d) {
+        std::int64_t size = 1;
+        for (const auto& i : ins) {
+          const ir::Shape& s = shape_of(i, index);
+          if (d >= s.size()) continue;
+          const std::int64_t v = s[s.size() - 1 - d];
+          if (v == 1) continue;
+          if (size != 1 && size != v) return replicated("operands do not broadcast by numpy rules");
+          size = v;
+        }
+      }
+      std::string eq;
+      for (std::size_t j = 0; j < ins.size(); ++j) eq += (j ? ",..." : "...");
+      eq += "->...";
+      if (outs.size() != 1 || ins.empty()) {
+        return replicated("no recsearch kind for ONNX " + op);
+      }
+      add_op(index, name, op, ins, outs, ir::Attrs{{"einsum", eq}});
+    };
+
+    if (!default_domain) return replicated("operator of domain '" + n.domain() + "'");
+
+    static const std::unordered_map<std::string, const char*> kUnary = {
+        {"Relu", "ReLU"},       {"Gelu", "GeLU"},   {"Sigmoid", "Sigmoid"}, {"Tanh", "Tanh"},
+        {"Exp", "Exp"},         {"Log", "Log"},     {"Sqrt", "Sqrt"},       {"Neg", "Neg"},
+        {"Identity", "Identity"},
+    };
+    static const std::unordered_map<std::string, const char*> kBinary = {
+        {"Add", "Add"}, {"Sub", "Sub"}, {"Mul", "Mul"}, {"Div", "Div"}, {"Pow", "Pow"},
+        {"Max", "Maximum"}, {"Min", "Minimum"}, {"Sum", "Add"},
+    };
+    static const std::set<std::string, std::less<>> kOtherElementwise = {
+        "Abs", "Ceil", "Clip", "Cos", "Elu", "Equal", "Erf", "Floor", "Greater", "GreaterOrEqual",
+        "HardSigmoid", "HardSwish", "IsInf", "IsNaN", "LeakyRelu", "Less", "LessOrEqual", "Mod",
+        "Not", "And", "Or", "Xor", "PRelu", "Reciprocal", "Round", "Selu", "Sign", "Sin",
+        "Softplus", "Softsign", "Where", "Celu", "Mish", "ThresholdedRelu", "Shrink", "BitShift",
+        "Mean",
+    };
+
+    if (const auto it = kUnary.find(op); it != kUnary.end()) return simple(it->second);
+    if (const auto it = kBinary.find(op); it != kBinary.end()) {
+      if (ins.size() == 2) return simple(it->second);
+      if (ins.size() == 1) return simple("Identity");
+      return elementwise_custom();
+    }
+    if (kOtherElementwise.count(op)) return elementwise_custom();
+    if (op == "Cast") {
+      const auto dt = dtype_of(static_cast<std::int32_t>(attr_i(n, "to", 0)));
+      if (!dt) fail_node(index, Errc::kSchema, "'to' names an element type recsearch does not model");
+      return simple("Cast", ir::Attrs{{"to", std::string(ir::dtype_name(*dt))}});
+    }
+    if (op == "Dropout") {
+      ir::Attrs a;
+      if (const auto* r = find_attr(n, "ratio"); r && r->type() == onnx::AttributeProto::FLOAT) {
+        a.set("ratio", static_cast<double>(r->f()));
+      } else if (n.input_size() > 1 && !n.input(1).empty()) {
+        if (const auto v = known_float(n.input(1))) a.set("ratio", *v);
+      }
+      return simple("Dropout", std::move(a));
+    }
+    if (op == "MatMul") return simple("MatMul");
+    if (op == "Gemm") {
+      if (ins.size() < 2) fail_node(index, Errc::kSchema, "Gemm needs inputs A and B");
+      ir::Attrs a{{"transpose_a", attr_i(n, "transA", 0) != 0},
+                  {"transpose_b", attr_i(n, "transB", 0) != 0}};
+      if (ins.size() == 2) return add_op(index, name, "MatMul", ins, outs, std::move(a));
+      // Y = A·B + C: a MatMul into an intermediate tensor, then the add.
+      const std::string mid = outs[0] + "/matmul";
+      if (values_.count(mid) || tensors_.count(mid))
+        fail_node(index, Errc::kDuplicate, "tensor name '" + mid + "' is already taken");
+      values_[mid] = values_.at(outs[0]);
+      add_op(index, name, "MatMul", {ins[0], ins[1]}, {mid}, std::move(a));
+      std::string bias = name + "/bias";
+      for (int k = 1; op_names_.count(bias); ++k) bias = name + "/bias_" + std::to_string(k);
+      op_names_.insert(bias);
+      return add_op(index, bias, "Add", {mid, ins[2]}, outs, {});
+    }
+    if (op == "Einsum") return simple("Einsum", copy_attrs(n, {"equation"}));
+    if (op == "Conv") {
+      if (ins.size() < 2) fail_node(index, Errc::kSchema, "Conv needs inputs X and W");
+      const ir::Shape& x = shape_of(ins[0], index);
+      const ir::Shape& w = shape_of(ins[1], index);
+      if (x.size() != 4 || w.size() != 4) return replicated("only 2-D convolutions have a kind");
+      ir::Attrs a = copy_attrs(n, {"strides", "pads", "dilations", "group", "kernel_shape"});
+      if (const auto p = auto_pads(n, x, {w[2], w[3]}, index)) a.set("pads", *p);
+      return simple("Conv2D", std::move(a));
+    }
+    if (op == "MaxPool" || op == "AveragePool") {
+      const ir::Shape& x = shape_of(ins.at(0), index);
+      const auto* k = find_attr(n, "kernel_shape");
+      if (x.size() != 4 || !k || k->ints_size() != 2) return replicated("only 2-D pooling has a kind");
+      ir::Attrs a = copy_attrs(n, {"kernel_shape", "strides", "pads", "dilations", "ceil_mode"});
+      // ONNX pooling strides default to 1; recsearch's default is the kernel.
+      if (!a.has("strides")) a.set("strides", std::vector<std::int64_t>{1, 1});
+      if (const auto p = auto_pads(n, x, {k->ints(0), k->ints(1)}, index)) a.set("pads", *p);
+      return simple(op == "MaxPool" ? "MaxPool" : "AvgPool", std::move(a));
+    }
+    if (op == "GlobalAveragePool") return simple("GlobalAvgPool");
+    if (op == "BatchNormalization") return simple("BatchNorm", copy_attrs(n, {"epsilon"}));
+    if (op == "LayerNormalization") return simple("LayerNorm", copy_attrs(n, {"axis", "epsilon"}));
+    if (op == "RMSNormalization" || op == "SimplifiedLayerNormalization")
+      return simple("RMSNorm", copy_attrs(n, {"axis", "epsilon"}));
+    if (op == "Softmax" || op == "LogSoftmax") {
+      const auto r = static_cast<std::int64_t>(rank_of(ins.at(0)));
+      const char* kind = op == "Softmax" ? "Softmax" : "LogSoftmax";
+      if (result_.opset >= 13) return simple(kind, ir::Attrs{{"axis", attr_i(n, "axis", -1)}});
+      // Before opset 13 the input is flattened to 2-D at `axis` (default 1):
+      // the same as recsearch's single-axis softmax only at the last axis.
+      std::int64_t axis = attr_i(n, "axis", 1);
+      if (axis < 0) axis += r;
+      if (axis == r - 1 || r == 0) return simple(kind, ir::Attrs{{"axis", std::int64_t{-1}}});
+      return replicated("opset " + std::to_string(result_.opset) + " " + op +
+                        " normalizes all dims from axis " + std::to_string(axis));
+    }
+    if (op == "Reshape") return add_op(index, name, "Reshape", ins, outs, {});
+    if (op == "Flatten") return add_op(index, name, "Flatten", {ins.at(0)}, outs, copy_attrs(n, {"axis"}));
+    if (op == "Transpose") return simple("Transpose", copy_attrs(n, {"perm"}));
+    if (op == "Squeeze" || op == "Unsqueeze") {
+      ir::Attrs a = copy_attrs(n, {"axes"});
+      if (!a.has("axes") && ins.size() > 1) {
+        if (const auto v = known_ints(ins[1])) a.set("axes", *v);
+      }
+      return simple(op.c_str(), std::move(a));
+    }
+    if (op == "Concat") return simple("Concat", copy_attrs(n, {"axis"}));
+    if (op == "Split") {
+      ir::Attrs a = copy_attrs(n, {"axis", "split"});
+      if (!a.has("split") && ins.size() > 1) {
+        const auto v = known_ints(ins[1]);
+        // Sizes only known at run time: the outputs' shapes tell them.
+        if (!v) return add_op(index, name, "Split", {ins[0], ins[1]}, outs, std::move(a));
+        a.set("split", *v);
+      }
+      return add_op(index, name, "Split", {ins.at(0)}, outs, std::move(a));
+    }
+    if (op == "Slice") return add_op(index, name, "Slice", ins, outs, copy_attrs(n, {"starts", "ends", "axes"}));
+    if (op == "ReduceSum" || op == "ReduceMean" || op == "ReduceMax") {
+      ir::Attrs a = copy_attrs(n, {"axes", "keepdims"});
+      if (!a.has("axes") && ins.size() > 1) {
+        const auto v = known_ints(ins[1]);
+        if (!v) return replicated("its axes are computed at run time");
+        if (!v->empty()) a.set("axes", *v);
+      }
+      if (!a.has("axes") && attr_i(n, "noop_with_empty_axes", 0) != 0)
+        return add_op(index, name, "Identity", {ins.at(0)}, outs, {});
+      return add_op(index, name, op, {ins.at(0)}, outs, std::move(a));
+    }
+    if (op == "Gather") return simple("Gather", copy_attrs(n, {"axis"}));
+    if (op == "OneHot") {
+      ir::Attrs a = copy_attrs(n, {"axis"});
+      if (ins.size() > 1) {
+        if (const auto v = known_ints(ins[1]); v && v->size() == 1) a.set("depth", (*v)[0]);
+      }
+      return simple("OneHot", std::move(a));
+    }
+    if (op == "SoftmaxCrossEntropyLoss") {
+      // ONNX puts the classes at dim 1 ([N, C, d1, ...]); recsearch's kind
+      // wants them last, which is the same only for 2-D logits.
+      if (rank_of(ins.at(0)) != 2) return replicated("classes at dim 1 of logits with rank > 2");
+      std::string red = attr_s(n, "reduction");
+      if (red.empty()) red = "mean";
+      if (red != "mean" && red != "none") return replicated("reduction '" + red + "'");
+      return add_op(index, name, "SoftmaxCrossEntropy", ins, {outs.at(0)},
+                    ir::Attrs{{"reduction", red}});
+    }
+    return replicated("no recsearch kind for ONNX " + op);
+  }
+
+  void map_nodes() {
+    const auto& g = graph();
+    // Running statistics of batch norm are not trained: constants.
+    for (const auto& n : g.node()) {
+      if (n.op_type() != "BatchNormalization") continue;
+      for (int j = 3; j < std::min(5, n.input_size()); ++j) stats_.insert(n.input(j));
+    }
+    // Graph inputs first, in file order, so that they keep their order.
+    for (const auto& name : graph_inputs_) {
+      if (uses_.count(name)) (void)tensor_for(name, 0);
+    }
+    for (int i = 0; i < g.node_size(); ++i) {
+      if (folded_.count(i)) {
+        ++result_.folded_nodes;
+        continue;
+      }
+      map_node(i);
+    }
+  }
+
+  void finish() {
+    try {
+      g_.finalize();
+    } catch (const Error& e) {
+      attribute_error(e);
+    }
+    try {
+      (void)algebra::build_op_spaces(g_);
+    } catch (const Error& e) {
+      attribute_error(e);
+    }
+    result_.graph = std::move(g_);
+  }
+
+  // Library errors name "/operators/<id>/..."; point at the ONNX node.
+  [[noreturn]] void attribute_error(const Error& e) const {
+    const std::string& p = e.json_path();
+    constexpr std::string_view kOps = "/operators/";
+    if (p.rfind(kOps, 0) == 0) {
+      std::size_t end = kOps.size();
+      std::size_t id = 0;
+      while (end < p.size() && std::isdigit(static_cast<unsigned char>(p[end]))) {
+        id = id * 10 + static_cast<std::size_t>(p[end] - '0');
+        ++end;
+      }
+      if (id < op_node_.size()) {
+        const ir::Operator& op = g_.op(static_cast<ir::OpId>(id));
+        std::string rest = p.substr(end);
+        fail_node(op_node_[id], e.code(),
+                  e.detail() + " (imported as " + op.type + " '" + op.name + "'" +
+                      (rest.empty() ? "" : ", at " + rest) + ")");
+      }
+    }
+    throw e.in_file(source_);
+  }
+
+  onnx::ModelProto model_;
+  std::string source_;
+  const OnnxImportOptions& opts_;
+  OnnxImport result_;
+  ir::Graph g_;
+
+  std::unordered_map<std::string, ValueInfo> values_;
+  std::unordered_map<std::string, const onnx::TensorProto*> initializers_;
+  std::unordered_map<std::string, const onnx::TensorProto*> constants_;
+  std::unordered_map<std::string, int> producer_;
+  std::unordered_map<std::string, int> uses_;
+  std::vector<std::string> graph_inputs_;
+  std::unordered_set<std::string> static_;
+  std::unordered_set<std::string> stats_;
+  std::unordered_set<int> folded_;
+  std::unordered_map<std::string, ir::TensorId> tensors_;
+  std::unordered_set<std::string> op_names_;
+  std::vector<int> op_node_;  // per recsearch operator, its ONNX node index
+};
+
+OnnxImport import_skeleton(ModelSkeleton s, const std::string& source,
+                           const OnnxImportOptions& options) {
+  std::string name = options.name.empty() ? s.model.graph().name() : options.name;
+  Importer imp(std::move(s), source, options);
+  OnnxImport r = imp.run();
+  r.graph.set_name(name.empty() ? "onnx_model" : name);
+  return r;
+}
+
+}  // namespace
+
+bool onnx_import_available() noexcept { return true; }
+
+OnnxImport parse_onnx(std::string_view bytes, const std::string& source,
+                      const OnnxImportOptions& options) {
+  if (bytes.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+    throw Error(Errc::kIo, "model larger than 2 GiB in memory: read it from a file", {}, source);
+  google::protobuf::io::ArrayInputStream in(bytes.data(), static_cast<int>(bytes.size()));
+  return import_skeleton(onnx_import::read_model_skeleton(in, source), source, options);
+}
+
+OnnxImport read_onnx_file(const std::string& path, const OnnxImportOptions& options) {
+  const int fd = path == "-" ? ::dup(STDIN_FILENO) : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const std::string source = path == "-" ? "<stdin>" : path;
+  if (fd < 0) throw Error(Errc::kIo, std::string("cannot open: ") + std::strerror(errno), {}, source);
+  google::protobuf::io::FileInputStream in(fd);
+  in.SetCloseOnDelete(true);
+  ModelSkeleton s = onnx_import::read_model_skeleton(in, source);
+  if (in.GetErrno() != 0)
+    throw Error(Errc::kIo, std::string("cannot read: ") + std::strerror(in.GetErrno()), {}, source);
+  return import_skeleton(std::move(s), source, options);
+}
+
+}  // namespace recsearch::io
