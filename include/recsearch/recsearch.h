@@ -59,8 +59,13 @@ extern "C" {
  * group the stable error ids (rs_last_error_code) by their hundreds digit. */
 typedef enum rs_status {
   RS_OK = 0,          /* success */
-  RS_BAD_INPUT = 1,   /* invalid graph, cluster or plan (ids 101-110) */
-  RS_USAGE = 2,       /* bad argument: NULL handle, unknown name, out of range (201) */
+  /* Invalid graph, cluster or plan: what a file with the same content would
+   * be rejected for, references to unknown tensors or operators while
+   * building included (ids 101-110). */
+  RS_BAD_INPUT = 1,
+  /* Bad argument: NULL pointer, unknown dtype, kind, mode, algorithm or
+   * coefficient name, index or name not in a result (201). */
+  RS_USAGE = 2,
   RS_NO_FIT = 3,      /* no plan fits the memory budget (301) */
   RS_RUNTIME = 4,     /* runtime failure, out of memory (401) */
   RS_INTERNAL = 5     /* a broken invariant inside the library: please report (501) */
