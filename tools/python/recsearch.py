@@ -185,7 +185,8 @@ class _Handle:
 
     def __del__(self):
         ptr, self._ptr = getattr(self, "_ptr", None), None
-        if ptr and self._free is not None:
+        # At interpreter exit the module's globals may already be gone.
+        if ptr and self._free is not None and _lib is not None:
             getattr(_lib, self._free)(ptr)
 
     @property
