@@ -1,0 +1,339 @@
+// ONNX import: the models tools/onnx/make_test_models.py writes (several
+// opsets; expected shapes worked out by hand from the layer sizes), broken
+// and corrupt models (errors must name the node or the file), and every
+// PyTorch-exported model that Debian's libonnx-testdata ships, whose
+// reference outputs (test_data_set_0/output_*.pb, computed by PyTorch) give
+// the output shapes independently of ONNX's shape inference.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <onnx/onnx_pb.h>  // TensorProto / ModelProto: reads the reference outputs
+
+#include "recsearch/algebra/op_space.hpp"
+#include "recsearch/cluster.hpp"
+#include "recsearch/error.hpp"
+#include "recsearch/io/json_io.hpp"
+#include "recsearch/io/onnx.hpp"
+#include "recsearch/search/search.hpp"
+
+namespace fs = std::filesystem;
+using namespace recsearch;
+
+namespace {
+
+std::string models_dir() {
+  const char* d = std::getenv("RECSEARCH_ONNX_MODELS");
+  return d ? d : "tests/onnx/models";
+}
+std::string model(const std::string& name) { return models_dir() + "/" + name + ".onnx"; }
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+const ir::Tensor& tensor(const ir::Graph& g, const std::string& name) {
+  const auto id = g.find_tensor(name);
+  REQUIRE_MESSAGE(id.has_value(), "no tensor " << name);
+  return g.tensor(*id);
+}
+const ir::Operator& op(const ir::Graph& g, const std::string& name) {
+  const auto id = g.find_operator(name);
+  REQUIRE_MESSAGE(id.has_value(), "no operator " << name);
+  return g.op(*id);
+}
+std::vector<std::string> names_of(const ir::Graph& g, const std::vector<ir::TensorId>& ids) {
+  std::vector<std::string> out;
+  for (const auto t : ids) out.push_back(g.tensor(t).name);
+  return out;
+}
+
+Error import_error(const std::string& path, const io::OnnxImportOptions& o = {}) {
+  try {
+    (void)io::read_onnx_file(path, o);
+  } catch (const Error& e) {
+    return e;
+  }
+  FAIL("import of " << path << " did not fail");
+  return Error(Errc::kInternal, "unreachable");
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("onnx: available in this build") { CHECK(io::onnx_import_available()); }
+
+TEST_CASE("onnx: MLP (opset 13): Gemm split into MatMul + Add, symbolic batch bound, external weight") {
+  io::OnnxImportOptions o;
+  o.dims["N"] = 32;
+  const io::OnnxImport r = io::read_onnx_file(model("mlp_opset13"), o);
+  const ir::Graph& g = r.graph;
+  CHECK(r.opset == 13);
+  CHECK(r.warnings.empty());
+  CHECK(g.name() == "mlp");
+  CHECK(g.num_operators() == 6);  // 2 x (MatMul + Add), ReLU, Softmax
+  CHECK(tensor(g, "x").shape == ir::Shape{32, 256});
+  CHECK(tensor(g, "x").kind == ir::TensorKind::Input);
+  CHECK(tensor(g, "w1").shape == ir::Shape{256, 128});
+  CHECK(tensor(g, "w1").kind == ir::TensorKind::Parameter);
+  // w2's values live in a file that does not exist: only its shape is needed.
+  CHECK(tensor(g, "w2").shape == ir::Shape{10, 128});
+  CHECK(tensor(g, "w2").kind == ir::TensorKind::Parameter);
+  CHECK(tensor(g, "h1").shape == ir::Shape{32, 128});
+  CHECK(tensor(g, "h2/matmul").shape == ir::Shape{32, 10});
+  CHECK(tensor(g, "y").shape == ir::Shape{32, 10});
+  const ir::Operator& fc2 = op(g, "fc2");
+  CHECK(fc2.kind == ir::OpKind::MatMul);
+  CHECK(fc2.attrs.get_bool("transpose_b", false));
+  CHECK_FALSE(fc2.attrs.get_bool("transpose_a", true));
+  const ir::Operator& bias = op(g, "fc2/bias");
+  CHECK(bias.kind == ir::OpKind::Add);
+  CHECK(names_of(g, bias.inputs) == std::vector<std::string>{"h2/matmul", "b2"});
+  CHECK(op(g, "relu1").kind == ir::OpKind::ReLU);
+  CHECK(op(g, "softmax").kind == ir::OpKind::Softmax);
+  CHECK(op(g, "softmax").attrs.get_int("axis", 0) == -1);
+  // Same graph from bytes.
+  const io::OnnxImport again = io::parse_onnx(slurp(model("mlp_opset13")), "mlp", o);
+  CHECK(io::graph_to_json(again.graph) == io::graph_to_json(g));
+}
+
+TEST_CASE("onnx: an unbound symbolic dim names the input, the dim and the fix") {
+  const Error e = import_error(model("mlp_opset13"));
+  CHECK(e.code() == Errc::kShape);
+  CHECK(e.file() == model("mlp_opset13"));
+  CHECK(e.json_path() == "/graph/input/0/type/tensor_type/shape/dim/0");
+  CHECK(contains(e.detail(), "'x'"));
+  CHECK(contains(e.detail(), "'N'"));
+  CHECK(contains(e.detail(), "--dim N="));
+}
+
+TEST_CASE("onnx: transformer block (opset 17): attention as MatMul/Softmax, reshapes from constants") {
+  const io::OnnxImport r = io::read_onnx_file(model("transformer_block_opset17"));
+  const ir::Graph& g = r.graph;
+  CHECK(r.opset == 17);
+  CHECK(r.warnings.empty());
+  CHECK(g.num_operators() == 24);
+  // batch 2, seq 16, hidden 64, 4 heads of 16.
+  CHECK(tensor(g, "q1").shape == ir::Shape{2, 16, 4, 16});
+  CHECK(tensor(g, "q").shape == ir::Shape{2, 4, 16, 16});
+  CHECK(tensor(g, "kt").shape == ir::Shape{2, 4, 16, 16});
+  CHECK(tensor(g, "scores").shape == ir::Shape{2, 4, 16, 16});
+  CHECK(tensor(g, "ctx").shape == ir::Shape{2, 16, 64});
+  CHECK(tensor(g, "up").shape == ir::Shape{2, 16, 256});
+  CHECK(tensor(g, "y").shape == ir::Shape{2, 16, 64});
+  CHECK(tensor(g, "heads_shape").kind == ir::TensorKind::Constant);
+  CHECK(tensor(g, "heads_shape").dtype == ir::DType::I64);
+  CHECK(op(g, "ln1").kind == ir::OpKind::LayerNorm);
+  CHECK(op(g, "k_t").attrs.get_ints("perm") == std::vector<std::int64_t>{0, 2, 3, 1});
+  CHECK(op(g, "qk").kind == ir::OpKind::MatMul);
+  CHECK(op(g, "q_split").kind == ir::OpKind::Reshape);
+  // Parameters: 4 projections 64x64, FFN 64x256 + 256 + 256x64, 2 LayerNorms of 2x64, the scale.
+  double params = 0;
+  for (const auto& t : g.tensors()) {
+    if (t.kind == ir::TensorKind::Parameter) params += ir::num_elements(t.shape);
+  }
+  CHECK(params == 4 * 64 * 64 + 64 * 256 + 256 + 256 * 64 + 4 * 64 + 1);
+  // The graph is searchable and the plan valid.
+  const auto spaces = algebra::build_op_spaces(g);
+  const Cluster c = Cluster::mesh({2, 4});
+  const search::SearchResult res = search::run(g, spaces, c, {});
+  CHECK(res.eval.summary.step_time_s > 0);
+}
+
+TEST_CASE("onnx: convnet (opset 11): auto_pad, groups, batch-norm statistics, pooling strides") {
+  const io::OnnxImport r = io::read_onnx_file(model("convnet_opset11"));
+  const ir::Graph& g = r.graph;
+  CHECK(r.warnings.empty());
+  CHECK(g.num_operators() == 11);  // 10 nodes, the Gemm with bias as two
+  const ir::Operator& c2 = op(g, "conv2_grouped");
+  CHECK(c2.kind == ir::OpKind::Conv2D);
+  CHECK(c2.attrs.get_int("group", 1) == 4);
+  // SAME_UPPER, 3x3, stride 1: one row and column on each side.
+  CHECK(c2.attrs.get_ints("pads") == std::vector<std::int64_t>{1, 1, 1, 1});
+  CHECK(tensor(g, "c1").shape == ir::Shape{8, 16, 32, 32});
+  CHECK(tensor(g, "p1").shape == ir::Shape{8, 16, 16, 16});
+  CHECK(tensor(g, "c2").shape == ir::Shape{8, 32, 16, 16});
+  CHECK(tensor(g, "p2").shape == ir::Shape{8, 32, 8, 8});  // (16 + 2 - 3) / 2 + 1
+  CHECK(tensor(g, "g").shape == ir::Shape{8, 32, 1, 1});
+  CHECK(tensor(g, "f").shape == ir::Shape{8, 32});
+  CHECK(tensor(g, "logits").shape == ir::Shape{8, 10});
+  CHECK(op(g, "bn1").kind == ir::OpKind::BatchNorm);
+  CHECK(tensor(g, "bn1_s").kind == ir::TensorKind::Parameter);
+  CHECK(tensor(g, "bn1_m").kind == ir::TensorKind::Constant);
+  CHECK(tensor(g, "bn1_v").kind == ir::TensorKind::Constant);
+  CHECK(op(g, "pool1").kind == ir::OpKind::MaxPool);
+  CHECK(op(g, "pool2").kind == ir::OpKind::AvgPool);
+  CHECK(op(g, "gap").kind == ir::OpKind::GlobalAvgPool);
+  CHECK(op(g, "flatten").kind == ir::OpKind::Flatten);
+}
+
+TEST_CASE("onnx: shape computations fold, axes given as inputs, unsupported nodes warned") {
+  io::OnnxImportOptions o;
+  o.dims = {{"batch", 4}, {"seq", 12}};
+  const io::OnnxImport r = io::read_onnx_file(model("shapes_opset13"), o);
+  const ir::Graph& g = r.graph;
+  CHECK(r.folded_nodes == 4);  // Shape, Gather, Unsqueeze, Concat
+  CHECK_FALSE(g.find_operator("shape").has_value());
+  CHECK(tensor(g, "flat_shape").kind == ir::TensorKind::Constant);
+  CHECK(tensor(g, "flat").shape == ir::Shape{4, 12 * 32});
+  CHECK(tensor(g, "emb").shape == ir::Shape{4, 12, 32});
+  CHECK(op(g, "embed").kind == ir::OpKind::Gather);
+  CHECK(tensor(g, "tokens").dtype == ir::DType::I64);
+  CHECK(op(g, "split").attrs.get_ints("split") == std::vector<std::int64_t>{16, 16});
+  CHECK(tensor(g, "sliced").shape == ir::Shape{4, 12, 8});
+  CHECK(op(g, "unsqueeze").attrs.get_ints("axes") == std::vector<std::int64_t>{0});
+  CHECK(op(g, "reduce_seq").attrs.get_ints("axes") == std::vector<std::int64_t>{1});
+  CHECK(tensor(g, "summed").shape == ir::Shape{4, 8});
+  CHECK(tensor(g, "summed16").dtype == ir::DType::F16);
+  CHECK(op(g, "to_half").attrs.get_string("to", "") == "f16");
+  // Erf has no kind, but is elementwise: an einsum lets the search cut it.
+  CHECK(op(g, "erf").kind == ir::OpKind::Custom);
+  CHECK(op(g, "erf").attrs.get_string("einsum", "") == "...->...");
+  REQUIRE(r.warnings.size() == 2);
+  CHECK(contains(r.warnings[0], "'topk' (TopK)"));
+  CHECK(contains(r.warnings[0], "/graph/node/15"));
+  CHECK(contains(r.warnings[1], "'conv1d' (Conv)"));
+  CHECK(tensor(g, "conv1d_out").shape == ir::Shape{4, 6, 98});
+  const auto spaces = algebra::build_op_spaces(g);
+  CHECK(spaces[*g.find_operator("topk")].opaque);
+  CHECK_FALSE(spaces[*g.find_operator("erf")].opaque);
+}
+
+TEST_CASE("onnx: opset 9 semantics: flattening Softmax is not the single-axis kind") {
+  const io::OnnxImport r = io::read_onnx_file(model("legacy_opset9"));
+  const ir::Graph& g = r.graph;
+  CHECK(r.opset == 9);
+  REQUIRE(r.warnings.size() == 1);
+  CHECK(contains(r.warnings[0], "softmax_flat"));
+  CHECK(op(g, "softmax_flat").type == "onnx.Softmax");
+  CHECK(op(g, "softmax_flat").kind == ir::OpKind::Custom);
+  CHECK(op(g, "squeeze").attrs.get_ints("axes") == std::vector<std::int64_t>{0});
+  CHECK(op(g, "mean").kind == ir::OpKind::ReduceMean);
+  CHECK(tensor(g, "z").shape == ir::Shape{4, 6, 1});
+}
+
+TEST_CASE("onnx: broken models name the node and the problem") {
+  SUBCASE("channels contradict") {
+    const Error e = import_error(model("bad_conv"));
+    CHECK(e.code() == Errc::kShape);
+    CHECK(e.json_path() == "/graph/node/1");
+    CHECK(contains(e.detail(), "'conv_bad' (Conv)"));
+    CHECK(contains(e.detail(), "channels"));
+    CHECK(exit_code(e.code()) == 1);
+  }
+  SUBCASE("dangling input") {
+    const Error e = import_error(model("dangling_input"));
+    CHECK(e.code() == Errc::kUnknownName);
+    CHECK(e.json_path() == "/graph/node/0");
+    CHECK(contains(e.detail(), "'add_ghost' (Add)"));
+    CHECK(contains(e.detail(), "'ghost'"));
+  }
+}
+
+TEST_CASE("onnx: corrupt bytes are a parse error naming the source, never a crash") {
+  const std::string good = slurp(model("transformer_block_opset17"));
+  REQUIRE(good.size() > 1000);
+  for (const std::size_t cut : {std::size_t{1}, std::size_t{7}, std::size_t{100}, good.size() / 2, good.size() - 1}) {
+    CAPTURE(cut);
+    try {
+      (void)io::parse_onnx(std::string_view(good).substr(0, cut), "cut.onnx");
+      FAIL("a truncated model imported");
+    } catch (const Error& e) {
+      CHECK(exit_code(e.code()) == 1);
+      CHECK(e.file() == "cut.onnx");
+    }
+  }
+  // Flipped bytes: whatever they decode to, the result is an Error or a graph.
+  std::string bad = good;
+  for (std::size_t i = 13; i < bad.size(); i += 97) {
+    bad[i] = static_cast<char>(bad[i] ^ 0x5a);
+    try {
+      (void)io::parse_onnx(bad, "flipped.onnx");
+    } catch (const Error& e) {
+      CHECK(exit_code(e.code()) == 1);
+    }
+  }
+  try {
+    (void)io::parse_onnx("this is a text file, not a model\n", "text.onnx");
+    FAIL("text imported");
+  } catch (const Error& e) {
+    CHECK(e.code() == Errc::kParse);
+    CHECK(contains(e.what(), "text.onnx"));
+  }
+  try {
+    (void)io::parse_onnx("", "empty.onnx");
+    FAIL("empty imported");
+  } catch (const Error& e) {
+    CHECK(e.code() == Errc::kParse);
+    CHECK(contains(e.detail(), "no graph"));
+  }
+  const Error missing = import_error(models_dir() + "/no_such_model.onnx");
+  CHECK(missing.code() == Errc::kIo);
+}
+
+namespace {
+
+std::vector<std::int64_t> reference_dims(const fs::path& pb) {
+  onnx::TensorProto t;
+  std::ifstream in(pb, std::ios::binary);
+  REQUIRE_MESSAGE(t.ParseFromIstream(&in), "cannot read " << pb);
+  return {t.dims().begin(), t.dims().end()};
+}
+
+}  // namespace
+
+TEST_CASE("onnx: every PyTorch-exported model of Debian's libonnx-testdata imports with the right output shapes") {
+  const char* env = std::getenv("ONNX_TESTDATA");
+  const fs::path root = env ? env : "/usr/share/libonnx-testdata/data";
+  REQUIRE_MESSAGE(fs::is_directory(root / "pytorch-converted"),
+                  root << " is missing: install libonnx-testdata (tools/install-deps.sh)");
+  std::vector<fs::path> dirs;
+  for (const char* sub : {"pytorch-converted", "pytorch-operator"}) {
+    for (const auto& e : fs::directory_iterator(root / sub)) dirs.push_back(e.path());
+  }
+  std::sort(dirs.begin(), dirs.end());
+  CHECK(dirs.size() >= 100);
+  std::size_t outputs_checked = 0, replicated = 0;
+  for (const fs::path& d : dirs) {
+    CAPTURE(d);
+    const fs::path m = d / "model.onnx";
+    io::OnnxImport r;
+    try {
+      r = io::read_onnx_file(m.string());
+    } catch (const Error& e) {
+      FAIL_CHECK(e.what());
+      continue;
+    }
+    replicated += r.warnings.size();
+    onnx::ModelProto proto;
+    {
+      std::ifstream in(m, std::ios::binary);
+      REQUIRE(proto.ParseFromIstream(&in));
+    }
+    for (int j = 0; j < proto.graph().output_size(); ++j) {
+      const fs::path ref = d / "test_data_set_0" / ("output_" + std::to_string(j) + ".pb");
+      if (!fs::exists(ref)) continue;
+      const auto id = r.graph.find_tensor(proto.graph().output(j).name());
+      REQUIRE(id.has_value());
+      CHECK(r.graph.tensor(*id).shape == reference_dims(ref));
+      ++outputs_checked;
+    }
+    // Searchable on 4 devices.
+    const auto spaces = algebra::build_op_spaces(r.graph);
+    const search::SearchResult res = search::run(r.graph, spaces, Cluster::flat(4), {});
+    CHECK(std::isfinite(res.eval.summary.step_time_s));
+  }
+  MESSAGE(dirs.size() << " models, " << outputs_checked << " outputs checked, " << replicated
+                      << " nodes imported as replicated");
+  CHECK(outputs_checked >= dirs.size());
+}

@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""`recsearch show` end to end: the HTML report opened in a real headless
+browser (Debian's chromium), the DOT report rendered by Graphviz.
+
+    report_cli_test.py RECSEARCH_EXE browser|dot
+
+A plan is searched for the GPT-2 block on 64 devices (tensor parallelism,
+so there are layout redistributions), evaluated with `recsearch eval`, and
+drawn with `recsearch show`. The browser case reads the DOM after the
+page's scripts ran and checks it against the eval output: every operator
+row, the summary figures, every redistribution, the drawn graph. Exit 77
+(skip) only when chromium or dot is not installed or cannot start.
+Standard library only.
+"""
+
+import html.parser
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+EXE, CASE = sys.argv[1], sys.argv[2]
+DATA = os.environ.get("RECSEARCH_DATA") or os.path.join(os.path.dirname(__file__), "..", "..", "data")
+GRAPH = os.path.join(DATA, "graphs", "gpt2_block.json")
+SKIP = 77
+FAILURES = []
+
+
+def check(cond, msg):
+    if not cond:
+        FAILURES.append(msg)
+        print("FAIL: " + msg, flush=True)
+    return bool(cond)
+
+
+def run(args):
+    p = subprocess.run([EXE] + args, capture_output=True, text=True, timeout=600)
+    if p.returncode != 0:
+        print("recsearch %s -> %d\n%s" % (" ".join(args), p.returncode, p.stderr))
+        sys.exit(1)
+    return p.stdout
+
+
+def same(a, b):
+    return a == b or (a is not None and b is not None and math.isclose(a, b, rel_tol=1e-12, abs_tol=0.0))
+
+
+def layout_pairs(ev):
+    return {(r["tensor"], r["to"]) for r in ev["redistributions"] if r["reason"] == "layout"}
+
+
+class Dom(html.parser.HTMLParser):
+    """Elements with their attributes, each knowing its ancestors' ids."""
+
+    VOID = {"meta", "br", "img", "input", "link", "hr", "col"}
+
+    def __init__(self):
+        super().__init__()
+        self.stack = []
+        self.elements = []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        ids = [e["attrs"].get("id") for e in self.stack if e["attrs"].get("id")]
+        e = {"tag": tag, "attrs": a, "within": ids, "text": ""}
+        self.elements.append(e)
+        if tag not in self.VOID:
+            self.stack.append(e)
+
+    def handle_endtag(self, tag):
+        for i in range(len(self.stack) - 1, -1, -1):
+            if self.stack[i]["tag"] == tag:
+                del self.stack[i:]
+                break
+
+    def handle_data(self, data):
+        for e in self.stack:
+            e["text"] += data
+
+    def find(self, tag=None, within=None, **attrs):
+        out = []
+        for e in self.elements:
+            if tag and e["tag"] != tag:
+                continue
+            if within and within not in e["within"]:
+                continue
+            if all(e["attrs"].get(k.replace("_", "-")) == v for k, v in attrs.items()):
+                out.append(e)
+        return out
+
+
+def has_class(e, c):
+    return c in (e["attrs"].get("class") or "").split()
+
+
+def browser(tmp, plan_path, ev):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not chromium:
+        print("chromium is not installed (tools/install-deps.sh installs it): skipped")
+        return SKIP
+    page = os.path.join(tmp, "plan.html")
+    run(["show", plan_path, "--graph", GRAPH, "--html", page])
+    cmd = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+           "--user-data-dir=" + os.path.join(tmp, "profile"), "--virtual-time-budget=5000",
+           "--dump-dom", "file://" + page]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        print("chromium cannot start (%s): skipped" % e)
+        return SKIP
+    if "<html" not in p.stdout:
+        print("chromium cannot start (exit %d): %s\nskipped" % (p.returncode, p.stderr[-2000:]))
+        return SKIP
+    dom = Dom()
+    dom.feed(p.stdout)
+
+    status = dom.find(id="status")
+    check(status and status[0]["attrs"].get("data-state") == "ready",
+          "the page's script did not finish (status %s)" % (status and status[0]["attrs"]))
+
+    plan = json.load(open(plan_path))
+    names = [o["name"] for o in plan["operators"]]
+    S = ev["summary"]
+    # Summary cards.
+    for key in ["step_time_s", "compute_s", "communication_s", "memory_per_device_bytes",
+                "parameter_bytes", "activation_bytes"]:
+        card = dom.find("div", within="summary", data_key=key)
+        if check(len(card) == 1, "summary card %s missing" % key):
+            check(same(float(card[0]["attrs"]["data-value"]), S[key]),
+                  "summary %s: page %s, eval %s" % (key, card[0]["attrs"]["data-value"], S[key]))
+    # Operator rows: one per operator; their costs add up to eval's totals.
+    rows = dom.find("tr", within="operators")
+    rows = [r for r in rows if "data-op" in r["attrs"]]
+    check(sorted(r["attrs"]["data-op"] for r in rows) == sorted(names),
+          "operator rows %d, plan has %d operators" % (len(rows), len(names)))
+    compute = sum(float(e["attrs"]["data-value"]) for e in dom.find("td", within="operators", data_col="compute_s"))
+    comm = sum(float(e["attrs"]["data-value"]) for e in dom.find("td", within="operators", data_col="communication_s"))
+    share = sum(float(e["attrs"]["data-value"]) for e in dom.find("td", within="operators", data_col="share"))
+    check(math.isclose(compute, S["compute_s"], rel_tol=1e-9), "compute column sums to %r, eval %r" % (compute, S["compute_s"]))
+    check(math.isclose(comm, S["communication_s"], rel_tol=1e-9), "communication column sums to %r, eval %r" % (comm, S["communication_s"]))
+    check(math.isclose(share, 1.0, rel_tol=1e-9), "shares sum to %r" % share)
+    parts = 0.0
+    for col in ["layout_s", "gradient_s", "halo_s", "output_s"]:
+        parts += sum(float(e["attrs"]["data-value"]) for e in dom.find("td", within="operators", data_col=col))
+    check(math.isclose(parts, S["communication_s"], rel_tol=1e-9), "breakdown sums to %r" % parts)
+    # Redistributions, in the evaluator's order.
+    rrows = [r for r in dom.find("tr", within="redistributions") if (r["attrs"].get("id") or "").startswith("redist-")]
+    check(len(rrows) == len(ev["redistributions"]), "redistribution rows %d, eval %d" % (len(rrows), len(ev["redistributions"])))
+    nbytes = [float(e["attrs"]["data-value"]) for e in dom.find("td", within="redistributions", data_col="bytes")]
+    nsecs = [float(e["attrs"]["data-value"]) for e in dom.find("td", within="redistributions", data_col="seconds")]
+    check(len(nbytes) == len(ev["redistributions"]) and all(
+        same(b, r["bytes"]) and same(s, r["seconds"]) for b, s, r in zip(nbytes, nsecs, ev["redistributions"])),
+        "redistribution bytes/seconds differ from eval")
+    # Graph: a node per operator, the redistributed edges in red.
+    nodes = [e for e in dom.find("g", within="graph-wrap") if has_class(e, "op")]
+    check(sorted(e["attrs"]["data-op"] for e in nodes) == sorted(names), "graph has %d nodes" % len(nodes))
+    moved = {e["attrs"]["data-tensor"] for e in dom.find("path", within="graph-wrap") if has_class(e, "moved")}
+    check(len(layout_pairs(ev)) > 0, "test setup: the plan has no layout redistribution")
+    check(moved == {t for t, _ in layout_pairs(ev)}, "red edges %s, eval layout moves %s" % (sorted(moved), sorted(layout_pairs(ev))))
+    # Legend: one entry per strategy class.
+    sigs = set()
+    for o in plan["operators"]:
+        s = " ".join("%s:%s" % (c["axis"], c["dim"]) for c in o["cuts"] if c["dim"] is not None)
+        sigs.add(s or "replicated")
+    legend = [e for e in dom.find("span", within="legend") if has_class(e, "legend-item")]
+    check(len(legend) == min(len(sigs), 12), "legend %d entries, plan has %d strategy classes" % (len(legend), len(sigs)))
+    mem = dom.find("p", id="memory-text")
+    check(mem and same(float(mem[0]["attrs"]["data-used"]), S["memory_per_device_bytes"]), "memory text")
+    return 0
+
+
+def dot(tmp, plan_path, ev):
+    exe = shutil.which("dot")
+    if not exe:
+        print("graphviz (dot) is not installed (tools/install-deps.sh installs it): skipped")
+        return SKIP
+    path = os.path.join(tmp, "plan.dot")
+    run(["show", plan_path, "--graph", GRAPH, "--dot", path])
+    p = subprocess.run([exe, "-Tsvg", path], capture_output=True, text=True, timeout=300)
+    if not check(p.returncode == 0 and p.stderr.strip() == "", "dot -Tsvg failed: %s" % p.stderr[-2000:]):
+        return 1
+    svg = p.stdout
+    plan = json.load(open(plan_path))
+    for i in range(len(plan["operators"])):
+        check("<title>op%d</title>" % i in svg, "operator node op%d missing from the SVG" % i)
+    red = svg.count('stroke="#d62728"')
+    # Each red edge draws its line and its arrow head.
+    check(red == 2 * len(layout_pairs(ev)), "red strokes %d, layout moves %d" % (red, len(layout_pairs(ev))))
+    return 0
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="recsearch-report-")
+    plan_path = os.path.join(tmp, "plan.json")
+    run(["search", GRAPH, "--devices", "64", "-o", plan_path])
+    ev = json.loads(run(["eval", GRAPH, plan_path]))
+    rc = browser(tmp, plan_path, ev) if CASE == "browser" else dot(tmp, plan_path, ev)
+    shutil.rmtree(tmp, ignore_errors=True)
+    if rc == SKIP:
+        return SKIP
+    if FAILURES or rc:
+        print("%d failure(s)" % len(FAILURES))
+        return 1
+    print("report %s: all checks passed" % CASE)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
