@@ -106,7 +106,8 @@ double model_forward_bytes(const ir::Graph& g, const plan::Evaluation& ev, bool 
 }
 
 int fail(Communicator* comm, int rank, const std::string& msg, int code) {
-  std::cerr << "recsearch exec: [rank " << rank << "] " << msg << std::endl;
+  // One write per message, so that ranks' lines do not interleave.
+  std::cerr << ("recsearch exec: [rank " + std::to_string(rank) + "] " + msg + "\n") << std::flush;
   if (comm != nullptr) comm->abort_all(code);
   Runtime::abort_all(code);
 }
@@ -117,9 +118,19 @@ int run_exec(const ExecArgs& a, int* argc, char*** argv) {
   Runtime rt(argc, argv);
   const int rank = rt.world_rank();
   std::unique_ptr<Communicator> comm;
+  // Input is read and checked on every rank without traffic; then the ranks
+  // agree (one all-reduce) on whether any failed, so that a bad graph or
+  // plan ends every rank with its exit code before the first collective.
+  bool input_agreed = false;
+  int pre_code = 0;
+  std::string pre_msg;
+  const auto agree_on_input = [&] {
+    const auto [worst, who] = rt.agree(pre_code);
+    if (worst == 0) return;
+    if (who == rank) std::cerr << ("recsearch exec: [rank " + std::to_string(rank) + "] " + pre_msg + "\n") << std::flush;
+    throw std::make_pair(worst, 0);
+  };
   try {
-    // Everything below up to the communicator is the same on every rank
-    // and runs no collective: bad input fails everywhere before any traffic.
     if (a.steps < 1) throw Error(Errc::kUsage, "--steps must be at least 1");
     std::optional<Fault> fault;
     if (a.fault) fault = parse_fault(*a.fault);
@@ -162,6 +173,8 @@ int run_exec(const ExecArgs& a, int* argc, char*** argv) {
       for (const auto& b : bad) msg += "\n  " + b;
       throw Error(Errc::kUsage, msg, "", gsrc);
     }
+    agree_on_input();
+    input_agreed = true;
 
     // Ranks sharing a machine share its cores: oneTBB gets this rank's share.
     int local_ranks = 1;
@@ -254,14 +267,21 @@ int run_exec(const ExecArgs& a, int* argc, char*** argv) {
         const std::vector<float> got = ex.gather_full(t);
         if (rank != 0) continue;
         const auto& want = ref->block(t).data;
-        double max_abs = 0, worst = 0;
+        // Normwise: the largest error relative to the tensor's largest value
+        // (summation order differs between the runs; cancellation in one
+        // element is judged against the size of what was summed).
+        double max_abs = 0, scale = 0;
+        bool nan_mismatch = false;
         for (std::size_t i = 0; i < want.size(); ++i) {
           const double w = want[i], x = got[i];
-          if (std::isnan(w) && std::isnan(x)) continue;
-          const double err = std::abs(w - x);
-          max_abs = std::isnan(err) ? INFINITY : std::max(max_abs, err);
-          worst = std::max(worst, std::isnan(err) ? INFINITY : err / (1.0 + std::abs(w)));
+          if (std::isnan(w) || std::isnan(x)) {
+            nan_mismatch = nan_mismatch || std::isnan(w) != std::isnan(x);
+            continue;
+          }
+          max_abs = std::max(max_abs, std::abs(w - x));
+          scale = std::max(scale, std::abs(w));
         }
+        const double worst = nan_mismatch ? INFINITY : max_abs / (1.0 + scale);
         const bool pass = worst <= 1e-4;
         ok = ok && pass;
         if (!output && pass) {
@@ -271,11 +291,11 @@ int run_exec(const ExecArgs& a, int* argc, char*** argv) {
         }
         out << "  check " << (output ? "output " : "activation ") << g.tensor(t).name << " "
             << ir::shape_to_string(g.tensor(t).shape) << ": max abs error " << fmt("%.3g", max_abs)
-            << ", max error/(1+|ref|) " << fmt("%.3g", worst)
+            << ", relative to 1+max|ref| " << fmt("%.3g", worst)
             << (pass ? " ok" : " FAILED (tolerance 1e-4)") << "\n";
       }
       if (rank == 0) {
-        out << "  check " << inner_count << " other activation(s): max error/(1+|ref|) "
+        out << "  check " << inner_count << " other activation(s): max error relative to 1+max|ref| "
             << fmt("%.3g", inner_worst) << "\n";
       }
       if (!all_bytes_ok) {
@@ -293,7 +313,18 @@ int run_exec(const ExecArgs& a, int* argc, char*** argv) {
     }
     comm.reset();
     return code;
+  } catch (const std::pair<int, int>& agreed) {
+    return agreed.first;  // every rank knows; the one that failed has said why
   } catch (const Error& e) {
+    if (!input_agreed) {
+      pre_code = exit_code(e.code());
+      pre_msg = e.what();
+      try {
+        agree_on_input();
+      } catch (const std::pair<int, int>& agreed) {
+        return agreed.first;
+      }
+    }
     return fail(comm.get(), rank, e.what(), exit_code(e.code()));
   } catch (const std::bad_alloc&) {
     return fail(comm.get(), rank, "out of memory", 4);

@@ -4,6 +4,7 @@
 #include "recsearch/exec/executor.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 
 #include "exec/kernels.hpp"
@@ -55,7 +56,12 @@ float input_value(const ir::Graph& g, ir::TensorId t, std::int64_t index, std::u
   const std::uint64_t h =
       splitmix(splitmix(seed ^ (0x51ED27ull * (t + 1))) ^ static_cast<std::uint64_t>(index));
   if (!integer_dtype(tensor.dtype)) {
-    return static_cast<float>(static_cast<double>(h >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+    double v = static_cast<double>(h >> 11) * 0x1.0p-53 * 2.0 - 1.0;
+    // Weights scaled by 1/sqrt(fan-in) keep activations of deep graphs O(1).
+    if (tensor.kind == ir::TensorKind::Parameter && tensor.rank() >= 2) {
+      v /= std::sqrt(ir::num_elements(tensor.shape) / static_cast<double>(tensor.shape.back()));
+    }
+    return static_cast<float>(v);
   }
   // Integers: valid indices of the table a Gather reads with them, else small.
   std::int64_t bound = 0;  // the smallest limit of any use

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace recsearch::exec {
@@ -99,6 +100,10 @@ class Runtime {
   [[nodiscard]] int world_size() const noexcept { return size_; }
   // Ends every process with this code (MPI_Abort); does not return.
   [[noreturn]] static void abort_all(int code) noexcept;
+  // Collective over every process: the largest `code` and the lowest rank
+  // holding a non-zero one (-1 if none). Lets every rank agree on an input
+  // error before any other traffic and end normally, all with that code.
+  [[nodiscard]] std::pair<int, int> agree(int code) const;
 
  private:
   int rank_ = 0;

@@ -34,9 +34,25 @@ Runtime::~Runtime() {
   if (MPI_Finalized(&finalized) == MPI_SUCCESS && finalized == 0) (void)MPI_Finalize();
 }
 
+std::pair<int, int> Runtime::agree(int code) const {
+  int worst = 0;
+  int first = code != 0 ? rank_ : size_;
+  int lowest = size_;
+  RS_MPI_CHECK(MPI_Allreduce(&code, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+  RS_MPI_CHECK(MPI_Allreduce(&first, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+  return {worst, lowest == size_ ? -1 : lowest};
+}
+
 void Runtime::abort_all(int code) noexcept {
   std::fflush(stdout);
   std::fflush(stderr);
+  // Open MPI's launcher can crash when many ranks abort at the same
+  // instant (several peers timing out together): later ranks wait a little,
+  // and are usually ended by the first one's abort before their own.
+  int rank = 0;
+  if (MPI_Comm_rank(MPI_COMM_WORLD, &rank) == MPI_SUCCESS && rank > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200 + 50 * std::min(rank, 40)));
+  }
   int initialized = 0;
   if (MPI_Initialized(&initialized) == MPI_SUCCESS && initialized != 0) {
     (void)MPI_Abort(MPI_COMM_WORLD, code);
@@ -141,6 +157,11 @@ class MpiCommunicator final : public Communicator {
     }
     return static_cast<int>(n);
   }
+  static std::string seconds_text(double s) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", s);
+    return buf;
+  }
   // Polls the request; gives up after the timeout. Sleeps between polls so
   // that oversubscribed ranks leave the cores to the ones doing the work.
   void wait(MPI_Request& r, const char* what, std::uint32_t axis) {
@@ -156,7 +177,7 @@ class MpiCommunicator final : public Communicator {
         throw Error(Errc::kRuntime,
                     std::string(what) + (axis == kWorld ? std::string(" over all ranks")
                                                         : " on mesh axis " + std::to_string(axis)) +
-                        " did not finish within " + std::to_string(timeout()) +
+                        " did not finish within " + seconds_text(timeout()) +
                         " s (a peer died, stalls or runs a different plan)");
       }
       std::this_thread::sleep_for(pause);

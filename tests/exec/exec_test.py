@@ -1,0 +1,311 @@
+#!/usr/bin/env python3
+"""End-to-end tests of `recsearch exec` under mpirun (meson suite `exec`).
+
+Each case runs a plan on 2, 4, 6, 7 or 8 MPI ranks (oversubscribed) with
+--check: the command itself compares every output and activation with a
+one-device run and the bytes each rank sent with the bytes predicted from
+the plan, and exits non-zero on any mismatch. This script checks the exit
+code and reads the report: which collectives ran (each case must exercise
+the redistributions it was written for), and, where the cost model's
+per-axis accounting applies exactly (one mesh axis), that the cost model's
+forward bytes equal the measured ones. Failure cases check that every rank
+ends, non-zero, with a clear message, within bounded time.
+
+Usage: exec_test.py RECSEARCH_BINARY SOURCE_ROOT [CASE ...]
+Exit 77 (skipped) when mpirun is absent.
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+BIN = None
+ROOT = None
+TMP = None
+FAILURES = []
+
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+           OMPI_MCA_rmaps_base_oversubscribe="1")
+
+
+def mpirun(n, args, timeout=240):
+    cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(n), BIN, "exec"] + args
+    start = time.monotonic()
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        return None, (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or ""), "TIMEOUT", timeout
+    return p.returncode, p.stdout, p.stderr, time.monotonic() - start
+
+
+def check(cond, what):
+    if not cond:
+        FAILURES.append(what)
+        print("FAIL:", what, flush=True)
+    return cond
+
+
+# ---- a graph and plans that exercise every redistribution -----------------
+
+def chain_graph(m, k, n, p):
+    """x[m,k] @ w1[k,n] -> GeLU -> @ w2[n,k] -> BiasAdd -> Softmax ->
+    Transpose -> @ w3[m,p] -> ReduceSum over dim 0 -> y[p]."""
+    t = lambda name, shape, kind=None: dict(name=name, shape=shape, dtype="f32", **({"kind": kind} if kind else {}))
+    tensors = [t("x", [m, k], "input"), t("w1", [k, n], "parameter"), t("w2", [n, k], "parameter"),
+               t("b2", [k], "parameter"), t("w3", [m, p], "parameter"),
+               t("h1", [m, n]), t("h2", [m, n]), t("h3", [m, k]), t("h4", [m, k]), t("h5", [m, k]),
+               t("h6", [k, m]), t("h7", [k, p]), t("y", [p])]
+    op = lambda name, type_, ins, outs, attrs=None: dict(name=name, type=type_, inputs=ins, outputs=outs,
+                                                          **({"attrs": attrs} if attrs else {}))
+    ops = [op("mm1", "MatMul", ["x", "w1"], ["h1"]), op("act", "GeLU", ["h1"], ["h2"]),
+           op("mm2", "MatMul", ["h2", "w2"], ["h3"]), op("bias", "BiasAdd", ["h3", "b2"], ["h4"]),
+           op("sm", "Softmax", ["h4"], ["h5"], {"axis": -1}), op("tr", "Transpose", ["h5"], ["h6"]),
+           op("mm3", "MatMul", ["h6", "w3"], ["h7"]),
+           op("red", "ReduceSum", ["h7"], ["y"], {"axes": [0], "keepdims": False})]
+    return {"format": "recsearch.graph", "version": 1, "name": "chain", "tensors": tensors, "operators": ops}
+
+
+# Per operator, per mesh axis: the loop that axis cuts (None: replicated).
+# One axis: mm1 k (h1 partial) -> act d0: reduce-scatter; mm2 j: all-gather
+# of h2; bias d0: all-to-all of h3; sm d0; tr d1 ... see the comments below.
+ONE_AXIS = {
+    "mm1": ["k"],     # h1 partial
+    "act": ["d0"],    # P -> S0: reduce-scatter
+    "mm2": ["j"],     # h2 S0 -> R: all-gather; w2 sliced for free (its first use)
+    "bias": ["d0"],   # h3 S1 -> S0: all-to-all
+    "sm": ["d0"],     # h4 S0 as held
+    "tr": ["d0"],     # h5 S0 -> S1 (output dim 0 is input dim 1): all-to-all
+    "mm3": [None],    # h6 S0 -> R: all-gather
+    "red": ["d0"],    # h7 R -> S0: local slice; y partial -> all-reduce (output)
+}
+# Two axes: nested sharding, the [c0, c1] -> [c1] reorder, all kinds per axis.
+TWO_AXES = {
+    "mm1": ["i", "i"],     # h1 dim 0 split by c0 then c1
+    "act": ["d1", "d0"],   # dim 0 by c1 only, dim 1 by c0: c1 leaves and comes back
+    "mm2": ["k", None],    # c1: all-gather; h3 partial on c0
+    "bias": ["d0", "d1"],  # c0: reduce-scatter into dim 0
+    "sm": ["d0", "d0"],    # c1: all-to-all dim 1 -> dim 0
+    "tr": ["d1", "d0"],    # c1: all-to-all dim 0 -> dim 1
+    "mm3": ["k", None],    # c1: all-gather
+    "red": ["d1", "d0"],   # c0: reduce-scatter, c1: slice; y partial on c1 -> all-reduce
+}
+THREE_AXES = {
+    "mm1": ["i", "i", "j"],
+    "act": ["d1", "d0", "d1"],
+    "mm2": ["k", None, "i"],
+    "bias": ["d0", "d1", "d0"],
+    "sm": ["d0", "d0", None],
+    "tr": ["d1", "d0", "d0"],
+    "mm3": ["k", None, "j"],
+    "red": ["d1", "d0", None],
+}
+
+
+def plan_json(graph, mesh, cuts):
+    axes = [{"name": f"c{a}", "size": s} for a, s in enumerate(mesh)]
+    ops = [{"name": name, "cuts": [{"axis": f"c{a}", "dim": d} for a, d in enumerate(dims)]}
+           for name, dims in cuts.items()]
+    n = 1
+    for s in mesh:
+        n *= s
+    return {"format": "recsearch.plan", "version": 1, "graph": graph["name"], "mode": "infer",
+            "mesh": {"axes": axes, "devices": n}, "operators": ops}
+
+
+def write(name, obj):
+    path = os.path.join(TMP, name)
+    with open(path, "w") as f:
+        json.dump(obj, f)
+    return path
+
+
+def report_numbers(out):
+    nums = {}
+    for key, pat in (("measured", r"measured \(rank 0\)\s+(\d+)"),
+                     ("predicted", r"predicted from the plan layouts (\d+)"),
+                     ("model", r"cost model forward collectives (\d+)")):
+        m = re.search(pat, out)
+        nums[key] = int(m.group(1)) if m else None
+    m = re.search(r"collectives: all-gather (\d+), all-reduce (\d+), reduce-scatter (\d+), all-to-all (\d+)", out)
+    nums["calls"] = tuple(int(x) for x in m.groups()) if m else None
+    return nums
+
+
+def run_ok(label, n, graph_path, plan_path, want_calls=None, model_equal=False, extra=()):
+    rc, out, err, secs = mpirun(n, [graph_path, plan_path, "--check", "--timeout", "60"] + list(extra))
+    print(f"{label}: {n} ranks, rc {rc}, {secs:.1f} s", flush=True)
+    if not check(rc == 0 and "check: passed" in out, f"{label}: rc {rc}\n{out}\n{err}"):
+        return
+    nums = report_numbers(out)
+    check(nums["measured"] == nums["predicted"], f"{label}: measured {nums['measured']} != predicted {nums['predicted']}")
+    if want_calls is not None:
+        # Every collective kind the case was written for ran.
+        names = ("all-gather", "all-reduce", "reduce-scatter", "all-to-all")
+        for name, want, got in zip(names, want_calls, nums["calls"]):
+            check(got >= want, f"{label}: {name} ran {got} times, expected at least {want}\n{out}")
+    if model_equal:
+        check(nums["model"] == nums["measured"],
+              f"{label}: cost model says {nums['model']} bytes, measured {nums['measured']}\n{out}")
+    print(out, end="", flush=True)
+
+
+def expected_one_axis_bytes(m, k, n, p, ranks):
+    """Bytes per rank of ONE_AXIS, counted by hand from the ring formulas
+    (f32): reduce-scatter h1, all-gather h2, all-to-all h3 and h5,
+    all-gather h6, all-reduce y."""
+    q = ranks
+    rs_h1 = (q - 1) / q * m * n            # each rank holds all of h1 (partial)
+    ag_h2 = (q - 1) * (m * n / q)
+    a2a_h3 = (q - 1) / q * (m * k / q)
+    a2a_h5 = (q - 1) / q * (m * k / q)
+    ag_h6 = (q - 1) * (k * m / q)
+    ar_y = 2 * (q - 1) / q * p
+    return 4 * (rs_h1 + ag_h2 + a2a_h3 + a2a_h5 + ag_h6 + ar_y)
+
+
+def case_kinds():
+    m, k, n, p = 168, 336, 504, 84  # m, k, n divisible by 2, 3, 4, 6, 7 and 8
+    g = chain_graph(m, k, n, p)
+    gp = write("chain.json", g)
+    for ranks in (2, 7):
+        pp = write(f"chain_{ranks}.plan.json", plan_json(g, [ranks], ONE_AXIS))
+        run_ok(f"one axis of {ranks}", ranks, gp, pp, want_calls=(2, 1, 1, 2), model_equal=True)
+        rc, out, _, _ = mpirun(ranks, [gp, pp])
+        nums = report_numbers(out)
+        want = expected_one_axis_bytes(m, k, n, p, ranks)
+        check(rc == 0 and nums["measured"] is not None and abs(nums["measured"] - want) <= 1,
+              f"one axis of {ranks}: measured {nums['measured']} bytes, hand count {want:.0f}")
+    for mesh in ([2, 2], [2, 3], [3, 2]):
+        pp = write("chain_%s.plan.json" % "x".join(map(str, mesh)), plan_json(g, mesh, TWO_AXES))
+        run_ok("two axes " + "x".join(map(str, mesh)), mesh[0] * mesh[1], gp, pp, want_calls=(3, 1, 2, 2))
+    pp = write("chain_2x2x2.plan.json", plan_json(g, [2, 2, 2], THREE_AXES))
+    run_ok("three axes 2x2x2", 8, gp, pp, want_calls=(1, 1, 1, 1))
+
+
+def case_bundled():
+    """Search plans for the bundled graphs (small variants), run them."""
+    graphs = [os.path.join(ROOT, "data/graphs/ffn.json"),
+              os.path.join(ROOT, "tests/exec/graphs/gpt2_block_small.json"),
+              os.path.join(ROOT, "tests/exec/graphs/bert_large_small.json"),
+              os.path.join(ROOT, "tests/exec/graphs/attention_mix.json")]
+    cost = write("no_latency.json", {"count_latency": False})
+    for gpath in graphs:
+        for ranks, mode in ((2, "infer"), (4, "train"), (6, "infer"), (8, "infer")):
+            if "bert" in gpath and ranks not in (4, 8):
+                continue
+            if "ffn" in gpath:
+                mode = "infer"  # trained, it cuts the loss's classes (not executable)
+            plan = os.path.join(TMP, f"{os.path.basename(gpath)}.{ranks}.{mode}.plan.json")
+            s = subprocess.run([BIN, "search", gpath, "--devices", str(ranks), "--mode", mode, "-q",
+                                "--cost", cost, "-o", plan], capture_output=True, text=True)
+            if not check(s.returncode == 0, f"search {gpath} {ranks}: {s.stderr}"):
+                continue
+            run_ok(f"{os.path.basename(gpath)} searched for {ranks} ({mode})", ranks, gpath, plan)
+
+
+def case_failures():
+    m, k, n, p = 168, 336, 504, 84
+    g = chain_graph(m, k, n, p)
+    gp = write("chain.json", g)
+    plan4 = write("chain_fail_2x2.plan.json", plan_json(g, [2, 2], TWO_AXES))
+
+    # Rank count different from the plan's devices: exit 1 before any collective.
+    rc, out, err, secs = mpirun(3, [gp, plan4])
+    check(rc == 1 and "the plan is for 4 devices but 3 ranks run it" in err,
+          f"wrong rank count: rc {rc}\n{err}")
+
+    # A plan that does not match the graph.
+    bad = plan_json(g, [2, 2], TWO_AXES)
+    bad["operators"][0]["name"] = "no_such_op"
+    rc, out, err, secs = mpirun(4, [gp, write("bad_op.plan.json", bad)])
+    check(rc == 1 and "no_such_op" in err, f"plan/graph mismatch: rc {rc}\n{err}")
+    bad = plan_json(g, [2, 2], TWO_AXES)
+    bad["operators"][2]["cuts"][0]["dim"] = "zz"
+    rc, out, err, secs = mpirun(4, [gp, write("bad_loop.plan.json", bad)])
+    check(rc == 1 and "/operators/2/cuts/0/dim" in err, f"unknown loop: rc {rc}\n{err}")
+
+    # A plan whose stated bytes do not match its cuts.
+    plan_file = os.path.join(TMP, "ffn4.plan.json")
+    ffn = os.path.join(ROOT, "data/graphs/ffn.json")
+    s = subprocess.run([BIN, "search", ffn, "--devices", "4", "--mode", "train", "-q",
+                        "-o", plan_file], capture_output=True, text=True)
+    check(s.returncode == 0, f"search ffn: {s.stderr}")
+    with open(plan_file) as f:
+        stated = json.load(f)
+    stated.setdefault("redistributions", []).append(
+        {"tensor": "x", "from": "dense1.matmul", "to": "relu1", "axis": "c0",
+         "collective": "all_gather", "phase": "forward", "bytes": 4096})
+    rc, out, err, secs = mpirun(4, [ffn, write("ffn4_bytes.plan.json", stated)])
+    check(rc == 1 and "forward bytes per device, but its cuts imply" in err,
+          f"stated bytes mismatch: rc {rc}\n{err}")
+
+    # Unsupported operators are named before anything runs.
+    conv = os.path.join(ROOT, "data/graphs/tiny/convnet.json")
+    s = subprocess.run([BIN, "search", conv, "--devices", "2", "-q", "-o",
+                        os.path.join(TMP, "conv.plan.json")], capture_output=True, text=True)
+    rc, out, err, secs = mpirun(2, [conv, os.path.join(TMP, "conv.plan.json")])
+    check(rc == 2 and "cannot be executed" in err and "Conv2D" in err, f"unsupported: rc {rc}\n{err}")
+
+    # A failure on one rank mid-run ends every rank with its code.
+    rc, out, err, secs = mpirun(4, [gp, plan4, "--fault", "2:throw:3", "--timeout", "30"], timeout=120)
+    check(rc == 4 and "injected failure" in err and secs < 60, f"throw on rank 2: rc {rc}, {secs:.0f} s\n{err}")
+
+    # A rank killed mid-run: mpirun ends the others.
+    rc, out, err, secs = mpirun(4, [gp, plan4, "--fault", "1:kill:2", "--timeout", "30"], timeout=120)
+    check(rc not in (0, None) and secs < 60, f"kill rank 1: rc {rc}, {secs:.0f} s\n{err}")
+
+    # A rank that stalls: its peers' collective times out and every rank ends.
+    rc, out, err, secs = mpirun(4, [gp, plan4, "--fault", "3:stall:2", "--timeout", "3"], timeout=120)
+    check(rc == 4 and "did not finish within" in err and secs < 60,
+          f"stall on rank 3: rc {rc}, {secs:.0f} s\n{err}")
+
+
+def case_nccl():
+    """The NCCL backend on 2 ranks (one GPU each, or shared). Skipped (77)
+    when this build has no NCCL or no GPU is usable."""
+    m, k, n, p = 168, 336, 504, 84
+    g = chain_graph(m, k, n, p)
+    gp = write("chain.json", g)
+    pp = write("chain_nccl_2.plan.json", plan_json(g, [2], ONE_AXIS))
+    rc, out, err, secs = mpirun(2, [gp, pp, "--backend", "nccl", "--check", "--timeout", "60"])
+    if rc == 2 and "has no NCCL/CUDA backend" in err:
+        print("this build has no NCCL backend: skipped")
+        return 77
+    if rc == 4 and "no usable GPU" in err:
+        print("no usable GPU: skipped")
+        return 77
+    check(rc == 0 and "check: passed" in out, f"nccl: rc {rc}\n{out}\n{err}")
+    nums = report_numbers(out)
+    check(nums["measured"] == nums["model"] == nums["predicted"], f"nccl bytes: {nums}")
+    print(out, end="")
+    return 0
+
+
+CASES = {"kinds": case_kinds, "bundled": case_bundled, "failures": case_failures, "nccl": case_nccl}
+
+
+def main(argv):
+    global BIN, ROOT, TMP
+    if len(argv) < 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    BIN, ROOT = os.path.abspath(argv[0]), argv[1]
+    if shutil.which("mpirun") is None:
+        print("mpirun not found: skipped")
+        return 77
+    names = argv[2:] or list(CASES)
+    with tempfile.TemporaryDirectory() as tmp:
+        TMP = tmp
+        for name in names:
+            if CASES[name]() == 77 and len(names) == 1:
+                return 77
+    print(f"{len(FAILURES)} failure(s)")
+    return 1 if FAILURES else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
