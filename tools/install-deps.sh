@@ -5,11 +5,12 @@
 # (libonnx-dev, libprotobuf-dev: ONNX import; libonnx-testdata: published
 # ONNX models the import tests read; chromium: the headless browser that
 # checks the HTML plan report; graphviz: checks the DOT report.)
-# (cmake: Meson finds doctest through its CMake package.)
+# (cmake: Meson finds doctest through its CMake package; openmpi-bin:
+# mpirun, which the execution tests run.)
 set -euo pipefail
 
 packages=(meson ninja-build pkg-config cmake g++ libboost-graph-dev libtbb-dev
-          nlohmann-json3-dev doctest-dev libcli11-dev libopenmpi-dev python3
+          nlohmann-json3-dev doctest-dev libcli11-dev libopenmpi-dev openmpi-bin python3
           libonnx-dev libprotobuf-dev libonnx-testdata chromium graphviz)
 
 if ! command -v dpkg >/dev/null 2>&1; then
