@@ -987,8 +987,10 @@ class Importer {
 OnnxImport import_skeleton(ModelSkeleton s, const std::string& source,
                            const OnnxImportOptions& options) {
   std::string name = options.name.empty() ? s.model.graph().name() : options.name;
+  const std::size_t skipped = s.skipped_bytes;
   Importer imp(std::move(s), source, options);
   OnnxImport r = imp.run();
+  r.skipped_weight_bytes = skipped;
   r.graph.set_name(name.empty() ? "onnx_model" : name);
   return r;
 }

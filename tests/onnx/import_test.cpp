@@ -102,6 +102,9 @@ TEST_CASE("onnx: MLP (opset 13): Gemm split into MatMul + Add, symbolic batch bo
   CHECK(op(g, "relu1").kind == ir::OpKind::ReLU);
   CHECK(op(g, "softmax").kind == ir::OpKind::Softmax);
   CHECK(op(g, "softmax").attrs.get_int("axis", 0) == -1);
+  // w1's 256 x 128 floats were skipped, not read; b1 and b2 are small enough
+  // to keep; w2 has no payload in the file at all.
+  CHECK(r.skipped_weight_bytes == 256 * 128 * 4);
   // Same graph from bytes.
   const io::OnnxImport again = io::parse_onnx(slurp(model("mlp_opset13")), "mlp", o);
   CHECK(io::graph_to_json(again.graph) == io::graph_to_json(g));
