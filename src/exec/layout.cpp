@@ -44,6 +44,9 @@ AxisLayout wanted(const algebra::OpSpace& s, int c, const std::vector<int>* dims
   return AxisLayout::replicate();
 }
 
+std::vector<RedistStep> plan_steps(const Layout& from, const Layout& to, std::size_t rank,
+                                   const ir::Shape* full, const std::vector<std::int64_t>* mesh);
+
 }  // namespace
 
 std::vector<std::int64_t> mesh_sizes(const plan::Plan& p) {
@@ -105,6 +108,19 @@ std::string layout_to_string(const Layout& l) {
 
 std::vector<RedistStep> redistribution_plan(const Layout& from, const Layout& to,
                                             std::size_t rank) {
+  return plan_steps(from, to, rank, nullptr, nullptr);
+}
+
+std::vector<RedistStep> redistribution_plan(const Layout& from, const Layout& to,
+                                            const ir::Shape& full,
+                                            const std::vector<std::int64_t>& mesh) {
+  return plan_steps(from, to, full.size(), &full, &mesh);
+}
+
+namespace {
+
+std::vector<RedistStep> plan_steps(const Layout& from, const Layout& to, std::size_t rank,
+                                   const ir::Shape* full, const std::vector<std::int64_t>* mesh) {
   if (from.size() != to.size()) throw Error(Errc::kInternal, "layouts over different meshes");
   const std::size_t n = from.size();
   const int dims = std::max({max_dim(from), max_dim(to), static_cast<int>(rank) - 1}) + 1;
@@ -138,6 +154,34 @@ std::vector<RedistStep> redistribution_plan(const Layout& from, const Layout& to
 
   Layout state = from;
   std::vector<RedistStep> steps;
+  // A partial axis going to replicated, while outer axes are all-reduced
+  // too (and nothing else changes on them), is summed hierarchically:
+  // reduce-scatter into a dim whose axes all stay, all-reduce the outer
+  // axes on the piece, all-gather back. Per axis this sends what the cost
+  // model counts (a collective spread over the devices below its cut).
+  std::vector<std::pair<std::uint32_t, int>> regather;
+  const auto temp_dim = [&](std::uint32_t a) -> int {
+    bool outer_partial = false;
+    for (std::uint32_t b = 0; b < a; ++b) {
+      if (state[b] == to[b]) continue;
+      if (state[b].kind != LayoutKind::Partial || to[b].kind != LayoutKind::Replicate) return -1;
+      outer_partial = true;
+    }
+    if (!outer_partial) return -1;
+    for (int d = 0; d < dims; ++d) {
+      const auto& c = cur[static_cast<std::size_t>(d)];
+      // Axes that stay, or earlier temporary ones (gathered back in reverse).
+      const auto ok = [&](std::uint32_t x) {
+        return (kept[x] && x < a) ||
+               std::any_of(regather.begin(), regather.end(), [&](const auto& r) { return r.first == x; });
+      };
+      if (!std::all_of(c.begin(), c.end(), ok)) continue;
+      std::int64_t extent = (*full)[static_cast<std::size_t>(d)];
+      for (const std::uint32_t x : c) extent /= (*mesh)[x];
+      if (extent % (*mesh)[a] == 0) return d;
+    }
+    return -1;
+  };
   for (std::uint32_t a = static_cast<std::uint32_t>(n); a-- > 0;) {
     const AxisLayout f = state[a];
     const AxisLayout t = to[a];
@@ -154,15 +198,31 @@ std::vector<RedistStep> redistribution_plan(const Layout& from, const Layout& to
         state[a] = AxisLayout::replicate();
       }
     } else if (f.kind == LayoutKind::Partial) {
+      int temp = -1;
+      if (t.kind == LayoutKind::Replicate && full != nullptr) temp = temp_dim(a);
       if (t.kind == LayoutKind::Shard && appendable(a, t.dim)) {
         steps.push_back({StepKind::ReduceScatter, a, -1, t.dim});
         cur[static_cast<std::size_t>(t.dim)].push_back(a);
         state[a] = t;
+      } else if (temp >= 0) {
+        // Reduce-scatter now, all-gather once the outer partial axes are
+        // summed on the smaller piece (a hierarchical all-reduce).
+        steps.push_back({StepKind::ReduceScatter, a, -1, static_cast<std::int16_t>(temp)});
+        cur[static_cast<std::size_t>(temp)].push_back(a);
+        state[a] = AxisLayout::shard(temp);
+        regather.push_back({a, temp});
       } else {
         steps.push_back({StepKind::AllReduce, a, -1, -1});
         state[a] = AxisLayout::replicate();
       }
     }
+  }
+  // Last scattered first: each is then the last axis of its dim.
+  for (auto it = regather.rbegin(); it != regather.rend(); ++it) {
+    const auto [a, d] = *it;
+    remove_last(d, a);
+    steps.push_back({StepKind::AllGather, a, static_cast<std::int16_t>(d), -1});
+    state[a] = AxisLayout::replicate();
   }
   for (std::uint32_t a = 0; a < n; ++a) {
     if (state[a] == to[a]) continue;
@@ -178,6 +238,8 @@ std::vector<RedistStep> redistribution_plan(const Layout& from, const Layout& to
   }
   return steps;
 }
+
+}  // namespace
 
 PlanLayouts plan_layouts(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
                          const plan::Plan& p) {
@@ -237,7 +299,7 @@ BytePrediction predict_exec_bytes(const ir::Graph& g, const PlanLayouts& pl,
   out.per_axis.assign(pl.mesh.size(), 0.0);
   const auto charge = [&](const ir::Tensor& t, const Layout& from, const Layout& to) {
     Layout state = from;
-    for (const RedistStep& st : redistribution_plan(from, to, t.rank())) {
+    for (const RedistStep& st : redistribution_plan(from, to, t.shape, pl.mesh)) {
       const double n = ir::num_elements(local_shape(t.shape, state, pl.mesh));
       const double k = static_cast<double>(pl.mesh[st.axis]);
       double sent = 0;

@@ -62,7 +62,7 @@ Redistributor::Redistributor(Communicator& comm)
 LocalTensor Redistributor::redistribute(const LocalTensor& t, const Layout& to) {
   const auto& mesh = comm_.mesh();
   LocalTensor cur = t;
-  for (const RedistStep& st : redistribution_plan(t.layout, to, t.full.size())) {
+  for (const RedistStep& st : redistribution_plan(t.layout, to, t.full, mesh)) {
     const std::int64_t k = mesh[st.axis];
     const ir::Shape shape = local_shape(cur.full, cur.layout, mesh);
     std::vector<float> next;

@@ -69,10 +69,17 @@ struct RedistStep {
   std::int16_t to_dim = -1;  // the dim the axis joins (AllToAll, ReduceScatter, Slice)
 };
 
-// The steps that move a tensor from layout `from` to layout `to` (which must
-// not be partial anywhere). Empty when the layouts are equal.
+// The steps that move a tensor of `rank` dims from layout `from` to layout
+// `to` (which must not be partial anywhere). Empty when the layouts are equal.
 [[nodiscard]] std::vector<RedistStep> redistribution_plan(const Layout& from, const Layout& to,
                                                           std::size_t rank);
+// The same, knowing the tensor's shape and the mesh: partial sums over
+// several axes are then reduced hierarchically (reduce-scatter on the inner
+// axis, all-reduce on the outer ones on the piece, all-gather back), which
+// sends per axis exactly what the cost model counts.
+[[nodiscard]] std::vector<RedistStep> redistribution_plan(const Layout& from, const Layout& to,
+                                                          const ir::Shape& full,
+                                                          const std::vector<std::int64_t>& mesh);
 
 // Layouts of one operator's operands on every axis (inputs, then outputs),
 // the way the evaluator derives them from the operator's cuts.
