@@ -2,7 +2,7 @@
 """`recsearch show` end to end: the HTML report opened in a real headless
 browser (Debian's chromium), the DOT report rendered by Graphviz.
 
-    report_cli_test.py RECSEARCH_EXE browser|dot
+    report_cli_test.py RECSEARCH_EXE browser|dot|errors
 
 A plan is searched for the GPT-2 block on 64 devices (tensor parallelism,
 so there are layout redistributions), evaluated with `recsearch eval`, and
@@ -192,12 +192,30 @@ def dot(tmp, plan_path, ev):
     return 0
 
 
+def errors(tmp, plan_path, ev):
+    """Bad input exits 1 naming the file and path; bad usage exits 2."""
+    def expect(args, code, *parts):
+        p = subprocess.run([EXE] + args, capture_output=True, text=True, timeout=300)
+        check(p.returncode == code, "recsearch %s -> %d, expected %d: %s" % (" ".join(args), p.returncode, code, p.stderr))
+        for part in parts:
+            check(part in p.stderr, "message lacks %r: %s" % (part, p.stderr))
+    ffn = os.path.join(DATA, "graphs", "ffn.json")
+    out = os.path.join(tmp, "x.html")
+    expect(["show", plan_path, "--graph", ffn, "--html", out], 1, plan_path, "/operators/0", "unknown operator")
+    expect(["show", os.path.join(tmp, "missing.json"), "--graph", GRAPH, "--html", out], 1, "missing.json")
+    expect(["show", plan_path, "--graph", GRAPH], 2, "--html")
+    expect(["show", plan_path, "--html", out], 2)
+    expect(["show", plan_path, "--graph", GRAPH, "--html", "-", "--dot", "-"], 2)
+    check(not os.path.exists(out), "a failed show wrote its output")
+    return 0
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="recsearch-report-")
     plan_path = os.path.join(tmp, "plan.json")
     run(["search", GRAPH, "--devices", "64", "-o", plan_path])
     ev = json.loads(run(["eval", GRAPH, plan_path]))
-    rc = browser(tmp, plan_path, ev) if CASE == "browser" else dot(tmp, plan_path, ev)
+    rc = {"browser": browser, "dot": dot, "errors": errors}[CASE](tmp, plan_path, ev)
     shutil.rmtree(tmp, ignore_errors=True)
     if rc == SKIP:
         return SKIP
