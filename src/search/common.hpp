@@ -61,10 +61,12 @@ int batch_loop(const ir::Graph& g, const algebra::OpSpace& s, ir::OpId op);
 double memory_budget(const Cluster& cluster, const SearchOptions& opts);
 
 // Plan of the double-recursive search with memory weight lambda (seconds per
-// byte of per-device memory); returns its bookkept step time.
+// byte of per-device memory); returns its bookkept step time. `weights`, when
+// given, are operator multiplicities (a folded graph, search/fold.hpp): the
+// objective and the bookkept time are those of the graph it stands for.
 double rec_search(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
                   const Cluster& cluster, const SearchOptions& opts, double lambda,
-                  plan::Plan& out);
+                  plan::Plan& out, const std::vector<double>* weights = nullptr);
 
 // Data-parallel baseline.
 void data_parallel(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,

@@ -111,7 +111,8 @@ class RedistTable {
 class RecSearch {
  public:
   RecSearch(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
-            const Cluster& cluster, const SearchOptions& opts, double lambda)
+            const Cluster& cluster, const SearchOptions& opts, double lambda,
+            const std::vector<double>* weights)
       : g_(g), spaces_(spaces), cluster_(cluster), opts_(opts), lambda_(lambda) {
     const std::size_t nops = g.num_operators(), nt = g.num_tensors();
     loop_off_.resize(nops + 1);
@@ -213,6 +214,13 @@ class RecSearch {
     holder_decided_.assign(nt, 0);
     holder_layout_.assign(nt, AxisLayout{});
     flag_.assign(nops, 0);
+    // Multiplicities (folded graphs): an operator's costs count w times, and
+    // so do those of the tensors it holds.
+    op_w_.assign(nops, 1.0);
+    if (weights != nullptr) op_w_ = *weights;
+    tensor_w_.assign(nt, 1.0);
+    for (std::size_t t = 0; t < nt; ++t)
+      if (holder_op_[t] != ir::kNone) tensor_w_[t] = op_w_[holder_op_[t]];
   }
 
   double run(plan::Plan& out) {
@@ -236,6 +244,7 @@ class RecSearch {
       redist_.set(cut, opts_.cost, opts_.mode);
       rest_ = 1;
       for (std::size_t b = a + 1; b < mesh.size(); ++b) rest_ *= mesh[b].size;
+      set_discounts();
 
       // Candidates and their own costs depend only on the state at the
       // start of the pass: computed once, in parallel.
@@ -258,7 +267,8 @@ class RecSearch {
               const std::size_t at = cand_off_[o] + i;
               cands_[at] = c[i];
               fill_layouts(static_cast<ir::OpId>(o), i, c[i]);
-              own_[at] = own_cost(static_cast<ir::OpId>(o), i, c[i], cut, &own_comm_[at]);
+              own_[at] = op_w_[o] * own_cost(static_cast<ir::OpId>(o), i, c[i], cut, &own_comm_[at]);
+              own_comm_[at] *= op_w_[o];
               lo = std::min(lo, own_[at]);
               hi = std::max(hi, own_[at]);
             }
@@ -564,11 +574,31 @@ class RecSearch {
       absorbable *= g;
       remaining /= g;
     }
-    const double discount = std::pow(static_cast<double>(absorbable), opts_.future_cut_exponent);
+    const double discount = discount_of(absorbable);
     const double flops = s.flops / static_cast<double>(sprev) / kc / discount;
     if (comm) *comm = comm_s;
     return comm_s + cost::compute_seconds(flops, touched / discount, cluster_.device(), p, mode) +
            lambda_ * mem;
+  }
+
+  // absorbable^future_cut_exponent for every divisor of rest_ (the only
+  // values own_cost asks for), so that the hot loop does no pow.
+  void set_discounts() {
+    discounts_.clear();
+    for (std::int64_t d = 1; d * d <= rest_; ++d) {
+      if (rest_ % d != 0) continue;
+      discounts_.emplace_back(d, std::pow(static_cast<double>(d), opts_.future_cut_exponent));
+      const std::int64_t e = rest_ / d;
+      if (e != d) discounts_.emplace_back(e, std::pow(static_cast<double>(e), opts_.future_cut_exponent));
+    }
+    std::sort(discounts_.begin(), discounts_.end());
+  }
+
+  [[nodiscard]] double discount_of(std::int64_t absorbable) const {
+    const auto it = std::lower_bound(discounts_.begin(), discounts_.end(),
+                                     std::pair<std::int64_t, double>(absorbable, 0.0));
+    if (it != discounts_.end() && it->first == absorbable) return it->second;
+    return std::pow(static_cast<double>(absorbable), opts_.future_cut_exponent);
   }
 
   // Rows of the first input that maps a dim to window loop c, times the
@@ -677,11 +707,13 @@ class RecSearch {
       const AxisLayout h = lay[nin + j];
       const Want* w = wants_.data() + want_off_[t];
       const std::uint32_t n = want_count_[t];
+      double sum = 0;
       for (std::size_t x = 0; x < n; ++x)
-        total += redist_.seconds(h, w[x].layout, bytes_[t] / static_cast<double>(w[x].divisor));
+        sum += redist_.seconds(h, w[x].layout, bytes_[t] / static_cast<double>(w[x].divisor));
       if (n == 0 && h.kind == LayoutKind::Partial && want_off_[t + 1] > want_off_[t])
-        total += redist_.seconds(h, AxisLayout::shard(0),
-                                        bytes_[t] / static_cast<double>(out_div_[out0 + j]));
+        sum += redist_.seconds(h, AxisLayout::shard(0),
+                               bytes_[t] / static_cast<double>(out_div_[out0 + j]));
+      total += tensor_w_[t] * sum;
     }
     for (std::size_t j = 0; j < nin; ++j) {
       const ir::TensorId t = in_tensor_[in0 + j];
@@ -692,9 +724,10 @@ class RecSearch {
       if (in_holds_[in0 + j]) {
         // This use fixes where the tensor lives: every request is turned
         // from its layout, including those o's later slots make.
+        double sum = 0;
         for (std::size_t x = 0; x < n; ++x)
-          total += redist_.seconds(wl, base[x].layout,
-                                          bytes_[t] / static_cast<double>(base[x].divisor));
+          sum += redist_.seconds(wl, base[x].layout,
+                                 bytes_[t] / static_cast<double>(base[x].divisor));
         for (std::size_t k = j + 1; k < nin; ++k) {
           if (in_tensor_[in0 + k] != t) continue;
           bool dup = false;
@@ -703,9 +736,9 @@ class RecSearch {
           for (std::size_t m = j + 1; m < k && !dup; ++m)
             dup = in_tensor_[in0 + m] == t && lay[m] == lay[k] && in_div_[in0 + m] == in_div_[in0 + k];
           if (!dup)
-            total += redist_.seconds(wl, lay[k],
-                                            bytes_[t] / static_cast<double>(in_div_[in0 + k]));
+            sum += redist_.seconds(wl, lay[k], bytes_[t] / static_cast<double>(in_div_[in0 + k]));
         }
+        total += tensor_w_[t] * sum;
         continue;
       }
       // A later slot of a tensor o holds was charged with the holder slot.
@@ -719,7 +752,8 @@ class RecSearch {
       for (std::size_t m = 0; m < j && !seen; ++m)
         seen = in_tensor_[in0 + m] == t && lay[m] == wl && in_div_[in0 + m] == wd;
       if (!seen)
-        total += redist_.seconds(holder_layout_[t], wl, bytes_[t] / static_cast<double>(wd));
+        total += tensor_w_[t] *
+                 redist_.seconds(holder_layout_[t], wl, bytes_[t] / static_cast<double>(wd));
     }
     return total;
   }
@@ -752,7 +786,7 @@ class RecSearch {
     const Want* w = wants_.data() + want_off_[t];
     for (std::size_t i = 0; i < want_count_[t]; ++i)
       total += redist_.seconds(h, w[i].layout, bytes_[t] / static_cast<double>(w[i].divisor));
-    return total;
+    return tensor_w_[t] * total;
   }
 
   // Records exactly the uses of `choice`.
@@ -821,8 +855,8 @@ class RecSearch {
       touched += bytes_[op.inputs[j]] / static_cast<double>(in_div_[in_off_[o] + j]);
     for (std::size_t j = 0; j < op.outputs.size(); ++j)
       touched += bytes_[op.outputs[j]] / static_cast<double>(out_div_[out_off_[o] + j]);
-    return cost::compute_seconds(spaces_[o].flops / static_cast<double>(total_split), touched,
-                                 cluster_.device(), opts_.cost, opts_.mode);
+    return op_w_[o] * cost::compute_seconds(spaces_[o].flops / static_cast<double>(total_split),
+                                            touched, cluster_.device(), opts_.cost, opts_.mode);
   }
 
   const ir::Graph& g_;
@@ -831,6 +865,7 @@ class RecSearch {
   const SearchOptions& opts_;
   double lambda_;
   std::int64_t rest_ = 1;  // product of the cuts after this pass
+  std::vector<std::pair<std::int64_t, double>> discounts_;  // see set_discounts
 
   // Per operator (flat, with offsets): loop splits so far, slice divisors
   // of its operands, this pass's candidates and their cached own costs.
@@ -865,14 +900,15 @@ class RecSearch {
   std::vector<std::uint32_t> want_count_;
   std::vector<std::uint8_t> holder_decided_;
   std::vector<AxisLayout> holder_layout_;
+  std::vector<double> op_w_, tensor_w_;  // multiplicities (1 unless folded)
 };
 
 }  // namespace
 
 double rec_search(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
                   const Cluster& cluster, const SearchOptions& opts, double lambda,
-                  plan::Plan& out) {
-  RecSearch rs(g, spaces, cluster, opts, lambda);
+                  plan::Plan& out, const std::vector<double>* weights) {
+  RecSearch rs(g, spaces, cluster, opts, lambda, weights);
   return rs.run(out);
 }
 

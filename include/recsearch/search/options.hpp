@@ -34,6 +34,12 @@ struct SearchOptions {
   // then over-cut on slow links); 0.5 did best on the bundled and benchmark
   // graphs.
   double future_cut_exponent = 0.5;
+  // Rec: when the graph repeats one block at least fold_min_repeats times
+  // (transformer layers, ResNet blocks), search three copies of it with the
+  // middle one weighted for all the middle blocks, then copy its decisions.
+  // Search time then follows the block, not the depth.
+  bool fold_repeats = true;
+  std::size_t fold_min_repeats = 8;
   // Exhaustive: give up (Error kUsage) past this many operators, and stop
   // proving optimality after this many search nodes (result flagged).
   std::size_t exhaustive_max_operators = 16;

@@ -22,10 +22,15 @@ struct SearchResult {
   plan::Evaluation eval;
   // Step time the search's own bookkeeping arrived at (Rec and Exhaustive,
   // each with its own account of the cost model; equals
-  // eval.summary.step_time_s up to rounding, which the tests check).
+  // eval.summary.step_time_s up to rounding, which the tests check). On a
+  // folded graph (fold_repeats > 0): extrapolated from the 3- and 4-copy folds.
   double bookkept_step_time_s = 0;
   // Memory ladder rungs tried before the plan fitted (0: fitted at once).
   int memory_rungs = 0;
+  // Rec on a folded graph: the repeated block's operators and repeats (0 when
+  // the graph was searched whole).
+  std::size_t fold_period = 0;
+  std::size_t fold_repeats = 0;
   // Exhaustive: whether optimality was proven within the node limit.
   bool proven_optimal = false;
   double search_time_s = 0;

@@ -1,0 +1,140 @@
+// Folding of repeated blocks: detection, verification of the wiring, and
+// the promise that makes it safe — the folded search's bookkeeping and its
+// extrapolated memory equal the independent evaluation of the unfolded plan
+// on the whole graph, and the plan is as good as searching the whole graph.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "graph_factories.hpp"
+#include "recsearch/gen/generate.hpp"
+#include "recsearch/plan/evaluator.hpp"
+#include "recsearch/search/search.hpp"
+#include "search/fold.hpp"
+
+using namespace recsearch;
+namespace t = recsearch::testing;
+
+namespace {
+
+search::SearchResult run(const ir::Graph& g, const Cluster& c, Mode mode, bool fold) {
+  const auto spaces = algebra::build_op_spaces(g);
+  search::SearchOptions o;
+  o.mode = mode;
+  o.fold_repeats = fold;
+  return search::run(g, spaces, c, o);
+}
+
+gen::ModelSpec gpt(std::int64_t layers) {
+  gen::ModelSpec s;
+  s.family = gen::Family::Gpt;
+  s.layers = layers;
+  s.hidden = 256;
+  s.heads = 8;
+  s.seq = 128;
+  s.vocab = 1000;
+  s.batch = 16;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("a transformer stack is found to repeat its layer") {
+  const ir::Graph g = t::transformer_stack(12, 8, 256, 512, 8);
+  const auto rep = search::detail::find_repetition(g, 8);
+  REQUIRE(rep.has_value());
+  CHECK(rep->period == g.num_operators() / 12);
+  // Layer 0 reads a graph input where the others read an activation, so
+  // the repeating phase may start one operator in: 11 or 12 blocks.
+  CHECK(rep->repeats >= 11);
+
+  const ir::Graph big = gen::build_graph(gpt(20));
+  const auto r2 = search::detail::find_repetition(big, 8);
+  REQUIRE(r2.has_value());
+  CHECK(r2->period == 33);
+  // Twenty layers, or nineteen if the phase starts inside the first one.
+  CHECK(r2->repeats >= 19);
+}
+
+TEST_CASE("graphs without a long enough repetition are not folded") {
+  CHECK_FALSE(search::detail::find_repetition(t::transformer_stack(4), 8).has_value());
+  CHECK_FALSE(search::detail::find_repetition(t::random_dag(3, 300), 8).has_value());
+  CHECK_FALSE(search::detail::find_repetition(t::mlp2(64, 512, 512, 512, ir::DType::F32), 8).has_value());
+}
+
+TEST_CASE("a block feeding past its successor ends the repetition there") {
+  // Layer 5's output also feeds an operator after the stack: blocks up to
+  // 5 may fold, later ones not with it.
+  ir::Graph g = gen::build_graph(gpt(16));
+  ir::Graph h(g.name());
+  for (const auto& x : g.tensors())
+    h.add_tensor(x.name, x.shape, x.dtype,
+                 x.kind == ir::TensorKind::Activation ? ir::TensorKind::Input : x.kind);
+  for (const auto& op : g.operators()) h.add_operator(op);
+  const auto skip = *h.find_tensor("h5.res2");
+  const auto out = h.add_tensor("skip_out", h.tensor(skip).shape, h.tensor(skip).dtype);
+  t::add_op(h, "skip", "GeLU", {"h5.res2"}, {"skip_out"});
+  (void)out;
+  h.finalize();
+  const auto rep = search::detail::find_repetition(h, 3);
+  REQUIRE(rep.has_value());
+  const std::size_t producer = h.tensor(skip).producer;
+  const std::size_t end = rep->start + rep->period * rep->repeats;
+  // The producer is either in the last folded block or outside the run.
+  CHECK((producer >= end || producer < rep->start ||
+         (producer - rep->start) / rep->period == rep->repeats - 1));
+  // Whatever was folded, the bookkeeping still equals the full evaluation.
+  const auto res = run(h, Cluster::flat(8), Mode::Train, true);
+  CHECK(res.bookkept_step_time_s == doctest::Approx(res.eval.summary.step_time_s).epsilon(1e-9));
+}
+
+TEST_CASE("folded search: bookkeeping and extrapolated memory equal the full evaluation") {
+  const ir::Graph g = gen::build_graph(gpt(24));
+  const auto spaces = algebra::build_op_spaces(g);
+  const auto rep = search::detail::find_repetition(g, 8);
+  REQUIRE(rep.has_value());
+  for (const Cluster& c : {Cluster::flat(8), Cluster::mesh({4, 8}), Cluster::flat(12)}) {
+    for (const Mode mode : {Mode::Train, Mode::Infer}) {
+      CAPTURE(c.num_devices());
+      CAPTURE(mode == Mode::Train);
+      const auto res = run(g, c, mode, true);
+      CHECK(res.fold_repeats == rep->repeats);
+      CHECK(res.bookkept_step_time_s ==
+            doctest::Approx(res.eval.summary.step_time_s).epsilon(1e-9));
+
+      // The 3- and 4-copy folds of the plan extrapolate to the full evaluation.
+      const auto f3 = search::detail::fold(g, spaces, *rep, 3);
+      const auto f4 = search::detail::fold(g, spaces, *rep, 4);
+      plan::Plan p3 = res.plan;
+      p3.cuts.resize(f3.graph.num_operators());
+      for (std::size_t o = 0; o < g.num_operators(); ++o)
+        p3.cuts[search::detail::folded_op(*rep, 3, o)] = res.plan.cuts[o];
+      const plan::Plan p4 = search::detail::refold(p3, *rep, 4, g.num_operators());
+      const auto s3 = plan::evaluate(f3.graph, f3.spaces, c, p3, {}).summary;
+      const auto s4 = plan::evaluate(f4.graph, f4.spaces, c, p4, {}).summary;
+      const double extra = static_cast<double>(rep->repeats) - 3;
+      CHECK(s3.step_time_s + extra * (s4.step_time_s - s3.step_time_s) ==
+            doctest::Approx(res.eval.summary.step_time_s).epsilon(1e-9));
+      CHECK(s3.parameter_bytes + extra * (s4.parameter_bytes - s3.parameter_bytes) ==
+            doctest::Approx(res.eval.summary.parameter_bytes).epsilon(1e-9));
+      // And the unfolded plan is the 3-fold's plan copied out.
+      CHECK(search::detail::unfold(p3, *rep, g.num_operators()).cuts == res.plan.cuts);
+    }
+  }
+}
+
+TEST_CASE("folding costs no plan quality on deep stacks") {
+  for (const std::int64_t layers : {12, 24}) {
+    const ir::Graph g = gen::build_graph(gpt(layers));
+    for (const Cluster& c : {Cluster::flat(8), Cluster::mesh({4, 8}), Cluster::flat(64)}) {
+      for (const Mode mode : {Mode::Train, Mode::Infer}) {
+        CAPTURE(layers);
+        CAPTURE(c.num_devices());
+        const double folded = run(g, c, mode, true).eval.summary.step_time_s;
+        const double whole = run(g, c, mode, false).eval.summary.step_time_s;
+        MESSAGE("folded/whole = " << folded / whole);
+        CHECK(folded <= whole * 1.01);
+      }
+    }
+  }
+}

@@ -1,0 +1,164 @@
+// scale_probe: one point of a scaling experiment. Reads (or generates) a
+// graph, builds its operator spaces, runs the search once and prints one JSON
+// line with the time of each phase and the memory used, so that the sweep
+// script (sweep.py) can fit growth exponents phase by phase.
+//
+//   scale_probe GRAPH.json --mesh 64x64 [--threads 1]
+//   scale_probe gen:gpt:layers=30300,hidden=1024,heads=16,batch=64 --devices 4096
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "recsearch/recsearch.hpp"
+#include "recsearch/gen/generate.hpp"
+
+using namespace recsearch;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// Resident set now, in MiB (statm counts pages).
+double rss_mib() {
+  std::ifstream f("/proc/self/statm");
+  long size = 0;
+  long resident = 0;
+  f >> size >> resident;
+  return static_cast<double>(resident) * static_cast<double>(::sysconf(_SC_PAGESIZE)) / (1 << 20);
+}
+
+double peak_rss_mib() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;  // KiB on Linux
+}
+
+// "gen:gpt:layers=10,hidden=1024" -> ModelSpec.
+gen::ModelSpec parse_gen(const std::string& text) {
+  const auto rest = text.substr(4);
+  const auto colon = rest.find(':');
+  gen::ModelSpec s;
+  const std::string model = rest.substr(0, colon);
+  bool is_preset = false;
+  for (const auto& n : gen::preset_names()) is_preset |= n == model;
+  if (is_preset) {
+    s = gen::preset(model);
+  } else {
+    s.family = gen::parse_family(model);
+  }
+  if (colon == std::string::npos) return s;
+  std::string kv = rest.substr(colon + 1);
+  std::size_t pos = 0;
+  while (pos < kv.size()) {
+    auto end = kv.find(',', pos);
+    if (end == std::string::npos) end = kv.size();
+    const std::string item = kv.substr(pos, end - pos);
+    const auto eq = item.find('=');
+    if (eq == std::string::npos) throw Error(Errc::kUsage, "probe: expected key=value in " + item);
+    const std::string k = item.substr(0, eq);
+    const std::int64_t v = std::stoll(item.substr(eq + 1));
+    if (k == "layers") s.layers = v;
+    else if (k == "hidden") s.hidden = v;
+    else if (k == "heads") s.heads = v;
+    else if (k == "seq") s.seq = v;
+    else if (k == "vocab") s.vocab = v;
+    else if (k == "batch") s.batch = v;
+    else if (k == "experts") s.experts = v;
+    else if (k == "depth") s.depth = v;
+    else if (k == "width") s.width = v;
+    else if (k == "ops") s.ops = v;
+    else if (k == "seed") s.seed = static_cast<std::uint64_t>(v);
+    else throw Error(Errc::kUsage, "probe: unknown key " + k);
+    pos = end + 1;
+  }
+  return s;
+}
+
+std::vector<std::int64_t> parse_mesh(const std::string& s) {
+  std::vector<std::int64_t> out;
+  std::size_t pos = 0;
+  while (pos <= s.size()) {
+    auto end = s.find('x', pos);
+    if (end == std::string::npos) end = s.size();
+    out.push_back(std::stoll(s.substr(pos, end - pos)));
+    pos = end + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  if (argc < 2) {
+    std::cerr << "usage: scale_probe GRAPH|gen:MODEL[:k=v,..] [--devices N|--mesh AxB] "
+                 "[--threads N] [--mode train|infer]\n";
+    return 2;
+  }
+  const std::string input = argv[1];
+  std::vector<std::int64_t> mesh = {8};
+  search::SearchOptions opts;
+  opts.threads = 1;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    const std::string k = argv[i];
+    const std::string v = argv[i + 1];
+    if (k == "--devices") mesh = {std::stoll(v)};
+    else if (k == "--mesh") mesh = parse_mesh(v);
+    else if (k == "--threads") opts.threads = std::stoi(v);
+    else if (k == "--mode") opts.mode = v == "infer" ? Mode::Infer : Mode::Train;
+    else throw Error(Errc::kUsage, "probe: unknown option " + k);
+  }
+  const Cluster cluster = mesh.size() == 1 ? Cluster::flat(mesh[0]) : Cluster::mesh(mesh);
+
+  const double rss0 = rss_mib();
+  double read_s = 0;
+  double parse_s = 0;
+  std::size_t file_bytes = 0;
+  auto t = Clock::now();
+  ir::Graph g;
+  if (input.rfind("gen:", 0) == 0) {
+    g = gen::build_graph(parse_gen(input));
+    parse_s = since(t);
+  } else {
+    g = io::read_graph_file(input);
+    parse_s = since(t);
+    std::ifstream f(input, std::ios::binary | std::ios::ate);
+    file_bytes = static_cast<std::size_t>(f.tellg());
+  }
+  const double rss_graph = rss_mib();
+  t = Clock::now();
+  const auto spaces = algebra::build_op_spaces(g);
+  const double spaces_s = since(t);
+  const double rss_spaces = rss_mib();
+  t = Clock::now();
+  const auto res = search::run(g, spaces, cluster, opts);
+  const double search_s = since(t);
+  t = Clock::now();
+  const auto ev = plan::evaluate(g, spaces, cluster, res.plan, opts.cost);
+  const double eval_s = since(t);
+
+  std::printf(
+      "{\"graph\":\"%s\",\"ops\":%zu,\"tensors\":%zu,\"devices\":%lld,\"mesh_axes\":%zu,"
+      "\"threads\":%d,\"file_bytes\":%zu,\"read_s\":%.4f,\"parse_s\":%.4f,\"spaces_s\":%.4f,"
+      "\"search_s\":%.4f,\"eval_s\":%.4f,\"rungs\":%d,\"step_time_s\":%.6g,"
+      "\"memory_per_device_gib\":%.4g,\"graph_mib\":%.1f,\"spaces_mib\":%.1f,"
+      "\"peak_rss_mib\":%.1f}\n",
+      g.name().c_str(), g.num_operators(), g.num_tensors(),
+      static_cast<long long>(cluster.num_devices()), cluster.cuts().size(), opts.threads,
+      file_bytes, read_s, parse_s, spaces_s, search_s, eval_s, res.memory_rungs,
+      ev.summary.step_time_s, ev.summary.memory_per_device_bytes / (1024.0 * 1024 * 1024),
+      rss_graph - rss0, rss_spaces - rss_graph, peak_rss_mib());
+  return 0;
+} catch (const std::exception& e) {
+  std::cerr << "scale_probe: " << e.what() << '\n';
+  return 1;
+}
