@@ -84,6 +84,8 @@ bool backend_available(Backend b) noexcept {
   return false;
 }
 
+bool gpu_usable(std::string* why) { return detail::gpu_usable(why); }
+
 std::unique_ptr<Communicator> make_communicator(Backend b, std::vector<std::int64_t> mesh) {
   if (!backend_available(b)) {
     throw Error(Errc::kUsage, std::string("this build has no ") +

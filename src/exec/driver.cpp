@@ -173,6 +173,13 @@ int run_exec(const ExecArgs& a, int* argc, char*** argv) {
       for (const auto& b : bad) msg += "\n  " + b;
       throw Error(Errc::kUsage, msg, "", gsrc);
     }
+    if (!backend_available(a.backend)) {
+      throw Error(Errc::kUsage, std::string("this build has no ") +
+                                    (a.backend == Backend::Mpi ? "MPI" : "NCCL/CUDA") + " backend");
+    }
+    if (std::string why; a.backend == Backend::Nccl && !gpu_usable(&why)) {
+      throw Error(Errc::kRuntime, "no usable GPU: " + why);
+    }
     agree_on_input();
     input_agreed = true;
 

@@ -86,6 +86,8 @@ class Communicator {
 
 // Whether this build has the backend (MPI, or NCCL with CUDA).
 [[nodiscard]] bool backend_available(Backend b) noexcept;
+// Whether a CUDA device is usable here; if not and why is given, the reason.
+[[nodiscard]] bool gpu_usable(std::string* why = nullptr);
 
 // Process-wide runtime of a backend: MPI_Init_thread on construction,
 // MPI_Finalize on destruction. One per process, before any communicator.
