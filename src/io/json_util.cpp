@@ -362,6 +362,16 @@ class StreamSax final : public nlohmann::json_sax<Json> {
 }  // namespace
 
 Json stream_object(std::string_view text, const std::string& source, StreamHandler& handler) {
+  // A truncated file (an interrupted copy or download) is caught here at
+  // once, instead of after parsing and building everything before the cut.
+  const auto first = text.find_first_not_of(" \t\r\n");
+  const auto last = text.find_last_not_of(" \t\r\n");
+  if (first != std::string_view::npos && text[first] == '{' && (last == first || text[last] != '}')) {
+    throw Error(Errc::kParse,
+                "not valid JSON at byte " + std::to_string(text.size()) +
+                    ": the document does not end with its closing '}' (truncated file?)",
+                {}, source);
+  }
   if (const auto at = too_deep_at(text); at != std::string_view::npos) {
     throw Error(Errc::kParse,
                 "not valid JSON at byte " + std::to_string(at) + ": nesting deeper than " +
