@@ -6,12 +6,14 @@
 # ONNX models the import tests read; chromium: the headless browser that
 # checks the HTML plan report; graphviz: checks the DOT report.)
 # (cmake: Meson finds doctest through its CMake package; openmpi-bin:
-# mpirun, which the execution tests run.)
+# mpirun, which the execution tests run; clang and
+# libclang-rt-14-dev: libFuzzer, for tools/fuzz.sh.)
 set -euo pipefail
 
 packages=(meson ninja-build pkg-config cmake g++ libboost-graph-dev libtbb-dev
           nlohmann-json3-dev doctest-dev libcli11-dev libopenmpi-dev openmpi-bin python3
-          libonnx-dev libprotobuf-dev libonnx-testdata chromium graphviz)
+          libonnx-dev libprotobuf-dev libonnx-testdata chromium graphviz
+          clang libclang-rt-14-dev)
 
 if ! command -v dpkg >/dev/null 2>&1; then
   echo "install-deps: no dpkg here; install these yourself: ${packages[*]}" >&2

@@ -80,6 +80,11 @@ std::string strip_exception_id(const char* what) {
   return s;
 }
 
+// nlohmann reports the number of bytes read (the 1-based position of the
+// last one); messages give 0-based offsets, as too_deep_at does, so that a
+// file cut off after N bytes fails "at byte N", not past its end.
+std::size_t offset_of(std::size_t bytes_read) { return bytes_read > 0 ? bytes_read - 1 : 0; }
+
 // Byte offset of the first container opened more than kMaxDepth deep, or
 // npos. Strings are skipped so that brackets inside names do not count.
 std::size_t too_deep_at(std::string_view text) {
@@ -191,7 +196,7 @@ Json parse_json(std::string_view text, const std::string& source) {
     return Json::parse(text.begin(), text.end());
   } catch (const Json::parse_error& e) {
     throw Error(Errc::kParse,
-                "not valid JSON at byte " + std::to_string(e.byte) + ": " +
+                "not valid JSON at byte " + std::to_string(offset_of(e.byte)) + ": " +
                     strip_exception_id(e.what()),
                 {}, source);
   } catch (const Json::exception& e) {
@@ -237,7 +242,7 @@ class StreamSax final : public nlohmann::json_sax<Json> {
   bool parse_error(std::size_t position, const std::string&,
                    const nlohmann::detail::exception& ex) override {
     throw Error(Errc::kParse,
-                "not valid JSON at byte " + std::to_string(position) + ": " +
+                "not valid JSON at byte " + std::to_string(offset_of(position)) + ": " +
                     strip_exception_id(ex.what()),
                 {}, source_);
   }

@@ -1,0 +1,74 @@
+// Fuzz target: the plan reader against a fixed graph (plan_graph.json, a
+// mix of kinds: convolution, pooling, reshape, contraction, norms, cast,
+// cross-entropy, transpose, reduction) on 12 devices (cuts 2, 2, 3). Any
+// bytes read as a plan either give a plan that passes check_plan, evaluates
+// to finite figures and round-trips through plan_to_json, or a well-formed
+// recsearch::Error (fuzz_common.hpp). The plan's own mesh and cluster are
+// read as eval reads them, each under the same property.
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fuzz_common.hpp"
+#include "recsearch/recsearch.hpp"
+
+#ifndef FUZZ_PLAN_GRAPH
+#error "FUZZ_PLAN_GRAPH: path of the graph the plans are read against"
+#endif
+
+namespace {
+
+using namespace recsearch;
+
+struct Fixture {
+  ir::Graph graph;
+  std::vector<algebra::OpSpace> spaces;
+  Cluster cluster = Cluster::flat(12);
+};
+
+const Fixture& fixture() {
+  static const Fixture f = [] {
+    Fixture x{io::read_graph_file(FUZZ_PLAN_GRAPH), {}};
+    x.spaces = algebra::build_op_spaces(x.graph);
+    return x;
+  }();
+  return f;
+}
+
+void check_finite(const plan::Summary& s) {
+  for (const double v : {s.step_time_s, s.compute_s, s.communication_s, s.memory_per_device_bytes})
+    if (!std::isfinite(v) || v < 0) fuzz::die("evaluation gave a negative or non-finite figure");
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const Fixture& f = fixture();
+  const std::string_view text = fuzz::as_text(data, size);
+  fuzz::guard(fuzz::kSource, false, [&] { (void)io::plan_mesh_sizes(text, fuzz::kSource); });
+  fuzz::guard(fuzz::kSource, false, [&] { (void)io::plan_cluster(text, fuzz::kSource); });
+  fuzz::guard(fuzz::kSource, false, [&] {
+    const plan::Plan p = io::parse_plan(text, fuzz::kSource, f.graph, f.spaces, f.cluster.cuts());
+    fuzz::attributed(fuzz::kSource, [&] {
+      plan::check_plan(f.graph, f.spaces, p);
+      return 0;
+    });
+    const plan::Evaluation ev = plan::evaluate(f.graph, f.spaces, f.cluster, p, CostParams{});
+    check_finite(ev.summary);
+
+    const std::string written = io::plan_to_json(f.graph, f.spaces, f.cluster, p, ev);
+    try {
+      const plan::Plan again =
+          io::parse_plan(written, "roundtrip.json", f.graph, f.spaces, f.cluster.cuts());
+      const plan::Evaluation ev2 =
+          plan::evaluate(f.graph, f.spaces, f.cluster, again, CostParams{});
+      if (io::plan_to_json(f.graph, f.spaces, f.cluster, again, ev2) != written)
+        fuzz::die("plan_to_json does not round-trip");
+    } catch (const Error& e) {
+      fuzz::die(std::string("the reader rejects what the writer wrote: ") + e.what());
+    }
+  });
+  return 0;
+}

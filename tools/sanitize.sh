@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Builds recsearch under the sanitizers and runs the tests there:
+#   * AddressSanitizer + UndefinedBehaviorSanitizer (+ LeakSanitizer):
+#     every unit, CLI and fuzz-corpus test, in ASAN_BUILD_DIR (build-asan);
+#   * ThreadSanitizer: the tests that run the oneTBB-parallel paths with
+#     several threads (operator spaces, the rec search, the CLI's
+#     --threads determinism check), in TSAN_BUILD_DIR (build-tsan).
+# The benchmark and the sample-data check are left out (no code of ours
+# that the other runs do not cover). The last line is the summary
+# "sanitizers: N passed, M failed[, K skipped]", which tools/test.sh adds
+# to its own. SANITIZE=asan or SANITIZE=tsan runs one of the two.
+# Any sanitizer report fails its test: the options below make them fatal.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+asan_dir=${ASAN_BUILD_DIR:-build-asan}
+tsan_dir=${TSAN_BUILD_DIR:-build-tsan}
+which=${SANITIZE:-asan tsan}
+jobs=${SANITIZE_JOBS:-2}
+
+# halt_on_error turns UBSan's recoverable reports into failures.
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1
+export UBSAN_OPTIONS=halt_on_error=1:abort_on_error=1:print_stacktrace=1
+export LSAN_OPTIONS=suppressions=$PWD/tools/sanitizers/lsan.supp:print_suppressions=0
+export TSAN_OPTIONS=halt_on_error=1:abort_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tools/sanitizers/tsan.supp:print_suppressions=0
+
+setup() {  # dir, meson options...
+  local dir=$1
+  shift
+  if [[ -f $dir/meson-private/coredata.dat ]]; then
+    meson setup --reconfigure "$dir" "$@" >/dev/null || meson setup --wipe "$dir" "$@" >/dev/null
+  else
+    meson setup "$dir" "$@" >/dev/null
+  fi
+}
+
+total_pass=0
+total_fail=0
+total_skip=0
+
+count() {  # testlog.json -> "pass fail skip"
+  python3 - "$1" <<'PY'
+import json, sys
+counts = {"pass": 0, "fail": 0, "skip": 0}
+kind = {"OK": "pass", "EXPECTEDFAIL": "pass", "SKIP": "skip",
+        "FAIL": "fail", "TIMEOUT": "fail", "UNEXPECTEDPASS": "fail", "ERROR": "fail"}
+with open(sys.argv[1]) as f:
+    for line in f:
+        line = line.strip()
+        if line:
+            try:
+                result = json.loads(line).get("result", "ERROR")
+            except ValueError:
+                result = "ERROR"
+            counts[kind.get(result, "fail")] += 1
+print(counts["pass"], counts["fail"], counts["skip"])
+PY
+}
+
+# dir, label, ninja targets (empty: all), -- meson test arguments
+run_suite() {
+  local dir=$1 label=$2
+  shift 2
+  local targets=()
+  while [[ $1 != -- ]]; do
+    targets+=("$1")
+    shift
+  done
+  shift
+  local start=$SECONDS
+  if ! ninja -C "$dir" -j "$jobs" "${targets[@]}"; then
+    echo "sanitize.sh: $label build failed; its tests count as one failure" >&2
+    total_fail=$((total_fail + 1))
+    return
+  fi
+  local log=$dir/meson-logs/testlog.json rc=0
+  rm -f "$log"
+  meson test -C "$dir" --no-rebuild --print-errorlogs --num-processes "$jobs" "$@" || rc=$?
+  if [[ ! -f $log ]]; then
+    echo "sanitize.sh: $label: meson test wrote no log (exit $rc)" >&2
+    total_fail=$((total_fail + 1))
+    return
+  fi
+  local p f s
+  read -r p f s <<<"$(count "$log")"
+  if ((rc != 0 && f == 0)); then f=1; fi
+  echo "sanitize.sh: $label: $p passed, $f failed, $s skipped ($((SECONDS - start)) s)" >&2
+  total_pass=$((total_pass + p))
+  total_fail=$((total_fail + f))
+  total_skip=$((total_skip + s))
+}
+
+if [[ " $which " == *" asan "* ]]; then
+  setup "$asan_dir" -Db_sanitize=address,undefined -Db_lundef=false -Dbenchmarks=false \
+    -Dbuildtype=debugoptimized
+  # Every suite but the Python check of the sample data (no code of ours).
+  run_suite "$asan_dir" "ASan+UBSan" -- --no-suite data
+fi
+
+if [[ " $which " == *" tsan "* ]]; then
+  setup "$tsan_dir" -Db_sanitize=thread -Db_lundef=false -Dbenchmarks=false \
+    -Dbuildtype=debugoptimized
+  # Only what the threaded tests need: the library, two test programs, the CLI.
+  run_suite "$tsan_dir" "TSan" tests/test_search_properties tests/test_algebra_op_space \
+    tools/recsearch/recsearch -- \
+    search_properties algebra_op_space cli_determinism
+fi
+
+summary="sanitizers: $total_pass passed, $total_fail failed"
+((total_skip > 0)) && summary+=", $total_skip skipped"
+echo "$summary"
+((total_fail == 0))
