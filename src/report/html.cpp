@@ -278,7 +278,7 @@ tr.sel td { background: #fff3bf; }
   // Summary cards.
   var S = D.summary;
   document.getElementById("subtitle").textContent =
-    D.algorithm + " plan, " + D.mode + ", " + D.devices + " devices (" +
+    (D.algorithm === "file" ? "saved plan" : D.algorithm + " plan") + ", " + D.mode + ", " + D.devices + " devices (" +
     D.mesh.map(function (m) { return m.axis + "=" + m.size + (m.level ? " " + m.level : ""); }).join(", ") +
     "), cluster " + D.cluster.name;
   var cards = [["step_time_s", "step time", fmtS], ["compute_s", "compute", fmtS],
