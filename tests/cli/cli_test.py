@@ -858,6 +858,64 @@ def case_progress():
                   "no progress on a terminal: %r" % err)
 
 
+def case_gen():
+    # `recsearch gen`: every family and preset writes a graph that validates,
+    # with the operator count --count promises; options override presets.
+    r = run(["gen", "--list-presets"])
+    presets = r.out.split()
+    for name in ("gpt-350m", "gpt-175b", "gpt-1t", "bert-large", "resnet50", "wide-resnet50-2",
+                 "moe-1.3b"):
+        check(name in presets, "preset %s not listed: %s" % (name, presets))
+    small = {"mlp": ["--layers", "3", "--hidden", "64"],
+             "gpt": ["--layers", "2", "--hidden", "64", "--heads", "4", "--seq", "32",
+                     "--vocab", "100", "--batch", "4"],
+             "bert": ["--layers", "2", "--hidden", "64", "--heads", "4", "--seq", "32",
+                      "--vocab", "100", "--batch", "4"],
+             "resnet": ["--depth", "18", "--image", "64", "--channels", "8", "--batch", "4"],
+             "wide-resnet": ["--depth", "50", "--image", "64", "--channels", "8", "--batch", "4"],
+             "moe": ["--layers", "2", "--hidden", "64", "--heads", "4", "--seq", "32",
+                     "--vocab", "100", "--batch", "4", "--experts", "4"],
+             "random": ["--ops", "200", "--seed", "3"]}
+    for model, opts in small.items():
+        out = os.path.join(TMP, "gen_%s.json" % model)
+        run(["gen", model] + opts + ["-o", out])
+        count = int(run(["gen", model] + opts + ["--count"]).out)
+        g = load_graph(out)
+        check(g.get("format") == "recsearch.graph", "gen %s: not a graph file" % model)
+        check(len(g["operators"]) == count, "gen %s: %d operators, --count says %d" %
+              (model, len(g["operators"]), count))
+        v = run(["validate", out])
+        check(("%d operators" % count) in v.out, "gen %s does not validate: %s" % (model, v))
+        run(["search", out, "--devices", "4", "-o", os.path.join(TMP, "gen_plan.json")])
+    # stdout and the file are the same bytes; the random graph follows its seed.
+    a = run(["gen", "random", "--ops", "50", "--seed", "9"]).out
+    with open(os.path.join(TMP, "gen_random.json")) as f:
+        other = f.read()
+    check(a != other, "different seeds gave the same random graph")
+    check(a == run(["gen", "random", "--ops", "50", "--seed", "9"]).out,
+          "the same seed gave different graphs")
+    check(len(load_graph(write("gen_r.json", a))["operators"]) == 50, "random --ops 50")
+    # A preset with an override: 2 layers of GPT-175B's width.
+    out = os.path.join(TMP, "gen_175b.json")
+    run(["gen", "gpt-175b", "--layers", "2", "--seq", "64", "--batch", "2", "-o", out])
+    g = load_graph(out)
+    shapes = {t["name"]: t["shape"] for t in g["tensors"]}
+    check(shapes.get("h0.wq") == [12288, 12288], "gpt-175b hidden not kept: %s" % shapes.get("h0.wq"))
+    check("h2.wq" not in shapes and "h1.wq" in shapes, "--layers 2 not applied")
+    # Bad options: usage errors (exit 2) naming the problem; nothing written.
+    r = run(["gen", "gpt", "--hidden", "100", "--heads", "3"], expect=2)
+    check("--heads" in r.err, "indivisible heads not named: %s" % r)
+    r = run(["gen", "gpt-7b"], expect=2)
+    check("gpt-6.7b" in r.err, "unknown preset does not list the known ones: %s" % r)
+    run(["gen", "lstm"], expect=2)
+    run(["gen", "resnet", "--depth", "20"], expect=2)
+    run(["gen", "gpt", "--layers", "0"], expect=2)
+    bad_out = os.path.join(TMP, "gen_bad.json")
+    run(["gen", "gpt", "--hidden", "100", "--heads", "3", "-o", bad_out], expect=2)
+    check(not os.path.exists(bad_out) and not os.path.exists(bad_out + ".partial"),
+          "a failed gen left a file behind")
+
+
 CASES = {name[len("case_"):]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 

@@ -60,7 +60,15 @@ int run_gen(GenArgs& a) {
   } else if (!a.preset.empty()) {
     base = gen::preset(a.preset);  // throws, listing the presets
   } else {
-    base.family = gen::parse_family(a.model);
+    try {
+      base.family = gen::parse_family(a.model);
+    } catch (const Error&) {
+      std::string known;
+      for (const auto& n : gen::preset_names()) known += (known.empty() ? "" : ", ") + n;
+      throw Error(Errc::kUsage, "gen: unknown model or preset '" + a.model +
+                                    "' (models: mlp, gpt, bert, resnet, wide-resnet, moe, random; "
+                                    "presets: " + known + ")");
+    }
     if (a.model == "wide-resnet" && a.spec.width == 0) base.width = 2;
   }
   // Options given on the command line override the base.
