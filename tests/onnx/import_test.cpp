@@ -340,3 +340,183 @@ TEST_CASE("onnx: every PyTorch-exported model of Debian's libonnx-testdata impor
                       << " nodes imported as replicated");
   CHECK(outputs_checked >= dirs.size());
 }
+
+// ---- models built here, with the generated protobuf classes -------------
+
+namespace {
+
+onnx::ValueInfoProto value(const std::string& name, const std::vector<std::int64_t>& dims) {
+  onnx::ValueInfoProto v;
+  v.set_name(name);
+  auto* tt = v.mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(onnx::TensorProto::FLOAT);
+  for (const auto d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  return v;
+}
+
+onnx::TensorProto ints_tensor(const std::string& name, const std::vector<std::int64_t>& v) {
+  onnx::TensorProto t;
+  t.set_name(name);
+  t.set_data_type(onnx::TensorProto::INT64);
+  t.add_dims(static_cast<std::int64_t>(v.size()));
+  for (const auto x : v) t.add_int64_data(x);
+  return t;
+}
+
+onnx::TensorProto float_tensor(const std::string& name, const std::vector<std::int64_t>& dims) {
+  onnx::TensorProto t;
+  t.set_name(name);
+  t.set_data_type(onnx::TensorProto::FLOAT);
+  std::int64_t n = 1;
+  for (const auto d : dims) {
+    t.add_dims(d);
+    n *= d;
+  }
+  t.set_raw_data(std::string(static_cast<std::size_t>(n) * 4, '\0'));
+  return t;
+}
+
+onnx::NodeProto node(const std::string& type, const std::string& name,
+                     std::vector<std::string> ins, std::vector<std::string> outs) {
+  onnx::NodeProto n;
+  n.set_op_type(type);
+  n.set_name(name);
+  for (auto& i : ins) n.add_input(i);
+  for (auto& o : outs) n.add_output(o);
+  return n;
+}
+
+void int_attr(onnx::NodeProto& n, const std::string& name, std::int64_t v) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+void ints_attr(onnx::NodeProto& n, const std::string& name, const std::vector<std::int64_t>& v) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (const auto x : v) a->add_ints(x);
+}
+
+std::string serialize(onnx::GraphProto g, int opset) {
+  onnx::ModelProto m;
+  m.set_ir_version(7);
+  auto* o = m.add_opset_import();
+  o->set_domain("");
+  o->set_version(opset);
+  *m.mutable_graph() = std::move(g);
+  return m.SerializeAsString();
+}
+
+// x [4, 1, 6, 5] -> Squeeze(1) -> ReduceSum(axis 2, keep) -> Unsqueeze(0) ->
+// Split(axis 1: 2 + 4) -> the first part. Axes are attributes before opset
+// 13 and constant inputs from 13 on; the imported graphs must agree.
+std::string axes_model(int opset) {
+  const bool as_inputs = opset >= 13;
+  onnx::GraphProto g;
+  g.set_name("axes");
+  *g.add_input() = value("x", {4, 1, 6, 5});
+  *g.add_output() = value("y", {1, 4, 2, 1});
+  auto sq = node("Squeeze", "squeeze", {"x"}, {"s"});
+  auto rs = node("ReduceSum", "reduce", {"s"}, {"r"});
+  auto un = node("Unsqueeze", "unsqueeze", {"r"}, {"u"});
+  auto sp = node("Split", "split", {"u"}, {"y", "rest"});
+  int_attr(sp, "axis", 2);
+  if (as_inputs) {
+    sq.add_input("one");
+    rs.add_input("two");
+    un.add_input("zero");
+    sp.add_input("sizes");
+    *g.add_initializer() = ints_tensor("one", {1});
+    *g.add_initializer() = ints_tensor("two", {2});
+    *g.add_initializer() = ints_tensor("zero", {0});
+    *g.add_initializer() = ints_tensor("sizes", {2, 4});
+  } else {
+    ints_attr(sq, "axes", {1});
+    ints_attr(rs, "axes", {2});
+    ints_attr(un, "axes", {0});
+    ints_attr(sp, "split", {2, 4});
+  }
+  for (auto* n : {&sq, &rs, &un, &sp}) *g.add_node() = *n;
+  return serialize(std::move(g), opset);
+}
+
+}  // namespace
+
+TEST_CASE("onnx: axes as attributes (opset 11) and as inputs (opset 13) import alike") {
+  // ReduceSum takes its axes as an input from opset 13 on.
+  const io::OnnxImport a = io::parse_onnx(axes_model(11), "axes11");
+  const io::OnnxImport b = io::parse_onnx(axes_model(13), "axes13");
+  for (const io::OnnxImport* r : {&a, &b}) {
+    const ir::Graph& g = r->graph;
+    CHECK(tensor(g, "s").shape == ir::Shape{4, 6, 5});
+    CHECK(tensor(g, "r").shape == ir::Shape{4, 6, 1});
+    CHECK(tensor(g, "u").shape == ir::Shape{1, 4, 6, 1});
+    CHECK(tensor(g, "y").shape == ir::Shape{1, 4, 2, 1});
+    CHECK(tensor(g, "rest").shape == ir::Shape{1, 4, 4, 1});
+    CHECK(op(g, "squeeze").attrs.get_ints("axes") == std::vector<std::int64_t>{1});
+    CHECK(op(g, "reduce").attrs.get_ints("axes") == std::vector<std::int64_t>{2});
+    CHECK(op(g, "unsqueeze").attrs.get_ints("axes") == std::vector<std::int64_t>{0});
+    CHECK(op(g, "split").attrs.get_ints("split") == std::vector<std::int64_t>{2, 4});
+  }
+  CHECK(a.graph.num_operators() == b.graph.num_operators());
+}
+
+TEST_CASE("onnx: random Gemm/MatMul chains (seeded): every shape as the layer widths say") {
+  for (std::uint32_t seed = 1; seed <= 20; ++seed) {
+    CAPTURE(seed);
+    std::uint32_t state = seed * 2654435761u;
+    const auto next = [&](std::uint32_t mod) {
+      state = state * 1664525u + 1013904223u;
+      return (state >> 8) % mod;
+    };
+    const int opset = std::vector<int>{9, 11, 13, 17}[next(4)];
+    const std::int64_t batch = 1 + next(16);
+    std::vector<std::int64_t> widths{1 + next(64)};
+    const std::size_t layers = 1 + next(5);
+    for (std::size_t l = 0; l < layers; ++l) widths.push_back(1 + next(64));
+    onnx::GraphProto g;
+    g.set_name("chain");
+    *g.add_input() = value("h0", {batch, widths[0]});
+    std::vector<bool> trans(layers), bias(layers), gemm(layers);
+    for (std::size_t l = 0; l < layers; ++l) {
+      const std::string in = "h" + std::to_string(l), out = "h" + std::to_string(l + 1);
+      const std::string w = "w" + std::to_string(l);
+      gemm[l] = next(2) == 0;
+      trans[l] = gemm[l] && next(2) == 0;
+      bias[l] = gemm[l] && next(2) == 0;
+      std::vector<std::string> ins{in, w};
+      if (bias[l]) {
+        ins.push_back("b" + std::to_string(l));
+        *g.add_initializer() = float_tensor(ins.back(), {widths[l + 1]});
+      }
+      auto n = node(gemm[l] ? "Gemm" : "MatMul", "layer" + std::to_string(l), ins, {out});
+      if (trans[l]) int_attr(n, "transB", 1);
+      *g.add_node() = n;
+      *g.add_initializer() = float_tensor(w, trans[l] ? std::vector<std::int64_t>{widths[l + 1], widths[l]}
+                                                      : std::vector<std::int64_t>{widths[l], widths[l + 1]});
+    }
+    *g.add_output() = value("h" + std::to_string(layers), {batch, widths[layers]});
+    const io::OnnxImport r = io::parse_onnx(serialize(std::move(g), opset), "chain");
+    std::size_t expected_ops = 0;
+    for (std::size_t l = 0; l < layers; ++l) {
+      CHECK(tensor(r.graph, "h" + std::to_string(l + 1)).shape == ir::Shape{batch, widths[l + 1]});
+      const ir::Operator& o = op(r.graph, "layer" + std::to_string(l));
+      CHECK(o.kind == ir::OpKind::MatMul);
+      CHECK(o.attrs.get_bool("transpose_b", false) == trans[l]);
+      CHECK(tensor(r.graph, "w" + std::to_string(l)).kind == ir::TensorKind::Parameter);
+      expected_ops += bias[l] ? 2 : 1;
+    }
+    CHECK(r.graph.num_operators() == expected_ops);
+    // Weight payloads over 4 KiB were skipped, the small ones kept.
+    std::size_t big = 0;
+    for (std::size_t l = 0; l < layers; ++l) {
+      const std::size_t bytes = static_cast<std::size_t>(widths[l] * widths[l + 1]) * 4;
+      if (bytes > 4096) big += bytes;
+      const std::size_t bbytes = static_cast<std::size_t>(widths[l + 1]) * 4;
+      if (bias[l] && bbytes > 4096) big += bbytes;
+    }
+    CHECK(r.skipped_weight_bytes == big);
+  }
+}
