@@ -125,7 +125,7 @@ int run_exec(const ExecArgs& a, int* argc, char*** argv) {
   int pre_code = 0;
   std::string pre_msg;
   const auto agree_on_input = [&] {
-    const auto [worst, who] = rt.agree(pre_code);
+    const auto [worst, who] = rt.agree(pre_code, a.timeout_s);
     if (worst == 0) return;
     if (who == rank) std::cerr << ("recsearch exec: [rank " + std::to_string(rank) + "] " + pre_msg + "\n") << std::flush;
     throw std::make_pair(worst, 0);

@@ -143,6 +143,7 @@ Executor::Executor(const ir::Graph& g, const std::vector<algebra::OpSpace>& spac
   }
   held_.resize(g.num_tensors());
   copies_.resize(g.num_tensors());
+  make_inputs();
   for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
     const ir::Tensor& tensor = g.tensor(t);
     if (tensor.producer == ir::kNone) continue;
@@ -152,11 +153,9 @@ Executor::Executor(const ir::Graph& g, const std::vector<algebra::OpSpace>& spac
 
 Executor::~Executor() = default;
 
-void Executor::run() {
+void Executor::make_inputs() {
   const auto& mesh = layouts_.mesh;
   for (ir::TensorId t = 0; t < g_.num_tensors(); ++t) {
-    copies_[t].clear();
-    held_[t].reset();
     const ir::Tensor& tensor = g_.tensor(t);
     if (tensor.producer != ir::kNone || tensor.consumers.empty()) continue;
     auto lt = std::make_unique<LocalTensor>();
@@ -169,6 +168,14 @@ void Executor::run() {
                        lt->data[static_cast<std::size_t>(i)] = input_value(g_, t, global, options_.seed);
                      });
     held_[t] = std::move(lt);
+  }
+}
+
+void Executor::run() {
+  // Inputs stay (made once); activations and redistributed copies are redone.
+  for (ir::TensorId t = 0; t < g_.num_tensors(); ++t) {
+    copies_[t].clear();
+    if (g_.tensor(t).producer != ir::kNone) held_[t].reset();
   }
   for (const ir::OpId o : g_.topological_order()) {
     if (options_.before_op) options_.before_op(o);

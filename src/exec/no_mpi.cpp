@@ -11,7 +11,7 @@ namespace recsearch::exec {
 Runtime::Runtime(int*, char***) {}
 Runtime::~Runtime() = default;
 
-std::pair<int, int> Runtime::agree(int code) const { return {code, code != 0 ? 0 : -1}; }
+std::pair<int, int> Runtime::agree(int code, double) const { return {code, code != 0 ? 0 : -1}; }
 
 void Runtime::abort_all(int code) noexcept {
   std::fflush(stdout);

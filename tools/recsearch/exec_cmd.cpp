@@ -31,7 +31,6 @@ void add_exec_command(CLI::App& app, Registry& reg) {
       cmd->add_option("--fault", *fault,
                       "testing: RANK:KIND[:OP], KIND throw, kill or stall before operator OP")
           ->type_name("RANK:KIND[:OP]");
-  cmd->add_flag("-q,--quiet", a->quiet, "no progress on stderr");
   reg.push_back({cmd, [=] {
                    a->backend = *backend == "nccl" ? exec::Backend::Nccl : exec::Backend::Mpi;
                    if (fault_opt->count() > 0) a->fault = *fault;

@@ -105,7 +105,9 @@ class Runtime {
   // Collective over every process: the largest `code` and the lowest rank
   // holding a non-zero one (-1 if none). Lets every rank agree on an input
   // error before any other traffic and end normally, all with that code.
-  [[nodiscard]] std::pair<int, int> agree(int code) const;
+  // Ends every rank (exit 4) if some rank does not arrive within timeout_s
+  // (0: wait forever).
+  [[nodiscard]] std::pair<int, int> agree(int code, double timeout_s) const;
 
  private:
   int rank_ = 0;

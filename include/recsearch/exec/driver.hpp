@@ -19,7 +19,6 @@ struct ExecArgs {
   int steps = 1;             // forward passes timed
   std::uint64_t seed = 1;    // input values
   double timeout_s = 60;     // per collective; 0 = wait forever
-  bool quiet = false;
   // Testing failure handling: "RANK:KIND[:OP]" with KIND throw (an error on
   // that rank before operator OP), kill (SIGKILL there) or stall (that rank
   // sleeps there, its peers time out).

@@ -57,7 +57,8 @@ class Executor {
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
-  // One forward pass; graph outputs left partial are all-reduced at the end.
+  // One forward pass (the inputs' blocks are made once, by the constructor);
+  // graph outputs left partial are all-reduced at the end.
   void run();
   // Graph outputs (produced tensors nobody consumes), in tensor id order.
   [[nodiscard]] const std::vector<ir::TensorId>& outputs() const noexcept { return outputs_; }
@@ -69,6 +70,7 @@ class Executor {
   [[nodiscard]] const PlanLayouts& layouts() const noexcept { return layouts_; }
 
  private:
+  void make_inputs();
   void run_op(ir::OpId o);
 
   const ir::Graph& g_;

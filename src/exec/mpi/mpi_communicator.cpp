@@ -34,13 +34,32 @@ Runtime::~Runtime() {
   if (MPI_Finalized(&finalized) == MPI_SUCCESS && finalized == 0) (void)MPI_Finalize();
 }
 
-std::pair<int, int> Runtime::agree(int code) const {
-  int worst = 0;
-  int first = code != 0 ? rank_ : size_;
-  int lowest = size_;
-  RS_MPI_CHECK(MPI_Allreduce(&code, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
-  RS_MPI_CHECK(MPI_Allreduce(&first, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-  return {worst, lowest == size_ ? -1 : lowest};
+std::pair<int, int> Runtime::agree(int code, double timeout_s) const {
+  // Polled like every collective: a rank that never arrives must not hang the others.
+  const auto wait = [&](MPI_Request& r) {
+    const auto start = std::chrono::steady_clock::now();
+    for (;;) {
+      int done = 0;
+      RS_MPI_CHECK(MPI_Test(&r, &done, MPI_STATUS_IGNORE));
+      if (done != 0) return;
+      const double waited =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (timeout_s > 0 && waited > timeout_s) {
+        std::fprintf(stderr,
+                     "recsearch exec: [rank %d] the ranks did not all finish reading the graph and "
+                     "plan within %g s (a rank stalls or is missing) [E401]\n",
+                     rank_, timeout_s);
+        abort_all(4);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  };
+  int in[2] = {code, -(code != 0 ? rank_ : size_)};  // max of -rank: the lowest failing rank
+  int out[2] = {0, 0};
+  MPI_Request r = MPI_REQUEST_NULL;
+  RS_MPI_CHECK(MPI_Iallreduce(in, out, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &r));
+  wait(r);
+  return {out[0], -out[1] == size_ ? -1 : -out[1]};
 }
 
 void Runtime::abort_all(int code) noexcept {
