@@ -538,9 +538,7 @@ static void test_errors(void) {
 
   /* A pinned strategy the mesh cannot lay out (3 does not divide 4 devices). */
   {
-    const int64_t pin3[] = {1, 1, 1, 1};
     const int64_t pin_odd[] = {1, 3, 3, 1};
-    (void)pin3;
     OK(rs_graph_pin_strategy(g, "mm", pin_odd, ranks, 2));
     FAILS(rs_search(g, c, NULL, &r), RS_BAD_INPUT, 107, "/operators/0/strategy");
   }
