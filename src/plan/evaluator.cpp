@@ -209,8 +209,11 @@ std::string_view comm_reason_name(CommReason r) noexcept {
 }
 
 Evaluation evaluate(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
-                    const Cluster& cluster, const Plan& p, const CostParams& params) {
+                    const Cluster& cluster, const Plan& p, const CostParams& params,
+                    EvalDetail detail) {
   check_shape(g, spaces, p);
+  const bool full = detail == EvalDetail::Full;
+  double folded_comm = 0;  // Summary: events summed axis by axis, then dropped
   const std::size_t n_ops = g.num_operators();
   const std::size_t n_tensors = g.num_tensors();
   const bool train = p.mode == Mode::Train;
@@ -219,12 +222,14 @@ Evaluation evaluate(const ir::Graph& g, const std::vector<algebra::OpSpace>& spa
 
   Evaluation ev;
   ev.op_costs.assign(n_ops, {});
-  ev.tensors.resize(n_tensors);
-  for (std::size_t t = 0; t < n_tensors; ++t)
-    ev.tensors[t].dims.resize(g.tensor(static_cast<ir::TensorId>(t)).rank());
-  ev.strategies.reserve(n_ops);
-  for (ir::OpId o = 0; o < n_ops; ++o)
-    ev.strategies.push_back(strategy_of(spaces[o], p.mesh, p.cuts[o]));
+  if (full) {
+    ev.tensors.resize(n_tensors);
+    for (std::size_t t = 0; t < n_tensors; ++t)
+      ev.tensors[t].dims.resize(g.tensor(static_cast<ir::TensorId>(t)).rank());
+    ev.strategies.reserve(n_ops);
+    for (ir::OpId o = 0; o < n_ops; ++o)
+      ev.strategies.push_back(strategy_of(spaces[o], p.mesh, p.cuts[o]));
+  }
 
   // Per slot: the product of the sizes of the axes so far on which the slot
   // is sharded (its slice is the tensor's bytes / divisor).
@@ -357,7 +362,11 @@ Evaluation evaluate(const ir::Graph& g, const std::vector<algebra::OpSpace>& spa
       const int c = p.cuts[o][a];
       if (c != kReplicated) loop_split[loop_begin[o] + static_cast<std::size_t>(c)] *= k;
     }
-    for (ir::TensorId t = 0; t < n_tensors; ++t) {
+    if (!full) {
+      for (const CommEvent& e : ev.events) folded_comm += e.seconds;
+      ev.events.clear();
+    }
+    for (ir::TensorId t = 0; t < n_tensors && full; ++t) {
       const std::uint32_t h = slots.holder[t];
       if (h == kNoSlot) continue;
       if (layout[h].kind == LayoutKind::Shard) {
@@ -384,6 +393,7 @@ Evaluation evaluate(const ir::Graph& g, const std::vector<algebra::OpSpace>& spa
         cost::compute_seconds(spaces[o].flops / ways, touched, dev, params, p.mode);
     sum.compute_s += ev.op_costs[o].compute_s;
   }
+  sum.communication_s = folded_comm;
   for (const CommEvent& e : ev.events) sum.communication_s += e.seconds;
   sum.step_time_s = sum.compute_s + sum.communication_s;
 

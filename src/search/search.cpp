@@ -60,8 +60,10 @@ void rec_folded(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
     (void)detail::rec_search(f3.graph, f3.spaces, cluster, opts, lambda, trial, &f3.weight);
     plan::check_plan(f3.graph, f3.spaces, trial);
     const plan::Plan trial4 = detail::refold(trial, rep, 4, g.num_operators());
-    const auto s3 = plan::evaluate(f3.graph, f3.spaces, cluster, trial, opts.cost).summary;
-    const auto s4 = plan::evaluate(f4.graph, f4.spaces, cluster, trial4, opts.cost).summary;
+    const auto s3 = plan::evaluate(f3.graph, f3.spaces, cluster, trial, opts.cost,
+                                   plan::EvalDetail::Summary).summary;
+    const auto s4 = plan::evaluate(f4.graph, f4.spaces, cluster, trial4, opts.cost,
+                                   plan::EvalDetail::Summary).summary;
     const double params = s3.parameter_bytes + extra * (s4.parameter_bytes - s3.parameter_bytes);
     const double acts = opts.mode == Mode::Train
                             ? s3.activation_bytes + extra * (s4.activation_bytes - s3.activation_bytes)
@@ -78,7 +80,9 @@ void rec_folded(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
     if (mem <= budget * (1 + 1e-9)) {
       plan::Plan full = detail::unfold(trial, rep, g.num_operators());
       plan::check_plan(g, spaces, full);
-      plan::Evaluation ev = plan::evaluate(g, spaces, cluster, full, opts.cost);
+      plan::Evaluation ev = plan::evaluate(
+          g, spaces, cluster, full, opts.cost,
+          opts.detailed_evaluation ? plan::EvalDetail::Full : plan::EvalDetail::Summary);
       if (ev.summary.memory_per_device_bytes <= budget) {
         res.plan = std::move(full);
         res.eval = std::move(ev);
@@ -107,10 +111,12 @@ SearchResult run(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces
   p.mode = opts.mode;
   p.mesh = cluster.cuts();
   const double budget = detail::memory_budget(cluster, opts);
+  const auto eval_detail =
+      opts.detailed_evaluation ? plan::EvalDetail::Full : plan::EvalDetail::Summary;
 
   auto evaluate = [&](const plan::Plan& plan) {
     plan::check_plan(g, spaces, plan);
-    return plan::evaluate(g, spaces, cluster, plan, opts.cost);
+    return plan::evaluate(g, spaces, cluster, plan, opts.cost, eval_detail);
   };
 
   switch (opts.algorithm) {

@@ -138,3 +138,34 @@ TEST_CASE("folding costs no plan quality on deep stacks") {
     }
   }
 }
+
+TEST_CASE("a summary-only evaluation has the full evaluation's summary") {
+  const ir::Graph g = gen::build_graph(gpt(3));
+  const auto spaces = algebra::build_op_spaces(g);
+  for (const Cluster& c : {Cluster::flat(8), Cluster::mesh({2, 3}), Cluster::mesh({4, 8})}) {
+    for (const Mode mode : {Mode::Train, Mode::Infer}) {
+      search::SearchOptions o;
+      o.mode = mode;
+      const auto res = search::run(g, spaces, c, o);
+      const auto full = plan::evaluate(g, spaces, c, res.plan, o.cost, plan::EvalDetail::Full);
+      const auto brief = plan::evaluate(g, spaces, c, res.plan, o.cost, plan::EvalDetail::Summary);
+      CHECK(brief.summary.step_time_s == doctest::Approx(full.summary.step_time_s).epsilon(1e-12));
+      CHECK(brief.summary.communication_s ==
+            doctest::Approx(full.summary.communication_s).epsilon(1e-12));
+      CHECK(brief.summary.memory_per_device_bytes == full.summary.memory_per_device_bytes);
+      CHECK(brief.strategies.empty());
+      CHECK(brief.events.empty());
+      CHECK(brief.tensors.empty());
+      CHECK(full.strategies.size() == g.num_operators());
+      REQUIRE(brief.op_costs.size() == full.op_costs.size());
+      for (std::size_t i = 0; i < full.op_costs.size(); ++i)
+        CHECK(brief.op_costs[i].communication_s ==
+              doctest::Approx(full.op_costs[i].communication_s).epsilon(1e-12));
+      // The search gives the same plan when it only summarizes.
+      o.detailed_evaluation = false;
+      const auto res2 = search::run(g, spaces, c, o);
+      CHECK(res2.plan.cuts == res.plan.cuts);
+      CHECK(res2.eval.strategies.empty());
+    }
+  }
+}

@@ -100,9 +100,15 @@ struct Evaluation {
   Summary summary;
 };
 
+// How much of an Evaluation to fill: everything, or only the summary and
+// op_costs (no strategies, shardings or event list: for graphs of millions
+// of operators whose plan is not written out).
+enum class EvalDetail { Full, Summary };
+
 // Evaluates `p` (after check_plan) on `g` with the mesh of `p`; the cluster
 // supplies the device model. Deterministic; O(axes * (V + E)).
 [[nodiscard]] Evaluation evaluate(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
-                                  const Cluster& cluster, const Plan& p, const CostParams& params);
+                                  const Cluster& cluster, const Plan& p, const CostParams& params,
+                                  EvalDetail detail = EvalDetail::Full);
 
 }  // namespace recsearch::plan

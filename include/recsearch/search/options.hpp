@@ -40,6 +40,10 @@ struct SearchOptions {
   // Search time then follows the block, not the depth.
   bool fold_repeats = true;
   std::size_t fold_min_repeats = 8;
+  // Whether SearchResult::eval lists every strategy, sharding and
+  // redistribution (needed to write the plan) or only the summary and
+  // per-operator costs (scaling runs on graphs of millions of operators).
+  bool detailed_evaluation = true;
   // Exhaustive: give up (Error kUsage) past this many operators, and stop
   // proving optimality after this many search nodes (result flagged).
   std::size_t exhaustive_max_operators = 16;
