@@ -55,6 +55,22 @@ if ((test_rc != 0 && failed == 0)); then
   failed=1
 fi
 
+# The same tests under ASan+UBSan and TSan (tools/sanitize.sh), counted in
+# the summary; SANITIZE=none skips them.
+if [[ ${SANITIZE:-} != none ]]; then
+  san_log=$build_dir/sanitize.log
+  tools/sanitize.sh 2>&1 | tee "$san_log" || true
+  san=$(tail -n 1 "$san_log")
+  if [[ $san =~ ^sanitizers:\ ([0-9]+)\ passed,\ ([0-9]+)\ failed(,\ ([0-9]+)\ skipped)?$ ]]; then
+    passed=$((passed + BASH_REMATCH[1]))
+    failed=$((failed + BASH_REMATCH[2]))
+    skipped=$((skipped + ${BASH_REMATCH[4]:-0}))
+  else
+    echo "test.sh: tools/sanitize.sh gave no summary (see $san_log)" >&2
+    failed=$((failed + 1))
+  fi
+fi
+
 summary="tests: $passed passed, $failed failed"
 ((skipped > 0)) && summary+=", $skipped skipped"
 echo "$summary"

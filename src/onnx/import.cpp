@@ -615,7 +615,10 @@ class Importer {
     return id;
   }
 
-  const ir::Shape& shape_of(const std::string& name, int node_index) {
+  // By value: tensor_for may add a tensor to the graph, which moves every
+  // tensor, so a reference from an earlier call would dangle (Conv's x
+  // after looking up w).
+  ir::Shape shape_of(const std::string& name, int node_index) {
     return g_.tensor(tensor_for(name, node_index)).shape;
   }
 
