@@ -69,8 +69,8 @@ Cluster cluster_for(const std::string& text, const std::string& source) {
   return sizes == prime_factors(n) ? Cluster::flat(n) : Cluster::mesh(sizes);
 }
 
-// Forward bytes per device the plan file states in /redistributions, if it
-// lists any.
+// Forward bytes per device of the layout and output collectives the plan
+// file states in /redistributions, if it lists any.
 std::optional<double> stated_forward_bytes(const std::string& text, const std::string& source) {
   nlohmann::json j;
   try {
@@ -87,7 +87,10 @@ std::optional<double> stated_forward_bytes(const std::string& text, const std::s
     if (!r[i].is_object() || !r[i].contains("bytes") || !r[i]["bytes"].is_number()) {
       throw Error(Errc::kSchema, "needs a numeric 'bytes'", at, source);
     }
-    if (r[i].value("phase", "forward") == "forward") sum += r[i]["bytes"].get<double>();
+    const std::string reason = r[i].value("reason", "layout");
+    if (r[i].value("phase", "forward") == "forward" && (reason == "layout" || reason == "output")) {
+      sum += r[i]["bytes"].get<double>();
+    }
   }
   return sum;
 }
@@ -104,6 +107,12 @@ double model_forward_bytes(const ir::Graph& g, const plan::Evaluation& ev, bool 
   }
   return sum;
 }
+
+// Thrown once the ranks agreed that the input is bad: every rank returns
+// this code (the failing one has said why).
+struct InputRejected {
+  int code;
+};
 
 int fail(Communicator* comm, int rank, const std::string& msg, int code) {
   // One write per message, so that ranks' lines do not interleave.
@@ -128,7 +137,7 @@ int run_exec(const ExecArgs& a, int* argc, char*** argv) {
     const auto [worst, who] = rt.agree(pre_code, a.timeout_s);
     if (worst == 0) return;
     if (who == rank) std::cerr << ("recsearch exec: [rank " + std::to_string(rank) + "] " + pre_msg + "\n") << std::flush;
-    throw std::make_pair(worst, 0);
+    throw InputRejected{worst};
   };
   try {
     if (a.steps < 1) throw Error(Errc::kUsage, "--steps must be at least 1");
@@ -320,16 +329,16 @@ int run_exec(const ExecArgs& a, int* argc, char*** argv) {
     }
     comm.reset();
     return code;
-  } catch (const std::pair<int, int>& agreed) {
-    return agreed.first;  // every rank knows; the one that failed has said why
+  } catch (const InputRejected& r) {
+    return r.code;
   } catch (const Error& e) {
     if (!input_agreed) {
       pre_code = exit_code(e.code());
       pre_msg = e.what();
       try {
         agree_on_input();
-      } catch (const std::pair<int, int>& agreed) {
-        return agreed.first;
+      } catch (const InputRejected& r) {
+        return r.code;
       }
     }
     return fail(comm.get(), rank, e.what(), exit_code(e.code()));

@@ -29,7 +29,9 @@ TMP = None
 FAILURES = []
 
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-           OMPI_MCA_rmaps_base_oversubscribe="1")
+           OMPI_MCA_rmaps_base_oversubscribe="1",
+           # Containers often forbid the cross-memory attach of the shared-memory transport.
+           OMPI_MCA_btl_vader_single_copy_mechanism="none")
 
 
 def mpirun(n, args, timeout=240):
