@@ -3,8 +3,8 @@
 #   * AddressSanitizer + UndefinedBehaviorSanitizer (+ LeakSanitizer):
 #     every unit, CLI and fuzz-corpus test, in ASAN_BUILD_DIR (build-asan);
 #   * ThreadSanitizer: the tests that run the oneTBB-parallel paths with
-#     several threads (operator spaces, the rec search, the CLI's
-#     --threads determinism check), in TSAN_BUILD_DIR (build-tsan).
+#     several threads (operator spaces, the rec search), in TSAN_BUILD_DIR
+#     (build-tsan).
 # The benchmark and the sample-data check are left out (no code of ours
 # that the other runs do not cover). The last line is the summary
 # "sanitizers: N passed, M failed[, K skipped]", which tools/test.sh adds
@@ -114,10 +114,10 @@ fi
 if [[ " $which " == *" tsan "* ]]; then
   setup "$tsan_dir" -Db_sanitize=thread -Db_lundef=false -Dbenchmarks=false \
     -Dbuildtype=debugoptimized
-  # Only what the threaded tests need: the library, two test programs, the CLI.
-  run_suite "$tsan_dir" "TSan" tests/test_search_properties tests/test_algebra_op_space \
-    tools/recsearch/recsearch -- \
-    search_properties algebra_op_space cli_determinism
+  # Only what the threaded tests need: the library and two test programs
+  # (both compare plans and operator spaces across thread counts).
+  run_suite "$tsan_dir" "TSan" tests/test_search_properties tests/test_algebra_op_space -- \
+    search_properties algebra_op_space
 fi
 
 summary="sanitizers: $total_pass passed, $total_fail failed"

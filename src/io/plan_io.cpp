@@ -308,11 +308,16 @@ class PlanStream final : public detail::StreamHandler {
 
   Mode mode(const std::string& key) override {
     if (key == "operators") return Mode::kStream;
-    if (key == "tensors" || key == "redistributions") return Mode::kSkip;
+    if (key == "tensors") return Mode::kStream;
+    if (key == "redistributions") return Mode::kSkip;
     return Mode::kCollect;
   }
 
-  void record(const std::string&, std::size_t index, Json&& value) override {
+  void record(const std::string& key, std::size_t index, Json&& value) override {
+    if (key == "tensors") {
+      tensor_entry(index, value);
+      return;
+    }
     if (ready_ && pending_.empty()) {
       entry(index, value);
     } else {
@@ -367,6 +372,17 @@ class PlanStream final : public detail::StreamHandler {
       r_.fail(Errc::kUnknownName,
               "unknown operator '" + name + "' (not in graph '" + g_.name() + "')", name_at);
     }
+    // A plan of another graph that happens to share operator names must
+    // not be evaluated as if it were this graph's.
+    if (const Json* type = r_.find(o, "type"); type != nullptr && type->is_string()) {
+      const std::string t = type->get<std::string>();
+      if (t != g_.op(*id).type) {
+        r_.fail(Errc::kPlan,
+                "operator '" + name + "' is " + t + " in the plan but " + g_.op(*id).type +
+                    " in graph '" + g_.name() + "' (a plan of another graph?)",
+                child(at, "type"));
+      }
+    }
     OpEntry& entry = entries_[*id];
     if (entry.source != Source::Absent) {
       r_.fail(Errc::kDuplicate,
@@ -405,6 +421,41 @@ class PlanStream final : public detail::StreamHandler {
         throw Error(e.code(), "operator '" + name + "', pinned strategy in the graph: " + e.detail(),
                     at, r_.source());
       }
+    }
+  }
+
+  // "tensors" is derived (eval takes layouts from the cuts) and otherwise
+  // ignored, but an entry naming a tensor must still describe this graph:
+  // a known name and, when it gives one, the graph's shape -- else the plan
+  // was made for another graph and must not be evaluated against this one.
+  void tensor_entry(std::size_t i, const Json& t) const {
+    if (!t.is_object()) return;
+    const Json* name_j = r_.find(t, "name");
+    if (name_j == nullptr || !name_j->is_string()) return;
+    const std::string at = child("/tensors", i);
+    const std::string name = name_j->get<std::string>();
+    const auto id = g_.find_tensor(name);
+    if (!id) {
+      r_.fail(Errc::kUnknownName,
+              "unknown tensor '" + name + "' (not in graph '" + g_.name() + "')",
+              child(at, "name"));
+    }
+    const Json* dims = r_.find(t, "shape");
+    if (dims == nullptr || !dims->is_array()) return;
+    ir::Shape shape;
+    shape.reserve(dims->size());
+    for (const Json& d : *dims) {
+      std::int64_t v = 0;
+      if (!detail::as_int64(d, v)) return;
+      shape.push_back(v);
+    }
+    const ir::Shape& expected = g_.tensor(*id).shape;
+    if (shape != expected) {
+      r_.fail(Errc::kPlan,
+              "tensor '" + name + "' has shape " + ir::shape_to_string(shape) + " in the plan but " +
+                  ir::shape_to_string(expected) + " in graph '" + g_.name() +
+                  "' (a plan of another graph?)",
+              child(at, "shape"));
     }
   }
 

@@ -412,3 +412,47 @@ TEST_CASE("every prefix of a graph, cluster and plan file fails at a byte offset
   const Error e = error_of([&] { (void)io::parse_graph(graph.substr(0, 100), kFile); });
   CHECK(e.detail().find("at byte 100:") != std::string::npos);
 }
+
+TEST_CASE("a plan of another graph that shares its names is rejected, not evaluated") {
+  const auto mlp = [](std::int64_t batch, const char* act) {
+    return graph_json(
+        R"({"name": "x", "shape": [)" + std::to_string(batch) + R"(, 64]},
+           {"name": "w", "shape": [64, 64], "kind": "parameter"},
+           {"name": "h", "shape": [)" + std::to_string(batch) + R"(, 64]},
+           {"name": "y", "shape": [)" + std::to_string(batch) + R"(, 64]})",
+        R"({"name": "mm", "type": "MatMul", "inputs": ["x", "w"], "outputs": ["h"]},
+           {"name": "act", "type": ")" + std::string(act) + R"(", "inputs": ["h"], "outputs": ["y"]})");
+  };
+  const Cluster c = Cluster::flat(4);
+  const ir::Graph g = io::parse_graph(mlp(32, "ReLU"), kFile);
+  const auto spaces = algebra::build_op_spaces(g);
+  search::SearchOptions opts;
+  const auto r = search::run(g, spaces, c, opts);
+  const std::string plan = io::plan_to_json(g, spaces, c, r.plan, r.eval);
+  // Its own graph reads it back.
+  CHECK(io::parse_plan(plan, kFile, g, spaces, c.cuts()).cuts == r.plan.cuts);
+
+  // Same names, another operator type.
+  const ir::Graph gelu = io::parse_graph(mlp(32, "GeLU"), kFile);
+  const auto gelu_spaces = algebra::build_op_spaces(gelu);
+  const Error t = error_of([&] { (void)io::parse_plan(plan, kFile, gelu, gelu_spaces, c.cuts()); });
+  CHECK(t.code() == Errc::kPlan);
+  CHECK(t.json_path() == "/operators/1/type");
+
+  // Same names and types, other shapes.
+  const ir::Graph wider = io::parse_graph(mlp(48, "ReLU"), kFile);
+  const auto wider_spaces = algebra::build_op_spaces(wider);
+  const Error s = error_of([&] { (void)io::parse_plan(plan, kFile, wider, wider_spaces, c.cuts()); });
+  CHECK(s.code() == Errc::kPlan);
+  CHECK(s.json_path() == "/tensors/0/shape");
+  CHECK(s.detail().find("[32, 64]") != std::string::npos);
+
+  // A tensor the graph does not have.
+  std::string renamed = plan;
+  const std::size_t at = renamed.find(R"("name": "y")", renamed.find(R"("tensors")"));
+  REQUIRE(at != std::string::npos);
+  renamed.replace(at, 11, R"("name": "z")");
+  const Error u = error_of([&] { (void)io::parse_plan(renamed, kFile, g, spaces, c.cuts()); });
+  CHECK(u.code() == Errc::kUnknownName);
+  CHECK(u.json_path().rfind("/tensors/", 0) == 0);
+}
