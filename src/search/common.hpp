@@ -66,7 +66,7 @@ double memory_budget(const Cluster& cluster, const SearchOptions& opts);
 // objective and the bookkept time are those of the graph it stands for.
 double rec_search(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
                   const Cluster& cluster, const SearchOptions& opts, double lambda,
-                  plan::Plan& out, const std::vector<double>* weights = nullptr);
+                  plan::Plan& out, const std::vector<double>* weights = nullptr, int rung = 0);
 
 // Data-parallel baseline.
 void data_parallel(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,

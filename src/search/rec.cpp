@@ -223,7 +223,8 @@ class RecSearch {
       if (holder_op_[t] != ir::kNone) tensor_w_[t] = op_w_[holder_op_[t]];
   }
 
-  double run(plan::Plan& out) {
+  double run(plan::Plan& out, int rung) {
+    rung_ = rung;
     const auto& mesh = cluster_.cuts();
     const std::size_t nops = g_.num_operators();
     out.cuts.assign(nops, std::vector<std::int16_t>(mesh.size(), plan::kReplicated));
@@ -241,6 +242,7 @@ class RecSearch {
     tbb::task_arena arena(opts_.threads > 0 ? std::min(opts_.threads, hw) : hw);
     for (std::size_t a = 0; a < mesh.size(); ++a) {
       const Cut& cut = mesh[a];
+      if (opts_.on_progress) opts_.on_progress(rung_, a, mesh.size());
       redist_.set(cut, opts_.cost, opts_.mode);
       rest_ = 1;
       for (std::size_t b = a + 1; b < mesh.size(); ++b) rest_ *= mesh[b].size;
@@ -865,6 +867,7 @@ class RecSearch {
   const SearchOptions& opts_;
   double lambda_;
   std::int64_t rest_ = 1;  // product of the cuts after this pass
+  int rung_ = 0;           // memory ladder rung, for progress reports
   std::vector<std::pair<std::int64_t, double>> discounts_;  // see set_discounts
 
   // Per operator (flat, with offsets): loop splits so far, slice divisors
@@ -907,9 +910,9 @@ class RecSearch {
 
 double rec_search(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
                   const Cluster& cluster, const SearchOptions& opts, double lambda,
-                  plan::Plan& out, const std::vector<double>* weights) {
+                  plan::Plan& out, const std::vector<double>* weights, int rung) {
   RecSearch rs(g, spaces, cluster, opts, lambda, weights);
-  return rs.run(out);
+  return rs.run(out, rung);
 }
 
 }  // namespace recsearch::search::detail

@@ -57,7 +57,7 @@ void rec_folded(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
   for (int rung = 0; rung <= kLadderRungs; ++rung) {
     const double lambda = rung == 0 ? 0.0 : base * std::pow(4.0, rung - 1);
     plan::Plan trial = res.plan;
-    (void)detail::rec_search(f3.graph, f3.spaces, cluster, opts, lambda, trial, &f3.weight);
+    (void)detail::rec_search(f3.graph, f3.spaces, cluster, opts, lambda, trial, &f3.weight, rung);
     plan::check_plan(f3.graph, f3.spaces, trial);
     const plan::Plan trial4 = detail::refold(trial, rep, 4, g.num_operators());
     const auto s3 = plan::evaluate(f3.graph, f3.spaces, cluster, trial, opts.cost,
@@ -138,7 +138,8 @@ SearchResult run(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces
       for (int rung = 0; rung <= kLadderRungs; ++rung) {
         const double lambda = rung == 0 ? 0.0 : base * std::pow(4.0, rung - 1);
         plan::Plan trial = p;
-        const double bookkept = detail::rec_search(g, spaces, cluster, opts, lambda, trial);
+        const double bookkept =
+            detail::rec_search(g, spaces, cluster, opts, lambda, trial, nullptr, rung);
         plan::Evaluation ev = evaluate(trial);
         best_mem = std::min(best_mem, ev.summary.memory_per_device_bytes);
         if (ev.summary.memory_per_device_bytes <= budget) {

@@ -169,3 +169,23 @@ TEST_CASE("a summary-only evaluation has the full evaluation's summary") {
     }
   }
 }
+
+TEST_CASE("progress reports every cut pass of every memory rung, in order") {
+  const ir::Graph g = gen::build_graph(gpt(10));
+  const auto spaces = algebra::build_op_spaces(g);
+  for (const bool fold : {true, false}) {
+    search::SearchOptions o;
+    o.fold_repeats = fold;
+    std::vector<std::pair<int, std::size_t>> seen;
+    o.on_progress = [&](int rung, std::size_t pass, std::size_t passes) {
+      CHECK(passes == 5);  // 32 devices: five cuts of 2
+      seen.emplace_back(rung, pass);
+    };
+    const auto res = search::run(g, spaces, Cluster::flat(32), o);
+    REQUIRE(seen.size() == 5 * static_cast<std::size_t>(res.memory_rungs + 1));
+    for (std::size_t i = 0; i < seen.size(); ++i) {
+      CHECK(seen[i].first == static_cast<int>(i / 5));
+      CHECK(seen[i].second == i % 5);
+    }
+  }
+}

@@ -49,6 +49,7 @@ class Progress {
  public:
   explicit Progress(bool quiet) : on_(!quiet && ::isatty(STDERR_FILENO) == 1) {}
 
+  [[nodiscard]] bool on() const noexcept { return on_; }
   void say(const std::string& line) const {
     if (on_) std::cerr << line << '\n' << std::flush;
   }
@@ -250,9 +251,17 @@ int run_search(const SearchArgs& a) {
   progress.say("searching " + std::to_string(lg.graph.num_operators()) + " operators on " +
                std::to_string(cluster.num_devices()) + " devices (" + a.algo + ", " +
                std::to_string(cluster.cuts().size()) + " cuts)...");
+  if (progress.on()) {
+    // One line rewritten in place: which memory rung and cut pass the search is in.
+    opts.on_progress = [](int rung, std::size_t pass, std::size_t passes) {
+      std::fprintf(stderr, "\r  memory rung %d, cut %zu of %zu   ", rung, pass + 1, passes);
+      std::fflush(stderr);
+    };
+  }
   search::SearchResult result;
   try {
     result = search::run(lg.graph, lg.spaces, cluster, opts);
+    if (progress.on()) std::fputc('\n', stderr);
   } catch (const Error& e) {
     rethrow_for(e, source_name(a.graph));
   }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string_view>
 
@@ -44,6 +45,10 @@ struct SearchOptions {
   // redistribution (needed to write the plan) or only the summary and
   // per-operator costs (scaling runs on graphs of millions of operators).
   bool detailed_evaluation = true;
+  // Called from the searching thread as the search advances: the memory
+  // ladder's rung (0 = no memory price) and the cut pass within it, of
+  // `passes`. For progress displays; must not throw.
+  std::function<void(int rung, std::size_t pass, std::size_t passes)> on_progress;
   // Exhaustive: give up (Error kUsage) past this many operators, and stop
   // proving optimality after this many search nodes (result flagged).
   std::size_t exhaustive_max_operators = 16;
