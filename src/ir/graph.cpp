@@ -36,6 +36,13 @@ struct CycleFinder : boost::default_dfs_visitor {
 
 Graph::Graph(std::string name) : name_(std::move(name)) {}
 
+void Graph::reserve(std::size_t tensors, std::size_t ops) {
+  tensors_.reserve(tensors);
+  ops_.reserve(ops);
+  tensor_index_.reserve(tensors);
+  op_index_.reserve(ops);
+}
+
 TensorId Graph::add_tensor(std::string name, Shape shape, DType dtype, TensorKind kind) {
   const auto id = static_cast<TensorId>(tensors_.size());
   if (tensors_.size() >= kNone - 1)

@@ -62,6 +62,10 @@ class Graph {
   // constant.
   OpId add_operator(Operator op);
 
+  // Room for this many tensors and operators: readers of big files call it
+  // with an estimate, which spares the name indexes their rehashes.
+  void reserve(std::size_t tensors, std::size_t ops);
+
   [[nodiscard]] std::size_t num_tensors() const noexcept { return tensors_.size(); }
   [[nodiscard]] std::size_t num_operators() const noexcept { return ops_.size(); }
   [[nodiscard]] const Tensor& tensor(TensorId id) const { return tensors_.at(id); }
