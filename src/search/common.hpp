@@ -72,6 +72,45 @@ double rec_search(const ir::Graph& g, const std::vector<algebra::OpSpace>& space
 void data_parallel(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
                    const Cluster& cluster, plan::Plan& out);
 
+// Tensor-parallel plan: the batch loop on axes before `first_tp_axis` (data
+// parallel), each operator's Megatron-style loop on the others
+// (search/megatron.cpp).
+void tensor_parallel(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                     const Cluster& cluster, std::size_t first_tp_axis, plan::Plan& out);
+
+// Grid baseline: the fastest tensor_parallel plan over every DP/TP split
+// point that fits `budget`, into out.cuts; false when none fits
+// (smallest_memory: the least memory per device seen).
+bool grid(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+          const Cluster& cluster, const SearchOptions& opts, double budget, plan::Plan& out,
+          double& smallest_memory);
+
+// First axis of the innermost cluster level (Megatron's tensor-parallel axes).
+std::size_t innermost_level_axis(const Cluster& cluster);
+
+// One full strategy of an operator (a loop choice per axis) with the costs
+// it fixes by itself: compute, gradient all-reduces, halos, the reduction of
+// unconsumed partial outputs; the memory it accounts for; its operands'
+// layouts. Redistributions depend on neighbours and are not included.
+struct OpStrategy {
+  std::vector<std::int16_t> cuts;
+  double own = 0;  // seconds
+  double mem = 0;  // bytes per device this operator accounts for (training)
+  // [slot][axis]: inputs first, then outputs.
+  std::vector<std::vector<cost::AxisLayout>> layout;
+  std::vector<std::vector<std::int64_t>> divisor;  // slice divisor before the axis
+};
+
+// OpStrategy of operator `o` with `cuts` (legal; one per mesh axis).
+OpStrategy make_strategy(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                         const Cluster& cluster, const SearchOptions& opts, ir::OpId o,
+                         const std::vector<std::int16_t>& cuts);
+
+// Holder of every tensor, whose layout a redistribution starts from: its
+// producer (op, output slot = inputs + j) or else its first use (op, input
+// slot); {kNone, 0} for a tensor nobody touches.
+std::vector<std::pair<ir::OpId, std::size_t>> tensor_holders(const ir::Graph& g);
+
 struct ExhaustiveResult {
   bool found = false;   // a plan within the budget (in the incumbent)
   bool proven = false;  // optimality proven within the node limit
@@ -83,5 +122,22 @@ struct ExhaustiveResult {
 ExhaustiveResult exhaustive(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
                             const Cluster& cluster, const SearchOptions& opts, double budget,
                             plan::Plan& incumbent, bool have_incumbent);
+
+struct IlpResult {
+  bool found = false;       // an integer solution within the budget (in `out`)
+  bool proven = false;      // CBC proved it optimal (or proved infeasibility)
+  bool restricted = false;  // some operator's candidates were cut down
+  double step_time_s = 0;   // of the solution, by the formulation's own account
+  double lower_bound_s = 0; // CBC's bound on the optimum over the candidates
+  std::size_t strategies = 0, variables = 0, constraints = 0;
+};
+
+// Integer program over per-operator strategies (search/ilp.cpp). `hints`
+// are plans whose strategies are kept among the candidates; the last one is
+// the solver's starting solution. Throws Error(kUsage) when built without CBC
+// or when the program would be too large.
+IlpResult ilp(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+              const Cluster& cluster, const SearchOptions& opts, double budget,
+              const std::vector<plan::Plan>& hints, plan::Plan& out);
 
 }  // namespace recsearch::search::detail

@@ -21,14 +21,7 @@ namespace {
 using cost::AxisLayout;
 using cost::LayoutKind;
 
-struct Strategy {
-  std::vector<std::int16_t> cuts;
-  double own = 0;  // seconds
-  double mem = 0;  // bytes per device this operator accounts for
-  // [slot][axis]: inputs first, then outputs.
-  std::vector<std::vector<AxisLayout>> layout;
-  std::vector<std::vector<std::int64_t>> divisor;  // slice divisor before the axis
-};
+using Strategy = OpStrategy;
 
 class BranchAndBound {
  public:
@@ -47,22 +40,7 @@ class BranchAndBound {
         enumerate(static_cast<ir::OpId>(o), 0, splits, cuts);
     }
     order_ = g.topological_order();
-    // Holder of every tensor: producer (output slot) or first use.
-    const std::size_t nt = g.num_tensors();
-    holder_.assign(nt, {ir::kNone, 0});
-    for (std::size_t t = 0; t < nt; ++t) {
-      const ir::Tensor& tensor = g.tensor(static_cast<ir::TensorId>(t));
-      if (tensor.producer != ir::kNone) {
-        const auto& outs = g.op(tensor.producer).outputs;
-        holder_[t] = {tensor.producer,
-                      g.op(tensor.producer).inputs.size() +
-                          static_cast<std::size_t>(std::find(outs.begin(), outs.end(), t) - outs.begin())};
-      } else if (!tensor.consumers.empty()) {
-        const auto& ins = g.op(tensor.consumers.front()).inputs;
-        holder_[t] = {tensor.consumers.front(),
-                      static_cast<std::size_t>(std::find(ins.begin(), ins.end(), t) - ins.begin())};
-      }
-    }
+    holder_ = tensor_holders(g);
     suffix_min_.assign(order_.size() + 1, 0.0);
     for (std::size_t i = order_.size(); i-- > 0;) {
       double m = std::numeric_limits<double>::infinity();
@@ -70,7 +48,7 @@ class BranchAndBound {
       suffix_min_[i] = suffix_min_[i + 1] + m;
     }
     chosen_.assign(g.num_operators(), -1);
-    edge_.assign(nt, 0.0);
+    edge_.assign(g.num_tensors(), 0.0);
   }
 
   ExhaustiveResult solve(plan::Plan& incumbent, bool have_incumbent) {
@@ -124,89 +102,7 @@ class BranchAndBound {
   }
 
   void add_strategy(ir::OpId o, const std::vector<std::int16_t>& cuts) {
-    const ir::Operator& op = g_.op(o);
-    const algebra::OpSpace& s = spaces_[o];
-    const Mode mode = opts_.mode;
-    const CostParams& p = opts_.cost;
-    const std::size_t nin = op.inputs.size(), nslots = nin + op.outputs.size();
-    Strategy st;
-    st.cuts = cuts;
-    st.layout.assign(nslots, std::vector<AxisLayout>(mesh_.size()));
-    st.divisor.assign(nslots, std::vector<std::int64_t>(mesh_.size(), 1));
-    std::vector<std::int64_t> div(nslots, 1), splits(s.loops.size(), 1);
-    auto tensor_of = [&](std::size_t slot) {
-      return slot < nin ? op.inputs[slot] : op.outputs[slot - nin];
-    };
-    auto dims_of = [&](std::size_t slot) -> const std::vector<int>& {
-      return slot < nin ? s.inputs[slot] : s.outputs[slot - nin];
-    };
-    std::int64_t total_split = 1;
-    for (std::size_t a = 0; a < mesh_.size(); ++a) {
-      const Cut& cut = mesh_[a];
-      const int c = cuts[a];
-      for (std::size_t slot = 0; slot < nslots; ++slot) {
-        st.layout[slot][a] = operand_layout(s, dims_of(slot), slot >= nin, c);
-        st.divisor[slot][a] = div[slot];
-      }
-      if (c != plan::kReplicated) {
-        for (std::size_t j = 0; j < nin; ++j) {
-          const ir::Tensor& t = g_.tensor(op.inputs[j]);
-          if (mode == Mode::Train && t.requires_grad() &&
-              st.layout[j][a].kind == LayoutKind::Replicate)
-            st.own += cost::gradient_seconds(t.bytes() / static_cast<double>(div[j]),
-                                             t.kind == ir::TensorKind::Parameter, cut, p);
-        }
-        const algebra::LoopDim& loop = s.loops[static_cast<std::size_t>(c)];
-        if (loop.role == algebra::DimRole::Window && loop.halo > 0) {
-          double halo = 0;
-          for (std::size_t j = 0; j < nin && halo == 0; ++j)
-            for (std::size_t d = 0; d < s.inputs[j].size(); ++d)
-              if (s.inputs[j][d] == c) {
-                const ir::Tensor& t = g_.tensor(op.inputs[j]);
-                const double extent = static_cast<double>(t.shape[d]) /
-                                      static_cast<double>(splits[static_cast<std::size_t>(c)]);
-                halo = static_cast<double>(loop.halo) * t.bytes() /
-                       static_cast<double>(div[j]) / extent;
-                break;
-              }
-          const double one = cost::collective_seconds(cost::Collective::Halo, halo, cut, p);
-          st.own += mode == Mode::Train ? 2 * one : one;
-        }
-      }
-      for (std::size_t j = 0; j < op.outputs.size(); ++j) {
-        const ir::Tensor& t = g_.tensor(op.outputs[j]);
-        if (t.consumers.empty() && st.layout[nin + j][a].kind == LayoutKind::Partial)
-          st.own += cost::collective_seconds(cost::Collective::AllReduce,
-                                             t.bytes() / static_cast<double>(div[nin + j]), cut, p);
-      }
-      if (c != plan::kReplicated) {
-        splits[static_cast<std::size_t>(c)] *= cut.size;
-        total_split *= cut.size;
-      }
-      for (std::size_t slot = 0; slot < nslots; ++slot)
-        if (st.layout[slot][a].kind == LayoutKind::Shard) div[slot] *= cut.size;
-    }
-    double touched = 0;
-    for (std::size_t slot = 0; slot < nslots; ++slot)
-      touched += g_.tensor(tensor_of(slot)).bytes() / static_cast<double>(div[slot]);
-    st.own += cost::compute_seconds(s.flops / static_cast<double>(total_split), touched,
-                                    cluster_.device(), p, mode);
-    // Memory this operator accounts for: tensors it holds.
-    const double psf = cost::parameter_state_factor(p, mode);
-    for (std::size_t j = 0; j < nin; ++j) {
-      const ir::Tensor& t = g_.tensor(op.inputs[j]);
-      const bool holds = t.producer == ir::kNone && t.consumers.front() == o &&
-                         std::find(op.inputs.begin(), op.inputs.end(), op.inputs[j]) -
-                                 op.inputs.begin() == static_cast<std::ptrdiff_t>(j);
-      if (!holds) continue;
-      const double slice = t.bytes() / static_cast<double>(div[j]);
-      if (t.kind == ir::TensorKind::Parameter) st.mem += slice * psf;
-      else if (t.kind == ir::TensorKind::Input && mode == Mode::Train) st.mem += slice;
-    }
-    if (mode == Mode::Train)
-      for (std::size_t j = 0; j < op.outputs.size(); ++j)
-        st.mem += g_.tensor(op.outputs[j]).bytes() / static_cast<double>(div[nin + j]);
-    strategies_[o].push_back(std::move(st));
+    strategies_[o].push_back(make_strategy(g_, spaces_, cluster_, opts_, o, cuts));
   }
 
   // Redistribution cost of tensor t among its assigned holder and uses.
@@ -311,6 +207,115 @@ class BranchAndBound {
 };
 
 }  // namespace
+
+std::vector<std::pair<ir::OpId, std::size_t>> tensor_holders(const ir::Graph& g) {
+  const std::size_t nt = g.num_tensors();
+  std::vector<std::pair<ir::OpId, std::size_t>> holder(nt, {ir::kNone, 0});
+  for (std::size_t t = 0; t < nt; ++t) {
+    const ir::Tensor& tensor = g.tensor(static_cast<ir::TensorId>(t));
+    if (tensor.producer != ir::kNone) {
+      const auto& outs = g.op(tensor.producer).outputs;
+      holder[t] = {tensor.producer,
+                   g.op(tensor.producer).inputs.size() +
+                       static_cast<std::size_t>(std::find(outs.begin(), outs.end(), t) - outs.begin())};
+    } else if (!tensor.consumers.empty()) {
+      const auto& ins = g.op(tensor.consumers.front()).inputs;
+      holder[t] = {tensor.consumers.front(),
+                   static_cast<std::size_t>(std::find(ins.begin(), ins.end(), t) - ins.begin())};
+    }
+  }
+  return holder;
+}
+
+OpStrategy make_strategy(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                         const Cluster& cluster, const SearchOptions& opts, ir::OpId o,
+                         const std::vector<std::int16_t>& cuts) {
+  const std::vector<Cut>& mesh = cluster.cuts();
+  const ir::Operator& op = g.op(o);
+  const algebra::OpSpace& s = spaces[o];
+  const Mode mode = opts.mode;
+  const CostParams& p = opts.cost;
+  const std::size_t nin = op.inputs.size(), nslots = nin + op.outputs.size();
+  OpStrategy st;
+  st.cuts = cuts;
+  st.layout.assign(nslots, std::vector<AxisLayout>(mesh.size()));
+  st.divisor.assign(nslots, std::vector<std::int64_t>(mesh.size(), 1));
+  std::vector<std::int64_t> div(nslots, 1), splits(s.loops.size(), 1);
+  auto tensor_of = [&](std::size_t slot) {
+    return slot < nin ? op.inputs[slot] : op.outputs[slot - nin];
+  };
+  auto dims_of = [&](std::size_t slot) -> const std::vector<int>& {
+    return slot < nin ? s.inputs[slot] : s.outputs[slot - nin];
+  };
+  std::int64_t total_split = 1;
+  for (std::size_t a = 0; a < mesh.size(); ++a) {
+    const Cut& cut = mesh[a];
+    const int c = cuts[a];
+    for (std::size_t slot = 0; slot < nslots; ++slot) {
+      st.layout[slot][a] = operand_layout(s, dims_of(slot), slot >= nin, c);
+      st.divisor[slot][a] = div[slot];
+    }
+    if (c != plan::kReplicated) {
+      for (std::size_t j = 0; j < nin; ++j) {
+        const ir::Tensor& t = g.tensor(op.inputs[j]);
+        if (mode == Mode::Train && t.requires_grad() &&
+            st.layout[j][a].kind == LayoutKind::Replicate)
+          st.own += cost::gradient_seconds(t.bytes() / static_cast<double>(div[j]),
+                                           t.kind == ir::TensorKind::Parameter, cut, p);
+      }
+      const algebra::LoopDim& loop = s.loops[static_cast<std::size_t>(c)];
+      if (loop.role == algebra::DimRole::Window && loop.halo > 0) {
+        double halo = 0;
+        for (std::size_t j = 0; j < nin && halo == 0; ++j)
+          for (std::size_t d = 0; d < s.inputs[j].size(); ++d)
+            if (s.inputs[j][d] == c) {
+              const ir::Tensor& t = g.tensor(op.inputs[j]);
+              const double extent = static_cast<double>(t.shape[d]) /
+                                    static_cast<double>(splits[static_cast<std::size_t>(c)]);
+              halo = static_cast<double>(loop.halo) * t.bytes() /
+                     static_cast<double>(div[j]) / extent;
+              break;
+            }
+        const double one = cost::collective_seconds(cost::Collective::Halo, halo, cut, p);
+        st.own += mode == Mode::Train ? 2 * one : one;
+      }
+    }
+    for (std::size_t j = 0; j < op.outputs.size(); ++j) {
+      const ir::Tensor& t = g.tensor(op.outputs[j]);
+      if (t.consumers.empty() && st.layout[nin + j][a].kind == LayoutKind::Partial)
+        st.own += cost::collective_seconds(cost::Collective::AllReduce,
+                                           t.bytes() / static_cast<double>(div[nin + j]), cut, p);
+    }
+    if (c != plan::kReplicated) {
+      splits[static_cast<std::size_t>(c)] *= cut.size;
+      total_split *= cut.size;
+    }
+    for (std::size_t slot = 0; slot < nslots; ++slot)
+      if (st.layout[slot][a].kind == LayoutKind::Shard) div[slot] *= cut.size;
+  }
+  double touched = 0;
+  for (std::size_t slot = 0; slot < nslots; ++slot)
+    touched += g.tensor(tensor_of(slot)).bytes() / static_cast<double>(div[slot]);
+  st.own += cost::compute_seconds(s.flops / static_cast<double>(total_split), touched,
+                                  cluster.device(), p, mode);
+  // Memory this operator accounts for: tensors it holds.
+  const double psf = cost::parameter_state_factor(p, mode);
+  for (std::size_t j = 0; j < nin; ++j) {
+    const ir::Tensor& t = g.tensor(op.inputs[j]);
+    const bool holds = t.producer == ir::kNone && t.consumers.front() == o &&
+                       std::find(op.inputs.begin(), op.inputs.end(), op.inputs[j]) -
+                               op.inputs.begin() == static_cast<std::ptrdiff_t>(j);
+    if (!holds) continue;
+    const double slice = t.bytes() / static_cast<double>(div[j]);
+    if (t.kind == ir::TensorKind::Parameter) st.mem += slice * psf;
+    else if (t.kind == ir::TensorKind::Input && mode == Mode::Train) st.mem += slice;
+  }
+  if (mode == Mode::Train)
+    for (std::size_t j = 0; j < op.outputs.size(); ++j)
+      st.mem += g.tensor(op.outputs[j]).bytes() / static_cast<double>(div[nin + j]);
+  return st;
+}
+
 
 ExhaustiveResult exhaustive(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
                             const Cluster& cluster, const SearchOptions& opts, double budget,

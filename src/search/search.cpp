@@ -19,12 +19,16 @@ std::string_view algorithm_name(Algorithm a) noexcept {
     case Algorithm::Rec: return "rec";
     case Algorithm::DataParallel: return "data-parallel";
     case Algorithm::Exhaustive: return "exhaustive";
+    case Algorithm::Megatron: return "megatron";
+    case Algorithm::Grid: return "grid";
+    case Algorithm::Ilp: return "ilp";
   }
   return "?";
 }
 
 std::optional<Algorithm> parse_algorithm(std::string_view s) noexcept {
-  for (Algorithm a : {Algorithm::Rec, Algorithm::DataParallel, Algorithm::Exhaustive})
+  for (Algorithm a : {Algorithm::Rec, Algorithm::DataParallel, Algorithm::Exhaustive,
+                      Algorithm::Megatron, Algorithm::Grid, Algorithm::Ilp})
     if (algorithm_name(a) == s) return a;
   return std::nullopt;
 }
@@ -163,6 +167,55 @@ SearchResult run(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces
         throw Error(Errc::kNoFit, "the data-parallel plan needs " +
                                       gib(res.eval.summary.memory_per_device_bytes) +
                                       " per device, over the budget of " + gib(budget));
+      break;
+    }
+    case Algorithm::Megatron: {
+      detail::tensor_parallel(g, spaces, cluster, detail::innermost_level_axis(cluster), p);
+      res.eval = evaluate(p);
+      if (res.eval.summary.memory_per_device_bytes > budget)
+        throw Error(Errc::kNoFit, "the megatron plan needs " +
+                                      gib(res.eval.summary.memory_per_device_bytes) +
+                                      " per device, over the budget of " + gib(budget));
+      break;
+    }
+    case Algorithm::Grid: {
+      double smallest = 0;
+      if (!detail::grid(g, spaces, cluster, opts, budget, p, smallest))
+        throw Error(Errc::kNoFit, "no DP x TP split fits the memory budget of " + gib(budget) +
+                                      " per device; the smallest needs " + gib(smallest));
+      res.eval = evaluate(p);
+      break;
+    }
+    case Algorithm::Ilp: {
+      if (!ilp_available())
+        throw Error(Errc::kUsage,
+                    "this recsearch was built without COIN-OR CBC: algorithm 'ilp' is not "
+                    "available (install coinor-libcbc-dev and reconfigure with -Dilp=enabled)");
+      // The baselines' and rec's plans stay among the candidates; rec's
+      // (last) is the solver's starting point.
+      std::vector<plan::Plan> hints;
+      for (Algorithm a : {Algorithm::DataParallel, Algorithm::Grid, Algorithm::Rec}) {
+        SearchOptions o = opts;
+        o.algorithm = a;
+        o.detailed_evaluation = false;
+        try {
+          hints.push_back(run(g, spaces, cluster, o).plan);
+        } catch (const Error& e) {
+          if (e.code() != Errc::kNoFit) throw;
+        }
+      }
+      const auto r = detail::ilp(g, spaces, cluster, opts, budget, hints, p);
+      if (!r.found)
+        throw Error(Errc::kNoFit, std::string("no plan fits the memory budget of ") + gib(budget) +
+                                      " per device (ilp" +
+                                      (r.proven ? ", proven infeasible)" : ", none found in time)"));
+      res.proven_optimal = r.proven && !r.restricted;
+      res.ilp_restricted = r.restricted;
+      res.ilp_lower_bound_s = r.lower_bound_s;
+      res.bookkept_step_time_s = r.step_time_s;
+      res.eval = evaluate(p);
+      if (res.eval.summary.memory_per_device_bytes > budget)
+        throw Error(Errc::kInternal, "ilp: the solution's memory differs from the evaluator's");
       break;
     }
     case Algorithm::Exhaustive: {

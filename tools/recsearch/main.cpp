@@ -79,8 +79,9 @@ void add_core_commands(CLI::App& app, Registry& reg) {
       ->check(CLI::IsMember({"json", "table"}));
   search->add_option("--threads", sa->threads, "worker threads, 0 = all (the plan is the same)")
       ->check(CLI::Range(0, 65536));
-  search->add_option("--algo", sa->algo, "rec (default), data-parallel or exhaustive")
-      ->check(CLI::IsMember({"rec", "data-parallel", "exhaustive"}));
+  search->add_option("--algo", sa->algo,
+                     "rec (default), data-parallel, megatron, grid, ilp or exhaustive")
+      ->check(CLI::IsMember({"rec", "data-parallel", "megatron", "grid", "ilp", "exhaustive"}));
   CLI::Option* search_cost_opt =
       search->add_option("--cost", *search_cost, "cost coefficients JSON file")->type_name("FILE");
   search->add_flag("-q,--quiet", sa->quiet, "no progress on stderr");
@@ -143,6 +144,7 @@ int run(int argc, char** argv) {
   recsearch::cli::add_show_command(app, reg);
   recsearch::cli::add_gen_command(app, reg);
   recsearch::cli::add_exec_command(app, reg);
+  recsearch::cli::add_compare_command(app, reg);
 
   try {
     app.parse(argc, argv);

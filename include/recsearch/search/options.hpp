@@ -16,7 +16,13 @@ enum class Algorithm {
   Rec,           // double-recursive symbolic search (default)
   DataParallel,  // batch dim cut on every axis where it divides
   Exhaustive,    // exact optimum of the same cost model (small graphs only)
+  Megatron,      // tensor parallel on the innermost level, data parallel outside
+  Grid,          // best of every DP x TP split of the cut schedule
+  Ilp,           // integer program over per-operator strategies (CBC; optional build)
 };
+
+// Whether this build can run Algorithm::Ilp (built with COIN-OR CBC).
+[[nodiscard]] bool ilp_available() noexcept;
 
 [[nodiscard]] std::string_view algorithm_name(Algorithm a) noexcept;
 [[nodiscard]] std::optional<Algorithm> parse_algorithm(std::string_view s) noexcept;
@@ -53,6 +59,14 @@ struct SearchOptions {
   // proving optimality after this many search nodes (result flagged).
   std::size_t exhaustive_max_operators = 16;
   std::uint64_t exhaustive_max_nodes = 200'000'000;
+  // Ilp: CBC's wall-clock limit in seconds; past it the best integer
+  // solution found is returned (SearchResult::proven_optimal false).
+  double ilp_time_limit_s = 60;
+  // Ilp: candidate strategies (one loop choice per axis) kept per operator.
+  // Operators with more keep the cheapest by own cost plus the data-parallel,
+  // tensor-parallel and rec plans' choices, and the result is no longer the
+  // exact optimum (SearchResult::ilp_restricted).
+  std::size_t ilp_max_strategies = 4096;
 };
 
 }  // namespace recsearch::search

@@ -20,7 +20,7 @@ struct SearchResult {
   // Independent evaluation of `plan` (plan::evaluate); its summary carries
   // the search time.
   plan::Evaluation eval;
-  // Step time the search's own bookkeeping arrived at (Rec and Exhaustive,
+  // Step time the search's own bookkeeping arrived at (Rec, Exhaustive, Ilp,
   // each with its own account of the cost model; equals
   // eval.summary.step_time_s up to rounding, which the tests check). On a
   // folded graph (fold_repeats > 0): extrapolated from the 3- and 4-copy folds.
@@ -31,8 +31,14 @@ struct SearchResult {
   // the graph was searched whole).
   std::size_t fold_period = 0;
   std::size_t fold_repeats = 0;
-  // Exhaustive: whether optimality was proven within the node limit.
+  // Exhaustive: whether optimality was proven within the node limit. Ilp:
+  // whether CBC proved its solution optimal over unrestricted candidates.
   bool proven_optimal = false;
+  // Ilp: whether some operator's candidate strategies were cut down
+  // (SearchOptions::ilp_max_strategies), and CBC's lower bound on the
+  // optimum over the candidates it had.
+  bool ilp_restricted = false;
+  double ilp_lower_bound_s = 0;
   double search_time_s = 0;
 };
 
