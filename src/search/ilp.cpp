@@ -98,22 +98,57 @@ void enumerate(const ir::Graph& g, const algebra::OpSpace& s, ir::OpId o,
   }
 }
 
-// Sparse rows, built column by column for Cbc_addCol / rows by Cbc_addRow.
+// The program, gathered in triplets and handed to CBC at once
+// (Cbc_loadProblem): adding rows one by one costs a copy of the matrix each.
 struct Model {
-  Cbc_Model* m = Cbc_newModel();
+  std::vector<double> lb, ub, obj;
+  std::vector<int> integer;
+  std::vector<double> rlb, rub;
+  std::vector<int> tr, tc;  // triplets: row, column, value
+  std::vector<double> tv;
   int cols = 0, rows = 0;
-  ~Model() { Cbc_deleteModel(m); }
-  Model() = default;
-  Model(const Model&) = delete;
-  Model& operator=(const Model&) = delete;
-  int col(double lb, double ub, double obj, bool integer) {
-    Cbc_addCol(m, "", lb, ub, obj, integer ? 1 : 0, 0, nullptr, nullptr);
+  int col(double lo, double hi, double o, bool is_int) {
+    lb.push_back(lo);
+    ub.push_back(hi);
+    obj.push_back(o);
+    if (is_int) integer.push_back(cols);
     return cols++;
   }
   void row(const std::vector<int>& idx, const std::vector<double>& val, char sense, double rhs) {
-    Cbc_addRow(m, "", static_cast<int>(idx.size()), idx.data(), val.data(), sense, rhs);
+    for (std::size_t i = 0; i < idx.size(); ++i) {
+      tr.push_back(rows);
+      tc.push_back(idx[i]);
+      tv.push_back(val[i]);
+    }
+    const double inf = std::numeric_limits<double>::infinity();
+    rlb.push_back(sense == 'L' ? -inf : rhs);
+    rub.push_back(sense == 'G' ? inf : rhs);
     ++rows;
   }
+  void load(Cbc_Model* m) const {
+    std::vector<CoinBigIndex> start(static_cast<std::size_t>(cols) + 1, 0);
+    for (int c : tc) ++start[static_cast<std::size_t>(c) + 1];
+    for (std::size_t c = 0; c < static_cast<std::size_t>(cols); ++c) start[c + 1] += start[c];
+    std::vector<CoinBigIndex> fill(start.begin(), start.end() - 1);
+    std::vector<int> index(tv.size());
+    std::vector<double> value(tv.size());
+    for (std::size_t k = 0; k < tv.size(); ++k) {
+      const auto at = static_cast<std::size_t>(fill[static_cast<std::size_t>(tc[k])]++);
+      index[at] = tr[k];
+      value[at] = tv[k];
+    }
+    Cbc_loadProblem(m, cols, rows, start.data(), index.data(), value.data(), lb.data(), ub.data(),
+                    obj.data(), rlb.data(), rub.data());
+    for (int c : integer) Cbc_setInteger(m, c);
+  }
+};
+
+struct CbcModel {
+  Cbc_Model* m = Cbc_newModel();
+  CbcModel() = default;
+  CbcModel(const CbcModel&) = delete;
+  CbcModel& operator=(const CbcModel&) = delete;
+  ~CbcModel() { Cbc_deleteModel(m); }
 };
 
 }  // namespace
@@ -181,9 +216,6 @@ IlpResult ilp(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
   res.strategies = total;
 
   Model mdl;
-  Cbc_setLogLevel(mdl.m, 0);
-  Cbc_setMaximumSeconds(mdl.m, opts.ilp_time_limit_s);
-  Cbc_setParameter(mdl.m, "threads", "1");  // deterministic
 
   // x columns and one-choice rows.
   std::vector<std::vector<int>> xcol(n_ops);
@@ -351,6 +383,11 @@ IlpResult ilp(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
   }
   res.variables = static_cast<std::size_t>(mdl.cols);
   res.constraints = static_cast<std::size_t>(mdl.rows);
+  CbcModel cbc;
+  mdl.load(cbc.m);
+  Cbc_setLogLevel(cbc.m, 0);
+  Cbc_setMaximumSeconds(cbc.m, opts.ilp_time_limit_s);
+  Cbc_setParameter(cbc.m, "threads", "1");  // deterministic
 
   // Start from the first hint that the candidates hold (rec's plan).
   if (!hints.empty()) {
@@ -362,16 +399,16 @@ IlpResult ilp(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
         idx.push_back(xcol[o][s]);
         val.push_back(strat[o][s].cuts == h.cuts[o] ? 1.0 : 0.0);
       }
-    Cbc_setMIPStartI(mdl.m, static_cast<int>(idx.size()), idx.data(), val.data());
+    Cbc_setMIPStartI(cbc.m, static_cast<int>(idx.size()), idx.data(), val.data());
   }
 
-  Cbc_solve(mdl.m);
-  if (Cbc_isProvenInfeasible(mdl.m) || Cbc_numberSavedSolutions(mdl.m) <= 0) {
+  Cbc_solve(cbc.m);
+  if (Cbc_isProvenInfeasible(cbc.m) || Cbc_numberSavedSolutions(cbc.m) <= 0) {
     res.found = false;
-    res.proven = Cbc_isProvenInfeasible(mdl.m) != 0;
+    res.proven = Cbc_isProvenInfeasible(cbc.m) != 0;
     return res;
   }
-  const double* sol = Cbc_getColSolution(mdl.m);
+  const double* sol = Cbc_getColSolution(cbc.m);
   out.cuts.assign(n_ops, {});
   std::vector<int> chosen(n_ops, 0);
   for (std::size_t o = 0; o < n_ops; ++o) {
@@ -382,8 +419,8 @@ IlpResult ilp(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
     out.cuts[o] = strat[o][best].cuts;
   }
   res.found = true;
-  res.proven = Cbc_isProvenOptimal(mdl.m) != 0;
-  res.lower_bound_s = Cbc_getBestPossibleObjValue(mdl.m) / kTimeScale;
+  res.proven = Cbc_isProvenOptimal(cbc.m) != 0;
+  res.lower_bound_s = Cbc_getBestPossibleObjValue(cbc.m) / kTimeScale;
   // The objective by this formulation's own account, recomputed from the
   // chosen strategies (not CBC's rounded value).
   double obj = 0;
