@@ -916,6 +916,91 @@ def case_gen():
           "a failed gen left a file behind")
 
 
+def case_compare():
+    """compare: every algorithm's figures are those of `search --algo` on its
+    own; grid is no worse than data-parallel or megatron; no fit and skipped
+    algorithms are rows, not errors; bad usage exits 2."""
+    g = graph_path("ffn.json")
+    r = run(["compare", g, "--devices", "8", "--format", "json"])
+    doc = parse_json(r, "compare json")
+    if doc is None:
+        return
+    check(doc.get("format") == "recsearch.compare", "compare: format field")
+    rows = {x["algorithm"]: x for x in doc["results"]}
+    want = ["rec", "data-parallel", "megatron", "grid"]
+    for a in want:
+        check(a in rows, "compare: default algorithms lack %s: %s" % (a, list(rows)))
+    for a, x in rows.items():
+        if x["status"] != "ok":
+            fail("compare: %s did not run on ffn: %s" % (a, x))
+            continue
+        plan = parse_json(run(["search", g, "--devices", "8", "--algo", a]), "search " + a)
+        if plan is None:
+            continue
+        ref = plan["summary"]["step_time_s"]
+        check(math.isclose(x["step_time_s"], ref, rel_tol=1e-6),
+              "compare %s step %g != search %g" % (a, x["step_time_s"], ref))
+        check(math.isclose(x["memory_per_device_bytes"],
+                           plan["summary"]["memory_per_device_bytes"], rel_tol=1e-6),
+              "compare %s memory differs from search" % a)
+        check(math.isclose(x["ratio_to_rec"], x["step_time_s"] / rows["rec"]["step_time_s"],
+                           rel_tol=1e-6), "compare %s ratio_to_rec" % a)
+        check(x["search_time_s"] >= 0, "compare %s search time" % a)
+    if all(rows.get(a, {}).get("status") == "ok" for a in want):
+        best = min(rows["data-parallel"]["step_time_s"], rows["megatron"]["step_time_s"])
+        check(rows["grid"]["step_time_s"] <= best * (1 + 1e-9), "grid worse than dp/megatron")
+    if "ilp" in rows and rows["ilp"]["status"] == "ok":
+        check(rows["ilp"]["step_time_s"] <= rows["rec"]["step_time_s"] * (1 + 1e-9),
+              "ilp worse than rec on ffn")
+    # The table lists the same algorithms, in order, with the ratio column.
+    t = run(["compare", g, "--mesh", "2x4", "--algo", "rec,grid,megatron"])
+    lines = [ln.split()[0] for ln in t.out.splitlines()[2:] if ln.strip()]
+    check(lines == ["rec", "grid", "megatron"], "compare table rows: %s" % t.out)
+    check("vs rec" in t.out, "compare table header: %s" % t.out)
+    # A budget nothing meets: every row says "no fit", exit 0.
+    r = run(["compare", g, "--devices", "8", "--memory", "0.000001", "--format", "json",
+             "--algo", "rec,data-parallel,megatron,grid"])
+    doc = parse_json(r, "compare no-fit json")
+    if doc:
+        for x in doc["results"]:
+            check(x["status"] == "no fit", "compare: expected no fit: %s" % x)
+    r = run(["compare", g, "--devices", "8", "--memory", "0.000001", "--algo", "rec"])
+    check("no fit" in r.out, "compare table does not say no fit: %s" % r.out)
+    # Weights too big to replicate: data parallelism cannot fit, rec can.
+    huge = os.path.join(GRAPHS, "tiny", "mlp_huge_weights.json")
+    full = parse_json(run(["compare", huge, "--devices", "8", "--format", "json",
+                           "--algo", "data-parallel,rec"]))
+    if full:
+        fr = {x["algorithm"]: x for x in full["results"]}
+        if fr["data-parallel"]["status"] == "ok" and fr["rec"]["status"] == "ok":
+            budget = (fr["data-parallel"]["memory_per_device_bytes"] * 0.9) / GIB
+            if fr["rec"]["memory_per_device_bytes"] / GIB < budget:
+                tight = parse_json(run(["compare", huge, "--devices", "8", "--format", "json",
+                                        "--memory", "%.9f" % budget,
+                                        "--algo", "data-parallel,rec"]))
+                if tight:
+                    tr = {x["algorithm"]: x for x in tight["results"]}
+                    check(tr["data-parallel"]["status"] == "no fit",
+                          "dp should not fit 90%% of its memory: %s" % tr)
+                    check(tr["rec"]["status"] == "ok" and
+                          tr["rec"]["memory_per_device_bytes"] <= budget * GIB * (1 + 1e-9),
+                          "rec should fit: %s" % tr)
+    # exhaustive on a graph past its limit: skipped with the reason.
+    r = run(["compare", graph_path("gpt2_block.json"), "--devices", "4", "--format", "json",
+             "--algo", "exhaustive"])
+    doc = parse_json(r)
+    if doc:
+        x = doc["results"][0]
+        check(x["status"] == "skipped" and "limited" in x.get("note", ""),
+              "exhaustive should be skipped: %s" % x)
+    # Usage and input errors.
+    run(["compare", g, "--devices", "8", "--algo", "rec,annealing"], expect=2)
+    run(["compare", g], expect=2)
+    run(["compare", g, "--devices", "8", "--mesh", "2x4"], expect=2)
+    r = run(["compare", os.path.join(TMP, "missing.json"), "--devices", "2"], expect=1)
+    check("missing.json" in r.err, "missing graph not named: %s" % r)
+
+
 CASES = {name[len("case_"):]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 
