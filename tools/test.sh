@@ -55,8 +55,8 @@ if ((test_rc != 0 && failed == 0)); then
   failed=1
 fi
 
-# The same tests under ASan+UBSan and TSan (tools/sanitize.sh), counted in
-# the summary; SANITIZE=none skips them.
+# The same tests under ASan+UBSan (tools/sanitize.sh), counted in the
+# summary; SANITIZE=none skips them, SANITIZE="asan tsan" adds TSan.
 if [[ ${SANITIZE:-} != none ]]; then
   san_log=$build_dir/sanitize.log
   tools/sanitize.sh 2>&1 | tee "$san_log" || true
