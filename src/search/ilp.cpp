@@ -191,6 +191,12 @@ IlpResult ilp(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
                                     std::to_string(cand.size()) +
                                     " candidate strategies even in canonical axis order; the "
                                     "integer program would be too large for this mesh");
+    total += std::min(cand.size(), cap);
+    if (total > opts.ilp_max_total_strategies)
+      throw Error(Errc::kUsage, "ilp: more than " + std::to_string(opts.ilp_max_total_strategies) +
+                                    " candidate strategies in all (at operator " +
+                                    std::to_string(o) + " of " + std::to_string(n_ops) +
+                                    "); the integer program would be too large");
     std::vector<OpStrategy> list;
     list.reserve(cand.size());
     for (const auto& c : cand) list.push_back(make_strategy(g, spaces, cluster, opts, id, c));
@@ -210,10 +216,10 @@ IlpResult ilp(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
         if (keep[i]) kept.push_back(std::move(list[i]));
       list = std::move(kept);
     }
-    total += list.size();
     strat[o] = std::move(list);
   }
-  res.strategies = total;
+  res.strategies = 0;
+  for (const auto& l : strat) res.strategies += l.size();
 
   Model mdl;
 
