@@ -1,28 +1,17 @@
-// The NCCL backend: one GPU per rank, the NCCL unique id created on rank 0
-// and broadcast through MPI, one NCCL communicator per mesh-axis group
-// (ncclCommSplit of the world communicator, same colors and keys as the MPI
-// groups). Host buffers are staged through device memory; the collectives
-// run on one stream that is polled against the timeout (ncclCommAbort on
-// expiry, so that a dead peer cannot hang the run).
-#include <mpi.h>   // MPI: bootstrap of the NCCL unique id
-#include <nccl.h>  // NCCL: the GPU collectives
+// The NCCL backend, execution-layer side: one GPU per rank, the NCCL unique
+// id created on rank 0 and broadcast through MPI, one NCCL communicator per
+// mesh-axis group (same colors and keys as the MPI groups). The NCCL and
+// CUDA calls themselves live in the GPU module (nccl/nccl_device.cpp),
+// reached through exec/gpu_api.h, so that only processes that run this
+// backend load NCCL and CUDA.
+#include <mpi.h>  // MPI: bootstrap of the NCCL unique id
 
-#include <algorithm>
-#include <chrono>
-#include <thread>
+#include <array>
 #include <utility>
 
 #include "exec/backends.hpp"
-#include "exec/cuda/cuda_error.hpp"
+#include "exec/gpu_module.hpp"
 #include "exec/mpi/mpi_error.hpp"
-
-#define RS_NCCL_CHECK(call)                                                                  \
-  do {                                                                                       \
-    const ncclResult_t rs_nccl_rc_ = (call);                                                 \
-    if (rs_nccl_rc_ != ncclSuccess)                                                          \
-      ::recsearch::exec::detail::throw_gpu(ncclGetErrorString(rs_nccl_rc_), #call, __FILE__, \
-                                           __LINE__);                                        \
-  } while (0)
 
 namespace recsearch::exec::detail {
 namespace {
@@ -40,28 +29,25 @@ class NcclCommunicator final : public Communicator {
     }
     std::string why;
     if (!gpu_usable(&why)) throw Error(Errc::kRuntime, "no usable GPU: " + why);
-    int devices = 0;
-    RS_CUDA_CHECK(cudaGetDeviceCount(&devices));
-    RS_CUDA_CHECK(cudaSetDevice(rank_ % devices));
-    RS_CUDA_CHECK(cudaStreamCreate(&stream_));
+    api_ = gpu_api(&why);
+    if (api_->has_nccl == 0) throw Error(Errc::kUsage, "the GPU module has no NCCL backend");
 
-    ncclUniqueId id{};
-    if (rank_ == 0) RS_NCCL_CHECK(ncclGetUniqueId(&id));
-    RS_MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD));
-    RS_NCCL_CHECK(ncclCommInitRank(&world_, size_, id, rank_));
+    std::vector<unsigned char> id(api_->nccl_id_bytes);
+    std::array<char, 1024> err{};
+    if (rank_ == 0) check(api_->nccl_unique_id(id.data(), err.data(), err.size()), err);
+    RS_MPI_CHECK(MPI_Bcast(id.data(), static_cast<int>(id.size()), MPI_BYTE, 0, MPI_COMM_WORLD));
+    std::vector<int> colors, keys;
     for (std::size_t a = 0; a < this->mesh().size(); ++a) {
       const AxisSplit s = axis_split(rank_, this->mesh(), a);
-      ncclComm_t c = nullptr;
-      RS_NCCL_CHECK(ncclCommSplit(world_, s.color, s.key, &c, nullptr));
-      groups_.push_back(c);
+      colors.push_back(s.color);
+      keys.push_back(s.key);
     }
+    check(api_->nccl_open(id.data(), size_, rank_, colors.size(), colors.data(), keys.data(),
+                          &nccl_, err.data(), err.size()),
+          err);
   }
   ~NcclCommunicator() override {
-    for (ncclComm_t c : groups_) (void)ncclCommDestroy(c);
-    if (world_ != nullptr) (void)ncclCommDestroy(world_);
-    if (dev_in_ != nullptr) (void)cudaFree(dev_in_);
-    if (dev_out_ != nullptr) (void)cudaFree(dev_out_);
-    if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
+    if (nccl_ != nullptr) api_->nccl_close(nccl_);
   }
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
@@ -72,37 +58,23 @@ class NcclCommunicator final : public Communicator {
 
   void all_gather(std::uint32_t axis, const float* send, float* recv, std::size_t n) override {
     const auto k = static_cast<std::size_t>(mesh().at(axis));
-    stage(send, n, k * n);
-    RS_NCCL_CHECK(ncclAllGather(dev_in_, dev_out_, n, ncclFloat, groups_.at(axis), stream_));
-    finish(recv, k * n, "all-gather", axis);
+    run(kRecsearchGpuAllGather, axis, send, recv, n);
     count(axis, static_cast<double>((k - 1) * n * sizeof(float)), kAllGather);
   }
   void all_reduce(std::uint32_t axis, float* buf, std::size_t n) override {
     const auto k = static_cast<double>(mesh().at(axis));
-    stage(buf, n, n);
-    RS_NCCL_CHECK(ncclAllReduce(dev_in_, dev_out_, n, ncclFloat, ncclSum, groups_.at(axis), stream_));
-    finish(buf, n, "all-reduce", axis);
+    run(kRecsearchGpuAllReduce, axis, buf, buf, n);
     count(axis, 2 * (k - 1) / k * static_cast<double>(n * sizeof(float)), kAllReduce);
   }
   void reduce_scatter(std::uint32_t axis, const float* send, float* recv, std::size_t n) override {
     const auto k = static_cast<std::size_t>(mesh().at(axis));
-    stage(send, k * n, n);
-    RS_NCCL_CHECK(ncclReduceScatter(dev_in_, dev_out_, n, ncclFloat, ncclSum, groups_.at(axis), stream_));
-    finish(recv, n, "reduce-scatter", axis);
+    run(kRecsearchGpuReduceScatter, axis, send, recv, n);
     count(axis, static_cast<double>((k - 1) * n * sizeof(float)), kReduceScatter);
   }
   void all_to_all(std::uint32_t axis, const float* send, float* recv, std::size_t n) override {
-    const auto k = static_cast<int>(mesh().at(axis));
-    stage(send, static_cast<std::size_t>(k) * n, static_cast<std::size_t>(k) * n);
-    RS_NCCL_CHECK(ncclGroupStart());
-    for (int peer = 0; peer < k; ++peer) {
-      const std::size_t off = static_cast<std::size_t>(peer) * n;
-      RS_NCCL_CHECK(ncclSend(dev_in_ + off, n, ncclFloat, peer, groups_.at(axis), stream_));
-      RS_NCCL_CHECK(ncclRecv(dev_out_ + off, n, ncclFloat, peer, groups_.at(axis), stream_));
-    }
-    RS_NCCL_CHECK(ncclGroupEnd());
-    finish(recv, static_cast<std::size_t>(k) * n, "all-to-all", axis);
-    count(axis, static_cast<double>(static_cast<std::size_t>(k - 1) * n * sizeof(float)), kAllToAll);
+    const auto k = static_cast<std::size_t>(mesh().at(axis));
+    run(kRecsearchGpuAllToAll, axis, send, recv, n);
+    count(axis, static_cast<double>((k - 1) * n * sizeof(float)), kAllToAll);
   }
   void barrier() override { RS_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)); }
   void gather_to_root(const float* send, float* recv, std::size_t n) override {
@@ -115,54 +87,26 @@ class NcclCommunicator final : public Communicator {
     return out;
   }
   [[noreturn]] void abort_all(int code) override {
-    for (ncclComm_t c : groups_) (void)ncclCommAbort(c);
+    if (nccl_ != nullptr) api_->nccl_abort(nccl_);
     Runtime::abort_all(code);
   }
 
  private:
-  void reserve(float*& p, std::size_t& cap, std::size_t n) {
-    if (n <= cap) return;
-    if (p != nullptr) RS_CUDA_CHECK(cudaFree(p));
-    p = nullptr;
-    RS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p), n * sizeof(float)));
-    cap = n;
+  static void check(int rc, const std::array<char, 1024>& err) {
+    if (rc != 0) throw Error(Errc::kRuntime, err.data());
   }
-  void stage(const float* host, std::size_t n_in, std::size_t n_out) {
-    reserve(dev_in_, cap_in_, std::max<std::size_t>(n_in, 1));
-    reserve(dev_out_, cap_out_, std::max<std::size_t>(n_out, 1));
-    RS_CUDA_CHECK(cudaMemcpyAsync(dev_in_, host, n_in * sizeof(float), cudaMemcpyHostToDevice, stream_));
-  }
-  void finish(float* host, std::size_t n, const char* what, std::uint32_t axis) {
-    RS_CUDA_CHECK(cudaMemcpyAsync(host, dev_out_, n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
-    using Clock = std::chrono::steady_clock;
-    const auto start = Clock::now();
-    for (;;) {
-      const cudaError_t q = cudaStreamQuery(stream_);
-      if (q == cudaSuccess) return;
-      if (q != cudaErrorNotReady) RS_CUDA_CHECK(q);
-      ncclResult_t async = ncclSuccess;
-      RS_NCCL_CHECK(ncclCommGetAsyncError(groups_.at(axis), &async));
-      RS_NCCL_CHECK(async);
-      const double waited = std::chrono::duration<double>(Clock::now() - start).count();
-      if (timeout() > 0 && waited > timeout()) {
-        for (ncclComm_t c : groups_) (void)ncclCommAbort(c);
-        groups_.clear();
-        throw Error(Errc::kRuntime, std::string(what) + " on mesh axis " + std::to_string(axis) +
-                                        " did not finish within " + std::to_string(timeout()) + " s");
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
+  void run(RecsearchGpuCollective kind, std::uint32_t axis, const float* send, float* recv,
+           std::size_t n) {
+    std::array<char, 1024> err{};
+    check(api_->nccl_collective(nccl_, kind, axis, static_cast<int>(mesh().at(axis)), send, recv,
+                                n, timeout(), err.data(), err.size()),
+          err);
   }
 
   int rank_ = 0;
   int size_ = 1;
-  cudaStream_t stream_ = nullptr;
-  ncclComm_t world_ = nullptr;
-  std::vector<ncclComm_t> groups_;
-  float* dev_in_ = nullptr;
-  float* dev_out_ = nullptr;
-  std::size_t cap_in_ = 0;
-  std::size_t cap_out_ = 0;
+  const RecsearchGpuApi* api_ = nullptr;
+  RecsearchGpuNccl* nccl_ = nullptr;
 };
 
 }  // namespace

@@ -1,0 +1,33 @@
+// Private to the GPU module (librecsearch_gpu.so): its CUDA/cuBLAS kernels
+// (cuda/gpu.cpp) and NCCL groups (nccl/nccl_device.cpp) as C++ functions
+// that throw Error(kRuntime); cuda/module.cpp wraps them into the C
+// interface of exec/gpu_api.h.
+#pragma once
+
+#include <cstddef>
+
+#include "exec/gpu_api.h"
+
+namespace recsearch::exec::gpu {
+
+[[nodiscard]] int device_count();
+void gemm(const RecsearchGpuGemm& g, const float* a, std::size_t a_n, const float* b,
+          std::size_t b_n, float* c, std::size_t c_n);
+[[nodiscard]] bool unary(int kind, int first_unary, const float* x, float* y, std::size_t n);
+
+#ifdef RECSEARCH_HAVE_NCCL
+inline constexpr bool kHaveNccl = true;
+[[nodiscard]] std::size_t nccl_id_bytes();
+void nccl_unique_id(void* id);
+[[nodiscard]] RecsearchGpuNccl* nccl_open(const void* id, int size, int rank, std::size_t axes,
+                                          const int* colors, const int* keys);
+void nccl_collective(RecsearchGpuNccl* c, RecsearchGpuCollective kind, std::size_t axis,
+                     int group_size, const float* send, float* recv, std::size_t n,
+                     double timeout_s);
+void nccl_abort(RecsearchGpuNccl* c) noexcept;
+void nccl_close(RecsearchGpuNccl* c) noexcept;
+#else
+inline constexpr bool kHaveNccl = false;
+#endif
+
+}  // namespace recsearch::exec::gpu

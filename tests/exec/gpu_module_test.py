@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""Tests of the GPU module split (meson suite `exec`): CUDA, cuBLAS and NCCL
+live only in librecsearch_gpu.so, which the execution layer dlopens when a
+GPU backend is asked for.
+
+Cases:
+  unlinked  the recsearch executable and the exec library's test consumer
+            have no CUDA/cuBLAS/NCCL among their ELF dependencies (ldd), and
+            `recsearch --version` loads none of them (LD_DEBUG=libs).
+  module    the module exports exactly one dynamic symbol, recsearch_gpu_api;
+            it links cudart and cublas (and nccl in NCCL builds); called
+            through ctypes it hands out interface version 1 and refuses
+            any other version.
+  load      `recsearch exec --backend nccl` with RECSEARCH_GPU_MODULE at a
+            missing file, at a library that is not the module, and at the
+            module, on 2 ranks: the first two end with exit 4 and a message
+            naming the path; with the module, libcudart is loaded on demand
+            and the run either ends with "no usable GPU" (exit 4) or runs.
+
+Usage: gpu_module_test.py RECSEARCH_BINARY EXEC_TEST_BINARY MODULE_PATH CASE
+MODULE_PATH is empty in builds without CUDA (module and load skip, 77).
+"""
+import ctypes
+import ctypes.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+GPU_LIBS = re.compile(r"lib(cudart|cublas|cublasLt|nccl)\.so")
+FAILURES = []
+
+
+def check(cond, what):
+    if not cond:
+        FAILURES.append(what)
+        print("FAIL:", what, flush=True)
+    return cond
+
+
+def ldd(path):
+    return subprocess.run(["ldd", path], capture_output=True, text=True, check=True).stdout
+
+
+def loaded_libs(cmd, env):
+    """Runs cmd with LD_DEBUG=libs; returns (rc, stdout, the sonames the
+    dynamic loader opened, stderr without the loader's lines)."""
+    p = subprocess.run(cmd, capture_output=True, text=True, env=dict(env, LD_DEBUG="libs"),
+                       timeout=240)
+    opened = set()
+    rest = []
+    for line in p.stderr.splitlines():
+        m = re.match(r"\s*\d+:\s+calling init: (\S+)", line)
+        if m:
+            opened.add(os.path.basename(m.group(1)))
+        elif not re.match(r"\s*\d+:", line):
+            rest.append(line)
+    return p.returncode, p.stdout, opened, "\n".join(rest)
+
+
+def case_unlinked(exe, consumer, _module):
+    for path in (exe, consumer):
+        deps = ldd(path)
+        check(not GPU_LIBS.search(deps), f"{path} links a GPU library:\n{deps}")
+    rc, out, opened, _ = loaded_libs([exe, "--version"], os.environ)
+    check(rc == 0 and out.startswith("recsearch "), f"--version: rc {rc}, {out!r}")
+    # The loader trace must work at all, or the next check proves nothing.
+    check(any(s.startswith("libc.so") for s in opened), f"LD_DEBUG saw no libc: {opened}")
+    gpu = sorted(s for s in opened if GPU_LIBS.search(s))
+    check(not gpu, f"--version loaded {gpu}")
+    return 0
+
+
+def case_module(_exe, _consumer, module):
+    if not module:
+        print("this build has no CUDA, so no GPU module: skipped")
+        return 77
+    syms = subprocess.run(["nm", "-D", "--defined-only", module], capture_output=True,
+                          text=True, check=True).stdout.split("\n")
+    names = sorted(line.split()[-1] for line in syms if line.strip())
+    check(names == ["recsearch_gpu_api"], f"module exports {names}")
+    deps = ldd(module)
+    for lib in ("libcudart", "libcublas"):
+        check(lib in deps, f"the module does not link {lib}:\n{deps}")
+    check("libmpi" not in deps, f"the module links MPI:\n{deps}")
+    lib = ctypes.CDLL(module)
+    fn = lib.recsearch_gpu_api
+    fn.restype = ctypes.POINTER(ctypes.c_int)
+    fn.argtypes = [ctypes.c_int]
+    api = fn(1)
+    check(bool(api) and api[0] == 1, "recsearch_gpu_api(1) does not give interface version 1")
+    if api:
+        check(api[1] in (0, 1), f"has_nccl is {api[1]}")
+        check(api[1] == (1 if "libnccl" in deps else 0), f"has_nccl {api[1]} but ldd:\n{deps}")
+    for wrong in (0, 2, 999):
+        check(not fn(wrong), f"recsearch_gpu_api({wrong}) is not null")
+    return 0
+
+
+def case_load(exe, _consumer, module):
+    if not module:
+        print("this build has no CUDA, so no GPU module: skipped")
+        return 77
+    if shutil.which("mpirun") is None:
+        print("mpirun not found: skipped")
+        return 77
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, here)
+    import exec_test  # the graph and plan builders of the mpirun tests
+    with tempfile.TemporaryDirectory() as tmp:
+        exec_test.TMP = tmp
+        g = exec_test.chain_graph(8, 16, 24, 4)
+        gp = exec_test.write("chain.json", g)
+        pp = exec_test.write("chain_2.plan.json", exec_test.plan_json(g, [2], exec_test.ONE_AXIS))
+        cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", exe, "exec", gp, pp,
+               "--backend", "nccl", "--timeout", "60"]
+        env = dict(exec_test.ENV)
+
+        missing = os.path.join(tmp, "no_such_module.so")
+        rc, _, opened, err = loaded_libs(cmd, dict(env, RECSEARCH_GPU_MODULE=missing))
+        check(rc == 4 and "no usable GPU: cannot load the GPU module" in err and missing in err,
+              f"missing module: rc {rc}\n{err}")
+        check(not any(GPU_LIBS.search(s) for s in opened), f"missing module, loaded {opened}")
+
+        libc = ctypes.util.find_library("c")
+        rc, _, _, err = loaded_libs(cmd, dict(env, RECSEARCH_GPU_MODULE=libc))
+        check(rc == 4 and f"the GPU module {libc} does not export recsearch_gpu_api" in err,
+              f"not a module: rc {rc}\n{err}")
+
+        rc, out, opened, err = loaded_libs(cmd, dict(env, RECSEARCH_GPU_MODULE=module))
+        check(any(s.startswith("libcudart") for s in opened),
+              f"--backend nccl did not load libcudart: {sorted(opened)}")
+        check((rc == 4 and "no usable GPU:" in err) or rc == 0, f"module: rc {rc}\n{out}\n{err}")
+        said = [line for line in err.splitlines() if line.startswith("recsearch exec:")]
+        print(f"--backend nccl with the module: rc {rc}; {said[0] if said else out.strip()}")
+    return 0
+
+
+CASES = {"unlinked": case_unlinked, "module": case_module, "load": case_load}
+
+
+def main(argv):
+    if len(argv) != 4 or argv[3] not in CASES:
+        print(__doc__, file=sys.stderr)
+        return 2
+    exe, consumer, module, name = os.path.abspath(argv[0]), os.path.abspath(argv[1]), argv[2], argv[3]
+    if CASES[name](exe, consumer, module) == 77:
+        return 77
+    print(f"{len(FAILURES)} failure(s)")
+    return 1 if FAILURES else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
