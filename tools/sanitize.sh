@@ -117,7 +117,12 @@ if [[ " $which " == *" asan "* ]]; then
   skip='^(capi_python|capi_install|capi_subproject|report_browser|exec_.*|data_.*)$'
   mapfile -t names < <(meson test -C "$asan_dir" --no-rebuild --list 2>/dev/null |
     sed -n 's/^recsearch:[^ ]* \/ //p' | grep -Ev "$skip")
-  run_suite "$asan_dir" "ASan+UBSan" -- "${names[@]}"
+  if ((${#names[@]} == 0)); then
+    echo "sanitize.sh: no tests listed in $asan_dir" >&2
+    total_fail=$((total_fail + 1))
+  else
+    run_suite "$asan_dir" "ASan+UBSan" -- "${names[@]}"
+  fi
 fi
 
 if [[ " $which " == *" tsan "* ]]; then
