@@ -8,7 +8,8 @@
 #     spaces, the rec search), in TSAN_BUILD_DIR (build-tsan). Not in the
 #     default: Debian's libtbb is not built with TSan, so the happens-before
 #     edges its scheduler creates (spawning a task, joining it) are invisible
-#     and every parallel_for is reported (62 reports in test_algebra_op_space:
+#     and every parallel_for is reported (62 reports in test_algebra_op_space,
+#     302 in test_search_properties:
 #     operator new/delete, vectors handed to workers, TBB's own range
 #     bookkeeping). A suppression broad enough to hide them (any frame in
 #     tbb::detail or libtbb.so) would hide every race in our loop bodies as
