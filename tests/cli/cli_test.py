@@ -993,6 +993,22 @@ def case_compare():
         x = doc["results"][0]
         check(x["status"] == "skipped" and "limited" in x.get("note", ""),
               "exhaustive should be skipped: %s" % x)
+    # The committed zoo graphs are exactly what their manifest's gen arguments give.
+    zoo = os.path.join(GRAPHS, "zoo")
+    with open(os.path.join(zoo, "zoo.json")) as f:
+        manifest = json.load(f)
+    check(len(manifest["models"]) >= 20, "zoo manifest too small")
+    for m in manifest["models"]:
+        path = os.path.join(zoo, m["name"] + ".json")
+        if not check(os.path.exists(path), "zoo graph missing: " + path):
+            continue
+        with open(path) as f:
+            committed = f.read()
+        check(run(["gen"] + m["gen"]).out == committed,
+              "zoo graph %s differs from `recsearch gen %s`" % (m["name"], " ".join(m["gen"])))
+        check(m["devices"] >= 1 and ("mesh" not in m or
+                                     math.prod(int(x) for x in m["mesh"].split("x")) == m["devices"]),
+              "zoo %s: mesh and devices disagree" % m["name"])
     # Usage and input errors.
     run(["compare", g, "--devices", "8", "--algo", "rec,annealing"], expect=2)
     run(["compare", g], expect=2)
