@@ -17,8 +17,10 @@
 // Operators with more legal strategies than SearchOptions::ilp_max_strategies
 // are restricted: first to one order of the choices within each run of mesh
 // axes of the same level and size (choices non-increasing, replication
-// last), then to the cheapest by own cost; the hint plans' strategies (data
-// parallel, tensor parallel, rec) are always kept, and rec's plan is CBC's
+// last), then to the cheapest by own cost; when all operators together
+// still exceed ilp_max_total_strategies, each keeps its share of that total
+// (at least 16, else the program is refused). The hint plans' strategies
+// (data parallel, grid, rec) are always kept, and rec's plan is CBC's
 // starting solution. The result then is the optimum over that subset only,
 // flagged as restricted.
 #include <algorithm>
@@ -67,6 +69,11 @@ using Key = std::pair<AxisLayout, std::int64_t>;  // a use's request: layout, sl
 
 
 constexpr double kTimeScale = 1e6;   // objective in microseconds
+// Fewest candidates per operator ilp runs with when the total is cut down.
+constexpr std::size_t kMinKeptPerOperator = 16;
+// Legal strategies enumerated in all before the program counts as too large
+// (bounds the memory of the enumeration).
+constexpr std::size_t kMaxEnumerated = 4'000'000;
 constexpr double kByteScale = 1.0 / (1024.0 * 1024.0 * 1024.0);  // memory rows in GiB
 
 // Legal cut vectors of one operator: all of them, or (canonical) only those
@@ -162,12 +169,13 @@ IlpResult ilp(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
   const auto pinned = pinned_cuts(g, spaces, mesh);
   IlpResult res;
 
-  // Candidate strategies per operator.
-  std::vector<std::vector<OpStrategy>> strat(n_ops);
-  std::size_t total = 0;
+  // Candidate cut vectors per operator: all legal ones, or the canonical
+  // orders when there are more than the cap.
+  std::vector<std::vector<std::vector<std::int16_t>>> cands(n_ops);
+  std::size_t total = 0, enumerated = 0;
   for (std::size_t o = 0; o < n_ops; ++o) {
     const auto id = static_cast<ir::OpId>(o);
-    std::vector<std::vector<std::int16_t>> cand;
+    auto& cand = cands[o];
     if (!pinned[o].empty()) {
       cand.push_back(pinned[o]);
     } else {
@@ -179,35 +187,51 @@ IlpResult ilp(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
         res.restricted = true;
         cand.clear();
         overflow = false;
-        // Canonical orders; past the cap keep counting to know the size.
-        enumerate(g, spaces[o], id, mesh, true, std::numeric_limits<std::size_t>::max() / 2, 0,
-                  splits, cuts, cand, overflow);
+        enumerate(g, spaces[o], id, mesh, true, 64 * cap, 0, splits, cuts, cand, overflow);
+        if (overflow)
+          throw Error(Errc::kUsage, "ilp: operator '" + g.op(id).name + "' has more than " +
+                                        std::to_string(64 * cap) +
+                                        " candidate strategies even in canonical axis order; "
+                                        "the integer program would be too large for this mesh");
       }
       for (const auto& h : hints)
         if (std::find(cand.begin(), cand.end(), h.cuts[o]) == cand.end()) cand.push_back(h.cuts[o]);
     }
-    if (cand.size() > 64 * cap)
-      throw Error(Errc::kUsage, "ilp: operator '" + g.op(id).name + "' has " +
-                                    std::to_string(cand.size()) +
-                                    " candidate strategies even in canonical axis order; the "
-                                    "integer program would be too large for this mesh");
     total += std::min(cand.size(), cap);
-    if (total > opts.ilp_max_total_strategies)
-      throw Error(Errc::kUsage, "ilp: more than " + std::to_string(opts.ilp_max_total_strategies) +
-                                    " candidate strategies in all (at operator " +
-                                    std::to_string(o) + " of " + std::to_string(n_ops) +
-                                    "); the integer program would be too large");
+    enumerated += cand.size();
+    if (enumerated > kMaxEnumerated)
+      throw Error(Errc::kUsage, "ilp: more than " + std::to_string(kMaxEnumerated) +
+                                    " legal strategies over the first " + std::to_string(o + 1) +
+                                    " of " + std::to_string(n_ops) +
+                                    " operators; the integer program would be too large");
+  }
+  // Past the total, keep fewer per operator rather than give up, down to a floor.
+  std::size_t keep_per_op = cap;
+  if (total > opts.ilp_max_total_strategies) {
+    keep_per_op = opts.ilp_max_total_strategies / std::max<std::size_t>(n_ops, 1);
+    if (keep_per_op < kMinKeptPerOperator)
+      throw Error(Errc::kUsage, "ilp: " + std::to_string(total) + " candidate strategies over " +
+                                    std::to_string(n_ops) + " operators, more than " +
+                                    std::to_string(opts.ilp_max_total_strategies) +
+                                    " in all even at " + std::to_string(kMinKeptPerOperator) +
+                                    " per operator; the integer program would be too large");
+  }
+
+  std::vector<std::vector<OpStrategy>> strat(n_ops);
+  for (std::size_t o = 0; o < n_ops; ++o) {
+    const auto id = static_cast<ir::OpId>(o);
     std::vector<OpStrategy> list;
-    list.reserve(cand.size());
-    for (const auto& c : cand) list.push_back(make_strategy(g, spaces, cluster, opts, id, c));
-    if (list.size() > cap) {
+    list.reserve(cands[o].size());
+    for (const auto& c : cands[o]) list.push_back(make_strategy(g, spaces, cluster, opts, id, c));
+    std::vector<std::vector<std::int16_t>>().swap(cands[o]);
+    if (list.size() > keep_per_op) {
       res.restricted = true;
       std::vector<std::size_t> idx(list.size());
       std::iota(idx.begin(), idx.end(), std::size_t{0});
       std::stable_sort(idx.begin(), idx.end(),
                        [&](std::size_t a, std::size_t b) { return list[a].own < list[b].own; });
       std::vector<bool> keep(list.size(), false);
-      for (std::size_t i = 0; i < cap; ++i) keep[idx[i]] = true;
+      for (std::size_t i = 0; i < keep_per_op; ++i) keep[idx[i]] = true;
       for (const auto& h : hints)
         for (std::size_t i = 0; i < list.size(); ++i)
           if (list[i].cuts == h.cuts[o]) keep[i] = true;

@@ -233,4 +233,20 @@ TEST_CASE("ilp: memory budget, restricted candidates, larger graphs") {
   CHECK(r.bookkept_step_time_s == doctest::Approx(r.eval.summary.step_time_s).epsilon(1e-9));
   MESSAGE("transformer x2 on 2x4, 8 candidates: ilp/rec = "
           << r.eval.summary.step_time_s / rec.eval.summary.step_time_s);
+  // A total budget of candidates: each operator keeps its share (here 20),
+  // or the program is refused when the share falls below 16.
+  o.algorithm = search::Algorithm::Ilp;
+  o.ilp_max_strategies = 4096;
+  o.ilp_max_total_strategies = 20 * tr.num_operators();
+  const auto shared = search::run(tr, spaces, m, o);
+  CHECK(shared.ilp_restricted);
+  CHECK(shared.eval.summary.step_time_s <= rec.eval.summary.step_time_s * (1 + 1e-9));
+  o.ilp_max_total_strategies = 10 * tr.num_operators();
+  try {
+    (void)search::run(tr, spaces, m, o);
+    FAIL("expected kUsage (too large)");
+  } catch (const Error& e) {
+    CHECK(e.code() == Errc::kUsage);
+    CHECK(std::string(e.what()).find("too large") != std::string::npos);
+  }
 }

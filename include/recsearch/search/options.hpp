@@ -67,8 +67,9 @@ struct SearchOptions {
   // tensor-parallel and rec plans' choices, and the result is no longer the
   // exact optimum (SearchResult::ilp_restricted).
   std::size_t ilp_max_strategies = 4096;
-  // Ilp: refuse (Error kUsage) when the candidates of all operators together
-  // exceed this: the program would take CBC too long even to load.
+  // Ilp: the candidates of all operators together; past it every operator
+  // keeps only its share (cheapest by own cost, restricted), and below 16 a
+  // share the program is refused (Error kUsage) as too large.
   std::size_t ilp_max_total_strategies = 250'000;
 };
 
