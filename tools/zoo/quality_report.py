@@ -81,8 +81,11 @@ def ilp_note(r):
     if r["status"] != "ok":
         return r["status"]
     note = r.get("note", "")
-    if note.startswith("time limit"):
-        return "time limit"
+    restricted = note.startswith("restricted")
+    if "time limit" in note:
+        return "restricted, time limit" if restricted else "time limit"
+    if restricted:
+        return "restricted, solved"
     return note or "ok"
 
 
