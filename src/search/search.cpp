@@ -43,6 +43,43 @@ std::string gib(double bytes) {
   return buf;
 }
 
+// Extra searches that narrow the memory price once a rung fits: the first
+// fitting rung's price can be up to 4x what the budget needs, and an
+// over-priced byte costs communication (slicing what need not be sliced).
+constexpr int kBisect = 3;
+constexpr int kBisectFolded = 5;  // folded searches are cheap
+
+// The memory ladder: prices of a byte of per-device memory in seconds,
+// starting at 0, then the time to send that byte over the slowest link, then
+// 4x per rung. attempt(lambda, rung) searches at that price and says whether
+// the plan fits (keeping the fastest fitting one). Once a rung fits, its
+// price interval is bisected (geometrically) `bisect` times. Returns the
+// first fitting rung, or -1.
+template <class Attempt>
+int climb_ladder(const std::vector<Cut>& mesh, Attempt&& attempt, int bisect) {
+  double slowest = std::numeric_limits<double>::infinity();
+  for (const Cut& c : mesh) slowest = std::min(slowest, c.bandwidth_Bps);
+  const double base = std::isfinite(slowest) ? 1.0 / slowest : 1e-11;
+  const auto price = [&](int rung) { return rung == 0 ? 0.0 : base * std::pow(4.0, rung - 1); };
+  for (int rung = 0; rung <= kLadderRungs; ++rung) {
+    if (!attempt(price(rung), rung)) continue;
+    if (rung > 0) {
+      double lo = rung == 1 ? price(1) / 4 : price(rung - 1);
+      double hi = price(rung);
+      for (int i = 0; i < bisect; ++i) {
+        const double mid = std::sqrt(lo * hi);
+        if (attempt(mid, rung)) {
+          hi = mid;
+        } else {
+          lo = mid;
+        }
+      }
+    }
+    return rung;
+  }
+  return -1;
+}
+
 // The memory ladder of Rec on the 3-copy fold of a repeated graph. Memory
 // and step time are additive over blocks (inference activations: a maximum
 // over operators), so the full graph's follow exactly from the 3- and 4-copy
@@ -54,12 +91,11 @@ void rec_folded(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
   const detail::Folded f3 = detail::fold(g, spaces, rep, 3);
   const detail::Folded f4 = detail::fold(g, spaces, rep, 4);
   const double extra = static_cast<double>(rep.repeats) - 3.0;
-  double slowest = std::numeric_limits<double>::infinity();
-  for (const Cut& c : res.plan.mesh) slowest = std::min(slowest, c.bandwidth_Bps);
-  const double base = std::isfinite(slowest) ? 1.0 / slowest : 1e-11;
   double best_mem = std::numeric_limits<double>::infinity();
-  for (int rung = 0; rung <= kLadderRungs; ++rung) {
-    const double lambda = rung == 0 ? 0.0 : base * std::pow(4.0, rung - 1);
+  plan::Plan best;
+  double best_step = std::numeric_limits<double>::infinity();
+  // Extrapolated from the folds; a fitting plan is kept if it is the fastest so far.
+  auto attempt = [&](double lambda, int rung) {
     plan::Plan trial = res.plan;
     (void)detail::rec_search(f3.graph, f3.spaces, cluster, opts, lambda, trial, &f3.weight, rung);
     plan::check_plan(f3.graph, f3.spaces, trial);
@@ -77,28 +113,37 @@ void rec_folded(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
     // middle copy's edges to the last one, so its own account is not the
     // full graph's; the extrapolation is exact, and the tests hold it to the
     // full evaluation.
-    const double bookkept = s3.step_time_s + extra * (s4.step_time_s - s3.step_time_s);
+    const double step = s3.step_time_s + extra * (s4.step_time_s - s3.step_time_s);
     best_mem = std::min(best_mem, mem);
-    // The relative slack absorbs rounding in the extrapolation; the full
-    // evaluation below is what decides.
-    if (mem <= budget * (1 + 1e-9)) {
-      plan::Plan full = detail::unfold(trial, rep, g.num_operators());
-      plan::check_plan(g, spaces, full);
-      plan::Evaluation ev = plan::evaluate(
-          g, spaces, cluster, full, opts.cost,
-          opts.detailed_evaluation ? plan::EvalDetail::Full : plan::EvalDetail::Summary);
-      if (ev.summary.memory_per_device_bytes <= budget) {
-        res.plan = std::move(full);
-        res.eval = std::move(ev);
-        res.bookkept_step_time_s = bookkept;
-        res.memory_rungs = rung;
-        return;
-      }
+    // A hair under the budget, so that rounding in the extrapolation cannot
+    // accept a plan the full evaluation finds over it.
+    if (mem > budget * (1 - 1e-9)) return false;
+    if (step < best_step) {
+      best_step = step;
+      best = std::move(trial);
     }
+    return true;
+  };
+  const int rung = climb_ladder(res.plan.mesh, attempt, kBisectFolded);
+  if (rung < 0) {
+    throw Error(Errc::kNoFit, "no plan fits the memory budget of " + gib(budget) +
+                                  " per device on " + std::to_string(cluster.num_devices()) +
+                                  " devices; the smallest found needs " + gib(best_mem));
   }
-  throw Error(Errc::kNoFit, "no plan fits the memory budget of " + gib(budget) + " per device on " +
-                                std::to_string(cluster.num_devices()) +
-                                " devices; the smallest found needs " + gib(best_mem));
+  plan::Plan full = detail::unfold(best, rep, g.num_operators());
+  plan::check_plan(g, spaces, full);
+  plan::Evaluation ev = plan::evaluate(
+      g, spaces, cluster, full, opts.cost,
+      opts.detailed_evaluation ? plan::EvalDetail::Full : plan::EvalDetail::Summary);
+  if (ev.summary.memory_per_device_bytes > budget) {
+    throw Error(Errc::kInternal, "folded search: the unfolded plan needs " +
+                                     gib(ev.summary.memory_per_device_bytes) +
+                                     " where its folds promised at most " + gib(budget));
+  }
+  res.plan = std::move(full);
+  res.eval = std::move(ev);
+  res.bookkept_step_time_s = best_step;
+  res.memory_rungs = rung;
 }
 
 }  // namespace
@@ -134,30 +179,28 @@ SearchResult run(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces
         }
       }
       double best_mem = std::numeric_limits<double>::infinity();
-      // Price of one byte of per-device memory, in seconds: start at the
-      // time to send that byte over the slowest link and climb.
-      double slowest = std::numeric_limits<double>::infinity();
-      for (const Cut& c : p.mesh) slowest = std::min(slowest, c.bandwidth_Bps);
-      const double base = std::isfinite(slowest) ? 1.0 / slowest : 1e-11;
-      for (int rung = 0; rung <= kLadderRungs; ++rung) {
-        const double lambda = rung == 0 ? 0.0 : base * std::pow(4.0, rung - 1);
+      bool have = false;
+      auto attempt = [&](double lambda, int rung) {
         plan::Plan trial = p;
         const double bookkept =
             detail::rec_search(g, spaces, cluster, opts, lambda, trial, nullptr, rung);
         plan::Evaluation ev = evaluate(trial);
         best_mem = std::min(best_mem, ev.summary.memory_per_device_bytes);
-        if (ev.summary.memory_per_device_bytes <= budget) {
-          p = std::move(trial);
+        if (ev.summary.memory_per_device_bytes > budget) return false;
+        if (!have || ev.summary.step_time_s < res.eval.summary.step_time_s) {
+          have = true;
+          res.plan = std::move(trial);
           res.eval = std::move(ev);
           res.bookkept_step_time_s = bookkept;
-          res.memory_rungs = rung;
-          break;
         }
-        if (rung == kLadderRungs)
-          throw Error(Errc::kNoFit, "no plan fits the memory budget of " + gib(budget) +
-                                        " per device on " + std::to_string(cluster.num_devices()) +
-                                        " devices; the smallest found needs " + gib(best_mem));
-      }
+        return true;
+      };
+      const int rung = climb_ladder(p.mesh, attempt, kBisect);
+      if (rung < 0)
+        throw Error(Errc::kNoFit, "no plan fits the memory budget of " + gib(budget) +
+                                      " per device on " + std::to_string(cluster.num_devices()) +
+                                      " devices; the smallest found needs " + gib(best_mem));
+      res.memory_rungs = rung;
       break;
     }
     case Algorithm::DataParallel: {
