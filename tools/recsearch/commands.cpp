@@ -40,8 +40,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr double kBytesPerGiB = 1024.0 * 1024.0 * 1024.0;
 
-// The name an input goes by in messages: "-" alone says little.
-std::string source_name(const std::string& path) { return path == "-" ? "<stdin>" : path; }
 
 // Short progress lines on stderr, only for a person watching: when stderr is
 // not a terminal (pipes, CI logs, the tests) they would only be noise.
@@ -150,19 +148,6 @@ Mode parse_mode(const std::string& s) {
   throw e;
 }
 
-void write_output(const std::string& path, std::string text) {
-  if (text.empty() || text.back() != '\n') text.push_back('\n');
-  if (path == "-") {
-    std::cout << text << std::flush;
-    if (!std::cout) throw Error(Errc::kIo, "cannot write to standard output");
-    return;
-  }
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw Error(Errc::kIo, "cannot open for writing", {}, path);
-  out << text;
-  out.close();
-  if (!out) throw Error(Errc::kIo, "cannot write", {}, path);
-}
 
 std::string render(const std::string& format, const LoadedGraph& lg, const Cluster& cluster,
                    const plan::Plan& p, const plan::Evaluation& ev) {
@@ -199,6 +184,22 @@ Cluster cluster_from_plan_mesh(const std::vector<std::int64_t>& sizes,
 }
 
 }  // namespace
+
+std::string source_name(const std::string& path) { return path == "-" ? "<stdin>" : path; }
+
+void write_output(const std::string& path, std::string text) {
+  if (text.empty() || text.back() != '\n') text.push_back('\n');
+  if (path == "-") {
+    std::cout << text << std::flush;
+    if (!std::cout) throw Error(Errc::kIo, "cannot write to standard output");
+    return;
+  }
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw Error(Errc::kIo, "cannot open for writing", {}, path);
+  out << text;
+  out.close();
+  if (!out) throw Error(Errc::kIo, "cannot write", {}, path);
+}
 
 std::vector<std::int64_t> parse_mesh(const std::string& text) {
   const auto bad = [&](const std::string& why) {

@@ -62,4 +62,10 @@ int run_search(const SearchArgs& a);
 int run_eval(const EvalArgs& a);
 int run_validate(const ValidateArgs& a);
 
+// The name an input goes by in messages: "-" alone says little.
+[[nodiscard]] std::string source_name(const std::string& path);
+// Writes text (ending it with a newline) to path, "-" for stdout; Error(kIo)
+// naming the file when it cannot.
+void write_output(const std::string& path, std::string text);
+
 }  // namespace recsearch::cli

@@ -31,21 +31,6 @@ struct ShowArgs {
   std::optional<std::string> cost_file;
 };
 
-std::string source_name(const std::string& path) { return path == "-" ? "<stdin>" : path; }
-
-void write_file(const std::string& path, const std::string& text) {
-  if (path == "-") {
-    std::cout << text << std::flush;
-    if (!std::cout) throw Error(Errc::kIo, "cannot write to standard output");
-    return;
-  }
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw Error(Errc::kIo, "cannot open for writing", {}, path);
-  out << text;
-  out.close();
-  if (!out) throw Error(Errc::kIo, "cannot write", {}, path);
-}
-
 int run_show(const ShowArgs& a) {
   if (!a.html && !a.dot) throw Error(Errc::kUsage, "give --html OUT.html and/or --dot OUT.dot");
   if (a.cluster.count() > 1) throw Error(Errc::kUsage, "give only one of --devices, --mesh and --cluster");
@@ -94,8 +79,8 @@ int run_show(const ShowArgs& a) {
   }
   const plan::Evaluation ev = plan::evaluate(graph, spaces, *cluster, p, cost);
   const report::ReportInput in{graph, spaces, *cluster, p, ev};
-  if (a.html) write_file(*a.html, report::plan_to_html(in));
-  if (a.dot) write_file(*a.dot, report::plan_to_dot(in));
+  if (a.html) write_output(*a.html, report::plan_to_html(in));
+  if (a.dot) write_output(*a.dot, report::plan_to_dot(in));
   return 0;
 }
 
