@@ -48,6 +48,8 @@ std::string gib(double bytes) {
 // over-priced byte costs communication (slicing what need not be sliced).
 constexpr int kBisect = 3;
 constexpr int kBisectFolded = 5;  // folded searches are cheap
+// Past this many operators (unfolded) each search takes seconds: one step.
+constexpr std::size_t kBisectLargeGraph = 100'000;
 
 // The memory ladder: prices of a byte of per-device memory in seconds,
 // starting at 0, then the time to send that byte over the slowest link, then
@@ -195,7 +197,8 @@ SearchResult run(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces
         }
         return true;
       };
-      const int rung = climb_ladder(p.mesh, attempt, kBisect);
+      const int rung =
+          climb_ladder(p.mesh, attempt, g.num_operators() > kBisectLargeGraph ? 1 : kBisect);
       if (rung < 0)
         throw Error(Errc::kNoFit, "no plan fits the memory budget of " + gib(budget) +
                                       " per device on " + std::to_string(cluster.num_devices()) +
