@@ -26,7 +26,7 @@ import time
 
 FIELDS = ["family", "ops", "tensors", "devices", "mesh", "file_bytes", "parse_s", "spaces_s",
           "search_s", "eval_s", "rungs", "peak_rss_mib", "graph_mib", "spaces_mib", "step_time_s",
-          "fold_period", "fold_repeats"]
+          "fold_period", "fold_repeats", "parse_cpu_s", "spaces_cpu_s", "search_cpu_s", "load"]
 
 
 def run(cmd, **kw):
@@ -52,12 +52,14 @@ def point(args, family, spec, cluster, tmp, in_memory):
         run([args.recsearch, "gen", family, *opts, "-q", "-o", path])
         source = path
     r = probe(args, source, cluster)
+    r["load"] = os.getloadavg()[0]
     row = {k: r.get(k, "") for k in FIELDS}
     row["family"] = family
     row["mesh"] = cluster[1]
     row["in_memory"] = int(in_memory)
     print(f"  {family:6} ops={r['ops']:>9} devices={r['devices']:>8} parse={r['parse_s']:.2f}s "
-          f"search={r['search_s']:.2f}s rss={r['peak_rss_mib']:.0f}MiB", flush=True)
+          f"(cpu {r['parse_cpu_s']:.2f}) search={r['search_s']:.2f}s (cpu {r['search_cpu_s']:.2f}) "
+          f"rss={r['peak_rss_mib']:.0f}MiB load={r['load']:.1f}", flush=True)
     return row
 
 
@@ -94,11 +96,11 @@ def plot(out, ops_rows, dev_rows, fits):
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
     for fam in sorted({r["family"] for r in ops_rows}):
         rs = [r for r in ops_rows if r["family"] == fam]
-        ax.loglog([r["ops"] for r in rs], [r["search_s"] for r in rs], "o-",
+        ax.loglog([r["ops"] for r in rs], [r["search_cpu_s"] for r in rs], "o-",
                   label=f"{fam}: search (exponent {fits.get(fam, float('nan')):.2f})")
-        ax.loglog([r["ops"] for r in rs], [r["parse_s"] for r in rs], "x--", label=f"{fam}: parse")
+        ax.loglog([r["ops"] for r in rs], [r["parse_cpu_s"] for r in rs], "x--", label=f"{fam}: parse")
     ax.set_xlabel("operators")
-    ax.set_ylabel("seconds")
+    ax.set_ylabel("CPU seconds (one thread)")
     ax.set_title("recsearch: time against operators (64x64 mesh)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
@@ -109,10 +111,10 @@ def plot(out, ops_rows, dev_rows, fits):
     plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
-    ax.semilogx([r["devices"] for r in dev_rows], [r["search_s"] for r in dev_rows], "o-",
+    ax.semilogx([r["devices"] for r in dev_rows], [r["search_cpu_s"] for r in dev_rows], "o-",
                 base=2, label="search")
     ax.set_xlabel("devices (flat cluster)")
-    ax.set_ylabel("seconds")
+    ax.set_ylabel("CPU seconds (one thread)")
     ax.set_title(f"recsearch: time against devices ({dev_rows[0]['ops']} operators)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
@@ -165,11 +167,15 @@ def main():
                 break
             ops_rows.append(point(args, "gpt", dict(gpt, layers=layers), ["--mesh", "64x64"], tmp,
                                   layers * 33 >= args.in_memory_from))
-        print("operators (random DAG, not foldable, 64x64 mesh):", flush=True)
+        print("operators (random DAG, not foldable, 64x64 mesh, no memory budget):", flush=True)
         for n in random_ops:
             if n > args.max_ops:
                 break
-            ops_rows.append(point(args, "random", {"ops": n, "seed": 1}, ["--mesh", "64x64"], tmp,
+            # No memory budget: the random DAG's memory grows with it, and the
+            # number of memory rungs with that, which would blur the growth
+            # of one search (GPT above keeps the budget).
+            ops_rows.append(point(args, "random", {"ops": n, "seed": 1},
+                                  ["--mesh", "64x64", "--memory", "1e9"], tmp,
                                   n >= args.in_memory_from))
         print(f"devices (GPT, {dev_layers} layers, flat clusters):", flush=True)
         for d in devices:
@@ -184,24 +190,26 @@ def main():
     # fixed costs dominate), and the slope in log2(devices).
     fits, lines = {}, []
     for fam in sorted({r["family"] for r in ops_rows}):
-        pts = [(r["ops"], r["search_s"]) for r in ops_rows if r["family"] == fam and r["ops"] >= 1e4]
+        pts = [(r["ops"], r["search_cpu_s"]) for r in ops_rows if r["family"] == fam and r["ops"] >= 1e4]
         if len(pts) >= 2:
             b, _ = fit([math.log(x) for x, _ in pts], [math.log(max(y, 1e-6)) for _, y in pts])
             fits[fam] = b
-            lines.append(f"{fam}: search time ~ operators^{b:.3f} (from {len(pts)} points >= 1e4 ops)")
-        pp = [(r["ops"], r["parse_s"]) for r in ops_rows
+            lines.append(f"{fam}: search CPU time ~ operators^{b:.3f} (from {len(pts)} points >= 1e4 ops)")
+        pp = [(r["ops"], r["parse_cpu_s"]) for r in ops_rows
               if r["family"] == fam and r["ops"] >= 1e4 and not r["in_memory"]]
         if len(pp) >= 2:
             b, _ = fit([math.log(x) for x, _ in pp], [math.log(max(y, 1e-6)) for _, y in pp])
-            lines.append(f"{fam}: parse time ~ operators^{b:.3f}")
+            lines.append(f"{fam}: parse CPU time ~ operators^{b:.3f}")
     if len(dev_rows) >= 2:
-        b, a = fit([math.log2(r["devices"]) for r in dev_rows], [r["search_s"] for r in dev_rows])
+        b, a = fit([math.log2(r["devices"]) for r in dev_rows], [r["search_cpu_s"] for r in dev_rows])
         e, _ = fit([math.log(r["devices"]) for r in dev_rows],
-                   [math.log(max(r["search_s"], 1e-6)) for r in dev_rows])
-        lines.append(f"devices: search time ~ {a:.3f} + {b:.4f} * log2(devices) s "
+                   [math.log(max(r["search_cpu_s"], 1e-6)) for r in dev_rows])
+        lines.append(f"devices: search CPU time ~ {a:.3f} + {b:.4f} * log2(devices) s "
                      f"(log-log exponent {e:.3f})")
+    loads = [r["load"] for r in ops_rows + dev_rows]
     lines.append(f"machine: {platform.machine()}, {os.cpu_count()} cpus, "
-                 f"threads {args.threads}; sweep took {time.time() - start:.0f} s")
+                 f"threads {args.threads}; load average {min(loads):.1f}-{max(loads):.1f} during the "
+                 f"sweep; sweep took {time.time() - start:.0f} s; fits use CPU seconds")
     with open(os.path.join(out, "summary.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
