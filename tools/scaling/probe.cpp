@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -26,6 +27,14 @@ namespace {
 
 double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// CPU seconds of the whole process: on a shared machine they are a steadier
+// measure of the work than wall time (with --threads 1 they are the work).
+double cpu_s() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
 // Resident set now, in MiB (statm counts pages).
@@ -134,6 +143,7 @@ int main(int argc, char** argv) try {
   double parse_s = 0;
   std::size_t file_bytes = 0;
   auto t = Clock::now();
+  double c = cpu_s();
   ir::Graph g;
   if (input.rfind("gen:", 0) == 0) {
     g = gen::build_graph(parse_gen(input));
@@ -144,14 +154,19 @@ int main(int argc, char** argv) try {
     std::ifstream f(input, std::ios::binary | std::ios::ate);
     file_bytes = static_cast<std::size_t>(f.tellg());
   }
+  const double parse_cpu = cpu_s() - c;
   const double rss_graph = rss_mib();
+  c = cpu_s();
   t = Clock::now();
   const auto spaces = algebra::build_op_spaces(g);
   const double spaces_s = since(t);
+  const double spaces_cpu = cpu_s() - c;
   const double rss_spaces = rss_mib();
+  c = cpu_s();
   t = Clock::now();
   const auto res = search::run(g, spaces, cluster, opts);
   const double search_s = since(t);
+  const double search_cpu = cpu_s() - c;
   // search::run already evaluates its plan; a second evaluation is timed
   // only on request, since its memory would inflate the peak.
   double eval_s = 0;
@@ -167,12 +182,14 @@ int main(int argc, char** argv) try {
       "\"threads\":%d,\"file_bytes\":%zu,\"read_s\":%.4f,\"parse_s\":%.4f,\"spaces_s\":%.4f,"
       "\"search_s\":%.4f,\"eval_s\":%.4f,\"rungs\":%d,\"step_time_s\":%.6g,"
       "\"memory_per_device_gib\":%.4g,\"graph_mib\":%.1f,\"spaces_mib\":%.1f,"
-      "\"peak_rss_mib\":%.1f,\"fold_period\":%zu,\"fold_repeats\":%zu}\n",
+      "\"peak_rss_mib\":%.1f,\"fold_period\":%zu,\"fold_repeats\":%zu,"
+      "\"parse_cpu_s\":%.4f,\"spaces_cpu_s\":%.4f,\"search_cpu_s\":%.4f}\n",
       g.name().c_str(), g.num_operators(), g.num_tensors(),
       static_cast<long long>(cluster.num_devices()), cluster.cuts().size(), opts.threads,
       file_bytes, read_s, parse_s, spaces_s, search_s, eval_s, res.memory_rungs,
       ev.summary.step_time_s, ev.summary.memory_per_device_bytes / (1024.0 * 1024 * 1024),
-      rss_graph - rss0, rss_spaces - rss_graph, peak_rss_mib(), res.fold_period, res.fold_repeats);
+      rss_graph - rss0, rss_spaces - rss_graph, peak_rss_mib(), res.fold_period, res.fold_repeats,
+      parse_cpu, spaces_cpu, search_cpu);
   return 0;
 } catch (const std::exception& e) {
   std::cerr << "scale_probe: " << e.what() << '\n';
