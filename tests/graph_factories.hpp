@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "recsearch/cluster.hpp"
 #include "recsearch/ir/graph.hpp"
 
 namespace recsearch::testing {
@@ -265,6 +266,27 @@ inline Graph random_dag(std::uint32_t seed, int ops, std::int64_t batch = 64) {
   }
   g.finalize();
   return g;
+}
+
+// A graph and the cluster it is searched on.
+struct GraphCase {
+  Graph g;
+  Cluster c;
+};
+
+// The hand-made graphs small enough for the exhaustive search to prove its
+// optimum, each on a cluster that gives it a real choice.
+inline std::vector<GraphCase> small_exact_cases() {
+  std::vector<GraphCase> cases;
+  cases.push_back({mlp2(8, 4096, 16384, 4096), Cluster::flat(4)});
+  cases.push_back({mlp2(1024, 1024, 1024, 1024), Cluster::mesh({2, 2})});
+  cases.push_back({ffn(), Cluster::flat(4)});
+  cases.push_back({wide_matmul(), Cluster::flat(8)});
+  cases.push_back({embedding(1 << 16), Cluster::flat(4)});
+  cases.push_back({conv_net(), Cluster::flat(4)});
+  cases.push_back({random_dag(7, 10), Cluster::flat(6)});
+  cases.push_back({random_dag(8, 12), Cluster::mesh({2, 2})});
+  return cases;
 }
 
 }  // namespace recsearch::testing

@@ -165,19 +165,7 @@ TEST_CASE("ilp: its account equals the evaluator, <= rec, == the proven exhausti
     MESSAGE("built without COIN-OR CBC: ilp not tested");
     return;
   }
-  struct Case {
-    ir::Graph g;
-    Cluster c;
-  };
-  std::vector<Case> cases;
-  cases.push_back({t::mlp2(8, 4096, 16384, 4096), Cluster::flat(4)});
-  cases.push_back({t::mlp2(1024, 1024, 1024, 1024), Cluster::mesh({2, 2})});
-  cases.push_back({t::ffn(), Cluster::flat(4)});
-  cases.push_back({t::wide_matmul(), Cluster::flat(8)});
-  cases.push_back({t::embedding(1 << 16), Cluster::flat(4)});
-  cases.push_back({t::conv_net(), Cluster::flat(4)});
-  cases.push_back({t::random_dag(7, 10), Cluster::flat(6)});
-  cases.push_back({t::random_dag(8, 12), Cluster::mesh({2, 2})});
+  auto cases = t::small_exact_cases();
   for (std::uint32_t seed = 100; seed < 106; ++seed)
     cases.push_back({t::random_dag(seed, 9, 8 << (seed % 6)), Cluster::mesh({2, 3})});
   for (auto& [g, c] : cases)

@@ -107,19 +107,7 @@ TEST_CASE("rec is never worse than data parallelism") {
 }
 
 TEST_CASE("exhaustive is optimal; rec stays within a few percent of it") {
-  struct Case {
-    ir::Graph g;
-    Cluster c;
-  };
-  std::vector<Case> cases;
-  cases.push_back({t::mlp2(8, 4096, 16384, 4096), Cluster::flat(4)});
-  cases.push_back({t::mlp2(1024, 1024, 1024, 1024), Cluster::mesh({2, 2})});
-  cases.push_back({t::ffn(), Cluster::flat(4)});
-  cases.push_back({t::wide_matmul(), Cluster::flat(8)});
-  cases.push_back({t::embedding(1 << 16), Cluster::flat(4)});
-  cases.push_back({t::conv_net(), Cluster::flat(4)});
-  cases.push_back({t::random_dag(7, 10), Cluster::flat(6)});
-  cases.push_back({t::random_dag(8, 12), Cluster::mesh({2, 2})});
+  auto cases = t::small_exact_cases();
   double worst = 0;
   for (auto& [g, c] : cases) {
     CAPTURE(g.name());
