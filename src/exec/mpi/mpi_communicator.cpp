@@ -86,14 +86,7 @@ namespace {
 class MpiCommunicator final : public Communicator {
  public:
   explicit MpiCommunicator(std::vector<std::int64_t> mesh) : Communicator(std::move(mesh)) {
-    RS_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
-    RS_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
-    std::int64_t n = 1;
-    for (const auto k : this->mesh()) n *= k;
-    if (n != size_) {
-      throw Error(Errc::kPlan, "the plan's mesh has " + std::to_string(n) + " devices but " +
-                                   std::to_string(size_) + " MPI ranks run it");
-    }
+    world_for_mesh(this->mesh(), rank_, size_);
     for (std::size_t a = 0; a < this->mesh().size(); ++a) {
       const AxisSplit s = axis_split(rank_, this->mesh(), a);
       MPI_Comm c = MPI_COMM_NULL;

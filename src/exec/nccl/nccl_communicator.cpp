@@ -19,14 +19,7 @@ namespace {
 class NcclCommunicator final : public Communicator {
  public:
   explicit NcclCommunicator(std::vector<std::int64_t> mesh) : Communicator(std::move(mesh)) {
-    RS_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
-    RS_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
-    std::int64_t n = 1;
-    for (const auto k : this->mesh()) n *= k;
-    if (n != size_) {
-      throw Error(Errc::kPlan, "the plan's mesh has " + std::to_string(n) + " devices but " +
-                                   std::to_string(size_) + " ranks run it");
-    }
+    world_for_mesh(this->mesh(), rank_, size_);
     std::string why;
     if (!gpu_usable(&why)) throw Error(Errc::kRuntime, "no usable GPU: " + why);
     api_ = gpu_api(&why);
