@@ -108,6 +108,13 @@ class RedistTable {
   double per_byte_[3][3][2] = {};
 };
 
+// What a cut saved in this pass is worth at the end of the schedule: its
+// compute and its memory divided by these (see own_cost).
+struct Discount {
+  double compute = 1;
+  double memory = 1;
+};
+
 class RecSearch {
  public:
   RecSearch(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
@@ -576,31 +583,44 @@ class RecSearch {
       absorbable *= g;
       remaining /= g;
     }
-    const double discount = discount_of(absorbable);
-    const double flops = s.flops / static_cast<double>(sprev) / kc / discount;
+    // Memory likewise: a byte held now is bytes / R at the end if later
+    // cuts divide it R more times (SearchOptions::future_memory_exponent).
+    // Undiscounted, early passes (the slow links) pay for savings the fast
+    // inner links would have made anyway.
+    const Discount discount = discount_of(absorbable);
+    const double flops = s.flops / static_cast<double>(sprev) / kc / discount.compute;
     if (comm) *comm = comm_s;
-    return comm_s + cost::compute_seconds(flops, touched / discount, cluster_.device(), p, mode) +
-           lambda_ * mem;
+    return comm_s +
+           cost::compute_seconds(flops, touched / discount.compute, cluster_.device(), p, mode) +
+           lambda_ * mem / discount.memory;
   }
 
-  // absorbable^future_cut_exponent for every divisor of rest_ (the only
-  // values own_cost asks for), so that the hot loop does no pow.
+  // absorbable^future_cut_exponent and ^future_memory_exponent for every
+  // divisor of rest_ (the only values own_cost asks for), so that the hot
+  // loop does no pow.
   void set_discounts() {
     discounts_.clear();
+    const auto add = [&](std::int64_t d) { discounts_.emplace_back(d, discount_at(d)); };
     for (std::int64_t d = 1; d * d <= rest_; ++d) {
       if (rest_ % d != 0) continue;
-      discounts_.emplace_back(d, std::pow(static_cast<double>(d), opts_.future_cut_exponent));
-      const std::int64_t e = rest_ / d;
-      if (e != d) discounts_.emplace_back(e, std::pow(static_cast<double>(e), opts_.future_cut_exponent));
+      add(d);
+      if (rest_ / d != d) add(rest_ / d);
     }
-    std::sort(discounts_.begin(), discounts_.end());
+    std::sort(discounts_.begin(), discounts_.end(),
+              [](const auto& x, const auto& y) { return x.first < y.first; });
   }
 
-  [[nodiscard]] double discount_of(std::int64_t absorbable) const {
-    const auto it = std::lower_bound(discounts_.begin(), discounts_.end(),
-                                     std::pair<std::int64_t, double>(absorbable, 0.0));
+  [[nodiscard]] Discount discount_at(std::int64_t absorbable) const {
+    const double a = static_cast<double>(absorbable);
+    return {std::pow(a, opts_.future_cut_exponent), std::pow(a, opts_.future_memory_exponent)};
+  }
+
+  [[nodiscard]] Discount discount_of(std::int64_t absorbable) const {
+    const auto it = std::lower_bound(
+        discounts_.begin(), discounts_.end(), absorbable,
+        [](const std::pair<std::int64_t, Discount>& x, std::int64_t v) { return x.first < v; });
     if (it != discounts_.end() && it->first == absorbable) return it->second;
-    return std::pow(static_cast<double>(absorbable), opts_.future_cut_exponent);
+    return discount_at(absorbable);
   }
 
   // Rows of the first input that maps a dim to window loop c, times the
@@ -868,7 +888,7 @@ class RecSearch {
   double lambda_;
   std::int64_t rest_ = 1;  // product of the cuts after this pass
   int rung_ = 0;           // memory ladder rung, for progress reports
-  std::vector<std::pair<std::int64_t, double>> discounts_;  // see set_discounts
+  std::vector<std::pair<std::int64_t, Discount>> discounts_;  // see set_discounts
 
   // Per operator (flat, with offsets): loop splits so far, slice divisors
   // of its operands, this pass's candidates and their cached own costs.
