@@ -72,6 +72,13 @@ double rec_search(const ir::Graph& g, const std::vector<algebra::OpSpace>& space
 void data_parallel(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
                    const Cluster& cluster, plan::Plan& out);
 
+// The Megatron-style tensor-parallel loop of every operator, algebra::
+// kUnmapped where it has none (search/megatron.cpp); pinned operators get
+// none.
+std::vector<int> tensor_parallel_loops(const ir::Graph& g,
+                                       const std::vector<algebra::OpSpace>& spaces,
+                                       const std::vector<std::vector<std::int16_t>>& pinned);
+
 // Tensor-parallel plan: the batch loop on axes before `first_tp_axis` (data
 // parallel), each operator's Megatron-style loop on the others
 // (search/megatron.cpp).

@@ -34,9 +34,11 @@ bool is_data(const ir::Tensor& t) {
   return t.kind != ir::TensorKind::Parameter && t.kind != ir::TensorKind::Constant;
 }
 
-// The tensor-parallel loop of every operator (kUnmapped: none).
-std::vector<int> tp_loops(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
-                          const std::vector<std::vector<std::int16_t>>& pinned) {
+}  // namespace
+
+std::vector<int> tensor_parallel_loops(const ir::Graph& g,
+                                       const std::vector<algebra::OpSpace>& spaces,
+                                       const std::vector<std::vector<std::int16_t>>& pinned) {
   std::vector<int> loop_of(g.num_operators(), algebra::kUnmapped);
   std::vector<int> split_dim(g.num_tensors(), -1);  // dim of each tensor the TP axes split
   for (ir::OpId o : g.topological_order()) {
@@ -95,13 +97,11 @@ std::vector<int> tp_loops(const ir::Graph& g, const std::vector<algebra::OpSpace
   return loop_of;
 }
 
-}  // namespace
-
 void tensor_parallel(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
                      const Cluster& cluster, std::size_t first_tp_axis, plan::Plan& out) {
   const auto& mesh = cluster.cuts();
   const auto pinned = pinned_cuts(g, spaces, mesh);
-  const std::vector<int> tp = tp_loops(g, spaces, pinned);
+  const std::vector<int> tp = tensor_parallel_loops(g, spaces, pinned);
   out.cuts.assign(g.num_operators(), std::vector<std::int16_t>(mesh.size(), plan::kReplicated));
   for (std::size_t o = 0; o < g.num_operators(); ++o) {
     if (!pinned[o].empty()) {

@@ -17,9 +17,11 @@
 //  * Starts. Growth can settle a whole network into a region that is only
 //    locally good (everything replicated around one tensor-parallel
 //    projection; cuts on a network too small to pay for any collective), so
-//    each pass also considers two fixed starts — every operator on its batch
-//    loop, every operator replicated — refines those that are not far
-//    behind, and keeps the assignment its objective prefers.
+//    each pass also considers three fixed starts — every operator on its
+//    batch loop, every operator replicated, every operator on its
+//    Megatron-style tensor-parallel loop (column then row) — refines those
+//    that are not far behind, and keeps the assignment its objective
+//    prefers. The expert plans are thus among what each pass weighs.
 //  * Region moves. Finally the heaviest operators try each other candidate
 //    together with the best responses of the operators around it, so that a
 //    chain that only pays off when changed as a whole can change.
@@ -71,6 +73,11 @@ constexpr std::size_t kRegionMinAttempts = 8192;
 // Tensor flags.
 constexpr std::uint8_t kNeedsGrad = 1;
 constexpr std::uint8_t kParameter = 2;
+
+// Fixed starts of each pass besides growth: every operator on its batch
+// loop, every operator replicated, every operator on its Megatron-style
+// tensor-parallel loop (search/megatron.cpp).
+constexpr int kStarts = 3;
 
 // Extra starts are refined only when their unrefined objective is within
 // this factor of the best refined one.
@@ -236,6 +243,7 @@ class RecSearch {
     const std::size_t nops = g_.num_operators();
     out.cuts.assign(nops, std::vector<std::int16_t>(mesh.size(), plan::kReplicated));
     const auto pinned = pinned_cuts(g_, spaces_, mesh);
+    const std::vector<int> tp = tensor_parallel_loops(g_, spaces_, pinned);
 
     std::vector<double> weight(nops);
     std::vector<ir::OpId> order(nops);
@@ -298,11 +306,14 @@ class RecSearch {
       double best_obj = pass_objective(choice);
       // The recorded uses are those of choice, or of alt when alt_recorded.
       bool alt_recorded = false;
-      for (int start = 0; start < 2; ++start) {
+      for (int start = 0; start < kStarts; ++start) {
         const bool replicated = start == 1;
         double obj0 = 0;
         for (std::size_t o = 0; o < nops; ++o) {
-          const int want = replicated ? plan::kReplicated : batch_[o];
+          const int want = replicated ? plan::kReplicated
+                           : start == 0 ? batch_[o]
+                           : tp[o] == algebra::kUnmapped ? plan::kReplicated
+                                                         : tp[o];
           alt[o] = 0;
           for (std::uint16_t i = 0; i < n_cands_[o]; ++i)
             if (cands_[cand_off_[o] + i] == want) alt[o] = i;
@@ -551,7 +562,15 @@ class RecSearch {
       if (c != plan::kReplicated && train && (f & kNeedsGrad) &&
           lay[j].kind == LayoutKind::Replicate)
         comm_s += cost::gradient_seconds(slice, (f & kParameter) != 0, cut, p);
-      if (lambda_ > 0 && (f & kParameter) && in_holds_[in0 + j]) mem += after * psf;
+      // Memory as the evaluator counts it: parameter state and, in
+      // training, saved activations where they are held (a graph input by
+      // its first use); in inference the operator's working set, whose
+      // largest is the peak.
+      if (f & kParameter) {
+        if (in_holds_[in0 + j]) mem += after * psf;
+      } else if (!train || in_holds_[in0 + j]) {
+        mem += after;
+      }
     }
     for (std::size_t j = 0; j < nout; ++j) {
       const ir::TensorId tid = out_tensor_[out0 + j];

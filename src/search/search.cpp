@@ -108,10 +108,9 @@ void rec_folded(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
   double best_mem = std::numeric_limits<double>::infinity();
   plan::Plan best;
   double best_step = std::numeric_limits<double>::infinity();
+  bool best_expert = false;
   // Extrapolated from the folds; a fitting plan is kept if it is the fastest so far.
-  auto attempt = [&](double lambda, int rung) {
-    plan::Plan trial = res.plan;
-    (void)detail::rec_search(f3.graph, f3.spaces, cluster, opts, lambda, trial, &f3.weight, rung);
+  auto consider = [&](plan::Plan trial, bool expert) {
     plan::check_plan(f3.graph, f3.spaces, trial);
     const plan::Plan trial4 = detail::refold(trial, rep, 4, g.num_operators());
     const auto s3 = plan::evaluate(f3.graph, f3.spaces, cluster, trial, opts.cost,
@@ -135,11 +134,25 @@ void rec_folded(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
     if (step < best_step) {
       best_step = step;
       best = std::move(trial);
+      best_expert = expert;
     }
     return true;
   };
+  auto attempt = [&](double lambda, int rung) {
+    plan::Plan trial = res.plan;
+    (void)detail::rec_search(f3.graph, f3.spaces, cluster, opts, lambda, trial, &f3.weight, rung);
+    return consider(std::move(trial), false);
+  };
   const int rung = climb_ladder(res.plan.mesh, attempt, kBisectFolded);
-  if (rung < 0) {
+  bool expert_fits = false;
+  if (opts.expert_candidates) {
+    for (std::size_t split = 0; split <= res.plan.mesh.size(); ++split) {
+      plan::Plan trial = res.plan;
+      detail::tensor_parallel(f3.graph, f3.spaces, cluster, split, trial);
+      expert_fits = consider(std::move(trial), true) || expert_fits;
+    }
+  }
+  if (rung < 0 && !expert_fits) {
     throw Error(Errc::kNoFit, "no plan fits the memory budget of " + gib(budget) +
                                   " per device on " + std::to_string(cluster.num_devices()) +
                                   " devices; the smallest found needs " + gib(best_mem));
@@ -157,7 +170,8 @@ void rec_folded(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
   res.plan = std::move(full);
   res.eval = std::move(ev);
   res.bookkept_step_time_s = best_step;
-  res.memory_rungs = rung;
+  res.memory_rungs = rung < 0 ? kLadderRungs + 1 : rung;
+  res.expert_plan = best_expert;
 }
 
 }  // namespace
@@ -210,11 +224,31 @@ SearchResult run(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces
         return true;
       };
       const int rung = climb_ladder(p.mesh, attempt, bisect_steps(g.num_operators()));
-      if (rung < 0)
+      // The expert splits: on every graph the search itself takes well
+      // under a second for, and on any graph when nothing else fits.
+      if (opts.expert_candidates && (g.num_operators() <= kBisectLargeGraph || rung < 0)) {
+        for (std::size_t split = 0; split <= p.mesh.size(); ++split) {
+          plan::Plan trial = p;
+          detail::tensor_parallel(g, spaces, cluster, split, trial);
+          plan::check_plan(g, spaces, trial);
+          const auto sum = plan::evaluate(g, spaces, cluster, trial, opts.cost,
+                                          plan::EvalDetail::Summary).summary;
+          best_mem = std::min(best_mem, sum.memory_per_device_bytes);
+          if (sum.memory_per_device_bytes > budget ||
+              (have && sum.step_time_s >= res.eval.summary.step_time_s))
+            continue;
+          have = true;
+          res.eval = evaluate(trial);
+          res.plan = std::move(trial);
+          res.bookkept_step_time_s = res.eval.summary.step_time_s;
+          res.expert_plan = true;
+        }
+      }
+      if (!have)
         throw Error(Errc::kNoFit, "no plan fits the memory budget of " + gib(budget) +
                                       " per device on " + std::to_string(cluster.num_devices()) +
                                       " devices; the smallest found needs " + gib(best_mem));
-      res.memory_rungs = rung;
+      res.memory_rungs = rung < 0 ? kLadderRungs + 1 : rung;
       break;
     }
     case Algorithm::DataParallel: {

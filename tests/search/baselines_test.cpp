@@ -7,7 +7,9 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "graph_factories.hpp"
 #include "recsearch/error.hpp"
@@ -88,6 +90,79 @@ TEST_CASE("megatron and grid: valid plans, costs are the evaluator's, grid <= mi
         const double best = std::min(mg.eval.summary.step_time_s, dp.eval.summary.step_time_s);
         CHECK(gr.eval.summary.step_time_s <= best * (1 + 1e-12));
       }
+}
+
+std::vector<algebra::OpSpace> spaces_of(const ir::Graph& g) { return algebra::build_op_spaces(g); }
+
+// The baselines that fit `budget` (0: none), fastest first: data parallel
+// and megatron as they are, grid choosing under the budget.
+double best_baseline(const ir::Graph& g, const Cluster& c, Mode mode, double budget) {
+  double best = std::numeric_limits<double>::infinity();
+  for (auto algo : {search::Algorithm::DataParallel, search::Algorithm::Megatron,
+                    search::Algorithm::Grid}) {
+    try {
+      best = std::min(best, run(g, c, algo, mode, budget).eval.summary.step_time_s);
+    } catch (const Error& e) {
+      if (e.code() != Errc::kNoFit) throw;
+    }
+  }
+  return best;
+}
+
+TEST_CASE("rec against the baselines: within 2% of the best, and fits whenever one fits") {
+  // Budgets: none, then exactly what each baseline's plan needs, so that
+  // data parallelism (and in turn the others) no longer fits.
+  double worst = 0, own_worst = 0;
+  int budgets = 0, expert = 0, own_no_fit = 0;
+  for (const auto& g : graphs())
+    for (const auto& c : clusters())
+      for (Mode mode : {Mode::Train, Mode::Infer}) {
+        CAPTURE(g.name());
+        CAPTURE(c.name());
+        CAPTURE(mode == Mode::Train);
+        std::vector<double> limits{0};
+        for (auto algo : {search::Algorithm::DataParallel, search::Algorithm::Megatron,
+                          search::Algorithm::Grid})
+          limits.push_back(run(g, c, algo, mode).eval.summary.memory_per_device_bytes);
+        for (double budget : limits) {
+          CAPTURE(budget);
+          const double base = best_baseline(g, c, mode, budget);
+          REQUIRE(std::isfinite(base));  // the baseline that set it fits
+          search::SearchResult rec;
+          try {
+            rec = run(g, c, search::Algorithm::Rec, mode, budget);
+          } catch (const Error& e) {
+            FAIL("rec found no plan within " << budget << " bytes where a baseline fits: "
+                                             << std::string(e.what()));
+            continue;
+          }
+          ++budgets;
+          if (budget > 0) CHECK(rec.eval.summary.memory_per_device_bytes <= budget);
+          const double gap = rec.eval.summary.step_time_s / base - 1;
+          worst = std::max(worst, gap);
+          CHECK(gap <= 0.02);
+          if (rec.expert_plan) ++expert;
+          // The same search without the expert splits among its candidates,
+          // for the record: what the passes and the memory ladder reach alone.
+          search::SearchOptions o;
+          o.mode = mode;
+          o.cost.memory_budget_bytes = budget;
+          o.expert_candidates = false;
+          try {
+            const auto own = search::run(g, spaces_of(g), c, o);
+            CHECK_FALSE(own.expert_plan);
+            CHECK(own.eval.summary.step_time_s >= rec.eval.summary.step_time_s * (1 - 1e-12));
+            own_worst = std::max(own_worst, own.eval.summary.step_time_s / base - 1);
+          } catch (const Error& e) {
+            REQUIRE(e.code() == Errc::kNoFit);
+            ++own_no_fit;
+          }
+        }
+      }
+  MESSAGE("rec vs the best fitting baseline over "
+          << budgets << " graph/cluster/mode/budget cases: worst " << 100 * worst
+          << "%; the plan was an expert split in " << expert << "; without them the passes' worst "
+          << 100 * own_worst << "%, no fit in " << own_no_fit);
 }
 
 TEST_CASE("megatron: column then row on attention and MLP, heads split, batch across nodes") {

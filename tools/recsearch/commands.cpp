@@ -267,6 +267,8 @@ int run_search(const SearchArgs& a) {
     rethrow_for(e, source_name(a.graph));
   }
   result.eval.summary.search_time_s = result.search_time_s;
+  if (result.expert_plan)
+    progress.say("the fastest fitting plan is a data x tensor parallel split");
   progress.say("done in " + format_double("%.2f", progress.elapsed_s()) + " s (search " +
                format_double("%.3g", result.search_time_s) + " s; " +
                summary_line(result.eval.summary) + ")");

@@ -48,6 +48,16 @@ struct SearchOptions {
   // fast inner ones would have saved (up to 9% slower plans on memory-bound
   // Wide-ResNets, 50% on GPT-39B).
   double future_memory_exponent = 1.0;
+  // Rec: also evaluate every data x tensor parallel split of the cut
+  // schedule (the grid baseline's plans: batch on the outer cuts, Megatron
+  // column/row on the inner ones) and keep the fastest fitting plan of all,
+  // so rec is never slower than those and fits whenever one of them does.
+  // The memory ladder prices a sum of bytes while the budget caps a maximum
+  // (in inference, the largest working set of one operator), so its passes
+  // alone can miss such a plan. One evaluation per split: on folded graphs
+  // through the folds, else on graphs of up to 10^5 operators, and on any
+  // graph when nothing else fits.
+  bool expert_candidates = true;
   // Rec: when the graph repeats one block at least fold_min_repeats times
   // (transformer layers, ResNet blocks), search three copies of it with the
   // middle one weighted for all the middle blocks, then copy its decisions.
