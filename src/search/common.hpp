@@ -103,6 +103,7 @@ struct OpStrategy {
   std::vector<std::int16_t> cuts;
   double own = 0;  // seconds
   double mem = 0;  // bytes per device this operator accounts for (training)
+  double work = 0;  // inference: its working set (operands other than parameters)
   // [slot][axis]: inputs first, then outputs.
   std::vector<std::vector<cost::AxisLayout>> layout;
   std::vector<std::vector<std::int64_t>> divisor;  // slice divisor before the axis

@@ -57,7 +57,7 @@ class BranchAndBound {
       best_cuts_ = incumbent.cuts;
       found_ = true;
     }
-    dfs(0, 0.0, 0.0);
+    dfs(0, 0.0, 0.0, 0.0);
     if (!found_) return {false, !aborted_, 0.0};
     incumbent.cuts = best_cuts_;
     return {true, !aborted_, account(best_cuts_)};
@@ -136,7 +136,7 @@ class BranchAndBound {
     return total;
   }
 
-  void dfs(std::size_t pos, double own, double mem) {
+  void dfs(std::size_t pos, double own, double mem, double peak_work) {
     if (aborted_) return;
     if (++nodes_ > opts_.exhaustive_max_nodes) {
       aborted_ = true;
@@ -168,7 +168,10 @@ class BranchAndBound {
     touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
     for (std::size_t i = 0; i < strategies_[o].size(); ++i) {
       const Strategy& st = strategies_[o][i];
-      if (mem + st.mem > budget_) continue;
+      // Inference holds parameters plus the largest working set; both only
+      // grow as operators are assigned, so they bound the subtree too.
+      const double peak = std::max(peak_work, st.work);
+      if (mem + st.mem + peak > budget_) continue;
       chosen_[o] = static_cast<int>(i);
       std::vector<double> old(touched.size());
       for (std::size_t x = 0; x < touched.size(); ++x) {
@@ -176,7 +179,7 @@ class BranchAndBound {
         edge_[touched[x]] = tensor_edge(touched[x]);
         edge_sum_ += edge_[touched[x]] - old[x];
       }
-      dfs(pos + 1, own + st.own, mem + st.mem);
+      dfs(pos + 1, own + st.own, mem + st.mem, peak);
       for (std::size_t x = 0; x < touched.size(); ++x) {
         edge_sum_ += old[x] - edge_[touched[x]];
         edge_[touched[x]] = old[x];
@@ -294,8 +297,12 @@ OpStrategy make_strategy(const ir::Graph& g, const std::vector<algebra::OpSpace>
       if (st.layout[slot][a].kind == LayoutKind::Shard) div[slot] *= cut.size;
   }
   double touched = 0;
-  for (std::size_t slot = 0; slot < nslots; ++slot)
-    touched += g.tensor(tensor_of(slot)).bytes() / static_cast<double>(div[slot]);
+  for (std::size_t slot = 0; slot < nslots; ++slot) {
+    const ir::Tensor& t = g.tensor(tensor_of(slot));
+    const double slice = t.bytes() / static_cast<double>(div[slot]);
+    touched += slice;
+    if (mode == Mode::Infer && t.kind != ir::TensorKind::Parameter) st.work += slice;
+  }
   st.own += cost::compute_seconds(s.flops / static_cast<double>(total_split), touched,
                                   cluster.device(), p, mode);
   // Memory this operator accounts for: tensors it holds.

@@ -11,6 +11,7 @@
 #include "recsearch/error.hpp"
 #include "search/common.hpp"
 #include "search/fold.hpp"
+#include "search/polish.hpp"
 
 namespace recsearch::search {
 
@@ -99,6 +100,40 @@ int climb_ladder(const std::vector<Cut>& mesh, Attempt&& attempt, int bisect) {
   return -1;
 }
 
+std::string no_fit_message(double budget, const Cluster& cluster, double smallest) {
+  return "no plan fits the memory budget of " + gib(budget) + " per device on " +
+         std::to_string(cluster.num_devices()) + " devices; the smallest found needs " +
+         gib(smallest);
+}
+
+bool may_polish(const ir::Graph& g, const SearchOptions& opts) {
+  return opts.polish && g.num_operators() <= detail::kPolishMaxOperators;
+}
+
+// Polishes `start` (plan::evaluate's memory: start_mem) and takes the result
+// into `res` when it fits and beats what res holds (`have`). `smallest`
+// learns the polished plan's memory.
+bool take_polished(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                   const Cluster& cluster, const SearchOptions& opts, double budget,
+                   plan::Plan start, double start_mem, bool have, SearchResult& res,
+                   double& smallest) {
+  const detail::PolishResult pr =
+      detail::polish(g, spaces, cluster, opts, budget, start, start_mem);
+  if (!pr.changed) return false;
+  plan::check_plan(g, spaces, start);
+  plan::Evaluation ev = plan::evaluate(
+      g, spaces, cluster, start, opts.cost,
+      opts.detailed_evaluation ? plan::EvalDetail::Full : plan::EvalDetail::Summary);
+  smallest = std::min(smallest, ev.summary.memory_per_device_bytes);
+  if (ev.summary.memory_per_device_bytes > budget) return false;
+  if (have && ev.summary.step_time_s >= res.eval.summary.step_time_s) return false;
+  res.plan = std::move(start);
+  res.eval = std::move(ev);
+  res.bookkept_step_time_s = pr.step_time_s;
+  res.polished = true;
+  return true;
+}
+
 // The memory ladder of Rec on the 3-copy fold of a repeated graph. Memory
 // and step time are additive over blocks (inference activations: a maximum
 // over operators), so the full graph's follow exactly from the 3- and 4-copy
@@ -114,6 +149,7 @@ void rec_folded(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
   plan::Plan best;
   double best_step = std::numeric_limits<double>::infinity();
   bool best_expert = false;
+  plan::Plan smallest;  // the least memory seen, for polish to mend
   // Extrapolated from the folds; a fitting plan is kept if it is the fastest so far.
   auto consider = [&](plan::Plan trial, bool expert) {
     plan::check_plan(f3.graph, f3.spaces, trial);
@@ -132,7 +168,10 @@ void rec_folded(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
     // full graph's; the extrapolation is exact, and the tests hold it to the
     // full evaluation.
     const double step = s3.step_time_s + extra * (s4.step_time_s - s3.step_time_s);
-    best_mem = std::min(best_mem, mem);
+    if (mem < best_mem) {
+      best_mem = mem;
+      smallest = trial;
+    }
     // A hair under the budget, so that rounding in the extrapolation cannot
     // accept a plan the full evaluation finds over it.
     if (mem > budget * (1 - 1e-9)) return false;
@@ -157,26 +196,33 @@ void rec_folded(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
       expert_fits = consider(std::move(trial), true) || expert_fits;
     }
   }
-  if (rung < 0 && !expert_fits) {
-    throw Error(Errc::kNoFit, "no plan fits the memory budget of " + gib(budget) +
-                                  " per device on " + std::to_string(cluster.num_devices()) +
-                                  " devices; the smallest found needs " + gib(best_mem));
-  }
-  plan::Plan full = detail::unfold(best, rep, g.num_operators());
+  const bool fits = rung >= 0 || expert_fits;
+  if (!fits && !may_polish(g, opts))
+    throw Error(Errc::kNoFit, no_fit_message(budget, cluster, best_mem));
+  plan::Plan full = detail::unfold(fits ? best : smallest, rep, g.num_operators());
   plan::check_plan(g, spaces, full);
   plan::Evaluation ev = plan::evaluate(
       g, spaces, cluster, full, opts.cost,
       opts.detailed_evaluation ? plan::EvalDetail::Full : plan::EvalDetail::Summary);
-  if (ev.summary.memory_per_device_bytes > budget) {
+  if (fits && ev.summary.memory_per_device_bytes > budget) {
     throw Error(Errc::kInternal, "folded search: the unfolded plan needs " +
                                      gib(ev.summary.memory_per_device_bytes) +
                                      " where its folds promised at most " + gib(budget));
   }
-  res.plan = std::move(full);
-  res.eval = std::move(ev);
-  res.bookkept_step_time_s = best_step;
   res.memory_rungs = rung < 0 ? kLadderRungs + 1 : rung;
-  res.expert_plan = best_expert;
+  const double full_mem = ev.summary.memory_per_device_bytes;
+  if (fits) {
+    res.plan = full;
+    res.eval = std::move(ev);
+    res.bookkept_step_time_s = best_step;
+    res.expert_plan = best_expert;
+  } else {
+    res.plan.cuts.clear();
+  }
+  const bool polished = may_polish(g, opts) && take_polished(g, spaces, cluster, opts, budget,
+                                                             std::move(full), full_mem, fits,
+                                                             res, best_mem);
+  if (!fits && !polished) throw Error(Errc::kNoFit, no_fit_message(budget, cluster, best_mem));
 }
 
 }  // namespace
@@ -213,12 +259,18 @@ SearchResult run(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces
       }
       double best_mem = std::numeric_limits<double>::infinity();
       bool have = false;
+      plan::Plan smallest;  // the least memory seen, for polish to mend
+      auto note_memory = [&](const plan::Plan& trial, double mem) {
+        if (mem >= best_mem) return;
+        best_mem = mem;
+        if (may_polish(g, opts)) smallest = trial;
+      };
       auto attempt = [&](double lambda, int rung) {
         plan::Plan trial = p;
         const double bookkept =
             detail::rec_search(g, spaces, cluster, opts, lambda, trial, nullptr, rung);
         plan::Evaluation ev = evaluate(trial);
-        best_mem = std::min(best_mem, ev.summary.memory_per_device_bytes);
+        note_memory(trial, ev.summary.memory_per_device_bytes);
         if (ev.summary.memory_per_device_bytes > budget) return false;
         if (!have || ev.summary.step_time_s < res.eval.summary.step_time_s) {
           have = true;
@@ -238,7 +290,7 @@ SearchResult run(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces
           plan::check_plan(g, spaces, trial);
           const auto sum = plan::evaluate(g, spaces, cluster, trial, opts.cost,
                                           plan::EvalDetail::Summary).summary;
-          best_mem = std::min(best_mem, sum.memory_per_device_bytes);
+          note_memory(trial, sum.memory_per_device_bytes);
           if (sum.memory_per_device_bytes > budget ||
               (have && sum.step_time_s >= res.eval.summary.step_time_s))
             continue;
@@ -249,10 +301,15 @@ SearchResult run(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces
           res.expert_plan = true;
         }
       }
-      if (!have)
-        throw Error(Errc::kNoFit, "no plan fits the memory budget of " + gib(budget) +
-                                      " per device on " + std::to_string(cluster.num_devices()) +
-                                      " devices; the smallest found needs " + gib(best_mem));
+      // Polish the fastest fitting plan, or mend the smallest one.
+      if (may_polish(g, opts)) {
+        plan::Plan start = have ? res.plan : std::move(smallest);
+        const double start_mem = have ? res.eval.summary.memory_per_device_bytes : best_mem;
+        if (take_polished(g, spaces, cluster, opts, budget, std::move(start), start_mem, have,
+                          res, best_mem))
+          have = true;
+      }
+      if (!have) throw Error(Errc::kNoFit, no_fit_message(budget, cluster, best_mem));
       res.memory_rungs = rung < 0 ? kLadderRungs + 1 : rung;
       break;
     }

@@ -143,7 +143,9 @@ TEST_CASE("rec against the baselines: within 2% of the best, and fits whenever o
           CHECK(gap <= 0.02);
           if (rec.expert_plan) ++expert;
           // The same search without the expert splits among its candidates,
-          // for the record: what the passes and the memory ladder reach alone.
+          // for the record: what the passes, the memory ladder and polish
+          // reach alone (polish may start from another plan, so either can
+          // come out ahead).
           search::SearchOptions o;
           o.mode = mode;
           o.cost.memory_budget_bytes = budget;
@@ -151,7 +153,7 @@ TEST_CASE("rec against the baselines: within 2% of the best, and fits whenever o
           try {
             const auto own = search::run(g, spaces_of(g), c, o);
             CHECK_FALSE(own.expert_plan);
-            CHECK(own.eval.summary.step_time_s >= rec.eval.summary.step_time_s * (1 - 1e-12));
+            CHECK(own.eval.summary.memory_per_device_bytes <= (budget > 0 ? budget : 1e300));
             own_worst = std::max(own_worst, own.eval.summary.step_time_s / base - 1);
           } catch (const Error& e) {
             REQUIRE(e.code() == Errc::kNoFit);
@@ -161,7 +163,7 @@ TEST_CASE("rec against the baselines: within 2% of the best, and fits whenever o
       }
   MESSAGE("rec vs the best fitting baseline over "
           << budgets << " graph/cluster/mode/budget cases: worst " << 100 * worst
-          << "%; the plan was an expert split in " << expert << "; without them the passes' worst "
+          << "%; the plan was an expert split in " << expert << "; without them the worst is "
           << 100 * own_worst << "%, no fit in " << own_no_fit);
 }
 

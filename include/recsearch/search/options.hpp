@@ -58,6 +58,12 @@ struct SearchOptions {
   // through the folds, else on graphs of up to 10^5 operators, and on any
   // graph when nothing else fits.
   bool expert_candidates = true;
+  // Rec: after the passes, refine the whole plan one operator and one axis
+  // at a time with the exact costs: within the memory budget, toward the
+  // fastest strategy that still fits (budget the ladder's single price left
+  // unused); over it, toward fitting at the least time added (so a plan
+  // that misses by a little is mended). Graphs of up to 10^4 operators.
+  bool polish = true;
   // Rec: when the graph repeats one block at least fold_min_repeats times
   // (transformer layers, ResNet blocks), search three copies of it with the
   // middle one weighted for all the middle blocks, then copy its decisions.

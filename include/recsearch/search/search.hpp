@@ -27,11 +27,15 @@ struct SearchResult {
   double bookkept_step_time_s = 0;
   // Memory ladder rungs tried before the plan fitted (0: fitted at once).
   int memory_rungs = 0;
-  // Rec: the plan is one of the data x tensor parallel splits it also
-  // weighs (SearchOptions::expert_candidates), not one its passes built.
+  // Rec: the plan is (or was polished from) one of the data x tensor
+  // parallel splits it also weighs (SearchOptions::expert_candidates), not
+  // one its passes built.
   // memory_rungs is past the last rung when no memory price made the
   // passes' own plan fit.
   bool expert_plan = false;
+  // Rec: the plan was refined whole after the passes (SearchOptions::polish);
+  // bookkept_step_time_s is then the refinement's own account.
+  bool polished = false;
   // Rec on a folded graph: the repeated block's operators and repeats (0 when
   // the graph was searched whole).
   std::size_t fold_period = 0;

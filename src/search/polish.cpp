@@ -1,0 +1,295 @@
+// Memory-aware refinement of a whole plan ("polish"), after rec's passes.
+//
+// Each pass of rec decides one mesh axis with the later ones unknown, and
+// the memory ladder prices every byte alike; so a plan that fits can keep
+// budget unused that a faster strategy of some operator would fill, and a
+// plan that misses the budget by a little can often be mended by a few
+// operators alone. Polish works on whole strategies (a loop choice on every
+// axis) with the exact costs of the model: an operator's own costs
+// (make_strategy) and the redistributions of the tensors it touches, each
+// distinct request per axis turned from the holder's layout, as the
+// evaluator counts them.
+//
+// Moves change one operator on one axis, or swap its choices on two axes. Over budget, the move that frees
+// the most memory per second it adds is taken, until the plan fits; within
+// budget, the move that saves the most time and still fits. Sweeps visit
+// operators in id order and stop when one changes nothing, at most
+// kSweeps of them: O(sweeps · Σ candidates · touched uses), for graphs of up
+// to kMaxOperators. Deterministic: one thread, fixed order, ties to the
+// earlier candidate.
+#include "search/polish.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "search/common.hpp"
+
+namespace recsearch::search::detail {
+namespace {
+
+using cost::AxisLayout;
+
+constexpr int kSweeps = 8;
+// A move within budget must save more than this share of the seconds it
+// touches, so rounding cannot make sweeps go round.
+constexpr double kMinGain = 1e-12;
+// Operators touching a tensor with more uses than this keep their strategy:
+// each of their moves would recount every use.
+constexpr std::size_t kMaxUses = 256;
+
+class Polish {
+ public:
+  Polish(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces, const Cluster& cluster,
+         const SearchOptions& opts, double budget, const plan::Plan& plan)
+      : g_(g), spaces_(spaces), cluster_(cluster), opts_(opts), budget_(budget),
+        mesh_(cluster.cuts()), holder_(tensor_holders(g)) {
+    const std::size_t n = g.num_operators();
+    cur_.reserve(n);
+    for (std::size_t o = 0; o < n; ++o)
+      cur_.push_back(make_strategy(g, spaces, cluster, opts, static_cast<ir::OpId>(o), plan.cuts[o]));
+    const auto pinned = pinned_cuts(g, spaces, mesh_);
+    movable_.assign(n, 1);
+    for (std::size_t o = 0; o < n; ++o) {
+      if (!pinned[o].empty()) movable_[o] = 0;
+      for (ir::TensorId t : touched(static_cast<ir::OpId>(o)))
+        if (g.tensor(t).consumers.size() > kMaxUses) movable_[o] = 0;
+    }
+    edge_.resize(g.num_tensors());
+    for (std::size_t t = 0; t < g.num_tensors(); ++t)
+      edge_[t] = tensor_edge(static_cast<ir::TensorId>(t), ir::kNone, nullptr);
+    held_ = 0;
+    for (const OpStrategy& s : cur_) held_ += s.mem;
+    if (opts.mode == Mode::Infer) rebuild_peak();
+  }
+
+  // Memory as the evaluator counts it, up to the bytes of tensors no
+  // operator touches (constant: the caller adds them).
+  [[nodiscard]] double memory() const { return held_ + peak_; }
+
+  // Own costs of every strategy plus every tensor's redistributions.
+  [[nodiscard]] double step_time() const {
+    double total = 0;
+    for (const OpStrategy& s : cur_) total += s.own;
+    for (double e : edge_) total += e;
+    return total;
+  }
+
+  bool run(plan::Plan& plan, double untouched) {
+    bool any = false;
+    for (int sweep = 0; sweep < kSweeps; ++sweep) {
+      bool changed = false;
+      for (ir::OpId o = 0; o < cur_.size(); ++o) {
+        if (!movable_[o]) continue;
+        if (improve(o, untouched)) changed = true;
+      }
+      any = any || changed;
+      if (!changed) break;
+    }
+    for (std::size_t o = 0; o < cur_.size(); ++o) plan.cuts[o] = cur_[o].cuts;
+    return any;
+  }
+
+ private:
+  std::vector<ir::TensorId> touched(ir::OpId o) const {
+    const ir::Operator& op = g_.op(o);
+    std::vector<ir::TensorId> ts(op.inputs.begin(), op.inputs.end());
+    ts.insert(ts.end(), op.outputs.begin(), op.outputs.end());
+    std::sort(ts.begin(), ts.end());
+    ts.erase(std::unique(ts.begin(), ts.end()), ts.end());
+    return ts;
+  }
+
+  // The strategy operator `o` has, or `alt` when o == `swapped`.
+  const OpStrategy& strategy(ir::OpId o, ir::OpId swapped, const OpStrategy* alt) const {
+    return o == swapped ? *alt : cur_[o];
+  }
+
+  // Redistribution seconds of tensor t, with `swapped` taking `alt`.
+  double tensor_edge(ir::TensorId t, ir::OpId swapped, const OpStrategy* alt) const {
+    const auto [hop, hslot] = holder_[t];
+    if (hop == ir::kNone) return 0.0;
+    const OpStrategy& hs = strategy(hop, swapped, alt);
+    const ir::Tensor& tensor = g_.tensor(t);
+    double total = 0;
+    for (std::size_t a = 0; a < mesh_.size(); ++a) {
+      const AxisLayout h = hs.layout[hslot][a];
+      seen_.clear();
+      ir::OpId prev = ir::kNone;
+      for (ir::OpId u : tensor.consumers) {
+        if (u == prev) continue;  // consumers lists an op once per use
+        prev = u;
+        const OpStrategy& us = strategy(u, swapped, alt);
+        const auto& ins = g_.op(u).inputs;
+        for (std::size_t j = 0; j < ins.size(); ++j) {
+          if (ins[j] != t) continue;
+          const std::pair<AxisLayout, std::int64_t> key{us.layout[j][a], us.divisor[j][a]};
+          if (std::find(seen_.begin(), seen_.end(), key) != seen_.end()) continue;
+          seen_.push_back(key);
+          total += redistribution_seconds(h, key.first,
+                                          tensor.bytes() / static_cast<double>(key.second),
+                                          mesh_[a], opts_.cost, opts_.mode);
+        }
+      }
+    }
+    return total;
+  }
+
+  // Inference: the largest working set and the runner-up's owner, so that
+  // one operator's change is answered in O(1).
+  void rebuild_peak() {
+    works_.resize(cur_.size());
+    for (std::size_t o = 0; o < cur_.size(); ++o) works_[o] = cur_[o].work;
+    std::sort(works_.begin(), works_.end());
+    suffix_.assign(works_.size() + 1, 0.0);
+    for (std::size_t i = works_.size(); i-- > 0;) suffix_[i] = suffix_[i + 1] + works_[i];
+    peak_ = 0;
+    second_ = 0;
+    peak_op_ = ir::kNone;
+    for (std::size_t o = 0; o < cur_.size(); ++o) {
+      const double w = cur_[o].work;
+      if (w > peak_) {
+        second_ = peak_;
+        peak_ = w;
+        peak_op_ = static_cast<ir::OpId>(o);
+      } else {
+        second_ = std::max(second_, w);
+      }
+    }
+  }
+
+  // How far over the budget the plan is with `held` bytes held and
+  // operator o's working set `work` (o == kNone: as they are). Training:
+  // the excess of the total. Inference: the excess of every operator's
+  // working set over what the held bytes leave, summed, so that operators
+  // tied at the peak each count (a move of one alone lowers no maximum).
+  [[nodiscard]] double overflow(double held, ir::OpId o, double work) const {
+    if (opts_.mode != Mode::Infer) return std::max(0.0, held - budget_);
+    const double room = budget_ - held;
+    // Works above `room`, from the sorted list and its suffix sums.
+    const auto it = std::upper_bound(works_.begin(), works_.end(), room);
+    const auto i = static_cast<std::size_t>(it - works_.begin());
+    double total = suffix_[i] - static_cast<double>(works_.size() - i) * room;
+    if (o != ir::kNone) {
+      total -= std::max(0.0, cur_[o].work - room);
+      total += std::max(0.0, work - room);
+    }
+    return std::max(0.0, total);
+  }
+
+  [[nodiscard]] double peak_with(ir::OpId o, double work) const {
+    if (opts_.mode != Mode::Infer) return 0.0;
+    const double others = o == peak_op_ ? second_ : peak_;
+    return std::max(others, work);
+  }
+
+  // Strategies of o that differ from its current one on one axis (legal
+  // for the loops' splits on every axis) or by two axes of one size
+  // swapped.
+  std::vector<std::vector<std::int16_t>> neighbours(ir::OpId o) const {
+    std::vector<std::vector<std::int16_t>> out;
+    const auto& now = cur_[o].cuts;
+    std::vector<std::int16_t> choices;
+    for (std::size_t a = 0; a < mesh_.size(); ++a) {
+      // Splits of the other axes; the choice on `a` must divide what they leave.
+      std::vector<std::int64_t> splits(spaces_[o].loops.size(), 1);
+      for (std::size_t b = 0; b < mesh_.size(); ++b)
+        if (b != a && now[b] != plan::kReplicated)
+          splits[static_cast<std::size_t>(now[b])] *= mesh_[b].size;
+      legal_choices(g_, o, spaces_[o], splits, mesh_[a].size, choices);
+      for (std::int16_t c : choices) {
+        if (c == now[a]) continue;
+        std::vector<std::int16_t> cuts = now;
+        cuts[a] = c;
+        out.push_back(std::move(cuts));
+      }
+    }
+    // Two axes trading their choices: the same loops cut as often, on other
+    // links (a reduction's all-reduce from the slow level to the fast one).
+    for (std::size_t a = 0; a < mesh_.size(); ++a)
+      for (std::size_t b = a + 1; b < mesh_.size(); ++b) {
+        if (now[a] == now[b] || mesh_[a].size != mesh_[b].size) continue;
+        std::vector<std::int16_t> cuts = now;
+        std::swap(cuts[a], cuts[b]);
+        out.push_back(std::move(cuts));
+      }
+    return out;
+  }
+
+  // The best move of o, taken if it helps: see the file comment.
+  bool improve(ir::OpId o, double untouched) {
+    const auto ts = touched(o);
+    const OpStrategy& now = cur_[o];
+    double edges_now = 0;
+    for (ir::TensorId t : ts) edges_now += edge_[t];
+    const double mem_now = held_ + peak_ + untouched;
+    const bool over = mem_now > budget_;
+    const double overflow_now = over ? overflow(held_ + untouched, ir::kNone, 0.0) : 0.0;
+    // Over budget: moves that free memory, those that also save time first
+    // (by memory freed), then by memory freed per second added. Within
+    // budget: moves that fit, by time saved.
+    std::pair<int, double> best_score{0, 0.0};
+    OpStrategy best;
+    bool found = false;
+    for (auto& cuts : neighbours(o)) {
+      OpStrategy alt = make_strategy(g_, spaces_, cluster_, opts_, o, cuts);
+      double edges_alt = 0;
+      for (ir::TensorId t : ts) edges_alt += tensor_edge(t, o, &alt);
+      const double dt = alt.own + edges_alt - now.own - edges_now;
+      const double mem_alt = held_ - now.mem + alt.mem + peak_with(o, alt.work) + untouched;
+      std::pair<int, double> score;
+      if (over) {
+        const double freed =
+            overflow_now - overflow(held_ - now.mem + alt.mem + untouched, o, alt.work);
+        if (freed <= 0) continue;
+        score = dt <= 0 ? std::pair{1, freed} : std::pair{0, freed / dt};
+      } else {
+        if (mem_alt > budget_ || dt >= -kMinGain * (now.own + edges_now)) continue;
+        score = {0, -dt};
+      }
+      if (found && score <= best_score) continue;
+      best_score = score;
+      best = std::move(alt);
+      found = true;
+    }
+    if (!found) return false;
+    held_ += best.mem - cur_[o].mem;
+    cur_[o] = std::move(best);
+    for (ir::TensorId t : ts) edge_[t] = tensor_edge(t, ir::kNone, nullptr);
+    if (opts_.mode == Mode::Infer) rebuild_peak();
+    return true;
+  }
+
+  const ir::Graph& g_;
+  const std::vector<algebra::OpSpace>& spaces_;
+  const Cluster& cluster_;
+  const SearchOptions& opts_;
+  double budget_;
+  const std::vector<Cut>& mesh_;
+  std::vector<std::pair<ir::OpId, std::size_t>> holder_;
+  std::vector<OpStrategy> cur_;
+  std::vector<std::uint8_t> movable_;
+  std::vector<double> edge_;  // redistribution seconds of each tensor
+  double held_ = 0;           // parameter state and saved activations
+  double peak_ = 0, second_ = 0;  // inference working sets
+  std::vector<double> works_, suffix_;  // inference: sorted working sets, suffix sums
+  ir::OpId peak_op_ = ir::kNone;
+  mutable std::vector<std::pair<AxisLayout, std::int64_t>> seen_;
+};
+
+}  // namespace
+
+PolishResult polish(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                    const Cluster& cluster, const SearchOptions& opts, double budget,
+                    plan::Plan& plan, double evaluated_memory) {
+  if (g.num_operators() == 0 || g.num_operators() > kPolishMaxOperators) return {};
+  Polish p(g, spaces, cluster, opts, budget, plan);
+  // What no operator accounts for (tensors nobody touches, held whole).
+  const double untouched = std::max(0.0, evaluated_memory - p.memory());
+  PolishResult r;
+  r.changed = p.run(plan, untouched);
+  r.step_time_s = p.step_time();
+  return r;
+}
+
+}  // namespace recsearch::search::detail
