@@ -10,7 +10,9 @@
 // distinct request per axis turned from the holder's layout, as the
 // evaluator counts them.
 //
-// Moves change one operator on one axis, or swap its choices on two axes. Over budget, the move that frees
+// Moves change one operator on one axis, or swap its choices on two axes;
+// once single moves are spent, region moves change an operator and let the
+// operators around it answer (regions()). Over budget, the move that frees
 // the most memory per second it adds is taken, until the plan fits; within
 // budget, the move that saves the most time and still fits. Sweeps visit
 // operators in id order and stop when one changes nothing, at most
@@ -37,6 +39,11 @@ constexpr double kMinGain = 1e-12;
 // Operators touching a tensor with more uses than this keep their strategy:
 // each of their moves would recount every use.
 constexpr std::size_t kMaxUses = 256;
+// Region moves (see regions()): hops from the moved operator, the most
+// operators one region may change, and the tries per polish.
+constexpr int kRegionDepth = 3;
+constexpr std::size_t kRegionOps = 12;
+constexpr std::size_t kRegionAttempts = 4096;
 
 class Polish {
  public:
@@ -76,6 +83,19 @@ class Polish {
   }
 
   bool run(plan::Plan& plan, double untouched) {
+    bool any = sweeps(untouched);
+    // Region moves, once the plan fits and single moves are spent; then
+    // single moves again around what they changed.
+    if (held_ + peak_ + untouched <= budget_ && regions(untouched)) {
+      any = true;
+      (void)sweeps(untouched);
+    }
+    for (std::size_t o = 0; o < cur_.size(); ++o) plan.cuts[o] = cur_[o].cuts;
+    return any;
+  }
+
+ private:
+  bool sweeps(double untouched) {
     bool any = false;
     for (int sweep = 0; sweep < kSweeps; ++sweep) {
       bool changed = false;
@@ -86,11 +106,152 @@ class Polish {
       any = any || changed;
       if (!changed) break;
     }
-    for (std::size_t o = 0; o < cur_.size(); ++o) plan.cuts[o] = cur_[o].cuts;
     return any;
   }
 
- private:
+  // Region moves: a chain that only pays when changed as a whole (a cut
+  // moved from one end of a residual block to the other) is out of reach of
+  // single moves. Each operator, heaviest own cost first, tries each
+  // neighbouring strategy; the operators around it (breadth first, up to
+  // kRegionDepth hops and kRegionOps changes) take their best responses
+  // within the budget; the region stays if the step time fell, else it is
+  // undone. At most kRegionAttempts tries.
+  bool regions(double untouched) {
+    std::vector<ir::OpId> order;
+    for (ir::OpId o = 0; o < cur_.size(); ++o)
+      if (movable_[o]) order.push_back(o);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](ir::OpId x, ir::OpId y) { return cur_[x].own > cur_[y].own; });
+    const double gain = kMinGain * step_time();
+    std::size_t attempts = kRegionAttempts;
+    bool any = false;
+    for (ir::OpId o : order) {
+      if (attempts == 0) break;
+      for (auto& cuts : neighbours(o)) {
+        if (attempts == 0) break;
+        --attempts;
+        if (region_move(o, cuts, untouched, gain)) {
+          any = true;
+          break;
+        }
+      }
+    }
+    return any;
+  }
+
+  bool region_move(ir::OpId o, const std::vector<std::int16_t>& cuts, double untouched,
+                   double gain) {
+    undo_.clear();
+    region_.clear();
+    double delta = apply(o, make_strategy(g_, spaces_, cluster_, opts_, o, cuts));
+    region_.emplace_back(o, 0);
+    enqueue(o, 0);
+    for (std::size_t head = 1; head < region_.size() && undo_.size() < kRegionOps; ++head) {
+      const auto [n, depth] = region_[head];
+      if (!movable_[n]) continue;
+      OpStrategy r;
+      if (!best_response(n, untouched, gain, r)) continue;
+      delta += apply(n, std::move(r));
+      enqueue(n, depth);
+    }
+    if (delta < -gain && fits(untouched)) {
+      if (opts_.mode == Mode::Infer) rebuild_peak();
+      return true;
+    }
+    for (std::size_t x = undo_.size(); x-- > 0;) {
+      const ir::OpId op = undo_[x].first;
+      held_ += undo_[x].second.mem - cur_[op].mem;
+      cur_[op] = std::move(undo_[x].second);
+      for (ir::TensorId t : touched(op)) edge_[t] = tensor_edge(t, ir::kNone, nullptr);
+    }
+    return false;
+  }
+
+  // Operators sharing a tensor with n, one hop further than `depth`.
+  void enqueue(ir::OpId n, int depth) {
+    if (depth >= kRegionDepth) return;
+    auto add = [&](ir::OpId m) {
+      if (m == ir::kNone) return;
+      for (const auto& [r, d] : region_)
+        if (r == m) return;
+      region_.emplace_back(m, depth + 1);
+    };
+    for (ir::TensorId t : touched(n)) {
+      const ir::Tensor& tensor = g_.tensor(t);
+      if (tensor.consumers.size() > kMaxUses) continue;
+      add(holder_[t].first);
+      for (ir::OpId u : tensor.consumers) add(u);
+    }
+  }
+
+  // Sets o to strategy s for good (logged for undo); the step time's change.
+  double apply(ir::OpId o, OpStrategy s) {
+    const auto ts = touched(o);
+    double before = cur_[o].own, after = s.own;
+    for (ir::TensorId t : ts) before += edge_[t];
+    held_ += s.mem - cur_[o].mem;
+    undo_.emplace_back(o, std::move(cur_[o]));
+    cur_[o] = std::move(s);
+    for (ir::TensorId t : ts) {
+      edge_[t] = tensor_edge(t, ir::kNone, nullptr);
+      after += edge_[t];
+    }
+    return after - before;
+  }
+
+  // The largest working set with the region's changes (inference): the
+  // changed operators' own, and the largest of the rest from the sorted
+  // list taken before the region, less the changed operators' old values.
+  [[nodiscard]] double region_peak() const {
+    double top = 0;
+    std::vector<double> removed;
+    for (const auto& [op, old] : undo_) {
+      top = std::max(top, cur_[op].work);
+      bool first = true;
+      for (const auto& [p, o2] : undo_) {
+        if (&o2 == &old) break;
+        if (p == op) first = false;
+      }
+      if (first) removed.push_back(old.work);
+    }
+    for (std::size_t i = works_.size(); i-- > 0;) {
+      const auto it = std::find(removed.begin(), removed.end(), works_[i]);
+      if (it == removed.end()) return std::max(top, works_[i]);
+      removed.erase(it);
+    }
+    return top;
+  }
+
+  [[nodiscard]] bool fits(double untouched) const {
+    const double peak = opts_.mode == Mode::Infer ? region_peak() : 0.0;
+    return held_ + peak + untouched <= budget_;
+  }
+
+  // n's fastest neighbouring strategy that saves time and keeps the plan
+  // within budget (inference: conservatively, with n's old working set
+  // still counted).
+  bool best_response(ir::OpId n, double untouched, double gain, OpStrategy& out) const {
+    const auto ts = touched(n);
+    const OpStrategy& now = cur_[n];
+    double edges_now = 0;
+    for (ir::TensorId t : ts) edges_now += edge_[t];
+    const double peak = opts_.mode == Mode::Infer ? region_peak() : 0.0;
+    double best = -gain;
+    bool found = false;
+    for (auto& cuts : neighbours(n)) {
+      OpStrategy alt = make_strategy(g_, spaces_, cluster_, opts_, n, cuts);
+      if (held_ - now.mem + alt.mem + std::max(peak, alt.work) + untouched > budget_) continue;
+      double edges_alt = 0;
+      for (ir::TensorId t : ts) edges_alt += tensor_edge(t, n, &alt);
+      const double dt = alt.own + edges_alt - now.own - edges_now;
+      if (dt >= best) continue;
+      best = dt;
+      out = std::move(alt);
+      found = true;
+    }
+    return found;
+  }
+
   std::vector<ir::TensorId> touched(ir::OpId o) const {
     const ir::Operator& op = g_.op(o);
     std::vector<ir::TensorId> ts(op.inputs.begin(), op.inputs.end());
@@ -271,6 +432,8 @@ class Polish {
   std::vector<std::uint8_t> movable_;
   std::vector<double> edge_;  // redistribution seconds of each tensor
   double held_ = 0;           // parameter state and saved activations
+  std::vector<std::pair<ir::OpId, OpStrategy>> undo_;  // a region's changes, in order
+  std::vector<std::pair<ir::OpId, int>> region_;        // breadth-first: operator, hops
   double peak_ = 0, second_ = 0;  // inference working sets
   std::vector<double> works_, suffix_;  // inference: sorted working sets, suffix sums
   ir::OpId peak_op_ = ir::kNone;
