@@ -16,8 +16,8 @@
 // the most memory per second it adds is taken, until the plan fits; within
 // budget, the move that saves the most time and still fits. Sweeps visit
 // operators in id order and stop when one changes nothing, at most
-// kSweeps of them: O(sweeps · Σ candidates · touched uses), for graphs of up
-// to kMaxOperators. Deterministic: one thread, fixed order, ties to the
+// kSweeps of them: O(sweeps · Σ candidates · touched uses), on graphs whose
+// operators x mesh axes are at most kPolishMaxWork. Deterministic: one thread, fixed order, ties to the
 // earlier candidate.
 #include "search/polish.hpp"
 
@@ -445,7 +445,7 @@ class Polish {
 PolishResult polish(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
                     const Cluster& cluster, const SearchOptions& opts, double budget,
                     plan::Plan& plan, double evaluated_memory) {
-  if (g.num_operators() == 0 || g.num_operators() > kPolishMaxOperators) return {};
+  if (!polish_applies(g, cluster.cuts().size())) return {};
   Polish p(g, spaces, cluster, opts, budget, plan);
   // What no operator accounts for (tensors nobody touches, held whole).
   const double untouched = std::max(0.0, evaluated_memory - p.memory());

@@ -106,8 +106,8 @@ std::string no_fit_message(double budget, const Cluster& cluster, double smalles
          gib(smallest);
 }
 
-bool may_polish(const ir::Graph& g, const SearchOptions& opts) {
-  return opts.polish && g.num_operators() <= detail::kPolishMaxOperators;
+bool may_polish(const ir::Graph& g, const Cluster& cluster, const SearchOptions& opts) {
+  return opts.polish && detail::polish_applies(g, cluster.cuts().size());
 }
 
 // Polishes `start` (plan::evaluate's memory: start_mem) and takes the result
@@ -197,7 +197,7 @@ void rec_folded(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
     }
   }
   const bool fits = rung >= 0 || expert_fits;
-  if (!fits && !may_polish(g, opts))
+  if (!fits && !may_polish(g, cluster, opts))
     throw Error(Errc::kNoFit, no_fit_message(budget, cluster, best_mem));
   plan::Plan full = detail::unfold(fits ? best : smallest, rep, g.num_operators());
   plan::check_plan(g, spaces, full);
@@ -219,7 +219,7 @@ void rec_folded(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
   } else {
     res.plan.cuts.clear();
   }
-  const bool polished = may_polish(g, opts) && take_polished(g, spaces, cluster, opts, budget,
+  const bool polished = may_polish(g, cluster, opts) && take_polished(g, spaces, cluster, opts, budget,
                                                              std::move(full), full_mem, fits,
                                                              res, best_mem);
   if (!fits && !polished) throw Error(Errc::kNoFit, no_fit_message(budget, cluster, best_mem));
@@ -263,7 +263,7 @@ SearchResult run(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces
       auto note_memory = [&](const plan::Plan& trial, double mem) {
         if (mem >= best_mem) return;
         best_mem = mem;
-        if (may_polish(g, opts)) smallest = trial;
+        if (may_polish(g, cluster, opts)) smallest = trial;
       };
       auto attempt = [&](double lambda, int rung) {
         plan::Plan trial = p;
@@ -281,9 +281,9 @@ SearchResult run(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces
         return true;
       };
       const int rung = climb_ladder(p.mesh, attempt, bisect_steps(g.num_operators()));
-      // The expert splits: on every graph the search itself takes well
-      // under a second for, and on any graph when nothing else fits.
-      if (opts.expert_candidates && (g.num_operators() <= kBisectLargeGraph || rung < 0)) {
+      // The expert splits (one evaluation each): on small graphs, and on
+      // any graph when nothing else fits.
+      if (opts.expert_candidates && (g.num_operators() <= kBisectSmallGraph || rung < 0)) {
         for (std::size_t split = 0; split <= p.mesh.size(); ++split) {
           plan::Plan trial = p;
           detail::tensor_parallel(g, spaces, cluster, split, trial);
@@ -302,7 +302,7 @@ SearchResult run(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces
         }
       }
       // Polish the fastest fitting plan, or mend the smallest one.
-      if (may_polish(g, opts)) {
+      if (may_polish(g, cluster, opts)) {
         plan::Plan start = have ? res.plan : std::move(smallest);
         const double start_mem = have ? res.eval.summary.memory_per_device_bytes : best_mem;
         if (take_polished(g, spaces, cluster, opts, budget, std::move(start), start_mem, have,

@@ -55,14 +55,16 @@ struct SearchOptions {
   // The memory ladder prices a sum of bytes while the budget caps a maximum
   // (in inference, the largest working set of one operator), so its passes
   // alone can miss such a plan. One evaluation per split: on folded graphs
-  // through the folds, else on graphs of up to 10^5 operators, and on any
+  // through the folds, else on graphs of up to 10^4 operators, and on any
   // graph when nothing else fits.
   bool expert_candidates = true;
   // Rec: after the passes, refine the whole plan one operator and one axis
   // at a time with the exact costs: within the memory budget, toward the
   // fastest strategy that still fits (budget the ladder's single price left
   // unused); over it, toward fitting at the least time added (so a plan
-  // that misses by a little is mended). Graphs of up to 10^4 operators.
+  // that misses by a little is mended). Where operators x mesh axes is at
+  // most 5·10^4 (each operator's neighbouring strategies are many more
+  // than the passes' candidates).
   bool polish = true;
   // Rec: when the graph repeats one block at least fold_min_repeats times
   // (transformer layers, ResNet blocks), search three copies of it with the
