@@ -40,10 +40,13 @@ constexpr double kMinGain = 1e-12;
 // each of their moves would recount every use.
 constexpr std::size_t kMaxUses = 256;
 // Region moves (see regions()): hops from the moved operator, the most
-// operators one region may change, and the tries per polish.
+// operators one region may change, and the tries per polish: at most
+// kRegionAttempts, at least one per two operators, else kRegionWork over
+// the squared number of mesh axes (4096 tries on 6 axes).
 constexpr int kRegionDepth = 3;
 constexpr std::size_t kRegionOps = 12;
 constexpr std::size_t kRegionAttempts = 4096;
+constexpr std::size_t kRegionWork = 4096 * 36;
 
 class Polish {
  public:
@@ -62,6 +65,9 @@ class Polish {
       for (ir::TensorId t : touched(static_cast<ir::OpId>(o)))
         if (g.tensor(t).consumers.size() > kMaxUses) movable_[o] = 0;
     }
+    bytes_.resize(g.num_tensors());
+    for (std::size_t t = 0; t < g.num_tensors(); ++t)
+      bytes_[t] = g.tensor(static_cast<ir::TensorId>(t)).bytes();
     edge_.resize(g.num_tensors());
     for (std::size_t t = 0; t < g.num_tensors(); ++t)
       edge_[t] = tensor_edge(static_cast<ir::TensorId>(t), ir::kNone, nullptr);
@@ -95,18 +101,36 @@ class Polish {
   }
 
  private:
+  // Sweeps in id order; after the first, only operators next to a change
+  // (whose best move may have changed) are looked at again.
   bool sweeps(double untouched) {
     bool any = false;
+    std::vector<std::uint8_t> look(cur_.size(), 1);
     for (int sweep = 0; sweep < kSweeps; ++sweep) {
       bool changed = false;
       for (ir::OpId o = 0; o < cur_.size(); ++o) {
-        if (!movable_[o]) continue;
-        if (improve(o, untouched)) changed = true;
+        if (!look[o]) continue;
+        look[o] = 0;
+        if (!movable_[o] || !improve(o, untouched)) continue;
+        changed = true;
+        for_each_adjacent(o, [&](ir::OpId m) { look[m] = 1; });
       }
       any = any || changed;
       if (!changed) break;
     }
     return any;
+  }
+
+  // Operators sharing a tensor with n (holders and uses), n included;
+  // tensors with more than kMaxUses uses are skipped.
+  template <class F>
+  void for_each_adjacent(ir::OpId n, F&& f) const {
+    for (ir::TensorId t : touched(n)) {
+      const ir::Tensor& tensor = g_.tensor(t);
+      if (tensor.consumers.size() > kMaxUses) continue;
+      if (holder_[t].first != ir::kNone) f(holder_[t].first);
+      for (ir::OpId u : tensor.consumers) f(u);
+    }
   }
 
   // Region moves: a chain that only pays when changed as a whole (a cut
@@ -123,11 +147,15 @@ class Polish {
     std::stable_sort(order.begin(), order.end(),
                      [&](ir::OpId x, ir::OpId y) { return cur_[x].own > cur_[y].own; });
     const double gain = kMinGain * step_time();
-    std::size_t attempts = kRegionAttempts;
+    // A try costs about (axes)^2: candidates of each responder, each over
+    // every axis.
+    const std::size_t axes = std::max<std::size_t>(mesh_.size(), 1);
+    std::size_t attempts =
+        std::min(kRegionAttempts, std::max(order.size() / 2, kRegionWork / (axes * axes)));
     bool any = false;
     for (ir::OpId o : order) {
       if (attempts == 0) break;
-      for (auto& cuts : neighbours(o)) {
+      for (auto& cuts : neighbours(o, true)) {
         if (attempts == 0) break;
         --attempts;
         if (region_move(o, cuts, untouched, gain)) {
@@ -170,18 +198,11 @@ class Polish {
   // Operators sharing a tensor with n, one hop further than `depth`.
   void enqueue(ir::OpId n, int depth) {
     if (depth >= kRegionDepth) return;
-    auto add = [&](ir::OpId m) {
-      if (m == ir::kNone) return;
+    for_each_adjacent(n, [&](ir::OpId m) {
       for (const auto& [r, d] : region_)
         if (r == m) return;
       region_.emplace_back(m, depth + 1);
-    };
-    for (ir::TensorId t : touched(n)) {
-      const ir::Tensor& tensor = g_.tensor(t);
-      if (tensor.consumers.size() > kMaxUses) continue;
-      add(holder_[t].first);
-      for (ir::OpId u : tensor.consumers) add(u);
-    }
+    });
   }
 
   // Sets o to strategy s for good (logged for undo); the step time's change.
@@ -238,7 +259,7 @@ class Polish {
     const double peak = opts_.mode == Mode::Infer ? region_peak() : 0.0;
     double best = -gain;
     bool found = false;
-    for (auto& cuts : neighbours(n)) {
+    for (auto& cuts : neighbours(n, false)) {
       OpStrategy alt = make_strategy(g_, spaces_, cluster_, opts_, n, cuts);
       if (held_ - now.mem + alt.mem + std::max(peak, alt.work) + untouched > budget_) continue;
       double edges_alt = 0;
@@ -288,7 +309,7 @@ class Polish {
           if (std::find(seen_.begin(), seen_.end(), key) != seen_.end()) continue;
           seen_.push_back(key);
           total += redistribution_seconds(h, key.first,
-                                          tensor.bytes() / static_cast<double>(key.second),
+                                          bytes_[t] / static_cast<double>(key.second),
                                           mesh_[a], opts_.cost, opts_.mode);
         }
       }
@@ -345,9 +366,9 @@ class Polish {
   }
 
   // Strategies of o that differ from its current one on one axis (legal
-  // for the loops' splits on every axis) or by two axes of one size
-  // swapped.
-  std::vector<std::vector<std::int16_t>> neighbours(ir::OpId o) const {
+  // for the loops' splits on every axis) or, with `swaps`, by two axes of
+  // one size swapped.
+  std::vector<std::vector<std::int16_t>> neighbours(ir::OpId o, bool swaps) const {
     std::vector<std::vector<std::int16_t>> out;
     const auto& now = cur_[o].cuts;
     std::vector<std::int16_t> choices;
@@ -365,8 +386,10 @@ class Polish {
         out.push_back(std::move(cuts));
       }
     }
+    if (!swaps) return out;
     // Two axes trading their choices: the same loops cut as often, on other
-    // links (a reduction's all-reduce from the slow level to the fast one).
+    // links (a reduction's all-reduce from the slow level to the fast one;
+    // within a level, a collective at another depth of the schedule).
     for (std::size_t a = 0; a < mesh_.size(); ++a)
       for (std::size_t b = a + 1; b < mesh_.size(); ++b) {
         if (now[a] == now[b] || mesh_[a].size != mesh_[b].size) continue;
@@ -392,7 +415,7 @@ class Polish {
     std::pair<int, double> best_score{0, 0.0};
     OpStrategy best;
     bool found = false;
-    for (auto& cuts : neighbours(o)) {
+    for (auto& cuts : neighbours(o, true)) {
       OpStrategy alt = make_strategy(g_, spaces_, cluster_, opts_, o, cuts);
       double edges_alt = 0;
       for (ir::TensorId t : ts) edges_alt += tensor_edge(t, o, &alt);
@@ -430,7 +453,8 @@ class Polish {
   std::vector<std::pair<ir::OpId, std::size_t>> holder_;
   std::vector<OpStrategy> cur_;
   std::vector<std::uint8_t> movable_;
-  std::vector<double> edge_;  // redistribution seconds of each tensor
+  std::vector<double> edge_;   // redistribution seconds of each tensor
+  std::vector<double> bytes_;  // full bytes of each tensor
   double held_ = 0;           // parameter state and saved activations
   std::vector<std::pair<ir::OpId, OpStrategy>> undo_;  // a region's changes, in order
   std::vector<std::pair<ir::OpId, int>> region_;        // breadth-first: operator, hops

@@ -63,7 +63,7 @@ struct SearchOptions {
   // fastest strategy that still fits (budget the ladder's single price left
   // unused); over it, toward fitting at the least time added (so a plan
   // that misses by a little is mended). Where operators x mesh axes is at
-  // most 5·10^4 (each operator's neighbouring strategies are many more
+  // most 2·10^4 (each operator's neighbouring strategies are many more
   // than the passes' candidates).
   bool polish = true;
   // Rec: when the graph repeats one block at least fold_min_repeats times
