@@ -92,10 +92,8 @@ TEST_CASE("megatron and grid: valid plans, costs are the evaluator's, grid <= mi
       }
 }
 
-std::vector<algebra::OpSpace> spaces_of(const ir::Graph& g) { return algebra::build_op_spaces(g); }
-
-// The baselines that fit `budget` (0: none), fastest first: data parallel
-// and megatron as they are, grid choosing under the budget.
+// Step time of the fastest baseline that fits `budget` (0: none): data
+// parallel and megatron as they are, grid choosing under the budget.
 double best_baseline(const ir::Graph& g, const Cluster& c, Mode mode, double budget) {
   double best = std::numeric_limits<double>::infinity();
   for (auto algo : {search::Algorithm::DataParallel, search::Algorithm::Megatron,
@@ -151,7 +149,7 @@ TEST_CASE("rec against the baselines: within 2% of the best, and fits whenever o
           o.cost.memory_budget_bytes = budget;
           o.expert_candidates = false;
           try {
-            const auto own = search::run(g, spaces_of(g), c, o);
+            const auto own = search::run(g, algebra::build_op_spaces(g), c, o);
             CHECK_FALSE(own.expert_plan);
             CHECK(own.eval.summary.memory_per_device_bytes <= (budget > 0 ? budget : 1e300));
             own_worst = std::max(own_worst, own.eval.summary.step_time_s / base - 1);

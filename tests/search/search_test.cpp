@@ -89,9 +89,23 @@ TEST_CASE("rec's bookkeeping equals the independent evaluator, and plans are val
         const auto r = run(g, c, search::Algorithm::Rec, mode);
         check_valid(g, r);
         const double ev = r.eval.summary.step_time_s;
+        // The passes' account, or polish's when it changed the plan.
         CHECK(r.bookkept_step_time_s == doctest::Approx(ev).epsilon(1e-9));
         CHECK(r.eval.summary.compute_s + r.eval.summary.communication_s ==
               doctest::Approx(ev).epsilon(1e-12));
+        // The passes' own account alone (no polish, no expert splits, whose
+        // step time is the evaluator's).
+        const auto spaces = algebra::build_op_spaces(g);
+        search::SearchOptions o;
+        o.mode = mode;
+        o.polish = false;
+        o.expert_candidates = false;
+        const auto passes = search::run(g, spaces, c, o);
+        CHECK_FALSE(passes.polished);
+        CHECK_FALSE(passes.expert_plan);
+        CHECK(passes.bookkept_step_time_s ==
+              doctest::Approx(passes.eval.summary.step_time_s).epsilon(1e-9));
+        CHECK(ev <= passes.eval.summary.step_time_s * (1 + 1e-9));
       }
 }
 
