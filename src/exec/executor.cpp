@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <limits>
 
 #include "exec/kernels.hpp"
 #include "recsearch/error.hpp"
@@ -84,6 +85,88 @@ float input_value(const ir::Graph& g, ir::TensorId t, std::int64_t index, std::u
   return static_cast<float>(h % static_cast<std::uint64_t>(bound));
 }
 
+namespace {
+
+// The mesh axes that cut a SoftmaxCrossEntropy's class dim (its logits'
+// last dim): a vocabulary-parallel loss. Empty for any other operator.
+std::vector<std::uint32_t> loss_class_axes(const ir::Graph& g, const ir::Operator& op,
+                                           const OpLayouts& ol) {
+  std::vector<std::uint32_t> axes;
+  if (op.kind != ir::OpKind::SoftmaxCrossEntropy || ol.inputs.empty()) return axes;
+  const int class_dim = static_cast<int>(g.tensor(op.inputs[0]).shape.size()) - 1;
+  for (std::size_t a = 0; a < ol.inputs[0].size(); ++a) {
+    const cost::AxisLayout& l = ol.inputs[0][a];
+    if (l.kind == cost::LayoutKind::Shard && l.dim == class_dim)
+      axes.push_back(static_cast<std::uint32_t>(a));
+  }
+  return axes;
+}
+
+// Cross-entropy with the class dim cut (a vocabulary-parallel loss, as in
+// Megatron-LM): each rank holds a slice of every row's logits. Per row, the
+// slice's log-sum-exp is gathered over each cut axis and combined, and the
+// label's logit, which one rank of the group holds, is summed over it; then
+// every rank of the group knows each row's loss. The class loop is a
+// reduction, so the output is partial over those axes: each rank writes
+// loss / group size, and the sum the layout promises is the loss.
+void class_parallel_cross_entropy(const detail::KernelArgs& a, Communicator& comm,
+                                  const std::vector<std::int64_t>& mesh,
+                                  const std::vector<std::uint32_t>& axes,
+                                  std::int64_t class_offset) {
+  const ir::Shape& ls = a.in_shapes[0];
+  const std::int64_t c = ls.back();
+  const std::int64_t classes = a.full_in_shapes[0].back();
+  std::int64_t rows = 1;
+  for (std::size_t d = 0; d + 1 < ls.size(); ++d) rows *= ls[d];
+  const auto n = static_cast<std::size_t>(rows);
+  const std::vector<float>& x = *a.in[0];
+  const std::vector<float>& labels = *a.in[1];
+  std::vector<float> lse(n), picked(n, 0.0f);
+  for (std::size_t r = 0; r < n; ++r) {
+    const float* row = x.data() + r * static_cast<std::size_t>(c);
+    double m = -std::numeric_limits<double>::infinity();
+    for (std::int64_t i = 0; i < c; ++i) m = std::max(m, static_cast<double>(row[i]));
+    double sum = 0;
+    for (std::int64_t i = 0; i < c; ++i) sum += std::exp(row[i] - m);
+    lse[r] = static_cast<float>(m + std::log(sum));
+    // Labels as the one-device kernel reads them, then this slice's share.
+    const std::int64_t label =
+        std::clamp<std::int64_t>(static_cast<std::int64_t>(labels[r]), 0, classes - 1) -
+        class_offset;
+    if (label >= 0 && label < c) picked[r] = row[label];
+  }
+  double group = 1;
+  std::vector<float> all;
+  for (const std::uint32_t axis : axes) {
+    const auto k = static_cast<std::size_t>(mesh[axis]);
+    all.resize(k * n);
+    comm.all_gather(axis, lse.data(), all.data(), n);
+    for (std::size_t r = 0; r < n; ++r) {
+      double m = -std::numeric_limits<double>::infinity();
+      for (std::size_t i = 0; i < k; ++i) m = std::max(m, static_cast<double>(all[i * n + r]));
+      double sum = 0;
+      for (std::size_t i = 0; i < k; ++i) sum += std::exp(all[i * n + r] - m);
+      lse[r] = static_cast<float>(m + std::log(sum));
+    }
+    comm.all_reduce(axis, picked.data(), n);
+    group *= static_cast<double>(k);
+  }
+  std::vector<float>& y = *a.out[0];
+  const std::string reduction = a.op->attrs.get_string("reduction", "mean");
+  if (reduction == "none") {
+    for (std::size_t r = 0; r < n; ++r)
+      y[r] = static_cast<float>((static_cast<double>(lse[r]) - picked[r]) / group);
+    return;
+  }
+  double total = 0;
+  for (std::size_t r = 0; r < n; ++r) total += static_cast<double>(lse[r]) - picked[r];
+  const double full_rows =
+      static_cast<double>(ir::num_elements(a.full_in_shapes[0])) / static_cast<double>(classes);
+  y[0] = static_cast<float>((reduction == "mean" ? total / full_rows : total) / group);
+}
+
+}  // namespace
+
 std::vector<std::string> unsupported_operators(const ir::Graph& g,
                                                const std::vector<algebra::OpSpace>& spaces,
                                                const plan::Plan& p) {
@@ -112,9 +195,6 @@ std::vector<std::string> unsupported_operators(const ir::Graph& g,
       }
       if (loop.role == algebra::DimRole::Reduction && op.kind == ir::OpKind::ReduceMax) {
         why = "a cut max-reduction is not a partial sum";
-      }
-      if (op.kind == ir::OpKind::SoftmaxCrossEntropy && loop.name == "c") {
-        why = "a cut class dim (vocabulary-parallel loss) is not a partial sum";
       }
       if (loop.role == algebra::DimRole::Window) why = "window cuts (halo exchange) are not executed";
     }
@@ -232,9 +312,17 @@ void Executor::run_op(ir::OpId o) {
     args.query_offset = local_offsets(args.full_in_shapes[0], ol.inputs[0], mesh, coords_).at(2);
     args.bool_mask = op.inputs.size() > 3 && g_.tensor(op.inputs[3]).dtype == ir::DType::Bool;
   }
-  detail::run_kernel(args);
+  const std::vector<std::uint32_t> class_axes = loss_class_axes(g_, op, ol);
+  if (class_axes.empty()) {
+    detail::run_kernel(args);
+  } else {
+    class_parallel_cross_entropy(
+        args, comm_, mesh, class_axes,
+        local_offsets(args.full_in_shapes[0], ol.inputs[0], mesh, coords_).back());
+  }
   for (std::size_t j = 0; j < op.outputs.size(); ++j) held_[op.outputs[j]] = std::move(outs[j]);
 }
+
 
 const LocalTensor& Executor::block(ir::TensorId t) const {
   if (t >= held_.size() || !held_[t]) throw Error(Errc::kInternal, "no block for tensor " + std::to_string(t));

@@ -314,6 +314,27 @@ BytePrediction predict_exec_bytes(const ir::Graph& g, const PlanLayouts& pl,
       out.total += sent * element_bytes;
     }
   };
+  // A vocabulary-parallel loss (SoftmaxCrossEntropy with its class dim
+  // cut) exchanges per row, on each such axis, its slice's log-sum-exp
+  // (all-gather) and the label's logit (all-reduce).
+  for (ir::OpId o = 0; o < g.num_operators(); ++o) {
+    const ir::Operator& op = g.op(o);
+    if (op.kind != ir::OpKind::SoftmaxCrossEntropy || pl.ops[o].inputs.empty()) continue;
+    const Layout& logits = pl.ops[o].inputs[0];
+    const ir::Shape& shape = g.tensor(op.inputs[0]).shape;
+    const ir::Shape local = local_shape(shape, logits, pl.mesh);
+    double rows = 1;
+    for (std::size_t d = 0; d + 1 < local.size(); ++d) rows *= static_cast<double>(local[d]);
+    for (std::size_t a = 0; a < logits.size(); ++a) {
+      if (logits[a].kind != LayoutKind::Shard ||
+          logits[a].dim != static_cast<int>(shape.size()) - 1)
+        continue;
+      const double k = static_cast<double>(pl.mesh[a]);
+      const double sent = ((k - 1) * rows + 2 * (k - 1) / k * rows) * element_bytes;
+      out.per_axis[a] += sent;
+      out.total += sent;
+    }
+  }
   // Each distinct layout of a tensor is made once from its holder.
   for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
     const ir::Tensor& tensor = g.tensor(t);

@@ -104,7 +104,9 @@ struct PlanLayouts {
 // Bytes one rank sends in a forward pass of the execution layer (each rank
 // sends the same amount), from the plan's layouts and tensor shapes alone:
 // every distinct (tensor, layout) an operator needs, redistributed once from
-// its holder, plus the all-reduce of graph outputs left partial. Elements
+// its holder, plus the all-reduce of graph outputs left partial and the
+// exchanges of a vocabulary-parallel loss (per row and cut axis, an
+// all-gather of its log-sum-exp and an all-reduce of its label's logit). Elements
 // are counted at `element_bytes` (the execution computes in f32: 4).
 struct BytePrediction {
   double total = 0;
