@@ -15,10 +15,11 @@
 // operators around it answer (regions()). Over budget, the move that frees
 // the most memory per second it adds is taken, until the plan fits; within
 // budget, the move that saves the most time and still fits. Sweeps visit
-// operators in id order and stop when one changes nothing, at most
-// kSweeps of them: O(sweeps · Σ candidates · touched uses), on graphs whose
-// operators x mesh axes are at most kPolishMaxWork. Deterministic: one thread, fixed order, ties to the
-// earlier candidate.
+// operators in id order (after the first, only those next to a change) and
+// stop when one changes nothing, at most kSweeps of them:
+// O(sweeps · Σ candidates · touched uses), on graphs whose operators x mesh
+// axes are at most kPolishMaxWork. Deterministic: one thread, fixed order,
+// ties to the earlier candidate.
 #include "search/polish.hpp"
 
 #include <algorithm>
@@ -57,7 +58,8 @@ class Polish {
     const std::size_t n = g.num_operators();
     cur_.reserve(n);
     for (std::size_t o = 0; o < n; ++o)
-      cur_.push_back(make_strategy(g, spaces, cluster, opts, static_cast<ir::OpId>(o), plan.cuts[o]));
+      cur_.push_back(
+          make_strategy(g, spaces, cluster, opts, static_cast<ir::OpId>(o), plan.cuts[o]));
     const auto pinned = pinned_cuts(g, spaces, mesh_);
     movable_.assign(n, 1);
     for (std::size_t o = 0; o < n; ++o) {

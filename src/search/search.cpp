@@ -219,9 +219,9 @@ void rec_folded(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
   } else {
     res.plan.cuts.clear();
   }
-  const bool polished = may_polish(g, cluster, opts) && take_polished(g, spaces, cluster, opts, budget,
-                                                             std::move(full), full_mem, fits,
-                                                             res, best_mem);
+  const bool polished =
+      may_polish(g, cluster, opts) &&
+      take_polished(g, spaces, cluster, opts, budget, std::move(full), full_mem, fits, res, best_mem);
   if (!fits && !polished) throw Error(Errc::kNoFit, no_fit_message(budget, cluster, best_mem));
 }
 
