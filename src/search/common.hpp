@@ -4,7 +4,9 @@
 // evaluator is the independent reference the searches are checked against.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "recsearch/algebra/op_space.hpp"
@@ -108,6 +110,42 @@ struct OpStrategy {
   std::vector<std::vector<cost::AxisLayout>> layout;
   std::vector<std::vector<std::int64_t>> divisor;  // slice divisor before the axis
 };
+
+// Redistribution seconds of tensor t (`bytes` whole) held in slot
+// `holder_slot` of strategy `holder`: on every axis, each distinct request
+// (layout, slice divisor) of its uses turned from the holder's layout, as
+// plan::evaluate counts them. strategy_of(op) is each user's strategy, or
+// nullptr for one not assigned yet (left out). `seen` is scratch.
+template <class StrategyOf>
+double tensor_redistribution(const ir::Graph& g, const std::vector<Cut>& mesh,
+                             const SearchOptions& opts, ir::TensorId t, double bytes,
+                             const OpStrategy& holder, std::size_t holder_slot,
+                             StrategyOf&& strategy_of,
+                             std::vector<std::pair<cost::AxisLayout, std::int64_t>>& seen) {
+  const ir::Tensor& tensor = g.tensor(t);
+  double total = 0;
+  for (std::size_t a = 0; a < mesh.size(); ++a) {
+    const cost::AxisLayout h = holder.layout[holder_slot][a];
+    seen.clear();
+    ir::OpId prev = ir::kNone;
+    for (ir::OpId u : tensor.consumers) {
+      if (u == prev) continue;  // consumers lists an op once per use
+      prev = u;
+      const OpStrategy* us = strategy_of(u);
+      if (us == nullptr) continue;
+      const auto& ins = g.op(u).inputs;
+      for (std::size_t j = 0; j < ins.size(); ++j) {
+        if (ins[j] != t) continue;
+        const std::pair<cost::AxisLayout, std::int64_t> key{us->layout[j][a], us->divisor[j][a]};
+        if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
+        seen.push_back(key);
+        total += redistribution_seconds(h, key.first, bytes / static_cast<double>(key.second),
+                                        mesh[a], opts.cost, opts.mode);
+      }
+    }
+  }
+  return total;
+}
 
 // OpStrategy of operator `o` with `cuts` (legal; one per mesh axis).
 OpStrategy make_strategy(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,

@@ -109,31 +109,13 @@ class BranchAndBound {
   double tensor_edge(ir::TensorId t) const {
     const auto [hop, hslot] = holder_[t];
     if (hop == ir::kNone || chosen_[hop] < 0) return 0.0;
-    const Strategy& hs = strategies_[hop][static_cast<std::size_t>(chosen_[hop])];
-    const ir::Tensor& tensor = g_.tensor(t);
-    double total = 0;
-    for (std::size_t a = 0; a < mesh_.size(); ++a) {
-      const AxisLayout h = hs.layout[hslot][a];
-      std::vector<std::pair<AxisLayout, std::int64_t>> seen;
-      ir::OpId prev = ir::kNone;
-      for (ir::OpId u : tensor.consumers) {
-        if (u == prev) continue;  // consumers lists an op once per use
-        prev = u;
-        if (chosen_[u] < 0) continue;
-        const Strategy& us = strategies_[u][static_cast<std::size_t>(chosen_[u])];
-        const auto& ins = g_.op(u).inputs;
-        for (std::size_t j = 0; j < ins.size(); ++j) {
-          if (ins[j] != t) continue;
-          const std::pair<AxisLayout, std::int64_t> key{us.layout[j][a], us.divisor[j][a]};
-          if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
-          seen.push_back(key);
-          total += redistribution_seconds(h, key.first,
-                                          tensor.bytes() / static_cast<double>(key.second),
-                                          mesh_[a], opts_.cost, opts_.mode);
-        }
-      }
-    }
-    return total;
+    return tensor_redistribution(
+        g_, mesh_, opts_, t, g_.tensor(t).bytes(),
+        strategies_[hop][static_cast<std::size_t>(chosen_[hop])], hslot,
+        [&](ir::OpId u) -> const Strategy* {
+          return chosen_[u] < 0 ? nullptr : &strategies_[u][static_cast<std::size_t>(chosen_[u])];
+        },
+        seen_);
   }
 
   void dfs(std::size_t pos, double own, double mem, double peak_work) {
@@ -201,6 +183,7 @@ class BranchAndBound {
   std::vector<double> suffix_min_;
   std::vector<int> chosen_;
   std::vector<double> edge_;
+  mutable std::vector<std::pair<AxisLayout, std::int64_t>> seen_;  // tensor_edge's scratch
   double edge_sum_ = 0;
   double best_ = std::numeric_limits<double>::infinity();
   std::vector<std::vector<std::int16_t>> best_cuts_;

@@ -293,30 +293,9 @@ class Polish {
   double tensor_edge(ir::TensorId t, ir::OpId swapped, const OpStrategy* alt) const {
     const auto [hop, hslot] = holder_[t];
     if (hop == ir::kNone) return 0.0;
-    const OpStrategy& hs = strategy(hop, swapped, alt);
-    const ir::Tensor& tensor = g_.tensor(t);
-    double total = 0;
-    for (std::size_t a = 0; a < mesh_.size(); ++a) {
-      const AxisLayout h = hs.layout[hslot][a];
-      seen_.clear();
-      ir::OpId prev = ir::kNone;
-      for (ir::OpId u : tensor.consumers) {
-        if (u == prev) continue;  // consumers lists an op once per use
-        prev = u;
-        const OpStrategy& us = strategy(u, swapped, alt);
-        const auto& ins = g_.op(u).inputs;
-        for (std::size_t j = 0; j < ins.size(); ++j) {
-          if (ins[j] != t) continue;
-          const std::pair<AxisLayout, std::int64_t> key{us.layout[j][a], us.divisor[j][a]};
-          if (std::find(seen_.begin(), seen_.end(), key) != seen_.end()) continue;
-          seen_.push_back(key);
-          total += redistribution_seconds(h, key.first,
-                                          bytes_[t] / static_cast<double>(key.second),
-                                          mesh_[a], opts_.cost, opts_.mode);
-        }
-      }
-    }
-    return total;
+    return tensor_redistribution(
+        g_, mesh_, opts_, t, bytes_[t], strategy(hop, swapped, alt), hslot,
+        [&](ir::OpId u) { return &strategy(u, swapped, alt); }, seen_);
   }
 
   // Inference: the largest working set and the runner-up's owner, so that
