@@ -111,6 +111,17 @@ struct OpStrategy {
   std::vector<std::vector<std::int64_t>> divisor;  // slice divisor before the axis
 };
 
+// The distinct tensors operator o reads or writes, in id order: those
+// whose redistributions a change of o's strategy can move.
+inline std::vector<ir::TensorId> touched_tensors(const ir::Graph& g, ir::OpId o) {
+  const ir::Operator& op = g.op(o);
+  std::vector<ir::TensorId> ts(op.inputs.begin(), op.inputs.end());
+  ts.insert(ts.end(), op.outputs.begin(), op.outputs.end());
+  std::sort(ts.begin(), ts.end());
+  ts.erase(std::unique(ts.begin(), ts.end()), ts.end());
+  return ts;
+}
+
 // Redistribution seconds of tensor t (`bytes` whole) held in slot
 // `holder_slot` of strategy `holder`: on every axis, each distinct request
 // (layout, slice divisor) of its uses turned from the holder's layout, as

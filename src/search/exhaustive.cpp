@@ -143,11 +143,7 @@ class BranchAndBound {
       return;
     }
     const ir::OpId o = order_[pos];
-    const ir::Operator& op = g_.op(o);
-    std::vector<ir::TensorId> touched(op.inputs.begin(), op.inputs.end());
-    touched.insert(touched.end(), op.outputs.begin(), op.outputs.end());
-    std::sort(touched.begin(), touched.end());
-    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+    const std::vector<ir::TensorId> touched = touched_tensors(g_, o);
     for (std::size_t i = 0; i < strategies_[o].size(); ++i) {
       const Strategy& st = strategies_[o][i];
       // Inference holds parameters plus the largest working set; both only

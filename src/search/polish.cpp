@@ -56,6 +56,9 @@ class Polish {
       : g_(g), spaces_(spaces), cluster_(cluster), opts_(opts), budget_(budget),
         mesh_(cluster.cuts()), holder_(tensor_holders(g)) {
     const std::size_t n = g.num_operators();
+    touched_.reserve(n);
+    for (std::size_t o = 0; o < n; ++o)
+      touched_.push_back(touched_tensors(g, static_cast<ir::OpId>(o)));
     cur_.reserve(n);
     for (std::size_t o = 0; o < n; ++o)
       cur_.push_back(
@@ -209,7 +212,7 @@ class Polish {
 
   // Sets o to strategy s for good (logged for undo); the step time's change.
   double apply(ir::OpId o, OpStrategy s) {
-    const auto ts = touched(o);
+    const auto& ts = touched(o);
     double before = cur_[o].own, after = s.own;
     for (ir::TensorId t : ts) before += edge_[t];
     held_ += s.mem - cur_[o].mem;
@@ -254,7 +257,7 @@ class Polish {
   // within budget (inference: conservatively, with n's old working set
   // still counted).
   bool best_response(ir::OpId n, double untouched, double gain, OpStrategy& out) const {
-    const auto ts = touched(n);
+    const auto& ts = touched(n);
     const OpStrategy& now = cur_[n];
     double edges_now = 0;
     for (ir::TensorId t : ts) edges_now += edge_[t];
@@ -275,14 +278,8 @@ class Polish {
     return found;
   }
 
-  std::vector<ir::TensorId> touched(ir::OpId o) const {
-    const ir::Operator& op = g_.op(o);
-    std::vector<ir::TensorId> ts(op.inputs.begin(), op.inputs.end());
-    ts.insert(ts.end(), op.outputs.begin(), op.outputs.end());
-    std::sort(ts.begin(), ts.end());
-    ts.erase(std::unique(ts.begin(), ts.end()), ts.end());
-    return ts;
-  }
+  // Made once: every move and every neighbour walk asks for it.
+  const std::vector<ir::TensorId>& touched(ir::OpId o) const { return touched_[o]; }
 
   // The strategy operator `o` has, or `alt` when o == `swapped`.
   const OpStrategy& strategy(ir::OpId o, ir::OpId swapped, const OpStrategy* alt) const {
@@ -383,7 +380,7 @@ class Polish {
 
   // The best move of o, taken if it helps: see the file comment.
   bool improve(ir::OpId o, double untouched) {
-    const auto ts = touched(o);
+    const auto& ts = touched(o);
     const OpStrategy& now = cur_[o];
     double edges_now = 0;
     for (ir::TensorId t : ts) edges_now += edge_[t];
@@ -433,6 +430,7 @@ class Polish {
   const std::vector<Cut>& mesh_;
   std::vector<std::pair<ir::OpId, std::size_t>> holder_;
   std::vector<OpStrategy> cur_;
+  std::vector<std::vector<ir::TensorId>> touched_;  // see touched()
   std::vector<std::uint8_t> movable_;
   std::vector<double> edge_;   // redistribution seconds of each tensor
   std::vector<double> bytes_;  // full bytes of each tensor
