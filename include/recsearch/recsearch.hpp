@@ -3,15 +3,14 @@
 //
 //   #include <recsearch/recsearch.hpp>
 //
-//   recsearch::CostParams cost;
-//   auto graph = recsearch::io::read_graph_file("model.json", &cost);
-//   auto spaces = recsearch::algebra::build_op_spaces(graph);
-//   auto cluster = recsearch::Cluster::mesh({64, 8});
-//   recsearch::search::SearchOptions opts;
-//   opts.cost = cost;
-//   auto result = recsearch::search::run(graph, spaces, cluster, opts);
-//   std::string plan = recsearch::io::plan_to_json(graph, spaces, cluster, result.plan,
-//                                                  result.eval);
+//   auto problem = recsearch::Problem::read("model.json");   // or an .onnx model
+//   auto solution = recsearch::solve(problem, recsearch::Cluster::mesh({64, 8}));
+//   solution.write("plan.json");
+//   std::puts(solution.summary().c_str());
+//
+// Problem and Solution (problem.hpp, solution.hpp) are the front door; the
+// modules below them (graph IR, operator spaces, the search, plans and their
+// evaluation, file I/O) stay available for tools that need the parts.
 //
 // Every header includes only the standard library: nlohmann_json, oneTBB and
 // Boost stay inside the compiled library.
@@ -19,6 +18,7 @@
 
 #include "recsearch/algebra/op_space.hpp"
 #include "recsearch/cluster.hpp"
+#include "recsearch/cost/cost_model.hpp"
 #include "recsearch/cost/cost_params.hpp"
 #include "recsearch/cost/model.hpp"
 #include "recsearch/error.hpp"
@@ -29,8 +29,10 @@
 #include "recsearch/ir/tensor.hpp"
 #include "recsearch/plan/evaluator.hpp"
 #include "recsearch/plan/plan.hpp"
+#include "recsearch/problem.hpp"
 #include "recsearch/search/options.hpp"
 #include "recsearch/search/search.hpp"
+#include "recsearch/solution.hpp"
 
 namespace recsearch {
 

@@ -2,6 +2,8 @@
 // for the formulas and their sources).
 #include "recsearch/cost/model.hpp"
 
+#include "recsearch/cost/cost_model.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -43,8 +45,8 @@ double collective_bytes(Collective c, double group_bytes, const Cut& cut) noexce
   return 0.0;
 }
 
-double collective_seconds(Collective c, double group_bytes, const Cut& cut,
-                          const CostParams& p) noexcept {
+double symbolic_collective_seconds(Collective c, double group_bytes, const Cut& cut,
+                                   const CostParams& p) noexcept {
   if (cut.size <= 1) return 0.0;
   double t = collective_bytes(c, group_bytes, cut) / cut.bandwidth_Bps;
   if (p.count_latency) {
@@ -55,10 +57,10 @@ double collective_seconds(Collective c, double group_bytes, const Cut& cut,
   return t;
 }
 
-double gradient_seconds(double group_bytes, bool parameter, const Cut& cut,
-                        const CostParams& p) noexcept {
+double symbolic_gradient_seconds(double group_bytes, bool parameter, const Cut& cut,
+                                 const CostParams& p) noexcept {
   if (!(parameter && p.bucket_gradients))
-    return collective_seconds(Collective::AllReduce, group_bytes, cut, p);
+    return symbolic_collective_seconds(Collective::AllReduce, group_bytes, cut, p);
   if (cut.size <= 1) return 0.0;
   return collective_bytes(Collective::AllReduce, group_bytes, cut) / cut.bandwidth_Bps;
 }
@@ -93,15 +95,60 @@ int redistribution_steps(AxisLayout from, AxisLayout to, Mode mode, RedistStep o
   return n;
 }
 
-double compute_seconds(double flops, double bytes, const DeviceSpec& dev, const CostParams& p,
-                       Mode mode) noexcept {
+double symbolic_compute_seconds(double flops, double bytes, const DeviceSpec& dev,
+                                const CostParams& p, Mode mode) noexcept {
   const double t = std::max(flops / (dev.peak_TFLOPs * 1e12 * p.compute_efficiency),
                             bytes / (dev.memory_bandwidth_GBps * 1e9));
   return mode == Mode::Train ? t * (1.0 + p.backward_flops_factor) : t;
 }
 
-double parameter_state_factor(const CostParams& p, Mode mode) noexcept {
+double symbolic_parameter_state_factor(const CostParams& p, Mode mode) noexcept {
   return mode == Mode::Train ? 1.0 + p.gradient_bytes_factor + p.optimizer_bytes_factor : 1.0;
+}
+
+// The entry points every account prices through: a user's model when one
+// is set, else the formulas above (one branch; the hot loops stay inline-free
+// of virtual calls in the default case).
+double collective_seconds(Collective c, double group_bytes, const Cut& cut,
+                          const CostParams& p) noexcept {
+  return p.model ? p.model->collective_seconds(c, group_bytes, cut, p)
+                 : symbolic_collective_seconds(c, group_bytes, cut, p);
+}
+
+double gradient_seconds(double group_bytes, bool parameter, const Cut& cut,
+                        const CostParams& p) noexcept {
+  return p.model ? p.model->gradient_seconds(group_bytes, parameter, cut, p)
+                 : symbolic_gradient_seconds(group_bytes, parameter, cut, p);
+}
+
+double compute_seconds(double flops, double bytes, const DeviceSpec& dev, const CostParams& p,
+                       Mode mode) noexcept {
+  return p.model ? p.model->compute_seconds(flops, bytes, dev, p, mode)
+                 : symbolic_compute_seconds(flops, bytes, dev, p, mode);
+}
+
+double parameter_state_factor(const CostParams& p, Mode mode) noexcept {
+  return p.model ? p.model->parameter_state_factor(p, mode)
+                 : symbolic_parameter_state_factor(p, mode);
+}
+
+double CostModel::collective_seconds(Collective c, double group_bytes, const Cut& cut,
+                                     const CostParams& p) const noexcept {
+  return symbolic_collective_seconds(c, group_bytes, cut, p);
+}
+
+double CostModel::gradient_seconds(double group_bytes, bool parameter, const Cut& cut,
+                                   const CostParams& p) const noexcept {
+  return symbolic_gradient_seconds(group_bytes, parameter, cut, p);
+}
+
+double CostModel::compute_seconds(double flops, double bytes, const DeviceSpec& dev,
+                                  const CostParams& p, Mode mode) const noexcept {
+  return symbolic_compute_seconds(flops, bytes, dev, p, mode);
+}
+
+double CostModel::parameter_state_factor(const CostParams& p, Mode mode) const noexcept {
+  return symbolic_parameter_state_factor(p, mode);
 }
 
 }  // namespace recsearch::cost

@@ -40,6 +40,26 @@ std::string read_text_file(const std::string& path) {
   return text;
 }
 
+void write_text_file(const std::string& path, std::string text) {
+  if (text.empty() || text.back() != '\n') text.push_back('\n');
+  if (path == "-") {
+    std::cout << text << std::flush;
+    if (!std::cout) throw Error(Errc::kIo, "cannot write to standard output");
+    return;
+  }
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) {
+    throw Error(Errc::kIo, std::string("cannot open for writing: ") + std::strerror(errno), {},
+                path);
+  }
+  const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  const int err = errno;
+  if (std::fclose(f) != 0 || !written) {
+    throw Error(Errc::kIo, std::string("cannot write: ") + std::strerror(written ? errno : err),
+                {}, path);
+  }
+}
+
 void parse_cost_params(std::string_view text, const std::string& source, CostParams& out) {
   const detail::Json j = detail::parse_json(text, source);
   detail::read_cost_params(detail::Reader(source), j, "", out);

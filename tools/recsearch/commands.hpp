@@ -11,7 +11,12 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "recsearch/cluster.hpp"
+#include "recsearch/cost/cost_params.hpp"
+#include "recsearch/problem.hpp"
 
 namespace recsearch::cli {
 
@@ -67,5 +72,17 @@ int run_validate(const ValidateArgs& a);
 // Writes text (ending it with a newline) to path, "-" for stdout; Error(kIo)
 // naming the file when it cannot.
 void write_output(const std::string& path, std::string text);
+
+// Reads a graph JSON file or ONNX model; its warnings go to stderr unless quiet.
+[[nodiscard]] Problem load_problem(const std::string& path, bool quiet);
+// Reads a `--cost FILE` JSON object over the coefficients gathered so far.
+void apply_cost_file(const std::optional<std::string>& path, CostParams& cost);
+// The cluster of `--devices | --mesh | --cluster` (exactly one given); a
+// cluster file's "cost" object goes into `cost`.
+[[nodiscard]] Cluster cluster_from_args(const ClusterArgs& a, CostParams& cost);
+// The cluster to read a plan on: the options' if given, else the plan
+// file's (plan_file_cluster); Error(kUsage) when neither says.
+[[nodiscard]] Cluster cluster_for_plan(const ClusterArgs& a, std::string_view plan_text,
+                                       const std::string& plan_source, CostParams& cost);
 
 }  // namespace recsearch::cli

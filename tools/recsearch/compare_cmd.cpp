@@ -21,6 +21,7 @@
 #include "recsearch/io/json_io.hpp"
 #include "recsearch/io/onnx.hpp"
 #include "recsearch/search/search.hpp"
+#include "recsearch/solution.hpp"
 #include "subcommand.hpp"
 
 namespace recsearch::cli {
@@ -97,24 +98,9 @@ int run_compare(const CompareArgs& a) {
   base.mode = a.mode == "infer" ? Mode::Infer : Mode::Train;
   base.detailed_evaluation = false;
   base.ilp_time_limit_s = a.ilp_time_limit_s;
-  const std::string source = a.graph == "-" ? "<stdin>" : a.graph;
-  ir::Graph g = [&] {
-    if (io::is_onnx_path(a.graph)) return std::move(io::read_onnx_file(a.graph).graph);
-    return io::parse_graph(io::read_text_file(a.graph), source, &base.cost);
-  }();
-  std::vector<algebra::OpSpace> spaces;
-  try {
-    spaces = algebra::build_op_spaces(g);
-  } catch (const Error& e) {
-    if (!e.file().empty()) throw;
-    throw e.in_file(source);
-  }
-  const Cluster cluster = [&] {
-    if (a.cluster.devices) return Cluster::flat(*a.cluster.devices);
-    if (a.cluster.mesh) return Cluster::mesh(parse_mesh(*a.cluster.mesh));
-    return io::parse_cluster(io::read_text_file(*a.cluster.cluster_file), *a.cluster.cluster_file,
-                             &base.cost);
-  }();
+  const Problem problem = Problem::read(a.graph);
+  base.cost = problem.cost();
+  const Cluster cluster = cluster_from_args(a.cluster, base.cost);
   if (a.memory_gib) base.cost.memory_budget_bytes = *a.memory_gib * kGiB;
 
   std::vector<Row> rows;
@@ -124,7 +110,7 @@ int run_compare(const CompareArgs& a) {
     search::SearchOptions opts = base;
     opts.algorithm = alg;
     try {
-      const search::SearchResult res = search::run(g, spaces, cluster, opts);
+      const search::SearchResult res = solve(problem, cluster, opts).details();
       r.status = "ok";
       r.summary = res.eval.summary;
       r.search_time_s = res.search_time_s;
@@ -144,8 +130,6 @@ int run_compare(const CompareArgs& a) {
         r.status = "no fit";
       } else if (e.code() == Errc::kUsage) {
         r.status = "skipped";
-      } else if (e.file().empty() && !e.json_path().empty()) {
-        throw e.in_file(source);
       } else {
         throw;
       }
@@ -160,8 +144,8 @@ int run_compare(const CompareArgs& a) {
 
   std::ostringstream out;
   if (a.format == "json") {
-    out << "{\"format\": \"recsearch.compare\", \"version\": 1, \"graph\": " << json_string(g.name())
-        << ", \"operators\": " << g.num_operators() << ", \"devices\": " << cluster.num_devices()
+    out << "{\"format\": \"recsearch.compare\", \"version\": 1, \"graph\": " << json_string(problem.graph().name())
+        << ", \"operators\": " << problem.graph().num_operators() << ", \"devices\": " << cluster.num_devices()
         << ", \"mode\": " << json_string(a.mode) << ",\n \"results\": [";
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
@@ -180,7 +164,7 @@ int run_compare(const CompareArgs& a) {
     }
     out << "\n]}\n";
   } else {
-    out << "graph " << g.name() << ": " << g.num_operators() << " operators, "
+    out << "graph " << problem.graph().name() << ": " << problem.graph().num_operators() << " operators, "
         << cluster.num_devices() << " devices, " << a.mode << "\n";
     char line[256];
     std::snprintf(line, sizeof line, "%-14s %12s %12s %12s %12s %9s  %s\n", "algorithm",

@@ -17,6 +17,7 @@
 #include "recsearch/plan/evaluator.hpp"
 #include "recsearch/plan/plan.hpp"
 #include "recsearch/report/report.hpp"
+#include "recsearch/solution.hpp"
 #include "subcommand.hpp"
 
 namespace recsearch::cli {
@@ -39,46 +40,16 @@ int run_show(const ShowArgs& a) {
   if (a.html && a.dot && *a.html == "-" && *a.dot == "-")
     throw Error(Errc::kUsage, "--html and --dot cannot both write to stdout");
 
-  const std::string graph_source = source_name(a.graph);
   const std::string plan_source = source_name(a.plan);
-  CostParams cost;
-  ir::Graph graph = io::is_onnx_path(a.graph)
-                        ? io::read_onnx_file(a.graph).graph
-                        : io::parse_graph(io::read_text_file(a.graph), graph_source, &cost);
-  std::vector<algebra::OpSpace> spaces;
-  try {
-    spaces = algebra::build_op_spaces(graph);
-  } catch (const Error& e) {
-    if (!e.file().empty()) throw;
-    throw e.in_file(graph_source);
-  }
-
+  const Problem problem = Problem::read(a.graph);
+  CostParams cost = problem.cost();
   const std::string plan_text = io::read_text_file(a.plan);
-  std::optional<Cluster> cluster;
-  if (a.cluster.devices) cluster = Cluster::flat(*a.cluster.devices);
-  if (a.cluster.mesh) cluster = Cluster::mesh(parse_mesh(*a.cluster.mesh));
-  if (a.cluster.cluster_file) {
-    cluster = io::parse_cluster(io::read_text_file(*a.cluster.cluster_file),
-                                source_name(*a.cluster.cluster_file), &cost);
-  }
-  if (!cluster) cluster = io::plan_cluster(plan_text, plan_source);
-  if (!cluster) {
-    const std::vector<std::int64_t> sizes = io::plan_mesh_sizes(plan_text, plan_source);
-    if (sizes.empty())
-      throw Error(Errc::kUsage, plan_source + " records no cluster: give --devices, --mesh or --cluster");
-    cluster = Cluster::mesh(sizes);
-  }
-  if (a.cost_file) io::parse_cost_params(io::read_text_file(*a.cost_file), source_name(*a.cost_file), cost);
-
-  const plan::Plan p = io::parse_plan(plan_text, plan_source, graph, spaces, cluster->cuts());
-  try {
-    plan::check_plan(graph, spaces, p);
-  } catch (const Error& e) {
-    if (!e.file().empty()) throw;
-    throw e.in_file(plan_source);
-  }
-  const plan::Evaluation ev = plan::evaluate(graph, spaces, *cluster, p, cost);
-  const report::ReportInput in{graph, spaces, *cluster, p, ev};
+  const Cluster cluster = cluster_for_plan(a.cluster, plan_text, plan_source, cost);
+  apply_cost_file(a.cost_file, cost);
+  const Solution solution =
+      evaluate(problem, problem.parse_plan(plan_text, plan_source, cluster), cluster, cost);
+  const report::ReportInput in{problem.graph(), problem.spaces(), cluster, solution.plan(),
+                               solution.evaluation()};
   if (a.html) write_output(*a.html, report::plan_to_html(in));
   if (a.dot) write_output(*a.dot, report::plan_to_dot(in));
   return 0;

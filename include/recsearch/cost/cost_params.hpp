@@ -5,7 +5,13 @@
 // code.
 #pragma once
 
+#include <memory>
+
 namespace recsearch {
+
+namespace cost {
+class CostModel;  // recsearch/cost/cost_model.hpp: a user's own costs
+}  // namespace cost
 
 // Training counts backward work, gradient synchronisation, the backward dual
 // of every redistribution and optimizer memory; inference counts none.
@@ -29,6 +35,11 @@ struct CostParams {
   bool bucket_gradients = true;
   // Memory budget per device in bytes; <= 0 means the device's capacity.
   double memory_budget_bytes = 0.0;
+  // A user's cost model (recsearch/cost/cost_model.hpp) that replaces the
+  // symbolic formulas for every collective, gradient synchronisation,
+  // operator compute time and parameter state; null: the symbolic model.
+  // Shared, so that copies of these settings stay cheap.
+  std::shared_ptr<const cost::CostModel> model;
 };
 
 }  // namespace recsearch

@@ -20,6 +20,10 @@ namespace recsearch::io {
 // Whole file (or stdin for "-") as text; Error(kIo) naming the file.
 [[nodiscard]] std::string read_text_file(const std::string& path);
 
+// Writes text, ending it with a newline, to path ("-": stdout); Error(kIo)
+// naming the file and the OS reason when it cannot.
+void write_text_file(const std::string& path, std::string text);
+
 // Graph JSON -> finalized Graph (structure checked; shapes are checked by
 // algebra::build_op_spaces, whose errors the caller attributes with
 // Error::in_file). An optional top-level "cost" object is read into *cost.
