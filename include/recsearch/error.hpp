@@ -30,8 +30,8 @@ enum class Errc : int {
   kInternal = 501,     // a broken invariant (a bug): please report
 };
 
-// Exit code the CLI uses for an error id (DESIGN.md: 1 bad input, 2 usage,
-// 3 no plan fits, 4 runtime).
+// Exit code the CLI uses for an error id (docs/design.md, Errors and exit
+// codes: 1 bad input, 2 usage, 3 no plan fits, 4 runtime).
 [[nodiscard]] constexpr int exit_code(Errc e) noexcept {
   const int group = static_cast<int>(e) / 100;
   return group >= 1 && group <= 4 ? group : 4;

@@ -116,7 +116,7 @@ RS_API rs_status rs_graph_add_tensor(rs_graph* g, const char* name, const int64_
 RS_API rs_status rs_graph_add_operator(rs_graph* g, const char* name, const char* type,
                                        const char* const* inputs, size_t num_inputs,
                                        const char* const* outputs, size_t num_outputs);
-/* Attributes of operator `op` (ONNX names, see the README's table). */
+/* Attributes of operator `op` (ONNX names; docs/formats.md, Operator kinds). */
 RS_API rs_status rs_graph_set_attr_int(rs_graph* g, const char* op, const char* attr,
                                        int64_t value);
 RS_API rs_status rs_graph_set_attr_float(rs_graph* g, const char* op, const char* attr,

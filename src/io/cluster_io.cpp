@@ -1,4 +1,4 @@
-// The cluster file (DESIGN.md "Cluster file"): JSON -> Cluster and back.
+// The cluster file (docs/design.md, Cluster file): JSON -> Cluster and back.
 //
 // Field-level checks (types, signs) are done here so that they point at the
 // offending field; the Cluster constructor then checks the whole (device

@@ -1,4 +1,4 @@
-// The graph file (DESIGN.md "Graph file"): JSON -> ir::Graph and back.
+// The graph file (docs/design.md, Graph file): JSON -> ir::Graph and back.
 //
 // The reader checks JSON types and resolves tensor names itself, so that
 // errors carry the exact JSON path; tensors and operators are added in file

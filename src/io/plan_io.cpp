@@ -1,4 +1,4 @@
-// The plan file (DESIGN.md "Plan file"): reading a plan against a graph and
+// The plan file (docs/design.md, Plan file): reading a plan against a graph and
 // a cut schedule, writing a plan with its evaluation, and the text table.
 //
 // A plan's meaning is its cuts (plan/plan.hpp); everything else in the file

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""End-to-end tests of the `recsearch` command-line tool (DESIGN.md "CLI").
+"""End-to-end tests of the `recsearch` command-line tool (docs/cli.md).
 
 Run by meson as `cli_test.py RECSEARCH_EXE CASE`, one meson test per case
 group (search, eval, validate, errors, stdio, determinism, table, devices,
@@ -518,7 +518,7 @@ def case_eval():
         check(close(s["communication_s"], 1.75 * 786432 / 1e11),
               "eval --cost count_latency false: communication %r" % s)
 
-    # Hand-written plan with a mesh and explicit cuts (DESIGN.md example):
+    # Hand-written plan with a mesh and explicit cuts (the docs/formats.md example):
     # dense1 cut i on c0, j on c1 and c2; relu and dense2 left replicated.
     cuts = write("cuts_plan.json", {
         "format": "recsearch.plan", "version": 1, "graph": "cli_mlp", "mode": "infer",

@@ -49,7 +49,7 @@ void check_same_cluster(const Cluster& a, const Cluster& b) {
 
 }  // namespace
 
-TEST_CASE("sample cluster: 64 x DGX-H100 is the DESIGN.md example") {
+TEST_CASE("sample cluster: 64 x DGX-H100 is the docs/formats.md example") {
   const Cluster c = io::read_cluster_file(data_path("clusters/dgx_h100_64x8.json"));
   CHECK(c.name() == "64 x DGX-H100");
   REQUIRE(c.levels().size() == 2);

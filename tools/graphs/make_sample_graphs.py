@@ -473,7 +473,7 @@ class CheckError(Exception):
     pass
 
 
-# Attribute names each kind may carry (DESIGN.md table, ONNX names).
+# Attribute names each kind may carry (docs/formats.md, Operator kinds; ONNX names).
 KNOWN_ATTRS = {
     "MatMul": {"transpose_a", "transpose_b"},
     "BatchMatMul": {"transpose_a", "transpose_b"},

@@ -12,10 +12,11 @@ targets: rec within 5% of ilp where ilp finishes, rec within 2% of the best
 of data-parallel / megatron / grid.
 
     tools/zoo/quality_report.py [--recsearch EXE] [--ilp-time-limit S]
-        [--models a,b] [--output FILE] [--readme README.md] [--json FILE]
+        [--models a,b] [--output FILE] [--doc docs/quality.md] [--json FILE]
 
-With --readme, the table replaces the text between the markers
-<!-- quality-table:begin --> and <!-- quality-table:end --> in that file.
+With --doc, the table replaces the text between the markers
+<!-- quality-table:begin --> and <!-- quality-table:end --> in that file
+(docs/quality.md holds the published table).
 Standard library only.
 """
 
@@ -147,7 +148,8 @@ def main():
     ap.add_argument("--ilp-time-limit", type=float, default=60)
     ap.add_argument("--models", help="comma-separated subset of the zoo")
     ap.add_argument("--output", help="markdown file (default: stdout)")
-    ap.add_argument("--readme", help="replace the marked table in this file")
+    ap.add_argument("--doc", help="replace the marked table in this markdown file "
+                    "(docs/quality.md)")
     ap.add_argument("--json", help="also write the raw compare results here")
     a = ap.parse_args()
     exe = find_exe(a.recsearch)
@@ -168,16 +170,16 @@ def main():
     if a.output:
         with open(a.output, "w") as f:
             f.write(text)
-    if a.readme:
-        with open(a.readme) as f:
-            readme = f.read()
-        if BEGIN not in readme or END not in readme:
-            sys.exit("quality_report: %s lacks the markers %s ... %s" % (a.readme, BEGIN, END))
-        head, rest = readme.split(BEGIN, 1)
+    if a.doc:
+        with open(a.doc) as f:
+            doc = f.read()
+        if BEGIN not in doc or END not in doc:
+            sys.exit("quality_report: %s lacks the markers %s ... %s" % (a.doc, BEGIN, END))
+        head, rest = doc.split(BEGIN, 1)
         _, tail = rest.split(END, 1)
-        with open(a.readme, "w") as f:
+        with open(a.doc, "w") as f:
             f.write(head + BEGIN + "\n" + text + END + tail)
-    if not a.output and not a.readme:
+    if not a.output and not a.doc:
         sys.stdout.write(text)
 
 

@@ -2,7 +2,7 @@
 // the evaluator: per-axis tensor layouts, collectives and their costs, the
 // redistribution table, and an operator's compute time.
 //
-// Conventions (DESIGN.md "Cost model"):
+// Conventions (docs/design.md, Cost model):
 //  * bytes are per device sent; a collective across a cut of size k on a
 //    tensor whose size within the group is B: all-gather and reduce-scatter
 //    (k-1)/k*b, all-reduce 2(k-1)/k*b, all-to-all (k-1)/k^2*b, halo b, where
@@ -68,9 +68,10 @@ struct RedistStep {
 };
 
 // The collectives that turn a tensor held as `from` into `to` on one axis
-// (DESIGN.md table: S->R all-gather / bwd reduce-scatter, R->S local / bwd
-// all-gather, S(i)->S(j) all-to-all both ways, P->R all-reduce / bwd none,
-// P->S reduce-scatter / bwd all-gather). Backward duals only in training.
+// (docs/design.md, Cost model, the redistribution table: S->R all-gather /
+// bwd reduce-scatter, R->S local / bwd all-gather, S(i)->S(j) all-to-all
+// both ways, P->R all-reduce / bwd none, P->S reduce-scatter / bwd
+// all-gather). Backward duals only in training.
 // `to` must not be Partial (consumers never want partial inputs). Returns
 // the number of steps written to out (0..2).
 int redistribution_steps(AxisLayout from, AxisLayout to, Mode mode, RedistStep out[2]) noexcept;

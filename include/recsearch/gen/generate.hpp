@@ -30,7 +30,7 @@ namespace recsearch::gen {
 enum class Family { Mlp, Gpt, Bert, ResNet, Moe, Random };
 
 // What to generate. Fields a family does not use are ignored; 0 means "the
-// family's default" (see the README's `gen` table).
+// family's default" (docs/cli.md, the `recsearch gen` table).
 struct ModelSpec {
   Family family = Family::Gpt;
   std::string name;             // graph name; default: derived from the family and sizes
@@ -87,7 +87,7 @@ void generate(const ModelSpec& spec, GraphSink& sink);
 // The generated graph, finalized.
 [[nodiscard]] ir::Graph build_graph(const ModelSpec& spec);
 
-// Streams the graph JSON (DESIGN.md "Graph file") to out, one tensor or
+// Streams the graph JSON (docs/design.md, Graph file) to out, one tensor or
 // operator per line, in constant memory. on_progress, when set, is called
 // with (items written, items in all) now and then.
 void write_graph_json(const ModelSpec& spec, std::ostream& out,

@@ -1,5 +1,6 @@
-// Readers and writers of the three file formats (DESIGN.md): graph, cluster
-// and plan JSON, plus the plan table. nlohmann_json stays inside src/io.
+// Readers and writers of the three file formats (docs/design.md, Formats;
+// the fields: docs/formats.md): graph, cluster and plan JSON, plus the plan
+// table. nlohmann_json stays inside src/io.
 //
 // Readers throw recsearch::Error naming the file (`source`), the JSON path
 // and the problem; they never crash on any input. `source` "-" reads stdin.
@@ -67,7 +68,7 @@ void parse_cost_params(std::string_view text, const std::string& source, CostPar
 // path under "/cluster".
 [[nodiscard]] std::optional<Cluster> plan_cluster(std::string_view text, const std::string& source);
 
-// Plan JSON (DESIGN.md "Plan file").
+// Plan JSON (docs/design.md, Plan file).
 [[nodiscard]] std::string plan_to_json(const ir::Graph& g,
                                        const std::vector<algebra::OpSpace>& spaces,
                                        const Cluster& cluster, const plan::Plan& p,

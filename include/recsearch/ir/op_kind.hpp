@@ -1,4 +1,5 @@
-// Operator kinds of version 1 of the graph format (DESIGN.md, "Operator kinds").
+// Operator kinds of version 1 of the graph format (docs/formats.md, Operator
+// kinds; their iteration spaces: docs/design.md, Operator kinds).
 #pragma once
 
 #include <cstdint>

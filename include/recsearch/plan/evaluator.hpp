@@ -1,7 +1,7 @@
 // The evaluator: recomputes layouts, redistributions, step time and memory of
 // a plan from its cuts alone, independently of how the plan was found.
 //
-// The cost of a plan (DESIGN.md "Cost model", summed over all axes a, with
+// The cost of a plan (docs/design.md, Cost model; summed over all axes a, with
 // k = mesh[a].size; all "slice" sizes are the tensor's bytes divided by the
 // product of k_b over the earlier axes b < a on which that operand is
 // sharded):

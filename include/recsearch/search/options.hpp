@@ -44,9 +44,10 @@ struct SearchOptions {
   // Rec: the same for the per-device memory a cut saves, priced by the
   // memory ladder. Memory is what a budget caps at the end of the schedule,
   // and under a tight budget later passes do cut what they can, so the full
-  // discount (1) holds; with 0 the slow outer links were cut for memory the
-  // fast inner ones would have saved (up to 9% slower plans on memory-bound
-  // Wide-ResNets, 50% on GPT-39B).
+  // discount (1) holds; with 0 the slow outer links are cut for memory the
+  // fast inner ones would have saved. What that cost when the setting was
+  // chosen is in docs/search.md, History (measurements date; the reason
+  // does not).
   double future_memory_exponent = 1.0;
   // Rec: also evaluate every data x tensor parallel split of the cut
   // schedule (the grid baseline's plans: batch on the outer cuts, Megatron
