@@ -131,19 +131,9 @@ std::string need_string(const char* s, const char* what) {
   return s;
 }
 
-std::shared_ptr<const Prepared> prepare(const rs_graph& g) {
+std::shared_ptr<const Problem> prepare(const rs_graph& g) {
   const std::lock_guard lock(g.mu);
-  if (g.ready) return g.ready;
-  auto p = std::make_shared<Prepared>();
-  p->graph = g.draft;
-  try {
-    p->graph.finalize();
-    p->spaces = algebra::build_op_spaces(p->graph);
-  } catch (const Error& e) {
-    if (g.source.empty() || !e.file().empty()) throw;
-    throw e.in_file(g.source);
-  }
-  g.ready = std::move(p);
+  if (!g.ready) g.ready = std::make_shared<const Problem>(g.draft, g.cost, g.source);
   return g.ready;
 }
 

@@ -22,26 +22,19 @@
 #include "recsearch/ir/graph.hpp"
 #include "recsearch/plan/evaluator.hpp"
 #include "recsearch/plan/plan.hpp"
+#include "recsearch/problem.hpp"
 #include "recsearch/recsearch.h"
 #include "recsearch/search/options.hpp"
-
-namespace recsearch::capi {
-
-// A finalized graph with its operator spaces: immutable once made, shared by
-// the graph handle and every result made from it.
-struct Prepared {
-  ir::Graph graph;
-  std::vector<algebra::OpSpace> spaces;
-};
-
-}  // namespace recsearch::capi
+#include "recsearch/solution.hpp"
 
 struct rs_graph {
   recsearch::ir::Graph draft;      // what the calls built so far
   recsearch::CostParams cost;      // the graph file's "cost" object
   std::string source;              // file or source name; empty for built graphs
   mutable std::mutex mu;           // guards `ready`
-  mutable std::shared_ptr<const recsearch::capi::Prepared> ready;  // null after a change
+  // The finalized graph with its spaces (a recsearch::Problem), made on first
+  // use and shared with every result made from it; null after a change.
+  mutable std::shared_ptr<const recsearch::Problem> ready;
 };
 
 struct rs_cluster {
@@ -63,14 +56,19 @@ struct rs_options {
 };
 
 struct rs_result {
-  std::shared_ptr<const recsearch::capi::Prepared> prepared;
-  recsearch::Cluster cluster;
-  recsearch::plan::Plan plan;
-  recsearch::plan::Evaluation eval;
+  recsearch::Solution solution;
   // Loop name chosen per operator and axis ("" when replicated), and the
   // level name of each axis: what the getters hand out as const char*.
   std::vector<std::vector<std::string>> cut_names;
   std::vector<std::string> axis_levels;
+
+  [[nodiscard]] const recsearch::ir::Graph& graph() const noexcept {
+    return solution.problem().graph();
+  }
+  [[nodiscard]] const recsearch::plan::Plan& plan() const noexcept { return solution.plan(); }
+  [[nodiscard]] const recsearch::plan::Evaluation& eval() const noexcept {
+    return solution.evaluation();
+  }
 };
 
 namespace recsearch::capi {
@@ -118,7 +116,7 @@ void need(const T* p, const char* what) {
 std::string need_string(const char* s, const char* what);
 
 // The finalized graph with its spaces, made on first use after a change.
-std::shared_ptr<const Prepared> prepare(const rs_graph& g);
+std::shared_ptr<const Problem> prepare(const rs_graph& g);
 
 // A heap copy for the caller, released with rs_free.
 void give_string(const std::string& s, char** out, std::size_t* len);

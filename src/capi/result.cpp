@@ -1,7 +1,7 @@
 // The C API, second half: running the search, evaluating a given plan, and
 // reading a result back (summary, mesh axes, strategies and cuts, tensor
 // shardings, redistributions, plan JSON). A result owns everything it hands
-// out (the prepared graph is shared, never copied), so it outlives the
+// out (the graph's recsearch::Problem is shared, never copied), so it outlives the
 // handles it was made from and may be read from several threads at once.
 #include <cstdint>
 #include <string>
@@ -15,48 +15,29 @@
 namespace recsearch::capi {
 namespace {
 
-// Library errors that carry a JSON path but no file refer to the graph
-// (e.g. "/operators/3/strategy" from the search).
-[[noreturn]] void rethrow_for(const Error& e, const std::string& source) {
-  if (e.file().empty() && !e.json_path().empty() && !source.empty()) throw e.in_file(source);
-  throw e;
-}
 
-std::unique_ptr<rs_result> make_result(std::shared_ptr<const Prepared> prepared, Cluster cluster,
-                                       plan::Plan p, plan::Evaluation ev) {
-  auto r = std::unique_ptr<rs_result>(
-      new rs_result{std::move(prepared), std::move(cluster), std::move(p), std::move(ev), {}, {}});
-  const auto& spaces = r->prepared->spaces;
-  r->cut_names.resize(r->plan.cuts.size());
-  for (std::size_t o = 0; o < r->plan.cuts.size(); ++o) {
-    r->cut_names[o].reserve(r->plan.cuts[o].size());
-    for (const std::int16_t c : r->plan.cuts[o])
+std::unique_ptr<rs_result> make_result(Solution solution) {
+  auto r = std::unique_ptr<rs_result>(new rs_result{std::move(solution), {}, {}});
+  const auto& spaces = r->solution.problem().spaces();
+  const auto& cuts = r->plan().cuts;
+  r->cut_names.resize(cuts.size());
+  for (std::size_t o = 0; o < cuts.size(); ++o) {
+    r->cut_names[o].reserve(cuts[o].size());
+    for (const std::int16_t c : cuts[o])
       r->cut_names[o].push_back(c == plan::kReplicated ? std::string()
                                                        : spaces[o].loops.at(c).name);
   }
-  for (const Cut& cut : r->plan.mesh)
-    r->axis_levels.push_back(cut.level < r->cluster.levels().size()
-                                 ? r->cluster.levels()[cut.level].name
-                                 : std::string());
+  const Cluster& cluster = r->solution.cluster();
+  for (const Cut& cut : r->plan().mesh)
+    r->axis_levels.push_back(cut.level < cluster.levels().size() ? cluster.levels()[cut.level].name
+                                                                 : std::string());
   return r;
 }
 
-// `eval` of a plan without a cluster: the one saved in the plan, else its
-// mesh (flat when the sizes are exactly the flat schedule of their product).
+// `eval` of a plan without a cluster: the one the plan file was made for.
 Cluster cluster_for_plan(std::string_view text, const std::string& source) {
-  if (auto saved = io::plan_cluster(text, source)) return *saved;
-  const std::vector<std::int64_t> sizes = io::plan_mesh_sizes(text, source);
-  if (sizes.empty())
-    throw Error(Errc::kUsage, source + " has no mesh and no cluster: pass a cluster to evaluate it on");
-  std::int64_t product = 1;
-  for (const std::int64_t s : sizes) {
-    if (s < 1 || product > kMaxDevices / s)
-      throw Error(Errc::kPlan, "mesh axis sizes must be >= 1 with a product of at most 2^31",
-                  "/mesh", source);
-    product *= s;
-  }
-  if (sizes == prime_factors(product)) return Cluster::flat(product);
-  return Cluster::mesh(sizes);
+  if (auto c = plan_file_cluster(text, source)) return *std::move(c);
+  throw Error(Errc::kUsage, source + " has no mesh and no cluster: pass a cluster to evaluate it on");
 }
 
 const rs_result& res(const rs_result* r) {
@@ -65,24 +46,24 @@ const rs_result& res(const rs_result* r) {
 }
 
 std::size_t op_index(const rs_result& r, std::size_t op) {
-  if (op >= r.prepared->graph.num_operators())
+  if (op >= r.graph().num_operators())
     throw Error(Errc::kUsage, "operator index " + std::to_string(op) + " out of range (" +
-                                  std::to_string(r.prepared->graph.num_operators()) +
+                                  std::to_string(r.graph().num_operators()) +
                                   " operators)");
   return op;
 }
 
 std::size_t tensor_index(const rs_result& r, std::size_t t) {
-  if (t >= r.prepared->graph.num_tensors())
+  if (t >= r.graph().num_tensors())
     throw Error(Errc::kUsage, "tensor index " + std::to_string(t) + " out of range (" +
-                                  std::to_string(r.prepared->graph.num_tensors()) + " tensors)");
+                                  std::to_string(r.graph().num_tensors()) + " tensors)");
   return t;
 }
 
 std::size_t axis_index(const rs_result& r, std::size_t axis) {
-  if (axis >= r.plan.mesh.size())
+  if (axis >= r.plan().mesh.size())
     throw Error(Errc::kUsage, "axis index " + std::to_string(axis) + " out of range (" +
-                                  std::to_string(r.plan.mesh.size()) + " axes)");
+                                  std::to_string(r.plan().mesh.size()) + " axes)");
   return axis;
 }
 
@@ -108,20 +89,10 @@ rs_status rs_search(const rs_graph* g, const rs_cluster* c, const rs_options* o,
     *out = nullptr;
     need(g, "graph");
     need(c, "cluster");
-    std::shared_ptr<const capi::Prepared> prepared = capi::prepare(*g);
+    const std::shared_ptr<const Problem> problem = capi::prepare(*g);
     search::SearchOptions opts = o != nullptr ? o->search : search::SearchOptions{};
     opts.cost = capi::merged_cost(*g, c, o);
-    const Cluster& cluster = capi::cluster_of(*c);
-    search::SearchResult result;
-    try {
-      result = search::run(prepared->graph, prepared->spaces, cluster, opts);
-    } catch (const Error& e) {
-      capi::rethrow_for(e, g->source);
-    }
-    result.eval.summary.search_time_s = result.search_time_s;
-    *out = capi::make_result(std::move(prepared), cluster, std::move(result.plan),
-                             std::move(result.eval))
-               .release();
+    *out = capi::make_result(solve(*problem, capi::cluster_of(*c), opts)).release();
   });
 }
 
@@ -134,19 +105,12 @@ rs_status rs_evaluate(const rs_graph* g, const rs_cluster* c, const char* plan_j
     if (len > 0) need(plan_json, "plan text");
     const std::string source = "<plan>";
     const std::string_view text(len > 0 ? plan_json : "", len);
-    std::shared_ptr<const capi::Prepared> prepared = capi::prepare(*g);
+    const std::shared_ptr<const Problem> problem = capi::prepare(*g);
     const CostParams cost = capi::merged_cost(*g, c, o);
     const Cluster cluster = c != nullptr ? capi::cluster_of(*c) : capi::cluster_for_plan(text, source);
-    plan::Plan p = io::parse_plan(text, source, prepared->graph, prepared->spaces, cluster.cuts());
+    plan::Plan p = problem->parse_plan(text, source, cluster);
     if (o != nullptr && o->mode_set) p.mode = o->search.mode;
-    try {
-      plan::check_plan(prepared->graph, prepared->spaces, p);
-    } catch (const Error& e) {
-      if (!e.file().empty()) throw;
-      throw e.in_file(source);
-    }
-    plan::Evaluation ev = plan::evaluate(prepared->graph, prepared->spaces, cluster, p, cost);
-    *out = capi::make_result(std::move(prepared), cluster, std::move(p), std::move(ev)).release();
+    *out = capi::make_result(evaluate(*problem, std::move(p), cluster, cost)).release();
   });
 }
 
@@ -154,7 +118,7 @@ void rs_result_free(rs_result* r) { delete r; }
 
 rs_status rs_result_summary(const rs_result* r, rs_summary* out) {
   return guard([&] {
-    const plan::Summary& s = capi::res(r).eval.summary;
+    const plan::Summary& s = capi::res(r).eval().summary;
     capi::put(out, rs_summary{s.step_time_s, s.compute_s, s.communication_s,
                               s.memory_per_device_bytes, s.parameter_bytes, s.activation_bytes,
                               s.search_time_s});
@@ -162,14 +126,14 @@ rs_status rs_result_summary(const rs_result* r, rs_summary* out) {
 }
 
 rs_status rs_result_num_axes(const rs_result* r, size_t* out) {
-  return guard([&] { capi::put(out, capi::res(r).plan.mesh.size()); });
+  return guard([&] { capi::put(out, capi::res(r).plan().mesh.size()); });
 }
 
 rs_status rs_result_axis(const rs_result* r, size_t axis, const char** name, int64_t* size,
                          const char** level) {
   return guard([&] {
     const rs_result& rr = capi::res(r);
-    const Cut& cut = rr.plan.mesh[capi::axis_index(rr, axis)];
+    const Cut& cut = rr.plan().mesh[capi::axis_index(rr, axis)];
     if (name != nullptr) *name = cut.axis.c_str();
     if (size != nullptr) *size = cut.size;
     if (level != nullptr) *level = rr.axis_levels[axis].c_str();
@@ -177,14 +141,14 @@ rs_status rs_result_axis(const rs_result* r, size_t axis, const char** name, int
 }
 
 rs_status rs_result_num_operators(const rs_result* r, size_t* out) {
-  return guard([&] { capi::put(out, capi::res(r).prepared->graph.num_operators()); });
+  return guard([&] { capi::put(out, capi::res(r).graph().num_operators()); });
 }
 
 rs_status rs_result_operator_name(const rs_result* r, size_t op, const char** out) {
   return guard([&] {
     const rs_result& rr = capi::res(r);
     const auto id = static_cast<ir::OpId>(capi::op_index(rr, op));
-    capi::put(out, rr.prepared->graph.op(id).name.c_str());
+    capi::put(out, rr.graph().op(id).name.c_str());
   });
 }
 
@@ -192,7 +156,7 @@ rs_status rs_result_find_operator(const rs_result* r, const char* name, size_t* 
   return guard([&] {
     const rs_result& rr = capi::res(r);
     const std::string n = capi::need_string(name, "operator name");
-    const auto id = rr.prepared->graph.find_operator(n);
+    const auto id = rr.graph().find_operator(n);
     if (!id) throw Error(Errc::kUsage, "unknown operator '" + n + "'");
     capi::put(out, static_cast<std::size_t>(*id));
   });
@@ -201,7 +165,7 @@ rs_status rs_result_find_operator(const rs_result* r, const char* name, size_t* 
 rs_status rs_result_strategy_num_inputs(const rs_result* r, size_t op, size_t* out) {
   return guard([&] {
     const rs_result& rr = capi::res(r);
-    capi::put(out, rr.eval.strategies.at(capi::op_index(rr, op)).size());
+    capi::put(out, rr.eval().strategies.at(capi::op_index(rr, op)).size());
   });
 }
 
@@ -209,7 +173,7 @@ rs_status rs_result_strategy(const rs_result* r, size_t op, size_t input, const 
                              size_t* rank) {
   return guard([&] {
     const rs_result& rr = capi::res(r);
-    const ir::Strategy& s = rr.eval.strategies.at(capi::op_index(rr, op));
+    const ir::Strategy& s = rr.eval().strategies.at(capi::op_index(rr, op));
     if (input >= s.size())
       throw Error(Errc::kUsage, "input index " + std::to_string(input) + " out of range (" +
                                     std::to_string(s.size()) + " inputs)");
@@ -229,14 +193,14 @@ rs_status rs_result_cut(const rs_result* r, size_t op, size_t axis, const char**
 }
 
 rs_status rs_result_num_tensors(const rs_result* r, size_t* out) {
-  return guard([&] { capi::put(out, capi::res(r).prepared->graph.num_tensors()); });
+  return guard([&] { capi::put(out, capi::res(r).graph().num_tensors()); });
 }
 
 rs_status rs_result_tensor_name(const rs_result* r, size_t tensor, const char** out) {
   return guard([&] {
     const rs_result& rr = capi::res(r);
     const auto id = static_cast<ir::TensorId>(capi::tensor_index(rr, tensor));
-    capi::put(out, rr.prepared->graph.tensor(id).name.c_str());
+    capi::put(out, rr.graph().tensor(id).name.c_str());
   });
 }
 
@@ -244,7 +208,7 @@ rs_status rs_result_find_tensor(const rs_result* r, const char* name, size_t* ou
   return guard([&] {
     const rs_result& rr = capi::res(r);
     const std::string n = capi::need_string(name, "tensor name");
-    const auto id = rr.prepared->graph.find_tensor(n);
+    const auto id = rr.graph().find_tensor(n);
     if (!id) throw Error(Errc::kUsage, "unknown tensor '" + n + "'");
     capi::put(out, static_cast<std::size_t>(*id));
   });
@@ -254,7 +218,7 @@ rs_status rs_result_tensor_rank(const rs_result* r, size_t tensor, size_t* out) 
   return guard([&] {
     const rs_result& rr = capi::res(r);
     const auto id = static_cast<ir::TensorId>(capi::tensor_index(rr, tensor));
-    capi::put(out, rr.prepared->graph.tensor(id).rank());
+    capi::put(out, rr.graph().tensor(id).rank());
   });
 }
 
@@ -262,10 +226,10 @@ rs_status rs_result_tensor_sharding(const rs_result* r, size_t tensor, size_t di
                                     const uint32_t** axes, size_t* count) {
   return guard([&] {
     const rs_result& rr = capi::res(r);
-    const plan::TensorSharding& ts = rr.eval.tensors.at(capi::tensor_index(rr, tensor));
+    const plan::TensorSharding& ts = rr.eval().tensors.at(capi::tensor_index(rr, tensor));
     if (dim >= ts.dims.size())
       throw Error(Errc::kUsage, "dimension " + std::to_string(dim) + " out of range: tensor '" +
-                                    rr.prepared->graph.tensor(static_cast<ir::TensorId>(tensor)).name +
+                                    rr.graph().tensor(static_cast<ir::TensorId>(tensor)).name +
                                     "' has rank " + std::to_string(ts.dims.size()));
     need(axes, "output pointer");
     need(count, "output pointer");
@@ -278,7 +242,7 @@ rs_status rs_result_tensor_partial(const rs_result* r, size_t tensor, const uint
                                    size_t* count) {
   return guard([&] {
     const rs_result& rr = capi::res(r);
-    const plan::TensorSharding& ts = rr.eval.tensors.at(capi::tensor_index(rr, tensor));
+    const plan::TensorSharding& ts = rr.eval().tensors.at(capi::tensor_index(rr, tensor));
     need(axes, "output pointer");
     need(count, "output pointer");
     *axes = ts.partial.data();
@@ -287,19 +251,19 @@ rs_status rs_result_tensor_partial(const rs_result* r, size_t tensor, const uint
 }
 
 rs_status rs_result_num_redistributions(const rs_result* r, size_t* out) {
-  return guard([&] { capi::put(out, capi::res(r).eval.events.size()); });
+  return guard([&] { capi::put(out, capi::res(r).eval().events.size()); });
 }
 
 rs_status rs_result_redistribution(const rs_result* r, size_t index, rs_redistribution* out) {
   return guard([&] {
     const rs_result& rr = capi::res(r);
-    if (index >= rr.eval.events.size())
+    if (index >= rr.eval().events.size())
       throw Error(Errc::kUsage, "redistribution index " + std::to_string(index) +
-                                    " out of range (" + std::to_string(rr.eval.events.size()) +
+                                    " out of range (" + std::to_string(rr.eval().events.size()) +
                                     ")");
     need(out, "output pointer");
-    const plan::CommEvent& e = rr.eval.events[index];
-    const ir::Graph& g = rr.prepared->graph;
+    const plan::CommEvent& e = rr.eval().events[index];
+    const ir::Graph& g = rr.graph();
     // The names below are static strings (string_views of literals) or
     // strings the result owns.
     rs_redistribution d{};
@@ -319,18 +283,14 @@ rs_status rs_result_redistribution(const rs_result* r, size_t index, rs_redistri
 rs_status rs_result_plan_json(const rs_result* r, char** out, size_t* len) {
   return guard([&] {
     const rs_result& rr = capi::res(r);
-    capi::give_string(io::plan_to_json(rr.prepared->graph, rr.prepared->spaces, rr.cluster,
-                                       rr.plan, rr.eval),
-                      out, len);
+    capi::give_string(rr.solution.to_json(), out, len);
   });
 }
 
 rs_status rs_result_plan_table(const rs_result* r, char** out, size_t* len) {
   return guard([&] {
     const rs_result& rr = capi::res(r);
-    capi::give_string(io::plan_to_table(rr.prepared->graph, rr.prepared->spaces, rr.cluster,
-                                        rr.plan, rr.eval),
-                      out, len);
+    capi::give_string(rr.solution.to_table(), out, len);
   });
 }
 
