@@ -21,7 +21,14 @@ Cases:
             and PTX of the highest, read with `cuobjdump --list-elf` and
             `--list-ptx`; where cuobjdump is absent, from the module's
             .nv_fatbin section directly. Skipped (77) without a module, or
-            with neither cuobjdump nor readelf.
+            with neither cuobjdump nor objcopy.
+  fake      `recsearch exec --backend nccl` with a stand-in module
+            (MODULE_PATH: fake_gpu_module.so, RECSEARCH_FAKE_GPUS devices):
+            one rank on one device runs and passes --check, binding local
+            rank 0; two ranks on one device are refused on every rank with
+            "no usable GPU: 2 ranks share 1 device(s)" before the module
+            opens NCCL (the NCCL test's skip); two ranks on two devices open
+            local ranks 0 and 1; no device is "no usable GPU".
 
 Usage: gpu_module_test.py RECSEARCH_BINARY EXEC_TEST_BINARY MODULE_PATH CASE
 MODULE_PATH is empty in builds without CUDA (module and load skip, 77).
@@ -219,7 +226,62 @@ def case_archs(_exe, _consumer, module):
     return 0
 
 
-CASES = {"unlinked": case_unlinked, "module": case_module, "load": case_load, "archs": case_archs}
+def case_fake(exe, _consumer, fake):
+    if not fake:
+        print("this build has no NCCL backend: skipped")
+        return 77
+    if shutil.which("mpirun") is None:
+        print("mpirun not found: skipped")
+        return 77
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, here)
+    import exec_test
+    with tempfile.TemporaryDirectory() as tmp:
+        exec_test.TMP = tmp
+        g = exec_test.chain_graph(8, 16, 24, 4)
+        gp = exec_test.write("chain.json", g)
+        one = os.path.join(tmp, "chain_1.plan.json")
+        s = subprocess.run([exe, "search", gp, "--devices", "1", "-q", "-o", one],
+                           capture_output=True, text=True)
+        check(s.returncode == 0, f"search for one device: {s.stderr}")
+        two = exec_test.write("chain_2.plan.json", exec_test.plan_json(g, [2], exec_test.ONE_AXIS))
+
+        def run(ranks, plan, gpus):
+            cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(ranks), exe,
+                   "exec", gp, plan, "--backend", "nccl", "--check", "--timeout", "60"]
+            env = dict(exec_test.ENV, RECSEARCH_GPU_MODULE=fake, RECSEARCH_FAKE_GPUS=str(gpus))
+            p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=240)
+            opened = sorted(re.findall(r"fake nccl_open: rank \d+ of \d+, local rank (\d+ of \d+)",
+                                       p.stderr))
+            print(f"{ranks} rank(s), {gpus} device(s): rc {p.returncode}, opened {opened}")
+            return p.returncode, p.stdout, p.stderr, opened
+
+        rc, out, err, opened = run(1, one, 1)
+        check(rc == 0 and "check: passed" in out and opened == ["0 of 1"],
+              f"one rank, one device: rc {rc}, opened {opened}\n{out}\n{err}")
+        check(exec_test.nccl_status(rc, err) == "ran", "one rank, one device: not a run")
+
+        rc, out, err, opened = run(2, two, 1)
+        refused = re.findall(r"\[rank (\d)\] no usable GPU: 2 ranks share 1 device\(s\) on this node",
+                             err)
+        check(rc == 4 and sorted(refused) == ["0", "1"] and not opened,
+              f"two ranks, one device: rc {rc}, refused on {refused}, opened {opened}\n{err}")
+        check(exec_test.nccl_status(rc, err) == "shared", "two ranks, one device: not 'shared'")
+
+        rc, out, err, opened = run(2, two, 2)
+        check(opened == ["0 of 2", "1 of 2"] and rc == 4 and
+              "the fake GPU module has no collectives" in err,
+              f"two ranks, two devices: rc {rc}, opened {opened}\n{err}")
+
+        rc, out, err, opened = run(1, one, 0)
+        check(rc == 4 and "no usable GPU: no CUDA device" in err and not opened,
+              f"no device: rc {rc}, opened {opened}\n{err}")
+        check(exec_test.nccl_status(rc, err) == "no-gpu", "no device: not 'no-gpu'")
+    return 0
+
+
+CASES = {"unlinked": case_unlinked, "module": case_module, "load": case_load, "archs": case_archs,
+         "fake": case_fake}
 
 
 def main(argv):

@@ -33,11 +33,9 @@ NodeRanks node_ranks() {
   RS_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank,
                                    MPI_INFO_NULL, &node));
   NodeRanks r;
-  const int rc_rank = MPI_Comm_rank(node, &r.rank);
-  const int rc_size = MPI_Comm_size(node, &r.size);
-  (void)MPI_Comm_free(&node);
-  RS_MPI_CHECK(rc_rank);
-  RS_MPI_CHECK(rc_size);
+  RS_MPI_CHECK(MPI_Comm_rank(node, &r.rank));
+  RS_MPI_CHECK(MPI_Comm_size(node, &r.size));
+  RS_MPI_CHECK(MPI_Comm_free(&node));
   return r;
 }
 
