@@ -39,8 +39,10 @@ int gemm(const RecsearchGpuGemm* g, const float* a, size_t, const float* b, size
       for (int64_t col = 0; col < g->n; ++col) {
         double sum = 0;
         for (int64_t t = 0; t < g->k; ++t) {
-          const float x = g->trans_a != 0 ? a[g->a_off[i] + t * g->m + r] : a[g->a_off[i] + r * g->k + t];
-          const float y = g->trans_b != 0 ? b[g->b_off[i] + col * g->k + t] : b[g->b_off[i] + t * g->n + col];
+          const float x = g->trans_a != 0 ? a[g->a_off[i] + t * g->m + r]
+                                          : a[g->a_off[i] + r * g->k + t];
+          const float y = g->trans_b != 0 ? b[g->b_off[i] + col * g->k + t]
+                                          : b[g->b_off[i] + t * g->n + col];
           sum += static_cast<double>(x) * y;
         }
         c[g->c_off[i] + r * g->n + col] = static_cast<float>(sum);

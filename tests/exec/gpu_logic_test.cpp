@@ -58,7 +58,8 @@ TEST_CASE("gpu: more ranks than devices on a node are refused as no usable GPU")
 }
 
 TEST_CASE("gpu: no device, or a rank outside its node, is refused") {
-  CHECK(error_of([] { (void)rx::device_for_local_rank(0, 1, 0); }) == "no usable GPU: no CUDA device");
+  CHECK(error_of([] { (void)rx::device_for_local_rank(0, 1, 0); }) ==
+        "no usable GPU: no CUDA device");
   CHECK(rx::device_refusal(0, 1, -1) == "no CUDA device");
   CHECK(rx::device_refusal(2, 2, 4).find("out of range") != std::string::npos);
   CHECK(rx::device_refusal(-1, 2, 4).find("out of range") != std::string::npos);
@@ -99,7 +100,9 @@ TEST_CASE("gpu: an asynchronous error ends the wait at once, not at the timeout"
   using Clock = std::chrono::steady_clock;
   int polls = 0;
   const auto fails = [&] {
-    if (++polls == 3) throw Error(Errc::kRuntime, "ncclCommGetAsyncError failed: remote process exited");
+    if (++polls == 3) {
+      throw Error(Errc::kRuntime, "ncclCommGetAsyncError failed: remote process exited");
+    }
     return rx::Progress::kPending;
   };
   const auto t0 = Clock::now();
