@@ -82,7 +82,8 @@ struct RecsearchGpuNccl {
     return all;
   }
   void abort() noexcept {
-    for (ncclComm_t c : comms()) (void)ncclCommAbort(c);
+    for (ncclComm_t c : groups) (void)ncclCommAbort(c);
+    if (world != nullptr) (void)ncclCommAbort(world);
     groups.clear();
     world = nullptr;
     aborted = true;
@@ -306,15 +307,17 @@ void nccl_close(RecsearchGpuNccl* c) noexcept { delete c; }
 bool RecsearchGpuNccl::finalize_all() noexcept {
   using recsearch::exec::detail::Deadline;
   try {
-    for (ncclComm_t comm : comms()) {
+    const std::vector<ncclComm_t> all = comms();
+    for (ncclComm_t comm : all) {
       RS_NCCL_START(ncclCommFinalize(comm));
       poll_until([&] { return recsearch::exec::gpu::comm_state(comm); }, Deadline(timeout_s),
                  "finalizing an NCCL communicator");
     }
+    // Quiescent everywhere: destroying frees local resources without blocking.
+    for (ncclComm_t comm : all) (void)ncclCommDestroy(comm);
   } catch (...) {
     return false;
   }
-  for (ncclComm_t comm : comms()) (void)ncclCommDestroy(comm);
   groups.clear();
   world = nullptr;
   return true;
