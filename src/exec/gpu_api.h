@@ -17,7 +17,10 @@
 extern "C" {
 #endif
 
-enum { kRecsearchGpuAbiVersion = 1 };
+/* 2: nccl_open takes the node-local rank and size; communicators are
+ * non-blocking, created on nccl_open and waited for by the first
+ * nccl_collective. */
+enum { kRecsearchGpuAbiVersion = 2 };
 
 /* Batched row-major GEMM: c[i] = op(a[i]) op(b[i]) at the given element
  * offsets; m x k times k x n. */
@@ -58,17 +61,26 @@ typedef struct RecsearchGpuApi {
   /* Bytes of an NCCL unique id (rank 0 creates it, the caller broadcasts it). */
   size_t nccl_id_bytes;
   int (*nccl_unique_id)(void* id, char* err, size_t err_len);
-  /* Binds device rank % devices, creates the world communicator and one
-   * ncclCommSplit group per axis (colors[a], keys[a]). */
-  int (*nccl_open)(const void* id, int size, int rank, size_t axes, const int* colors,
-                   const int* keys, RecsearchGpuNccl** out, char* err, size_t err_len);
+  /* Binds device local_rank (the rank among the local_size ranks of its
+   * node; fails with "no usable GPU: ..." when the node has no device or
+   * fewer devices than ranks) and starts creating the non-blocking world
+   * communicator; returns without waiting for the peers. The ncclCommSplit
+   * group of each axis (colors[a], keys[a]) is made by the first
+   * nccl_collective. */
+  int (*nccl_open)(const void* id, int size, int rank, int local_rank, int local_size, size_t axes,
+                   const int* colors, const int* keys, RecsearchGpuNccl** out, char* err,
+                   size_t err_len);
   /* One collective on axis `axis` among group_size members, n elements per
-   * member block (see Communicator), polled against timeout_s (0: forever;
-   * every group is aborted on expiry). */
+   * member block (see Communicator). Every wait (the first call's creation
+   * of the world and the splits, the enqueue, the completion) is polled
+   * against timeout_s (0: forever), with the communicators' asynchronous
+   * errors; on expiry or any failure every communicator is aborted. */
   int (*nccl_collective)(RecsearchGpuNccl* c, RecsearchGpuCollective kind, size_t axis,
                          int group_size, const float* send, float* recv, size_t n,
                          double timeout_s, char* err, size_t err_len);
-  /* Aborts every group (a peer failed); the handle must still be closed. */
+  /* Aborts every communicator (a peer failed); the handle must still be
+   * closed. Closing finalizes and destroys healthy communicators and aborts
+   * any other. */
   void (*nccl_abort)(RecsearchGpuNccl* c);
   void (*nccl_close)(RecsearchGpuNccl* c);
 } RecsearchGpuApi;

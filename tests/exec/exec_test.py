@@ -313,24 +313,68 @@ def case_failures():
           f"stall on rank 3: rc {rc}, {secs:.0f} s\n{err}")
 
 
+def nccl_status(rc, err):
+    """What one `exec --backend nccl` run says about this machine:
+    "no-build" (no NCCL backend compiled in), "no-gpu" (no driver, no
+    device, no loadable module), "shared" (more ranks than devices on the
+    node: refused before any collective), or "ran" (anything else, judged by
+    its exit code and report)."""
+    if rc == 2 and "has no NCCL/CUDA backend" in err:
+        return "no-build"
+    if rc == 4 and "no usable GPU" in err:
+        return "shared" if re.search(r"ranks share \d+ device", err) else "no-gpu"
+    return "ran"
+
+
+def nccl_outcome(one, two):
+    """The decision of the NCCL test from the status of its one-rank and
+    two-rank runs: (verdict, why), verdict "skip" (exit 77), "run" (the runs
+    that ran are checked) or "fail". No build or no GPU: skip, and both runs
+    must agree. One GPU: the one-rank run runs (kernels, cuBLAS, NCCL on one
+    rank) and the two-rank run is refused as sharing one device. A machine
+    that runs one rank but has no GPU for two, or the other way round, fails."""
+    if one == two and one in ("no-build", "no-gpu"):
+        return "skip", "this build has no NCCL backend" if one == "no-build" else "no usable GPU"
+    if one == "ran" and two in ("ran", "shared"):
+        return "run", "two ranks share one GPU: the two-rank run skipped" if two == "shared" else ""
+    return "fail", f"one rank: {one}, two ranks: {two}"
+
+
 def case_nccl():
-    """The NCCL backend on 2 ranks (one GPU each, or shared). Skipped (77)
-    when this build has no NCCL or no GPU is usable."""
+    """The NCCL backend on 1 rank (any GPU) and 2 ranks (one GPU each). The
+    two-rank run is skipped on a node with one GPU (NCCL refuses a device
+    twice in a communicator); everything is skipped (77) when this build has
+    no NCCL or no GPU is usable (nccl_outcome)."""
     m, k, n, p = 168, 336, 504, 84
     g = chain_graph(m, k, n, p)
     gp = write("chain.json", g)
-    pp = write("chain_nccl_2.plan.json", plan_json(g, [2], ONE_AXIS))
-    rc, out, err, secs = mpirun(2, [gp, pp, "--backend", "nccl", "--check", "--timeout", "60"])
-    if rc == 2 and "has no NCCL/CUDA backend" in err:
-        print("this build has no NCCL backend: skipped")
+    # One rank: the plan searched for one device (no collective; the GPU
+    # kernels, cuBLAS and the NCCL setup run).
+    one = os.path.join(TMP, "chain_nccl_1.plan.json")
+    s = subprocess.run([BIN, "search", gp, "--devices", "1", "-q", "-o", one], capture_output=True,
+                       text=True)
+    check(s.returncode == 0, f"search for one device: {s.stderr}")
+    runs = {}
+    for ranks, pp in ((1, one), (2, write("chain_nccl_2.plan.json", plan_json(g, [2], ONE_AXIS)))):
+        rc, out, err, secs = mpirun(ranks, [gp, pp, "--backend", "nccl", "--check", "--timeout", "60"])
+        runs[ranks] = (nccl_status(rc, err), rc, out, err)
+        print(f"{ranks} rank(s): {runs[ranks][0]}, rc {rc}, {secs:.1f} s")
+    verdict, why = nccl_outcome(runs[1][0], runs[2][0])
+    if why:
+        print(why)
+    if verdict == "skip":
+        print("skipped")
         return 77
-    if rc == 4 and "no usable GPU" in err:
-        print("no usable GPU: skipped")
-        return 77
-    check(rc == 0 and "check: passed" in out, f"nccl: rc {rc}\n{out}\n{err}")
-    nums = report_numbers(out)
-    check(nums["measured"] == nums["model"] == nums["predicted"], f"nccl bytes: {nums}")
-    print(out, end="")
+    if not check(verdict == "run", f"nccl: {why}\n" + "\n".join(r[3] for r in runs.values())):
+        return 0
+    for ranks, (status, rc, out, err) in runs.items():
+        if status != "ran":
+            continue
+        check(rc == 0 and "check: passed" in out, f"nccl on {ranks} rank(s): rc {rc}\n{out}\n{err}")
+        nums = report_numbers(out)
+        check(nums["measured"] == nums["model"] == nums["predicted"],
+              f"nccl bytes on {ranks} rank(s): {nums}")
+        print(out, end="")
     return 0
 
 

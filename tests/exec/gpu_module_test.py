@@ -9,13 +9,26 @@ Cases:
             `recsearch --version` loads none of them (LD_DEBUG=libs).
   module    the module exports exactly one dynamic symbol, recsearch_gpu_api;
             it links cudart and cublas (and nccl in NCCL builds); called
-            through ctypes it hands out interface version 1 and refuses
-            any other version.
+            through ctypes it hands out the interface version of
+            src/exec/gpu_api.h and refuses any other version.
   load      `recsearch exec --backend nccl` with RECSEARCH_GPU_MODULE at a
             missing file, at a library that is not the module, and at the
             module, on 2 ranks: the first two end with exit 4 and a message
             naming the path; with the module, libcudart is loaded on demand
             and the run either ends with "no usable GPU" (exit 4) or runs.
+  archs     the module holds machine code (ELF/SASS) for every architecture
+            of the gpu_archs option (RECSEARCH_GPU_ARCHS, default 80,90)
+            and PTX of the highest, read with `cuobjdump --list-elf` and
+            `--list-ptx`; where cuobjdump is absent, from the module's
+            .nv_fatbin section directly. Skipped (77) without a module, or
+            with neither cuobjdump nor objcopy.
+  fake      `recsearch exec --backend nccl` with a stand-in module
+            (MODULE_PATH: fake_gpu_module.so, RECSEARCH_FAKE_GPUS devices):
+            one rank on one device runs and passes --check, binding local
+            rank 0; two ranks on one device are refused on every rank with
+            "no usable GPU: 2 ranks share 1 device(s)" before the module
+            opens NCCL (the NCCL test's skip); two ranks on two devices open
+            local ranks 0 and 1; no device is "no usable GPU".
 
 Usage: gpu_module_test.py RECSEARCH_BINARY EXEC_TEST_BINARY MODULE_PATH CASE
 MODULE_PATH is empty in builds without CUDA (module and load skip, 77).
@@ -25,12 +38,21 @@ import ctypes.util
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
 
 GPU_LIBS = re.compile(r"lib(cudart|cublas|cublasLt|nccl)\.so")
 FAILURES = []
+GPU_API_H = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "exec",
+                         "gpu_api.h")
+
+
+def abi_version():
+    """kRecsearchGpuAbiVersion as src/exec/gpu_api.h defines it."""
+    with open(GPU_API_H) as f:
+        return int(re.search(r"kRecsearchGpuAbiVersion = (\d+)", f.read()).group(1))
 
 
 def check(cond, what):
@@ -89,12 +111,14 @@ def case_module(_exe, _consumer, module):
     fn = lib.recsearch_gpu_api
     fn.restype = ctypes.POINTER(ctypes.c_int)
     fn.argtypes = [ctypes.c_int]
-    api = fn(1)
-    check(bool(api) and api[0] == 1, "recsearch_gpu_api(1) does not give interface version 1")
+    version = abi_version()
+    api = fn(version)
+    check(bool(api) and api[0] == version,
+          f"recsearch_gpu_api({version}) does not give interface version {version}")
     if api:
         check(api[1] in (0, 1), f"has_nccl is {api[1]}")
         check(api[1] == (1 if "libnccl" in deps else 0), f"has_nccl {api[1]} but ldd:\n{deps}")
-    for wrong in (0, 2, 999):
+    for wrong in (0, version - 1, version + 1, 999):
         check(not fn(wrong), f"recsearch_gpu_api({wrong}) is not null")
     return 0
 
@@ -138,7 +162,126 @@ def case_load(exe, _consumer, module):
     return 0
 
 
-CASES = {"unlinked": case_unlinked, "module": case_module, "load": case_load}
+def fatbin_codes(module):
+    """(ELF archs, PTX archs) of the fat binaries in the module's .nv_fatbin
+    section, read without cuobjdump. A fat binary is a 16-byte header (magic
+    0xBA55ED50, u16 version, u16 header size, u64 size of the entries) and
+    entries, each a header (u16 kind: 1 PTX, 2 ELF; u16; u32 header size; u64
+    payload size; u32; u32; u16 minor; u16 major; u32 arch, e.g. 90) and its
+    payload. None when the section cannot be read."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "fatbin")
+        p = subprocess.run(["objcopy", "-O", "binary", "--only-section=.nv_fatbin", module, out],
+                           capture_output=True, text=True)
+        if p.returncode != 0 or not os.path.exists(out):
+            return None
+        with open(out, "rb") as f:
+            data = f.read()
+    elf, ptx = set(), set()
+    pos = 0
+    while pos + 16 <= len(data):
+        magic, _version, header, size = struct.unpack_from("<IHHQ", data, pos)
+        if magic != 0xBA55ED50:
+            pos += 8  # containers are 8-byte aligned, padding between them
+            continue
+        entry, end = pos + header, pos + header + size
+        while entry + 32 <= end:
+            kind, _, ehead, payload = struct.unpack_from("<HHIQ", data, entry)
+            arch = struct.unpack_from("<I", data, entry + 28)[0]
+            (elf if kind == 2 else ptx if kind == 1 else set()).add(arch)
+            if ehead == 0:
+                break
+            entry += ehead + payload
+        pos = end
+    return elf, ptx
+
+
+def case_archs(_exe, _consumer, module):
+    if not module:
+        print("this build has no CUDA, so no GPU module: skipped")
+        return 77
+    if not os.path.exists(module):
+        print(f"{module} is not built: skipped")
+        return 77
+    want = [int(a) for a in os.environ.get("RECSEARCH_GPU_ARCHS", "80,90").split(",") if a]
+    if shutil.which("cuobjdump"):
+        listed = lambda what: subprocess.run(["cuobjdump", what, module], capture_output=True,
+                                             text=True).stdout
+        elf = {int(m) for m in re.findall(r"\.sm_(\d+)\.cubin", listed("--list-elf"))}
+        ptx = {int(m) for m in re.findall(r"\.sm_(\d+)\.ptx", listed("--list-ptx"))}
+        how = "cuobjdump"
+    elif shutil.which("objcopy"):
+        codes = fatbin_codes(module)
+        check(codes is not None, f"{module} has no readable .nv_fatbin section")
+        elf, ptx = codes or (set(), set())
+        how = ".nv_fatbin (no cuobjdump)"
+    else:
+        print("neither cuobjdump nor objcopy: skipped")
+        return 77
+    print(f"{how}: ELF for sm_{sorted(elf)}, PTX for compute_{sorted(ptx)}; want ELF {want}, "
+          f"PTX {max(want)}")
+    for a in want:
+        check(a in elf, f"the module has no machine code for sm_{a}: ELF {sorted(elf)}")
+    check(max(want) in ptx, f"the module has no PTX for compute_{max(want)}: PTX {sorted(ptx)}")
+    return 0
+
+
+def case_fake(exe, _consumer, fake):
+    if not fake:
+        print("this build has no NCCL backend: skipped")
+        return 77
+    if shutil.which("mpirun") is None:
+        print("mpirun not found: skipped")
+        return 77
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, here)
+    import exec_test
+    with tempfile.TemporaryDirectory() as tmp:
+        exec_test.TMP = tmp
+        g = exec_test.chain_graph(8, 16, 24, 4)
+        gp = exec_test.write("chain.json", g)
+        one = os.path.join(tmp, "chain_1.plan.json")
+        s = subprocess.run([exe, "search", gp, "--devices", "1", "-q", "-o", one],
+                           capture_output=True, text=True)
+        check(s.returncode == 0, f"search for one device: {s.stderr}")
+        two = exec_test.write("chain_2.plan.json", exec_test.plan_json(g, [2], exec_test.ONE_AXIS))
+
+        def run(ranks, plan, gpus):
+            cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(ranks), exe,
+                   "exec", gp, plan, "--backend", "nccl", "--check", "--timeout", "60"]
+            env = dict(exec_test.ENV, RECSEARCH_GPU_MODULE=fake, RECSEARCH_FAKE_GPUS=str(gpus))
+            p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=240)
+            opened = sorted(re.findall(r"fake nccl_open: rank \d+ of \d+, local rank (\d+ of \d+)",
+                                       p.stderr))
+            print(f"{ranks} rank(s), {gpus} device(s): rc {p.returncode}, opened {opened}")
+            return p.returncode, p.stdout, p.stderr, opened
+
+        rc, out, err, opened = run(1, one, 1)
+        check(rc == 0 and "check: passed" in out and opened == ["0 of 1"],
+              f"one rank, one device: rc {rc}, opened {opened}\n{out}\n{err}")
+        check(exec_test.nccl_status(rc, err) == "ran", "one rank, one device: not a run")
+
+        rc, out, err, opened = run(2, two, 1)
+        refused = re.findall(r"\[rank (\d)\] no usable GPU: 2 ranks share 1 device\(s\) on this node",
+                             err)
+        check(rc == 4 and sorted(refused) == ["0", "1"] and not opened,
+              f"two ranks, one device: rc {rc}, refused on {refused}, opened {opened}\n{err}")
+        check(exec_test.nccl_status(rc, err) == "shared", "two ranks, one device: not 'shared'")
+
+        rc, out, err, opened = run(2, two, 2)
+        check(opened == ["0 of 2", "1 of 2"] and rc == 4 and
+              "the fake GPU module has no collectives" in err,
+              f"two ranks, two devices: rc {rc}, opened {opened}\n{err}")
+
+        rc, out, err, opened = run(1, one, 0)
+        check(rc == 4 and "no usable GPU: no CUDA device" in err and not opened,
+              f"no device: rc {rc}, opened {opened}\n{err}")
+        check(exec_test.nccl_status(rc, err) == "no-gpu", "no device: not 'no-gpu'")
+    return 0
+
+
+CASES = {"unlinked": case_unlinked, "module": case_module, "load": case_load, "archs": case_archs,
+         "fake": case_fake}
 
 
 def main(argv):

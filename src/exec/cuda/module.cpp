@@ -56,9 +56,12 @@ int c_nccl_unique_id(void* id, char* err, std::size_t err_len) {
   return guarded(err, err_len, [&] { nccl_unique_id(id); });
 }
 
-int c_nccl_open(const void* id, int size, int rank, std::size_t axes, const int* colors,
-                const int* keys, RecsearchGpuNccl** out, char* err, std::size_t err_len) {
-  return guarded(err, err_len, [&] { *out = nccl_open(id, size, rank, axes, colors, keys); });
+int c_nccl_open(const void* id, int size, int rank, int local_rank, int local_size,
+                std::size_t axes, const int* colors, const int* keys, RecsearchGpuNccl** out,
+                char* err, std::size_t err_len) {
+  return guarded(err, err_len, [&] {
+    *out = nccl_open(id, size, rank, local_rank, local_size, axes, colors, keys);
+  });
 }
 
 int c_nccl_collective(RecsearchGpuNccl* c, RecsearchGpuCollective kind, std::size_t axis,

@@ -19,8 +19,9 @@ void gemm(const RecsearchGpuGemm& g, const float* a, std::size_t a_n, const floa
 inline constexpr bool kHaveNccl = true;
 [[nodiscard]] std::size_t nccl_id_bytes();
 void nccl_unique_id(void* id);
-[[nodiscard]] RecsearchGpuNccl* nccl_open(const void* id, int size, int rank, std::size_t axes,
-                                          const int* colors, const int* keys);
+[[nodiscard]] RecsearchGpuNccl* nccl_open(const void* id, int size, int rank, int local_rank,
+                                          int local_size, std::size_t axes, const int* colors,
+                                          const int* keys);
 void nccl_collective(RecsearchGpuNccl* c, RecsearchGpuCollective kind, std::size_t axis,
                      int group_size, const float* send, float* recv, std::size_t n,
                      double timeout_s);

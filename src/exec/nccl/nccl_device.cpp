@@ -1,20 +1,34 @@
 // GPU module, NCCL part: one rank's device, stream, world communicator and
 // one ncclCommSplit group per mesh axis (same colors and keys as the MPI
-// groups). Host buffers are staged through device memory; each collective
-// runs on the one stream, polled against the timeout (ncclCommAbort on
-// expiry, so that a dead peer cannot hang the run). The unique id is
-// broadcast by the caller (MPI), so the module needs no MPI.
+// groups). The unique id is broadcast by the caller (MPI), so the module
+// needs no MPI.
+//
+// Nothing here blocks without a bound, so that a peer that died or stalls
+// ends the run after the timeout instead of hanging every rank:
+// - the communicators are non-blocking (ncclConfig_t::blocking = 0): the
+//   world is created by nccl_open, which returns at once; the first
+//   collective, which knows the timeout, polls its creation and then makes
+//   and polls the splits (NCCL requires a non-blocking communicator to be
+//   ready, ncclCommGetAsyncError == ncclSuccess, before the next call on it);
+// - a collective on a non-blocking communicator may return ncclInProgress
+//   before it is enqueued: its enqueue is polled, then an event recorded
+//   after it, together with ncclCommGetAsyncError;
+// - results are copied to the host only once that event has completed (a
+//   device-to-host cudaMemcpyAsync into pageable memory returns only when
+//   the copy is done, so issued earlier it would block on the collective).
+// On every failure or expiry every communicator is aborted (ncclCommAbort),
+// never destroyed: ncclCommDestroy would wait for the stalled work.
 #include <nccl.h>  // NCCL: the GPU collectives
 
 #include <algorithm>
-#include <chrono>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "exec/cuda/cuda_error.hpp"
 #include "exec/cuda/module.hpp"
+#include "exec/nccl/device_choice.hpp"
+#include "exec/nccl/poll.hpp"
 
 #define RS_NCCL_CHECK(call)                                                                  \
   do {                                                                                       \
@@ -24,10 +38,26 @@
                                            __LINE__);                                        \
   } while (0)
 
+// A call on a non-blocking communicator: ncclInProgress means started (its
+// end is polled with ncclCommGetAsyncError), anything else but success fails.
+#define RS_NCCL_START(call)                                                                  \
+  do {                                                                                       \
+    const ncclResult_t rs_nccl_rc_ = (call);                                                 \
+    if (rs_nccl_rc_ != ncclSuccess && rs_nccl_rc_ != ncclInProgress)                         \
+      ::recsearch::exec::detail::throw_gpu(ncclGetErrorString(rs_nccl_rc_), #call, __FILE__, \
+                                           __LINE__);                                        \
+  } while (0)
+
 struct RecsearchGpuNccl {
+  int device = -1;
   cudaStream_t stream = nullptr;
+  cudaEvent_t done = nullptr;  // recorded after each collective, polled
   ncclComm_t world = nullptr;
   std::vector<ncclComm_t> groups;
+  std::vector<int> colors, keys;  // the splits, made by the first collective
+  bool ready = false;             // world and every group created
+  bool aborted = false;           // after abort(): no collective runs again
+  double timeout_s = 0;           // the last collective's, bounds the finalize on close
   float* dev_in = nullptr;
   float* dev_out = nullptr;
   std::size_t cap_in = 0;
@@ -37,20 +67,78 @@ struct RecsearchGpuNccl {
   RecsearchGpuNccl(const RecsearchGpuNccl&) = delete;
   RecsearchGpuNccl& operator=(const RecsearchGpuNccl&) = delete;
   ~RecsearchGpuNccl() {
-    for (ncclComm_t c : groups) (void)ncclCommDestroy(c);
-    if (world != nullptr) (void)ncclCommDestroy(world);
+    // Healthy communicators are finalized and destroyed; any other (a
+    // failure, a creation never waited for) is aborted.
+    if (!(ready && !aborted && finalize_all())) abort();
     if (dev_in != nullptr) (void)cudaFree(dev_in);
     if (dev_out != nullptr) (void)cudaFree(dev_out);
+    if (done != nullptr) (void)cudaEventDestroy(done);
     if (stream != nullptr) (void)cudaStreamDestroy(stream);
+  }
+  // Every communicator, groups before the world they were split from.
+  std::vector<ncclComm_t> comms() const {
+    std::vector<ncclComm_t> all = groups;
+    if (world != nullptr) all.push_back(world);
+    return all;
   }
   void abort() noexcept {
     for (ncclComm_t c : groups) (void)ncclCommAbort(c);
+    if (world != nullptr) (void)ncclCommAbort(world);
     groups.clear();
+    world = nullptr;
+    aborted = true;
   }
+  // ncclCommFinalize flushes and, on a non-blocking communicator, returns
+  // ncclInProgress until done: polled, then destroyed. False on any failure
+  // (the caller aborts).
+  bool finalize_all() noexcept;
 };
 
 namespace recsearch::exec::gpu {
 namespace {
+
+using detail::Deadline;
+using detail::Progress;
+
+// The configuration of every communicator: non-blocking, so that creation,
+// splits and enqueues return at once and are polled against the timeout.
+ncclConfig_t nonblocking_config() {
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  return cfg;
+}
+
+// Whether the last call on comm has finished; throws its asynchronous error.
+Progress comm_state(ncclComm_t comm) {
+  ncclResult_t state = ncclSuccess;
+  RS_NCCL_CHECK(ncclCommGetAsyncError(comm, &state));
+  if (state == ncclInProgress) return Progress::kPending;
+  if (state != ncclSuccess) {
+    detail::throw_gpu(std::string(ncclGetErrorString(state)) + ": " + ncclGetLastError(comm),
+                      "ncclCommGetAsyncError", __FILE__, __LINE__);
+  }
+  return Progress::kDone;
+}
+
+// An NCCL group (ncclGroupStart/End) that is ended on every path: a failed
+// ncclSend/ncclRecv inside it must not leave the thread in an open group
+// (the abort that follows would run inside it).
+class NcclGroup {
+ public:
+  NcclGroup() { RS_NCCL_CHECK(ncclGroupStart()); }
+  ~NcclGroup() {
+    if (open_) (void)ncclGroupEnd();
+  }
+  NcclGroup(const NcclGroup&) = delete;
+  NcclGroup& operator=(const NcclGroup&) = delete;
+  void end() {
+    open_ = false;
+    RS_NCCL_START(ncclGroupEnd());
+  }
+
+ private:
+  bool open_ = true;
+};
 
 void reserve(float*& p, std::size_t& cap, std::size_t n) {
   if (n <= cap) return;
@@ -71,6 +159,70 @@ const char* collective_name(RecsearchGpuCollective kind) {
   return "collective";
 }
 
+// Waits for the world's creation, then makes and waits for one split per
+// mesh axis, each phase bounded by timeout_s. A split is collective over
+// the world: the parent and the child are both polled until neither is in
+// progress.
+void make_ready(RecsearchGpuNccl* c, double timeout_s) {
+  if (c->ready) return;
+  poll_until([&] { return comm_state(c->world); }, Deadline(timeout_s),
+             "creating the NCCL world communicator (ncclCommInitRankConfig)");
+  for (std::size_t a = 0; a < c->colors.size(); ++a) {
+    ncclConfig_t cfg = nonblocking_config();
+    ncclComm_t g = nullptr;
+    const ncclResult_t rc = ncclCommSplit(c->world, c->colors[a], c->keys[a], &g, &cfg);
+    if (g != nullptr) c->groups.push_back(g);  // aborted with the rest if anything fails
+    RS_NCCL_START(rc);
+    poll_until(
+        [&] {
+          const Progress parent = comm_state(c->world);
+          const Progress child = comm_state(g);
+          return parent == Progress::kDone && child == Progress::kDone ? Progress::kDone
+                                                                       : Progress::kPending;
+        },
+        Deadline(timeout_s), "splitting the NCCL communicator for mesh axis " + std::to_string(a));
+  }
+  c->ready = true;
+}
+
+// Enqueues one collective (or the send/recv group of an all-to-all) on the
+// rank's stream; on a non-blocking communicator it may still be in progress.
+void enqueue(RecsearchGpuNccl* c, RecsearchGpuCollective kind, ncclComm_t comm, int group_size,
+             std::size_t n) {
+  switch (kind) {
+    case kRecsearchGpuAllGather:
+      RS_NCCL_START(ncclAllGather(c->dev_in, c->dev_out, n, ncclFloat, comm, c->stream));
+      break;
+    case kRecsearchGpuAllReduce:
+      RS_NCCL_START(ncclAllReduce(c->dev_in, c->dev_out, n, ncclFloat, ncclSum, comm, c->stream));
+      break;
+    case kRecsearchGpuReduceScatter:
+      RS_NCCL_START(
+          ncclReduceScatter(c->dev_in, c->dev_out, n, ncclFloat, ncclSum, comm, c->stream));
+      break;
+    case kRecsearchGpuAllToAll: {
+      NcclGroup group;
+      for (int peer = 0; peer < group_size; ++peer) {
+        const std::size_t off = static_cast<std::size_t>(peer) * n;
+        RS_NCCL_START(ncclSend(c->dev_in + off, n, ncclFloat, peer, comm, c->stream));
+        RS_NCCL_START(ncclRecv(c->dev_out + off, n, ncclFloat, peer, comm, c->stream));
+      }
+      group.end();
+      break;
+    }
+  }
+}
+
+// Whether the event recorded after the collective has completed; meanwhile
+// the communicator's asynchronous error (a failed peer, a network error).
+Progress collective_state(cudaEvent_t done, ncclComm_t comm) {
+  const cudaError_t q = cudaEventQuery(done);
+  if (q == cudaSuccess) return Progress::kDone;
+  if (q != cudaErrorNotReady) RS_CUDA_CHECK(q);
+  (void)comm_state(comm);
+  return Progress::kPending;
+}
+
 }  // namespace
 
 std::size_t nccl_id_bytes() { return sizeof(ncclUniqueId); }
@@ -81,81 +233,68 @@ void nccl_unique_id(void* id) {
   std::copy_n(reinterpret_cast<const unsigned char*>(&u), sizeof(u), static_cast<unsigned char*>(id));
 }
 
-RecsearchGpuNccl* nccl_open(const void* id, int size, int rank, std::size_t axes,
-                            const int* colors, const int* keys) {
-  auto c = std::make_unique<RecsearchGpuNccl>();
+RecsearchGpuNccl* nccl_open(const void* id, int size, int rank, int local_rank, int local_size,
+                            std::size_t axes, const int* colors, const int* keys) {
+  auto c = std::make_unique<RecsearchGpuNccl>();  // aborts whatever was made if this throws
   int devices = 0;
   RS_CUDA_CHECK(cudaGetDeviceCount(&devices));
-  RS_CUDA_CHECK(cudaSetDevice(rank % devices));
+  c->device = detail::device_for_local_rank(local_rank, local_size, devices);
+  RS_CUDA_CHECK(cudaSetDevice(c->device));
   RS_CUDA_CHECK(cudaStreamCreate(&c->stream));
+  RS_CUDA_CHECK(cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming));
+  c->colors.assign(colors, colors + axes);
+  c->keys.assign(keys, keys + axes);
   ncclUniqueId u{};
   std::copy_n(static_cast<const unsigned char*>(id), sizeof(u), reinterpret_cast<unsigned char*>(&u));
-  RS_NCCL_CHECK(ncclCommInitRank(&c->world, size, u, rank));
-  for (std::size_t a = 0; a < axes; ++a) {
-    ncclComm_t g = nullptr;
-    RS_NCCL_CHECK(ncclCommSplit(c->world, colors[a], keys[a], &g, nullptr));
-    c->groups.push_back(g);
-  }
+  ncclConfig_t cfg = nonblocking_config();
+  RS_NCCL_START(ncclCommInitRankConfig(&c->world, size, u, rank, &cfg));
   return c.release();
 }
 
 void nccl_collective(RecsearchGpuNccl* c, RecsearchGpuCollective kind, std::size_t axis,
                      int group_size, const float* send, float* recv, std::size_t n,
                      double timeout_s) {
-  if (axis >= c->groups.size()) {
-    throw Error(Errc::kRuntime, "no NCCL group for mesh axis " + std::to_string(axis) +
-                                    " (the communicators were aborted)");
+  if (c->aborted) {
+    throw Error(Errc::kRuntime, "the NCCL communicators were aborted (an earlier failure)");
   }
-  const ncclComm_t comm = c->groups[axis];
-  const auto k = static_cast<std::size_t>(group_size);
-  std::size_t n_in = n, n_out = n;
-  switch (kind) {
-    case kRecsearchGpuAllGather: n_out = k * n; break;
-    case kRecsearchGpuAllReduce: break;
-    case kRecsearchGpuReduceScatter: n_in = k * n; break;
-    case kRecsearchGpuAllToAll: n_in = n_out = k * n; break;
-  }
-  reserve(c->dev_in, c->cap_in, std::max<std::size_t>(n_in, 1));
-  reserve(c->dev_out, c->cap_out, std::max<std::size_t>(n_out, 1));
-  RS_CUDA_CHECK(cudaMemcpyAsync(c->dev_in, send, n_in * sizeof(float), cudaMemcpyHostToDevice, c->stream));
-  switch (kind) {
-    case kRecsearchGpuAllGather:
-      RS_NCCL_CHECK(ncclAllGather(c->dev_in, c->dev_out, n, ncclFloat, comm, c->stream));
-      break;
-    case kRecsearchGpuAllReduce:
-      RS_NCCL_CHECK(ncclAllReduce(c->dev_in, c->dev_out, n, ncclFloat, ncclSum, comm, c->stream));
-      break;
-    case kRecsearchGpuReduceScatter:
-      RS_NCCL_CHECK(ncclReduceScatter(c->dev_in, c->dev_out, n, ncclFloat, ncclSum, comm, c->stream));
-      break;
-    case kRecsearchGpuAllToAll:
-      RS_NCCL_CHECK(ncclGroupStart());
-      for (int peer = 0; peer < group_size; ++peer) {
-        const std::size_t off = static_cast<std::size_t>(peer) * n;
-        RS_NCCL_CHECK(ncclSend(c->dev_in + off, n, ncclFloat, peer, comm, c->stream));
-        RS_NCCL_CHECK(ncclRecv(c->dev_out + off, n, ncclFloat, peer, comm, c->stream));
-      }
-      RS_NCCL_CHECK(ncclGroupEnd());
-      break;
-  }
-  RS_CUDA_CHECK(cudaMemcpyAsync(recv, c->dev_out, n_out * sizeof(float), cudaMemcpyDeviceToHost, c->stream));
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  for (;;) {
-    const cudaError_t q = cudaStreamQuery(c->stream);
-    if (q == cudaSuccess) return;
-    if (q != cudaErrorNotReady) RS_CUDA_CHECK(q);
-    ncclResult_t async = ncclSuccess;
-    RS_NCCL_CHECK(ncclCommGetAsyncError(comm, &async));
-    RS_NCCL_CHECK(async);
-    const double waited = std::chrono::duration<double>(Clock::now() - start).count();
-    if (timeout_s > 0 && waited > timeout_s) {
-      c->abort();
-      throw Error(Errc::kRuntime, std::string(collective_name(kind)) + " on mesh axis " +
-                                      std::to_string(axis) + " did not finish within " +
-                                      std::to_string(timeout_s) + " s");
+  c->timeout_s = timeout_s;
+  try {
+    RS_CUDA_CHECK(cudaSetDevice(c->device));
+    make_ready(c, timeout_s);
+    if (axis >= c->groups.size()) {
+      throw Error(Errc::kInternal, "no NCCL group for mesh axis " + std::to_string(axis));
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    const ncclComm_t comm = c->groups[axis];
+    const auto k = static_cast<std::size_t>(group_size);
+    std::size_t n_in = n, n_out = n;
+    switch (kind) {
+      case kRecsearchGpuAllGather: n_out = k * n; break;
+      case kRecsearchGpuAllReduce: break;
+      case kRecsearchGpuReduceScatter: n_in = k * n; break;
+      case kRecsearchGpuAllToAll: n_in = n_out = k * n; break;
+    }
+    reserve(c->dev_in, c->cap_in, std::max<std::size_t>(n_in, 1));
+    reserve(c->dev_out, c->cap_out, std::max<std::size_t>(n_out, 1));
+    // Host to device from pageable memory returns once staged; the stream
+    // is idle here (the previous collective completed).
+    RS_CUDA_CHECK(cudaMemcpyAsync(c->dev_in, send, n_in * sizeof(float), cudaMemcpyHostToDevice,
+                                  c->stream));
+    const std::string what =
+        std::string(collective_name(kind)) + " on mesh axis " + std::to_string(axis);
+    // One deadline for the enqueue (which may set up connections lazily on
+    // the first use of a group) and the completion.
+    const Deadline deadline(timeout_s);
+    enqueue(c, kind, comm, group_size, n);
+    poll_until([&] { return comm_state(comm); }, deadline, what + " (enqueue)");
+    RS_CUDA_CHECK(cudaEventRecord(c->done, c->stream));
+    poll_until([&] { return collective_state(c->done, comm); }, deadline, what);
+    // Complete on the device: this copy does not wait on any peer.
+    RS_CUDA_CHECK(cudaMemcpyAsync(recv, c->dev_out, n_out * sizeof(float), cudaMemcpyDeviceToHost,
+                                  c->stream));
+    RS_CUDA_CHECK(cudaStreamSynchronize(c->stream));
+  } catch (...) {
+    c->abort();
+    throw;
   }
 }
 
@@ -164,3 +303,22 @@ void nccl_abort(RecsearchGpuNccl* c) noexcept { c->abort(); }
 void nccl_close(RecsearchGpuNccl* c) noexcept { delete c; }
 
 }  // namespace recsearch::exec::gpu
+
+bool RecsearchGpuNccl::finalize_all() noexcept {
+  using recsearch::exec::detail::Deadline;
+  try {
+    const std::vector<ncclComm_t> all = comms();
+    for (ncclComm_t comm : all) {
+      RS_NCCL_START(ncclCommFinalize(comm));
+      poll_until([&] { return recsearch::exec::gpu::comm_state(comm); }, Deadline(timeout_s),
+                 "finalizing an NCCL communicator");
+    }
+    // Quiescent everywhere: destroying frees local resources without blocking.
+    for (ncclComm_t comm : all) (void)ncclCommDestroy(comm);
+  } catch (...) {
+    return false;
+  }
+  groups.clear();
+  world = nullptr;
+  return true;
+}
