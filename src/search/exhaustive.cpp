@@ -51,7 +51,8 @@ class BranchAndBound {
 
   ExhaustiveResult solve(plan::Plan& incumbent, bool have_incumbent) {
     if (have_incumbent) {
-      best_ = plan::evaluate(ctx_.g, ctx_.spaces, ctx_.cluster, incumbent, ctx_.opts.cost).summary.step_time_s;
+      best_ = plan::evaluate(ctx_.g, ctx_.spaces, ctx_.cluster, incumbent, ctx_.opts.cost)
+                  .summary.step_time_s;
       best_cuts_ = incumbent.cuts;
       found_ = true;
     }
@@ -132,8 +133,8 @@ class BranchAndBound {
       for (std::size_t o = 0; o < ctx_.g.num_operators(); ++o)
         p.cuts[o] = strategies_[o][static_cast<std::size_t>(chosen_[o])].cuts;
       if (ctx_.opts.mode == Mode::Infer &&
-          plan::evaluate(ctx_.g, ctx_.spaces, ctx_.cluster, p, ctx_.opts.cost).summary.memory_per_device_bytes >
-              ctx_.budget)
+          plan::evaluate(ctx_.g, ctx_.spaces, ctx_.cluster, p, ctx_.opts.cost)
+                  .summary.memory_per_device_bytes > ctx_.budget)
         return;
       best_ = own + edges;
       best_cuts_ = std::move(p.cuts);

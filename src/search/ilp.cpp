@@ -270,8 +270,8 @@ std::vector<std::vector<OpStrategy>> strategies(
 
 // The distinct values of `key(s)` over strategies s of a list, and for each
 // the x columns of the strategies that have it, in first-seen order.
-template <class T, class Key>
-void group_columns(const std::vector<OpStrategy>& list, const std::vector<int>& cols, Key&& key,
+template <class T, class KeyOf>
+void group_columns(const std::vector<OpStrategy>& list, const std::vector<int>& cols, KeyOf&& key,
                    std::vector<T>& values, std::vector<std::vector<int>>& groups) {
   for (std::size_t s = 0; s < list.size(); ++s) {
     const T v = key(list[s]);
@@ -400,9 +400,8 @@ class Program {
   void add_use(std::size_t t, std::size_t a, ir::OpId u, std::size_t j) {
     std::vector<Key> rkeys;
     std::vector<std::vector<int>> rcols;
-    group_columns<Key>(
-        strat_[u], xcol_[u], [&](const OpStrategy& s) { return Key{s.layout[j][a], s.divisor[j][a]}; },
-        rkeys, rcols);
+    const auto request = [&](const OpStrategy& s) { return Key{s.layout[j][a], s.divisor[j][a]}; };
+    group_columns<Key>(strat_[u], xcol_[u], request, rkeys, rcols);
     // Key ids in the tensor's list, in the order the use first requests them.
     std::vector<std::size_t> rk;
     for (const Key& k : rkeys) {

@@ -63,8 +63,8 @@ struct Want {
 // next to a change.
 constexpr int kRefineSweeps = 3;
 
-// Region moves (see region_sweep; their depth and size: common.hpp).
-// Region attempts per pass: at least this many, or one per 16
+// Region attempts per pass (region_sweep; the depth and size of one region
+// are polish's too, common.hpp): at least this many, or one per 16
 // operators if that is more.
 constexpr std::size_t kRegionMinAttempts = 8192;
 
@@ -359,7 +359,9 @@ class RecSearch {
       }
     }
   }
-  const std::vector<int>& in_dims(ir::OpId o, std::size_t j) const { return ctx_.spaces[o].inputs[j]; }
+  const std::vector<int>& in_dims(ir::OpId o, std::size_t j) const {
+    return ctx_.spaces[o].inputs[j];
+  }
   const std::vector<int>& out_dims(ir::OpId o, std::size_t j) const {
     return ctx_.spaces[o].outputs[j];
   }
@@ -609,7 +611,8 @@ class RecSearch {
     const double flops = s.flops / static_cast<double>(sprev) / kc / discount.compute;
     if (comm) *comm = comm_s;
     return comm_s +
-           cost::compute_seconds(flops, touched / discount.compute, ctx_.cluster.device(), p, mode) +
+           cost::compute_seconds(flops, touched / discount.compute, ctx_.cluster.device(), p,
+                                 mode) +
            lambda_ * mem / discount.memory;
   }
 
@@ -630,7 +633,8 @@ class RecSearch {
 
   [[nodiscard]] Discount discount_at(std::int64_t absorbable) const {
     const double a = static_cast<double>(absorbable);
-    return {std::pow(a, ctx_.opts.future_cut_exponent), std::pow(a, ctx_.opts.future_memory_exponent)};
+    return {std::pow(a, ctx_.opts.future_cut_exponent),
+            std::pow(a, ctx_.opts.future_memory_exponent)};
   }
 
   [[nodiscard]] Discount discount_of(std::int64_t absorbable) const {
@@ -651,7 +655,8 @@ class RecSearch {
       for (std::size_t d = 0; d < dims.size(); ++d) {
         if (dims[d] != c) continue;
         const ir::Tensor& t = ctx_.g.tensor(op.inputs[j]);
-        const double slice = flat_.bytes[op.inputs[j]] / static_cast<double>(in_div_[flat_.in_off[o] + j]);
+        const double slice =
+            flat_.bytes[op.inputs[j]] / static_cast<double>(in_div_[flat_.in_off[o] + j]);
         const double extent =
             static_cast<double>(t.shape[d]) /
             static_cast<double>(splits_[loop_off_[o] + static_cast<std::size_t>(c)]);
@@ -720,14 +725,16 @@ class RecSearch {
   // Layouts of o's operands (inputs, then outputs) under candidate i.
   void fill_layouts(ir::OpId o, std::size_t i, std::int16_t c) {
     const algebra::OpSpace& s = ctx_.spaces[o];
-    const std::size_t nin = flat_.in_off[o + 1] - flat_.in_off[o], nout = flat_.out_off[o + 1] - flat_.out_off[o];
+    const std::size_t nin = flat_.in_off[o + 1] - flat_.in_off[o];
+    const std::size_t nout = flat_.out_off[o + 1] - flat_.out_off[o];
     AxisLayout* lay = layouts_.data() + lay_off_[o] + i * (nin + nout);
     for (std::size_t j = 0; j < nin; ++j) lay[j] = operand_layout(s, in_dims(o, j), false, c);
     for (std::size_t j = 0; j < nout; ++j) lay[nin + j] = operand_layout(s, out_dims(o, j), true, c);
   }
 
   const AxisLayout* layouts_of(ir::OpId o, std::size_t i) const {
-    const std::size_t n = flat_.in_off[o + 1] - flat_.in_off[o] + flat_.out_off[o + 1] - flat_.out_off[o];
+    const std::size_t n =
+        flat_.in_off[o + 1] - flat_.in_off[o] + flat_.out_off[o + 1] - flat_.out_off[o];
     return layouts_.data() + lay_off_[o] + i * n;
   }
 
@@ -895,7 +902,8 @@ class RecSearch {
 
   void apply(ir::OpId o, std::size_t i, std::int16_t c, std::int64_t k) {
     if (c == plan::kReplicated) return;
-    const std::size_t nin = flat_.in_off[o + 1] - flat_.in_off[o], nout = flat_.out_off[o + 1] - flat_.out_off[o];
+    const std::size_t nin = flat_.in_off[o + 1] - flat_.in_off[o];
+    const std::size_t nout = flat_.out_off[o + 1] - flat_.out_off[o];
     const AxisLayout* lay = layouts_of(o, i);
     splits_[loop_off_[o] + static_cast<std::size_t>(c)] *= k;
     for (std::size_t j = 0; j < nin; ++j)
@@ -914,7 +922,8 @@ class RecSearch {
     for (std::size_t j = 0; j < op.outputs.size(); ++j)
       touched += flat_.bytes[op.outputs[j]] / static_cast<double>(out_div_[flat_.out_off[o] + j]);
     return op_w_[o] * cost::compute_seconds(ctx_.spaces[o].flops / static_cast<double>(total_split),
-                                            touched, ctx_.cluster.device(), ctx_.opts.cost, ctx_.opts.mode);
+                                            touched, ctx_.cluster.device(), ctx_.opts.cost,
+                                            ctx_.opts.mode);
   }
 
   const Context ctx_;

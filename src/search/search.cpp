@@ -185,9 +185,10 @@ class FoldedLadder {
     const auto s4 = plan::evaluate(f4_.graph, f4_.spaces, ctx_.cluster, trial4, ctx_.opts.cost,
                                    plan::EvalDetail::Summary).summary;
     const double params = s3.parameter_bytes + extra_ * (s4.parameter_bytes - s3.parameter_bytes);
-    const double acts = ctx_.opts.mode == Mode::Train
-                            ? s3.activation_bytes + extra_ * (s4.activation_bytes - s3.activation_bytes)
-                            : std::max(s3.activation_bytes, s4.activation_bytes);
+    const double acts =
+        ctx_.opts.mode == Mode::Train
+            ? s3.activation_bytes + extra_ * (s4.activation_bytes - s3.activation_bytes)
+            : std::max(s3.activation_bytes, s4.activation_bytes);
     const double mem = params + acts;
     // The weighted search models the edges between middle blocks by the
     // middle copy's edges to the last one, so its own account is not the
