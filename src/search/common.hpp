@@ -14,6 +14,7 @@
 #include "recsearch/plan/evaluator.hpp"
 #include "recsearch/plan/plan.hpp"
 #include "recsearch/search/options.hpp"
+#include "search/flat_graph.hpp"
 
 namespace recsearch::search::detail {
 
@@ -97,6 +98,11 @@ bool grid(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
 // First axis of the innermost cluster level (Megatron's tensor-parallel axes).
 std::size_t innermost_level_axis(const Cluster& cluster);
 
+// Region moves of rec and polish (a chain changed as a whole): hops from the
+// moved operator, and the most operators one region may change.
+inline constexpr int kRegionDepth = 3;
+inline constexpr std::size_t kRegionOps = 12;
+
 // One full strategy of an operator (a loop choice per axis) with the costs
 // it fixes by itself: compute, gradient all-reduces, halos, the reduction of
 // unconsumed partial outputs; the memory it accounts for; its operands'
@@ -111,47 +117,35 @@ struct OpStrategy {
   std::vector<std::vector<std::int64_t>> divisor;  // slice divisor before the axis
 };
 
-// The distinct tensors operator o reads or writes, in id order: those
-// whose redistributions a change of o's strategy can move.
-inline std::vector<ir::TensorId> touched_tensors(const ir::Graph& g, ir::OpId o) {
-  const ir::Operator& op = g.op(o);
-  std::vector<ir::TensorId> ts(op.inputs.begin(), op.inputs.end());
-  ts.insert(ts.end(), op.outputs.begin(), op.outputs.end());
-  std::sort(ts.begin(), ts.end());
-  ts.erase(std::unique(ts.begin(), ts.end()), ts.end());
-  return ts;
-}
-
-// Redistribution seconds of tensor t (`bytes` whole) held in slot
-// `holder_slot` of strategy `holder`: on every axis, each distinct request
-// (layout, slice divisor) of its uses turned from the holder's layout, as
-// plan::evaluate counts them. strategy_of(op) is each user's strategy, or
-// nullptr for one not assigned yet (left out). `seen` is scratch.
+// Redistribution seconds of tensor t held in slot `holder_slot` of
+// strategy `holder`: on every axis, each distinct request (layout, slice
+// divisor) of its uses turned from the holder's layout, as plan::evaluate
+// counts them. strategy_of(op) is each user's strategy, or nullptr for one
+// not assigned yet (left out). `seen` is scratch.
 template <class StrategyOf>
-double tensor_redistribution(const ir::Graph& g, const std::vector<Cut>& mesh,
-                             const SearchOptions& opts, ir::TensorId t, double bytes,
+double tensor_redistribution(const Context& ctx, const FlatGraph& flat, ir::TensorId t,
                              const OpStrategy& holder, std::size_t holder_slot,
                              StrategyOf&& strategy_of,
                              std::vector<std::pair<cost::AxisLayout, std::int64_t>>& seen) {
-  const ir::Tensor& tensor = g.tensor(t);
+  const double bytes = flat.bytes[t];
   double total = 0;
-  for (std::size_t a = 0; a < mesh.size(); ++a) {
+  for (std::size_t a = 0; a < ctx.mesh.size(); ++a) {
     const cost::AxisLayout h = holder.layout[holder_slot][a];
     seen.clear();
     ir::OpId prev = ir::kNone;
-    for (ir::OpId u : tensor.consumers) {
-      if (u == prev) continue;  // consumers lists an op once per use
+    for (std::size_t x = flat.use_off[t]; x < flat.use_off[t + 1]; ++x) {
+      const ir::OpId u = flat.uses[x];
+      if (u == prev) continue;  // uses list an op once per use
       prev = u;
       const OpStrategy* us = strategy_of(u);
       if (us == nullptr) continue;
-      const auto& ins = g.op(u).inputs;
-      for (std::size_t j = 0; j < ins.size(); ++j) {
-        if (ins[j] != t) continue;
+      for (std::size_t j = 0; j < flat.in_off[u + 1] - flat.in_off[u]; ++j) {
+        if (flat.in_tensor[flat.in_off[u] + j] != t) continue;
         const std::pair<cost::AxisLayout, std::int64_t> key{us->layout[j][a], us->divisor[j][a]};
         if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
         seen.push_back(key);
         total += redistribution_seconds(h, key.first, bytes / static_cast<double>(key.second),
-                                        mesh[a], opts.cost, opts.mode);
+                                        ctx.mesh[a], ctx.opts.cost, ctx.opts.mode);
       }
     }
   }
@@ -159,14 +153,7 @@ double tensor_redistribution(const ir::Graph& g, const std::vector<Cut>& mesh,
 }
 
 // OpStrategy of operator `o` with `cuts` (legal; one per mesh axis).
-OpStrategy make_strategy(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
-                         const Cluster& cluster, const SearchOptions& opts, ir::OpId o,
-                         const std::vector<std::int16_t>& cuts);
-
-// Holder of every tensor, whose layout a redistribution starts from: its
-// producer (op, output slot = inputs + j) or else its first use (op, input
-// slot); {kNone, 0} for a tensor nobody touches.
-std::vector<std::pair<ir::OpId, std::size_t>> tensor_holders(const ir::Graph& g);
+OpStrategy make_strategy(const Context& ctx, ir::OpId o, const std::vector<std::int16_t>& cuts);
 
 struct ExhaustiveResult {
   bool found = false;   // a plan within the budget (in the incumbent)

@@ -11,6 +11,7 @@
 // tests check its optimum against plan::evaluate.
 #include <algorithm>
 #include <limits>
+#include <span>
 
 #include "recsearch/error.hpp"
 #include "search/common.hpp"
@@ -25,22 +26,19 @@ using Strategy = OpStrategy;
 
 class BranchAndBound {
  public:
-  BranchAndBound(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
-                 const Cluster& cluster, const SearchOptions& opts, double budget)
-      : g_(g), spaces_(spaces), cluster_(cluster), opts_(opts), budget_(budget),
-        mesh_(cluster.cuts()) {
-    const auto pinned = pinned_cuts(g, spaces, mesh_);
+  explicit BranchAndBound(const Context& ctx) : ctx_(ctx), flat_(flatten(ctx.g)) {
+    const ir::Graph& g = ctx.g;
+    const auto pinned = pinned_cuts(g, ctx.spaces, ctx.mesh);
     strategies_.resize(g.num_operators());
     for (std::size_t o = 0; o < g.num_operators(); ++o) {
       std::vector<std::int16_t> cuts;
-      std::vector<std::int64_t> splits(spaces[o].loops.size(), 1);
+      std::vector<std::int64_t> splits(ctx.spaces[o].loops.size(), 1);
       if (!pinned[o].empty())
         add_strategy(static_cast<ir::OpId>(o), pinned[o]);
       else
         enumerate(static_cast<ir::OpId>(o), 0, splits, cuts);
     }
     order_ = g.topological_order();
-    holder_ = tensor_holders(g);
     suffix_min_.assign(order_.size() + 1, 0.0);
     for (std::size_t i = order_.size(); i-- > 0;) {
       double m = std::numeric_limits<double>::infinity();
@@ -53,7 +51,8 @@ class BranchAndBound {
 
   ExhaustiveResult solve(plan::Plan& incumbent, bool have_incumbent) {
     if (have_incumbent) {
-      best_ = plan::evaluate(g_, spaces_, cluster_, incumbent, opts_.cost).summary.step_time_s;
+      best_ = plan::evaluate(ctx_.g, ctx_.spaces, ctx_.cluster, incumbent, ctx_.opts.cost)
+                  .summary.step_time_s;
       best_cuts_ = incumbent.cuts;
       found_ = true;
     }
@@ -77,7 +76,7 @@ class BranchAndBound {
       chosen_[o] = static_cast<int>(it - list.begin());
       total += it->own;
     }
-    for (std::size_t t = 0; t < g_.num_tensors(); ++t)
+    for (std::size_t t = 0; t < ctx_.g.num_tensors(); ++t)
       total += tensor_edge(static_cast<ir::TensorId>(t));
     std::fill(chosen_.begin(), chosen_.end(), -1);
     return total;
@@ -86,32 +85,32 @@ class BranchAndBound {
  private:
   void enumerate(ir::OpId o, std::size_t a, std::vector<std::int64_t>& splits,
                  std::vector<std::int16_t>& cuts) {
-    if (a == mesh_.size()) {
+    if (a == ctx_.mesh.size()) {
       add_strategy(o, cuts);
       return;
     }
     std::vector<std::int16_t> choices;
-    legal_choices(g_, o, spaces_[o], splits, mesh_[a].size, choices);
+    legal_choices(ctx_.g, o, ctx_.spaces[o], splits, ctx_.mesh[a].size, choices);
     for (auto c : choices) {
       cuts.push_back(c);
-      if (c != plan::kReplicated) splits[static_cast<std::size_t>(c)] *= mesh_[a].size;
+      if (c != plan::kReplicated) splits[static_cast<std::size_t>(c)] *= ctx_.mesh[a].size;
       enumerate(o, a + 1, splits, cuts);
-      if (c != plan::kReplicated) splits[static_cast<std::size_t>(c)] /= mesh_[a].size;
+      if (c != plan::kReplicated) splits[static_cast<std::size_t>(c)] /= ctx_.mesh[a].size;
       cuts.pop_back();
     }
   }
 
   void add_strategy(ir::OpId o, const std::vector<std::int16_t>& cuts) {
-    strategies_[o].push_back(make_strategy(g_, spaces_, cluster_, opts_, o, cuts));
+    strategies_[o].push_back(make_strategy(ctx_, o, cuts));
   }
 
   // Redistribution cost of tensor t among its assigned holder and uses.
   double tensor_edge(ir::TensorId t) const {
-    const auto [hop, hslot] = holder_[t];
+    const ir::OpId hop = flat_.holder_op[t];
     if (hop == ir::kNone || chosen_[hop] < 0) return 0.0;
     return tensor_redistribution(
-        g_, mesh_, opts_, t, g_.tensor(t).bytes(),
-        strategies_[hop][static_cast<std::size_t>(chosen_[hop])], hslot,
+        ctx_, flat_, t, strategies_[hop][static_cast<std::size_t>(chosen_[hop])],
+        flat_.holder_slot[t],
         [&](ir::OpId u) -> const Strategy* {
           return chosen_[u] < 0 ? nullptr : &strategies_[u][static_cast<std::size_t>(chosen_[u])];
         },
@@ -120,7 +119,7 @@ class BranchAndBound {
 
   void dfs(std::size_t pos, double own, double mem, double peak_work) {
     if (aborted_) return;
-    if (++nodes_ > opts_.exhaustive_max_nodes) {
+    if (++nodes_ > ctx_.opts.exhaustive_max_nodes) {
       aborted_ = true;
       return;
     }
@@ -128,14 +127,14 @@ class BranchAndBound {
     if (own + edges + suffix_min_[pos] >= best_ * (1 - 1e-12)) return;
     if (pos == order_.size()) {
       plan::Plan p;
-      p.mode = opts_.mode;
-      p.mesh = mesh_;
-      p.cuts.resize(g_.num_operators());
-      for (std::size_t o = 0; o < g_.num_operators(); ++o)
+      p.mode = ctx_.opts.mode;
+      p.mesh = ctx_.mesh;
+      p.cuts.resize(ctx_.g.num_operators());
+      for (std::size_t o = 0; o < ctx_.g.num_operators(); ++o)
         p.cuts[o] = strategies_[o][static_cast<std::size_t>(chosen_[o])].cuts;
-      if (opts_.mode == Mode::Infer &&
-          plan::evaluate(g_, spaces_, cluster_, p, opts_.cost).summary.memory_per_device_bytes >
-              budget_)
+      if (ctx_.opts.mode == Mode::Infer &&
+          plan::evaluate(ctx_.g, ctx_.spaces, ctx_.cluster, p, ctx_.opts.cost)
+                  .summary.memory_per_device_bytes > ctx_.budget)
         return;
       best_ = own + edges;
       best_cuts_ = std::move(p.cuts);
@@ -143,13 +142,13 @@ class BranchAndBound {
       return;
     }
     const ir::OpId o = order_[pos];
-    const std::vector<ir::TensorId> touched = touched_tensors(g_, o);
+    const std::span<const ir::TensorId> touched = flat_.touched_of(o);
     for (std::size_t i = 0; i < strategies_[o].size(); ++i) {
       const Strategy& st = strategies_[o][i];
       // Inference holds parameters plus the largest working set; both only
       // grow as operators are assigned, so they bound the subtree too.
       const double peak = std::max(peak_work, st.work);
-      if (mem + st.mem + peak > budget_) continue;
+      if (mem + st.mem + peak > ctx_.budget) continue;
       chosen_[o] = static_cast<int>(i);
       std::vector<double> old(touched.size());
       for (std::size_t x = 0; x < touched.size(); ++x) {
@@ -167,15 +166,10 @@ class BranchAndBound {
     }
   }
 
-  const ir::Graph& g_;
-  const std::vector<algebra::OpSpace>& spaces_;
-  const Cluster& cluster_;
-  const SearchOptions& opts_;
-  double budget_;
-  const std::vector<Cut>& mesh_;
+  const Context ctx_;
+  FlatGraph flat_;  // holders, uses and touched tensors
   std::vector<std::vector<Strategy>> strategies_;
   std::vector<ir::OpId> order_;
-  std::vector<std::pair<ir::OpId, std::size_t>> holder_;
   std::vector<double> suffix_min_;
   std::vector<int> chosen_;
   std::vector<double> edge_;
@@ -190,33 +184,84 @@ class BranchAndBound {
 
 }  // namespace
 
-std::vector<std::pair<ir::OpId, std::size_t>> tensor_holders(const ir::Graph& g) {
-  const std::size_t nt = g.num_tensors();
-  std::vector<std::pair<ir::OpId, std::size_t>> holder(nt, {ir::kNone, 0});
-  for (std::size_t t = 0; t < nt; ++t) {
-    const ir::Tensor& tensor = g.tensor(static_cast<ir::TensorId>(t));
-    if (tensor.producer != ir::kNone) {
-      const auto& outs = g.op(tensor.producer).outputs;
-      holder[t] = {tensor.producer,
-                   g.op(tensor.producer).inputs.size() +
-                       static_cast<std::size_t>(std::find(outs.begin(), outs.end(), t) - outs.begin())};
-    } else if (!tensor.consumers.empty()) {
-      const auto& ins = g.op(tensor.consumers.front()).inputs;
-      holder[t] = {tensor.consumers.front(),
-                   static_cast<std::size_t>(std::find(ins.begin(), ins.end(), t) - ins.begin())};
-    }
-  }
-  return holder;
+namespace {
+
+// Bytes of the halo a cut of window loop c exchanges: rows of the first
+// input that maps a dim to it (with a halo of any bytes), times the bytes of
+// one row of its slice (divisors `div`, loop splits so far `splits`).
+double halo_bytes(const ir::Graph& g, const ir::Operator& op, const algebra::OpSpace& s, int c,
+                  const std::vector<std::int64_t>& div, const std::vector<std::int64_t>& splits) {
+  const algebra::LoopDim& loop = s.loops[static_cast<std::size_t>(c)];
+  for (std::size_t j = 0; j < op.inputs.size(); ++j)
+    for (std::size_t d = 0; d < s.inputs[j].size(); ++d)
+      if (s.inputs[j][d] == c) {
+        const ir::Tensor& t = g.tensor(op.inputs[j]);
+        const double extent = static_cast<double>(t.shape[d]) /
+                              static_cast<double>(splits[static_cast<std::size_t>(c)]);
+        const double halo =
+            static_cast<double>(loop.halo) * t.bytes() / static_cast<double>(div[j]) / extent;
+        if (halo != 0) return halo;
+        break;
+      }
+  return 0.0;
 }
 
-OpStrategy make_strategy(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
-                         const Cluster& cluster, const SearchOptions& opts, ir::OpId o,
-                         const std::vector<std::int16_t>& cuts) {
-  const std::vector<Cut>& mesh = cluster.cuts();
+// Adds to st.own the seconds of cutting loop c on mesh axis a: gradient
+// all-reduces of replicated inputs that need one (training) and the halo
+// exchange of a window loop. `st.layout` on axis a is in place.
+void add_cut_seconds(const Context& ctx, const ir::Operator& op, const algebra::OpSpace& s,
+                     std::size_t a, int c, const std::vector<std::int64_t>& div,
+                     const std::vector<std::int64_t>& splits, OpStrategy& st) {
+  const Cut& cut = ctx.mesh[a];
+  const Mode mode = ctx.opts.mode;
+  for (std::size_t j = 0; j < op.inputs.size(); ++j) {
+    const ir::Tensor& t = ctx.g.tensor(op.inputs[j]);
+    if (mode == Mode::Train && t.requires_grad() && st.layout[j][a].kind == LayoutKind::Replicate)
+      st.own += cost::gradient_seconds(t.bytes() / static_cast<double>(div[j]),
+                                       t.kind == ir::TensorKind::Parameter, cut, ctx.opts.cost);
+  }
+  const algebra::LoopDim& loop = s.loops[static_cast<std::size_t>(c)];
+  if (loop.role == algebra::DimRole::Window && loop.halo > 0) {
+    const double halo = halo_bytes(ctx.g, op, s, c, div, splits);
+    const double one = cost::collective_seconds(cost::Collective::Halo, halo, cut, ctx.opts.cost);
+    st.own += mode == Mode::Train ? 2 * one : one;
+  }
+}
+
+// Memory operator o accounts for: the tensors it holds (parameter state
+// and, in training, graph inputs at their first use, and its outputs).
+double held_memory(const Context& ctx, ir::OpId o, const std::vector<std::int64_t>& div) {
+  const ir::Graph& g = ctx.g;
   const ir::Operator& op = g.op(o);
-  const algebra::OpSpace& s = spaces[o];
-  const Mode mode = opts.mode;
-  const CostParams& p = opts.cost;
+  const Mode mode = ctx.opts.mode;
+  const std::size_t nin = op.inputs.size();
+  const double psf = cost::parameter_state_factor(ctx.opts.cost, mode);
+  double mem = 0;
+  for (std::size_t j = 0; j < nin; ++j) {
+    const ir::Tensor& t = g.tensor(op.inputs[j]);
+    const bool holds = t.producer == ir::kNone && t.consumers.front() == o &&
+                       std::find(op.inputs.begin(), op.inputs.end(), op.inputs[j]) -
+                               op.inputs.begin() == static_cast<std::ptrdiff_t>(j);
+    if (!holds) continue;
+    const double slice = t.bytes() / static_cast<double>(div[j]);
+    if (t.kind == ir::TensorKind::Parameter) mem += slice * psf;
+    else if (t.kind == ir::TensorKind::Input && mode == Mode::Train) mem += slice;
+  }
+  if (mode == Mode::Train)
+    for (std::size_t j = 0; j < op.outputs.size(); ++j)
+      mem += g.tensor(op.outputs[j]).bytes() / static_cast<double>(div[nin + j]);
+  return mem;
+}
+
+}  // namespace
+
+OpStrategy make_strategy(const Context& ctx, ir::OpId o, const std::vector<std::int16_t>& cuts) {
+  const ir::Graph& g = ctx.g;
+  const std::vector<Cut>& mesh = ctx.mesh;
+  const ir::Operator& op = g.op(o);
+  const algebra::OpSpace& s = ctx.spaces[o];
+  const Mode mode = ctx.opts.mode;
+  const CostParams& p = ctx.opts.cost;
   const std::size_t nin = op.inputs.size(), nslots = nin + op.outputs.size();
   OpStrategy st;
   st.cuts = cuts;
@@ -226,42 +271,17 @@ OpStrategy make_strategy(const ir::Graph& g, const std::vector<algebra::OpSpace>
   auto tensor_of = [&](std::size_t slot) {
     return slot < nin ? op.inputs[slot] : op.outputs[slot - nin];
   };
-  auto dims_of = [&](std::size_t slot) -> const std::vector<int>& {
-    return slot < nin ? s.inputs[slot] : s.outputs[slot - nin];
-  };
   std::int64_t total_split = 1;
   for (std::size_t a = 0; a < mesh.size(); ++a) {
     const Cut& cut = mesh[a];
     const int c = cuts[a];
     for (std::size_t slot = 0; slot < nslots; ++slot) {
-      st.layout[slot][a] = operand_layout(s, dims_of(slot), slot >= nin, c);
+      const auto& dims = slot < nin ? s.inputs[slot] : s.outputs[slot - nin];
+      st.layout[slot][a] = operand_layout(s, dims, slot >= nin, c);
       st.divisor[slot][a] = div[slot];
     }
-    if (c != plan::kReplicated) {
-      for (std::size_t j = 0; j < nin; ++j) {
-        const ir::Tensor& t = g.tensor(op.inputs[j]);
-        if (mode == Mode::Train && t.requires_grad() &&
-            st.layout[j][a].kind == LayoutKind::Replicate)
-          st.own += cost::gradient_seconds(t.bytes() / static_cast<double>(div[j]),
-                                           t.kind == ir::TensorKind::Parameter, cut, p);
-      }
-      const algebra::LoopDim& loop = s.loops[static_cast<std::size_t>(c)];
-      if (loop.role == algebra::DimRole::Window && loop.halo > 0) {
-        double halo = 0;
-        for (std::size_t j = 0; j < nin && halo == 0; ++j)
-          for (std::size_t d = 0; d < s.inputs[j].size(); ++d)
-            if (s.inputs[j][d] == c) {
-              const ir::Tensor& t = g.tensor(op.inputs[j]);
-              const double extent = static_cast<double>(t.shape[d]) /
-                                    static_cast<double>(splits[static_cast<std::size_t>(c)]);
-              halo = static_cast<double>(loop.halo) * t.bytes() /
-                     static_cast<double>(div[j]) / extent;
-              break;
-            }
-        const double one = cost::collective_seconds(cost::Collective::Halo, halo, cut, p);
-        st.own += mode == Mode::Train ? 2 * one : one;
-      }
-    }
+    if (c != plan::kReplicated) add_cut_seconds(ctx, op, s, a, c, div, splits, st);
+    // Partial outputs nobody consumes are reduced here.
     for (std::size_t j = 0; j < op.outputs.size(); ++j) {
       const ir::Tensor& t = g.tensor(op.outputs[j]);
       if (t.consumers.empty() && st.layout[nin + j][a].kind == LayoutKind::Partial)
@@ -283,30 +303,16 @@ OpStrategy make_strategy(const ir::Graph& g, const std::vector<algebra::OpSpace>
     if (mode == Mode::Infer && t.kind != ir::TensorKind::Parameter) st.work += slice;
   }
   st.own += cost::compute_seconds(s.flops / static_cast<double>(total_split), touched,
-                                  cluster.device(), p, mode);
-  // Memory this operator accounts for: tensors it holds.
-  const double psf = cost::parameter_state_factor(p, mode);
-  for (std::size_t j = 0; j < nin; ++j) {
-    const ir::Tensor& t = g.tensor(op.inputs[j]);
-    const bool holds = t.producer == ir::kNone && t.consumers.front() == o &&
-                       std::find(op.inputs.begin(), op.inputs.end(), op.inputs[j]) -
-                               op.inputs.begin() == static_cast<std::ptrdiff_t>(j);
-    if (!holds) continue;
-    const double slice = t.bytes() / static_cast<double>(div[j]);
-    if (t.kind == ir::TensorKind::Parameter) st.mem += slice * psf;
-    else if (t.kind == ir::TensorKind::Input && mode == Mode::Train) st.mem += slice;
-  }
-  if (mode == Mode::Train)
-    for (std::size_t j = 0; j < op.outputs.size(); ++j)
-      st.mem += g.tensor(op.outputs[j]).bytes() / static_cast<double>(div[nin + j]);
+                                  ctx.cluster.device(), p, mode);
+  st.mem = held_memory(ctx, o, div);
   return st;
 }
-
 
 ExhaustiveResult exhaustive(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
                             const Cluster& cluster, const SearchOptions& opts, double budget,
                             plan::Plan& incumbent, bool have_incumbent) {
-  BranchAndBound bb(g, spaces, cluster, opts, budget);
+  const Context ctx(g, spaces, cluster, opts, budget);
+  BranchAndBound bb(ctx);
   return bb.solve(incumbent, have_incumbent);
 }
 

@@ -34,6 +34,64 @@ bool is_data(const ir::Tensor& t) {
   return t.kind != ir::TensorKind::Parameter && t.kind != ir::TensorKind::Constant;
 }
 
+// Whether loop l maps a dim of some data input of op.
+bool in_data(const ir::Graph& g, const ir::Operator& op, const algebra::OpSpace& s, int l) {
+  for (std::size_t j = 0; j < op.inputs.size(); ++j)
+    if (is_data(g.tensor(op.inputs[j])))
+      for (int x : s.inputs[j])
+        if (x == l) return true;
+  return false;
+}
+
+// Whether loop l maps a dim of some output.
+bool in_output(const algebra::OpSpace& s, int l) {
+  for (const auto& dims : s.outputs)
+    for (int x : dims)
+      if (x == l) return true;
+  return false;
+}
+
+// The loop that continues the split of a data input (split_dim: the dim of
+// each tensor the TP axes split, -1 for none), or kUnmapped.
+int continued_loop(const ir::Operator& op, const algebra::OpSpace& s,
+                   const std::vector<int>& split_dim) {
+  for (std::size_t j = 0; j < op.inputs.size(); ++j) {
+    const int d = split_dim[op.inputs[j]];
+    if (d < 0 || static_cast<std::size_t>(d) >= s.inputs[j].size()) continue;
+    const int l = s.inputs[j][static_cast<std::size_t>(d)];
+    if (l != algebra::kUnmapped && loop_allowed(op, s, l)) return l;
+  }
+  return algebra::kUnmapped;
+}
+
+// The first loop of a weight with `role` that no data input has (and, for
+// a parallel loop, some output has), or kUnmapped.
+int weight_loop(const ir::Graph& g, const ir::Operator& op, const algebra::OpSpace& s,
+                algebra::DimRole role) {
+  for (std::size_t j = 0; j < op.inputs.size(); ++j) {
+    if (!is_weight(g.tensor(op.inputs[j]))) continue;
+    for (int l : s.inputs[j]) {
+      if (l == algebra::kUnmapped || !loop_allowed(op, s, l)) continue;
+      const auto& loop = s.loops[static_cast<std::size_t>(l)];
+      if (loop.role != role || in_data(g, op, s, l)) continue;
+      if (role == algebra::DimRole::Parallel && !in_output(s, l)) continue;
+      return l;
+    }
+  }
+  return algebra::kUnmapped;
+}
+
+// Records the dim of each output that tensor-parallel loop tp splits.
+void mark_split(const ir::Operator& op, const algebra::OpSpace& s, int tp,
+                std::vector<int>& split_dim) {
+  for (std::size_t j = 0; j < op.outputs.size(); ++j)
+    for (std::size_t d = 0; d < s.outputs[j].size(); ++d)
+      if (s.outputs[j][d] == tp) {
+        split_dim[op.outputs[j]] = static_cast<int>(d);
+        break;
+      }
+}
+
 }  // namespace
 
 std::vector<int> tensor_parallel_loops(const ir::Graph& g,
@@ -45,54 +103,16 @@ std::vector<int> tensor_parallel_loops(const ir::Graph& g,
     const ir::Operator& op = g.op(o);
     const algebra::OpSpace& s = spaces[o];
     if (!pinned[o].empty() || s.opaque) continue;
-    int tp = algebra::kUnmapped;
-    // Continue a split of a data input.
-    for (std::size_t j = 0; j < op.inputs.size() && tp == algebra::kUnmapped; ++j) {
-      const int d = split_dim[op.inputs[j]];
-      if (d < 0 || static_cast<std::size_t>(d) >= s.inputs[j].size()) continue;
-      const int l = s.inputs[j][static_cast<std::size_t>(d)];
-      if (l != algebra::kUnmapped && loop_allowed(op, s, l)) tp = l;
-    }
-    // Start one at a weight.
-    if (tp == algebra::kUnmapped) {
-      auto in_data = [&](int l) {
-        for (std::size_t j = 0; j < op.inputs.size(); ++j)
-          if (is_data(g.tensor(op.inputs[j])))
-            for (int x : s.inputs[j])
-              if (x == l) return true;
-        return false;
-      };
-      auto in_output = [&](int l) {
-        for (const auto& dims : s.outputs)
-          for (int x : dims)
-            if (x == l) return true;
-        return false;
-      };
-      for (int pass = 0; pass < 2 && tp == algebra::kUnmapped; ++pass) {
-        const auto role = pass == 0 ? algebra::DimRole::Reduction : algebra::DimRole::Parallel;
-        for (std::size_t j = 0; j < op.inputs.size() && tp == algebra::kUnmapped; ++j) {
-          if (!is_weight(g.tensor(op.inputs[j]))) continue;
-          for (int l : s.inputs[j]) {
-            if (l == algebra::kUnmapped || !loop_allowed(op, s, l)) continue;
-            const auto& loop = s.loops[static_cast<std::size_t>(l)];
-            if (loop.role != role || in_data(l)) continue;
-            if (role == algebra::DimRole::Parallel && !in_output(l)) continue;
-            tp = l;
-            break;
-          }
-        }
-      }
-    }
+    // Continue a split of a data input, else start one at a weight: a
+    // reduction loop only the weight has, else a parallel loop of the
+    // output (the column cut); see the file comment.
+    int tp = continued_loop(op, s, split_dim);
+    if (tp == algebra::kUnmapped) tp = weight_loop(g, op, s, algebra::DimRole::Reduction);
+    if (tp == algebra::kUnmapped) tp = weight_loop(g, op, s, algebra::DimRole::Parallel);
     loop_of[o] = tp;
-    if (tp == algebra::kUnmapped ||
-        s.loops[static_cast<std::size_t>(tp)].role != algebra::DimRole::Parallel)
-      continue;
-    for (std::size_t j = 0; j < op.outputs.size(); ++j)
-      for (std::size_t d = 0; d < s.outputs[j].size(); ++d)
-        if (s.outputs[j][d] == tp) {
-          split_dim[op.outputs[j]] = static_cast<int>(d);
-          break;
-        }
+    if (tp != algebra::kUnmapped &&
+        s.loops[static_cast<std::size_t>(tp)].role == algebra::DimRole::Parallel)
+      mark_split(op, s, tp, split_dim);
   }
   return loop_of;
 }

@@ -25,8 +25,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <span>
 
 #include "search/common.hpp"
+#include "search/flat_graph.hpp"
 
 namespace recsearch::search::detail {
 namespace {
@@ -40,45 +42,32 @@ constexpr double kMinGain = 1e-12;
 // Operators touching a tensor with more uses than this keep their strategy:
 // each of their moves would recount every use.
 constexpr std::size_t kMaxUses = 256;
-// Region moves (see regions()): hops from the moved operator, the most
-// operators one region may change, and the tries per polish: at most
-// kRegionAttempts, at least one per two operators, else kRegionWork over
-// the squared number of mesh axes (4096 tries on 6 axes).
-constexpr int kRegionDepth = 3;
-constexpr std::size_t kRegionOps = 12;
+// Region moves (see regions(); their depth and size: common.hpp): the tries
+// per polish, at most kRegionAttempts, at least one per two operators, else
+// kRegionWork over the squared number of mesh axes (4096 tries on 6 axes).
 constexpr std::size_t kRegionAttempts = 4096;
 constexpr std::size_t kRegionWork = 4096 * 36;
 
 class Polish {
  public:
-  Polish(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces, const Cluster& cluster,
-         const SearchOptions& opts, double budget, const plan::Plan& plan)
-      : g_(g), spaces_(spaces), cluster_(cluster), opts_(opts), budget_(budget),
-        mesh_(cluster.cuts()), holder_(tensor_holders(g)) {
-    const std::size_t n = g.num_operators();
-    touched_.reserve(n);
-    for (std::size_t o = 0; o < n; ++o)
-      touched_.push_back(touched_tensors(g, static_cast<ir::OpId>(o)));
+  Polish(const Context& ctx, const plan::Plan& plan) : ctx_(ctx), flat_(flatten(ctx.g)) {
+    const std::size_t n = ctx.g.num_operators();
     cur_.reserve(n);
     for (std::size_t o = 0; o < n; ++o)
-      cur_.push_back(
-          make_strategy(g, spaces, cluster, opts, static_cast<ir::OpId>(o), plan.cuts[o]));
-    const auto pinned = pinned_cuts(g, spaces, mesh_);
+      cur_.push_back(make_strategy(ctx, static_cast<ir::OpId>(o), plan.cuts[o]));
+    const auto pinned = pinned_cuts(ctx.g, ctx.spaces, ctx.mesh);
     movable_.assign(n, 1);
     for (std::size_t o = 0; o < n; ++o) {
       if (!pinned[o].empty()) movable_[o] = 0;
       for (ir::TensorId t : touched(static_cast<ir::OpId>(o)))
-        if (g.tensor(t).consumers.size() > kMaxUses) movable_[o] = 0;
+        if (uses(t) > kMaxUses) movable_[o] = 0;
     }
-    bytes_.resize(g.num_tensors());
-    for (std::size_t t = 0; t < g.num_tensors(); ++t)
-      bytes_[t] = g.tensor(static_cast<ir::TensorId>(t)).bytes();
-    edge_.resize(g.num_tensors());
-    for (std::size_t t = 0; t < g.num_tensors(); ++t)
+    edge_.resize(ctx.g.num_tensors());
+    for (std::size_t t = 0; t < ctx.g.num_tensors(); ++t)
       edge_[t] = tensor_edge(static_cast<ir::TensorId>(t), ir::kNone, nullptr);
     held_ = 0;
     for (const OpStrategy& s : cur_) held_ += s.mem;
-    if (opts.mode == Mode::Infer) rebuild_peak();
+    if (ctx.opts.mode == Mode::Infer) rebuild_peak();
   }
 
   // Memory as the evaluator counts it, up to the bytes of tensors no
@@ -97,7 +86,7 @@ class Polish {
     bool any = sweeps(untouched);
     // Region moves, once the plan fits and single moves are spent; then
     // single moves again around what they changed.
-    if (held_ + peak_ + untouched <= budget_ && regions(untouched)) {
+    if (held_ + peak_ + untouched <= ctx_.budget && regions(untouched)) {
       any = true;
       (void)sweeps(untouched);
     }
@@ -131,10 +120,9 @@ class Polish {
   template <class F>
   void for_each_adjacent(ir::OpId n, F&& f) const {
     for (ir::TensorId t : touched(n)) {
-      const ir::Tensor& tensor = g_.tensor(t);
-      if (tensor.consumers.size() > kMaxUses) continue;
-      if (holder_[t].first != ir::kNone) f(holder_[t].first);
-      for (ir::OpId u : tensor.consumers) f(u);
+      if (uses(t) > kMaxUses) continue;
+      if (flat_.holder_op[t] != ir::kNone) f(flat_.holder_op[t]);
+      for (std::size_t u = flat_.use_off[t]; u < flat_.use_off[t + 1]; ++u) f(flat_.uses[u]);
     }
   }
 
@@ -154,7 +142,7 @@ class Polish {
     const double gain = kMinGain * step_time();
     // A try costs about (axes)^2: candidates of each responder, each over
     // every axis.
-    const std::size_t axes = std::max<std::size_t>(mesh_.size(), 1);
+    const std::size_t axes = std::max<std::size_t>(ctx_.mesh.size(), 1);
     std::size_t attempts =
         std::min(kRegionAttempts, std::max(order.size() / 2, kRegionWork / (axes * axes)));
     bool any = false;
@@ -176,7 +164,7 @@ class Polish {
                    double gain) {
     undo_.clear();
     region_.clear();
-    double delta = apply(o, make_strategy(g_, spaces_, cluster_, opts_, o, cuts));
+    double delta = apply(o, make_strategy(ctx_, o, cuts));
     region_.emplace_back(o, 0);
     enqueue(o, 0);
     for (std::size_t head = 1; head < region_.size() && undo_.size() < kRegionOps; ++head) {
@@ -188,7 +176,7 @@ class Polish {
       enqueue(n, depth);
     }
     if (delta < -gain && fits(untouched)) {
-      if (opts_.mode == Mode::Infer) rebuild_peak();
+      if (ctx_.opts.mode == Mode::Infer) rebuild_peak();
       return true;
     }
     for (std::size_t x = undo_.size(); x-- > 0;) {
@@ -249,8 +237,8 @@ class Polish {
   }
 
   [[nodiscard]] bool fits(double untouched) const {
-    const double peak = opts_.mode == Mode::Infer ? region_peak() : 0.0;
-    return held_ + peak + untouched <= budget_;
+    const double peak = ctx_.opts.mode == Mode::Infer ? region_peak() : 0.0;
+    return held_ + peak + untouched <= ctx_.budget;
   }
 
   // n's fastest neighbouring strategy that saves time and keeps the plan
@@ -261,12 +249,12 @@ class Polish {
     const OpStrategy& now = cur_[n];
     double edges_now = 0;
     for (ir::TensorId t : ts) edges_now += edge_[t];
-    const double peak = opts_.mode == Mode::Infer ? region_peak() : 0.0;
+    const double peak = ctx_.opts.mode == Mode::Infer ? region_peak() : 0.0;
     double best = -gain;
     bool found = false;
     for (auto& cuts : neighbours(n, false)) {
-      OpStrategy alt = make_strategy(g_, spaces_, cluster_, opts_, n, cuts);
-      if (held_ - now.mem + alt.mem + std::max(peak, alt.work) + untouched > budget_) continue;
+      OpStrategy alt = make_strategy(ctx_, n, cuts);
+      if (held_ - now.mem + alt.mem + std::max(peak, alt.work) + untouched > ctx_.budget) continue;
       double edges_alt = 0;
       for (ir::TensorId t : ts) edges_alt += tensor_edge(t, n, &alt);
       const double dt = alt.own + edges_alt - now.own - edges_now;
@@ -278,8 +266,14 @@ class Polish {
     return found;
   }
 
-  // Made once: every move and every neighbour walk asks for it.
-  const std::vector<ir::TensorId>& touched(ir::OpId o) const { return touched_[o]; }
+  // Made once (FlatGraph): every move and every neighbour walk asks for it.
+  [[nodiscard]] std::span<const ir::TensorId> touched(ir::OpId o) const {
+    return flat_.touched_of(o);
+  }
+
+  [[nodiscard]] std::size_t uses(ir::TensorId t) const {
+    return flat_.use_off[t + 1] - flat_.use_off[t];
+  }
 
   // The strategy operator `o` has, or `alt` when o == `swapped`.
   const OpStrategy& strategy(ir::OpId o, ir::OpId swapped, const OpStrategy* alt) const {
@@ -288,10 +282,10 @@ class Polish {
 
   // Redistribution seconds of tensor t, with `swapped` taking `alt`.
   double tensor_edge(ir::TensorId t, ir::OpId swapped, const OpStrategy* alt) const {
-    const auto [hop, hslot] = holder_[t];
+    const ir::OpId hop = flat_.holder_op[t];
     if (hop == ir::kNone) return 0.0;
     return tensor_redistribution(
-        g_, mesh_, opts_, t, bytes_[t], strategy(hop, swapped, alt), hslot,
+        ctx_, flat_, t, strategy(hop, swapped, alt), flat_.holder_slot[t],
         [&](ir::OpId u) { return &strategy(u, swapped, alt); }, seen_);
   }
 
@@ -324,8 +318,8 @@ class Polish {
   // working set over what the held bytes leave, summed, so that operators
   // tied at the peak each count (a move of one alone lowers no maximum).
   [[nodiscard]] double overflow(double held, ir::OpId o, double work) const {
-    if (opts_.mode != Mode::Infer) return std::max(0.0, held - budget_);
-    const double room = budget_ - held;
+    if (ctx_.opts.mode != Mode::Infer) return std::max(0.0, held - ctx_.budget);
+    const double room = ctx_.budget - held;
     // Works above `room`, from the sorted list and its suffix sums.
     const auto it = std::upper_bound(works_.begin(), works_.end(), room);
     const auto i = static_cast<std::size_t>(it - works_.begin());
@@ -338,7 +332,7 @@ class Polish {
   }
 
   [[nodiscard]] double peak_with(ir::OpId o, double work) const {
-    if (opts_.mode != Mode::Infer) return 0.0;
+    if (ctx_.opts.mode != Mode::Infer) return 0.0;
     const double others = o == peak_op_ ? second_ : peak_;
     return std::max(others, work);
   }
@@ -350,13 +344,13 @@ class Polish {
     std::vector<std::vector<std::int16_t>> out;
     const auto& now = cur_[o].cuts;
     std::vector<std::int16_t> choices;
-    for (std::size_t a = 0; a < mesh_.size(); ++a) {
+    for (std::size_t a = 0; a < ctx_.mesh.size(); ++a) {
       // Splits of the other axes; the choice on `a` must divide what they leave.
-      std::vector<std::int64_t> splits(spaces_[o].loops.size(), 1);
-      for (std::size_t b = 0; b < mesh_.size(); ++b)
+      std::vector<std::int64_t> splits(ctx_.spaces[o].loops.size(), 1);
+      for (std::size_t b = 0; b < ctx_.mesh.size(); ++b)
         if (b != a && now[b] != plan::kReplicated)
-          splits[static_cast<std::size_t>(now[b])] *= mesh_[b].size;
-      legal_choices(g_, o, spaces_[o], splits, mesh_[a].size, choices);
+          splits[static_cast<std::size_t>(now[b])] *= ctx_.mesh[b].size;
+      legal_choices(ctx_.g, o, ctx_.spaces[o], splits, ctx_.mesh[a].size, choices);
       for (std::int16_t c : choices) {
         if (c == now[a]) continue;
         std::vector<std::int16_t> cuts = now;
@@ -368,9 +362,9 @@ class Polish {
     // Two axes trading their choices: the same loops cut as often, on other
     // links (a reduction's all-reduce from the slow level to the fast one;
     // within a level, a collective at another depth of the schedule).
-    for (std::size_t a = 0; a < mesh_.size(); ++a)
-      for (std::size_t b = a + 1; b < mesh_.size(); ++b) {
-        if (now[a] == now[b] || mesh_[a].size != mesh_[b].size) continue;
+    for (std::size_t a = 0; a < ctx_.mesh.size(); ++a)
+      for (std::size_t b = a + 1; b < ctx_.mesh.size(); ++b) {
+        if (now[a] == now[b] || ctx_.mesh[a].size != ctx_.mesh[b].size) continue;
         std::vector<std::int16_t> cuts = now;
         std::swap(cuts[a], cuts[b]);
         out.push_back(std::move(cuts));
@@ -385,7 +379,7 @@ class Polish {
     double edges_now = 0;
     for (ir::TensorId t : ts) edges_now += edge_[t];
     const double mem_now = held_ + peak_ + untouched;
-    const bool over = mem_now > budget_;
+    const bool over = mem_now > ctx_.budget;
     const double overflow_now = over ? overflow(held_ + untouched, ir::kNone, 0.0) : 0.0;
     // Over budget: moves that free memory, those that also save time first
     // (by memory freed), then by memory freed per second added. Within
@@ -394,7 +388,7 @@ class Polish {
     OpStrategy best;
     bool found = false;
     for (auto& cuts : neighbours(o, true)) {
-      OpStrategy alt = make_strategy(g_, spaces_, cluster_, opts_, o, cuts);
+      OpStrategy alt = make_strategy(ctx_, o, cuts);
       double edges_alt = 0;
       for (ir::TensorId t : ts) edges_alt += tensor_edge(t, o, &alt);
       const double dt = alt.own + edges_alt - now.own - edges_now;
@@ -406,7 +400,7 @@ class Polish {
         if (freed <= 0) continue;
         score = dt <= 0 ? std::pair{1, freed} : std::pair{0, freed / dt};
       } else {
-        if (mem_alt > budget_ || dt >= -kMinGain * (now.own + edges_now)) continue;
+        if (mem_alt > ctx_.budget || dt >= -kMinGain * (now.own + edges_now)) continue;
         score = {0, -dt};
       }
       if (found && score <= best_score) continue;
@@ -418,22 +412,15 @@ class Polish {
     held_ += best.mem - cur_[o].mem;
     cur_[o] = std::move(best);
     for (ir::TensorId t : ts) edge_[t] = tensor_edge(t, ir::kNone, nullptr);
-    if (opts_.mode == Mode::Infer) rebuild_peak();
+    if (ctx_.opts.mode == Mode::Infer) rebuild_peak();
     return true;
   }
 
-  const ir::Graph& g_;
-  const std::vector<algebra::OpSpace>& spaces_;
-  const Cluster& cluster_;
-  const SearchOptions& opts_;
-  double budget_;
-  const std::vector<Cut>& mesh_;
-  std::vector<std::pair<ir::OpId, std::size_t>> holder_;
+  const Context ctx_;
+  FlatGraph flat_;  // holders, uses and touched tensors
   std::vector<OpStrategy> cur_;
-  std::vector<std::vector<ir::TensorId>> touched_;  // see touched()
   std::vector<std::uint8_t> movable_;
   std::vector<double> edge_;   // redistribution seconds of each tensor
-  std::vector<double> bytes_;  // full bytes of each tensor
   double held_ = 0;           // parameter state and saved activations
   std::vector<std::pair<ir::OpId, OpStrategy>> undo_;  // a region's changes, in order
   std::vector<std::pair<ir::OpId, int>> region_;        // breadth-first: operator, hops
@@ -449,7 +436,8 @@ PolishResult polish(const ir::Graph& g, const std::vector<algebra::OpSpace>& spa
                     const Cluster& cluster, const SearchOptions& opts, double budget,
                     plan::Plan& plan, double evaluated_memory) {
   if (!polish_applies(g, cluster.cuts().size())) return {};
-  Polish p(g, spaces, cluster, opts, budget, plan);
+  const Context ctx(g, spaces, cluster, opts, budget);
+  Polish p(ctx, plan);
   // What no operator accounts for (tensors nobody touches, held whole).
   const double untouched = std::max(0.0, evaluated_memory - p.memory());
   PolishResult r;

@@ -13,9 +13,9 @@ namespace recsearch::search::detail {
 
 // Polish runs where operators x mesh axes is at most this: each sweep
 // builds every operator's neighbouring strategies (about axes x loops of
-// them, each over every axis), which past it costs far more than the
-// passes (a GPT of 3,305 operators on 64x64, 12 axes: 0.5 s against
-// 0.006 s; the zoo's graphs, operators x axes up to 9,534: 0.02-0.3 s).
+// them, each over every axis), a cost that grows with the square of the
+// axes where rec's passes grow with their number; past this bound polish
+// would cost far more than the search it refines.
 inline constexpr std::size_t kPolishMaxWork = 20'000;
 
 // Whether polish runs on g with this many mesh axes.

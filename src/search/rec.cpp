@@ -43,6 +43,7 @@
 #include <queue>
 
 #include "search/common.hpp"
+#include "search/flat_graph.hpp"
 
 namespace recsearch::search::detail {
 namespace {
@@ -62,11 +63,8 @@ struct Want {
 // next to a change.
 constexpr int kRefineSweeps = 3;
 
-// Region moves (see region_sweep): hops from the moved operator, and the
-// most operators one region may change.
-constexpr int kRegionDepth = 3;
-constexpr std::size_t kRegionOps = 12;
-// Region attempts per pass: at least this many, or one per 16
+// Region attempts per pass (region_sweep; the depth and size of one region
+// are polish's too, common.hpp): at least this many, or one per 16
 // operators if that is more.
 constexpr std::size_t kRegionMinAttempts = 8192;
 
@@ -124,126 +122,20 @@ struct Discount {
 
 class RecSearch {
  public:
-  RecSearch(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
-            const Cluster& cluster, const SearchOptions& opts, double lambda,
-            const std::vector<double>* weights)
-      : g_(g), spaces_(spaces), cluster_(cluster), opts_(opts), lambda_(lambda) {
-    const std::size_t nops = g.num_operators(), nt = g.num_tensors();
-    loop_off_.resize(nops + 1);
-    in_off_.resize(nops + 1);
-    out_off_.resize(nops + 1);
-    cand_off_.resize(nops + 1);
-    lay_off_.resize(nops + 1);
-    for (std::size_t o = 0; o < nops; ++o) {
-      const ir::Operator& op = g.op(static_cast<ir::OpId>(o));
-      loop_off_[o + 1] = loop_off_[o] + spaces[o].loops.size();
-      in_off_[o + 1] = in_off_[o] + op.inputs.size();
-      out_off_[o + 1] = out_off_[o] + op.outputs.size();
-      cand_off_[o + 1] = cand_off_[o] + spaces[o].loops.size() + 1;
-      lay_off_[o + 1] =
-          lay_off_[o] + (spaces[o].loops.size() + 1) * (op.inputs.size() + op.outputs.size());
-    }
-    in_tensor_.resize(in_off_[nops]);
-    out_tensor_.resize(out_off_[nops]);
-    in_holds_.assign(in_off_[nops], 0);
-    layouts_.resize(lay_off_[nops]);
-    splits_.assign(loop_off_[nops], 1);
-    in_div_.assign(in_off_[nops], 1);
-    out_div_.assign(out_off_[nops], 1);
-    cands_.assign(cand_off_[nops], plan::kReplicated);
-    n_cands_.assign(nops, 0);
-    own_.assign(cand_off_[nops], 0.0);
-    own_comm_.assign(cand_off_[nops], 0.0);
-
-    bytes_.resize(nt);
-    tensor_flags_.resize(nt);
-    holder_op_.assign(nt, ir::kNone);
-    holder_slot_.assign(nt, 0);
-    holder_is_output_.assign(nt, 0);
-    want_off_.resize(nt + 1);
-    for (std::size_t t = 0; t < nt; ++t) {
-      const ir::Tensor& tensor = g.tensor(static_cast<ir::TensorId>(t));
-      bytes_[t] = tensor.bytes();
-      tensor_flags_[t] = static_cast<std::uint8_t>(
-          (tensor.requires_grad() ? kNeedsGrad : 0) |
-          (tensor.kind == ir::TensorKind::Parameter ? kParameter : 0));
-      want_off_[t + 1] = want_off_[t] + tensor.consumers.size();
-      // Holder: the producer, else the first use.
-      if (tensor.producer != ir::kNone) {
-        holder_op_[t] = tensor.producer;
-        const auto& outs = g.op(tensor.producer).outputs;
-        holder_slot_[t] = static_cast<std::uint32_t>(
-            std::find(outs.begin(), outs.end(), static_cast<ir::TensorId>(t)) - outs.begin());
-        holder_is_output_[t] = 1;
-      } else if (!tensor.consumers.empty()) {
-        holder_op_[t] = tensor.consumers.front();
-        const auto& ins = g.op(holder_op_[t]).inputs;
-        holder_slot_[t] = static_cast<std::uint32_t>(
-            std::find(ins.begin(), ins.end(), static_cast<ir::TensorId>(t)) - ins.begin());
-      }
-    }
-    for (std::size_t o = 0; o < nops; ++o) {
-      const ir::Operator& op = g.op(static_cast<ir::OpId>(o));
-      for (std::size_t j = 0; j < op.inputs.size(); ++j) {
-        const ir::TensorId t = op.inputs[j];
-        in_tensor_[in_off_[o] + j] = t;
-        in_holds_[in_off_[o] + j] = !holder_is_output_[t] && holder_op_[t] == o && holder_slot_[t] == j;
-      }
-      for (std::size_t j = 0; j < op.outputs.size(); ++j) out_tensor_[out_off_[o] + j] = op.outputs[j];
-    }
-    // Uses of each tensor, flat (want_off_ doubles as its offsets).
-    uses_.resize(want_off_[nt]);
-    for (std::size_t t = 0; t < nt; ++t) {
-      const auto& cons = g.tensor(static_cast<ir::TensorId>(t)).consumers;
-      std::copy(cons.begin(), cons.end(), uses_.begin() + static_cast<std::ptrdiff_t>(want_off_[t]));
-    }
-    // A loop can take a further cut of k when splits*k divides the loop and
-    // every operand dim mapped to it (algebra::can_cut), i.e. divides their
-    // gcd: kept per loop, 0 where the search may never cut.
-    loop_gcd_.assign(loop_off_[nops], 0);
-    for (std::size_t o = 0; o < nops; ++o) {
-      const ir::Operator& op = g.op(static_cast<ir::OpId>(o));
-      const algebra::OpSpace& s = spaces[o];
-      for (std::size_t l = 0; l < s.loops.size(); ++l) {
-        if (!loop_allowed(op, s, static_cast<int>(l))) continue;
-        std::int64_t gcd = s.loops[l].size;
-        auto fold = [&](const std::vector<ir::TensorId>& ts, const std::vector<std::vector<int>>& maps) {
-          for (std::size_t j = 0; j < ts.size(); ++j)
-            for (std::size_t d = 0; d < maps[j].size(); ++d)
-              if (maps[j][d] == static_cast<int>(l)) {
-                const std::int64_t dim = g.tensor(ts[j]).shape[d];
-                gcd = dim == 0 || gcd == 0 ? 0 : std::gcd(gcd, dim);
-              }
-        };
-        fold(op.inputs, s.inputs);
-        fold(op.outputs, s.outputs);
-        loop_gcd_[loop_off_[o] + l] = gcd;
-      }
-    }
-    batch_.resize(nops);
-    for (std::size_t o = 0; o < nops; ++o)
-      batch_[o] = batch_loop(g, spaces[o], static_cast<ir::OpId>(o));
-    wants_.resize(want_off_[nt]);
-    want_count_.assign(nt, 0);
-    holder_decided_.assign(nt, 0);
-    holder_layout_.assign(nt, AxisLayout{});
-    flag_.assign(nops, 0);
-    // Multiplicities (folded graphs): an operator's costs count w times, and
-    // so do those of the tensors it holds.
-    op_w_.assign(nops, 1.0);
-    if (weights != nullptr) op_w_ = *weights;
-    tensor_w_.assign(nt, 1.0);
-    for (std::size_t t = 0; t < nt; ++t)
-      if (holder_op_[t] != ir::kNone) tensor_w_[t] = op_w_[holder_op_[t]];
+  RecSearch(const Context& ctx, double lambda, const std::vector<double>* weights)
+      : ctx_(ctx), lambda_(lambda), flat_(flatten(ctx.g)) {
+    size_operators();
+    size_tensors(weights);
+    set_loop_gcds();
   }
 
   double run(plan::Plan& out, int rung) {
     rung_ = rung;
-    const auto& mesh = cluster_.cuts();
-    const std::size_t nops = g_.num_operators();
+    const auto& mesh = ctx_.mesh;
+    const std::size_t nops = ctx_.g.num_operators();
     out.cuts.assign(nops, std::vector<std::int16_t>(mesh.size(), plan::kReplicated));
-    const auto pinned = pinned_cuts(g_, spaces_, mesh);
-    const std::vector<int> tp = tensor_parallel_loops(g_, spaces_, pinned);
+    const auto pinned = pinned_cuts(ctx_.g, ctx_.spaces, mesh);
+    const std::vector<int> tp = tensor_parallel_loops(ctx_.g, ctx_.spaces, pinned);
 
     std::vector<double> weight(nops);
     std::vector<ir::OpId> order(nops);
@@ -254,11 +146,11 @@ class RecSearch {
     // More workers than the machine has only makes oneTBB warn; the plan is
     // the same for any count, so the request is capped.
     const int hw = tbb::info::default_concurrency();
-    tbb::task_arena arena(opts_.threads > 0 ? std::min(opts_.threads, hw) : hw);
+    tbb::task_arena arena(ctx_.opts.threads > 0 ? std::min(ctx_.opts.threads, hw) : hw);
     for (std::size_t a = 0; a < mesh.size(); ++a) {
       const Cut& cut = mesh[a];
-      if (opts_.on_progress) opts_.on_progress(rung_, a, mesh.size());
-      redist_.set(cut, opts_.cost, opts_.mode);
+      if (ctx_.opts.on_progress) ctx_.opts.on_progress(rung_, a, mesh.size());
+      redist_.set(cut, ctx_.opts.cost, ctx_.opts.mode);
       rest_ = 1;
       for (std::size_t b = a + 1; b < mesh.size(); ++b) rest_ *= mesh[b].size;
       set_discounts();
@@ -268,82 +160,15 @@ class RecSearch {
       arena.execute([&] {
         tbb::parallel_for(tbb::blocked_range<std::size_t>(0, nops, 512), [&](const auto& r) {
           std::vector<std::int16_t> c;
-          for (std::size_t o = r.begin(); o != r.end(); ++o) {
-            if (!pinned[o].empty()) {
-              c.assign(1, pinned[o][a]);
-            } else {
-              // legal_choices, from the per-loop gcds.
-              c.assign(1, plan::kReplicated);
-              for (std::size_t l = loop_off_[o]; l < loop_off_[o + 1]; ++l)
-                if (loop_gcd_[l] > 0 && loop_gcd_[l] % (splits_[l] * cut.size) == 0)
-                  c.push_back(static_cast<std::int16_t>(l - loop_off_[o]));
-            }
-            n_cands_[o] = static_cast<std::uint16_t>(c.size());
-            double lo = std::numeric_limits<double>::infinity(), hi = -lo;
-            for (std::size_t i = 0; i < c.size(); ++i) {
-              const std::size_t at = cand_off_[o] + i;
-              cands_[at] = c[i];
-              fill_layouts(static_cast<ir::OpId>(o), i, c[i]);
-              own_[at] = op_w_[o] * own_cost(static_cast<ir::OpId>(o), i, c[i], cut, &own_comm_[at]);
-              own_comm_[at] *= op_w_[o];
-              lo = std::min(lo, own_[at]);
-              hi = std::max(hi, own_[at]);
-            }
-            weight[o] = hi - lo;
-          }
+          for (std::size_t o = r.begin(); o != r.end(); ++o)
+            weight[o] = set_candidates(static_cast<ir::OpId>(o), pinned[o], a, cut, c);
         });
       });
       std::iota(order.begin(), order.end(), 0);
-      // A total order (weight, then id) keeps the result independent of threads.
-      auto heavier = [&](ir::OpId x, ir::OpId y) {
-        return weight[x] != weight[y] ? weight[x] > weight[y] : x < y;
-      };
+      const Heavier heavier{weight};
       arena.execute([&] { tbb::parallel_sort(order.begin(), order.end(), heavier); });
 
-      clear_uses();
-      grow(order, heavier, choice);
-      refine(choice);
-      double best_obj = pass_objective(choice);
-      // The recorded uses are those of choice, or of alt when alt_recorded.
-      bool alt_recorded = false;
-      for (int start = 0; start < kStarts; ++start) {
-        const bool replicated = start == 1;
-        double obj0 = 0;
-        for (std::size_t o = 0; o < nops; ++o) {
-          const int want = replicated ? plan::kReplicated
-                           : start == 0 ? batch_[o]
-                           : tp[o] == algebra::kUnmapped ? plan::kReplicated
-                                                         : tp[o];
-          alt[o] = 0;
-          for (std::uint16_t i = 0; i < n_cands_[o]; ++i)
-            if (cands_[cand_off_[o] + i] == want) alt[o] = i;
-          obj0 += own_[cand_off_[o] + alt[o]];
-        }
-        // All-replicated moves nothing: its objective is its own costs.
-        if (!replicated) {
-          record_all(alt);
-          alt_recorded = true;
-          obj0 = pass_objective(alt);
-        }
-        // A start far behind before refinement is not refined: refinement
-        // moves one operator at a time and rarely closes such a gap, and
-        // skipping it keeps big graphs fast.
-        if (obj0 > kStartSlack * best_obj) continue;
-        if (replicated) {
-          record_all(alt);
-          alt_recorded = true;
-        }
-        refine(alt);
-        const double obj = pass_objective(alt);
-        if (obj < best_obj) {
-          best_obj = obj;
-          choice.swap(alt);
-          alt_recorded = false;  // the recorded uses now belong to choice
-        }
-      }
-      if (alt_recorded) record_all(choice);
-      region_sweep(order, choice);
-
+      decide_pass(order, heavier, tp, choice, alt);
       comm_total += pass_communication(choice);
       // Slices shrink only after the pass: every decision of this pass saw
       // the slices as they were before the cut.
@@ -360,9 +185,185 @@ class RecSearch {
   }
 
  private:
-  const std::vector<int>& in_dims(ir::OpId o, std::size_t j) const { return spaces_[o].inputs[j]; }
+  // A total order (weight, then id) keeps the result independent of threads.
+  struct Heavier {
+    const std::vector<double>& weight;
+    bool operator()(ir::OpId x, ir::OpId y) const {
+      return weight[x] != weight[y] ? weight[x] > weight[y] : x < y;
+    }
+  };
+
+  // This pass's candidates of operator o on axis a (its pinned cut, else
+  // kReplicated and every loop that can take the cut), their layouts and
+  // their own costs; returns o's weight, the spread of those costs. `c` is
+  // scratch.
+  double set_candidates(ir::OpId o, const std::vector<std::int16_t>& pinned, std::size_t a,
+                        const Cut& cut, std::vector<std::int16_t>& c) {
+    if (!pinned.empty()) {
+      c.assign(1, pinned[a]);
+    } else {
+      // legal_choices, from the per-loop gcds.
+      c.assign(1, plan::kReplicated);
+      for (std::size_t l = loop_off_[o]; l < loop_off_[o + 1]; ++l)
+        if (loop_gcd_[l] > 0 && loop_gcd_[l] % (splits_[l] * cut.size) == 0)
+          c.push_back(static_cast<std::int16_t>(l - loop_off_[o]));
+    }
+    n_cands_[o] = static_cast<std::uint16_t>(c.size());
+    double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      const std::size_t at = cand_off_[o] + i;
+      cands_[at] = c[i];
+      fill_layouts(o, i, c[i]);
+      own_[at] = op_w_[o] * own_cost(o, i, c[i], cut, &own_comm_[at]);
+      own_comm_[at] *= op_w_[o];
+      lo = std::min(lo, own_[at]);
+      hi = std::max(hi, own_[at]);
+    }
+    return hi - lo;
+  }
+
+  // Recursion 2 on one axis: growth and refinement, then the fixed starts,
+  // then region moves (see the file comment). Leaves `choice` decided, with
+  // its uses recorded; `alt` is scratch.
+  void decide_pass(const std::vector<ir::OpId>& order, const Heavier& heavier,
+                   const std::vector<int>& tp, std::vector<std::uint16_t>& choice,
+                   std::vector<std::uint16_t>& alt) {
+    clear_uses();
+    grow(order, heavier, choice);
+    refine(choice);
+    double best_obj = pass_objective(choice);
+    // The recorded uses are those of choice, or of alt when alt_recorded.
+    bool alt_recorded = false;
+    for (int start = 0; start < kStarts; ++start) {
+      const bool replicated = start == 1;
+      double obj0 = set_start(start, tp, alt);
+      // All-replicated moves nothing: its objective is its own costs.
+      if (!replicated) {
+        record_all(alt);
+        alt_recorded = true;
+        obj0 = pass_objective(alt);
+      }
+      // A start far behind before refinement is not refined: refinement
+      // moves one operator at a time and rarely closes such a gap, and
+      // skipping it keeps big graphs fast.
+      if (obj0 > kStartSlack * best_obj) continue;
+      if (replicated) {
+        record_all(alt);
+        alt_recorded = true;
+      }
+      refine(alt);
+      const double obj = pass_objective(alt);
+      if (obj < best_obj) {
+        best_obj = obj;
+        choice.swap(alt);
+        alt_recorded = false;  // the recorded uses now belong to choice
+      }
+    }
+    if (alt_recorded) record_all(choice);
+    region_sweep(order, choice);
+  }
+
+  // Fixed start `start` into alt (0: every operator on its batch loop, 1:
+  // replicated, 2: on its tensor-parallel loop `tp`), where a candidate;
+  // returns the sum of the own costs.
+  double set_start(int start, const std::vector<int>& tp, std::vector<std::uint16_t>& alt) const {
+    double own = 0;
+    for (std::size_t o = 0; o < alt.size(); ++o) {
+      const int want = start == 1 ? plan::kReplicated
+                       : start == 0 ? batch_[o]
+                       : tp[o] == algebra::kUnmapped ? plan::kReplicated
+                                                     : tp[o];
+      alt[o] = 0;
+      for (std::uint16_t i = 0; i < n_cands_[o]; ++i)
+        if (cands_[cand_off_[o] + i] == want) alt[o] = i;
+      own += own_[cand_off_[o] + alt[o]];
+    }
+    return own;
+  }
+
+  // Offsets of each operator's loops, candidates and candidate layouts, and
+  // the per-operator state sized from them.
+  void size_operators() {
+    const std::size_t nops = ctx_.g.num_operators();
+    loop_off_.resize(nops + 1);
+    cand_off_.resize(nops + 1);
+    lay_off_.resize(nops + 1);
+    for (std::size_t o = 0; o < nops; ++o) {
+      const std::size_t loops = ctx_.spaces[o].loops.size();
+      const std::size_t slots =
+          flat_.in_off[o + 1] - flat_.in_off[o] + flat_.out_off[o + 1] - flat_.out_off[o];
+      loop_off_[o + 1] = loop_off_[o] + loops;
+      cand_off_[o + 1] = cand_off_[o] + loops + 1;
+      lay_off_[o + 1] = lay_off_[o] + (loops + 1) * slots;
+    }
+    layouts_.resize(lay_off_[nops]);
+    splits_.assign(loop_off_[nops], 1);
+    in_div_.assign(flat_.in_off[nops], 1);
+    out_div_.assign(flat_.out_off[nops], 1);
+    cands_.assign(cand_off_[nops], plan::kReplicated);
+    n_cands_.assign(nops, 0);
+    own_.assign(cand_off_[nops], 0.0);
+    own_comm_.assign(cand_off_[nops], 0.0);
+    flag_.assign(nops, 0);
+    batch_.resize(nops);
+    for (std::size_t o = 0; o < nops; ++o)
+      batch_[o] = batch_loop(ctx_.g, ctx_.spaces[o], static_cast<ir::OpId>(o));
+  }
+
+  // Tensor flags, request lists, and the multiplicities (folded graphs): an
+  // operator's costs count w times, and so do those of the tensors it holds.
+  void size_tensors(const std::vector<double>* weights) {
+    const std::size_t nops = ctx_.g.num_operators(), nt = ctx_.g.num_tensors();
+    tensor_flags_.resize(nt);
+    for (std::size_t t = 0; t < nt; ++t) {
+      const ir::Tensor& tensor = ctx_.g.tensor(static_cast<ir::TensorId>(t));
+      tensor_flags_[t] = static_cast<std::uint8_t>(
+          (tensor.requires_grad() ? kNeedsGrad : 0) |
+          (tensor.kind == ir::TensorKind::Parameter ? kParameter : 0));
+    }
+    wants_.resize(flat_.use_off[nt]);
+    want_count_.assign(nt, 0);
+    holder_decided_.assign(nt, 0);
+    holder_layout_.assign(nt, AxisLayout{});
+    op_w_.assign(nops, 1.0);
+    if (weights != nullptr) op_w_ = *weights;
+    tensor_w_.assign(nt, 1.0);
+    for (std::size_t t = 0; t < nt; ++t)
+      if (flat_.holder_op[t] != ir::kNone) tensor_w_[t] = op_w_[flat_.holder_op[t]];
+  }
+
+  // A loop can take a further cut of k when splits*k divides the loop and
+  // every operand dim mapped to it (algebra::can_cut), i.e. divides their
+  // gcd: kept per loop, 0 where the search may never cut.
+  void set_loop_gcds() {
+    const ir::Graph& g = ctx_.g;
+    loop_gcd_.assign(loop_off_.back(), 0);
+    for (std::size_t o = 0; o < g.num_operators(); ++o) {
+      const ir::Operator& op = g.op(static_cast<ir::OpId>(o));
+      const algebra::OpSpace& s = ctx_.spaces[o];
+      for (std::size_t l = 0; l < s.loops.size(); ++l) {
+        if (!loop_allowed(op, s, static_cast<int>(l))) continue;
+        std::int64_t gcd = s.loops[l].size;
+        auto fold = [&](const std::vector<ir::TensorId>& ts,
+                        const std::vector<std::vector<int>>& maps) {
+          for (std::size_t j = 0; j < ts.size(); ++j)
+            for (std::size_t d = 0; d < maps[j].size(); ++d)
+              if (maps[j][d] == static_cast<int>(l)) {
+                const std::int64_t dim = g.tensor(ts[j]).shape[d];
+                gcd = dim == 0 || gcd == 0 ? 0 : std::gcd(gcd, dim);
+              }
+        };
+        fold(op.inputs, s.inputs);
+        fold(op.outputs, s.outputs);
+        loop_gcd_[loop_off_[o] + l] = gcd;
+      }
+    }
+  }
+  const std::vector<int>& in_dims(ir::OpId o, std::size_t j) const {
+    return ctx_.spaces[o].inputs[j];
+  }
   const std::vector<int>& out_dims(ir::OpId o, std::size_t j) const {
-    return spaces_[o].outputs[j];
+    return ctx_.spaces[o].outputs[j];
   }
 
   // Growth: seeds by weight, then the heaviest operator next to a decided
@@ -529,7 +530,7 @@ class RecSearch {
   double pass_sum(const std::vector<double>& own, const std::vector<std::uint16_t>& choice) const {
     double total = 0;
     for (std::size_t o = 0; o < choice.size(); ++o) total += own[cand_off_[o] + choice[o]];
-    for (std::size_t t = 0; t < g_.num_tensors(); ++t)
+    for (std::size_t t = 0; t < ctx_.g.num_tensors(); ++t)
       total += tensor_cost(static_cast<ir::TensorId>(t));
     return total;
   }
@@ -538,9 +539,9 @@ class RecSearch {
   // *comm receives the communication part alone.
   // Needs the layouts of candidate i (fill_layouts) in place.
   double own_cost(ir::OpId o, std::size_t i, std::int16_t c, const Cut& cut, double* comm) const {
-    const algebra::OpSpace& s = spaces_[o];
-    const Mode mode = opts_.mode;
-    const CostParams& p = opts_.cost;
+    const algebra::OpSpace& s = ctx_.spaces[o];
+    const Mode mode = ctx_.opts.mode;
+    const CostParams& p = ctx_.opts.cost;
     const std::int64_t k = cut.size;
     const bool train = mode == Mode::Train;
     double comm_s = 0, touched = 0, mem = 0;
@@ -548,14 +549,14 @@ class RecSearch {
     for (std::size_t l = loop_off_[o]; l < loop_off_[o + 1]; ++l) sprev *= splits_[l];
     const double kc = c == plan::kReplicated ? 1.0 : static_cast<double>(k);
     const double psf = cost::parameter_state_factor(p, mode);
-    const std::size_t in0 = in_off_[o], nin = in_off_[o + 1] - in0;
-    const std::size_t out0 = out_off_[o], nout = out_off_[o + 1] - out0;
+    const std::size_t in0 = flat_.in_off[o], nin = flat_.in_off[o + 1] - in0;
+    const std::size_t out0 = flat_.out_off[o], nout = flat_.out_off[o + 1] - out0;
     const AxisLayout* lay = layouts_of(o, i);
 
     for (std::size_t j = 0; j < nin; ++j) {
-      const ir::TensorId tid = in_tensor_[in0 + j];
+      const ir::TensorId tid = flat_.in_tensor[in0 + j];
       const std::uint8_t f = tensor_flags_[tid];
-      const double slice = bytes_[tid] / static_cast<double>(in_div_[in0 + j]);
+      const double slice = flat_.bytes[tid] / static_cast<double>(in_div_[in0 + j]);
       const double after =
           lay[j].kind == LayoutKind::Shard ? slice / static_cast<double>(k) : slice;
       touched += after;
@@ -567,19 +568,19 @@ class RecSearch {
       // its first use); in inference the operator's working set, whose
       // largest is the peak.
       if (f & kParameter) {
-        if (in_holds_[in0 + j]) mem += after * psf;
-      } else if (!train || in_holds_[in0 + j]) {
+        if (flat_.in_holds[in0 + j]) mem += after * psf;
+      } else if (!train || flat_.in_holds[in0 + j]) {
         mem += after;
       }
     }
     for (std::size_t j = 0; j < nout; ++j) {
-      const ir::TensorId tid = out_tensor_[out0 + j];
-      const double slice = bytes_[tid] / static_cast<double>(out_div_[out0 + j]);
+      const ir::TensorId tid = flat_.out_tensor[out0 + j];
+      const double slice = flat_.bytes[tid] / static_cast<double>(out_div_[out0 + j]);
       const AxisLayout l = lay[nin + j];
       const double after = l.kind == LayoutKind::Shard ? slice / static_cast<double>(k) : slice;
       touched += after;
       mem += after;
-      if (want_off_[tid + 1] == want_off_[tid] && l.kind == LayoutKind::Partial)
+      if (flat_.use_off[tid + 1] == flat_.use_off[tid] && l.kind == LayoutKind::Partial)
         comm_s += cost::collective_seconds(cost::Collective::AllReduce, slice, cut, p);
     }
     if (c != plan::kReplicated &&
@@ -610,7 +611,8 @@ class RecSearch {
     const double flops = s.flops / static_cast<double>(sprev) / kc / discount.compute;
     if (comm) *comm = comm_s;
     return comm_s +
-           cost::compute_seconds(flops, touched / discount.compute, cluster_.device(), p, mode) +
+           cost::compute_seconds(flops, touched / discount.compute, ctx_.cluster.device(), p,
+                                 mode) +
            lambda_ * mem / discount.memory;
   }
 
@@ -631,7 +633,8 @@ class RecSearch {
 
   [[nodiscard]] Discount discount_at(std::int64_t absorbable) const {
     const double a = static_cast<double>(absorbable);
-    return {std::pow(a, opts_.future_cut_exponent), std::pow(a, opts_.future_memory_exponent)};
+    return {std::pow(a, ctx_.opts.future_cut_exponent),
+            std::pow(a, ctx_.opts.future_memory_exponent)};
   }
 
   [[nodiscard]] Discount discount_of(std::int64_t absorbable) const {
@@ -645,14 +648,15 @@ class RecSearch {
   // Rows of the first input that maps a dim to window loop c, times the
   // bytes of one row of its current slice.
   double halo_bytes(ir::OpId o, std::int16_t c) const {
-    const ir::Operator& op = g_.op(o);
-    const algebra::OpSpace& s = spaces_[o];
+    const ir::Operator& op = ctx_.g.op(o);
+    const algebra::OpSpace& s = ctx_.spaces[o];
     for (std::size_t j = 0; j < op.inputs.size(); ++j) {
       const auto& dims = in_dims(o, j);
       for (std::size_t d = 0; d < dims.size(); ++d) {
         if (dims[d] != c) continue;
-        const ir::Tensor& t = g_.tensor(op.inputs[j]);
-        const double slice = bytes_[op.inputs[j]] / static_cast<double>(in_div_[in_off_[o] + j]);
+        const ir::Tensor& t = ctx_.g.tensor(op.inputs[j]);
+        const double slice =
+            flat_.bytes[op.inputs[j]] / static_cast<double>(in_div_[flat_.in_off[o] + j]);
         const double extent =
             static_cast<double>(t.shape[d]) /
             static_cast<double>(splits_[loop_off_[o] + static_cast<std::size_t>(c)]);
@@ -667,18 +671,18 @@ class RecSearch {
   // its holder, so a growth costs O(E) however large the fan-out.
   template <class F>
   void for_each_neighbour(ir::OpId o, F&& f) const {
-    for (std::size_t j = in_off_[o]; j < in_off_[o + 1]; ++j) {
-      const ir::TensorId t = in_tensor_[j];
-      if (holder_op_[t] != o) {
-        f(holder_op_[t]);
-      } else if (in_holds_[j]) {
-        for (std::size_t u = want_off_[t]; u < want_off_[t + 1]; ++u)
-          if (uses_[u] != o) f(uses_[u]);
+    for (std::size_t j = flat_.in_off[o]; j < flat_.in_off[o + 1]; ++j) {
+      const ir::TensorId t = flat_.in_tensor[j];
+      if (flat_.holder_op[t] != o) {
+        f(flat_.holder_op[t]);
+      } else if (flat_.in_holds[j]) {
+        for (std::size_t u = flat_.use_off[t]; u < flat_.use_off[t + 1]; ++u)
+          if (flat_.uses[u] != o) f(flat_.uses[u]);
       }
     }
-    for (std::size_t j = out_off_[o]; j < out_off_[o + 1]; ++j) {
-      const ir::TensorId t = out_tensor_[j];
-      for (std::size_t u = want_off_[t]; u < want_off_[t + 1]; ++u) f(uses_[u]);
+    for (std::size_t j = flat_.out_off[o]; j < flat_.out_off[o + 1]; ++j) {
+      const ir::TensorId t = flat_.out_tensor[j];
+      for (std::size_t u = flat_.use_off[t]; u < flat_.use_off[t + 1]; ++u) f(flat_.uses[u]);
     }
   }
 
@@ -686,23 +690,23 @@ class RecSearch {
   // between o's candidates a and b.
   template <class F>
   void for_each_neighbour_changed(ir::OpId o, std::uint16_t a, std::uint16_t b, F&& f) const {
-    const std::size_t nin = in_off_[o + 1] - in_off_[o];
+    const std::size_t nin = flat_.in_off[o + 1] - flat_.in_off[o];
     const AxisLayout* la = layouts_of(o, a);
     const AxisLayout* lb = layouts_of(o, b);
     for (std::size_t j = 0; j < nin; ++j) {
       if (la[j] == lb[j]) continue;
-      const ir::TensorId t = in_tensor_[in_off_[o] + j];
-      if (holder_op_[t] != o) {
-        f(holder_op_[t]);
-      } else if (in_holds_[in_off_[o] + j]) {
-        for (std::size_t u = want_off_[t]; u < want_off_[t + 1]; ++u)
-          if (uses_[u] != o) f(uses_[u]);
+      const ir::TensorId t = flat_.in_tensor[flat_.in_off[o] + j];
+      if (flat_.holder_op[t] != o) {
+        f(flat_.holder_op[t]);
+      } else if (flat_.in_holds[flat_.in_off[o] + j]) {
+        for (std::size_t u = flat_.use_off[t]; u < flat_.use_off[t + 1]; ++u)
+          if (flat_.uses[u] != o) f(flat_.uses[u]);
       }
     }
-    for (std::size_t j = 0; j < out_off_[o + 1] - out_off_[o]; ++j) {
+    for (std::size_t j = 0; j < flat_.out_off[o + 1] - flat_.out_off[o]; ++j) {
       if (la[nin + j] == lb[nin + j]) continue;
-      const ir::TensorId t = out_tensor_[out_off_[o] + j];
-      for (std::size_t u = want_off_[t]; u < want_off_[t + 1]; ++u) f(uses_[u]);
+      const ir::TensorId t = flat_.out_tensor[flat_.out_off[o] + j];
+      for (std::size_t u = flat_.use_off[t]; u < flat_.use_off[t + 1]; ++u) f(flat_.uses[u]);
     }
   }
 
@@ -711,24 +715,26 @@ class RecSearch {
   // distinct requests of o's inputs, not by the fan-out.
   template <class F>
   void for_each_coupled(ir::OpId o, F&& f) const {
-    for (std::size_t j = in_off_[o]; j < in_off_[o + 1]; ++j) {
-      const ir::TensorId t = in_tensor_[j];
-      if (want_off_[t + 1] - want_off_[t] <= 8)
-        for (std::size_t u = want_off_[t]; u < want_off_[t + 1]; ++u) f(uses_[u]);
+    for (std::size_t j = flat_.in_off[o]; j < flat_.in_off[o + 1]; ++j) {
+      const ir::TensorId t = flat_.in_tensor[j];
+      if (flat_.use_off[t + 1] - flat_.use_off[t] <= 8)
+        for (std::size_t u = flat_.use_off[t]; u < flat_.use_off[t + 1]; ++u) f(flat_.uses[u]);
     }
   }
 
   // Layouts of o's operands (inputs, then outputs) under candidate i.
   void fill_layouts(ir::OpId o, std::size_t i, std::int16_t c) {
-    const algebra::OpSpace& s = spaces_[o];
-    const std::size_t nin = in_off_[o + 1] - in_off_[o], nout = out_off_[o + 1] - out_off_[o];
+    const algebra::OpSpace& s = ctx_.spaces[o];
+    const std::size_t nin = flat_.in_off[o + 1] - flat_.in_off[o];
+    const std::size_t nout = flat_.out_off[o + 1] - flat_.out_off[o];
     AxisLayout* lay = layouts_.data() + lay_off_[o] + i * (nin + nout);
     for (std::size_t j = 0; j < nin; ++j) lay[j] = operand_layout(s, in_dims(o, j), false, c);
     for (std::size_t j = 0; j < nout; ++j) lay[nin + j] = operand_layout(s, out_dims(o, j), true, c);
   }
 
   const AxisLayout* layouts_of(ir::OpId o, std::size_t i) const {
-    const std::size_t n = in_off_[o + 1] - in_off_[o] + out_off_[o + 1] - out_off_[o];
+    const std::size_t n =
+        flat_.in_off[o + 1] - flat_.in_off[o] + flat_.out_off[o + 1] - flat_.out_off[o];
     return layouts_.data() + lay_off_[o] + i * n;
   }
 
@@ -739,64 +745,82 @@ class RecSearch {
   // cheapest reduction (a heuristic, never bookkept: a partial tensor must
   // be reduced whatever its consumers choose).
   double edge_cost(ir::OpId o, std::size_t i) const {
-    const std::size_t in0 = in_off_[o], nin = in_off_[o + 1] - in0;
-    const std::size_t out0 = out_off_[o], nout = out_off_[o + 1] - out0;
+    const std::size_t in0 = flat_.in_off[o], nin = flat_.in_off[o + 1] - in0;
+    const std::size_t out0 = flat_.out_off[o], nout = flat_.out_off[o + 1] - out0;
     const AxisLayout* lay = layouts_of(o, i);
     double total = 0;
     for (std::size_t j = 0; j < nout; ++j) {
-      const ir::TensorId t = out_tensor_[out0 + j];
+      const ir::TensorId t = flat_.out_tensor[out0 + j];
       const AxisLayout h = lay[nin + j];
-      const Want* w = wants_.data() + want_off_[t];
+      const Want* w = wants_.data() + flat_.use_off[t];
       const std::uint32_t n = want_count_[t];
       double sum = 0;
       for (std::size_t x = 0; x < n; ++x)
-        sum += redist_.seconds(h, w[x].layout, bytes_[t] / static_cast<double>(w[x].divisor));
-      if (n == 0 && h.kind == LayoutKind::Partial && want_off_[t + 1] > want_off_[t])
+        sum += redist_.seconds(h, w[x].layout, flat_.bytes[t] / static_cast<double>(w[x].divisor));
+      if (n == 0 && h.kind == LayoutKind::Partial && flat_.use_off[t + 1] > flat_.use_off[t])
         sum += redist_.seconds(h, AxisLayout::shard(0),
-                               bytes_[t] / static_cast<double>(out_div_[out0 + j]));
+                               flat_.bytes[t] / static_cast<double>(out_div_[out0 + j]));
       total += tensor_w_[t] * sum;
     }
     for (std::size_t j = 0; j < nin; ++j) {
-      const ir::TensorId t = in_tensor_[in0 + j];
-      const AxisLayout wl = lay[j];
-      const std::int64_t wd = in_div_[in0 + j];
-      const Want* base = wants_.data() + want_off_[t];
-      const std::uint32_t n = want_count_[t];
-      if (in_holds_[in0 + j]) {
-        // This use fixes where the tensor lives: every request is turned
-        // from its layout, including those o's later slots make.
-        double sum = 0;
-        for (std::size_t x = 0; x < n; ++x)
-          sum += redist_.seconds(wl, base[x].layout,
-                                 bytes_[t] / static_cast<double>(base[x].divisor));
-        for (std::size_t k = j + 1; k < nin; ++k) {
-          if (in_tensor_[in0 + k] != t) continue;
-          bool dup = false;
-          for (std::size_t x = 0; x < n && !dup; ++x)
-            dup = base[x].layout == lay[k] && base[x].divisor == in_div_[in0 + k];
-          for (std::size_t m = j + 1; m < k && !dup; ++m)
-            dup = in_tensor_[in0 + m] == t && lay[m] == lay[k] && in_div_[in0 + m] == in_div_[in0 + k];
-          if (!dup)
-            sum += redist_.seconds(wl, lay[k], bytes_[t] / static_cast<double>(in_div_[in0 + k]));
-        }
-        total += tensor_w_[t] * sum;
+      const ir::TensorId t = flat_.in_tensor[in0 + j];
+      if (flat_.in_holds[in0 + j]) {
+        total += tensor_w_[t] * held_input_cost(in0, nin, j, lay);
         continue;
       }
       // A later slot of a tensor o holds was charged with the holder slot.
       bool held_here = false;
       for (std::size_t m = 0; m < j && !held_here; ++m)
-        held_here = in_tensor_[in0 + m] == t && in_holds_[in0 + m];
+        held_here = flat_.in_tensor[in0 + m] == t && flat_.in_holds[in0 + m];
       if (held_here || !holder_decided_[t]) continue;
-      bool seen = false;
-      for (std::size_t x = 0; x < n && !seen; ++x)
-        seen = base[x].layout == wl && base[x].divisor == wd;
-      for (std::size_t m = 0; m < j && !seen; ++m)
-        seen = in_tensor_[in0 + m] == t && lay[m] == wl && in_div_[in0 + m] == wd;
-      if (!seen)
-        total += tensor_w_[t] *
-                 redist_.seconds(holder_layout_[t], wl, bytes_[t] / static_cast<double>(wd));
+      total += tensor_w_[t] * request_cost(in0, j, lay);
     }
     return total;
+  }
+
+  // edge_cost of input slot j of an operator (inputs at in0, nin of them,
+  // layouts `lay`) that holds its tensor: this use fixes where the tensor
+  // lives, so every request is turned from its layout, including those the
+  // operator's later slots make.
+  double held_input_cost(std::size_t in0, std::size_t nin, std::size_t j,
+                         const AxisLayout* lay) const {
+    const ir::TensorId t = flat_.in_tensor[in0 + j];
+    const AxisLayout wl = lay[j];
+    const Want* base = wants_.data() + flat_.use_off[t];
+    const std::uint32_t n = want_count_[t];
+    const double bytes = flat_.bytes[t];
+    double sum = 0;
+    for (std::size_t x = 0; x < n; ++x)
+      sum += redist_.seconds(wl, base[x].layout, bytes / static_cast<double>(base[x].divisor));
+    for (std::size_t k = j + 1; k < nin; ++k) {
+      if (flat_.in_tensor[in0 + k] != t) continue;
+      bool dup = false;
+      for (std::size_t x = 0; x < n && !dup; ++x)
+        dup = base[x].layout == lay[k] && base[x].divisor == in_div_[in0 + k];
+      for (std::size_t m = j + 1; m < k && !dup; ++m)
+        dup = flat_.in_tensor[in0 + m] == t && lay[m] == lay[k] &&
+              in_div_[in0 + m] == in_div_[in0 + k];
+      if (!dup) sum += redist_.seconds(wl, lay[k], bytes / static_cast<double>(in_div_[in0 + k]));
+    }
+    return sum;
+  }
+
+  // edge_cost of input slot j (a use, not the holder, of a tensor whose
+  // holder is decided): its request turned from the holder's layout, unless
+  // another use or an earlier slot already makes it.
+  double request_cost(std::size_t in0, std::size_t j, const AxisLayout* lay) const {
+    const ir::TensorId t = flat_.in_tensor[in0 + j];
+    const AxisLayout wl = lay[j];
+    const std::int64_t wd = in_div_[in0 + j];
+    const Want* base = wants_.data() + flat_.use_off[t];
+    const std::uint32_t n = want_count_[t];
+    bool seen = false;
+    for (std::size_t x = 0; x < n && !seen; ++x)
+      seen = base[x].layout == wl && base[x].divisor == wd;
+    for (std::size_t m = 0; m < j && !seen; ++m)
+      seen = flat_.in_tensor[in0 + m] == t && lay[m] == wl && in_div_[in0 + m] == wd;
+    if (seen) return 0.0;
+    return redist_.seconds(holder_layout_[t], wl, flat_.bytes[t] / static_cast<double>(wd));
   }
 
   // Best candidate of o: cached own cost plus edge_cost. On ties the
@@ -824,9 +848,9 @@ class RecSearch {
     if (!holder_decided_[t]) return 0.0;
     const AxisLayout h = holder_layout_[t];
     double total = 0;
-    const Want* w = wants_.data() + want_off_[t];
+    const Want* w = wants_.data() + flat_.use_off[t];
     for (std::size_t i = 0; i < want_count_[t]; ++i)
-      total += redist_.seconds(h, w[i].layout, bytes_[t] / static_cast<double>(w[i].divisor));
+      total += redist_.seconds(h, w[i].layout, flat_.bytes[t] / static_cast<double>(w[i].divisor));
     return tensor_w_[t] * total;
   }
 
@@ -846,23 +870,23 @@ class RecSearch {
   // Records (delta +1) or withdraws (-1) the layouts candidate i of o gives
   // the tensors it holds and the requests it makes of the others.
   void change_uses(ir::OpId o, std::size_t i, int delta) {
-    const std::size_t in0 = in_off_[o], nin = in_off_[o + 1] - in0;
-    const std::size_t out0 = out_off_[o], nout = out_off_[o + 1] - out0;
+    const std::size_t in0 = flat_.in_off[o], nin = flat_.in_off[o + 1] - in0;
+    const std::size_t out0 = flat_.out_off[o], nout = flat_.out_off[o + 1] - out0;
     const AxisLayout* lay = layouts_of(o, i);
     for (std::size_t j = 0; j < nout; ++j) {
-      const ir::TensorId t = out_tensor_[out0 + j];
+      const ir::TensorId t = flat_.out_tensor[out0 + j];
       holder_decided_[t] = delta > 0;
       holder_layout_[t] = lay[nin + j];
     }
     for (std::size_t j = 0; j < nin; ++j) {
-      const ir::TensorId t = in_tensor_[in0 + j];
+      const ir::TensorId t = flat_.in_tensor[in0 + j];
       const AxisLayout wl = lay[j];
       const std::int64_t wd = in_div_[in0 + j];
-      if (in_holds_[in0 + j]) {
+      if (flat_.in_holds[in0 + j]) {
         holder_decided_[t] = delta > 0;
         holder_layout_[t] = wl;
       }
-      Want* base = wants_.data() + want_off_[t];
+      Want* base = wants_.data() + flat_.use_off[t];
       std::uint32_t& n = want_count_[t];
       std::size_t x = 0;
       while (x < n && !(base[x].layout == wl && base[x].divisor == wd)) ++x;
@@ -878,42 +902,40 @@ class RecSearch {
 
   void apply(ir::OpId o, std::size_t i, std::int16_t c, std::int64_t k) {
     if (c == plan::kReplicated) return;
-    const std::size_t nin = in_off_[o + 1] - in_off_[o], nout = out_off_[o + 1] - out_off_[o];
+    const std::size_t nin = flat_.in_off[o + 1] - flat_.in_off[o];
+    const std::size_t nout = flat_.out_off[o + 1] - flat_.out_off[o];
     const AxisLayout* lay = layouts_of(o, i);
     splits_[loop_off_[o] + static_cast<std::size_t>(c)] *= k;
     for (std::size_t j = 0; j < nin; ++j)
-      if (lay[j].kind == LayoutKind::Shard) in_div_[in_off_[o] + j] *= k;
+      if (lay[j].kind == LayoutKind::Shard) in_div_[flat_.in_off[o] + j] *= k;
     for (std::size_t j = 0; j < nout; ++j)
-      if (lay[nin + j].kind == LayoutKind::Shard) out_div_[out_off_[o] + j] *= k;
+      if (lay[nin + j].kind == LayoutKind::Shard) out_div_[flat_.out_off[o] + j] *= k;
   }
 
   double final_compute(ir::OpId o) const {
-    const ir::Operator& op = g_.op(o);
+    const ir::Operator& op = ctx_.g.op(o);
     std::int64_t total_split = 1;
     for (std::size_t l = loop_off_[o]; l < loop_off_[o + 1]; ++l) total_split *= splits_[l];
     double touched = 0;
     for (std::size_t j = 0; j < op.inputs.size(); ++j)
-      touched += bytes_[op.inputs[j]] / static_cast<double>(in_div_[in_off_[o] + j]);
+      touched += flat_.bytes[op.inputs[j]] / static_cast<double>(in_div_[flat_.in_off[o] + j]);
     for (std::size_t j = 0; j < op.outputs.size(); ++j)
-      touched += bytes_[op.outputs[j]] / static_cast<double>(out_div_[out_off_[o] + j]);
-    return op_w_[o] * cost::compute_seconds(spaces_[o].flops / static_cast<double>(total_split),
-                                            touched, cluster_.device(), opts_.cost, opts_.mode);
+      touched += flat_.bytes[op.outputs[j]] / static_cast<double>(out_div_[flat_.out_off[o] + j]);
+    return op_w_[o] * cost::compute_seconds(ctx_.spaces[o].flops / static_cast<double>(total_split),
+                                            touched, ctx_.cluster.device(), ctx_.opts.cost,
+                                            ctx_.opts.mode);
   }
 
-  const ir::Graph& g_;
-  const std::vector<algebra::OpSpace>& spaces_;
-  const Cluster& cluster_;
-  const SearchOptions& opts_;
+  const Context ctx_;
   double lambda_;
+  FlatGraph flat_;  // operands, holders and uses (use_off doubles as wants_'s offsets)
   std::int64_t rest_ = 1;  // product of the cuts after this pass
   int rung_ = 0;           // memory ladder rung, for progress reports
   std::vector<std::pair<std::int64_t, Discount>> discounts_;  // see set_discounts
 
   // Per operator (flat, with offsets): loop splits so far, slice divisors
   // of its operands, this pass's candidates and their cached own costs.
-  std::vector<std::size_t> loop_off_, in_off_, out_off_, cand_off_, lay_off_;
-  std::vector<ir::TensorId> in_tensor_, out_tensor_;
-  std::vector<std::uint8_t> in_holds_;  // this input slot holds a source tensor
+  std::vector<std::size_t> loop_off_, cand_off_, lay_off_;
   std::vector<AxisLayout> layouts_;     // [op][candidate][slot] for this pass
   std::vector<std::int64_t> splits_, in_div_, out_div_;
   std::vector<std::int16_t> cands_;
@@ -929,15 +951,9 @@ class RecSearch {
   std::vector<std::pair<ir::OpId, std::uint16_t>> moved_;
   std::vector<std::pair<ir::OpId, int>> region_;
 
-  std::vector<double> bytes_;
   std::vector<std::uint8_t> tensor_flags_;  // kNeedsGrad | kParameter
-  std::vector<ir::OpId> holder_op_;
-  std::vector<std::uint32_t> holder_slot_;
-  std::vector<std::uint8_t> holder_is_output_;
-  std::vector<std::size_t> want_off_;  // offsets of uses_ and wants_
-  std::vector<ir::OpId> uses_;        // consumers of each tensor, one per use
   std::vector<int> batch_;            // batch loop of each operator
-  std::vector<std::int64_t> loop_gcd_;  // see the constructor
+  std::vector<std::int64_t> loop_gcd_;  // see set_loop_gcds
   std::vector<Want> wants_;
   std::vector<std::uint32_t> want_count_;
   std::vector<std::uint8_t> holder_decided_;
@@ -950,7 +966,8 @@ class RecSearch {
 double rec_search(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
                   const Cluster& cluster, const SearchOptions& opts, double lambda,
                   plan::Plan& out, const std::vector<double>* weights, int rung) {
-  RecSearch rs(g, spaces, cluster, opts, lambda, weights);
+  const Context ctx(g, spaces, cluster, opts, memory_budget(cluster, opts));
+  RecSearch rs(ctx, lambda, weights);
   return rs.run(out, rung);
 }
 

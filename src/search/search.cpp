@@ -10,6 +10,7 @@
 
 #include "recsearch/error.hpp"
 #include "search/common.hpp"
+#include "search/flat_graph.hpp"
 #include "search/fold.hpp"
 #include "search/polish.hpp"
 
@@ -49,8 +50,8 @@ std::string gib(double bytes) {
 // over-priced byte costs communication (slicing what need not be sliced).
 // The plan is not monotone in the price (each pass is a heuristic), so the
 // fastest fitting plan of all the prices tried is kept, and the more are
-// tried the better: 8 steps narrow the price to 4^(1/256), 0.5%, and on
-// the memory-bound zoo models took rec from 7% to 2% of the ilp optimum.
+// tried the better: 8 steps narrow the price to 4^(1/256), 0.5%, close
+// enough that a memory-bound plan pays little for the price's error.
 // Their number falls with the cost of one search.
 constexpr int kBisectSmall = 8;
 constexpr int kBisectFolded = 8;  // folded searches are cheap
@@ -58,8 +59,8 @@ constexpr int kBisect = 3;
 constexpr std::size_t kBisectSmallGraph = 10'000;
 // When the first priced rung fits, its price is bisected down to 1/64 of
 // it, not 1/4: a byte priced like one send over the slowest link can
-// already be far too dear when the budget is only just short (the small
-// test graphs went from 26% to 6% behind the best fitting baseline).
+// already be far too dear when the budget is only just short, and the
+// fastest plan that fits then lies at a much lower price.
 constexpr double kFirstRungSpan = 64;
 // Past this many operators (unfolded) each search takes seconds: one step.
 constexpr std::size_t kBisectLargeGraph = 100'000;
@@ -106,26 +107,32 @@ std::string no_fit_message(double budget, const Cluster& cluster, double smalles
          gib(smallest);
 }
 
-bool may_polish(const ir::Graph& g, const Cluster& cluster, const SearchOptions& opts) {
-  return opts.polish && detail::polish_applies(g, cluster.cuts().size());
+bool may_polish(const detail::Context& ctx) {
+  return ctx.opts.polish && detail::polish_applies(ctx.g, ctx.mesh.size());
+}
+
+plan::EvalDetail eval_detail(const SearchOptions& opts) {
+  return opts.detailed_evaluation ? plan::EvalDetail::Full : plan::EvalDetail::Summary;
+}
+
+// The independent evaluation of a plan (checked first), in the detail the
+// options ask for.
+plan::Evaluation evaluate(const detail::Context& ctx, const plan::Plan& p) {
+  plan::check_plan(ctx.g, ctx.spaces, p);
+  return plan::evaluate(ctx.g, ctx.spaces, ctx.cluster, p, ctx.opts.cost, eval_detail(ctx.opts));
 }
 
 // Polishes `start` (plan::evaluate's memory: start_mem) and takes the result
 // into `res` when it fits and beats what res holds (`have`). `smallest`
 // learns the polished plan's memory.
-bool take_polished(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
-                   const Cluster& cluster, const SearchOptions& opts, double budget,
-                   plan::Plan start, double start_mem, bool have, SearchResult& res,
-                   double& smallest) {
-  const detail::PolishResult pr =
-      detail::polish(g, spaces, cluster, opts, budget, start, start_mem);
+bool take_polished(const detail::Context& ctx, plan::Plan start, double start_mem, bool have,
+                   SearchResult& res, double& smallest) {
+  const detail::PolishResult pr = detail::polish(ctx.g, ctx.spaces, ctx.cluster, ctx.opts,
+                                                 ctx.budget, start, start_mem);
   if (!pr.changed) return false;
-  plan::check_plan(g, spaces, start);
-  plan::Evaluation ev = plan::evaluate(
-      g, spaces, cluster, start, opts.cost,
-      opts.detailed_evaluation ? plan::EvalDetail::Full : plan::EvalDetail::Summary);
+  plan::Evaluation ev = evaluate(ctx, start);
   smallest = std::min(smallest, ev.summary.memory_per_device_bytes);
-  if (ev.summary.memory_per_device_bytes > budget) return false;
+  if (ev.summary.memory_per_device_bytes > ctx.budget) return false;
   if (have && ev.summary.step_time_s >= res.eval.summary.step_time_s) return false;
   res.plan = std::move(start);
   res.eval = std::move(ev);
@@ -139,90 +146,296 @@ bool take_polished(const ir::Graph& g, const std::vector<algebra::OpSpace>& spac
 // over operators), so the full graph's follow exactly from the 3- and 4-copy
 // folds; only the accepted plan is unfolded and evaluated in full, and its
 // bookkept step time is that extrapolation.
-void rec_folded(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
-                const Cluster& cluster, const SearchOptions& opts, const detail::Repetition& rep,
-                double budget, SearchResult& res) {
-  const detail::Folded f3 = detail::fold(g, spaces, rep, 3);
-  const detail::Folded f4 = detail::fold(g, spaces, rep, 4);
-  const double extra = static_cast<double>(rep.repeats) - 3.0;
-  double best_mem = std::numeric_limits<double>::infinity();
-  plan::Plan best;
-  double best_step = std::numeric_limits<double>::infinity();
-  bool best_expert = false;
-  plan::Plan smallest;  // the least memory seen, for polish to mend
+class FoldedLadder {
+ public:
+  FoldedLadder(const detail::Context& ctx, const detail::Repetition& rep, SearchResult& res)
+      : ctx_(ctx), rep_(rep), res_(res), f3_(detail::fold(ctx.g, ctx.spaces, rep, 3)),
+        f4_(detail::fold(ctx.g, ctx.spaces, rep, 4)),
+        extra_(static_cast<double>(rep.repeats) - 3.0) {}
+
+  void run() {
+    const int rung = climb_ladder(
+        res_.plan.mesh, [&](double lambda, int r) { return attempt(lambda, r); }, kBisectFolded);
+    bool expert_fits = false;
+    if (ctx_.opts.expert_candidates) {
+      for (std::size_t split = 0; split <= res_.plan.mesh.size(); ++split) {
+        plan::Plan trial = res_.plan;
+        detail::tensor_parallel(f3_.graph, f3_.spaces, ctx_.cluster, split, trial);
+        expert_fits = consider(std::move(trial), true) || expert_fits;
+      }
+    }
+    finish(rung, rung >= 0 || expert_fits);
+  }
+
+ private:
+  // Rec on the 3-copy fold at memory price lambda.
+  bool attempt(double lambda, int rung) {
+    plan::Plan trial = res_.plan;
+    (void)detail::rec_search(f3_.graph, f3_.spaces, ctx_.cluster, ctx_.opts, lambda, trial,
+                             &f3_.weight, rung);
+    return consider(std::move(trial), false);
+  }
+
   // Extrapolated from the folds; a fitting plan is kept if it is the fastest so far.
-  auto consider = [&](plan::Plan trial, bool expert) {
-    plan::check_plan(f3.graph, f3.spaces, trial);
-    const plan::Plan trial4 = detail::refold(trial, rep, 4, g.num_operators());
-    const auto s3 = plan::evaluate(f3.graph, f3.spaces, cluster, trial, opts.cost,
+  bool consider(plan::Plan trial, bool expert) {
+    plan::check_plan(f3_.graph, f3_.spaces, trial);
+    const plan::Plan trial4 = detail::refold(trial, rep_, 4, ctx_.g.num_operators());
+    const auto s3 = plan::evaluate(f3_.graph, f3_.spaces, ctx_.cluster, trial, ctx_.opts.cost,
                                    plan::EvalDetail::Summary).summary;
-    const auto s4 = plan::evaluate(f4.graph, f4.spaces, cluster, trial4, opts.cost,
+    const auto s4 = plan::evaluate(f4_.graph, f4_.spaces, ctx_.cluster, trial4, ctx_.opts.cost,
                                    plan::EvalDetail::Summary).summary;
-    const double params = s3.parameter_bytes + extra * (s4.parameter_bytes - s3.parameter_bytes);
-    const double acts = opts.mode == Mode::Train
-                            ? s3.activation_bytes + extra * (s4.activation_bytes - s3.activation_bytes)
-                            : std::max(s3.activation_bytes, s4.activation_bytes);
+    const double params = s3.parameter_bytes + extra_ * (s4.parameter_bytes - s3.parameter_bytes);
+    const double acts =
+        ctx_.opts.mode == Mode::Train
+            ? s3.activation_bytes + extra_ * (s4.activation_bytes - s3.activation_bytes)
+            : std::max(s3.activation_bytes, s4.activation_bytes);
     const double mem = params + acts;
     // The weighted search models the edges between middle blocks by the
     // middle copy's edges to the last one, so its own account is not the
     // full graph's; the extrapolation is exact, and the tests hold it to the
     // full evaluation.
-    const double step = s3.step_time_s + extra * (s4.step_time_s - s3.step_time_s);
-    if (mem < best_mem) {
-      best_mem = mem;
-      smallest = trial;
+    const double step = s3.step_time_s + extra_ * (s4.step_time_s - s3.step_time_s);
+    if (mem < best_mem_) {
+      best_mem_ = mem;
+      smallest_ = trial;
     }
     // A hair under the budget, so that rounding in the extrapolation cannot
     // accept a plan the full evaluation finds over it.
-    if (mem > budget * (1 - 1e-9)) return false;
-    if (step < best_step) {
-      best_step = step;
-      best = std::move(trial);
-      best_expert = expert;
+    if (mem > ctx_.budget * (1 - 1e-9)) return false;
+    if (step < best_step_) {
+      best_step_ = step;
+      best_ = std::move(trial);
+      best_expert_ = expert;
     }
     return true;
-  };
-  auto attempt = [&](double lambda, int rung) {
-    plan::Plan trial = res.plan;
-    (void)detail::rec_search(f3.graph, f3.spaces, cluster, opts, lambda, trial, &f3.weight, rung);
-    return consider(std::move(trial), false);
-  };
-  const int rung = climb_ladder(res.plan.mesh, attempt, kBisectFolded);
-  bool expert_fits = false;
-  if (opts.expert_candidates) {
-    for (std::size_t split = 0; split <= res.plan.mesh.size(); ++split) {
-      plan::Plan trial = res.plan;
-      detail::tensor_parallel(f3.graph, f3.spaces, cluster, split, trial);
-      expert_fits = consider(std::move(trial), true) || expert_fits;
+  }
+
+  // Unfolds and evaluates the fastest fitting plan (or, for polish to mend,
+  // the smallest), then polishes it.
+  void finish(int rung, bool fits) {
+    const detail::Context& ctx = ctx_;
+    if (!fits && !may_polish(ctx))
+      throw Error(Errc::kNoFit, no_fit_message(ctx.budget, ctx.cluster, best_mem_));
+    plan::Plan full = detail::unfold(fits ? best_ : smallest_, rep_, ctx.g.num_operators());
+    plan::Evaluation ev = evaluate(ctx, full);
+    if (fits && ev.summary.memory_per_device_bytes > ctx.budget) {
+      throw Error(Errc::kInternal, "folded search: the unfolded plan needs " +
+                                       gib(ev.summary.memory_per_device_bytes) +
+                                       " where its folds promised at most " + gib(ctx.budget));
+    }
+    res_.memory_rungs = rung < 0 ? kLadderRungs + 1 : rung;
+    const double full_mem = ev.summary.memory_per_device_bytes;
+    if (fits) {
+      res_.plan = full;
+      res_.eval = std::move(ev);
+      res_.bookkept_step_time_s = best_step_;
+      res_.expert_plan = best_expert_;
+    } else {
+      res_.plan.cuts.clear();
+    }
+    const bool polished = may_polish(ctx) && take_polished(ctx, std::move(full), full_mem, fits,
+                                                           res_, best_mem_);
+    if (!fits && !polished)
+      throw Error(Errc::kNoFit, no_fit_message(ctx.budget, ctx.cluster, best_mem_));
+  }
+
+  const detail::Context& ctx_;
+  const detail::Repetition& rep_;
+  SearchResult& res_;
+  const detail::Folded f3_, f4_;
+  const double extra_;  // blocks past the 3-copy fold
+  double best_mem_ = std::numeric_limits<double>::infinity();
+  plan::Plan best_;
+  double best_step_ = std::numeric_limits<double>::infinity();
+  bool best_expert_ = false;
+  plan::Plan smallest_;  // the least memory seen, for polish to mend
+};
+
+// The memory ladder of Rec on the whole graph, then the expert splits, then
+// polish; the fastest fitting plan goes into res (have_), and the least
+// memory seen with its plan is kept for polish to mend.
+class RecLadder {
+ public:
+  RecLadder(const detail::Context& ctx, SearchResult& res) : ctx_(ctx), res_(res) {}
+
+  void run() {
+    const std::size_t ops = ctx_.g.num_operators();
+    const int rung = climb_ladder(
+        res_.plan.mesh, [&](double lambda, int r) { return attempt(lambda, r); },
+        bisect_steps(ops));
+    // The expert splits (one evaluation each): on small graphs, and on
+    // any graph when nothing else fits.
+    if (ctx_.opts.expert_candidates && (ops <= kBisectSmallGraph || rung < 0)) expert_splits();
+    // Polish the fastest fitting plan, or mend the smallest one.
+    if (may_polish(ctx_)) {
+      plan::Plan start = have_ ? res_.plan : std::move(smallest_);
+      const double start_mem = have_ ? res_.eval.summary.memory_per_device_bytes : best_mem_;
+      if (take_polished(ctx_, std::move(start), start_mem, have_, res_, best_mem_)) have_ = true;
+    }
+    if (!have_) throw Error(Errc::kNoFit, no_fit_message(ctx_.budget, ctx_.cluster, best_mem_));
+    res_.memory_rungs = rung < 0 ? kLadderRungs + 1 : rung;
+  }
+
+ private:
+  void note_memory(const plan::Plan& trial, double mem) {
+    if (mem >= best_mem_) return;
+    best_mem_ = mem;
+    if (may_polish(ctx_)) smallest_ = trial;
+  }
+
+  // Rec at memory price lambda; whether its plan fits.
+  bool attempt(double lambda, int rung) {
+    plan::Plan trial = res_.plan;
+    const double bookkept = detail::rec_search(ctx_.g, ctx_.spaces, ctx_.cluster, ctx_.opts,
+                                               lambda, trial, nullptr, rung);
+    plan::Evaluation ev = evaluate(ctx_, trial);
+    note_memory(trial, ev.summary.memory_per_device_bytes);
+    if (ev.summary.memory_per_device_bytes > ctx_.budget) return false;
+    if (!have_ || ev.summary.step_time_s < res_.eval.summary.step_time_s) {
+      have_ = true;
+      res_.plan = std::move(trial);
+      res_.eval = std::move(ev);
+      res_.bookkept_step_time_s = bookkept;
+    }
+    return true;
+  }
+
+  // Every DP x TP split of the mesh, taken where it fits and is faster.
+  void expert_splits() {
+    const detail::Context& ctx = ctx_;
+    for (std::size_t split = 0; split <= res_.plan.mesh.size(); ++split) {
+      plan::Plan trial = res_.plan;
+      detail::tensor_parallel(ctx.g, ctx.spaces, ctx.cluster, split, trial);
+      plan::check_plan(ctx.g, ctx.spaces, trial);
+      const auto sum = plan::evaluate(ctx.g, ctx.spaces, ctx.cluster, trial, ctx.opts.cost,
+                                      plan::EvalDetail::Summary).summary;
+      note_memory(trial, sum.memory_per_device_bytes);
+      if (sum.memory_per_device_bytes > ctx.budget ||
+          (have_ && sum.step_time_s >= res_.eval.summary.step_time_s))
+        continue;
+      have_ = true;
+      res_.eval = evaluate(ctx, trial);
+      res_.plan = std::move(trial);
+      res_.bookkept_step_time_s = res_.eval.summary.step_time_s;
+      res_.expert_plan = true;
     }
   }
-  const bool fits = rung >= 0 || expert_fits;
-  if (!fits && !may_polish(g, cluster, opts))
-    throw Error(Errc::kNoFit, no_fit_message(budget, cluster, best_mem));
-  plan::Plan full = detail::unfold(fits ? best : smallest, rep, g.num_operators());
-  plan::check_plan(g, spaces, full);
-  plan::Evaluation ev = plan::evaluate(
-      g, spaces, cluster, full, opts.cost,
-      opts.detailed_evaluation ? plan::EvalDetail::Full : plan::EvalDetail::Summary);
-  if (fits && ev.summary.memory_per_device_bytes > budget) {
-    throw Error(Errc::kInternal, "folded search: the unfolded plan needs " +
-                                     gib(ev.summary.memory_per_device_bytes) +
-                                     " where its folds promised at most " + gib(budget));
+
+  const detail::Context& ctx_;
+  SearchResult& res_;
+  bool have_ = false;
+  double best_mem_ = std::numeric_limits<double>::infinity();
+  plan::Plan smallest_;  // the least memory seen, for polish to mend
+};
+
+void run_rec(const detail::Context& ctx, SearchResult& res) {
+  if (ctx.opts.fold_repeats) {
+    if (const auto rep = detail::find_repetition(ctx.g, ctx.opts.fold_min_repeats)) {
+      res.fold_period = rep->period;
+      res.fold_repeats = rep->repeats;
+      FoldedLadder(ctx, *rep, res).run();
+      return;
+    }
   }
-  res.memory_rungs = rung < 0 ? kLadderRungs + 1 : rung;
-  const double full_mem = ev.summary.memory_per_device_bytes;
-  if (fits) {
-    res.plan = full;
-    res.eval = std::move(ev);
-    res.bookkept_step_time_s = best_step;
-    res.expert_plan = best_expert;
-  } else {
-    res.plan.cuts.clear();
+  RecLadder(ctx, res).run();
+}
+
+// DataParallel and Megatron: one fixed plan each, which must fit; they
+// differ only in how they pick each operator's strategy.
+void run_fixed(const detail::Context& ctx, SearchResult& res) {
+  plan::Plan& p = res.plan;
+  if (ctx.opts.algorithm == Algorithm::DataParallel)
+    detail::data_parallel(ctx.g, ctx.spaces, ctx.cluster, p);
+  else
+    detail::tensor_parallel(ctx.g, ctx.spaces, ctx.cluster,
+                            detail::innermost_level_axis(ctx.cluster), p);
+  res.eval = evaluate(ctx, p);
+  if (res.eval.summary.memory_per_device_bytes > ctx.budget)
+    throw Error(Errc::kNoFit, "the " + std::string(algorithm_name(ctx.opts.algorithm)) +
+                                  " plan needs " + gib(res.eval.summary.memory_per_device_bytes) +
+                                  " per device, over the budget of " + gib(ctx.budget));
+}
+
+void run_grid(const detail::Context& ctx, SearchResult& res) {
+  double smallest = 0;
+  if (!detail::grid(ctx.g, ctx.spaces, ctx.cluster, ctx.opts, ctx.budget, res.plan, smallest))
+    throw Error(Errc::kNoFit, "no DP x TP split fits the memory budget of " + gib(ctx.budget) +
+                                  " per device; the smallest needs " + gib(smallest));
+  res.eval = evaluate(ctx, res.plan);
+}
+
+void run_ilp(const detail::Context& ctx, SearchResult& res) {
+  if (!ilp_available())
+    throw Error(Errc::kUsage,
+                "this recsearch was built without COIN-OR CBC: algorithm 'ilp' is not "
+                "available (install coinor-libcbc-dev and reconfigure with -Dilp=enabled)");
+  // The baselines' and rec's plans stay among the candidates; rec's
+  // (last) is the solver's starting point.
+  std::vector<plan::Plan> hints;
+  for (Algorithm a : {Algorithm::DataParallel, Algorithm::Grid, Algorithm::Rec}) {
+    SearchOptions o = ctx.opts;
+    o.algorithm = a;
+    o.detailed_evaluation = false;
+    try {
+      hints.push_back(run(ctx.g, ctx.spaces, ctx.cluster, o).plan);
+    } catch (const Error& e) {
+      if (e.code() != Errc::kNoFit) throw;
+    }
   }
-  const bool polished =
-      may_polish(g, cluster, opts) &&
-      take_polished(g, spaces, cluster, opts, budget, std::move(full), full_mem, fits, res, best_mem);
-  if (!fits && !polished) throw Error(Errc::kNoFit, no_fit_message(budget, cluster, best_mem));
+  const auto r =
+      detail::ilp(ctx.g, ctx.spaces, ctx.cluster, ctx.opts, ctx.budget, hints, res.plan);
+  if (!r.found)
+    throw Error(Errc::kNoFit, std::string("no plan fits the memory budget of ") +
+                                  gib(ctx.budget) + " per device (ilp" +
+                                  (r.proven ? ", proven infeasible)" : ", none found in time)"));
+  res.proven_optimal = r.proven && !r.restricted;
+  res.ilp_restricted = r.restricted;
+  res.ilp_lower_bound_s = r.lower_bound_s;
+  res.bookkept_step_time_s = r.step_time_s;
+  res.eval = evaluate(ctx, res.plan);
+  if (res.eval.summary.memory_per_device_bytes > ctx.budget)
+    throw Error(Errc::kInternal, "ilp: the solution's memory differs from the evaluator's");
+}
+
+void run_exhaustive(const detail::Context& ctx, SearchResult& res) {
+  if (ctx.g.num_operators() > ctx.opts.exhaustive_max_operators)
+    throw Error(Errc::kUsage, "exhaustive search is limited to " +
+                                  std::to_string(ctx.opts.exhaustive_max_operators) +
+                                  " operators; the graph has " +
+                                  std::to_string(ctx.g.num_operators()));
+  // Start from the best feasible heuristic plan as the incumbent.
+  SearchOptions rec_opts = ctx.opts;
+  rec_opts.algorithm = Algorithm::Rec;
+  plan::Plan incumbent = res.plan;
+  bool have = false;
+  try {
+    incumbent = run(ctx.g, ctx.spaces, ctx.cluster, rec_opts).plan;
+    have = true;
+  } catch (const Error& e) {
+    if (e.code() != Errc::kNoFit) throw;
+  }
+  const auto ex = detail::exhaustive(ctx.g, ctx.spaces, ctx.cluster, ctx.opts, ctx.budget,
+                                     incumbent, have);
+  res.proven_optimal = ex.proven;
+  res.bookkept_step_time_s = ex.step_time_s;
+  if (!ex.found)
+    throw Error(Errc::kNoFit, "no plan fits the memory budget of " + gib(ctx.budget) +
+                                  " per device (exhaustive search)");
+  incumbent.algorithm = res.plan.algorithm;
+  res.plan = std::move(incumbent);
+  res.eval = evaluate(ctx, res.plan);
+}
+
+// Runs the algorithm the options name into res (whose plan has its header).
+void run_algorithm(const detail::Context& ctx, SearchResult& res) {
+  switch (ctx.opts.algorithm) {
+    case Algorithm::Rec: return run_rec(ctx, res);
+    case Algorithm::DataParallel:
+    case Algorithm::Megatron: return run_fixed(ctx, res);
+    case Algorithm::Grid: return run_grid(ctx, res);
+    case Algorithm::Ilp: return run_ilp(ctx, res);
+    case Algorithm::Exhaustive: return run_exhaustive(ctx, res);
+  }
 }
 
 }  // namespace
@@ -238,168 +451,8 @@ SearchResult run(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces
   p.algorithm = std::string(algorithm_name(opts.algorithm));
   p.mode = opts.mode;
   p.mesh = cluster.cuts();
-  const double budget = detail::memory_budget(cluster, opts);
-  const auto eval_detail =
-      opts.detailed_evaluation ? plan::EvalDetail::Full : plan::EvalDetail::Summary;
-
-  auto evaluate = [&](const plan::Plan& plan) {
-    plan::check_plan(g, spaces, plan);
-    return plan::evaluate(g, spaces, cluster, plan, opts.cost, eval_detail);
-  };
-
-  switch (opts.algorithm) {
-    case Algorithm::Rec: {
-      if (opts.fold_repeats) {
-        if (const auto rep = detail::find_repetition(g, opts.fold_min_repeats)) {
-          res.fold_period = rep->period;
-          res.fold_repeats = rep->repeats;
-          rec_folded(g, spaces, cluster, opts, *rep, budget, res);
-          break;
-        }
-      }
-      double best_mem = std::numeric_limits<double>::infinity();
-      bool have = false;
-      plan::Plan smallest;  // the least memory seen, for polish to mend
-      auto note_memory = [&](const plan::Plan& trial, double mem) {
-        if (mem >= best_mem) return;
-        best_mem = mem;
-        if (may_polish(g, cluster, opts)) smallest = trial;
-      };
-      auto attempt = [&](double lambda, int rung) {
-        plan::Plan trial = p;
-        const double bookkept =
-            detail::rec_search(g, spaces, cluster, opts, lambda, trial, nullptr, rung);
-        plan::Evaluation ev = evaluate(trial);
-        note_memory(trial, ev.summary.memory_per_device_bytes);
-        if (ev.summary.memory_per_device_bytes > budget) return false;
-        if (!have || ev.summary.step_time_s < res.eval.summary.step_time_s) {
-          have = true;
-          res.plan = std::move(trial);
-          res.eval = std::move(ev);
-          res.bookkept_step_time_s = bookkept;
-        }
-        return true;
-      };
-      const int rung = climb_ladder(p.mesh, attempt, bisect_steps(g.num_operators()));
-      // The expert splits (one evaluation each): on small graphs, and on
-      // any graph when nothing else fits.
-      if (opts.expert_candidates && (g.num_operators() <= kBisectSmallGraph || rung < 0)) {
-        for (std::size_t split = 0; split <= p.mesh.size(); ++split) {
-          plan::Plan trial = p;
-          detail::tensor_parallel(g, spaces, cluster, split, trial);
-          plan::check_plan(g, spaces, trial);
-          const auto sum = plan::evaluate(g, spaces, cluster, trial, opts.cost,
-                                          plan::EvalDetail::Summary).summary;
-          note_memory(trial, sum.memory_per_device_bytes);
-          if (sum.memory_per_device_bytes > budget ||
-              (have && sum.step_time_s >= res.eval.summary.step_time_s))
-            continue;
-          have = true;
-          res.eval = evaluate(trial);
-          res.plan = std::move(trial);
-          res.bookkept_step_time_s = res.eval.summary.step_time_s;
-          res.expert_plan = true;
-        }
-      }
-      // Polish the fastest fitting plan, or mend the smallest one.
-      if (may_polish(g, cluster, opts)) {
-        plan::Plan start = have ? res.plan : std::move(smallest);
-        const double start_mem = have ? res.eval.summary.memory_per_device_bytes : best_mem;
-        if (take_polished(g, spaces, cluster, opts, budget, std::move(start), start_mem, have,
-                          res, best_mem))
-          have = true;
-      }
-      if (!have) throw Error(Errc::kNoFit, no_fit_message(budget, cluster, best_mem));
-      res.memory_rungs = rung < 0 ? kLadderRungs + 1 : rung;
-      break;
-    }
-    case Algorithm::DataParallel: {
-      detail::data_parallel(g, spaces, cluster, p);
-      res.eval = evaluate(p);
-      if (res.eval.summary.memory_per_device_bytes > budget)
-        throw Error(Errc::kNoFit, "the data-parallel plan needs " +
-                                      gib(res.eval.summary.memory_per_device_bytes) +
-                                      " per device, over the budget of " + gib(budget));
-      break;
-    }
-    case Algorithm::Megatron: {
-      detail::tensor_parallel(g, spaces, cluster, detail::innermost_level_axis(cluster), p);
-      res.eval = evaluate(p);
-      if (res.eval.summary.memory_per_device_bytes > budget)
-        throw Error(Errc::kNoFit, "the megatron plan needs " +
-                                      gib(res.eval.summary.memory_per_device_bytes) +
-                                      " per device, over the budget of " + gib(budget));
-      break;
-    }
-    case Algorithm::Grid: {
-      double smallest = 0;
-      if (!detail::grid(g, spaces, cluster, opts, budget, p, smallest))
-        throw Error(Errc::kNoFit, "no DP x TP split fits the memory budget of " + gib(budget) +
-                                      " per device; the smallest needs " + gib(smallest));
-      res.eval = evaluate(p);
-      break;
-    }
-    case Algorithm::Ilp: {
-      if (!ilp_available())
-        throw Error(Errc::kUsage,
-                    "this recsearch was built without COIN-OR CBC: algorithm 'ilp' is not "
-                    "available (install coinor-libcbc-dev and reconfigure with -Dilp=enabled)");
-      // The baselines' and rec's plans stay among the candidates; rec's
-      // (last) is the solver's starting point.
-      std::vector<plan::Plan> hints;
-      for (Algorithm a : {Algorithm::DataParallel, Algorithm::Grid, Algorithm::Rec}) {
-        SearchOptions o = opts;
-        o.algorithm = a;
-        o.detailed_evaluation = false;
-        try {
-          hints.push_back(run(g, spaces, cluster, o).plan);
-        } catch (const Error& e) {
-          if (e.code() != Errc::kNoFit) throw;
-        }
-      }
-      const auto r = detail::ilp(g, spaces, cluster, opts, budget, hints, p);
-      if (!r.found)
-        throw Error(Errc::kNoFit, std::string("no plan fits the memory budget of ") + gib(budget) +
-                                      " per device (ilp" +
-                                      (r.proven ? ", proven infeasible)" : ", none found in time)"));
-      res.proven_optimal = r.proven && !r.restricted;
-      res.ilp_restricted = r.restricted;
-      res.ilp_lower_bound_s = r.lower_bound_s;
-      res.bookkept_step_time_s = r.step_time_s;
-      res.eval = evaluate(p);
-      if (res.eval.summary.memory_per_device_bytes > budget)
-        throw Error(Errc::kInternal, "ilp: the solution's memory differs from the evaluator's");
-      break;
-    }
-    case Algorithm::Exhaustive: {
-      if (g.num_operators() > opts.exhaustive_max_operators)
-        throw Error(Errc::kUsage, "exhaustive search is limited to " +
-                                      std::to_string(opts.exhaustive_max_operators) +
-                                      " operators; the graph has " +
-                                      std::to_string(g.num_operators()));
-      // Start from the best feasible heuristic plan as the incumbent.
-      SearchOptions rec_opts = opts;
-      rec_opts.algorithm = Algorithm::Rec;
-      plan::Plan incumbent = p;
-      bool have = false;
-      try {
-        incumbent = run(g, spaces, cluster, rec_opts).plan;
-        have = true;
-      } catch (const Error& e) {
-        if (e.code() != Errc::kNoFit) throw;
-      }
-      const auto ex = detail::exhaustive(g, spaces, cluster, opts, budget, incumbent, have);
-      res.proven_optimal = ex.proven;
-      res.bookkept_step_time_s = ex.step_time_s;
-      if (!ex.found)
-        throw Error(Errc::kNoFit, "no plan fits the memory budget of " + gib(budget) +
-                                      " per device (exhaustive search)");
-      incumbent.algorithm = p.algorithm;
-      p = std::move(incumbent);
-      res.eval = evaluate(p);
-      break;
-    }
-  }
+  const detail::Context ctx(g, spaces, cluster, opts, detail::memory_budget(cluster, opts));
+  run_algorithm(ctx, res);
   res.search_time_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   res.eval.summary.search_time_s = res.search_time_s;

@@ -1,0 +1,78 @@
+// flatten: the flat view of a graph the searches share (search/flat_graph.hpp).
+#include "search/flat_graph.hpp"
+
+#include <algorithm>
+
+namespace recsearch::search::detail {
+namespace {
+
+// Each operator's input and output tensors, and the distinct ones it
+// touches (the tensors whose redistributions a change of its strategy can
+// move), with their offsets.
+void flatten_operands(const ir::Graph& g, FlatGraph& f) {
+  const std::size_t nops = g.num_operators();
+  f.in_off.assign(nops + 1, 0);
+  f.out_off.assign(nops + 1, 0);
+  f.touched_off.assign(nops + 1, 0);
+  for (std::size_t o = 0; o < nops; ++o) {
+    const ir::Operator& op = g.op(static_cast<ir::OpId>(o));
+    f.in_tensor.insert(f.in_tensor.end(), op.inputs.begin(), op.inputs.end());
+    f.out_tensor.insert(f.out_tensor.end(), op.outputs.begin(), op.outputs.end());
+    f.in_off[o + 1] = f.in_tensor.size();
+    f.out_off[o + 1] = f.out_tensor.size();
+    const auto first = static_cast<std::ptrdiff_t>(f.touched.size());
+    f.touched.insert(f.touched.end(), op.inputs.begin(), op.inputs.end());
+    f.touched.insert(f.touched.end(), op.outputs.begin(), op.outputs.end());
+    std::sort(f.touched.begin() + first, f.touched.end());
+    f.touched.erase(std::unique(f.touched.begin() + first, f.touched.end()), f.touched.end());
+    f.touched_off[o + 1] = f.touched.size();
+  }
+}
+
+// Each tensor's bytes, holder and uses.
+void flatten_tensors(const ir::Graph& g, FlatGraph& f) {
+  const std::size_t nt = g.num_tensors();
+  f.bytes.resize(nt);
+  f.holder_op.assign(nt, ir::kNone);
+  f.holder_slot.assign(nt, 0);
+  f.use_off.assign(nt + 1, 0);
+  for (std::size_t t = 0; t < nt; ++t) {
+    const auto id = static_cast<ir::TensorId>(t);
+    const ir::Tensor& tensor = g.tensor(id);
+    f.bytes[t] = tensor.bytes();
+    f.uses.insert(f.uses.end(), tensor.consumers.begin(), tensor.consumers.end());
+    f.use_off[t + 1] = f.uses.size();
+    if (tensor.producer != ir::kNone) {
+      const ir::Operator& op = g.op(tensor.producer);
+      f.holder_op[t] = tensor.producer;
+      f.holder_slot[t] = static_cast<std::uint32_t>(
+          op.inputs.size() +
+          static_cast<std::size_t>(std::find(op.outputs.begin(), op.outputs.end(), id) -
+                                   op.outputs.begin()));
+    } else if (!tensor.consumers.empty()) {
+      const auto& ins = g.op(tensor.consumers.front()).inputs;
+      f.holder_op[t] = tensor.consumers.front();
+      f.holder_slot[t] =
+          static_cast<std::uint32_t>(std::find(ins.begin(), ins.end(), id) - ins.begin());
+    }
+  }
+}
+
+}  // namespace
+
+FlatGraph flatten(const ir::Graph& g) {
+  FlatGraph f;
+  flatten_operands(g, f);
+  flatten_tensors(g, f);
+  // An input slot holds its tensor when it is the holder's slot: a source
+  // tensor's first use (a producer's slot is an output slot).
+  f.in_holds.assign(f.in_tensor.size(), 0);
+  for (std::size_t o = 0; o + 1 < f.in_off.size(); ++o)
+    for (std::size_t j = 0; j < f.in_off[o + 1] - f.in_off[o]; ++j) {
+      const ir::TensorId t = f.in_tensor[f.in_off[o] + j];
+      f.in_holds[f.in_off[o] + j] = f.holder_op[t] == o && f.holder_slot[t] == j;
+    }
+  return f;
+}
+
+}  // namespace recsearch::search::detail

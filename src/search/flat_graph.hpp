@@ -1,0 +1,63 @@
+// The shared, private ground of the searches that keep state per operator
+// and tensor (rec, polish, the branch and bound, ilp): the problem they
+// solve (Context) and a flat view of the graph's operands, holders and uses
+// (FlatGraph), built once per search so that the inner loops walk plain
+// arrays instead of each operator's and tensor's own vectors.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "recsearch/algebra/op_space.hpp"
+#include "recsearch/cluster.hpp"
+#include "recsearch/ir/graph.hpp"
+#include "recsearch/search/options.hpp"
+
+namespace recsearch::search::detail {
+
+// What every search is asked: the graph with its spaces, the cluster (and
+// its mesh, cluster.cuts()), the options (cost parameters, mode) and the
+// memory budget per device in bytes, where the search enforces one.
+struct Context {
+  Context(const ir::Graph& graph, const std::vector<algebra::OpSpace>& op_spaces,
+          const Cluster& c, const SearchOptions& o, double memory_budget)
+      : g(graph), spaces(op_spaces), cluster(c), opts(o), mesh(c.cuts()), budget(memory_budget) {}
+
+  const ir::Graph& g;
+  const std::vector<algebra::OpSpace>& spaces;
+  const Cluster& cluster;
+  const SearchOptions& opts;
+  const std::vector<Cut>& mesh;
+  double budget;
+};
+
+// Operands, holders and uses of a graph in flat arrays. An operator's slots
+// are numbered inputs first, then outputs (as OpStrategy::layout).
+struct FlatGraph {
+  // Per operator, with offsets (size operators + 1): its input and output
+  // tensors, one per slot; whether an input slot holds its tensor (see
+  // holder_op); the distinct tensors it touches, in id order.
+  std::vector<std::size_t> in_off, out_off, touched_off;
+  std::vector<ir::TensorId> in_tensor, out_tensor, touched;
+  std::vector<std::uint8_t> in_holds;
+
+  // Per tensor: full bytes; its holder, whose layout a redistribution
+  // starts from (the producer, else the first use; kNone for a tensor
+  // nobody touches) and the holder's slot; its uses, one per consumer
+  // entry, with offsets (size tensors + 1).
+  std::vector<double> bytes;
+  std::vector<ir::OpId> holder_op;
+  std::vector<std::uint32_t> holder_slot;
+  std::vector<std::size_t> use_off;
+  std::vector<ir::OpId> uses;
+
+  [[nodiscard]] std::span<const ir::TensorId> touched_of(ir::OpId o) const {
+    return {touched.data() + touched_off[o], touched_off[o + 1] - touched_off[o]};
+  }
+};
+
+FlatGraph flatten(const ir::Graph& g);
+
+}  // namespace recsearch::search::detail
