@@ -137,9 +137,17 @@ double CostModel::collective_seconds(Collective c, double group_bytes, const Cut
   return symbolic_collective_seconds(c, group_bytes, cut, p);
 }
 
+// Through this model's own collective_seconds, so that a model overriding
+// only the collectives also prices gradients: a bucketed parameter gradient
+// is its all-reduce without the latency term, as in the symbolic model.
 double CostModel::gradient_seconds(double group_bytes, bool parameter, const Cut& cut,
                                    const CostParams& p) const noexcept {
-  return symbolic_gradient_seconds(group_bytes, parameter, cut, p);
+  if (!(parameter && p.bucket_gradients))
+    return collective_seconds(Collective::AllReduce, group_bytes, cut, p);
+  if (cut.size <= 1) return 0.0;
+  CostParams bandwidth_only = p;
+  bandwidth_only.count_latency = false;
+  return collective_seconds(Collective::AllReduce, group_bytes, cut, bandwidth_only);
 }
 
 double CostModel::compute_seconds(double flops, double bytes, const DeviceSpec& dev,

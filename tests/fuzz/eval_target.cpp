@@ -1,7 +1,8 @@
 // Fuzz target: `eval`, a graph and a plan read together. The input is the
 // graph file, a line "%%", then the plan file. The cluster is chosen as
 // `recsearch eval` chooses it without cluster options: the plan's saved
-// cluster, else its mesh, else 8 flat devices. Property (fuzz_common.hpp):
+// cluster, else its mesh, else 8 flat devices. Graph and plan are read
+// through recsearch::Problem, as every tool reads them. Property (fuzz_common.hpp):
 // a valid evaluation with finite figures, or a well-formed recsearch::Error
 // naming the file it is about; a plan inconsistent with its graph is
 // rejected, never evaluated.
@@ -24,18 +25,11 @@ constexpr const char* kGraph = "graph.json";
 constexpr const char* kPlan = "plan.json";
 constexpr std::string_view kSeparator = "\n%%\n";
 
+// As `recsearch eval` without cluster options (plan_file_cluster), with 8
+// flat devices for a plan that has no mesh at all.
 Cluster cluster_for(std::string_view plan_text) {
-  if (std::optional<Cluster> saved = io::plan_cluster(plan_text, kPlan)) return *std::move(saved);
-  const std::vector<std::int64_t> sizes = io::plan_mesh_sizes(plan_text, kPlan);
-  if (sizes.empty()) return Cluster::flat(8);
-  std::int64_t product = 1;
-  for (const std::int64_t s : sizes) {
-    if (s < 1 || product > kMaxDevices / s)
-      throw Error(Errc::kPlan, "mesh axis sizes must be >= 1 with a product of at most 2^31",
-                  "/mesh", kPlan);
-    product *= s;
-  }
-  return Cluster::mesh(sizes);
+  if (std::optional<Cluster> c = plan_file_cluster(plan_text, kPlan)) return *std::move(c);
+  return Cluster::flat(8);
 }
 
 }  // namespace
@@ -47,26 +41,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string_view graph_text = input.substr(0, sep);
   const std::string_view plan_text = input.substr(sep + kSeparator.size());
 
-  std::optional<ir::Graph> graph;
-  std::vector<algebra::OpSpace> spaces;
-  CostParams cost;
-  fuzz::guard(kGraph, false, [&] {
-    graph.emplace(io::parse_graph(graph_text, kGraph, &cost));
-    spaces = fuzz::attributed(kGraph, [&] { return algebra::build_op_spaces(*graph); });
-  });
-  if (!graph || spaces.size() != graph->num_operators()) return 0;
+  std::optional<Problem> problem;
+  fuzz::guard(kGraph, false, [&] { problem.emplace(Problem::from_json(graph_text, kGraph)); });
+  if (!problem) return 0;
+  const ir::Graph& graph = problem->graph();
+  if (problem->spaces().size() != graph.num_operators()) fuzz::die("one space per operator");
 
   fuzz::guard(kPlan, false, [&] {
     const Cluster cluster = cluster_for(plan_text);
-    const plan::Plan p = io::parse_plan(plan_text, kPlan, *graph, spaces, cluster.cuts());
-    fuzz::attributed(kPlan, [&] {
-      plan::check_plan(*graph, spaces, p);
-      return 0;
-    });
-    const plan::Evaluation ev = plan::evaluate(*graph, spaces, cluster, p, cost);
-    for (const double v : {ev.summary.step_time_s, ev.summary.memory_per_device_bytes})
+    const Solution s = evaluate(*problem, problem->parse_plan(plan_text, kPlan, cluster), cluster);
+    const plan::Summary& sum = s.evaluation().summary;
+    for (const double v : {sum.step_time_s, sum.memory_per_device_bytes})
       if (!std::isfinite(v) || v < 0) fuzz::die("evaluation gave a negative or non-finite figure");
-    if (ev.strategies.size() != graph->num_operators()) fuzz::die("one strategy per operator");
+    if (s.evaluation().strategies.size() != graph.num_operators())
+      fuzz::die("one strategy per operator");
   });
   return 0;
 }

@@ -46,7 +46,9 @@ class CostModel {
                                                   const CostParams& p) const noexcept;
 
   // Seconds of the backward all-reduce of a gradient slice; `parameter`
-  // gradients may be bucketed (CostParams::bucket_gradients).
+  // gradients may be bucketed (CostParams::bucket_gradients). The default
+  // prices it through this model's collective_seconds (without latency when
+  // bucketed).
   [[nodiscard]] virtual double gradient_seconds(double group_bytes, bool parameter,
                                                 const Cut& cut,
                                                 const CostParams& p) const noexcept;

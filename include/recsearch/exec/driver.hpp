@@ -1,5 +1,5 @@
 // `recsearch exec`: runs a plan under mpirun on every rank and reports
-// (DESIGN.md "Execution layer"). Kept in the library so that the CLI stays
+// (docs/design.md, Execution layer; options and output: docs/exec.md). Kept in the library so that the CLI stays
 // a thin option parser and tests can drive the same code.
 #pragma once
 
