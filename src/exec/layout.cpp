@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "recsearch/error.hpp"
+#include "recsearch/plan/evaluator.hpp"
 
 namespace recsearch::exec {
 namespace {
@@ -29,19 +30,6 @@ int max_dim(const Layout& l) {
   int m = -1;
   for (const auto& x : l) m = std::max(m, static_cast<int>(x.dim));
   return m;
-}
-
-AxisLayout wanted(const algebra::OpSpace& s, int c, const std::vector<int>* dims, bool output) {
-  if (c == plan::kReplicated) return AxisLayout::replicate();
-  if (dims != nullptr) {
-    for (std::size_t d = 0; d < dims->size(); ++d) {
-      if ((*dims)[d] == c) return AxisLayout::shard(static_cast<int>(d));
-    }
-  }
-  if (output && s.loops[static_cast<std::size_t>(c)].role == algebra::DimRole::Reduction) {
-    return AxisLayout::partial();
-  }
-  return AxisLayout::replicate();
 }
 
 std::vector<RedistStep> plan_steps(const Layout& from, const Layout& to, std::size_t rank,
@@ -266,10 +254,12 @@ PlanLayouts plan_layouts(const ir::Graph& g, const std::vector<algebra::OpSpace>
     for (std::size_t a = 0; a < n_axes; ++a) {
       const int c = p.cuts[o][a];
       for (std::size_t j = 0; j < op.inputs.size(); ++j) {
-        ol.inputs[j][a] = wanted(s, c, j < s.inputs.size() ? &s.inputs[j] : nullptr, false);
+        ol.inputs[j][a] =
+            plan::wanted_layout(s, c, j < s.inputs.size() ? &s.inputs[j] : nullptr, false);
       }
       for (std::size_t j = 0; j < op.outputs.size(); ++j) {
-        ol.outputs[j][a] = wanted(s, c, j < s.outputs.size() ? &s.outputs[j] : nullptr, true);
+        ol.outputs[j][a] =
+            plan::wanted_layout(s, c, j < s.outputs.size() ? &s.outputs[j] : nullptr, true);
       }
     }
   }
