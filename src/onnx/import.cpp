@@ -704,12 +704,109 @@ class Importer {
                                ": imported as replicated (" + why + ")");
   }
 
+  // One node being mapped: its non-empty inputs, the outputs it keeps and
+  // the recsearch operator name it gets.
+  struct NodeCtx {
+    const onnx::NodeProto& n;
+    int index;
+    const std::string& op;
+    std::string name;
+    std::vector<std::string> ins;
+    std::vector<std::string> outs;
+  };
+  using Mapper = void (Importer::*)(const NodeCtx&);
+
+  // ONNX op type -> the member that maps it; types not listed are imported
+  // replicated (replicated()).
+  static const std::unordered_map<std::string, Mapper>& mappers() {
+    static const std::unordered_map<std::string, Mapper> table = [] {
+      std::unordered_map<std::string, Mapper> t = {
+          {"Cast", &Importer::map_cast},
+          {"Dropout", &Importer::map_dropout},
+          {"MatMul", &Importer::map_matmul},
+          {"Gemm", &Importer::map_gemm},
+          {"Einsum", &Importer::map_einsum},
+          {"Conv", &Importer::map_conv},
+          {"MaxPool", &Importer::map_pool},
+          {"AveragePool", &Importer::map_pool},
+          {"GlobalAveragePool", &Importer::map_global_avg_pool},
+          {"BatchNormalization", &Importer::map_batch_norm},
+          {"LayerNormalization", &Importer::map_layer_norm},
+          {"RMSNormalization", &Importer::map_rms_norm},
+          {"SimplifiedLayerNormalization", &Importer::map_rms_norm},
+          {"Softmax", &Importer::map_softmax},
+          {"LogSoftmax", &Importer::map_softmax},
+          {"Reshape", &Importer::map_reshape},
+          {"Flatten", &Importer::map_flatten},
+          {"Transpose", &Importer::map_transpose},
+          {"Squeeze", &Importer::map_squeeze},
+          {"Unsqueeze", &Importer::map_squeeze},
+          {"Concat", &Importer::map_concat},
+          {"Split", &Importer::map_split},
+          {"Slice", &Importer::map_slice},
+          {"ReduceSum", &Importer::map_reduce},
+          {"ReduceMean", &Importer::map_reduce},
+          {"ReduceMax", &Importer::map_reduce},
+          {"Gather", &Importer::map_gather},
+          {"OneHot", &Importer::map_one_hot},
+          {"SoftmaxCrossEntropyLoss", &Importer::map_softmax_cross_entropy},
+      };
+      // The elementwise families, each under one mapper.
+      for (const auto& [op, kind] : unary_kinds()) t.emplace(op, &Importer::map_unary);
+      for (const auto& [op, kind] : binary_kinds()) t.emplace(op, &Importer::map_binary);
+      for (const auto& op : other_elementwise()) t.emplace(op, &Importer::elementwise_custom);
+      return t;
+    }();
+    return table;
+  }
+
+  static const std::unordered_map<std::string, const char*>& unary_kinds() {
+    static const std::unordered_map<std::string, const char*> kUnary = {
+        {"Relu", "ReLU"},       {"Gelu", "GeLU"},   {"Sigmoid", "Sigmoid"}, {"Tanh", "Tanh"},
+        {"Exp", "Exp"},         {"Log", "Log"},     {"Sqrt", "Sqrt"},       {"Neg", "Neg"},
+        {"Identity", "Identity"},
+    };
+    return kUnary;
+  }
+  static const std::unordered_map<std::string, const char*>& binary_kinds() {
+    static const std::unordered_map<std::string, const char*> kBinary = {
+        {"Add", "Add"}, {"Sub", "Sub"}, {"Mul", "Mul"}, {"Div", "Div"}, {"Pow", "Pow"},
+        {"Max", "Maximum"}, {"Min", "Minimum"}, {"Sum", "Add"},
+    };
+    return kBinary;
+  }
+  // Elementwise types with no recsearch kind: imported with an einsum attribute.
+  static const std::set<std::string, std::less<>>& other_elementwise() {
+    static const std::set<std::string, std::less<>> kOtherElementwise = {
+        "Abs", "Ceil", "Clip", "Cos", "Elu", "Equal", "Erf", "Floor", "Greater", "GreaterOrEqual",
+        "HardSigmoid", "HardSwish", "IsInf", "IsNaN", "LeakyRelu", "Less", "LessOrEqual", "Mod",
+        "Not", "And", "Or", "Xor", "PRelu", "Reciprocal", "Round", "Selu", "Sign", "Sin",
+        "Softplus", "Softsign", "Where", "Celu", "Mish", "ThresholdedRelu", "Shrink", "BitShift",
+        "Mean",
+    };
+    return kOtherElementwise;
+  }
+
   void map_node(int index) {
     const onnx::NodeProto& n = graph().node(index);
+    NodeCtx x{n, index, n.op_type(), {}, node_inputs(n), node_outputs(n)};
+    if (x.outs.empty()) fail_node(index, Errc::kSchema, "the node has no outputs");
+    x.name = unique_op_name(n, index);
+    if (!n.domain().empty() && n.domain() != "ai.onnx")
+      return replicated(x, "operator of domain '" + n.domain() + "'");
+    if (const auto it = mappers().find(x.op); it != mappers().end()) return (this->*it->second)(x);
+    return replicated(x, "no recsearch kind for ONNX " + x.op);
+  }
+
+  static std::vector<std::string> node_inputs(const onnx::NodeProto& n) {
     std::vector<std::string> ins;
     for (const auto& i : n.input()) {
       if (!i.empty()) ins.push_back(i);
     }
+    return ins;
+  }
+
+  std::vector<std::string> node_outputs(const onnx::NodeProto& n) const {
     std::vector<std::string> outs;
     for (int j = 0; j < n.output_size(); ++j) {
       const std::string& o = n.output(j);
@@ -720,195 +817,199 @@ class Importer {
       if (j > 0 && !uses_.count(o) && (v == values_.end() || !v->second.shape)) continue;
       outs.push_back(o);
     }
-    if (outs.empty()) fail_node(index, Errc::kSchema, "the node has no outputs");
-    const std::string& op = n.op_type();
-    const std::string name = unique_op_name(n, index);
-    const bool default_domain = n.domain().empty() || n.domain() == "ai.onnx";
-    const auto rank_of = [&](const std::string& t) { return shape_of(t, index).size(); };
+    return outs;
+  }
 
-    const auto simple = [&](const char* type, ir::Attrs a = {}) {
-      add_op(index, name, type, ins, outs, std::move(a));
-    };
-    // A type recsearch has no kind for, but whose operands are elementwise
-    // (numpy broadcasting): an einsum attribute lets the search cut it.
-    const auto replicated = [&](const std::string& why) {
-      warn_replicated(n, index, why);
-      // Under its ONNX name, unless that is a recsearch kind whose meaning
-      // differs (e.g. a 1-D MaxPool, an opset-9 Softmax).
-      const std::string type =
-          ir::parse_op_kind(op) == ir::OpKind::Custom ? op : "onnx." + op;
-      add_op(index, name, type, ins, outs, {});
-    };
-    const auto elementwise_custom = [&] {
-      // numpy broadcasting, checked here: some old opsets broadcast otherwise.
-      std::size_t rank = 0;
-      for (const auto& i : ins) rank = std::max(rank, rank_of(i));
-      for (std::size_t d = 0; d < rank; ++d) {
-        std::int64_t size = 1;
-        for (const auto& i : ins) {
-          const ir::Shape& s = shape_of(i, index);
-          if (d >= s.size()) continue;
-          const std::int64_t v = s[s.size() - 1 - d];
-          if (v == 1) continue;
-          if (size != 1 && size != v) return replicated("operands do not broadcast by numpy rules");
-          size = v;
-        }
-      }
-      std::string eq;
-      for (std::size_t j = 0; j < ins.size(); ++j) eq += (j ? ",..." : "...");
-      eq += "->...";
-      if (outs.size() != 1 || ins.empty()) {
-        return replicated("no recsearch kind for ONNX " + op);
-      }
-      add_op(index, name, op, ins, outs, ir::Attrs{{"einsum", eq}});
-    };
+  std::size_t rank_of(const NodeCtx& x, const std::string& t) { return shape_of(t, x.index).size(); }
 
-    if (!default_domain) return replicated("operator of domain '" + n.domain() + "'");
+  void simple(const NodeCtx& x, const char* type, ir::Attrs a = {}) {
+    add_op(x.index, x.name, type, x.ins, x.outs, std::move(a));
+  }
 
-    static const std::unordered_map<std::string, const char*> kUnary = {
-        {"Relu", "ReLU"},       {"Gelu", "GeLU"},   {"Sigmoid", "Sigmoid"}, {"Tanh", "Tanh"},
-        {"Exp", "Exp"},         {"Log", "Log"},     {"Sqrt", "Sqrt"},       {"Neg", "Neg"},
-        {"Identity", "Identity"},
-    };
-    static const std::unordered_map<std::string, const char*> kBinary = {
-        {"Add", "Add"}, {"Sub", "Sub"}, {"Mul", "Mul"}, {"Div", "Div"}, {"Pow", "Pow"},
-        {"Max", "Maximum"}, {"Min", "Minimum"}, {"Sum", "Add"},
-    };
-    static const std::set<std::string, std::less<>> kOtherElementwise = {
-        "Abs", "Ceil", "Clip", "Cos", "Elu", "Equal", "Erf", "Floor", "Greater", "GreaterOrEqual",
-        "HardSigmoid", "HardSwish", "IsInf", "IsNaN", "LeakyRelu", "Less", "LessOrEqual", "Mod",
-        "Not", "And", "Or", "Xor", "PRelu", "Reciprocal", "Round", "Selu", "Sign", "Sin",
-        "Softplus", "Softsign", "Where", "Celu", "Mish", "ThresholdedRelu", "Shrink", "BitShift",
-        "Mean",
-    };
+  // A type recsearch has no kind for, but whose operands are elementwise
+  // (numpy broadcasting): an einsum attribute lets the search cut it.
+  void replicated(const NodeCtx& x, const std::string& why) {
+    warn_replicated(x.n, x.index, why);
+    // Under its ONNX name, unless that is a recsearch kind whose meaning
+    // differs (e.g. a 1-D MaxPool, an opset-9 Softmax).
+    const std::string type =
+        ir::parse_op_kind(x.op) == ir::OpKind::Custom ? x.op : "onnx." + x.op;
+    add_op(x.index, x.name, type, x.ins, x.outs, {});
+  }
 
-    if (const auto it = kUnary.find(op); it != kUnary.end()) return simple(it->second);
-    if (const auto it = kBinary.find(op); it != kBinary.end()) {
-      if (ins.size() == 2) return simple(it->second);
-      if (ins.size() == 1) return simple("Identity");
-      return elementwise_custom();
-    }
-    if (kOtherElementwise.count(op)) return elementwise_custom();
-    if (op == "Cast") {
-      const auto dt = dtype_of(static_cast<std::int32_t>(attr_i(n, "to", 0)));
-      if (!dt) fail_node(index, Errc::kSchema, "'to' names an element type recsearch does not model");
-      return simple("Cast", ir::Attrs{{"to", std::string(ir::dtype_name(*dt))}});
-    }
-    if (op == "Dropout") {
-      ir::Attrs a;
-      if (const auto* r = find_attr(n, "ratio"); r && r->type() == onnx::AttributeProto::FLOAT) {
-        a.set("ratio", static_cast<double>(r->f()));
-      } else if (n.input_size() > 1 && !n.input(1).empty()) {
-        if (const auto v = known_float(n.input(1))) a.set("ratio", *v);
+  void elementwise_custom(const NodeCtx& x) {
+    // numpy broadcasting, checked here: some old opsets broadcast otherwise.
+    std::size_t rank = 0;
+    for (const auto& i : x.ins) rank = std::max(rank, rank_of(x, i));
+    for (std::size_t d = 0; d < rank; ++d) {
+      std::int64_t size = 1;
+      for (const auto& i : x.ins) {
+        const ir::Shape& s = shape_of(i, x.index);
+        if (d >= s.size()) continue;
+        const std::int64_t v = s[s.size() - 1 - d];
+        if (v == 1) continue;
+        if (size != 1 && size != v) return replicated(x, "operands do not broadcast by numpy rules");
+        size = v;
       }
-      return simple("Dropout", std::move(a));
     }
-    if (op == "MatMul") return simple("MatMul");
-    if (op == "Gemm") {
-      if (ins.size() < 2) fail_node(index, Errc::kSchema, "Gemm needs inputs A and B");
-      ir::Attrs a{{"transpose_a", attr_i(n, "transA", 0) != 0},
-                  {"transpose_b", attr_i(n, "transB", 0) != 0}};
-      if (ins.size() == 2) return add_op(index, name, "MatMul", ins, outs, std::move(a));
-      // Y = A·B + C: a MatMul into an intermediate tensor, then the add.
-      const std::string mid = outs[0] + "/matmul";
-      if (values_.count(mid) || tensors_.count(mid))
-        fail_node(index, Errc::kDuplicate, "tensor name '" + mid + "' is already taken");
-      values_[mid] = values_.at(outs[0]);
-      add_op(index, name, "MatMul", {ins[0], ins[1]}, {mid}, std::move(a));
-      std::string bias = name + "/bias";
-      for (int k = 1; op_names_.count(bias); ++k) bias = name + "/bias_" + std::to_string(k);
-      op_names_.insert(bias);
-      return add_op(index, bias, "Add", {mid, ins[2]}, outs, {});
+    std::string eq;
+    for (std::size_t j = 0; j < x.ins.size(); ++j) eq += (j ? ",..." : "...");
+    eq += "->...";
+    if (x.outs.size() != 1 || x.ins.empty()) {
+      return replicated(x, "no recsearch kind for ONNX " + x.op);
     }
-    if (op == "Einsum") return simple("Einsum", copy_attrs(n, {"equation"}));
-    if (op == "Conv") {
-      if (ins.size() < 2) fail_node(index, Errc::kSchema, "Conv needs inputs X and W");
-      const ir::Shape& x = shape_of(ins[0], index);
-      const ir::Shape& w = shape_of(ins[1], index);
-      if (x.size() != 4 || w.size() != 4) return replicated("only 2-D convolutions have a kind");
-      ir::Attrs a = copy_attrs(n, {"strides", "pads", "dilations", "group", "kernel_shape"});
-      if (const auto p = auto_pads(n, x, {w[2], w[3]}, index)) a.set("pads", *p);
-      return simple("Conv2D", std::move(a));
+    add_op(x.index, x.name, x.op, x.ins, x.outs, ir::Attrs{{"einsum", eq}});
+  }
+
+  void map_unary(const NodeCtx& x) { simple(x, unary_kinds().at(x.op)); }
+
+  void map_binary(const NodeCtx& x) {
+    if (x.ins.size() == 2) return simple(x, binary_kinds().at(x.op));
+    if (x.ins.size() == 1) return simple(x, "Identity");
+    elementwise_custom(x);
+  }
+
+  void map_cast(const NodeCtx& x) {
+    const auto dt = dtype_of(static_cast<std::int32_t>(attr_i(x.n, "to", 0)));
+    if (!dt) fail_node(x.index, Errc::kSchema, "'to' names an element type recsearch does not model");
+    simple(x, "Cast", ir::Attrs{{"to", std::string(ir::dtype_name(*dt))}});
+  }
+
+  void map_dropout(const NodeCtx& x) {
+    ir::Attrs a;
+    if (const auto* r = find_attr(x.n, "ratio"); r && r->type() == onnx::AttributeProto::FLOAT) {
+      a.set("ratio", static_cast<double>(r->f()));
+    } else if (x.n.input_size() > 1 && !x.n.input(1).empty()) {
+      if (const auto v = known_float(x.n.input(1))) a.set("ratio", *v);
     }
-    if (op == "MaxPool" || op == "AveragePool") {
-      const ir::Shape& x = shape_of(ins.at(0), index);
-      const auto* k = find_attr(n, "kernel_shape");
-      if (x.size() != 4 || !k || k->ints_size() != 2) return replicated("only 2-D pooling has a kind");
-      ir::Attrs a = copy_attrs(n, {"kernel_shape", "strides", "pads", "dilations", "ceil_mode"});
-      // ONNX pooling strides default to 1; recsearch's default is the kernel.
-      if (!a.has("strides")) a.set("strides", std::vector<std::int64_t>{1, 1});
-      if (const auto p = auto_pads(n, x, {k->ints(0), k->ints(1)}, index)) a.set("pads", *p);
-      return simple(op == "MaxPool" ? "MaxPool" : "AvgPool", std::move(a));
+    simple(x, "Dropout", std::move(a));
+  }
+
+  void map_matmul(const NodeCtx& x) { simple(x, "MatMul"); }
+
+  void map_gemm(const NodeCtx& x) {
+    const auto& ins = x.ins;
+    if (ins.size() < 2) fail_node(x.index, Errc::kSchema, "Gemm needs inputs A and B");
+    ir::Attrs a{{"transpose_a", attr_i(x.n, "transA", 0) != 0},
+                {"transpose_b", attr_i(x.n, "transB", 0) != 0}};
+    if (ins.size() == 2) return add_op(x.index, x.name, "MatMul", ins, x.outs, std::move(a));
+    // Y = A·B + C: a MatMul into an intermediate tensor, then the add.
+    const std::string mid = x.outs[0] + "/matmul";
+    if (values_.count(mid) || tensors_.count(mid))
+      fail_node(x.index, Errc::kDuplicate, "tensor name '" + mid + "' is already taken");
+    values_[mid] = values_.at(x.outs[0]);
+    add_op(x.index, x.name, "MatMul", {ins[0], ins[1]}, {mid}, std::move(a));
+    std::string bias = x.name + "/bias";
+    for (int k = 1; op_names_.count(bias); ++k) bias = x.name + "/bias_" + std::to_string(k);
+    op_names_.insert(bias);
+    add_op(x.index, bias, "Add", {mid, ins[2]}, x.outs, {});
+  }
+
+  void map_einsum(const NodeCtx& x) { simple(x, "Einsum", copy_attrs(x.n, {"equation"})); }
+
+  void map_conv(const NodeCtx& x) {
+    if (x.ins.size() < 2) fail_node(x.index, Errc::kSchema, "Conv needs inputs X and W");
+    const ir::Shape& in = shape_of(x.ins[0], x.index);
+    const ir::Shape& w = shape_of(x.ins[1], x.index);
+    if (in.size() != 4 || w.size() != 4) return replicated(x, "only 2-D convolutions have a kind");
+    ir::Attrs a = copy_attrs(x.n, {"strides", "pads", "dilations", "group", "kernel_shape"});
+    if (const auto p = auto_pads(x.n, in, {w[2], w[3]}, x.index)) a.set("pads", *p);
+    simple(x, "Conv2D", std::move(a));
+  }
+
+  void map_pool(const NodeCtx& x) {
+    const ir::Shape& in = shape_of(x.ins.at(0), x.index);
+    const auto* k = find_attr(x.n, "kernel_shape");
+    if (in.size() != 4 || !k || k->ints_size() != 2) return replicated(x, "only 2-D pooling has a kind");
+    ir::Attrs a = copy_attrs(x.n, {"kernel_shape", "strides", "pads", "dilations", "ceil_mode"});
+    // ONNX pooling strides default to 1; recsearch's default is the kernel.
+    if (!a.has("strides")) a.set("strides", std::vector<std::int64_t>{1, 1});
+    if (const auto p = auto_pads(x.n, in, {k->ints(0), k->ints(1)}, x.index)) a.set("pads", *p);
+    simple(x, x.op == "MaxPool" ? "MaxPool" : "AvgPool", std::move(a));
+  }
+
+  void map_global_avg_pool(const NodeCtx& x) { simple(x, "GlobalAvgPool"); }
+  void map_batch_norm(const NodeCtx& x) { simple(x, "BatchNorm", copy_attrs(x.n, {"epsilon"})); }
+  void map_layer_norm(const NodeCtx& x) {
+    simple(x, "LayerNorm", copy_attrs(x.n, {"axis", "epsilon"}));
+  }
+  void map_rms_norm(const NodeCtx& x) { simple(x, "RMSNorm", copy_attrs(x.n, {"axis", "epsilon"})); }
+
+  void map_softmax(const NodeCtx& x) {
+    const auto r = static_cast<std::int64_t>(rank_of(x, x.ins.at(0)));
+    const char* kind = x.op == "Softmax" ? "Softmax" : "LogSoftmax";
+    if (result_.opset >= 13) return simple(x, kind, ir::Attrs{{"axis", attr_i(x.n, "axis", -1)}});
+    // Before opset 13 the input is flattened to 2-D at `axis` (default 1):
+    // the same as recsearch's single-axis softmax only at the last axis.
+    std::int64_t axis = attr_i(x.n, "axis", 1);
+    if (axis < 0) axis += r;
+    if (axis == r - 1 || r == 0) return simple(x, kind, ir::Attrs{{"axis", std::int64_t{-1}}});
+    replicated(x, "opset " + std::to_string(result_.opset) + " " + x.op +
+                      " normalizes all dims from axis " + std::to_string(axis));
+  }
+
+  void map_reshape(const NodeCtx& x) { add_op(x.index, x.name, "Reshape", x.ins, x.outs, {}); }
+  void map_flatten(const NodeCtx& x) {
+    add_op(x.index, x.name, "Flatten", {x.ins.at(0)}, x.outs, copy_attrs(x.n, {"axis"}));
+  }
+  void map_transpose(const NodeCtx& x) { simple(x, "Transpose", copy_attrs(x.n, {"perm"})); }
+
+  void map_squeeze(const NodeCtx& x) {
+    ir::Attrs a = copy_attrs(x.n, {"axes"});
+    if (!a.has("axes") && x.ins.size() > 1) {
+      if (const auto v = known_ints(x.ins[1])) a.set("axes", *v);
     }
-    if (op == "GlobalAveragePool") return simple("GlobalAvgPool");
-    if (op == "BatchNormalization") return simple("BatchNorm", copy_attrs(n, {"epsilon"}));
-    if (op == "LayerNormalization") return simple("LayerNorm", copy_attrs(n, {"axis", "epsilon"}));
-    if (op == "RMSNormalization" || op == "SimplifiedLayerNormalization")
-      return simple("RMSNorm", copy_attrs(n, {"axis", "epsilon"}));
-    if (op == "Softmax" || op == "LogSoftmax") {
-      const auto r = static_cast<std::int64_t>(rank_of(ins.at(0)));
-      const char* kind = op == "Softmax" ? "Softmax" : "LogSoftmax";
-      if (result_.opset >= 13) return simple(kind, ir::Attrs{{"axis", attr_i(n, "axis", -1)}});
-      // Before opset 13 the input is flattened to 2-D at `axis` (default 1):
-      // the same as recsearch's single-axis softmax only at the last axis.
-      std::int64_t axis = attr_i(n, "axis", 1);
-      if (axis < 0) axis += r;
-      if (axis == r - 1 || r == 0) return simple(kind, ir::Attrs{{"axis", std::int64_t{-1}}});
-      return replicated("opset " + std::to_string(result_.opset) + " " + op +
-                        " normalizes all dims from axis " + std::to_string(axis));
+    simple(x, x.op.c_str(), std::move(a));
+  }
+
+  void map_concat(const NodeCtx& x) { simple(x, "Concat", copy_attrs(x.n, {"axis"})); }
+
+  void map_split(const NodeCtx& x) {
+    ir::Attrs a = copy_attrs(x.n, {"axis", "split"});
+    if (!a.has("split") && x.ins.size() > 1) {
+      const auto v = known_ints(x.ins[1]);
+      // Sizes only known at run time: the outputs' shapes tell them.
+      if (!v) return add_op(x.index, x.name, "Split", {x.ins[0], x.ins[1]}, x.outs, std::move(a));
+      a.set("split", *v);
     }
-    if (op == "Reshape") return add_op(index, name, "Reshape", ins, outs, {});
-    if (op == "Flatten") return add_op(index, name, "Flatten", {ins.at(0)}, outs, copy_attrs(n, {"axis"}));
-    if (op == "Transpose") return simple("Transpose", copy_attrs(n, {"perm"}));
-    if (op == "Squeeze" || op == "Unsqueeze") {
-      ir::Attrs a = copy_attrs(n, {"axes"});
-      if (!a.has("axes") && ins.size() > 1) {
-        if (const auto v = known_ints(ins[1])) a.set("axes", *v);
-      }
-      return simple(op.c_str(), std::move(a));
+    add_op(x.index, x.name, "Split", {x.ins.at(0)}, x.outs, std::move(a));
+  }
+
+  void map_slice(const NodeCtx& x) {
+    add_op(x.index, x.name, "Slice", x.ins, x.outs, copy_attrs(x.n, {"starts", "ends", "axes"}));
+  }
+
+  void map_reduce(const NodeCtx& x) {
+    ir::Attrs a = copy_attrs(x.n, {"axes", "keepdims"});
+    if (!a.has("axes") && x.ins.size() > 1) {
+      const auto v = known_ints(x.ins[1]);
+      if (!v) return replicated(x, "its axes are computed at run time");
+      if (!v->empty()) a.set("axes", *v);
     }
-    if (op == "Concat") return simple("Concat", copy_attrs(n, {"axis"}));
-    if (op == "Split") {
-      ir::Attrs a = copy_attrs(n, {"axis", "split"});
-      if (!a.has("split") && ins.size() > 1) {
-        const auto v = known_ints(ins[1]);
-        // Sizes only known at run time: the outputs' shapes tell them.
-        if (!v) return add_op(index, name, "Split", {ins[0], ins[1]}, outs, std::move(a));
-        a.set("split", *v);
-      }
-      return add_op(index, name, "Split", {ins.at(0)}, outs, std::move(a));
+    if (!a.has("axes") && attr_i(x.n, "noop_with_empty_axes", 0) != 0)
+      return add_op(x.index, x.name, "Identity", {x.ins.at(0)}, x.outs, {});
+    add_op(x.index, x.name, x.op, {x.ins.at(0)}, x.outs, std::move(a));
+  }
+
+  void map_gather(const NodeCtx& x) { simple(x, "Gather", copy_attrs(x.n, {"axis"})); }
+
+  void map_one_hot(const NodeCtx& x) {
+    ir::Attrs a = copy_attrs(x.n, {"axis"});
+    if (x.ins.size() > 1) {
+      if (const auto v = known_ints(x.ins[1]); v && v->size() == 1) a.set("depth", (*v)[0]);
     }
-    if (op == "Slice") return add_op(index, name, "Slice", ins, outs, copy_attrs(n, {"starts", "ends", "axes"}));
-    if (op == "ReduceSum" || op == "ReduceMean" || op == "ReduceMax") {
-      ir::Attrs a = copy_attrs(n, {"axes", "keepdims"});
-      if (!a.has("axes") && ins.size() > 1) {
-        const auto v = known_ints(ins[1]);
-        if (!v) return replicated("its axes are computed at run time");
-        if (!v->empty()) a.set("axes", *v);
-      }
-      if (!a.has("axes") && attr_i(n, "noop_with_empty_axes", 0) != 0)
-        return add_op(index, name, "Identity", {ins.at(0)}, outs, {});
-      return add_op(index, name, op, {ins.at(0)}, outs, std::move(a));
-    }
-    if (op == "Gather") return simple("Gather", copy_attrs(n, {"axis"}));
-    if (op == "OneHot") {
-      ir::Attrs a = copy_attrs(n, {"axis"});
-      if (ins.size() > 1) {
-        if (const auto v = known_ints(ins[1]); v && v->size() == 1) a.set("depth", (*v)[0]);
-      }
-      return simple("OneHot", std::move(a));
-    }
-    if (op == "SoftmaxCrossEntropyLoss") {
-      // ONNX puts the classes at dim 1 ([N, C, d1, ...]); recsearch's kind
-      // wants them last, which is the same only for 2-D logits.
-      if (rank_of(ins.at(0)) != 2) return replicated("classes at dim 1 of logits with rank > 2");
-      std::string red = attr_s(n, "reduction");
-      if (red.empty()) red = "mean";
-      if (red != "mean" && red != "none") return replicated("reduction '" + red + "'");
-      return add_op(index, name, "SoftmaxCrossEntropy", ins, {outs.at(0)},
-                    ir::Attrs{{"reduction", red}});
-    }
-    return replicated("no recsearch kind for ONNX " + op);
+    simple(x, "OneHot", std::move(a));
+  }
+
+  void map_softmax_cross_entropy(const NodeCtx& x) {
+    // ONNX puts the classes at dim 1 ([N, C, d1, ...]); recsearch's kind
+    // wants them last, which is the same only for 2-D logits.
+    if (rank_of(x, x.ins.at(0)) != 2) return replicated(x, "classes at dim 1 of logits with rank > 2");
+    std::string red = attr_s(x.n, "reduction");
+    if (red.empty()) red = "mean";
+    if (red != "mean" && red != "none") return replicated(x, "reduction '" + red + "'");
+    add_op(x.index, x.name, "SoftmaxCrossEntropy", x.ins, {x.outs.at(0)},
+           ir::Attrs{{"reduction", red}});
   }
 
   void map_nodes() {
