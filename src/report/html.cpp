@@ -14,6 +14,7 @@
 #include "recsearch/cost/cost_params.hpp"
 #include "recsearch/cost/model.hpp"
 #include "recsearch/report/report.hpp"
+#include "report/text.hpp"
 
 namespace recsearch::report {
 namespace {
@@ -37,16 +38,6 @@ std::string html_escape(const std::string& s) {
     }
   }
   return out;
-}
-
-std::string strategy_text(const ir::Strategy& s) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    out += i ? ", [" : "[";
-    for (std::size_t d = 0; d < s[i].size(); ++d) out += (d ? ", " : "") + std::to_string(s[i][d]);
-    out += "]";
-  }
-  return out + "]";
 }
 
 // Layer of each operator: 1 + the deepest producer of its inputs.
