@@ -15,6 +15,7 @@
 #include <utility>
 #include <unordered_map>
 
+#include "io/cluster_json.hpp"
 #include "io/json_util.hpp"
 #include "recsearch/io/json_io.hpp"
 
@@ -543,7 +544,7 @@ std::optional<Cluster> plan_cluster(std::string_view text, const std::string& so
   if (c == nullptr) return std::nullopt;
   r.expect_object(*c, "/cluster");
   try {
-    return parse_cluster(c->dump(), source);
+    return detail::read_cluster(r, *c, nullptr);
   } catch (const Error& e) {
     throw Error(e.code(), e.detail(), "/cluster" + e.json_path(), source);
   }
@@ -611,7 +612,7 @@ std::string plan_to_json(const ir::Graph& g, const std::vector<algebra::OpSpace>
   w.field("mesh", mesh);
   // The whole cluster, so that `eval` of a saved plan needs no cluster
   // options and uses the same links the search used.
-  w.field("cluster", OrderedJson::parse(cluster_to_json(cluster)));
+  w.field("cluster", detail::cluster_json(cluster));
 
   w.begin_array("operators");
   for (ir::OpId id = 0; id < g.num_operators(); ++id) {
