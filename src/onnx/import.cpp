@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include <google/protobuf/io/zero_copy_stream_impl.h>  // FileInputStream over a descriptor
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>  // ArrayInputStream
@@ -51,37 +52,128 @@ std::int64_t count_of(const ir::Shape& dims) {
   return n;
 }
 
+std::int64_t int_attr(const onnx::NodeProto& n, std::string_view name, std::int64_t def) {
+  for (const auto& a : n.attribute()) {
+    if (a.name() == name && a.type() == onnx::AttributeProto::INT) return static_cast<std::int64_t>(a.i());
+  }
+  return def;
+}
+
+std::optional<std::vector<std::int64_t>> ints_attr(const onnx::NodeProto& n, std::string_view name) {
+  for (const auto& a : n.attribute()) {
+    if (a.name() == name && a.type() == onnx::AttributeProto::INTS)
+      return std::vector<std::int64_t>(a.ints().begin(), a.ints().end());
+  }
+  return std::nullopt;
+}
+
+// The elements [b, e) of a 1-D range of length len after ONNX's negative
+// index wrap and clamping (e at least b).
+std::pair<std::int64_t, std::int64_t> clamp_range(std::int64_t b, std::int64_t e, std::int64_t len) {
+  if (b < 0) b += len;
+  if (e < 0) e += len;
+  b = std::clamp<std::int64_t>(b, 0, len);
+  e = std::clamp<std::int64_t>(e, b, len);
+  return {b, e};
+}
+
+std::optional<IntTensor> eval_shape(const onnx::NodeProto& n,
+                                    const std::vector<std::optional<ir::Shape>>& in_shapes) {
+  if (in_shapes.empty() || !in_shapes[0]) return std::nullopt;
+  const auto& s = *in_shapes[0];
+  const auto r = static_cast<std::int64_t>(s.size());
+  const auto [start, end] = clamp_range(int_attr(n, "start", 0), int_attr(n, "end", r), r);
+  IntTensor t{{end - start}, std::vector<std::int64_t>(s.begin() + start, s.begin() + end)};
+  return t;
+}
+
+std::optional<IntTensor> eval_cast(const onnx::NodeProto& n, const std::vector<IntTensor>& in) {
+  const std::int64_t to = int_attr(n, "to", 0);
+  if (to != onnx::TensorProto::INT64 && to != onnx::TensorProto::INT32) return std::nullopt;
+  IntTensor t = in[0];
+  t.elem = static_cast<std::int32_t>(to);
+  return t;
+}
+
+std::optional<IntTensor> eval_gather(const onnx::NodeProto& n, const std::vector<IntTensor>& in) {
+  if (in.size() != 2 || in[0].dims.size() != 1 || int_attr(n, "axis", 0) != 0) return std::nullopt;
+  IntTensor t{in[1].dims, {}, in[0].elem};
+  const auto n0 = static_cast<std::int64_t>(in[0].data.size());
+  for (std::int64_t i : in[1].data) {
+    if (i < 0) i += n0;
+    if (i < 0 || i >= n0) return std::nullopt;
+    t.data.push_back(in[0].data[static_cast<std::size_t>(i)]);
+  }
+  return t;
+}
+
+std::optional<IntTensor> eval_squeeze(const onnx::NodeProto& n, const std::vector<IntTensor>& in) {
+  if (in[0].dims.size() > 1) return std::nullopt;
+  // Only rank changes between 0-D and 1-D: the values stay the same.
+  auto axes = ints_attr(n, "axes");
+  if (!axes && in.size() > 1) axes = in[1].data;
+  if (n.op_type() == "Unsqueeze") {
+    if (!axes || axes->size() != 1 || !in[0].dims.empty()) return std::nullopt;
+    return IntTensor{{1}, in[0].data, in[0].elem};
+  }
+  if (in[0].dims != ir::Shape{1}) return std::nullopt;
+  return IntTensor{{}, in[0].data, in[0].elem};
+}
+
+std::optional<IntTensor> eval_concat(const std::vector<IntTensor>& in) {
+  IntTensor t{{0}, {}, in[0].elem};
+  for (const auto& x : in) {
+    if (x.dims.size() != 1 || x.elem != t.elem) return std::nullopt;
+    t.data.insert(t.data.end(), x.data.begin(), x.data.end());
+  }
+  t.dims[0] = static_cast<std::int64_t>(t.data.size());
+  return t;
+}
+
+std::optional<IntTensor> eval_slice(const onnx::NodeProto& n, const std::vector<IntTensor>& in) {
+  if (in[0].dims.size() != 1) return std::nullopt;
+  std::optional<std::vector<std::int64_t>> starts = ints_attr(n, "starts"), ends = ints_attr(n, "ends");
+  std::vector<std::int64_t> steps{1};
+  if (in.size() >= 3) {
+    starts = in[1].data;
+    ends = in[2].data;
+    if (in.size() >= 4 && (in[3].data.size() != 1 || (in[3].data[0] != 0 && in[3].data[0] != -1)))
+      return std::nullopt;
+    if (in.size() >= 5) steps = in[4].data;
+  }
+  if (!starts || !ends || starts->size() != 1 || ends->size() != 1 || steps != std::vector<std::int64_t>{1})
+    return std::nullopt;
+  const auto len = static_cast<std::int64_t>(in[0].data.size());
+  const auto [b, e] = clamp_range((*starts)[0], (*ends)[0], len);
+  return IntTensor{{e - b}, std::vector<std::int64_t>(in[0].data.begin() + b, in[0].data.begin() + e),
+                   in[0].elem};
+}
+
+// Add, Sub, Mul, Div of two integer tensors of one shape, or one of them a
+// single value.
+std::optional<IntTensor> eval_arithmetic(const std::string& op, const std::vector<IntTensor>& in) {
+  if (in.size() != 2 || in[0].elem != in[1].elem) return std::nullopt;
+  const IntTensor& a = in[0];
+  const IntTensor& b = in[1];
+  const bool a1 = a.data.size() == 1, b1 = b.data.size() == 1;
+  if (!(a.dims == b.dims || a1 || b1)) return std::nullopt;
+  // The result has the larger rank (a scalar and a [1] give [1]).
+  IntTensor t = (a1 && !b1) || (a1 && b1 && b.dims.size() > a.dims.size()) ? b : a;
+  for (std::size_t i = 0; i < t.data.size(); ++i) {
+    const std::int64_t x = a.data[a1 ? 0 : i], y = b.data[b1 ? 0 : i];
+    if (op == "Div" && y == 0) return std::nullopt;
+    t.data[i] = op == "Add" ? x + y : op == "Sub" ? x - y : op == "Mul" ? x * y : x / y;
+  }
+  return t;
+}
+
 // Evaluates one shape-computation node over integer inputs; nullopt when
 // the node is not one of the few kinds exporters use for shapes, or its
 // inputs are not what that use looks like.
 std::optional<IntTensor> eval_int_node(const onnx::NodeProto& n, const std::vector<IntTensor>& in,
                                        const std::vector<std::optional<ir::Shape>>& in_shapes) {
   const std::string& op = n.op_type();
-  const auto attr_int = [&](std::string_view name, std::int64_t def) {
-    for (const auto& a : n.attribute()) {
-      if (a.name() == name && a.type() == onnx::AttributeProto::INT) return static_cast<std::int64_t>(a.i());
-    }
-    return def;
-  };
-  const auto attr_ints = [&](std::string_view name) -> std::optional<std::vector<std::int64_t>> {
-    for (const auto& a : n.attribute()) {
-      if (a.name() == name && a.type() == onnx::AttributeProto::INTS)
-        return std::vector<std::int64_t>(a.ints().begin(), a.ints().end());
-    }
-    return std::nullopt;
-  };
-  if (op == "Shape") {
-    if (in_shapes.empty() || !in_shapes[0]) return std::nullopt;
-    const auto& s = *in_shapes[0];
-    const auto r = static_cast<std::int64_t>(s.size());
-    std::int64_t start = attr_int("start", 0), end = attr_int("end", r);
-    if (start < 0) start += r;
-    if (end < 0) end += r;
-    start = std::clamp<std::int64_t>(start, 0, r);
-    end = std::clamp<std::int64_t>(end, start, r);
-    IntTensor t{{end - start}, std::vector<std::int64_t>(s.begin() + start, s.begin() + end)};
-    return t;
-  }
+  if (op == "Shape") return eval_shape(n, in_shapes);
   if (op == "Size") {
     if (in_shapes.empty() || !in_shapes[0]) return std::nullopt;
     return IntTensor{{}, {count_of(*in_shapes[0])}};
@@ -93,82 +185,12 @@ std::optional<IntTensor> eval_int_node(const onnx::NodeProto& n, const std::vect
     for (auto& v : t.data) v = -v;
     return t;
   }
-  if (op == "Cast") {
-    const std::int64_t to = attr_int("to", 0);
-    if (to != onnx::TensorProto::INT64 && to != onnx::TensorProto::INT32) return std::nullopt;
-    IntTensor t = in[0];
-    t.elem = static_cast<std::int32_t>(to);
-    return t;
-  }
-  if (op == "Gather") {
-    if (in.size() != 2 || in[0].dims.size() != 1 || attr_int("axis", 0) != 0) return std::nullopt;
-    IntTensor t{in[1].dims, {}, in[0].elem};
-    const auto n0 = static_cast<std::int64_t>(in[0].data.size());
-    for (std::int64_t i : in[1].data) {
-      if (i < 0) i += n0;
-      if (i < 0 || i >= n0) return std::nullopt;
-      t.data.push_back(in[0].data[static_cast<std::size_t>(i)]);
-    }
-    return t;
-  }
-  if (op == "Unsqueeze" || op == "Squeeze") {
-    if (in[0].dims.size() > 1) return std::nullopt;
-    // Only rank changes between 0-D and 1-D: the values stay the same.
-    auto axes = attr_ints("axes");
-    if (!axes && in.size() > 1) axes = in[1].data;
-    if (op == "Unsqueeze") {
-      if (!axes || axes->size() != 1 || !in[0].dims.empty()) return std::nullopt;
-      return IntTensor{{1}, in[0].data, in[0].elem};
-    }
-    if (in[0].dims != ir::Shape{1}) return std::nullopt;
-    return IntTensor{{}, in[0].data, in[0].elem};
-  }
-  if (op == "Concat") {
-    IntTensor t{{0}, {}, in[0].elem};
-    for (const auto& x : in) {
-      if (x.dims.size() != 1 || x.elem != t.elem) return std::nullopt;
-      t.data.insert(t.data.end(), x.data.begin(), x.data.end());
-    }
-    t.dims[0] = static_cast<std::int64_t>(t.data.size());
-    return t;
-  }
-  if (op == "Slice") {
-    if (in[0].dims.size() != 1) return std::nullopt;
-    std::optional<std::vector<std::int64_t>> starts = attr_ints("starts"), ends = attr_ints("ends");
-    std::vector<std::int64_t> steps{1};
-    if (in.size() >= 3) {
-      starts = in[1].data;
-      ends = in[2].data;
-      if (in.size() >= 4 && (in[3].data.size() != 1 || (in[3].data[0] != 0 && in[3].data[0] != -1)))
-        return std::nullopt;
-      if (in.size() >= 5) steps = in[4].data;
-    }
-    if (!starts || !ends || starts->size() != 1 || ends->size() != 1 || steps != std::vector<std::int64_t>{1})
-      return std::nullopt;
-    const auto len = static_cast<std::int64_t>(in[0].data.size());
-    std::int64_t b = (*starts)[0], e = (*ends)[0];
-    if (b < 0) b += len;
-    if (e < 0) e += len;
-    b = std::clamp<std::int64_t>(b, 0, len);
-    e = std::clamp<std::int64_t>(e, b, len);
-    return IntTensor{{e - b}, std::vector<std::int64_t>(in[0].data.begin() + b, in[0].data.begin() + e),
-                     in[0].elem};
-  }
-  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
-    if (in.size() != 2 || in[0].elem != in[1].elem) return std::nullopt;
-    const IntTensor& a = in[0];
-    const IntTensor& b = in[1];
-    const bool a1 = a.data.size() == 1, b1 = b.data.size() == 1;
-    if (!(a.dims == b.dims || a1 || b1)) return std::nullopt;
-    // The result has the larger rank (a scalar and a [1] give [1]).
-    IntTensor t = (a1 && !b1) || (a1 && b1 && b.dims.size() > a.dims.size()) ? b : a;
-    for (std::size_t i = 0; i < t.data.size(); ++i) {
-      const std::int64_t x = a.data[a1 ? 0 : i], y = b.data[b1 ? 0 : i];
-      if (op == "Div" && y == 0) return std::nullopt;
-      t.data[i] = op == "Add" ? x + y : op == "Sub" ? x - y : op == "Mul" ? x * y : x / y;
-    }
-    return t;
-  }
+  if (op == "Cast") return eval_cast(n, in);
+  if (op == "Gather") return eval_gather(n, in);
+  if (op == "Unsqueeze" || op == "Squeeze") return eval_squeeze(n, in);
+  if (op == "Concat") return eval_concat(in);
+  if (op == "Slice") return eval_slice(n, in);
+  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") return eval_arithmetic(op, in);
   return std::nullopt;
 }
 
@@ -368,11 +390,11 @@ class Importer {
     }
   }
 
-  // One round of evaluate-and-replace over the nodes (see run()). Returns
-  // whether a node became a Constant.
-  bool evaluate_shape_nodes() {
-    auto* g = model_.mutable_graph();
-    std::unordered_map<std::string, ValueInfo> shapes;
+  // The shapes of the model's values that are fully known, and the values
+  // of its integer initializers (the start of evaluate_shape_nodes).
+  void known_at_start(std::unordered_map<std::string, ValueInfo>& shapes,
+                      std::unordered_map<std::string, IntTensor>& known) const {
+    const auto& g = graph();
     const auto note = [&](const onnx::ValueInfoProto& v) {
       if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape()) return;
       ir::Shape s;
@@ -382,14 +404,75 @@ class Importer {
       }
       shapes[v.name()].shape = std::move(s);
     };
-    for (const auto& v : g->input()) note(v);
-    for (const auto& v : g->value_info()) note(v);
-    for (const auto& v : g->output()) note(v);
-    std::unordered_map<std::string, IntTensor> known;
-    for (const auto& t : g->initializer()) {
+    for (const auto& v : g.input()) note(v);
+    for (const auto& v : g.value_info()) note(v);
+    for (const auto& v : g.output()) note(v);
+    for (const auto& t : g.initializer()) {
       shapes[t.name()].shape = ir::Shape(t.dims().begin(), t.dims().end());
       if (const auto v = int_values(t)) known[t.name()] = {ir::Shape(t.dims().begin(), t.dims().end()), *v, t.data_type()};
     }
+  }
+
+  // Turns node n into a Constant node holding r.
+  static void make_constant(onnx::NodeProto& n, const IntTensor& r) {
+    onnx::TensorProto t;
+    t.set_data_type(r.elem);
+    for (const auto d : r.dims) t.add_dims(d);
+    for (const auto v : r.data) {
+      if (r.elem == onnx::TensorProto::INT32) {
+        t.add_int32_data(static_cast<std::int32_t>(v));
+      } else {
+        t.add_int64_data(v);
+      }
+    }
+    const std::string out = n.output(0);
+    const std::string name = n.name();
+    n.Clear();
+    n.set_op_type("Constant");
+    n.set_name(name);
+    n.add_output(out);
+    auto* a = n.add_attribute();
+    a->set_name("value");
+    a->set_type(onnx::AttributeProto::TENSOR);
+    *a->mutable_t() = std::move(t);
+  }
+
+  // The value of node n when it only computes a small integer tensor from
+  // known values (Shape and Size need only their input's shape).
+  static std::optional<IntTensor> evaluate_node(
+      const onnx::NodeProto& n, const std::unordered_map<std::string, ValueInfo>& shapes,
+      const std::unordered_map<std::string, IntTensor>& known) {
+    if (n.output_size() != 1 || n.output(0).empty()) return std::nullopt;
+    std::vector<IntTensor> in;
+    std::vector<std::optional<ir::Shape>> in_shapes;
+    bool ok = true;
+    for (const auto& name : n.input()) {
+      if (name.empty()) continue;
+      const auto s = shapes.find(name);
+      in_shapes.push_back(s != shapes.end() ? s->second.shape : std::nullopt);
+      const auto k = known.find(name);
+      if (k == known.end()) {
+        ok = false;
+      } else {
+        in.push_back(k->second);
+      }
+    }
+    const bool shape_op = n.op_type() == "Shape" || n.op_type() == "Size";
+    if (!ok && !shape_op) return std::nullopt;
+    auto r = eval_int_node(n, in, in_shapes);
+    if (!r || count_of(r->dims) != static_cast<std::int64_t>(r->data.size()) ||
+        static_cast<std::int64_t>(r->data.size()) > kFoldMaxElements)
+      return std::nullopt;
+    return r;
+  }
+
+  // One round of evaluate-and-replace over the nodes (see run()). Returns
+  // whether a node became a Constant.
+  bool evaluate_shape_nodes() {
+    auto* g = model_.mutable_graph();
+    std::unordered_map<std::string, ValueInfo> shapes;
+    std::unordered_map<std::string, IntTensor> known;
+    known_at_start(shapes, known);
     bool changed = false;
     for (int i = 0; i < g->node_size(); ++i) {
       onnx::NodeProto& n = *g->mutable_node(i);
@@ -403,49 +486,10 @@ class Importer {
         }
         continue;
       }
-      if (n.output_size() != 1 || n.output(0).empty()) continue;
-      std::vector<IntTensor> in;
-      std::vector<std::optional<ir::Shape>> in_shapes;
-      bool ok = true;
-      for (const auto& name : n.input()) {
-        if (name.empty()) continue;
-        const auto s = shapes.find(name);
-        in_shapes.push_back(s != shapes.end() ? s->second.shape : std::nullopt);
-        const auto k = known.find(name);
-        if (k == known.end()) {
-          ok = false;
-        } else {
-          in.push_back(k->second);
-        }
-      }
-      const bool shape_op = n.op_type() == "Shape" || n.op_type() == "Size";
-      if (!ok && !shape_op) continue;
-      const auto r = eval_int_node(n, in, in_shapes);
-      if (!r || count_of(r->dims) != static_cast<std::int64_t>(r->data.size()) ||
-          static_cast<std::int64_t>(r->data.size()) > kFoldMaxElements)
-        continue;
+      const auto r = evaluate_node(n, shapes, known);
+      if (!r) continue;
       known[n.output(0)] = *r;
-      // The node becomes a Constant holding its value.
-      onnx::TensorProto t;
-      t.set_data_type(r->elem);
-      for (const auto d : r->dims) t.add_dims(d);
-      for (const auto v : r->data) {
-        if (r->elem == onnx::TensorProto::INT32) {
-          t.add_int32_data(static_cast<std::int32_t>(v));
-        } else {
-          t.add_int64_data(v);
-        }
-      }
-      const std::string out = n.output(0);
-      const std::string name = n.name();
-      n.Clear();
-      n.set_op_type("Constant");
-      n.set_name(name);
-      n.add_output(out);
-      auto* a = n.add_attribute();
-      a->set_name("value");
-      a->set_type(onnx::AttributeProto::TENSOR);
-      *a->mutable_t() = std::move(t);
+      make_constant(n, *r);
       changed = true;
     }
     return changed;
@@ -533,6 +577,25 @@ class Importer {
     return n && *n <= kFoldMaxElements;
   }
 
+  // Whether node n (of the default domain) is known before the model runs,
+  // given the static values so far (see mark_static).
+  bool foldable(const onnx::NodeProto& n) const {
+    const std::string& op = n.op_type();
+    if (op == "Constant" || op == "Shape" || op == "Size") return true;
+    if (n.input_size() == 0 || op == "RandomNormalLike" || op == "RandomUniformLike" ||
+        op == "Multinomial" || op == "Bernoulli") {
+      return false;
+    }
+    for (const auto& in : n.input()) {
+      if (!in.empty() && !static_.count(in)) return false;
+    }
+    if (op == "ConstantOfShape") return true;
+    for (const auto& o : n.output()) {
+      if (!o.empty() && !small_known(o)) return false;
+    }
+    return true;
+  }
+
   // Static values: known before the model runs. Integer initializers,
   // Constant outputs, Shape/Size of anything (shapes are known), and the
   // small results of nodes whose inputs are all static.
@@ -543,28 +606,8 @@ class Importer {
     }
     for (int i = 0; i < g.node_size(); ++i) {
       const auto& n = g.node(i);
-      const std::string& op = n.op_type();
       if (!n.domain().empty() && n.domain() != "ai.onnx") continue;
-      bool fold = false;
-      if (op == "Constant" || op == "Shape" || op == "Size") {
-        fold = true;
-      } else if (n.input_size() > 0 && op != "RandomNormalLike" && op != "RandomUniformLike" &&
-                 op != "Multinomial" && op != "Bernoulli") {
-        bool all_static = true;
-        for (const auto& in : n.input()) {
-          if (!in.empty() && !static_.count(in)) all_static = false;
-        }
-        if (all_static) {
-          fold = op == "ConstantOfShape";
-          if (!fold) {
-            fold = true;
-            for (const auto& o : n.output()) {
-              if (!o.empty() && !small_known(o)) fold = false;
-            }
-          }
-        }
-      }
-      if (!fold) continue;
+      if (!foldable(n)) continue;
       folded_.insert(i);
       for (const auto& o : n.output()) {
         if (!o.empty()) static_.insert(o);
