@@ -22,9 +22,20 @@ double loops_product(const std::vector<std::int64_t>& sizes) { return product_d(
 // i (or j); leading dims broadcast. transpose_a/b swap the last two dims of a
 // matrix operand and are ignored for 1-D operands, as in ONNX importers that
 // fold Transpose into MatMul.
-void build_matmul(SpaceBuilder& b) {
-  b.expect_inputs(2, 2);
-  b.expect_outputs(1, 1);
+namespace {
+
+// Where a matmul's i, k and j sit in its operands, and their broadcast batch.
+struct MatmulDims {
+  bool has_i = false;
+  bool has_j = false;
+  std::size_t a_i = 0, a_k = 0, b_k = 0, b_j = 0;
+  std::span<const std::int64_t> a_batch, b_batch;
+  ir::Shape batch;
+};
+
+// The dims of a matmul's operands; kShape when k differs or the batch dims
+// do not broadcast.
+MatmulDims matmul_dims(const SpaceBuilder& b) {
   const bool ta = b.attr_bool("transpose_a", false);
   const bool tb = b.attr_bool("transpose_b", false);
   const ir::Shape& a = b.in(0);
@@ -37,68 +48,85 @@ void build_matmul(SpaceBuilder& b) {
   }
   const std::size_t ra = a.size();
   const std::size_t rb = w.size();
-  const bool has_i = ra >= 2;
-  const bool has_j = rb >= 2;
+  MatmulDims m;
+  m.has_i = ra >= 2;
+  m.has_j = rb >= 2;
   // Dim positions of i and k in a, of k and j in b.
-  const std::size_t a_i = has_i ? (ta ? ra - 1 : ra - 2) : 0;
-  const std::size_t a_k = ra == 1 ? 0 : (ta ? ra - 2 : ra - 1);
-  const std::size_t b_k = rb == 1 ? 0 : (tb ? rb - 1 : rb - 2);
-  const std::size_t b_j = has_j ? (tb ? rb - 2 : rb - 1) : 0;
-  if (a[a_k] != w[b_k]) {
+  m.a_i = m.has_i ? (ta ? ra - 1 : ra - 2) : 0;
+  m.a_k = ra == 1 ? 0 : (ta ? ra - 2 : ra - 1);
+  m.b_k = rb == 1 ? 0 : (tb ? rb - 1 : rb - 2);
+  m.b_j = m.has_j ? (tb ? rb - 2 : rb - 1) : 0;
+  if (a[m.a_k] != w[m.b_k]) {
     b.fail_shape(b.in_path(1), "inner dims differ: a " + b.describe_in(0) + " has k=" +
-                                   std::to_string(a[a_k]) + (ta ? " (transposed)" : "") + ", b " +
-                                   b.describe_in(1) + " has k=" + std::to_string(w[b_k]) +
+                                   std::to_string(a[m.a_k]) + (ta ? " (transposed)" : "") + ", b " +
+                                   b.describe_in(1) + " has k=" + std::to_string(w[m.b_k]) +
                                    (tb ? " (transposed)" : ""));
   }
-  const std::span<const std::int64_t> a_batch(a.data(), has_i ? ra - 2 : 0);
-  const std::span<const std::int64_t> b_batch(w.data(), has_j ? rb - 2 : 0);
+  m.a_batch = std::span<const std::int64_t>(a.data(), m.has_i ? ra - 2 : 0);
+  m.b_batch = std::span<const std::int64_t>(w.data(), m.has_j ? rb - 2 : 0);
   std::size_t bad_a = 0;
   std::size_t bad_b = 0;
-  const auto batch = broadcast(a_batch, b_batch, &bad_a, &bad_b);
+  const auto batch = broadcast(m.a_batch, m.b_batch, &bad_a, &bad_b);
   if (!batch) {
     b.fail_shape(b.in_path(1), "batch dims do not broadcast: a " + b.describe_in(0) + " dim " +
                                    std::to_string(bad_a) + " is " + std::to_string(a[bad_a]) +
                                    ", b " + b.describe_in(1) + " dim " + std::to_string(bad_b) +
                                    " is " + std::to_string(w[bad_b]));
   }
-  ir::Shape out = *batch;
-  if (has_i) out.push_back(a[a_i]);
-  if (has_j) out.push_back(w[b_j]);
-  b.set_inferred(0, out);
-  if (b.outputs_checked()) return;
+  m.batch = *batch;
+  return m;
+}
 
-  const std::size_t nb = batch->size();
+// The loops of a matmul (batch, i, k, j), its operand mappings and flops.
+void add_matmul_loops(SpaceBuilder& b, const MatmulDims& m) {
+  const ir::Shape& a = b.in(0);
+  const ir::Shape& w = b.in(1);
+  const std::size_t nb = m.batch.size();
   std::vector<std::int64_t> sizes;
   for (std::size_t q = 0; q < nb; ++q) {
-    b.add_loop(indexed("b", q), (*batch)[q], DimRole::Parallel);
-    sizes.push_back((*batch)[q]);
+    b.add_loop(indexed("b", q), m.batch[q], DimRole::Parallel);
+    sizes.push_back(m.batch[q]);
   }
-  const int li = has_i ? b.add_loop("i", a[a_i], DimRole::Parallel) : kUnmapped;
-  const int lk = b.add_loop("k", a[a_k], DimRole::Reduction);
-  const int lj = has_j ? b.add_loop("j", w[b_j], DimRole::Parallel) : kUnmapped;
-  if (has_i) sizes.push_back(a[a_i]);
-  sizes.push_back(a[a_k]);
-  if (has_j) sizes.push_back(w[b_j]);
+  const int li = m.has_i ? b.add_loop("i", a[m.a_i], DimRole::Parallel) : kUnmapped;
+  const int lk = b.add_loop("k", a[m.a_k], DimRole::Reduction);
+  const int lj = m.has_j ? b.add_loop("j", w[m.b_j], DimRole::Parallel) : kUnmapped;
+  if (m.has_i) sizes.push_back(a[m.a_i]);
+  sizes.push_back(a[m.a_k]);
+  if (m.has_j) sizes.push_back(w[m.b_j]);
 
   const auto map_batch = [&](std::size_t j, std::span<const std::int64_t> dims) {
     const std::size_t off = nb - dims.size();
     for (std::size_t d = 0; d < dims.size(); ++d) {
       const std::size_t q = off + d;
       // A broadcast size-1 dim holds the same data for every index of the loop.
-      if (dims[d] == 1 && (*batch)[q] != 1) continue;
+      if (dims[d] == 1 && m.batch[q] != 1) continue;
       b.map_in(j, d, static_cast<int>(q));
     }
   };
-  map_batch(0, a_batch);
-  map_batch(1, b_batch);
-  b.map_in(0, a_k, lk);
-  if (has_i) b.map_in(0, a_i, li);
-  b.map_in(1, b_k, lk);
-  if (has_j) b.map_in(1, b_j, lj);
+  map_batch(0, m.a_batch);
+  map_batch(1, m.b_batch);
+  b.map_in(0, m.a_k, lk);
+  if (m.has_i) b.map_in(0, m.a_i, li);
+  b.map_in(1, m.b_k, lk);
+  if (m.has_j) b.map_in(1, m.b_j, lj);
   for (std::size_t q = 0; q < nb; ++q) b.map_out(0, q, static_cast<int>(q));
-  if (has_i) b.map_out(0, nb, li);
-  if (has_j) b.map_out(0, nb + (has_i ? 1 : 0), lj);
+  if (m.has_i) b.map_out(0, nb, li);
+  if (m.has_j) b.map_out(0, nb + (m.has_i ? 1 : 0), lj);
   b.set_flops(2.0 * loops_product(sizes));
+}
+
+}  // namespace
+
+void build_matmul(SpaceBuilder& b) {
+  b.expect_inputs(2, 2);
+  b.expect_outputs(1, 1);
+  const MatmulDims m = matmul_dims(b);
+  ir::Shape out = m.batch;
+  if (m.has_i) out.push_back(b.in(0)[m.a_i]);
+  if (m.has_j) out.push_back(b.in(1)[m.b_j]);
+  b.set_inferred(0, out);
+  if (b.outputs_checked()) return;
+  add_matmul_loops(b, m);
 }
 
 // ---- Einsum ----------------------------------------------------------------
