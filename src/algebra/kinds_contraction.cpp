@@ -379,7 +379,9 @@ void map_term(const Term& t, std::size_t er, std::span<const std::int64_t> shape
 
 void build_einsum(SpaceBuilder& b, std::string_view attr) {
   b.expect_outputs(1, 1);
-  if (!b.has_attr(attr)) b.fail_attr(attr, "missing the einsum equation '" + std::string(attr) + "'");
+  if (!b.has_attr(attr)) {
+    b.fail_attr(attr, "missing the einsum equation '" + std::string(attr) + "'");
+  }
   const std::string text = b.attr_string(attr, "");
   const Equation e = parse_equation(b, attr, text);
   const std::size_t n = b.num_inputs();

@@ -801,7 +801,9 @@ std::string plan_to_json(const ir::Graph& g, const std::vector<algebra::OpSpace>
   w.field("cluster", detail::cluster_json(cluster));
 
   w.begin_array("operators");
-  for (ir::OpId id = 0; id < g.num_operators(); ++id) w.element(operator_json(g, spaces, p, ev, id));
+  for (ir::OpId id = 0; id < g.num_operators(); ++id) {
+    w.element(operator_json(g, spaces, p, ev, id));
+  }
   w.end_array();
   w.begin_array("tensors");
   for (ir::TensorId t = 0; t < g.num_tensors(); ++t) w.element(tensor_json(g, p, ev, t));
@@ -819,7 +821,9 @@ std::string plan_to_table(const ir::Graph& g, const std::vector<algebra::OpSpace
   const TableRow headers = {"operator", "type", "strategy", "cuts", "compute ms", "comm ms"};
   std::vector<TableRow> rows;
   rows.reserve(g.num_operators());
-  for (ir::OpId id = 0; id < g.num_operators(); ++id) rows.push_back(table_row(g, spaces, p, ev, id));
+  for (ir::OpId id = 0; id < g.num_operators(); ++id) {
+    rows.push_back(table_row(g, spaces, p, ev, id));
+  }
   return table_text(headers, rows) + summary_text(cluster, p, ev.summary);
 }
 

@@ -54,12 +54,15 @@ std::int64_t count_of(const ir::Shape& dims) {
 
 std::int64_t int_attr(const onnx::NodeProto& n, std::string_view name, std::int64_t def) {
   for (const auto& a : n.attribute()) {
-    if (a.name() == name && a.type() == onnx::AttributeProto::INT) return static_cast<std::int64_t>(a.i());
+    if (a.name() == name && a.type() == onnx::AttributeProto::INT) {
+      return static_cast<std::int64_t>(a.i());
+    }
   }
   return def;
 }
 
-std::optional<std::vector<std::int64_t>> ints_attr(const onnx::NodeProto& n, std::string_view name) {
+std::optional<std::vector<std::int64_t>> ints_attr(const onnx::NodeProto& n,
+                                                   std::string_view name) {
   for (const auto& a : n.attribute()) {
     if (a.name() == name && a.type() == onnx::AttributeProto::INTS)
       return std::vector<std::int64_t>(a.ints().begin(), a.ints().end());
@@ -69,7 +72,8 @@ std::optional<std::vector<std::int64_t>> ints_attr(const onnx::NodeProto& n, std
 
 // The elements [b, e) of a 1-D range of length len after ONNX's negative
 // index wrap and clamping (e at least b).
-std::pair<std::int64_t, std::int64_t> clamp_range(std::int64_t b, std::int64_t e, std::int64_t len) {
+std::pair<std::int64_t, std::int64_t> clamp_range(std::int64_t b, std::int64_t e,
+                                                  std::int64_t len) {
   if (b < 0) b += len;
   if (e < 0) e += len;
   b = std::clamp<std::int64_t>(b, 0, len);
@@ -132,7 +136,8 @@ std::optional<IntTensor> eval_concat(const std::vector<IntTensor>& in) {
 
 std::optional<IntTensor> eval_slice(const onnx::NodeProto& n, const std::vector<IntTensor>& in) {
   if (in[0].dims.size() != 1) return std::nullopt;
-  std::optional<std::vector<std::int64_t>> starts = ints_attr(n, "starts"), ends = ints_attr(n, "ends");
+  std::optional<std::vector<std::int64_t>> starts = ints_attr(n, "starts");
+  std::optional<std::vector<std::int64_t>> ends = ints_attr(n, "ends");
   std::vector<std::int64_t> steps{1};
   if (in.size() >= 3) {
     starts = in[1].data;
@@ -863,7 +868,9 @@ class Importer {
     return outs;
   }
 
-  std::size_t rank_of(const NodeCtx& x, const std::string& t) { return shape_of(t, x.index).size(); }
+  std::size_t rank_of(const NodeCtx& x, const std::string& t) {
+    return shape_of(t, x.index).size();
+  }
 
   void simple(const NodeCtx& x, const char* type, ir::Attrs a = {}) {
     add_op(x.index, x.name, type, x.ins, x.outs, std::move(a));
@@ -891,7 +898,9 @@ class Importer {
         if (d >= s.size()) continue;
         const std::int64_t v = s[s.size() - 1 - d];
         if (v == 1) continue;
-        if (size != 1 && size != v) return replicated(x, "operands do not broadcast by numpy rules");
+        if (size != 1 && size != v) {
+          return replicated(x, "operands do not broadcast by numpy rules");
+        }
         size = v;
       }
     }
@@ -914,7 +923,9 @@ class Importer {
 
   void map_cast(const NodeCtx& x) {
     const auto dt = dtype_of(static_cast<std::int32_t>(attr_i(x.n, "to", 0)));
-    if (!dt) fail_node(x.index, Errc::kSchema, "'to' names an element type recsearch does not model");
+    if (!dt) {
+      fail_node(x.index, Errc::kSchema, "'to' names an element type recsearch does not model");
+    }
     simple(x, "Cast", ir::Attrs{{"to", std::string(ir::dtype_name(*dt))}});
   }
 
@@ -963,7 +974,9 @@ class Importer {
   void map_pool(const NodeCtx& x) {
     const ir::Shape& in = shape_of(x.ins.at(0), x.index);
     const auto* k = find_attr(x.n, "kernel_shape");
-    if (in.size() != 4 || !k || k->ints_size() != 2) return replicated(x, "only 2-D pooling has a kind");
+    if (in.size() != 4 || !k || k->ints_size() != 2) {
+      return replicated(x, "only 2-D pooling has a kind");
+    }
     ir::Attrs a = copy_attrs(x.n, {"kernel_shape", "strides", "pads", "dilations", "ceil_mode"});
     // ONNX pooling strides default to 1; recsearch's default is the kernel.
     if (!a.has("strides")) a.set("strides", std::vector<std::int64_t>{1, 1});
@@ -976,7 +989,9 @@ class Importer {
   void map_layer_norm(const NodeCtx& x) {
     simple(x, "LayerNorm", copy_attrs(x.n, {"axis", "epsilon"}));
   }
-  void map_rms_norm(const NodeCtx& x) { simple(x, "RMSNorm", copy_attrs(x.n, {"axis", "epsilon"})); }
+  void map_rms_norm(const NodeCtx& x) {
+    simple(x, "RMSNorm", copy_attrs(x.n, {"axis", "epsilon"}));
+  }
 
   void map_softmax(const NodeCtx& x) {
     const auto r = static_cast<std::int64_t>(rank_of(x, x.ins.at(0)));
@@ -1047,7 +1062,9 @@ class Importer {
   void map_softmax_cross_entropy(const NodeCtx& x) {
     // ONNX puts the classes at dim 1 ([N, C, d1, ...]); recsearch's kind
     // wants them last, which is the same only for 2-D logits.
-    if (rank_of(x, x.ins.at(0)) != 2) return replicated(x, "classes at dim 1 of logits with rank > 2");
+    if (rank_of(x, x.ins.at(0)) != 2) {
+      return replicated(x, "classes at dim 1 of logits with rank > 2");
+    }
     std::string red = attr_s(x.n, "reduction");
     if (red.empty()) red = "mean";
     if (red != "mean" && red != "none") return replicated(x, "reduction '" + red + "'");
