@@ -22,9 +22,20 @@ double loops_product(const std::vector<std::int64_t>& sizes) { return product_d(
 // i (or j); leading dims broadcast. transpose_a/b swap the last two dims of a
 // matrix operand and are ignored for 1-D operands, as in ONNX importers that
 // fold Transpose into MatMul.
-void build_matmul(SpaceBuilder& b) {
-  b.expect_inputs(2, 2);
-  b.expect_outputs(1, 1);
+namespace {
+
+// Where a matmul's i, k and j sit in its operands, and their broadcast batch.
+struct MatmulDims {
+  bool has_i = false;
+  bool has_j = false;
+  std::size_t a_i = 0, a_k = 0, b_k = 0, b_j = 0;
+  std::span<const std::int64_t> a_batch, b_batch;
+  ir::Shape batch;
+};
+
+// The dims of a matmul's operands; kShape when k differs or the batch dims
+// do not broadcast.
+MatmulDims matmul_dims(const SpaceBuilder& b) {
   const bool ta = b.attr_bool("transpose_a", false);
   const bool tb = b.attr_bool("transpose_b", false);
   const ir::Shape& a = b.in(0);
@@ -37,68 +48,85 @@ void build_matmul(SpaceBuilder& b) {
   }
   const std::size_t ra = a.size();
   const std::size_t rb = w.size();
-  const bool has_i = ra >= 2;
-  const bool has_j = rb >= 2;
+  MatmulDims m;
+  m.has_i = ra >= 2;
+  m.has_j = rb >= 2;
   // Dim positions of i and k in a, of k and j in b.
-  const std::size_t a_i = has_i ? (ta ? ra - 1 : ra - 2) : 0;
-  const std::size_t a_k = ra == 1 ? 0 : (ta ? ra - 2 : ra - 1);
-  const std::size_t b_k = rb == 1 ? 0 : (tb ? rb - 1 : rb - 2);
-  const std::size_t b_j = has_j ? (tb ? rb - 2 : rb - 1) : 0;
-  if (a[a_k] != w[b_k]) {
+  m.a_i = m.has_i ? (ta ? ra - 1 : ra - 2) : 0;
+  m.a_k = ra == 1 ? 0 : (ta ? ra - 2 : ra - 1);
+  m.b_k = rb == 1 ? 0 : (tb ? rb - 1 : rb - 2);
+  m.b_j = m.has_j ? (tb ? rb - 2 : rb - 1) : 0;
+  if (a[m.a_k] != w[m.b_k]) {
     b.fail_shape(b.in_path(1), "inner dims differ: a " + b.describe_in(0) + " has k=" +
-                                   std::to_string(a[a_k]) + (ta ? " (transposed)" : "") + ", b " +
-                                   b.describe_in(1) + " has k=" + std::to_string(w[b_k]) +
+                                   std::to_string(a[m.a_k]) + (ta ? " (transposed)" : "") + ", b " +
+                                   b.describe_in(1) + " has k=" + std::to_string(w[m.b_k]) +
                                    (tb ? " (transposed)" : ""));
   }
-  const std::span<const std::int64_t> a_batch(a.data(), has_i ? ra - 2 : 0);
-  const std::span<const std::int64_t> b_batch(w.data(), has_j ? rb - 2 : 0);
+  m.a_batch = std::span<const std::int64_t>(a.data(), m.has_i ? ra - 2 : 0);
+  m.b_batch = std::span<const std::int64_t>(w.data(), m.has_j ? rb - 2 : 0);
   std::size_t bad_a = 0;
   std::size_t bad_b = 0;
-  const auto batch = broadcast(a_batch, b_batch, &bad_a, &bad_b);
+  const auto batch = broadcast(m.a_batch, m.b_batch, &bad_a, &bad_b);
   if (!batch) {
     b.fail_shape(b.in_path(1), "batch dims do not broadcast: a " + b.describe_in(0) + " dim " +
                                    std::to_string(bad_a) + " is " + std::to_string(a[bad_a]) +
                                    ", b " + b.describe_in(1) + " dim " + std::to_string(bad_b) +
                                    " is " + std::to_string(w[bad_b]));
   }
-  ir::Shape out = *batch;
-  if (has_i) out.push_back(a[a_i]);
-  if (has_j) out.push_back(w[b_j]);
-  b.set_inferred(0, out);
-  if (b.outputs_checked()) return;
+  m.batch = *batch;
+  return m;
+}
 
-  const std::size_t nb = batch->size();
+// The loops of a matmul (batch, i, k, j), its operand mappings and flops.
+void add_matmul_loops(SpaceBuilder& b, const MatmulDims& m) {
+  const ir::Shape& a = b.in(0);
+  const ir::Shape& w = b.in(1);
+  const std::size_t nb = m.batch.size();
   std::vector<std::int64_t> sizes;
   for (std::size_t q = 0; q < nb; ++q) {
-    b.add_loop(indexed("b", q), (*batch)[q], DimRole::Parallel);
-    sizes.push_back((*batch)[q]);
+    b.add_loop(indexed("b", q), m.batch[q], DimRole::Parallel);
+    sizes.push_back(m.batch[q]);
   }
-  const int li = has_i ? b.add_loop("i", a[a_i], DimRole::Parallel) : kUnmapped;
-  const int lk = b.add_loop("k", a[a_k], DimRole::Reduction);
-  const int lj = has_j ? b.add_loop("j", w[b_j], DimRole::Parallel) : kUnmapped;
-  if (has_i) sizes.push_back(a[a_i]);
-  sizes.push_back(a[a_k]);
-  if (has_j) sizes.push_back(w[b_j]);
+  const int li = m.has_i ? b.add_loop("i", a[m.a_i], DimRole::Parallel) : kUnmapped;
+  const int lk = b.add_loop("k", a[m.a_k], DimRole::Reduction);
+  const int lj = m.has_j ? b.add_loop("j", w[m.b_j], DimRole::Parallel) : kUnmapped;
+  if (m.has_i) sizes.push_back(a[m.a_i]);
+  sizes.push_back(a[m.a_k]);
+  if (m.has_j) sizes.push_back(w[m.b_j]);
 
   const auto map_batch = [&](std::size_t j, std::span<const std::int64_t> dims) {
     const std::size_t off = nb - dims.size();
     for (std::size_t d = 0; d < dims.size(); ++d) {
       const std::size_t q = off + d;
       // A broadcast size-1 dim holds the same data for every index of the loop.
-      if (dims[d] == 1 && (*batch)[q] != 1) continue;
+      if (dims[d] == 1 && m.batch[q] != 1) continue;
       b.map_in(j, d, static_cast<int>(q));
     }
   };
-  map_batch(0, a_batch);
-  map_batch(1, b_batch);
-  b.map_in(0, a_k, lk);
-  if (has_i) b.map_in(0, a_i, li);
-  b.map_in(1, b_k, lk);
-  if (has_j) b.map_in(1, b_j, lj);
+  map_batch(0, m.a_batch);
+  map_batch(1, m.b_batch);
+  b.map_in(0, m.a_k, lk);
+  if (m.has_i) b.map_in(0, m.a_i, li);
+  b.map_in(1, m.b_k, lk);
+  if (m.has_j) b.map_in(1, m.b_j, lj);
   for (std::size_t q = 0; q < nb; ++q) b.map_out(0, q, static_cast<int>(q));
-  if (has_i) b.map_out(0, nb, li);
-  if (has_j) b.map_out(0, nb + (has_i ? 1 : 0), lj);
+  if (m.has_i) b.map_out(0, nb, li);
+  if (m.has_j) b.map_out(0, nb + (m.has_i ? 1 : 0), lj);
   b.set_flops(2.0 * loops_product(sizes));
+}
+
+}  // namespace
+
+void build_matmul(SpaceBuilder& b) {
+  b.expect_inputs(2, 2);
+  b.expect_outputs(1, 1);
+  const MatmulDims m = matmul_dims(b);
+  ir::Shape out = m.batch;
+  if (m.has_i) out.push_back(b.in(0)[m.a_i]);
+  if (m.has_j) out.push_back(b.in(1)[m.b_j]);
+  b.set_inferred(0, out);
+  if (b.outputs_checked()) return;
+  add_matmul_loops(b, m);
 }
 
 // ---- Einsum ----------------------------------------------------------------
@@ -171,11 +199,189 @@ Equation parse_equation(const SpaceBuilder& b, std::string_view attr, const std:
   return e;
 }
 
+// What the operands say about the equation's letters and '...' dims.
+struct Letters {
+  static constexpr std::size_t kNoOwner = static_cast<std::size_t>(-1);
+  std::array<std::int64_t, 128> size{};  // per letter, its extent
+  std::array<std::size_t, 128> owner{};  // per letter, the first operand naming it
+  std::array<int, 128> count{};          // per letter, how many times operands name it
+  std::vector<std::size_t> ell_rank;     // per operand, the dims its '...' stands for
+  ir::Shape ell_shape;                   // the broadcast of every operand's '...' dims
+  bool any_ellipsis = false;
+
+  Letters() { owner.fill(kNoOwner); }
+};
+
+// Checks operand j's rank against its term, and returns the dim where its
+// '...' stands (its letter count when it has none).
+std::size_t check_term_rank(const SpaceBuilder& b, const Term& t, std::size_t j) {
+  const std::size_t rank = b.in(j).size();
+  const std::size_t nl = t.labels.size();
+  if (t.ellipsis_at >= 0 ? rank < nl : rank != nl) {
+    b.fail_shape(b.in_path(j), "operand " + std::to_string(j) + " " + b.describe_in(j) +
+                                   " has rank " + std::to_string(rank) + " but its term '" +
+                                   t.labels + "'" + (t.ellipsis_at >= 0 ? " (with '...')" : "") +
+                                   " names " + std::to_string(nl) + " dims");
+  }
+  return t.ellipsis_at >= 0 ? static_cast<std::size_t>(t.ellipsis_at) : nl;
+}
+
+// Broadcasts operand j's '...' dims (er of them from dim ep) into L.ell_shape.
+void add_ellipsis(const SpaceBuilder& b, std::size_t j, std::size_t ep, std::size_t er,
+                  Letters& L) {
+  L.any_ellipsis = true;
+  const std::span<const std::int64_t> part(b.in(j).data() + ep, er);
+  std::size_t bad_part = 0;
+  const auto merged = broadcast(L.ell_shape, part, nullptr, &bad_part);
+  if (!merged) {
+    b.fail_shape(b.in_path(j), "the '...' dims of operand " + std::to_string(j) + " " +
+                                   b.describe_in(j) + " " + fmt_shape(part) +
+                                   " do not broadcast with the other operands' " +
+                                   fmt_shape(L.ell_shape));
+  }
+  L.ell_shape = *merged;
+}
+
+// Records the sizes of operand j's letters; a letter must have one size.
+void add_letters(const SpaceBuilder& b, const Term& t, std::size_t j, std::size_t ep,
+                 std::size_t er, Letters& L) {
+  for (std::size_t l = 0; l < t.labels.size(); ++l) {
+    const auto c = static_cast<unsigned char>(t.labels[l]);
+    const std::size_t dim = l < ep ? l : l + er;
+    const std::int64_t size = b.in(j)[dim];
+    ++L.count[c];
+    if (L.owner[c] == Letters::kNoOwner) {
+      L.owner[c] = j;
+      L.size[c] = size;
+    } else if (L.size[c] != size) {
+      b.fail_shape(b.in_path(j), std::string("letter '") + t.labels[l] + "' is " +
+                                     std::to_string(L.size[c]) + " in operand " +
+                                     std::to_string(L.owner[c]) + " " +
+                                     b.describe_in(L.owner[c]) + " but " + std::to_string(size) +
+                                     " in operand " + std::to_string(j) + " " + b.describe_in(j));
+    }
+  }
+}
+
+// Letter sizes, the ellipsis extent of each operand, and their broadcast.
+Letters measure_letters(const SpaceBuilder& b, const Equation& e) {
+  const std::size_t n = e.inputs.size();
+  Letters L;
+  L.ell_rank.assign(n, 0);
+  for (std::size_t j = 0; j < n; ++j) {
+    const Term& t = e.inputs[j];
+    const std::size_t ep = check_term_rank(b, t, j);
+    const std::size_t er = t.ellipsis_at >= 0 ? b.in(j).size() - t.labels.size() : 0;
+    L.ell_rank[j] = er;
+    if (t.ellipsis_at >= 0) add_ellipsis(b, j, ep, er, L);
+    add_letters(b, t, j, ep, er, L);
+  }
+  return L;
+}
+
+// The output term: explicit, or numpy's implicit one (ellipsis first, then
+// letters used exactly once, in ASCII order). Its letters must occur in an operand.
+Term output_term(const SpaceBuilder& b, std::string_view attr, const std::string& text,
+                 const Equation& e, const Letters& L) {
+  Term out = e.output;
+  if (!e.explicit_output) {
+    if (L.any_ellipsis) out.ellipsis_at = 0;
+    for (std::size_t c = 0; c < 128; ++c) {
+      if (L.count[c] == 1) out.labels.push_back(static_cast<char>(c));
+    }
+  }
+  for (const char c : out.labels) {
+    if (L.owner[static_cast<unsigned char>(c)] == Letters::kNoOwner) {
+      b.fail_attr(attr, "einsum equation '" + text + "': output letter '" + std::string(1, c) +
+                            "' appears in no operand");
+    }
+  }
+  return out;
+}
+
+ir::Shape output_shape(const Term& out, const Letters& L) {
+  const bool ell_in_out = out.ellipsis_at >= 0;
+  const std::size_t out_ep =
+      ell_in_out ? static_cast<std::size_t>(out.ellipsis_at) : out.labels.size();
+  ir::Shape out_shape;
+  for (std::size_t l = 0; l <= out.labels.size(); ++l) {
+    if (l == out_ep && ell_in_out) {
+      out_shape.insert(out_shape.end(), L.ell_shape.begin(), L.ell_shape.end());
+    }
+    if (l < out.labels.size()) {
+      out_shape.push_back(L.size[static_cast<unsigned char>(out.labels[l])]);
+    }
+  }
+  return out_shape;
+}
+
+// The loops of an einsum: per letter, and the '...' dims as one block.
+struct EinsumLoops {
+  std::array<int, 128> letter_loop{};
+  int ell_first = kUnmapped;
+  std::vector<std::int64_t> sizes;
+  bool any_reduction = false;
+
+  EinsumLoops() { letter_loop.fill(kUnmapped); }
+};
+
+// Adds the loops in order of first appearance; the ellipsis dims as one block.
+EinsumLoops add_einsum_loops(SpaceBuilder& b, const Equation& e, const Term& out,
+                             const Letters& L) {
+  EinsumLoops lp;
+  const std::size_t er_all = L.ell_shape.size();
+  const auto add_ellipsis_loops = [&] {
+    if (lp.ell_first != kUnmapped || er_all == 0) return;
+    const DimRole role = out.ellipsis_at >= 0 ? DimRole::Parallel : DimRole::Reduction;
+    lp.any_reduction = lp.any_reduction || role == DimRole::Reduction;
+    for (std::size_t q = 0; q < er_all; ++q) {
+      const int l = b.add_loop(indexed("e", q), L.ell_shape[q], role);
+      if (q == 0) lp.ell_first = l;
+      lp.sizes.push_back(L.ell_shape[q]);
+    }
+  };
+  for (const Term& t : e.inputs) {
+    for (std::size_t l = 0; l <= t.labels.size(); ++l) {
+      if (t.ellipsis_at >= 0 && l == static_cast<std::size_t>(t.ellipsis_at)) add_ellipsis_loops();
+      if (l == t.labels.size()) break;
+      const auto c = static_cast<unsigned char>(t.labels[l]);
+      if (lp.letter_loop[c] != kUnmapped) continue;
+      const bool kept = out.labels.find(t.labels[l]) != std::string::npos;
+      lp.any_reduction = lp.any_reduction || !kept;
+      lp.letter_loop[c] = b.add_loop(std::string(1, t.labels[l]), L.size[c],
+                                     kept ? DimRole::Parallel : DimRole::Reduction);
+      lp.sizes.push_back(L.size[c]);
+    }
+  }
+  return lp;
+}
+
+// Calls map(dim, loop) for every dim of an operand with term t, er '...'
+// dims and `shape`; a broadcast size-1 '...' dim maps to no loop.
+template <class Map>
+void map_term(const Term& t, std::size_t er, std::span<const std::int64_t> shape,
+              const Letters& L, const EinsumLoops& lp, Map&& map) {
+  const std::size_t er_all = L.ell_shape.size();
+  const std::size_t ep =
+      t.ellipsis_at >= 0 ? static_cast<std::size_t>(t.ellipsis_at) : t.labels.size();
+  for (std::size_t l = 0; l < t.labels.size(); ++l) {
+    const std::size_t dim = l < ep ? l : l + er;
+    map(dim, lp.letter_loop[static_cast<unsigned char>(t.labels[l])]);
+  }
+  for (std::size_t q = 0; q < er; ++q) {
+    const std::size_t global = er_all - er + q;
+    if (shape[ep + q] == 1 && L.ell_shape[global] != 1) continue;
+    map(ep + q, lp.ell_first + static_cast<int>(global));
+  }
+}
+
 }  // namespace
 
 void build_einsum(SpaceBuilder& b, std::string_view attr) {
   b.expect_outputs(1, 1);
-  if (!b.has_attr(attr)) b.fail_attr(attr, "missing the einsum equation '" + std::string(attr) + "'");
+  if (!b.has_attr(attr)) {
+    b.fail_attr(attr, "missing the einsum equation '" + std::string(attr) + "'");
+  }
   const std::string text = b.attr_string(attr, "");
   const Equation e = parse_equation(b, attr, text);
   const std::size_t n = b.num_inputs();
@@ -184,139 +390,20 @@ void build_einsum(SpaceBuilder& b, std::string_view attr) {
            "einsum equation '" + text + "' has " + std::to_string(e.inputs.size()) +
                " operands but the operator has " + std::to_string(n) + " inputs");
   }
-
-  // Letter sizes, the ellipsis extent of each operand, and their broadcast.
-  constexpr std::size_t kNoOwner = static_cast<std::size_t>(-1);
-  std::array<std::int64_t, 128> letter_size{};
-  std::array<std::size_t, 128> letter_owner{};
-  letter_owner.fill(kNoOwner);
-  std::array<int, 128> letter_count{};
-  std::vector<std::size_t> ell_rank(n, 0);
-  ir::Shape ell_shape;
-  bool any_ellipsis = false;
-  for (std::size_t j = 0; j < n; ++j) {
-    const Term& t = e.inputs[j];
-    const std::size_t rank = b.in(j).size();
-    const std::size_t nl = t.labels.size();
-    if (t.ellipsis_at >= 0 ? rank < nl : rank != nl) {
-      b.fail_shape(b.in_path(j), "operand " + std::to_string(j) + " " + b.describe_in(j) +
-                                     " has rank " + std::to_string(rank) + " but its term '" +
-                                     t.labels + "'" + (t.ellipsis_at >= 0 ? " (with '...')" : "") +
-                                     " names " + std::to_string(nl) + " dims");
-    }
-    const std::size_t er = t.ellipsis_at >= 0 ? rank - nl : 0;
-    ell_rank[j] = er;
-    const std::size_t ep = t.ellipsis_at >= 0 ? static_cast<std::size_t>(t.ellipsis_at) : nl;
-    if (t.ellipsis_at >= 0) {
-      any_ellipsis = true;
-      const std::span<const std::int64_t> part(b.in(j).data() + ep, er);
-      std::size_t bad_part = 0;
-      const auto merged = broadcast(ell_shape, part, nullptr, &bad_part);
-      if (!merged) {
-        b.fail_shape(b.in_path(j), "the '...' dims of operand " + std::to_string(j) + " " +
-                                       b.describe_in(j) + " " + fmt_shape(part) +
-                                       " do not broadcast with the other operands' " +
-                                       fmt_shape(ell_shape));
-      }
-      ell_shape = *merged;
-    }
-    for (std::size_t l = 0; l < nl; ++l) {
-      const auto c = static_cast<unsigned char>(t.labels[l]);
-      const std::size_t dim = l < ep ? l : l + er;
-      const std::int64_t size = b.in(j)[dim];
-      ++letter_count[c];
-      if (letter_owner[c] == kNoOwner) {
-        letter_owner[c] = j;
-        letter_size[c] = size;
-      } else if (letter_size[c] != size) {
-        b.fail_shape(b.in_path(j), std::string("letter '") + t.labels[l] + "' is " +
-                                       std::to_string(letter_size[c]) + " in operand " +
-                                       std::to_string(letter_owner[c]) + " " +
-                                       b.describe_in(letter_owner[c]) + " but " +
-                                       std::to_string(size) + " in operand " +
-                                       std::to_string(j) + " " + b.describe_in(j));
-      }
-    }
-  }
-
-  // The output term: explicit, or numpy's implicit one (ellipsis first, then
-  // letters used exactly once, in ASCII order).
-  Term out = e.output;
-  if (!e.explicit_output) {
-    if (any_ellipsis) out.ellipsis_at = 0;
-    for (std::size_t c = 0; c < 128; ++c) {
-      if (letter_count[c] == 1) out.labels.push_back(static_cast<char>(c));
-    }
-  }
-  for (const char c : out.labels) {
-    if (letter_owner[static_cast<unsigned char>(c)] == kNoOwner) {
-      b.fail_attr(attr, "einsum equation '" + text + "': output letter '" + std::string(1, c) +
-                            "' appears in no operand");
-    }
-  }
-  const bool ell_in_out = out.ellipsis_at >= 0;
-  const std::size_t er_all = ell_shape.size();
-  const std::size_t out_ep =
-      ell_in_out ? static_cast<std::size_t>(out.ellipsis_at) : out.labels.size();
-  ir::Shape out_shape;
-  for (std::size_t l = 0; l <= out.labels.size(); ++l) {
-    if (l == out_ep && ell_in_out) out_shape.insert(out_shape.end(), ell_shape.begin(), ell_shape.end());
-    if (l < out.labels.size()) out_shape.push_back(letter_size[static_cast<unsigned char>(out.labels[l])]);
-  }
+  const Letters L = measure_letters(b, e);
+  const Term out = output_term(b, attr, text, e, L);
+  const ir::Shape out_shape = output_shape(out, L);
   b.set_inferred(0, out_shape);
   if (b.outputs_checked()) return;
 
-  // Loops in order of first appearance; the ellipsis dims as one block.
-  std::array<int, 128> letter_loop{};
-  letter_loop.fill(kUnmapped);
-  int ell_first = kUnmapped;
-  std::vector<std::int64_t> sizes;
-  bool any_reduction = false;
-  const auto add_ellipsis_loops = [&] {
-    if (ell_first != kUnmapped || er_all == 0) return;
-    const DimRole role = ell_in_out ? DimRole::Parallel : DimRole::Reduction;
-    any_reduction = any_reduction || role == DimRole::Reduction;
-    for (std::size_t q = 0; q < er_all; ++q) {
-      const int l = b.add_loop(indexed("e", q), ell_shape[q], role);
-      if (q == 0) ell_first = l;
-      sizes.push_back(ell_shape[q]);
-    }
-  };
+  const EinsumLoops lp = add_einsum_loops(b, e, out, L);
   for (std::size_t j = 0; j < n; ++j) {
-    const Term& t = e.inputs[j];
-    for (std::size_t l = 0; l <= t.labels.size(); ++l) {
-      if (t.ellipsis_at >= 0 && l == static_cast<std::size_t>(t.ellipsis_at)) add_ellipsis_loops();
-      if (l == t.labels.size()) break;
-      const auto c = static_cast<unsigned char>(t.labels[l]);
-      if (letter_loop[c] != kUnmapped) continue;
-      const bool kept = out.labels.find(t.labels[l]) != std::string::npos;
-      any_reduction = any_reduction || !kept;
-      letter_loop[c] = b.add_loop(std::string(1, t.labels[l]), letter_size[c],
-                                  kept ? DimRole::Parallel : DimRole::Reduction);
-      sizes.push_back(letter_size[c]);
-    }
-  }
-
-  const auto map_term = [&](const Term& t, std::size_t er, std::span<const std::int64_t> shape,
-                            auto&& map) {
-    const std::size_t ep = t.ellipsis_at >= 0 ? static_cast<std::size_t>(t.ellipsis_at) : t.labels.size();
-    for (std::size_t l = 0; l < t.labels.size(); ++l) {
-      const std::size_t dim = l < ep ? l : l + er;
-      map(dim, letter_loop[static_cast<unsigned char>(t.labels[l])]);
-    }
-    for (std::size_t q = 0; q < er; ++q) {
-      const std::size_t global = er_all - er + q;
-      if (shape[ep + q] == 1 && ell_shape[global] != 1) continue;
-      map(ep + q, ell_first + static_cast<int>(global));
-    }
-  };
-  for (std::size_t j = 0; j < n; ++j) {
-    map_term(e.inputs[j], ell_rank[j], b.in(j),
+    map_term(e.inputs[j], L.ell_rank[j], b.in(j), L, lp,
              [&](std::size_t dim, int loop) { b.map_in(j, dim, loop); });
   }
-  map_term(out, ell_in_out ? er_all : 0, out_shape,
+  map_term(out, out.ellipsis_at >= 0 ? L.ell_shape.size() : 0, out_shape, L, lp,
            [&](std::size_t dim, int loop) { b.map_out(0, dim, loop); });
-  b.set_flops((any_reduction ? 2.0 : 1.0) * loops_product(sizes));
+  b.set_flops((lp.any_reduction ? 2.0 : 1.0) * loops_product(lp.sizes));
 }
 
 // ---- Attention -------------------------------------------------------------

@@ -73,6 +73,73 @@ void map_reshape(SpaceBuilder& b, const ir::Shape& x, const ir::Shape& y, bool e
 }  // namespace
 
 // ---- Reshape, Flatten, Squeeze, Unsqueeze ----------------------------------
+namespace {
+
+// Flatten's output: x folded to 2-D at 'axis'.
+void infer_flatten(SpaceBuilder& b) {
+  const ir::Shape& x = b.in(0);
+  const auto r = static_cast<std::int64_t>(x.size());
+  std::int64_t axis = b.attr_int("axis", 1);
+  if (axis < -r || axis > r) {
+    b.fail_attr("axis", "axis " + std::to_string(axis) + " in 'axis' is out of range for rank " +
+                            std::to_string(r) + " (valid: " + std::to_string(-r) + " to " +
+                            std::to_string(r) + ")");
+  }
+  if (axis < 0) axis += r;
+  const std::span<const std::int64_t> xs(x);
+  const auto ax = static_cast<std::size_t>(axis);
+  b.set_inferred(0, {b.product_or_fail(xs.first(ax), b.in_path(0), "x"),
+                     b.product_or_fail(xs.subspan(ax), b.in_path(0), "x")});
+}
+
+// Squeeze's output when its axes are known (an attribute, or every size-1
+// dim when there is no second input).
+void infer_squeeze(SpaceBuilder& b) {
+  const ir::Shape& x = b.in(0);
+  const auto r = static_cast<std::int64_t>(x.size());
+  if (const auto axes = b.attr_ints("axes")) {
+    const auto norm = b.normalize_axes(*axes, r, "axes");
+    ir::Shape out;
+    for (std::size_t d = 0; d < x.size(); ++d) {
+      const bool squeezed = std::find(norm.begin(), norm.end(), static_cast<std::int64_t>(d)) != norm.end();
+      if (squeezed && x[d] != 1) {
+        b.fail_shape(b.attr_path("axes"), "dim " + std::to_string(d) + " of x " + b.describe_in(0) +
+                                              " has size " + std::to_string(x[d]) +
+                                              "; only size-1 dims can be squeezed");
+      }
+      if (!squeezed) out.push_back(x[d]);
+    }
+    b.set_inferred(0, out);
+  } else if (b.num_inputs() == 1) {
+    ir::Shape out;
+    for (const std::int64_t d : x) {
+      if (d != 1) out.push_back(d);
+    }
+    b.set_inferred(0, out);
+  }
+}
+
+// Unsqueeze's output when its axes are an attribute.
+void infer_unsqueeze(SpaceBuilder& b) {
+  const ir::Shape& x = b.in(0);
+  if (const auto axes = b.attr_ints("axes")) {
+    const auto out_rank = static_cast<std::int64_t>(x.size() + axes->size());
+    const auto norm = b.normalize_axes(*axes, out_rank, "axes");
+    ir::Shape out(static_cast<std::size_t>(out_rank), 1);
+    std::size_t src = 0;
+    for (std::size_t d = 0; d < out.size(); ++d) {
+      if (std::find(norm.begin(), norm.end(), static_cast<std::int64_t>(d)) == norm.end()) {
+        out[d] = x[src++];
+      }
+    }
+    b.set_inferred(0, out);
+  } else if (b.num_inputs() == 1) {
+    b.fail_attr("axes", "'axes' is required");
+  }
+}
+
+}  // namespace
+
 void build_reshape(SpaceBuilder& b) {
   const ir::OpKind k = b.kind();
   // Reshape's target shape and (opset 13) Squeeze/Unsqueeze axes may come
@@ -80,56 +147,12 @@ void build_reshape(SpaceBuilder& b) {
   b.expect_inputs(1, k == ir::OpKind::Flatten ? 1 : 2);
   b.expect_outputs(1, 1);
   const ir::Shape& x = b.in(0);
-  const auto r = static_cast<std::int64_t>(x.size());
-
   if (k == ir::OpKind::Flatten) {
-    std::int64_t axis = b.attr_int("axis", 1);
-    if (axis < -r || axis > r) {
-      b.fail_attr("axis", "axis " + std::to_string(axis) + " in 'axis' is out of range for rank " +
-                              std::to_string(r) + " (valid: " + std::to_string(-r) + " to " +
-                              std::to_string(r) + ")");
-    }
-    if (axis < 0) axis += r;
-    const std::span<const std::int64_t> xs(x);
-    const auto ax = static_cast<std::size_t>(axis);
-    b.set_inferred(0, {b.product_or_fail(xs.first(ax), b.in_path(0), "x"),
-                       b.product_or_fail(xs.subspan(ax), b.in_path(0), "x")});
+    infer_flatten(b);
   } else if (k == ir::OpKind::Squeeze) {
-    if (const auto axes = b.attr_ints("axes")) {
-      const auto norm = b.normalize_axes(*axes, r, "axes");
-      ir::Shape out;
-      for (std::size_t d = 0; d < x.size(); ++d) {
-        const bool squeezed = std::find(norm.begin(), norm.end(), static_cast<std::int64_t>(d)) != norm.end();
-        if (squeezed && x[d] != 1) {
-          b.fail_shape(b.attr_path("axes"), "dim " + std::to_string(d) + " of x " + b.describe_in(0) +
-                                                " has size " + std::to_string(x[d]) +
-                                                "; only size-1 dims can be squeezed");
-        }
-        if (!squeezed) out.push_back(x[d]);
-      }
-      b.set_inferred(0, out);
-    } else if (b.num_inputs() == 1) {
-      ir::Shape out;
-      for (const std::int64_t d : x) {
-        if (d != 1) out.push_back(d);
-      }
-      b.set_inferred(0, out);
-    }
+    infer_squeeze(b);
   } else if (k == ir::OpKind::Unsqueeze) {
-    if (const auto axes = b.attr_ints("axes")) {
-      const auto out_rank = static_cast<std::int64_t>(x.size() + axes->size());
-      const auto norm = b.normalize_axes(*axes, out_rank, "axes");
-      ir::Shape out(static_cast<std::size_t>(out_rank), 1);
-      std::size_t src = 0;
-      for (std::size_t d = 0; d < out.size(); ++d) {
-        if (std::find(norm.begin(), norm.end(), static_cast<std::int64_t>(d)) == norm.end()) {
-          out[d] = x[src++];
-        }
-      }
-      b.set_inferred(0, out);
-    } else if (b.num_inputs() == 1) {
-      b.fail_attr("axes", "'axes' is required");
-    }
+    infer_unsqueeze(b);
   }
   if (b.outputs_checked()) return;
 
@@ -225,13 +248,13 @@ void build_concat(SpaceBuilder& b) {
 }
 
 // ---- Split -----------------------------------------------------------------
-void build_split(SpaceBuilder& b) {
-  b.expect_inputs(1, 2);  // opset 13 passes `split` as a second input
-  b.expect_outputs(1, std::numeric_limits<std::size_t>::max());
-  const ir::Shape& x = b.in(0);
-  const auto axis = static_cast<std::size_t>(b.axis_attr("axis", 0, b.in_rank(0)));
+namespace {
+
+// The part sizes along `axis`: the 'split' attribute (checked to sum to the
+// dim), equal parts when there is no second input, else unknown.
+std::optional<std::vector<std::int64_t>> split_sizes(const SpaceBuilder& b, std::size_t axis) {
   const std::size_t n = b.num_outputs();
-  const std::int64_t dim = x[axis];
+  const std::int64_t dim = b.in(0)[axis];
   std::optional<std::vector<std::int64_t>> sizes = b.attr_ints("split");
   if (sizes) {
     if (sizes->size() != n) {
@@ -262,6 +285,42 @@ void build_split(SpaceBuilder& b) {
     sizes = std::vector<std::int64_t>(n, chunk);
     sizes->back() = last;
   }
+  return sizes;
+}
+
+// With sizes known only at run time, the outputs must be parts of x along
+// `axis` that add up to it.
+void check_split_outputs(const SpaceBuilder& b, std::size_t axis) {
+  const ir::Shape& x = b.in(0);
+  std::int64_t sum = 0;
+  for (std::size_t j = 0; j < b.num_outputs(); ++j) {
+    const ir::Shape& s = b.out(j);
+    bool ok = s.size() == x.size();
+    for (std::size_t d = 0; ok && d < s.size(); ++d) ok = d == axis || s[d] == x[d];
+    const auto next = ok ? checked_add(sum, s[axis]) : std::nullopt;
+    if (!next) {
+      b.fail_shape(b.out_path(j), "output " + std::to_string(j) + " " + b.describe_out(j) +
+                                      " is not a part of x " + b.describe_in(0) + " along axis " +
+                                      std::to_string(axis));
+    }
+    sum = *next;
+  }
+  if (sum != x[axis]) {
+    b.fail_shape(b.path() + "/outputs", "outputs add up to " + std::to_string(sum) +
+                                            " along axis " + std::to_string(axis) + " but x " +
+                                            b.describe_in(0) + " has " + std::to_string(x[axis]));
+  }
+}
+
+}  // namespace
+
+void build_split(SpaceBuilder& b) {
+  b.expect_inputs(1, 2);  // opset 13 passes `split` as a second input
+  b.expect_outputs(1, std::numeric_limits<std::size_t>::max());
+  const ir::Shape& x = b.in(0);
+  const auto axis = static_cast<std::size_t>(b.axis_attr("axis", 0, b.in_rank(0)));
+  const std::size_t n = b.num_outputs();
+  const std::optional<std::vector<std::int64_t>> sizes = split_sizes(b, axis);
   if (sizes) {
     for (std::size_t j = 0; j < n; ++j) {
       ir::Shape s = x;
@@ -270,26 +329,7 @@ void build_split(SpaceBuilder& b) {
     }
   }
   if (b.outputs_checked()) return;
-  if (!sizes) {
-    std::int64_t sum = 0;
-    for (std::size_t j = 0; j < n; ++j) {
-      const ir::Shape& s = b.out(j);
-      bool ok = s.size() == x.size();
-      for (std::size_t d = 0; ok && d < s.size(); ++d) ok = d == axis || s[d] == x[d];
-      const auto next = ok ? checked_add(sum, s[axis]) : std::nullopt;
-      if (!next) {
-        b.fail_shape(b.out_path(j), "output " + std::to_string(j) + " " + b.describe_out(j) +
-                                        " is not a part of x " + b.describe_in(0) +
-                                        " along axis " + std::to_string(axis));
-      }
-      sum = *next;
-    }
-    if (sum != dim) {
-      b.fail_shape(b.path() + "/outputs", "outputs add up to " + std::to_string(sum) +
-                                              " along axis " + std::to_string(axis) + " but x " +
-                                              b.describe_in(0) + " has " + std::to_string(dim));
-    }
-  }
+  if (!sizes) check_split_outputs(b, axis);
   for (std::size_t d = 0; d < x.size(); ++d) {
     const bool cut = d == axis;
     const int l = b.add_loop(indexed("d", d), x[d], cut ? DimRole::Whole : DimRole::Parallel);

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "recsearch/error.hpp"
+#include "recsearch/plan/evaluator.hpp"
 
 namespace recsearch::exec {
 namespace {
@@ -29,19 +30,6 @@ int max_dim(const Layout& l) {
   int m = -1;
   for (const auto& x : l) m = std::max(m, static_cast<int>(x.dim));
   return m;
-}
-
-AxisLayout wanted(const algebra::OpSpace& s, int c, const std::vector<int>* dims, bool output) {
-  if (c == plan::kReplicated) return AxisLayout::replicate();
-  if (dims != nullptr) {
-    for (std::size_t d = 0; d < dims->size(); ++d) {
-      if ((*dims)[d] == c) return AxisLayout::shard(static_cast<int>(d));
-    }
-  }
-  if (output && s.loops[static_cast<std::size_t>(c)].role == algebra::DimRole::Reduction) {
-    return AxisLayout::partial();
-  }
-  return AxisLayout::replicate();
 }
 
 std::vector<RedistStep> plan_steps(const Layout& from, const Layout& to, std::size_t rank,
@@ -119,124 +107,171 @@ std::vector<RedistStep> redistribution_plan(const Layout& from, const Layout& to
 
 namespace {
 
-std::vector<RedistStep> plan_steps(const Layout& from, const Layout& to, std::size_t rank,
-                                   const ir::Shape* full, const std::vector<std::int64_t>* mesh) {
-  if (from.size() != to.size()) throw Error(Errc::kInternal, "layouts over different meshes");
-  const std::size_t n = from.size();
-  const int dims = std::max({max_dim(from), max_dim(to), static_cast<int>(rank) - 1}) + 1;
-  // Per dim, the current axis list and the target one.
-  std::vector<std::vector<std::uint32_t>> cur(static_cast<std::size_t>(dims));
-  std::vector<std::vector<std::uint32_t>> tgt(static_cast<std::size_t>(dims));
-  for (int d = 0; d < dims; ++d) {
-    cur[static_cast<std::size_t>(d)] = dim_axes(from, d);
-    tgt[static_cast<std::size_t>(d)] = dim_axes(to, d);
+// The step sequence of one redistribution (see exec/layout.hpp), built axis
+// by axis while tracking, per dim, which axes split it so far.
+class StepPlanner {
+ public:
+  StepPlanner(const Layout& from, const Layout& to, std::size_t rank, const ir::Shape* full,
+              const std::vector<std::int64_t>* mesh)
+      : from_(from), to_(to), full_(full), mesh_(mesh), n_(from.size()), state_(from) {
+    if (from.size() != to.size()) throw Error(Errc::kInternal, "layouts over different meshes");
+    dims_ = std::max({max_dim(from), max_dim(to), static_cast<int>(rank) - 1}) + 1;
+    // Per dim, the current axis list and the target one.
+    cur_.resize(static_cast<std::size_t>(dims_));
+    tgt_.resize(static_cast<std::size_t>(dims_));
+    for (int d = 0; d < dims_; ++d) {
+      cur_[static_cast<std::size_t>(d)] = dim_axes(from, d);
+      tgt_[static_cast<std::size_t>(d)] = dim_axes(to, d);
+    }
+    // An axis keeps its place in a dim when everything before it agrees too.
+    kept_.assign(n_, false);
+    for (int d = 0; d < dims_; ++d) {
+      const auto& c = cur_[static_cast<std::size_t>(d)];
+      const auto& t = tgt_[static_cast<std::size_t>(d)];
+      for (std::size_t i = 0; i < c.size() && i < t.size() && c[i] == t[i]; ++i) kept_[c[i]] = true;
+    }
   }
-  // An axis keeps its place in a dim when everything before it agrees too.
-  std::vector<bool> kept(n, false);
-  for (int d = 0; d < dims; ++d) {
-    const auto& c = cur[static_cast<std::size_t>(d)];
-    const auto& t = tgt[static_cast<std::size_t>(d)];
-    for (std::size_t i = 0; i < c.size() && i < t.size() && c[i] == t[i]; ++i) kept[c[i]] = true;
+
+  std::vector<RedistStep> run() {
+    for (std::uint32_t a = static_cast<std::uint32_t>(n_); a-- > 0;) {
+      const AxisLayout f = state_[a];
+      if (to_[a].kind == LayoutKind::Partial) {
+        throw Error(Errc::kInternal, "cannot redistribute to partial");
+      }
+      if (f.kind == LayoutKind::Shard) {
+        leave_shard(a);
+      } else if (f.kind == LayoutKind::Partial) {
+        leave_partial(a);
+      }
+    }
+    // Last scattered first: each is then the last axis of its dim.
+    for (auto it = regather_.rbegin(); it != regather_.rend(); ++it) {
+      const auto [a, d] = *it;
+      remove_last(d, a);
+      steps_.push_back({StepKind::AllGather, a, static_cast<std::int16_t>(d), -1});
+      state_[a] = AxisLayout::replicate();
+    }
+    for (std::uint32_t a = 0; a < n_; ++a) slice_into_place(a);
+    return std::move(steps_);
   }
+
+ private:
   // Whether axis a can join dim j now: it must become the dim's least
   // significant axis and stay on the way to the target list.
-  const auto appendable = [&](std::uint32_t a, int j) {
-    const auto& c = cur[static_cast<std::size_t>(j)];
-    const auto& t = tgt[static_cast<std::size_t>(j)];
+  [[nodiscard]] bool appendable(std::uint32_t a, int j) const {
+    const auto& c = cur_[static_cast<std::size_t>(j)];
+    const auto& t = tgt_[static_cast<std::size_t>(j)];
     if (c.size() >= t.size() || t[c.size()] != a) return false;
     return std::equal(c.begin(), c.end(), t.begin());
-  };
-  const auto remove_last = [&](int d, std::uint32_t a) {
-    auto& c = cur[static_cast<std::size_t>(d)];
+  }
+
+  void remove_last(int d, std::uint32_t a) {
+    auto& c = cur_[static_cast<std::size_t>(d)];
     if (c.empty() || c.back() != a) throw Error(Errc::kInternal, "redistribution order broken");
     c.pop_back();
-  };
+  }
 
-  Layout state = from;
-  std::vector<RedistStep> steps;
+  // Axis a shards a dim it must leave: to its target dim (all-to-all) when it
+  // can join it now, else gathered.
+  void leave_shard(std::uint32_t a) {
+    const AxisLayout f = state_[a];
+    const AxisLayout t = to_[a];
+    if (kept_[a]) return;
+    remove_last(f.dim, a);
+    if (t.kind == LayoutKind::Shard && t.dim != f.dim && appendable(a, t.dim)) {
+      steps_.push_back({StepKind::AllToAll, a, f.dim, t.dim});
+      cur_[static_cast<std::size_t>(t.dim)].push_back(a);
+      state_[a] = t;
+    } else {
+      steps_.push_back({StepKind::AllGather, a, f.dim, -1});
+      state_[a] = AxisLayout::replicate();
+    }
+  }
+
+  // Axis a holds a partial sum: reduce-scatter into its target dim,
+  // hierarchically through a temporary dim (temp_dim), or all-reduce.
+  void leave_partial(std::uint32_t a) {
+    const AxisLayout t = to_[a];
+    int temp = -1;
+    if (t.kind == LayoutKind::Replicate && full_ != nullptr) temp = temp_dim(a);
+    if (t.kind == LayoutKind::Shard && appendable(a, t.dim)) {
+      steps_.push_back({StepKind::ReduceScatter, a, -1, t.dim});
+      cur_[static_cast<std::size_t>(t.dim)].push_back(a);
+      state_[a] = t;
+    } else if (temp >= 0) {
+      // Reduce-scatter now, all-gather once the outer partial axes are
+      // summed on the smaller piece (a hierarchical all-reduce).
+      steps_.push_back({StepKind::ReduceScatter, a, -1, static_cast<std::int16_t>(temp)});
+      cur_[static_cast<std::size_t>(temp)].push_back(a);
+      state_[a] = AxisLayout::shard(temp);
+      regather_.push_back({a, temp});
+    } else {
+      steps_.push_back({StepKind::AllReduce, a, -1, -1});
+      state_[a] = AxisLayout::replicate();
+    }
+  }
+
   // A partial axis going to replicated, while outer axes are all-reduced
   // too (and nothing else changes on them), is summed hierarchically:
   // reduce-scatter into a dim whose axes all stay, all-reduce the outer
   // axes on the piece, all-gather back. Per axis this sends what the cost
   // model counts (a collective spread over the devices below its cut).
-  std::vector<std::pair<std::uint32_t, int>> regather;
-  const auto temp_dim = [&](std::uint32_t a) -> int {
+  // Returns that dim, or -1.
+  [[nodiscard]] int temp_dim(std::uint32_t a) const {
     bool outer_partial = false;
     for (std::uint32_t b = 0; b < a; ++b) {
-      if (state[b] == to[b]) continue;
-      if (state[b].kind != LayoutKind::Partial || to[b].kind != LayoutKind::Replicate) return -1;
+      if (state_[b] == to_[b]) continue;
+      if (state_[b].kind != LayoutKind::Partial || to_[b].kind != LayoutKind::Replicate) return -1;
       outer_partial = true;
     }
     if (!outer_partial) return -1;
-    for (int d = 0; d < dims; ++d) {
-      const auto& c = cur[static_cast<std::size_t>(d)];
-      // Axes that stay, or earlier temporary ones (gathered back in reverse).
-      const auto ok = [&](std::uint32_t x) {
-        return (kept[x] && x < a) ||
-               std::any_of(regather.begin(), regather.end(), [&](const auto& r) { return r.first == x; });
-      };
+    // Axes that stay, or earlier temporary ones (gathered back in reverse).
+    const auto ok = [&](std::uint32_t x) {
+      return (kept_[x] && x < a) || std::any_of(regather_.begin(), regather_.end(),
+                                                [&](const auto& r) { return r.first == x; });
+    };
+    for (int d = 0; d < dims_; ++d) {
+      const auto& c = cur_[static_cast<std::size_t>(d)];
       if (!std::all_of(c.begin(), c.end(), ok)) continue;
-      std::int64_t extent = (*full)[static_cast<std::size_t>(d)];
-      for (const std::uint32_t x : c) extent /= (*mesh)[x];
-      if (extent % (*mesh)[a] == 0) return d;
+      std::int64_t extent = (*full_)[static_cast<std::size_t>(d)];
+      for (const std::uint32_t x : c) extent /= (*mesh_)[x];
+      if (extent % (*mesh_)[a] == 0) return d;
     }
     return -1;
-  };
-  for (std::uint32_t a = static_cast<std::uint32_t>(n); a-- > 0;) {
-    const AxisLayout f = state[a];
-    const AxisLayout t = to[a];
-    if (t.kind == LayoutKind::Partial) throw Error(Errc::kInternal, "cannot redistribute to partial");
-    if (f.kind == LayoutKind::Shard) {
-      if (kept[a]) continue;
-      remove_last(f.dim, a);
-      if (t.kind == LayoutKind::Shard && t.dim != f.dim && appendable(a, t.dim)) {
-        steps.push_back({StepKind::AllToAll, a, f.dim, t.dim});
-        cur[static_cast<std::size_t>(t.dim)].push_back(a);
-        state[a] = t;
-      } else {
-        steps.push_back({StepKind::AllGather, a, f.dim, -1});
-        state[a] = AxisLayout::replicate();
-      }
-    } else if (f.kind == LayoutKind::Partial) {
-      int temp = -1;
-      if (t.kind == LayoutKind::Replicate && full != nullptr) temp = temp_dim(a);
-      if (t.kind == LayoutKind::Shard && appendable(a, t.dim)) {
-        steps.push_back({StepKind::ReduceScatter, a, -1, t.dim});
-        cur[static_cast<std::size_t>(t.dim)].push_back(a);
-        state[a] = t;
-      } else if (temp >= 0) {
-        // Reduce-scatter now, all-gather once the outer partial axes are
-        // summed on the smaller piece (a hierarchical all-reduce).
-        steps.push_back({StepKind::ReduceScatter, a, -1, static_cast<std::int16_t>(temp)});
-        cur[static_cast<std::size_t>(temp)].push_back(a);
-        state[a] = AxisLayout::shard(temp);
-        regather.push_back({a, temp});
-      } else {
-        steps.push_back({StepKind::AllReduce, a, -1, -1});
-        state[a] = AxisLayout::replicate();
-      }
-    }
   }
-  // Last scattered first: each is then the last axis of its dim.
-  for (auto it = regather.rbegin(); it != regather.rend(); ++it) {
-    const auto [a, d] = *it;
-    remove_last(d, a);
-    steps.push_back({StepKind::AllGather, a, static_cast<std::int16_t>(d), -1});
-    state[a] = AxisLayout::replicate();
-  }
-  for (std::uint32_t a = 0; a < n; ++a) {
-    if (state[a] == to[a]) continue;
-    if (state[a].kind != LayoutKind::Replicate || to[a].kind != LayoutKind::Shard ||
-        !appendable(a, to[a].dim)) {
-      throw Error(Errc::kInternal, "redistribution from " + layout_to_string(from) + " to " +
-                                       layout_to_string(to) + " stuck on axis " +
+
+  // After the gathers, every axis still differing from its target is
+  // replicated and starts splitting its dim: a local slice.
+  void slice_into_place(std::uint32_t a) {
+    if (state_[a] == to_[a]) return;
+    if (state_[a].kind != LayoutKind::Replicate || to_[a].kind != LayoutKind::Shard ||
+        !appendable(a, to_[a].dim)) {
+      throw Error(Errc::kInternal, "redistribution from " + layout_to_string(from_) + " to " +
+                                       layout_to_string(to_) + " stuck on axis " +
                                        std::to_string(a));
     }
-    steps.push_back({StepKind::Slice, a, -1, to[a].dim});
-    cur[static_cast<std::size_t>(to[a].dim)].push_back(a);
-    state[a] = to[a];
+    steps_.push_back({StepKind::Slice, a, -1, to_[a].dim});
+    cur_[static_cast<std::size_t>(to_[a].dim)].push_back(a);
+    state_[a] = to_[a];
   }
-  return steps;
+
+  const Layout& from_;
+  const Layout& to_;
+  const ir::Shape* full_;
+  const std::vector<std::int64_t>* mesh_;
+  std::size_t n_;
+  int dims_ = 0;
+  std::vector<std::vector<std::uint32_t>> cur_;
+  std::vector<std::vector<std::uint32_t>> tgt_;
+  std::vector<bool> kept_;
+  Layout state_;
+  std::vector<RedistStep> steps_;
+  std::vector<std::pair<std::uint32_t, int>> regather_;
+};
+
+std::vector<RedistStep> plan_steps(const Layout& from, const Layout& to, std::size_t rank,
+                                   const ir::Shape* full, const std::vector<std::int64_t>* mesh) {
+  return StepPlanner(from, to, rank, full, mesh).run();
 }
 
 }  // namespace
@@ -266,10 +301,12 @@ PlanLayouts plan_layouts(const ir::Graph& g, const std::vector<algebra::OpSpace>
     for (std::size_t a = 0; a < n_axes; ++a) {
       const int c = p.cuts[o][a];
       for (std::size_t j = 0; j < op.inputs.size(); ++j) {
-        ol.inputs[j][a] = wanted(s, c, j < s.inputs.size() ? &s.inputs[j] : nullptr, false);
+        ol.inputs[j][a] =
+            plan::wanted_layout(s, c, j < s.inputs.size() ? &s.inputs[j] : nullptr, false);
       }
       for (std::size_t j = 0; j < op.outputs.size(); ++j) {
-        ol.outputs[j][a] = wanted(s, c, j < s.outputs.size() ? &s.outputs[j] : nullptr, true);
+        ol.outputs[j][a] =
+            plan::wanted_layout(s, c, j < s.outputs.size() ? &s.outputs[j] : nullptr, true);
       }
     }
   }
@@ -293,77 +330,90 @@ PlanLayouts plan_layouts(const ir::Graph& g, const std::vector<algebra::OpSpace>
   return pl;
 }
 
+namespace {
+
+// Adds what moving tensor t from layout `from` to `to` sends per rank.
+void charge(BytePrediction& out, const PlanLayouts& pl, double element_bytes, const ir::Tensor& t,
+            const Layout& from, const Layout& to) {
+  Layout state = from;
+  for (const RedistStep& st : redistribution_plan(from, to, t.shape, pl.mesh)) {
+    const double n = ir::num_elements(local_shape(t.shape, state, pl.mesh));
+    const double k = static_cast<double>(pl.mesh[st.axis]);
+    double sent = 0;
+    switch (st.kind) {
+      case StepKind::AllGather: sent = (k - 1) * n; state[st.axis] = AxisLayout::replicate(); break;
+      case StepKind::AllToAll: sent = (k - 1) / k * n; state[st.axis] = AxisLayout::shard(st.to_dim); break;
+      case StepKind::AllReduce: sent = 2 * (k - 1) / k * n; state[st.axis] = AxisLayout::replicate(); break;
+      case StepKind::ReduceScatter: sent = (k - 1) / k * n; state[st.axis] = AxisLayout::shard(st.to_dim); break;
+      case StepKind::Slice: state[st.axis] = AxisLayout::shard(st.to_dim); break;
+    }
+    out.per_axis[st.axis] += sent * element_bytes;
+    out.total += sent * element_bytes;
+  }
+}
+
+// A vocabulary-parallel loss (SoftmaxCrossEntropy with its class dim
+// cut) exchanges per row, on each such axis, its slice's log-sum-exp
+// (all-gather) and the label's logit (all-reduce).
+void charge_vocab_loss(BytePrediction& out, const ir::Graph& g, const PlanLayouts& pl, ir::OpId o,
+                       double element_bytes) {
+  const ir::Operator& op = g.op(o);
+  const Layout& logits = pl.ops[o].inputs[0];
+  const ir::Shape& shape = g.tensor(op.inputs[0]).shape;
+  const ir::Shape local = local_shape(shape, logits, pl.mesh);
+  double rows = 1;
+  for (std::size_t d = 0; d + 1 < local.size(); ++d) rows *= static_cast<double>(local[d]);
+  for (std::size_t a = 0; a < logits.size(); ++a) {
+    if (logits[a].kind != LayoutKind::Shard || logits[a].dim != static_cast<int>(shape.size()) - 1)
+      continue;
+    const double k = static_cast<double>(pl.mesh[a]);
+    const double sent = ((k - 1) * rows + 2 * (k - 1) / k * rows) * element_bytes;
+    out.per_axis[a] += sent;
+    out.total += sent;
+  }
+}
+
+// Each distinct layout of tensor t is made once from its holder; a graph
+// output left partial is summed for the user.
+void charge_tensor(BytePrediction& out, const ir::Graph& g, const PlanLayouts& pl, ir::TensorId t,
+                   double element_bytes) {
+  const ir::Tensor& tensor = g.tensor(t);
+  std::vector<Layout> done{pl.holders[t]};
+  std::vector<ir::OpId> users = tensor.consumers;
+  users.erase(std::unique(users.begin(), users.end()), users.end());
+  for (const ir::OpId o : users) {
+    const auto& op = g.op(o);
+    for (std::size_t j = 0; j < op.inputs.size(); ++j) {
+      if (op.inputs[j] != t) continue;
+      const Layout& want = pl.ops[o].inputs[j];
+      if (std::find(done.begin(), done.end(), want) != done.end()) continue;
+      charge(out, pl, element_bytes, tensor, pl.holders[t], want);
+      done.push_back(want);
+    }
+  }
+  if (tensor.producer == ir::kNone || !tensor.consumers.empty()) return;
+  Layout whole = pl.holders[t];
+  bool partial = false;
+  for (auto& x : whole) {
+    if (x.kind == LayoutKind::Partial) {
+      x = AxisLayout::replicate();
+      partial = true;
+    }
+  }
+  if (partial) charge(out, pl, element_bytes, tensor, pl.holders[t], whole);
+}
+
+}  // namespace
+
 BytePrediction predict_exec_bytes(const ir::Graph& g, const PlanLayouts& pl,
                                   double element_bytes) {
   BytePrediction out;
   out.per_axis.assign(pl.mesh.size(), 0.0);
-  const auto charge = [&](const ir::Tensor& t, const Layout& from, const Layout& to) {
-    Layout state = from;
-    for (const RedistStep& st : redistribution_plan(from, to, t.shape, pl.mesh)) {
-      const double n = ir::num_elements(local_shape(t.shape, state, pl.mesh));
-      const double k = static_cast<double>(pl.mesh[st.axis]);
-      double sent = 0;
-      switch (st.kind) {
-        case StepKind::AllGather: sent = (k - 1) * n; state[st.axis] = AxisLayout::replicate(); break;
-        case StepKind::AllToAll: sent = (k - 1) / k * n; state[st.axis] = AxisLayout::shard(st.to_dim); break;
-        case StepKind::AllReduce: sent = 2 * (k - 1) / k * n; state[st.axis] = AxisLayout::replicate(); break;
-        case StepKind::ReduceScatter: sent = (k - 1) / k * n; state[st.axis] = AxisLayout::shard(st.to_dim); break;
-        case StepKind::Slice: state[st.axis] = AxisLayout::shard(st.to_dim); break;
-      }
-      out.per_axis[st.axis] += sent * element_bytes;
-      out.total += sent * element_bytes;
-    }
-  };
-  // A vocabulary-parallel loss (SoftmaxCrossEntropy with its class dim
-  // cut) exchanges per row, on each such axis, its slice's log-sum-exp
-  // (all-gather) and the label's logit (all-reduce).
   for (ir::OpId o = 0; o < g.num_operators(); ++o) {
-    const ir::Operator& op = g.op(o);
-    if (op.kind != ir::OpKind::SoftmaxCrossEntropy || pl.ops[o].inputs.empty()) continue;
-    const Layout& logits = pl.ops[o].inputs[0];
-    const ir::Shape& shape = g.tensor(op.inputs[0]).shape;
-    const ir::Shape local = local_shape(shape, logits, pl.mesh);
-    double rows = 1;
-    for (std::size_t d = 0; d + 1 < local.size(); ++d) rows *= static_cast<double>(local[d]);
-    for (std::size_t a = 0; a < logits.size(); ++a) {
-      if (logits[a].kind != LayoutKind::Shard ||
-          logits[a].dim != static_cast<int>(shape.size()) - 1)
-        continue;
-      const double k = static_cast<double>(pl.mesh[a]);
-      const double sent = ((k - 1) * rows + 2 * (k - 1) / k * rows) * element_bytes;
-      out.per_axis[a] += sent;
-      out.total += sent;
-    }
+    if (g.op(o).kind != ir::OpKind::SoftmaxCrossEntropy || pl.ops[o].inputs.empty()) continue;
+    charge_vocab_loss(out, g, pl, o, element_bytes);
   }
-  // Each distinct layout of a tensor is made once from its holder.
-  for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
-    const ir::Tensor& tensor = g.tensor(t);
-    std::vector<Layout> done{pl.holders[t]};
-    std::vector<ir::OpId> users = tensor.consumers;
-    users.erase(std::unique(users.begin(), users.end()), users.end());
-    for (const ir::OpId o : users) {
-      const auto& op = g.op(o);
-      for (std::size_t j = 0; j < op.inputs.size(); ++j) {
-        if (op.inputs[j] != t) continue;
-        const Layout& want = pl.ops[o].inputs[j];
-        if (std::find(done.begin(), done.end(), want) != done.end()) continue;
-        charge(tensor, pl.holders[t], want);
-        done.push_back(want);
-      }
-    }
-    // A graph output left partial is summed for the user.
-    if (tensor.producer != ir::kNone && tensor.consumers.empty()) {
-      Layout whole = pl.holders[t];
-      bool partial = false;
-      for (auto& x : whole) {
-        if (x.kind == LayoutKind::Partial) {
-          x = AxisLayout::replicate();
-          partial = true;
-        }
-      }
-      if (partial) charge(tensor, pl.holders[t], whole);
-    }
-  }
+  for (ir::TensorId t = 0; t < g.num_tensors(); ++t) charge_tensor(out, g, pl, t, element_bytes);
   return out;
 }
 

@@ -380,8 +380,10 @@ std::vector<std::string> preset_names() {
   return out;
 }
 
-ModelSpec resolved(const ModelSpec& spec) {
-  ModelSpec m = spec;
+namespace {
+
+// Fills the family's defaults into the fields left 0.
+void set_defaults(ModelSpec& m) {
   switch (m.family) {
     case Family::Mlp:
       set_default(m.layers, 4);
@@ -415,13 +417,11 @@ ModelSpec resolved(const ModelSpec& spec) {
       set_default(m.batch, 64);
       break;
   }
-  for (const auto& [v, f] : {std::pair{m.layers, "layers"}, {m.hidden, "hidden"}, {m.heads, "heads"},
-                             {m.seq, "seq"}, {m.vocab, "vocab"}, {m.batch, "batch"},
-                             {m.experts, "experts"}, {m.width, "width"}, {m.channels, "channels"},
-                             {m.image, "image"}, {m.classes, "classes"}, {m.ops, "ops"}}) {
-    require(v >= 0, std::string("--") + f + " must be positive, got " + std::to_string(v));
-  }
-  require_positive(m.batch, "batch");
+}
+
+// The family's size checks: what it needs positive, and every big tensor
+// small enough to address.
+void check_family_sizes(const ModelSpec& m) {
   switch (m.family) {
     case Family::Mlp:
       require_positive(m.layers, "layers");
@@ -459,6 +459,21 @@ ModelSpec resolved(const ModelSpec& spec) {
       require_fits({m.batch, 4096}, "activation");
       break;
   }
+}
+
+}  // namespace
+
+ModelSpec resolved(const ModelSpec& spec) {
+  ModelSpec m = spec;
+  set_defaults(m);
+  for (const auto& [v, f] : {std::pair{m.layers, "layers"}, {m.hidden, "hidden"}, {m.heads, "heads"},
+                             {m.seq, "seq"}, {m.vocab, "vocab"}, {m.batch, "batch"},
+                             {m.experts, "experts"}, {m.width, "width"}, {m.channels, "channels"},
+                             {m.image, "image"}, {m.classes, "classes"}, {m.ops, "ops"}}) {
+    require(v >= 0, std::string("--") + f + " must be positive, got " + std::to_string(v));
+  }
+  require_positive(m.batch, "batch");
+  check_family_sizes(m);
   if (m.name.empty()) m.name = default_name(m);
   return m;
 }

@@ -368,94 +368,125 @@ class ResNetGen {
 // few live tensors (short skips, like real networks) and a kind among
 // MatMul, BiasAdd, unary activations, residual Add, LayerNorm, Softmax and
 // a Reshape/Transpose pair, so the search sees every layout change.
-void gen_random(const ModelSpec& m, Builder& b) {
-  std::uint64_t state = m.seed * 6364136223846793005ULL + 1442695040888963407ULL;
-  auto next = [&](std::uint64_t n) {
-    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (state >> 33) % n;
-  };
+class RandomGen {
+ public:
+  RandomGen(const ModelSpec& m, Builder& b)
+      : m_(m), b_(b), state_(m.seed * 6364136223846793005ULL + 1442695040888963407ULL) {}
+
+  void run() {
+    b_.set_prefix("");
+    live_.push_back({b_.tensor("x", {m_.batch, 1024}, TensorKind::Input), 1024});
+    std::int64_t i = 0;
+    while (emitted_ < m_.ops) {
+      const std::string n = "t" + std::to_string(i);
+      const std::string on = "op" + std::to_string(i);
+      ++i;
+      const Live src = live_[live_.size() - 1 - next(std::min<std::uint64_t>(live_.size(), 3))];
+      const std::uint64_t pick = next(10);
+      if (pick <= 2) {
+        matmul(src, n, on);
+      } else if (pick == 3) {
+        with_param(src, n, on, "b", "BiasAdd");
+      } else if (pick <= 5) {
+        elementwise(src, n, on, kUnary[next(kUnary.size())]);
+      } else if (pick == 6) {
+        residual(src, n, on);
+      } else if (pick == 7) {
+        with_param(src, n, on, "s", "LayerNorm");
+      } else if (pick == 8) {
+        elementwise(src, n, on, "Softmax");
+      } else if (m_.ops - emitted_ >= 3) {
+        heads(src, n, on);
+      }
+    }
+  }
+
+ private:
   static constexpr std::array<std::int64_t, 5> kWidths = {256, 512, 1024, 2048, 4096};
   static constexpr std::array<const char*, 4> kUnary = {"GeLU", "ReLU", "Tanh", "SiLU"};
+  static constexpr std::size_t kWindow = 8;
   struct Live {
     std::string name;
     std::int64_t width;
   };
-  std::vector<Live> live;  // a ring of recent tensors: O(1) memory per operator
-  constexpr std::size_t kWindow = 8;
-  b.set_prefix("");
-  live.push_back({b.tensor("x", {m.batch, 1024}, TensorKind::Input), 1024});
-  auto push = [&](std::string name, std::int64_t w) {
-    if (live.size() == kWindow) live.erase(live.begin());
-    live.push_back({std::move(name), w});
-  };
-  std::int64_t emitted = 0;
-  std::int64_t i = 0;
-  while (emitted < m.ops) {
-    const std::string n = "t" + std::to_string(i);
-    const std::string on = "op" + std::to_string(i);
-    ++i;
-    const Live src = live[live.size() - 1 - next(std::min<std::uint64_t>(live.size(), 3))];
-    const std::uint64_t pick = next(10);
-    if (pick <= 2) {  // MatMul to a new width
-      const std::int64_t w2 = kWidths[next(kWidths.size())];
-      const auto w = b.param("w" + n, {src.width, w2});
-      const auto y = b.act(n, {m.batch, w2});
-      b.op(on, "MatMul", {src.name, w}, {y});
-      push(y, w2);
-      ++emitted;
-    } else if (pick == 3) {
-      const auto bias = b.param("b" + n, {src.width});
-      const auto y = b.act(n, {m.batch, src.width});
-      b.op(on, "BiasAdd", {src.name, bias}, {y});
-      push(y, src.width);
-      ++emitted;
-    } else if (pick <= 5) {
-      const auto y = b.act(n, {m.batch, src.width});
-      b.op(on, kUnary[next(kUnary.size())], {src.name}, {y});
-      push(y, src.width);
-      ++emitted;
-    } else if (pick == 6) {  // residual with the most recent other tensor of the same width
-      std::string other = src.name;
-      for (auto it = live.rbegin(); it != live.rend(); ++it) {
-        if (it->width == src.width && it->name != src.name) {
-          other = it->name;
-          break;
-        }
-      }
-      const auto y = b.act(n, {m.batch, src.width});
-      b.op(on, "Add", {src.name, other}, {y});
-      push(y, src.width);
-      ++emitted;
-    } else if (pick == 7) {
-      const auto s = b.param("s" + n, {src.width});
-      const auto y = b.act(n, {m.batch, src.width});
-      b.op(on, "LayerNorm", {src.name, s}, {y});
-      push(y, src.width);
-      ++emitted;
-    } else if (pick == 8) {
-      const auto y = b.act(n, {m.batch, src.width});
-      b.op(on, "Softmax", {src.name}, {y});
-      push(y, src.width);
-      ++emitted;
-    } else if (m.ops - emitted >= 3) {  // split into heads, transpose, merge back
-      const std::int64_t heads = 16;
-      const std::int64_t d = src.width / heads;
-      const auto r = b.act(n + "_r", {m.batch, heads, d});
-      const auto t = b.act(n + "_t", {heads, m.batch, d});
-      const auto back = b.act(n + "_tb", {m.batch, heads, d});
-      b.op(on + "_split", "Reshape", {src.name}, {r});
-      b.op(on + "_transpose", "Transpose", {r}, {t}, {{"perm", V{1, 0, 2}}});
-      b.op(on + "_back", "Transpose", {t}, {back}, {{"perm", V{1, 0, 2}}});
-      emitted += 3;
-      if (m.ops - emitted >= 1) {
-        const auto y = b.act(n, {m.batch, src.width});
-        b.op(on + "_merge", "Reshape", {back}, {y});
-        push(y, src.width);
-        ++emitted;
+
+  std::uint64_t next(std::uint64_t n) {
+    state_ = state_ * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (state_ >> 33) % n;
+  }
+
+  void push(std::string name, std::int64_t w) {
+    if (live_.size() == kWindow) live_.erase(live_.begin());
+    live_.push_back({std::move(name), w});
+  }
+
+  // MatMul to a new width.
+  void matmul(const Live& src, const std::string& n, const std::string& on) {
+    const std::int64_t w2 = kWidths[next(kWidths.size())];
+    const auto w = b_.param("w" + n, {src.width, w2});
+    const auto y = b_.act(n, {m_.batch, w2});
+    b_.op(on, "MatMul", {src.name, w}, {y});
+    push(y, w2);
+    ++emitted_;
+  }
+
+  // An operator of `type` with a [width] parameter named prefix + n.
+  void with_param(const Live& src, const std::string& n, const std::string& on,
+                  const char* prefix, const char* type) {
+    const auto p = b_.param(prefix + n, {src.width});
+    const auto y = b_.act(n, {m_.batch, src.width});
+    b_.op(on, type, {src.name, p}, {y});
+    push(y, src.width);
+    ++emitted_;
+  }
+
+  void elementwise(const Live& src, const std::string& n, const std::string& on, const char* type) {
+    const auto y = b_.act(n, {m_.batch, src.width});
+    b_.op(on, type, {src.name}, {y});
+    push(y, src.width);
+    ++emitted_;
+  }
+
+  // Residual with the most recent other tensor of the same width.
+  void residual(const Live& src, const std::string& n, const std::string& on) {
+    std::string other = src.name;
+    for (auto it = live_.rbegin(); it != live_.rend(); ++it) {
+      if (it->width == src.width && it->name != src.name) {
+        other = it->name;
+        break;
       }
     }
+    const auto y = b_.act(n, {m_.batch, src.width});
+    b_.op(on, "Add", {src.name, other}, {y});
+    push(y, src.width);
+    ++emitted_;
   }
-}
+
+  // Split into heads, transpose, merge back.
+  void heads(const Live& src, const std::string& n, const std::string& on) {
+    const std::int64_t heads = 16;
+    const std::int64_t d = src.width / heads;
+    const auto r = b_.act(n + "_r", {m_.batch, heads, d});
+    const auto t = b_.act(n + "_t", {heads, m_.batch, d});
+    const auto back = b_.act(n + "_tb", {m_.batch, heads, d});
+    b_.op(on + "_split", "Reshape", {src.name}, {r});
+    b_.op(on + "_transpose", "Transpose", {r}, {t}, {{"perm", V{1, 0, 2}}});
+    b_.op(on + "_back", "Transpose", {t}, {back}, {{"perm", V{1, 0, 2}}});
+    emitted_ += 3;
+    if (m_.ops - emitted_ >= 1) {
+      const auto y = b_.act(n, {m_.batch, src.width});
+      b_.op(on + "_merge", "Reshape", {back}, {y});
+      push(y, src.width);
+      ++emitted_;
+    }
+  }
+
+  const ModelSpec& m_;
+  Builder& b_;
+  std::uint64_t state_;
+  std::vector<Live> live_;  // a ring of recent tensors: O(1) memory per operator
+  std::int64_t emitted_ = 0;
+};
 
 }  // namespace
 
@@ -468,7 +499,7 @@ void generate(const ModelSpec& spec, GraphSink& sink) {
     case Family::Moe: gen_gpt(m, b, /*moe=*/true); break;
     case Family::Bert: gen_bert(m, b); break;
     case Family::ResNet: ResNetGen(m, b).run(); break;
-    case Family::Random: gen_random(m, b); break;
+    case Family::Random: RandomGen(m, b).run(); break;
   }
 }
 

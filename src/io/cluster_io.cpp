@@ -5,6 +5,7 @@
 // count, duplicate level names) and its errors are attributed to the file.
 #include <cmath>
 
+#include "io/cluster_json.hpp"
 #include "io/json_util.hpp"
 #include "recsearch/io/json_io.hpp"
 
@@ -33,11 +34,38 @@ double read_magnitude(const Reader& r, const Json& obj, std::string_view key,
   return x;
 }
 
+// One entry of "levels", at path `at`.
+Level read_level(const Reader& r, const Json& j, const std::string& at) {
+  const Json& l = r.object(j, at);
+  Level level;
+  level.name = r.nonempty_string(r.require(l, "name", at), child(at, "name"));
+  const std::string size_at = child(at, "size");
+  level.size = r.integer(r.require(l, "size", at), size_at);
+  if (level.size < 1) {
+    r.fail(Errc::kCluster, "level size must be at least 1, got " + std::to_string(level.size),
+           size_at);
+  }
+  level.bandwidth_GBps = read_magnitude(r, l, "bandwidth_GBps", at, level.bandwidth_GBps, false);
+  level.latency_us = read_magnitude(r, l, "latency_us", at, level.latency_us, true);
+  return level;
+}
+
+// The "device" object.
+DeviceSpec read_device(const Reader& r, const Json& d) {
+  DeviceSpec device;
+  r.expect_object(d, "/device");
+  device.peak_TFLOPs = read_magnitude(r, d, "peak_TFLOPs", "/device", device.peak_TFLOPs, false);
+  device.memory_GiB = read_magnitude(r, d, "memory_GiB", "/device", device.memory_GiB, false);
+  device.memory_bandwidth_GBps = read_magnitude(r, d, "memory_bandwidth_GBps", "/device",
+                                                device.memory_bandwidth_GBps, false);
+  return device;
+}
+
 }  // namespace
 
-Cluster parse_cluster(std::string_view text, const std::string& source, CostParams* cost) {
-  const Json root = detail::parse_json(text, source);
-  const Reader r(source);
+namespace detail {
+
+Cluster read_cluster(const Reader& r, const Json& root, CostParams* cost) {
   r.check_format(root, "recsearch.cluster");
   std::string name;
   if (const Json* n = r.find(root, "name")) name = r.string(*n, "/name");
@@ -47,29 +75,11 @@ Cluster parse_cluster(std::string_view text, const std::string& source, CostPara
   std::vector<Level> levels;
   levels.reserve(levels_json.size());
   for (std::size_t i = 0; i < levels_json.size(); ++i) {
-    const std::string at = child("/levels", i);
-    const Json& l = r.object(levels_json[i], at);
-    Level level;
-    level.name = r.nonempty_string(r.require(l, "name", at), child(at, "name"));
-    const std::string size_at = child(at, "size");
-    level.size = r.integer(r.require(l, "size", at), size_at);
-    if (level.size < 1) {
-      r.fail(Errc::kCluster, "level size must be at least 1, got " + std::to_string(level.size),
-             size_at);
-    }
-    level.bandwidth_GBps = read_magnitude(r, l, "bandwidth_GBps", at, level.bandwidth_GBps, false);
-    level.latency_us = read_magnitude(r, l, "latency_us", at, level.latency_us, true);
-    levels.push_back(std::move(level));
+    levels.push_back(read_level(r, levels_json[i], child("/levels", i)));
   }
 
   DeviceSpec device;
-  if (const Json* d = r.find(root, "device")) {
-    r.expect_object(*d, "/device");
-    device.peak_TFLOPs = read_magnitude(r, *d, "peak_TFLOPs", "/device", device.peak_TFLOPs, false);
-    device.memory_GiB = read_magnitude(r, *d, "memory_GiB", "/device", device.memory_GiB, false);
-    device.memory_bandwidth_GBps = read_magnitude(r, *d, "memory_bandwidth_GBps", "/device",
-                                                  device.memory_bandwidth_GBps, false);
-  }
+  if (const Json* d = r.find(root, "device")) device = read_device(r, *d);
   if (const Json* c = r.find(root, "cost")) {
     // Checked even when the caller does not want the values: a misspelt
     // coefficient must not pass `validate` silently.
@@ -83,30 +93,53 @@ Cluster parse_cluster(std::string_view text, const std::string& source, CostPara
   }
 }
 
-Cluster read_cluster_file(const std::string& path, CostParams* cost) {
-  return parse_cluster(read_text_file(path), path, cost);
-}
-
-std::string cluster_to_json(const Cluster& c) {
-  detail::LayoutWriter w(2);
-  w.field("format", "recsearch.cluster");
-  w.field("version", 1);
-  w.field("name", c.name());
-  w.begin_array("levels");
+OrderedJson cluster_json(const Cluster& c) {
+  OrderedJson j;
+  j["format"] = "recsearch.cluster";
+  j["version"] = 1;
+  j["name"] = c.name();
+  OrderedJson levels = OrderedJson::array();
   for (const Level& l : c.levels()) {
     OrderedJson jl;
     jl["name"] = l.name;
     jl["size"] = l.size;
     jl["bandwidth_GBps"] = detail::number_json(l.bandwidth_GBps);
     jl["latency_us"] = detail::number_json(l.latency_us);
-    w.element(jl);
+    levels.push_back(std::move(jl));
   }
-  w.end_array();
+  j["levels"] = std::move(levels);
   OrderedJson device;
   device["peak_TFLOPs"] = detail::number_json(c.device().peak_TFLOPs);
   device["memory_GiB"] = detail::number_json(c.device().memory_GiB);
   device["memory_bandwidth_GBps"] = detail::number_json(c.device().memory_bandwidth_GBps);
-  w.field("device", device);
+  j["device"] = std::move(device);
+  return j;
+}
+
+}  // namespace detail
+
+Cluster parse_cluster(std::string_view text, const std::string& source, CostParams* cost) {
+  const Json root = detail::parse_json(text, source);
+  return detail::read_cluster(Reader(source), root, cost);
+}
+
+Cluster read_cluster_file(const std::string& path, CostParams* cost) {
+  return parse_cluster(read_text_file(path), path, cost);
+}
+
+std::string cluster_to_json(const Cluster& c) {
+  // The levels one per line, the other fields as LayoutWriter spreads them.
+  detail::LayoutWriter w(2);
+  const OrderedJson j = detail::cluster_json(c);
+  for (const auto& [key, value] : j.items()) {
+    if (key != "levels") {
+      w.field(key, value);
+      continue;
+    }
+    w.begin_array(key);
+    for (const OrderedJson& l : value) w.element(l);
+    w.end_array();
+  }
   return w.finish();
 }
 

@@ -15,6 +15,7 @@
 #include <utility>
 #include <unordered_map>
 
+#include "io/cluster_json.hpp"
 #include "io/json_util.hpp"
 #include "recsearch/io/json_io.hpp"
 
@@ -543,7 +544,7 @@ std::optional<Cluster> plan_cluster(std::string_view text, const std::string& so
   if (c == nullptr) return std::nullopt;
   r.expect_object(*c, "/cluster");
   try {
-    return parse_cluster(c->dump(), source);
+    return detail::read_cluster(r, *c, nullptr);
   } catch (const Error& e) {
     throw Error(e.code(), e.detail(), "/cluster" + e.json_path(), source);
   }
@@ -587,16 +588,10 @@ std::vector<std::int64_t> plan_mesh_sizes(std::string_view text, const std::stri
   return sizes;
 }
 
-std::string plan_to_json(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
-                         const Cluster& cluster, const plan::Plan& p, const plan::Evaluation& ev,
-                         int indent) {
-  detail::LayoutWriter w(indent);
-  w.field("format", "recsearch.plan");
-  w.field("version", 1);
-  w.field("graph", p.graph_name.empty() ? g.name() : p.graph_name);
-  w.field("mode", std::string(mode_name(p.mode)));
-  w.field("algorithm", p.algorithm);
+namespace {
 
+// The "mesh" field: every axis with its cluster level, and the device count.
+OrderedJson mesh_json(const Cluster& cluster, const plan::Plan& p) {
   OrderedJson axes = OrderedJson::array();
   for (const Cut& c : p.mesh) {
     OrderedJson a;
@@ -608,86 +603,89 @@ std::string plan_to_json(const ir::Graph& g, const std::vector<algebra::OpSpace>
   OrderedJson mesh;
   mesh["axes"] = std::move(axes);
   mesh["devices"] = p.num_devices();
-  w.field("mesh", mesh);
-  // The whole cluster, so that `eval` of a saved plan needs no cluster
-  // options and uses the same links the search used.
-  w.field("cluster", OrderedJson::parse(cluster_to_json(cluster)));
+  return mesh;
+}
 
-  w.begin_array("operators");
-  for (ir::OpId id = 0; id < g.num_operators(); ++id) {
-    const ir::Operator& op = g.op(id);
-    OrderedJson jo;
-    jo["name"] = op.name;
-    jo["type"] = op.type;
-    if (id < ev.strategies.size()) {
-      jo["strategy"] = ev.strategies[id];
-    } else if (id < spaces.size() && id < p.cuts.size()) {
-      jo["strategy"] = plan::strategy_of(spaces[id], p.mesh, p.cuts[id]);
-    }
-    OrderedJson cuts = OrderedJson::array();
-    for (std::size_t a = 0; a < p.mesh.size(); ++a) {
-      OrderedJson c;
-      c["axis"] = axis_name(p, a);
-      const std::int16_t loop =
-          id < p.cuts.size() && a < p.cuts[id].size() ? p.cuts[id][a] : plan::kReplicated;
-      if (loop >= 0 && id < spaces.size() && static_cast<std::size_t>(loop) < spaces[id].loops.size()) {
-        c["dim"] = spaces[id].loops[static_cast<std::size_t>(loop)].name;
-      } else {
-        c["dim"] = nullptr;
-      }
-      cuts.push_back(std::move(c));
-    }
-    jo["cuts"] = std::move(cuts);
-    w.element(jo);
+// The loop operator id cuts on axis a, or kReplicated (also for plans
+// shorter than the graph).
+std::int16_t cut_of(const plan::Plan& p, ir::OpId id, std::size_t a) {
+  return id < p.cuts.size() && a < p.cuts[id].size() ? p.cuts[id][a] : plan::kReplicated;
+}
+
+// One record of "operators": name, type, strategy and per-axis cut dims.
+OrderedJson operator_json(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                          const plan::Plan& p, const plan::Evaluation& ev, ir::OpId id) {
+  const ir::Operator& op = g.op(id);
+  OrderedJson jo;
+  jo["name"] = op.name;
+  jo["type"] = op.type;
+  if (id < ev.strategies.size()) {
+    jo["strategy"] = ev.strategies[id];
+  } else if (id < spaces.size() && id < p.cuts.size()) {
+    jo["strategy"] = plan::strategy_of(spaces[id], p.mesh, p.cuts[id]);
   }
-  w.end_array();
-
-  w.begin_array("tensors");
-  for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
-    const ir::Tensor& tensor = g.tensor(t);
-    OrderedJson jt;
-    jt["name"] = tensor.name;
-    jt["shape"] = tensor.shape;
-    OrderedJson sharding = OrderedJson::array();
-    const plan::TensorSharding* ts = t < ev.tensors.size() ? &ev.tensors[t] : nullptr;
-    for (std::size_t d = 0; d < tensor.rank(); ++d) {
-      OrderedJson dim = OrderedJson::array();
-      if (ts != nullptr && d < ts->dims.size()) {
-        for (const std::uint32_t a : ts->dims[d]) dim.push_back(axis_name(p, a));
-      }
-      sharding.push_back(std::move(dim));
-    }
-    jt["sharding"] = std::move(sharding);
-    OrderedJson partial = OrderedJson::array();
-    if (ts != nullptr) {
-      for (const std::uint32_t a : ts->partial) partial.push_back(axis_name(p, a));
-    }
-    jt["partial"] = std::move(partial);
-    w.element(jt);
-  }
-  w.end_array();
-
-  w.begin_array("redistributions");
-  for (const plan::CommEvent& e : ev.events) {
-    OrderedJson je;
-    if (e.tensor == ir::kNone || e.tensor >= g.num_tensors()) {
-      je["tensor"] = nullptr;
+  OrderedJson cuts = OrderedJson::array();
+  for (std::size_t a = 0; a < p.mesh.size(); ++a) {
+    OrderedJson c;
+    c["axis"] = axis_name(p, a);
+    const std::int16_t loop = cut_of(p, id, a);
+    if (loop >= 0 && id < spaces.size() && static_cast<std::size_t>(loop) < spaces[id].loops.size()) {
+      c["dim"] = spaces[id].loops[static_cast<std::size_t>(loop)].name;
     } else {
-      je["tensor"] = g.tensor(e.tensor).name;
+      c["dim"] = nullptr;
     }
-    je["from"] = op_name_or_null(g, e.from);
-    je["to"] = op_name_or_null(g, e.to);
-    je["axis"] = axis_name(p, e.axis);
-    je["collective"] = std::string(cost::collective_name(e.collective));
-    je["phase"] = std::string(cost::phase_name(e.phase));
-    je["reason"] = std::string(plan::comm_reason_name(e.reason));
-    je["bytes"] = detail::number_json(e.bytes);
-    je["seconds"] = detail::number_json(e.seconds);
-    w.element(je);
+    cuts.push_back(std::move(c));
   }
-  w.end_array();
+  jo["cuts"] = std::move(cuts);
+  return jo;
+}
 
-  const plan::Summary& s = ev.summary;
+// One record of "tensors": name, shape, and the axes sharding each dim or
+// leaving it partial.
+OrderedJson tensor_json(const ir::Graph& g, const plan::Plan& p, const plan::Evaluation& ev,
+                        ir::TensorId t) {
+  const ir::Tensor& tensor = g.tensor(t);
+  OrderedJson jt;
+  jt["name"] = tensor.name;
+  jt["shape"] = tensor.shape;
+  OrderedJson sharding = OrderedJson::array();
+  const plan::TensorSharding* ts = t < ev.tensors.size() ? &ev.tensors[t] : nullptr;
+  for (std::size_t d = 0; d < tensor.rank(); ++d) {
+    OrderedJson dim = OrderedJson::array();
+    if (ts != nullptr && d < ts->dims.size()) {
+      for (const std::uint32_t a : ts->dims[d]) dim.push_back(axis_name(p, a));
+    }
+    sharding.push_back(std::move(dim));
+  }
+  jt["sharding"] = std::move(sharding);
+  OrderedJson partial = OrderedJson::array();
+  if (ts != nullptr) {
+    for (const std::uint32_t a : ts->partial) partial.push_back(axis_name(p, a));
+  }
+  jt["partial"] = std::move(partial);
+  return jt;
+}
+
+// One record of "redistributions".
+OrderedJson event_json(const ir::Graph& g, const plan::Plan& p, const plan::CommEvent& e) {
+  OrderedJson je;
+  if (e.tensor == ir::kNone || e.tensor >= g.num_tensors()) {
+    je["tensor"] = nullptr;
+  } else {
+    je["tensor"] = g.tensor(e.tensor).name;
+  }
+  je["from"] = op_name_or_null(g, e.from);
+  je["to"] = op_name_or_null(g, e.to);
+  je["axis"] = axis_name(p, e.axis);
+  je["collective"] = std::string(cost::collective_name(e.collective));
+  je["phase"] = std::string(cost::phase_name(e.phase));
+  je["reason"] = std::string(plan::comm_reason_name(e.reason));
+  je["bytes"] = detail::number_json(e.bytes);
+  je["seconds"] = detail::number_json(e.seconds);
+  return je;
+}
+
+OrderedJson summary_json(const plan::Summary& s) {
   OrderedJson summary;
   summary["step_time_s"] = detail::number_json(s.step_time_s);
   summary["compute_s"] = detail::number_json(s.compute_s);
@@ -696,56 +694,53 @@ std::string plan_to_json(const ir::Graph& g, const std::vector<algebra::OpSpace>
   summary["parameter_bytes"] = detail::number_json(s.parameter_bytes);
   summary["activation_bytes"] = detail::number_json(s.activation_bytes);
   summary["search_time_s"] = detail::number_json(s.search_time_s);
-  w.field("summary", summary);
-  return w.finish();
+  return summary;
 }
 
-std::string plan_to_table(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
-                          const Cluster& cluster, const plan::Plan& p,
-                          const plan::Evaluation& ev) {
-  // Caps keep one absurdly long name or strategy from pushing every other
-  // column off the screen.
-  static constexpr std::size_t kCaps[] = {60, 24, 40, 72, 12, 12};
-  static constexpr std::size_t kColumns = std::size(kCaps);
-  const std::string headers[kColumns] = {"operator", "type", "strategy", "cuts", "compute ms", "comm ms"};
+// The columns of plan_to_table. Caps keep one absurdly long name or
+// strategy from pushing every other column off the screen.
+constexpr std::size_t kCaps[] = {60, 24, 40, 72, 12, 12};
+constexpr std::size_t kColumns = std::size(kCaps);
+using TableRow = std::array<std::string, kColumns>;
 
-  std::vector<std::array<std::string, kColumns>> rows;
-  rows.reserve(g.num_operators());
-  for (ir::OpId id = 0; id < g.num_operators(); ++id) {
-    const ir::Operator& op = g.op(id);
-    std::array<std::string, kColumns> row;
-    row[0] = op.name;
-    row[1] = op.type;
-    if (id < ev.strategies.size()) {
-      row[2] = strategy_string(ev.strategies[id]);
-    } else if (id < spaces.size() && id < p.cuts.size()) {
-      row[2] = strategy_string(plan::strategy_of(spaces[id], p.mesh, p.cuts[id]));
-    }
-    // Only the axes that cut something: on a deep mesh the replicated ones
-    // would crowd out the rest (the summary lists every axis).
-    std::string cuts;
-    for (std::size_t a = 0; a < p.mesh.size(); ++a) {
-      const std::int16_t loop =
-          id < p.cuts.size() && a < p.cuts[id].size() ? p.cuts[id][a] : plan::kReplicated;
-      if (loop < 0 || id >= spaces.size() || static_cast<std::size_t>(loop) >= spaces[id].loops.size())
-        continue;
-      if (!cuts.empty()) cuts += ' ';
-      cuts += axis_name(p, a) + ':' + spaces[id].loops[static_cast<std::size_t>(loop)].name;
-    }
-    row[3] = cuts.empty() ? "-" : cuts;
-    const plan::OpCost cost = id < ev.op_costs.size() ? ev.op_costs[id] : plan::OpCost{};
-    row[4] = millis(cost.compute_s);
-    row[5] = millis(cost.communication_s);
-    for (std::size_t c = 0; c < kColumns; ++c) row[c] = truncate(std::move(row[c]), kCaps[c]);
-    rows.push_back(std::move(row));
+// One operator's row of the table.
+TableRow table_row(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                   const plan::Plan& p, const plan::Evaluation& ev, ir::OpId id) {
+  const ir::Operator& op = g.op(id);
+  TableRow row;
+  row[0] = op.name;
+  row[1] = op.type;
+  if (id < ev.strategies.size()) {
+    row[2] = strategy_string(ev.strategies[id]);
+  } else if (id < spaces.size() && id < p.cuts.size()) {
+    row[2] = strategy_string(plan::strategy_of(spaces[id], p.mesh, p.cuts[id]));
   }
+  // Only the axes that cut something: on a deep mesh the replicated ones
+  // would crowd out the rest (the summary lists every axis).
+  std::string cuts;
+  for (std::size_t a = 0; a < p.mesh.size(); ++a) {
+    const std::int16_t loop = cut_of(p, id, a);
+    if (loop < 0 || id >= spaces.size() || static_cast<std::size_t>(loop) >= spaces[id].loops.size())
+      continue;
+    if (!cuts.empty()) cuts += ' ';
+    cuts += axis_name(p, a) + ':' + spaces[id].loops[static_cast<std::size_t>(loop)].name;
+  }
+  row[3] = cuts.empty() ? "-" : cuts;
+  const plan::OpCost cost = id < ev.op_costs.size() ? ev.op_costs[id] : plan::OpCost{};
+  row[4] = millis(cost.compute_s);
+  row[5] = millis(cost.communication_s);
+  for (std::size_t c = 0; c < kColumns; ++c) row[c] = truncate(std::move(row[c]), kCaps[c]);
+  return row;
+}
 
+// The header, a rule and the rows, each column as wide as its widest cell.
+std::string table_text(const TableRow& headers, const std::vector<TableRow>& rows) {
   std::size_t width[kColumns];
   for (std::size_t c = 0; c < kColumns; ++c) {
     width[c] = display_width(headers[c]);
     for (const auto& row : rows) width[c] = std::max(width[c], display_width(row[c]));
   }
-  auto emit = [&](const auto& cells, std::string& out) {
+  auto emit = [&](const TableRow& cells, std::string& out) {
     std::string line;
     for (std::size_t c = 0; c < kColumns; ++c) {
       if (c > 0) line += "  ";
@@ -756,7 +751,6 @@ std::string plan_to_table(const ir::Graph& g, const std::vector<algebra::OpSpace
     out += line;
     out += '\n';
   };
-
   std::string out;
   emit(headers, out);
   std::size_t total = 0;
@@ -764,15 +758,18 @@ std::string plan_to_table(const ir::Graph& g, const std::vector<algebra::OpSpace
   out += std::string(total, '-');
   out += '\n';
   for (const auto& row : rows) emit(row, out);
+  return out;
+}
 
-  const plan::Summary& s = ev.summary;
+// The lines under the table: times, memory, devices and search time.
+std::string summary_text(const Cluster& cluster, const plan::Plan& p, const plan::Summary& s) {
   constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   std::string mesh;
   for (std::size_t a = 0; a < p.mesh.size(); ++a) {
     if (a > 0) mesh += ' ';
     mesh += axis_name(p, a) + "=" + std::to_string(p.mesh[a].size);
   }
-  out += '\n';
+  std::string out = "\n";
   out += "step time:          " + general(s.step_time_s * 1e3) + " ms\n";
   out += "compute:            " + general(s.compute_s * 1e3) + " ms\n";
   out += "communication:      " + general(s.communication_s * 1e3) + " ms\n";
@@ -785,6 +782,49 @@ std::string plan_to_table(const ir::Graph& g, const std::vector<algebra::OpSpace
   out += '\n';
   out += "search time:        " + general(s.search_time_s) + " s\n";
   return out;
+}
+
+}  // namespace
+
+std::string plan_to_json(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                         const Cluster& cluster, const plan::Plan& p, const plan::Evaluation& ev,
+                         int indent) {
+  detail::LayoutWriter w(indent);
+  w.field("format", "recsearch.plan");
+  w.field("version", 1);
+  w.field("graph", p.graph_name.empty() ? g.name() : p.graph_name);
+  w.field("mode", std::string(mode_name(p.mode)));
+  w.field("algorithm", p.algorithm);
+  w.field("mesh", mesh_json(cluster, p));
+  // The whole cluster, so that `eval` of a saved plan needs no cluster
+  // options and uses the same links the search used.
+  w.field("cluster", detail::cluster_json(cluster));
+
+  w.begin_array("operators");
+  for (ir::OpId id = 0; id < g.num_operators(); ++id) {
+    w.element(operator_json(g, spaces, p, ev, id));
+  }
+  w.end_array();
+  w.begin_array("tensors");
+  for (ir::TensorId t = 0; t < g.num_tensors(); ++t) w.element(tensor_json(g, p, ev, t));
+  w.end_array();
+  w.begin_array("redistributions");
+  for (const plan::CommEvent& e : ev.events) w.element(event_json(g, p, e));
+  w.end_array();
+  w.field("summary", summary_json(ev.summary));
+  return w.finish();
+}
+
+std::string plan_to_table(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                          const Cluster& cluster, const plan::Plan& p,
+                          const plan::Evaluation& ev) {
+  const TableRow headers = {"operator", "type", "strategy", "cuts", "compute ms", "comm ms"};
+  std::vector<TableRow> rows;
+  rows.reserve(g.num_operators());
+  for (ir::OpId id = 0; id < g.num_operators(); ++id) {
+    rows.push_back(table_row(g, spaces, p, ev, id));
+  }
+  return table_text(headers, rows) + summary_text(cluster, p, ev.summary);
 }
 
 }  // namespace recsearch::io

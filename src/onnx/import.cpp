@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include <google/protobuf/io/zero_copy_stream_impl.h>  // FileInputStream over a descriptor
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>  // ArrayInputStream
@@ -51,37 +52,133 @@ std::int64_t count_of(const ir::Shape& dims) {
   return n;
 }
 
+std::int64_t int_attr(const onnx::NodeProto& n, std::string_view name, std::int64_t def) {
+  for (const auto& a : n.attribute()) {
+    if (a.name() == name && a.type() == onnx::AttributeProto::INT) {
+      return static_cast<std::int64_t>(a.i());
+    }
+  }
+  return def;
+}
+
+std::optional<std::vector<std::int64_t>> ints_attr(const onnx::NodeProto& n,
+                                                   std::string_view name) {
+  for (const auto& a : n.attribute()) {
+    if (a.name() == name && a.type() == onnx::AttributeProto::INTS)
+      return std::vector<std::int64_t>(a.ints().begin(), a.ints().end());
+  }
+  return std::nullopt;
+}
+
+// The elements [b, e) of a 1-D range of length len after ONNX's negative
+// index wrap and clamping (e at least b).
+std::pair<std::int64_t, std::int64_t> clamp_range(std::int64_t b, std::int64_t e,
+                                                  std::int64_t len) {
+  if (b < 0) b += len;
+  if (e < 0) e += len;
+  b = std::clamp<std::int64_t>(b, 0, len);
+  e = std::clamp<std::int64_t>(e, b, len);
+  return {b, e};
+}
+
+std::optional<IntTensor> eval_shape(const onnx::NodeProto& n,
+                                    const std::vector<std::optional<ir::Shape>>& in_shapes) {
+  if (in_shapes.empty() || !in_shapes[0]) return std::nullopt;
+  const auto& s = *in_shapes[0];
+  const auto r = static_cast<std::int64_t>(s.size());
+  const auto [start, end] = clamp_range(int_attr(n, "start", 0), int_attr(n, "end", r), r);
+  IntTensor t{{end - start}, std::vector<std::int64_t>(s.begin() + start, s.begin() + end)};
+  return t;
+}
+
+std::optional<IntTensor> eval_cast(const onnx::NodeProto& n, const std::vector<IntTensor>& in) {
+  const std::int64_t to = int_attr(n, "to", 0);
+  if (to != onnx::TensorProto::INT64 && to != onnx::TensorProto::INT32) return std::nullopt;
+  IntTensor t = in[0];
+  t.elem = static_cast<std::int32_t>(to);
+  return t;
+}
+
+std::optional<IntTensor> eval_gather(const onnx::NodeProto& n, const std::vector<IntTensor>& in) {
+  if (in.size() != 2 || in[0].dims.size() != 1 || int_attr(n, "axis", 0) != 0) return std::nullopt;
+  IntTensor t{in[1].dims, {}, in[0].elem};
+  const auto n0 = static_cast<std::int64_t>(in[0].data.size());
+  for (std::int64_t i : in[1].data) {
+    if (i < 0) i += n0;
+    if (i < 0 || i >= n0) return std::nullopt;
+    t.data.push_back(in[0].data[static_cast<std::size_t>(i)]);
+  }
+  return t;
+}
+
+std::optional<IntTensor> eval_squeeze(const onnx::NodeProto& n, const std::vector<IntTensor>& in) {
+  if (in[0].dims.size() > 1) return std::nullopt;
+  // Only rank changes between 0-D and 1-D: the values stay the same.
+  auto axes = ints_attr(n, "axes");
+  if (!axes && in.size() > 1) axes = in[1].data;
+  if (n.op_type() == "Unsqueeze") {
+    if (!axes || axes->size() != 1 || !in[0].dims.empty()) return std::nullopt;
+    return IntTensor{{1}, in[0].data, in[0].elem};
+  }
+  if (in[0].dims != ir::Shape{1}) return std::nullopt;
+  return IntTensor{{}, in[0].data, in[0].elem};
+}
+
+std::optional<IntTensor> eval_concat(const std::vector<IntTensor>& in) {
+  IntTensor t{{0}, {}, in[0].elem};
+  for (const auto& x : in) {
+    if (x.dims.size() != 1 || x.elem != t.elem) return std::nullopt;
+    t.data.insert(t.data.end(), x.data.begin(), x.data.end());
+  }
+  t.dims[0] = static_cast<std::int64_t>(t.data.size());
+  return t;
+}
+
+std::optional<IntTensor> eval_slice(const onnx::NodeProto& n, const std::vector<IntTensor>& in) {
+  if (in[0].dims.size() != 1) return std::nullopt;
+  std::optional<std::vector<std::int64_t>> starts = ints_attr(n, "starts");
+  std::optional<std::vector<std::int64_t>> ends = ints_attr(n, "ends");
+  std::vector<std::int64_t> steps{1};
+  if (in.size() >= 3) {
+    starts = in[1].data;
+    ends = in[2].data;
+    if (in.size() >= 4 && (in[3].data.size() != 1 || (in[3].data[0] != 0 && in[3].data[0] != -1)))
+      return std::nullopt;
+    if (in.size() >= 5) steps = in[4].data;
+  }
+  if (!starts || !ends || starts->size() != 1 || ends->size() != 1 || steps != std::vector<std::int64_t>{1})
+    return std::nullopt;
+  const auto len = static_cast<std::int64_t>(in[0].data.size());
+  const auto [b, e] = clamp_range((*starts)[0], (*ends)[0], len);
+  return IntTensor{{e - b}, std::vector<std::int64_t>(in[0].data.begin() + b, in[0].data.begin() + e),
+                   in[0].elem};
+}
+
+// Add, Sub, Mul, Div of two integer tensors of one shape, or one of them a
+// single value.
+std::optional<IntTensor> eval_arithmetic(const std::string& op, const std::vector<IntTensor>& in) {
+  if (in.size() != 2 || in[0].elem != in[1].elem) return std::nullopt;
+  const IntTensor& a = in[0];
+  const IntTensor& b = in[1];
+  const bool a1 = a.data.size() == 1, b1 = b.data.size() == 1;
+  if (!(a.dims == b.dims || a1 || b1)) return std::nullopt;
+  // The result has the larger rank (a scalar and a [1] give [1]).
+  IntTensor t = (a1 && !b1) || (a1 && b1 && b.dims.size() > a.dims.size()) ? b : a;
+  for (std::size_t i = 0; i < t.data.size(); ++i) {
+    const std::int64_t x = a.data[a1 ? 0 : i], y = b.data[b1 ? 0 : i];
+    if (op == "Div" && y == 0) return std::nullopt;
+    t.data[i] = op == "Add" ? x + y : op == "Sub" ? x - y : op == "Mul" ? x * y : x / y;
+  }
+  return t;
+}
+
 // Evaluates one shape-computation node over integer inputs; nullopt when
 // the node is not one of the few kinds exporters use for shapes, or its
 // inputs are not what that use looks like.
 std::optional<IntTensor> eval_int_node(const onnx::NodeProto& n, const std::vector<IntTensor>& in,
                                        const std::vector<std::optional<ir::Shape>>& in_shapes) {
   const std::string& op = n.op_type();
-  const auto attr_int = [&](std::string_view name, std::int64_t def) {
-    for (const auto& a : n.attribute()) {
-      if (a.name() == name && a.type() == onnx::AttributeProto::INT) return static_cast<std::int64_t>(a.i());
-    }
-    return def;
-  };
-  const auto attr_ints = [&](std::string_view name) -> std::optional<std::vector<std::int64_t>> {
-    for (const auto& a : n.attribute()) {
-      if (a.name() == name && a.type() == onnx::AttributeProto::INTS)
-        return std::vector<std::int64_t>(a.ints().begin(), a.ints().end());
-    }
-    return std::nullopt;
-  };
-  if (op == "Shape") {
-    if (in_shapes.empty() || !in_shapes[0]) return std::nullopt;
-    const auto& s = *in_shapes[0];
-    const auto r = static_cast<std::int64_t>(s.size());
-    std::int64_t start = attr_int("start", 0), end = attr_int("end", r);
-    if (start < 0) start += r;
-    if (end < 0) end += r;
-    start = std::clamp<std::int64_t>(start, 0, r);
-    end = std::clamp<std::int64_t>(end, start, r);
-    IntTensor t{{end - start}, std::vector<std::int64_t>(s.begin() + start, s.begin() + end)};
-    return t;
-  }
+  if (op == "Shape") return eval_shape(n, in_shapes);
   if (op == "Size") {
     if (in_shapes.empty() || !in_shapes[0]) return std::nullopt;
     return IntTensor{{}, {count_of(*in_shapes[0])}};
@@ -93,82 +190,12 @@ std::optional<IntTensor> eval_int_node(const onnx::NodeProto& n, const std::vect
     for (auto& v : t.data) v = -v;
     return t;
   }
-  if (op == "Cast") {
-    const std::int64_t to = attr_int("to", 0);
-    if (to != onnx::TensorProto::INT64 && to != onnx::TensorProto::INT32) return std::nullopt;
-    IntTensor t = in[0];
-    t.elem = static_cast<std::int32_t>(to);
-    return t;
-  }
-  if (op == "Gather") {
-    if (in.size() != 2 || in[0].dims.size() != 1 || attr_int("axis", 0) != 0) return std::nullopt;
-    IntTensor t{in[1].dims, {}, in[0].elem};
-    const auto n0 = static_cast<std::int64_t>(in[0].data.size());
-    for (std::int64_t i : in[1].data) {
-      if (i < 0) i += n0;
-      if (i < 0 || i >= n0) return std::nullopt;
-      t.data.push_back(in[0].data[static_cast<std::size_t>(i)]);
-    }
-    return t;
-  }
-  if (op == "Unsqueeze" || op == "Squeeze") {
-    if (in[0].dims.size() > 1) return std::nullopt;
-    // Only rank changes between 0-D and 1-D: the values stay the same.
-    auto axes = attr_ints("axes");
-    if (!axes && in.size() > 1) axes = in[1].data;
-    if (op == "Unsqueeze") {
-      if (!axes || axes->size() != 1 || !in[0].dims.empty()) return std::nullopt;
-      return IntTensor{{1}, in[0].data, in[0].elem};
-    }
-    if (in[0].dims != ir::Shape{1}) return std::nullopt;
-    return IntTensor{{}, in[0].data, in[0].elem};
-  }
-  if (op == "Concat") {
-    IntTensor t{{0}, {}, in[0].elem};
-    for (const auto& x : in) {
-      if (x.dims.size() != 1 || x.elem != t.elem) return std::nullopt;
-      t.data.insert(t.data.end(), x.data.begin(), x.data.end());
-    }
-    t.dims[0] = static_cast<std::int64_t>(t.data.size());
-    return t;
-  }
-  if (op == "Slice") {
-    if (in[0].dims.size() != 1) return std::nullopt;
-    std::optional<std::vector<std::int64_t>> starts = attr_ints("starts"), ends = attr_ints("ends");
-    std::vector<std::int64_t> steps{1};
-    if (in.size() >= 3) {
-      starts = in[1].data;
-      ends = in[2].data;
-      if (in.size() >= 4 && (in[3].data.size() != 1 || (in[3].data[0] != 0 && in[3].data[0] != -1)))
-        return std::nullopt;
-      if (in.size() >= 5) steps = in[4].data;
-    }
-    if (!starts || !ends || starts->size() != 1 || ends->size() != 1 || steps != std::vector<std::int64_t>{1})
-      return std::nullopt;
-    const auto len = static_cast<std::int64_t>(in[0].data.size());
-    std::int64_t b = (*starts)[0], e = (*ends)[0];
-    if (b < 0) b += len;
-    if (e < 0) e += len;
-    b = std::clamp<std::int64_t>(b, 0, len);
-    e = std::clamp<std::int64_t>(e, b, len);
-    return IntTensor{{e - b}, std::vector<std::int64_t>(in[0].data.begin() + b, in[0].data.begin() + e),
-                     in[0].elem};
-  }
-  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
-    if (in.size() != 2 || in[0].elem != in[1].elem) return std::nullopt;
-    const IntTensor& a = in[0];
-    const IntTensor& b = in[1];
-    const bool a1 = a.data.size() == 1, b1 = b.data.size() == 1;
-    if (!(a.dims == b.dims || a1 || b1)) return std::nullopt;
-    // The result has the larger rank (a scalar and a [1] give [1]).
-    IntTensor t = (a1 && !b1) || (a1 && b1 && b.dims.size() > a.dims.size()) ? b : a;
-    for (std::size_t i = 0; i < t.data.size(); ++i) {
-      const std::int64_t x = a.data[a1 ? 0 : i], y = b.data[b1 ? 0 : i];
-      if (op == "Div" && y == 0) return std::nullopt;
-      t.data[i] = op == "Add" ? x + y : op == "Sub" ? x - y : op == "Mul" ? x * y : x / y;
-    }
-    return t;
-  }
+  if (op == "Cast") return eval_cast(n, in);
+  if (op == "Gather") return eval_gather(n, in);
+  if (op == "Unsqueeze" || op == "Squeeze") return eval_squeeze(n, in);
+  if (op == "Concat") return eval_concat(in);
+  if (op == "Slice") return eval_slice(n, in);
+  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") return eval_arithmetic(op, in);
   return std::nullopt;
 }
 
@@ -368,11 +395,11 @@ class Importer {
     }
   }
 
-  // One round of evaluate-and-replace over the nodes (see run()). Returns
-  // whether a node became a Constant.
-  bool evaluate_shape_nodes() {
-    auto* g = model_.mutable_graph();
-    std::unordered_map<std::string, ValueInfo> shapes;
+  // The shapes of the model's values that are fully known, and the values
+  // of its integer initializers (the start of evaluate_shape_nodes).
+  void known_at_start(std::unordered_map<std::string, ValueInfo>& shapes,
+                      std::unordered_map<std::string, IntTensor>& known) const {
+    const auto& g = graph();
     const auto note = [&](const onnx::ValueInfoProto& v) {
       if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape()) return;
       ir::Shape s;
@@ -382,14 +409,75 @@ class Importer {
       }
       shapes[v.name()].shape = std::move(s);
     };
-    for (const auto& v : g->input()) note(v);
-    for (const auto& v : g->value_info()) note(v);
-    for (const auto& v : g->output()) note(v);
-    std::unordered_map<std::string, IntTensor> known;
-    for (const auto& t : g->initializer()) {
+    for (const auto& v : g.input()) note(v);
+    for (const auto& v : g.value_info()) note(v);
+    for (const auto& v : g.output()) note(v);
+    for (const auto& t : g.initializer()) {
       shapes[t.name()].shape = ir::Shape(t.dims().begin(), t.dims().end());
       if (const auto v = int_values(t)) known[t.name()] = {ir::Shape(t.dims().begin(), t.dims().end()), *v, t.data_type()};
     }
+  }
+
+  // Turns node n into a Constant node holding r.
+  static void make_constant(onnx::NodeProto& n, const IntTensor& r) {
+    onnx::TensorProto t;
+    t.set_data_type(r.elem);
+    for (const auto d : r.dims) t.add_dims(d);
+    for (const auto v : r.data) {
+      if (r.elem == onnx::TensorProto::INT32) {
+        t.add_int32_data(static_cast<std::int32_t>(v));
+      } else {
+        t.add_int64_data(v);
+      }
+    }
+    const std::string out = n.output(0);
+    const std::string name = n.name();
+    n.Clear();
+    n.set_op_type("Constant");
+    n.set_name(name);
+    n.add_output(out);
+    auto* a = n.add_attribute();
+    a->set_name("value");
+    a->set_type(onnx::AttributeProto::TENSOR);
+    *a->mutable_t() = std::move(t);
+  }
+
+  // The value of node n when it only computes a small integer tensor from
+  // known values (Shape and Size need only their input's shape).
+  static std::optional<IntTensor> evaluate_node(
+      const onnx::NodeProto& n, const std::unordered_map<std::string, ValueInfo>& shapes,
+      const std::unordered_map<std::string, IntTensor>& known) {
+    if (n.output_size() != 1 || n.output(0).empty()) return std::nullopt;
+    std::vector<IntTensor> in;
+    std::vector<std::optional<ir::Shape>> in_shapes;
+    bool ok = true;
+    for (const auto& name : n.input()) {
+      if (name.empty()) continue;
+      const auto s = shapes.find(name);
+      in_shapes.push_back(s != shapes.end() ? s->second.shape : std::nullopt);
+      const auto k = known.find(name);
+      if (k == known.end()) {
+        ok = false;
+      } else {
+        in.push_back(k->second);
+      }
+    }
+    const bool shape_op = n.op_type() == "Shape" || n.op_type() == "Size";
+    if (!ok && !shape_op) return std::nullopt;
+    auto r = eval_int_node(n, in, in_shapes);
+    if (!r || count_of(r->dims) != static_cast<std::int64_t>(r->data.size()) ||
+        static_cast<std::int64_t>(r->data.size()) > kFoldMaxElements)
+      return std::nullopt;
+    return r;
+  }
+
+  // One round of evaluate-and-replace over the nodes (see run()). Returns
+  // whether a node became a Constant.
+  bool evaluate_shape_nodes() {
+    auto* g = model_.mutable_graph();
+    std::unordered_map<std::string, ValueInfo> shapes;
+    std::unordered_map<std::string, IntTensor> known;
+    known_at_start(shapes, known);
     bool changed = false;
     for (int i = 0; i < g->node_size(); ++i) {
       onnx::NodeProto& n = *g->mutable_node(i);
@@ -403,49 +491,10 @@ class Importer {
         }
         continue;
       }
-      if (n.output_size() != 1 || n.output(0).empty()) continue;
-      std::vector<IntTensor> in;
-      std::vector<std::optional<ir::Shape>> in_shapes;
-      bool ok = true;
-      for (const auto& name : n.input()) {
-        if (name.empty()) continue;
-        const auto s = shapes.find(name);
-        in_shapes.push_back(s != shapes.end() ? s->second.shape : std::nullopt);
-        const auto k = known.find(name);
-        if (k == known.end()) {
-          ok = false;
-        } else {
-          in.push_back(k->second);
-        }
-      }
-      const bool shape_op = n.op_type() == "Shape" || n.op_type() == "Size";
-      if (!ok && !shape_op) continue;
-      const auto r = eval_int_node(n, in, in_shapes);
-      if (!r || count_of(r->dims) != static_cast<std::int64_t>(r->data.size()) ||
-          static_cast<std::int64_t>(r->data.size()) > kFoldMaxElements)
-        continue;
+      const auto r = evaluate_node(n, shapes, known);
+      if (!r) continue;
       known[n.output(0)] = *r;
-      // The node becomes a Constant holding its value.
-      onnx::TensorProto t;
-      t.set_data_type(r->elem);
-      for (const auto d : r->dims) t.add_dims(d);
-      for (const auto v : r->data) {
-        if (r->elem == onnx::TensorProto::INT32) {
-          t.add_int32_data(static_cast<std::int32_t>(v));
-        } else {
-          t.add_int64_data(v);
-        }
-      }
-      const std::string out = n.output(0);
-      const std::string name = n.name();
-      n.Clear();
-      n.set_op_type("Constant");
-      n.set_name(name);
-      n.add_output(out);
-      auto* a = n.add_attribute();
-      a->set_name("value");
-      a->set_type(onnx::AttributeProto::TENSOR);
-      *a->mutable_t() = std::move(t);
+      make_constant(n, *r);
       changed = true;
     }
     return changed;
@@ -533,6 +582,25 @@ class Importer {
     return n && *n <= kFoldMaxElements;
   }
 
+  // Whether node n (of the default domain) is known before the model runs,
+  // given the static values so far (see mark_static).
+  bool foldable(const onnx::NodeProto& n) const {
+    const std::string& op = n.op_type();
+    if (op == "Constant" || op == "Shape" || op == "Size") return true;
+    if (n.input_size() == 0 || op == "RandomNormalLike" || op == "RandomUniformLike" ||
+        op == "Multinomial" || op == "Bernoulli") {
+      return false;
+    }
+    for (const auto& in : n.input()) {
+      if (!in.empty() && !static_.count(in)) return false;
+    }
+    if (op == "ConstantOfShape") return true;
+    for (const auto& o : n.output()) {
+      if (!o.empty() && !small_known(o)) return false;
+    }
+    return true;
+  }
+
   // Static values: known before the model runs. Integer initializers,
   // Constant outputs, Shape/Size of anything (shapes are known), and the
   // small results of nodes whose inputs are all static.
@@ -543,28 +611,8 @@ class Importer {
     }
     for (int i = 0; i < g.node_size(); ++i) {
       const auto& n = g.node(i);
-      const std::string& op = n.op_type();
       if (!n.domain().empty() && n.domain() != "ai.onnx") continue;
-      bool fold = false;
-      if (op == "Constant" || op == "Shape" || op == "Size") {
-        fold = true;
-      } else if (n.input_size() > 0 && op != "RandomNormalLike" && op != "RandomUniformLike" &&
-                 op != "Multinomial" && op != "Bernoulli") {
-        bool all_static = true;
-        for (const auto& in : n.input()) {
-          if (!in.empty() && !static_.count(in)) all_static = false;
-        }
-        if (all_static) {
-          fold = op == "ConstantOfShape";
-          if (!fold) {
-            fold = true;
-            for (const auto& o : n.output()) {
-              if (!o.empty() && !small_known(o)) fold = false;
-            }
-          }
-        }
-      }
-      if (!fold) continue;
+      if (!foldable(n)) continue;
       folded_.insert(i);
       for (const auto& o : n.output()) {
         if (!o.empty()) static_.insert(o);
@@ -704,12 +752,109 @@ class Importer {
                                ": imported as replicated (" + why + ")");
   }
 
+  // One node being mapped: its non-empty inputs, the outputs it keeps and
+  // the recsearch operator name it gets.
+  struct NodeCtx {
+    const onnx::NodeProto& n;
+    int index;
+    const std::string& op;
+    std::string name;
+    std::vector<std::string> ins;
+    std::vector<std::string> outs;
+  };
+  using Mapper = void (Importer::*)(const NodeCtx&);
+
+  // ONNX op type -> the member that maps it; types not listed are imported
+  // replicated (replicated()).
+  static const std::unordered_map<std::string, Mapper>& mappers() {
+    static const std::unordered_map<std::string, Mapper> table = [] {
+      std::unordered_map<std::string, Mapper> t = {
+          {"Cast", &Importer::map_cast},
+          {"Dropout", &Importer::map_dropout},
+          {"MatMul", &Importer::map_matmul},
+          {"Gemm", &Importer::map_gemm},
+          {"Einsum", &Importer::map_einsum},
+          {"Conv", &Importer::map_conv},
+          {"MaxPool", &Importer::map_pool},
+          {"AveragePool", &Importer::map_pool},
+          {"GlobalAveragePool", &Importer::map_global_avg_pool},
+          {"BatchNormalization", &Importer::map_batch_norm},
+          {"LayerNormalization", &Importer::map_layer_norm},
+          {"RMSNormalization", &Importer::map_rms_norm},
+          {"SimplifiedLayerNormalization", &Importer::map_rms_norm},
+          {"Softmax", &Importer::map_softmax},
+          {"LogSoftmax", &Importer::map_softmax},
+          {"Reshape", &Importer::map_reshape},
+          {"Flatten", &Importer::map_flatten},
+          {"Transpose", &Importer::map_transpose},
+          {"Squeeze", &Importer::map_squeeze},
+          {"Unsqueeze", &Importer::map_squeeze},
+          {"Concat", &Importer::map_concat},
+          {"Split", &Importer::map_split},
+          {"Slice", &Importer::map_slice},
+          {"ReduceSum", &Importer::map_reduce},
+          {"ReduceMean", &Importer::map_reduce},
+          {"ReduceMax", &Importer::map_reduce},
+          {"Gather", &Importer::map_gather},
+          {"OneHot", &Importer::map_one_hot},
+          {"SoftmaxCrossEntropyLoss", &Importer::map_softmax_cross_entropy},
+      };
+      // The elementwise families, each under one mapper.
+      for (const auto& [op, kind] : unary_kinds()) t.emplace(op, &Importer::map_unary);
+      for (const auto& [op, kind] : binary_kinds()) t.emplace(op, &Importer::map_binary);
+      for (const auto& op : other_elementwise()) t.emplace(op, &Importer::elementwise_custom);
+      return t;
+    }();
+    return table;
+  }
+
+  static const std::unordered_map<std::string, const char*>& unary_kinds() {
+    static const std::unordered_map<std::string, const char*> kUnary = {
+        {"Relu", "ReLU"},       {"Gelu", "GeLU"},   {"Sigmoid", "Sigmoid"}, {"Tanh", "Tanh"},
+        {"Exp", "Exp"},         {"Log", "Log"},     {"Sqrt", "Sqrt"},       {"Neg", "Neg"},
+        {"Identity", "Identity"},
+    };
+    return kUnary;
+  }
+  static const std::unordered_map<std::string, const char*>& binary_kinds() {
+    static const std::unordered_map<std::string, const char*> kBinary = {
+        {"Add", "Add"}, {"Sub", "Sub"}, {"Mul", "Mul"}, {"Div", "Div"}, {"Pow", "Pow"},
+        {"Max", "Maximum"}, {"Min", "Minimum"}, {"Sum", "Add"},
+    };
+    return kBinary;
+  }
+  // Elementwise types with no recsearch kind: imported with an einsum attribute.
+  static const std::set<std::string, std::less<>>& other_elementwise() {
+    static const std::set<std::string, std::less<>> kOtherElementwise = {
+        "Abs", "Ceil", "Clip", "Cos", "Elu", "Equal", "Erf", "Floor", "Greater", "GreaterOrEqual",
+        "HardSigmoid", "HardSwish", "IsInf", "IsNaN", "LeakyRelu", "Less", "LessOrEqual", "Mod",
+        "Not", "And", "Or", "Xor", "PRelu", "Reciprocal", "Round", "Selu", "Sign", "Sin",
+        "Softplus", "Softsign", "Where", "Celu", "Mish", "ThresholdedRelu", "Shrink", "BitShift",
+        "Mean",
+    };
+    return kOtherElementwise;
+  }
+
   void map_node(int index) {
     const onnx::NodeProto& n = graph().node(index);
+    NodeCtx x{n, index, n.op_type(), {}, node_inputs(n), node_outputs(n)};
+    if (x.outs.empty()) fail_node(index, Errc::kSchema, "the node has no outputs");
+    x.name = unique_op_name(n, index);
+    if (!n.domain().empty() && n.domain() != "ai.onnx")
+      return replicated(x, "operator of domain '" + n.domain() + "'");
+    if (const auto it = mappers().find(x.op); it != mappers().end()) return (this->*it->second)(x);
+    return replicated(x, "no recsearch kind for ONNX " + x.op);
+  }
+
+  static std::vector<std::string> node_inputs(const onnx::NodeProto& n) {
     std::vector<std::string> ins;
     for (const auto& i : n.input()) {
       if (!i.empty()) ins.push_back(i);
     }
+    return ins;
+  }
+
+  std::vector<std::string> node_outputs(const onnx::NodeProto& n) const {
     std::vector<std::string> outs;
     for (int j = 0; j < n.output_size(); ++j) {
       const std::string& o = n.output(j);
@@ -720,195 +865,211 @@ class Importer {
       if (j > 0 && !uses_.count(o) && (v == values_.end() || !v->second.shape)) continue;
       outs.push_back(o);
     }
-    if (outs.empty()) fail_node(index, Errc::kSchema, "the node has no outputs");
-    const std::string& op = n.op_type();
-    const std::string name = unique_op_name(n, index);
-    const bool default_domain = n.domain().empty() || n.domain() == "ai.onnx";
-    const auto rank_of = [&](const std::string& t) { return shape_of(t, index).size(); };
+    return outs;
+  }
 
-    const auto simple = [&](const char* type, ir::Attrs a = {}) {
-      add_op(index, name, type, ins, outs, std::move(a));
-    };
-    // A type recsearch has no kind for, but whose operands are elementwise
-    // (numpy broadcasting): an einsum attribute lets the search cut it.
-    const auto replicated = [&](const std::string& why) {
-      warn_replicated(n, index, why);
-      // Under its ONNX name, unless that is a recsearch kind whose meaning
-      // differs (e.g. a 1-D MaxPool, an opset-9 Softmax).
-      const std::string type =
-          ir::parse_op_kind(op) == ir::OpKind::Custom ? op : "onnx." + op;
-      add_op(index, name, type, ins, outs, {});
-    };
-    const auto elementwise_custom = [&] {
-      // numpy broadcasting, checked here: some old opsets broadcast otherwise.
-      std::size_t rank = 0;
-      for (const auto& i : ins) rank = std::max(rank, rank_of(i));
-      for (std::size_t d = 0; d < rank; ++d) {
-        std::int64_t size = 1;
-        for (const auto& i : ins) {
-          const ir::Shape& s = shape_of(i, index);
-          if (d >= s.size()) continue;
-          const std::int64_t v = s[s.size() - 1 - d];
-          if (v == 1) continue;
-          if (size != 1 && size != v) return replicated("operands do not broadcast by numpy rules");
-          size = v;
+  std::size_t rank_of(const NodeCtx& x, const std::string& t) {
+    return shape_of(t, x.index).size();
+  }
+
+  void simple(const NodeCtx& x, const char* type, ir::Attrs a = {}) {
+    add_op(x.index, x.name, type, x.ins, x.outs, std::move(a));
+  }
+
+  // A type recsearch has no kind for, but whose operands are elementwise
+  // (numpy broadcasting): an einsum attribute lets the search cut it.
+  void replicated(const NodeCtx& x, const std::string& why) {
+    warn_replicated(x.n, x.index, why);
+    // Under its ONNX name, unless that is a recsearch kind whose meaning
+    // differs (e.g. a 1-D MaxPool, an opset-9 Softmax).
+    const std::string type =
+        ir::parse_op_kind(x.op) == ir::OpKind::Custom ? x.op : "onnx." + x.op;
+    add_op(x.index, x.name, type, x.ins, x.outs, {});
+  }
+
+  void elementwise_custom(const NodeCtx& x) {
+    // numpy broadcasting, checked here: some old opsets broadcast otherwise.
+    std::size_t rank = 0;
+    for (const auto& i : x.ins) rank = std::max(rank, rank_of(x, i));
+    for (std::size_t d = 0; d < rank; ++d) {
+      std::int64_t size = 1;
+      for (const auto& i : x.ins) {
+        const ir::Shape& s = shape_of(i, x.index);
+        if (d >= s.size()) continue;
+        const std::int64_t v = s[s.size() - 1 - d];
+        if (v == 1) continue;
+        if (size != 1 && size != v) {
+          return replicated(x, "operands do not broadcast by numpy rules");
         }
+        size = v;
       }
-      std::string eq;
-      for (std::size_t j = 0; j < ins.size(); ++j) eq += (j ? ",..." : "...");
-      eq += "->...";
-      if (outs.size() != 1 || ins.empty()) {
-        return replicated("no recsearch kind for ONNX " + op);
-      }
-      add_op(index, name, op, ins, outs, ir::Attrs{{"einsum", eq}});
-    };
+    }
+    std::string eq;
+    for (std::size_t j = 0; j < x.ins.size(); ++j) eq += (j ? ",..." : "...");
+    eq += "->...";
+    if (x.outs.size() != 1 || x.ins.empty()) {
+      return replicated(x, "no recsearch kind for ONNX " + x.op);
+    }
+    add_op(x.index, x.name, x.op, x.ins, x.outs, ir::Attrs{{"einsum", eq}});
+  }
 
-    if (!default_domain) return replicated("operator of domain '" + n.domain() + "'");
+  void map_unary(const NodeCtx& x) { simple(x, unary_kinds().at(x.op)); }
 
-    static const std::unordered_map<std::string, const char*> kUnary = {
-        {"Relu", "ReLU"},       {"Gelu", "GeLU"},   {"Sigmoid", "Sigmoid"}, {"Tanh", "Tanh"},
-        {"Exp", "Exp"},         {"Log", "Log"},     {"Sqrt", "Sqrt"},       {"Neg", "Neg"},
-        {"Identity", "Identity"},
-    };
-    static const std::unordered_map<std::string, const char*> kBinary = {
-        {"Add", "Add"}, {"Sub", "Sub"}, {"Mul", "Mul"}, {"Div", "Div"}, {"Pow", "Pow"},
-        {"Max", "Maximum"}, {"Min", "Minimum"}, {"Sum", "Add"},
-    };
-    static const std::set<std::string, std::less<>> kOtherElementwise = {
-        "Abs", "Ceil", "Clip", "Cos", "Elu", "Equal", "Erf", "Floor", "Greater", "GreaterOrEqual",
-        "HardSigmoid", "HardSwish", "IsInf", "IsNaN", "LeakyRelu", "Less", "LessOrEqual", "Mod",
-        "Not", "And", "Or", "Xor", "PRelu", "Reciprocal", "Round", "Selu", "Sign", "Sin",
-        "Softplus", "Softsign", "Where", "Celu", "Mish", "ThresholdedRelu", "Shrink", "BitShift",
-        "Mean",
-    };
+  void map_binary(const NodeCtx& x) {
+    if (x.ins.size() == 2) return simple(x, binary_kinds().at(x.op));
+    if (x.ins.size() == 1) return simple(x, "Identity");
+    elementwise_custom(x);
+  }
 
-    if (const auto it = kUnary.find(op); it != kUnary.end()) return simple(it->second);
-    if (const auto it = kBinary.find(op); it != kBinary.end()) {
-      if (ins.size() == 2) return simple(it->second);
-      if (ins.size() == 1) return simple("Identity");
-      return elementwise_custom();
+  void map_cast(const NodeCtx& x) {
+    const auto dt = dtype_of(static_cast<std::int32_t>(attr_i(x.n, "to", 0)));
+    if (!dt) {
+      fail_node(x.index, Errc::kSchema, "'to' names an element type recsearch does not model");
     }
-    if (kOtherElementwise.count(op)) return elementwise_custom();
-    if (op == "Cast") {
-      const auto dt = dtype_of(static_cast<std::int32_t>(attr_i(n, "to", 0)));
-      if (!dt) fail_node(index, Errc::kSchema, "'to' names an element type recsearch does not model");
-      return simple("Cast", ir::Attrs{{"to", std::string(ir::dtype_name(*dt))}});
+    simple(x, "Cast", ir::Attrs{{"to", std::string(ir::dtype_name(*dt))}});
+  }
+
+  void map_dropout(const NodeCtx& x) {
+    ir::Attrs a;
+    if (const auto* r = find_attr(x.n, "ratio"); r && r->type() == onnx::AttributeProto::FLOAT) {
+      a.set("ratio", static_cast<double>(r->f()));
+    } else if (x.n.input_size() > 1 && !x.n.input(1).empty()) {
+      if (const auto v = known_float(x.n.input(1))) a.set("ratio", *v);
     }
-    if (op == "Dropout") {
-      ir::Attrs a;
-      if (const auto* r = find_attr(n, "ratio"); r && r->type() == onnx::AttributeProto::FLOAT) {
-        a.set("ratio", static_cast<double>(r->f()));
-      } else if (n.input_size() > 1 && !n.input(1).empty()) {
-        if (const auto v = known_float(n.input(1))) a.set("ratio", *v);
-      }
-      return simple("Dropout", std::move(a));
+    simple(x, "Dropout", std::move(a));
+  }
+
+  void map_matmul(const NodeCtx& x) { simple(x, "MatMul"); }
+
+  void map_gemm(const NodeCtx& x) {
+    const auto& ins = x.ins;
+    if (ins.size() < 2) fail_node(x.index, Errc::kSchema, "Gemm needs inputs A and B");
+    ir::Attrs a{{"transpose_a", attr_i(x.n, "transA", 0) != 0},
+                {"transpose_b", attr_i(x.n, "transB", 0) != 0}};
+    if (ins.size() == 2) return add_op(x.index, x.name, "MatMul", ins, x.outs, std::move(a));
+    // Y = A·B + C: a MatMul into an intermediate tensor, then the add.
+    const std::string mid = x.outs[0] + "/matmul";
+    if (values_.count(mid) || tensors_.count(mid))
+      fail_node(x.index, Errc::kDuplicate, "tensor name '" + mid + "' is already taken");
+    values_[mid] = values_.at(x.outs[0]);
+    add_op(x.index, x.name, "MatMul", {ins[0], ins[1]}, {mid}, std::move(a));
+    std::string bias = x.name + "/bias";
+    for (int k = 1; op_names_.count(bias); ++k) bias = x.name + "/bias_" + std::to_string(k);
+    op_names_.insert(bias);
+    add_op(x.index, bias, "Add", {mid, ins[2]}, x.outs, {});
+  }
+
+  void map_einsum(const NodeCtx& x) { simple(x, "Einsum", copy_attrs(x.n, {"equation"})); }
+
+  void map_conv(const NodeCtx& x) {
+    if (x.ins.size() < 2) fail_node(x.index, Errc::kSchema, "Conv needs inputs X and W");
+    const ir::Shape& in = shape_of(x.ins[0], x.index);
+    const ir::Shape& w = shape_of(x.ins[1], x.index);
+    if (in.size() != 4 || w.size() != 4) return replicated(x, "only 2-D convolutions have a kind");
+    ir::Attrs a = copy_attrs(x.n, {"strides", "pads", "dilations", "group", "kernel_shape"});
+    if (const auto p = auto_pads(x.n, in, {w[2], w[3]}, x.index)) a.set("pads", *p);
+    simple(x, "Conv2D", std::move(a));
+  }
+
+  void map_pool(const NodeCtx& x) {
+    const ir::Shape& in = shape_of(x.ins.at(0), x.index);
+    const auto* k = find_attr(x.n, "kernel_shape");
+    if (in.size() != 4 || !k || k->ints_size() != 2) {
+      return replicated(x, "only 2-D pooling has a kind");
     }
-    if (op == "MatMul") return simple("MatMul");
-    if (op == "Gemm") {
-      if (ins.size() < 2) fail_node(index, Errc::kSchema, "Gemm needs inputs A and B");
-      ir::Attrs a{{"transpose_a", attr_i(n, "transA", 0) != 0},
-                  {"transpose_b", attr_i(n, "transB", 0) != 0}};
-      if (ins.size() == 2) return add_op(index, name, "MatMul", ins, outs, std::move(a));
-      // Y = A·B + C: a MatMul into an intermediate tensor, then the add.
-      const std::string mid = outs[0] + "/matmul";
-      if (values_.count(mid) || tensors_.count(mid))
-        fail_node(index, Errc::kDuplicate, "tensor name '" + mid + "' is already taken");
-      values_[mid] = values_.at(outs[0]);
-      add_op(index, name, "MatMul", {ins[0], ins[1]}, {mid}, std::move(a));
-      std::string bias = name + "/bias";
-      for (int k = 1; op_names_.count(bias); ++k) bias = name + "/bias_" + std::to_string(k);
-      op_names_.insert(bias);
-      return add_op(index, bias, "Add", {mid, ins[2]}, outs, {});
+    ir::Attrs a = copy_attrs(x.n, {"kernel_shape", "strides", "pads", "dilations", "ceil_mode"});
+    // ONNX pooling strides default to 1; recsearch's default is the kernel.
+    if (!a.has("strides")) a.set("strides", std::vector<std::int64_t>{1, 1});
+    if (const auto p = auto_pads(x.n, in, {k->ints(0), k->ints(1)}, x.index)) a.set("pads", *p);
+    simple(x, x.op == "MaxPool" ? "MaxPool" : "AvgPool", std::move(a));
+  }
+
+  void map_global_avg_pool(const NodeCtx& x) { simple(x, "GlobalAvgPool"); }
+  void map_batch_norm(const NodeCtx& x) { simple(x, "BatchNorm", copy_attrs(x.n, {"epsilon"})); }
+  void map_layer_norm(const NodeCtx& x) {
+    simple(x, "LayerNorm", copy_attrs(x.n, {"axis", "epsilon"}));
+  }
+  void map_rms_norm(const NodeCtx& x) {
+    simple(x, "RMSNorm", copy_attrs(x.n, {"axis", "epsilon"}));
+  }
+
+  void map_softmax(const NodeCtx& x) {
+    const auto r = static_cast<std::int64_t>(rank_of(x, x.ins.at(0)));
+    const char* kind = x.op == "Softmax" ? "Softmax" : "LogSoftmax";
+    if (result_.opset >= 13) return simple(x, kind, ir::Attrs{{"axis", attr_i(x.n, "axis", -1)}});
+    // Before opset 13 the input is flattened to 2-D at `axis` (default 1):
+    // the same as recsearch's single-axis softmax only at the last axis.
+    std::int64_t axis = attr_i(x.n, "axis", 1);
+    if (axis < 0) axis += r;
+    if (axis == r - 1 || r == 0) return simple(x, kind, ir::Attrs{{"axis", std::int64_t{-1}}});
+    replicated(x, "opset " + std::to_string(result_.opset) + " " + x.op +
+                      " normalizes all dims from axis " + std::to_string(axis));
+  }
+
+  void map_reshape(const NodeCtx& x) { add_op(x.index, x.name, "Reshape", x.ins, x.outs, {}); }
+  void map_flatten(const NodeCtx& x) {
+    add_op(x.index, x.name, "Flatten", {x.ins.at(0)}, x.outs, copy_attrs(x.n, {"axis"}));
+  }
+  void map_transpose(const NodeCtx& x) { simple(x, "Transpose", copy_attrs(x.n, {"perm"})); }
+
+  void map_squeeze(const NodeCtx& x) {
+    ir::Attrs a = copy_attrs(x.n, {"axes"});
+    if (!a.has("axes") && x.ins.size() > 1) {
+      if (const auto v = known_ints(x.ins[1])) a.set("axes", *v);
     }
-    if (op == "Einsum") return simple("Einsum", copy_attrs(n, {"equation"}));
-    if (op == "Conv") {
-      if (ins.size() < 2) fail_node(index, Errc::kSchema, "Conv needs inputs X and W");
-      const ir::Shape& x = shape_of(ins[0], index);
-      const ir::Shape& w = shape_of(ins[1], index);
-      if (x.size() != 4 || w.size() != 4) return replicated("only 2-D convolutions have a kind");
-      ir::Attrs a = copy_attrs(n, {"strides", "pads", "dilations", "group", "kernel_shape"});
-      if (const auto p = auto_pads(n, x, {w[2], w[3]}, index)) a.set("pads", *p);
-      return simple("Conv2D", std::move(a));
+    simple(x, x.op.c_str(), std::move(a));
+  }
+
+  void map_concat(const NodeCtx& x) { simple(x, "Concat", copy_attrs(x.n, {"axis"})); }
+
+  void map_split(const NodeCtx& x) {
+    ir::Attrs a = copy_attrs(x.n, {"axis", "split"});
+    if (!a.has("split") && x.ins.size() > 1) {
+      const auto v = known_ints(x.ins[1]);
+      // Sizes only known at run time: the outputs' shapes tell them.
+      if (!v) return add_op(x.index, x.name, "Split", {x.ins[0], x.ins[1]}, x.outs, std::move(a));
+      a.set("split", *v);
     }
-    if (op == "MaxPool" || op == "AveragePool") {
-      const ir::Shape& x = shape_of(ins.at(0), index);
-      const auto* k = find_attr(n, "kernel_shape");
-      if (x.size() != 4 || !k || k->ints_size() != 2) return replicated("only 2-D pooling has a kind");
-      ir::Attrs a = copy_attrs(n, {"kernel_shape", "strides", "pads", "dilations", "ceil_mode"});
-      // ONNX pooling strides default to 1; recsearch's default is the kernel.
-      if (!a.has("strides")) a.set("strides", std::vector<std::int64_t>{1, 1});
-      if (const auto p = auto_pads(n, x, {k->ints(0), k->ints(1)}, index)) a.set("pads", *p);
-      return simple(op == "MaxPool" ? "MaxPool" : "AvgPool", std::move(a));
+    add_op(x.index, x.name, "Split", {x.ins.at(0)}, x.outs, std::move(a));
+  }
+
+  void map_slice(const NodeCtx& x) {
+    add_op(x.index, x.name, "Slice", x.ins, x.outs, copy_attrs(x.n, {"starts", "ends", "axes"}));
+  }
+
+  void map_reduce(const NodeCtx& x) {
+    ir::Attrs a = copy_attrs(x.n, {"axes", "keepdims"});
+    if (!a.has("axes") && x.ins.size() > 1) {
+      const auto v = known_ints(x.ins[1]);
+      if (!v) return replicated(x, "its axes are computed at run time");
+      if (!v->empty()) a.set("axes", *v);
     }
-    if (op == "GlobalAveragePool") return simple("GlobalAvgPool");
-    if (op == "BatchNormalization") return simple("BatchNorm", copy_attrs(n, {"epsilon"}));
-    if (op == "LayerNormalization") return simple("LayerNorm", copy_attrs(n, {"axis", "epsilon"}));
-    if (op == "RMSNormalization" || op == "SimplifiedLayerNormalization")
-      return simple("RMSNorm", copy_attrs(n, {"axis", "epsilon"}));
-    if (op == "Softmax" || op == "LogSoftmax") {
-      const auto r = static_cast<std::int64_t>(rank_of(ins.at(0)));
-      const char* kind = op == "Softmax" ? "Softmax" : "LogSoftmax";
-      if (result_.opset >= 13) return simple(kind, ir::Attrs{{"axis", attr_i(n, "axis", -1)}});
-      // Before opset 13 the input is flattened to 2-D at `axis` (default 1):
-      // the same as recsearch's single-axis softmax only at the last axis.
-      std::int64_t axis = attr_i(n, "axis", 1);
-      if (axis < 0) axis += r;
-      if (axis == r - 1 || r == 0) return simple(kind, ir::Attrs{{"axis", std::int64_t{-1}}});
-      return replicated("opset " + std::to_string(result_.opset) + " " + op +
-                        " normalizes all dims from axis " + std::to_string(axis));
+    if (!a.has("axes") && attr_i(x.n, "noop_with_empty_axes", 0) != 0)
+      return add_op(x.index, x.name, "Identity", {x.ins.at(0)}, x.outs, {});
+    add_op(x.index, x.name, x.op, {x.ins.at(0)}, x.outs, std::move(a));
+  }
+
+  void map_gather(const NodeCtx& x) { simple(x, "Gather", copy_attrs(x.n, {"axis"})); }
+
+  void map_one_hot(const NodeCtx& x) {
+    ir::Attrs a = copy_attrs(x.n, {"axis"});
+    if (x.ins.size() > 1) {
+      if (const auto v = known_ints(x.ins[1]); v && v->size() == 1) a.set("depth", (*v)[0]);
     }
-    if (op == "Reshape") return add_op(index, name, "Reshape", ins, outs, {});
-    if (op == "Flatten") return add_op(index, name, "Flatten", {ins.at(0)}, outs, copy_attrs(n, {"axis"}));
-    if (op == "Transpose") return simple("Transpose", copy_attrs(n, {"perm"}));
-    if (op == "Squeeze" || op == "Unsqueeze") {
-      ir::Attrs a = copy_attrs(n, {"axes"});
-      if (!a.has("axes") && ins.size() > 1) {
-        if (const auto v = known_ints(ins[1])) a.set("axes", *v);
-      }
-      return simple(op.c_str(), std::move(a));
+    simple(x, "OneHot", std::move(a));
+  }
+
+  void map_softmax_cross_entropy(const NodeCtx& x) {
+    // ONNX puts the classes at dim 1 ([N, C, d1, ...]); recsearch's kind
+    // wants them last, which is the same only for 2-D logits.
+    if (rank_of(x, x.ins.at(0)) != 2) {
+      return replicated(x, "classes at dim 1 of logits with rank > 2");
     }
-    if (op == "Concat") return simple("Concat", copy_attrs(n, {"axis"}));
-    if (op == "Split") {
-      ir::Attrs a = copy_attrs(n, {"axis", "split"});
-      if (!a.has("split") && ins.size() > 1) {
-        const auto v = known_ints(ins[1]);
-        // Sizes only known at run time: the outputs' shapes tell them.
-        if (!v) return add_op(index, name, "Split", {ins[0], ins[1]}, outs, std::move(a));
-        a.set("split", *v);
-      }
-      return add_op(index, name, "Split", {ins.at(0)}, outs, std::move(a));
-    }
-    if (op == "Slice") return add_op(index, name, "Slice", ins, outs, copy_attrs(n, {"starts", "ends", "axes"}));
-    if (op == "ReduceSum" || op == "ReduceMean" || op == "ReduceMax") {
-      ir::Attrs a = copy_attrs(n, {"axes", "keepdims"});
-      if (!a.has("axes") && ins.size() > 1) {
-        const auto v = known_ints(ins[1]);
-        if (!v) return replicated("its axes are computed at run time");
-        if (!v->empty()) a.set("axes", *v);
-      }
-      if (!a.has("axes") && attr_i(n, "noop_with_empty_axes", 0) != 0)
-        return add_op(index, name, "Identity", {ins.at(0)}, outs, {});
-      return add_op(index, name, op, {ins.at(0)}, outs, std::move(a));
-    }
-    if (op == "Gather") return simple("Gather", copy_attrs(n, {"axis"}));
-    if (op == "OneHot") {
-      ir::Attrs a = copy_attrs(n, {"axis"});
-      if (ins.size() > 1) {
-        if (const auto v = known_ints(ins[1]); v && v->size() == 1) a.set("depth", (*v)[0]);
-      }
-      return simple("OneHot", std::move(a));
-    }
-    if (op == "SoftmaxCrossEntropyLoss") {
-      // ONNX puts the classes at dim 1 ([N, C, d1, ...]); recsearch's kind
-      // wants them last, which is the same only for 2-D logits.
-      if (rank_of(ins.at(0)) != 2) return replicated("classes at dim 1 of logits with rank > 2");
-      std::string red = attr_s(n, "reduction");
-      if (red.empty()) red = "mean";
-      if (red != "mean" && red != "none") return replicated("reduction '" + red + "'");
-      return add_op(index, name, "SoftmaxCrossEntropy", ins, {outs.at(0)},
-                    ir::Attrs{{"reduction", red}});
-    }
-    return replicated("no recsearch kind for ONNX " + op);
+    std::string red = attr_s(x.n, "reduction");
+    if (red.empty()) red = "mean";
+    if (red != "mean" && red != "none") return replicated(x, "reduction '" + red + "'");
+    add_op(x.index, x.name, "SoftmaxCrossEntropy", x.ins, {x.outs.at(0)},
+           ir::Attrs{{"reduction", red}});
   }
 
   void map_nodes() {

@@ -134,21 +134,6 @@ const std::vector<int>* operand_dims(const algebra::OpSpace& s, std::uint32_t j,
   return j < s.outputs.size() ? &s.outputs[j] : nullptr;
 }
 
-// The layout an operator choosing loop c wants for one operand on one axis.
-AxisLayout wanted_layout(const algebra::OpSpace& s, int c, const std::vector<int>* dims,
-                         bool is_output) {
-  if (c == kReplicated) return AxisLayout::replicate();
-  if (dims != nullptr) {
-    for (std::size_t d = 0; d < dims->size(); ++d) {
-      if ((*dims)[d] == c) return AxisLayout::shard(static_cast<int>(d));
-    }
-  }
-  if (is_output && s.loops[static_cast<std::size_t>(c)].role == algebra::DimRole::Reduction) {
-    return AxisLayout::partial();
-  }
-  return AxisLayout::replicate();
-}
-
 // Collects the events of one axis and charges them to operators.
 class AxisEvents {
  public:
@@ -192,7 +177,290 @@ struct Want {
   [[nodiscard]] auto key() const { return std::tuple(layout.kind, layout.dim, divisor); }
 };
 
+// One evaluation: the graph's slots and the per-slot, per-loop state carried
+// from axis to axis. evaluate() runs, per mesh axis, the operand layouts and
+// the numbered steps of evaluator.hpp, then compute and memory once.
+class Evaluator {
+ public:
+  Evaluator(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces, const Plan& p,
+            const CostParams& params, Evaluation& ev)
+      : g_(g),
+        spaces_(spaces),
+        p_(p),
+        params_(params),
+        ev_(ev),
+        n_ops_(g.num_operators()),
+        n_tensors_(g.num_tensors()),
+        train_(p.mode == Mode::Train),
+        slots_(build_slots(g)),
+        divisor_(slots_.tensor.size(), 1),
+        full_bytes_(n_tensors_),
+        loop_begin_(n_ops_ + 1, 0),
+        layout_(slots_.tensor.size()) {
+    for (ir::TensorId t = 0; t < n_tensors_; ++t) full_bytes_[t] = g.tensor(t).bytes();
+    for (ir::OpId o = 0; o < n_ops_; ++o)
+      loop_begin_[o + 1] = loop_begin_[o] + spaces[o].loops.size();
+    loop_split_.assign(loop_begin_[n_ops_], 1);
+  }
+
+  // The strategies and empty shardings a Full evaluation reports.
+  void init_full() {
+    ev_.tensors.resize(n_tensors_);
+    for (std::size_t t = 0; t < n_tensors_; ++t)
+      ev_.tensors[t].dims.resize(g_.tensor(static_cast<ir::TensorId>(t)).rank());
+    ev_.strategies.reserve(n_ops_);
+    for (ir::OpId o = 0; o < n_ops_; ++o)
+      ev_.strategies.push_back(strategy_of(spaces_[o], p_.mesh, p_.cuts[o]));
+  }
+
+  // Every operand's layout on axis a.
+  void set_layouts(std::uint32_t a) {
+    for (ir::OpId o = 0; o < n_ops_; ++o) {
+      const int c = p_.cuts[o][a];
+      const std::uint32_t n_in = slots_.n_inputs[o];
+      for (std::uint32_t slot = slots_.begin[o]; slot < slots_.begin[o + 1]; ++slot) {
+        const std::uint32_t j = slot - slots_.begin[o];
+        layout_[slot] =
+            wanted_layout(spaces_[o], c, operand_dims(spaces_[o], j, n_in), j >= n_in);
+      }
+    }
+  }
+
+  // The events of axis a, steps 1 to 4 in order.
+  void add_events(std::uint32_t a) {
+    AxisEvents events(a, p_.mesh[a], params_, ev_.events, ev_.op_costs);
+    layout_events(events);
+    if (train_) gradient_events(a, events);
+    halo_events(a, events);
+    output_events(events);
+  }
+
+  // Advances the per-slot divisors, per-loop splits and, in a Full
+  // evaluation, the holders' shardings past axis a.
+  void advance(std::uint32_t a, bool full) {
+    const std::int64_t k = p_.mesh[a].size;
+    for (std::size_t slot = 0; slot < layout_.size(); ++slot) {
+      if (layout_[slot].kind == LayoutKind::Shard) divisor_[slot] *= k;
+    }
+    for (ir::OpId o = 0; o < n_ops_; ++o) {
+      const int c = p_.cuts[o][a];
+      if (c != kReplicated) loop_split_[loop_begin_[o] + static_cast<std::size_t>(c)] *= k;
+    }
+    if (full) record_shardings(a);
+  }
+
+  // Compute: each operator's share of the work on its final slices.
+  void compute(const DeviceSpec& dev) {
+    Summary& sum = ev_.summary;
+    for (ir::OpId o = 0; o < n_ops_; ++o) {
+      double ways = 1;
+      for (std::size_t a = 0; a < p_.mesh.size(); ++a) {
+        if (p_.cuts[o][a] != kReplicated) ways *= static_cast<double>(p_.mesh[a].size);
+      }
+      double touched = 0;
+      for (std::uint32_t slot = slots_.begin[o]; slot < slots_.begin[o + 1]; ++slot) {
+        touched += slice_bytes(slot);
+      }
+      ev_.op_costs[o].compute_s =
+          cost::compute_seconds(spaces_[o].flops / ways, touched, dev, params_, p_.mode);
+      sum.compute_s += ev_.op_costs[o].compute_s;
+    }
+  }
+
+  // Memory: parameter state and saved activations in the holders' layouts;
+  // a tensor nobody touches is held whole.
+  void memory() {
+    Summary& sum = ev_.summary;
+    const double state = cost::parameter_state_factor(params_, p_.mode);
+    for (ir::TensorId t = 0; t < n_tensors_; ++t) {
+      const ir::Tensor& tensor = g_.tensor(t);
+      const std::uint32_t h = slots_.holder[t];
+      const double slice = h == kNoSlot ? full_bytes_[t] : slice_bytes(h);
+      if (tensor.kind == ir::TensorKind::Parameter) {
+        sum.parameter_bytes += slice * state;
+      } else if (train_ && (tensor.kind == ir::TensorKind::Activation ||
+                            tensor.kind == ir::TensorKind::Input)) {
+        sum.activation_bytes += slice;
+      }
+    }
+    if (!train_) sum.activation_bytes = std::max(sum.activation_bytes, largest_working_set());
+    sum.memory_per_device_bytes = sum.parameter_bytes + sum.activation_bytes;
+  }
+
+ private:
+  // The slot's slice: the tensor's bytes / the slot's divisor so far.
+  [[nodiscard]] double slice_bytes(std::uint32_t slot) const {
+    return full_bytes_[slots_.tensor[slot]] / static_cast<double>(divisor_[slot]);
+  }
+
+  // 1. Layout: every distinct (layout, divisor) a use wants that the holder lacks.
+  void layout_events(AxisEvents& events) {
+    for (ir::TensorId t = 0; t < n_tensors_; ++t) {
+      const std::uint32_t h = slots_.holder[t];
+      if (h == kNoSlot) continue;
+      collect_wants(t, h);
+      const double bytes = full_bytes_[t];
+      for (const Want& w : wants_) {
+        cost::RedistStep steps[2];
+        const int n = cost::redistribution_steps(layout_[h], w.layout, p_.mode, steps);
+        const ir::OpId to = slots_.op[slots_.uses[w.first]];
+        for (int i = 0; i < n; ++i) {
+          events.add(CommReason::Layout, t, slots_.op[h], to, steps[i].collective, steps[i].phase,
+                     bytes / static_cast<double>(w.divisor));
+        }
+      }
+    }
+  }
+
+  // The distinct wants of tensor t's uses that differ from its holder h's
+  // layout, each at its first use, in use order (into wants_).
+  void collect_wants(ir::TensorId t, std::uint32_t h) {
+    const AxisLayout held = layout_[h];
+    wants_.clear();
+    for (std::uint32_t u = slots_.use_begin[t]; u < slots_.use_begin[t + 1]; ++u) {
+      const std::uint32_t slot = slots_.uses[u];
+      if (slot == h || layout_[slot] == held) continue;
+      wants_.push_back({layout_[slot], divisor_[slot], u});
+    }
+    if (wants_.size() <= 1) return;
+    // Keep the first use of each distinct want, then restore use order.
+    std::stable_sort(wants_.begin(), wants_.end(),
+                     [](const Want& x, const Want& y) { return x.key() < y.key(); });
+    wants_.erase(std::unique(wants_.begin(), wants_.end(),
+                             [](const Want& x, const Want& y) { return x.key() == y.key(); }),
+                 wants_.end());
+    std::sort(wants_.begin(), wants_.end(),
+              [](const Want& x, const Want& y) { return x.first < y.first; });
+  }
+
+  // 2. Gradient: inputs the cut replicates get partial gradients.
+  void gradient_events(std::uint32_t a, AxisEvents& events) {
+    for (ir::OpId o = 0; o < n_ops_; ++o) {
+      if (p_.cuts[o][a] == kReplicated) continue;
+      for (std::uint32_t slot = slots_.begin[o]; slot < slots_.begin[o] + slots_.n_inputs[o];
+           ++slot) {
+        const ir::Tensor& tensor = g_.tensor(slots_.tensor[slot]);
+        if (!tensor.requires_grad() || layout_[slot].kind != LayoutKind::Replicate) continue;
+        events.add(CommReason::Gradient, slots_.tensor[slot], o, ir::kNone, Collective::AllReduce,
+                   Phase::Backward, slice_bytes(slot), tensor.kind == ir::TensorKind::Parameter);
+      }
+    }
+  }
+
+  // 3. Halo: a cut window loop exchanges boundary rows of the first input it splits.
+  void halo_events(std::uint32_t a, AxisEvents& events) {
+    for (ir::OpId o = 0; o < n_ops_; ++o) {
+      const int c = p_.cuts[o][a];
+      if (c == kReplicated) continue;
+      const algebra::LoopDim& loop = spaces_[o].loops[static_cast<std::size_t>(c)];
+      // Non-overlapping windows (kernel == stride) exchange nothing.
+      if (loop.role != algebra::DimRole::Window || loop.halo == 0) continue;
+      for (std::uint32_t j = 0; j < slots_.n_inputs[o]; ++j) {
+        const std::uint32_t slot = slots_.begin[o] + j;
+        if (layout_[slot].kind != LayoutKind::Shard) continue;
+        halo_exchange(o, c, loop.halo, slot, events);
+        break;
+      }
+    }
+  }
+
+  // The halo exchange of operator o's input `slot`, sharded by loop c.
+  void halo_exchange(ir::OpId o, int c, std::int64_t halo, std::uint32_t slot,
+                     AxisEvents& events) {
+    const ir::Tensor& tensor = g_.tensor(slots_.tensor[slot]);
+    const auto d = static_cast<std::size_t>(layout_[slot].dim);
+    // The dim maps to loop c only, so its extent so far was split
+    // exactly by the earlier cuts of c.
+    const double extent =
+        static_cast<double>(tensor.shape[d]) /
+        static_cast<double>(loop_split_[loop_begin_[o] + static_cast<std::size_t>(c)]);
+    const double slice = slice_bytes(slot);
+    const double group_bytes = static_cast<double>(halo) * slice / extent;
+    events.add(CommReason::Halo, slots_.tensor[slot], o, ir::kNone, Collective::Halo,
+               Phase::Forward, group_bytes);
+    if (train_) {
+      events.add(CommReason::Halo, slots_.tensor[slot], o, ir::kNone, Collective::Halo,
+                 Phase::Backward, group_bytes);
+    }
+  }
+
+  // 4. Output: a partial result nobody consumes is reduced for the user.
+  void output_events(AxisEvents& events) {
+    for (ir::OpId o = 0; o < n_ops_; ++o) {
+      for (std::uint32_t slot = slots_.begin[o] + slots_.n_inputs[o]; slot < slots_.begin[o + 1];
+           ++slot) {
+        const ir::TensorId t = slots_.tensor[slot];
+        if (layout_[slot].kind != LayoutKind::Partial || !g_.tensor(t).consumers.empty()) continue;
+        events.add(CommReason::Output, t, o, ir::kNone, Collective::AllReduce, Phase::Forward,
+                   slice_bytes(slot));
+      }
+    }
+  }
+
+  // The holders' shardings on axis a, into the Full evaluation's tensors.
+  void record_shardings(std::uint32_t a) {
+    for (ir::TensorId t = 0; t < n_tensors_; ++t) {
+      const std::uint32_t h = slots_.holder[t];
+      if (h == kNoSlot) continue;
+      if (layout_[h].kind == LayoutKind::Shard) {
+        ev_.tensors[t].dims[static_cast<std::size_t>(layout_[h].dim)].push_back(a);
+      } else if (layout_[h].kind == LayoutKind::Partial) {
+        ev_.tensors[t].partial.push_back(a);
+      }
+    }
+  }
+
+  // Inference frees activations as it goes: only the largest working set
+  // of one operator is live at once.
+  [[nodiscard]] double largest_working_set() const {
+    double largest = 0;
+    for (ir::OpId o = 0; o < n_ops_; ++o) {
+      double live = 0;
+      for (std::uint32_t slot = slots_.begin[o]; slot < slots_.begin[o + 1]; ++slot) {
+        if (g_.tensor(slots_.tensor[slot]).kind != ir::TensorKind::Parameter)
+          live += slice_bytes(slot);
+      }
+      largest = std::max(largest, live);
+    }
+    return largest;
+  }
+
+  const ir::Graph& g_;
+  const std::vector<algebra::OpSpace>& spaces_;
+  const Plan& p_;
+  const CostParams& params_;
+  Evaluation& ev_;
+  std::size_t n_ops_;
+  std::size_t n_tensors_;
+  bool train_;
+  Slots slots_;
+  // Per slot: the product of the sizes of the axes so far on which the slot
+  // is sharded (its slice is the tensor's bytes / divisor).
+  std::vector<std::int64_t> divisor_;
+  std::vector<double> full_bytes_;
+  // Per operator and loop: the product of the sizes of the axes so far that
+  // cut the loop (flattened, loop_begin_[o] + loop).
+  std::vector<std::size_t> loop_begin_;
+  std::vector<std::int64_t> loop_split_;
+  std::vector<AxisLayout> layout_;  // per slot, on the current axis
+  std::vector<Want> wants_;         // scratch of layout_events
+};
+
 }  // namespace
+
+AxisLayout wanted_layout(const algebra::OpSpace& s, int c, const std::vector<int>* dims,
+                         bool is_output) {
+  if (c == kReplicated) return AxisLayout::replicate();
+  if (dims != nullptr) {
+    for (std::size_t d = 0; d < dims->size(); ++d) {
+      if ((*dims)[d] == c) return AxisLayout::shard(static_cast<int>(d));
+    }
+  }
+  if (is_output && s.loops[static_cast<std::size_t>(c)].role == algebra::DimRole::Reduction) {
+    return AxisLayout::partial();
+  }
+  return AxisLayout::replicate();
+}
 
 std::string_view comm_reason_name(CommReason r) noexcept {
   switch (r) {
@@ -213,217 +481,29 @@ Evaluation evaluate(const ir::Graph& g, const std::vector<algebra::OpSpace>& spa
                     EvalDetail detail) {
   check_shape(g, spaces, p);
   const bool full = detail == EvalDetail::Full;
-  double folded_comm = 0;  // Summary: events summed axis by axis, then dropped
-  const std::size_t n_ops = g.num_operators();
-  const std::size_t n_tensors = g.num_tensors();
-  const bool train = p.mode == Mode::Train;
-  const Slots slots = build_slots(g);
-  const std::size_t n_slots = slots.tensor.size();
-
   Evaluation ev;
-  ev.op_costs.assign(n_ops, {});
-  if (full) {
-    ev.tensors.resize(n_tensors);
-    for (std::size_t t = 0; t < n_tensors; ++t)
-      ev.tensors[t].dims.resize(g.tensor(static_cast<ir::TensorId>(t)).rank());
-    ev.strategies.reserve(n_ops);
-    for (ir::OpId o = 0; o < n_ops; ++o)
-      ev.strategies.push_back(strategy_of(spaces[o], p.mesh, p.cuts[o]));
-  }
+  ev.op_costs.assign(g.num_operators(), {});
+  Evaluator e(g, spaces, p, params, ev);
+  if (full) e.init_full();
 
-  // Per slot: the product of the sizes of the axes so far on which the slot
-  // is sharded (its slice is the tensor's bytes / divisor).
-  std::vector<std::int64_t> divisor(n_slots, 1);
-  std::vector<double> full_bytes(n_tensors);
-  for (ir::TensorId t = 0; t < n_tensors; ++t) full_bytes[t] = g.tensor(t).bytes();
-  const auto slice_bytes = [&](std::uint32_t slot) {
-    return full_bytes[slots.tensor[slot]] / static_cast<double>(divisor[slot]);
-  };
-  // Per operator and loop: the product of the sizes of the axes so far that
-  // cut the loop (flattened, loop_begin[o] + loop).
-  std::vector<std::size_t> loop_begin(n_ops + 1, 0);
-  for (ir::OpId o = 0; o < n_ops; ++o) loop_begin[o + 1] = loop_begin[o] + spaces[o].loops.size();
-  std::vector<std::int64_t> loop_split(loop_begin[n_ops], 1);
-
-  std::vector<AxisLayout> layout(n_slots);
-  std::vector<Want> wants;
+  double folded_comm = 0;  // Summary: events summed axis by axis, then dropped
   for (std::uint32_t a = 0; a < p.mesh.size(); ++a) {
-    const Cut& cut = p.mesh[a];
-    const std::int64_t k = cut.size;
-
-    for (ir::OpId o = 0; o < n_ops; ++o) {
-      const int c = p.cuts[o][a];
-      const std::uint32_t n_in = slots.n_inputs[o];
-      for (std::uint32_t slot = slots.begin[o]; slot < slots.begin[o + 1]; ++slot) {
-        const std::uint32_t j = slot - slots.begin[o];
-        layout[slot] = wanted_layout(spaces[o], c, operand_dims(spaces[o], j, n_in), j >= n_in);
-      }
-    }
-
+    e.set_layouts(a);
     // An axis of size 1 moves nothing; its layouts still name it in shardings.
-    if (k > 1) {
-      AxisEvents events(a, cut, params, ev.events, ev.op_costs);
-
-      // 1. Layout: every distinct (layout, divisor) a use wants that the holder lacks.
-      for (ir::TensorId t = 0; t < n_tensors; ++t) {
-        const std::uint32_t h = slots.holder[t];
-        if (h == kNoSlot) continue;
-        const AxisLayout held = layout[h];
-        wants.clear();
-        for (std::uint32_t u = slots.use_begin[t]; u < slots.use_begin[t + 1]; ++u) {
-          const std::uint32_t slot = slots.uses[u];
-          if (slot == h || layout[slot] == held) continue;
-          wants.push_back({layout[slot], divisor[slot], u});
-        }
-        if (wants.empty()) continue;
-        if (wants.size() > 1) {
-          // Keep the first use of each distinct want, then restore use order.
-          std::stable_sort(wants.begin(), wants.end(),
-                           [](const Want& x, const Want& y) { return x.key() < y.key(); });
-          wants.erase(std::unique(wants.begin(), wants.end(),
-                                  [](const Want& x, const Want& y) { return x.key() == y.key(); }),
-                      wants.end());
-          std::sort(wants.begin(), wants.end(),
-                    [](const Want& x, const Want& y) { return x.first < y.first; });
-        }
-        const double bytes = full_bytes[t];
-        for (const Want& w : wants) {
-          cost::RedistStep steps[2];
-          const int n = cost::redistribution_steps(held, w.layout, p.mode, steps);
-          const ir::OpId to = slots.op[slots.uses[w.first]];
-          for (int i = 0; i < n; ++i) {
-            events.add(CommReason::Layout, t, slots.op[h], to, steps[i].collective, steps[i].phase,
-                       bytes / static_cast<double>(w.divisor));
-          }
-        }
-      }
-
-      // 2. Gradient: inputs the cut replicates get partial gradients.
-      if (train) {
-        for (ir::OpId o = 0; o < n_ops; ++o) {
-          if (p.cuts[o][a] == kReplicated) continue;
-          for (std::uint32_t slot = slots.begin[o]; slot < slots.begin[o] + slots.n_inputs[o];
-               ++slot) {
-            const ir::Tensor& tensor = g.tensor(slots.tensor[slot]);
-            if (!tensor.requires_grad() || layout[slot].kind != LayoutKind::Replicate) continue;
-            events.add(CommReason::Gradient, slots.tensor[slot], o, ir::kNone,
-                       Collective::AllReduce, Phase::Backward, slice_bytes(slot),
-                       tensor.kind == ir::TensorKind::Parameter);
-          }
-        }
-      }
-
-      // 3. Halo: a cut window loop exchanges boundary rows of the first input it splits.
-      for (ir::OpId o = 0; o < n_ops; ++o) {
-        const int c = p.cuts[o][a];
-        if (c == kReplicated) continue;
-        const algebra::LoopDim& loop = spaces[o].loops[static_cast<std::size_t>(c)];
-        // Non-overlapping windows (kernel == stride) exchange nothing.
-        if (loop.role != algebra::DimRole::Window || loop.halo == 0) continue;
-        for (std::uint32_t j = 0; j < slots.n_inputs[o]; ++j) {
-          const std::uint32_t slot = slots.begin[o] + j;
-          if (layout[slot].kind != LayoutKind::Shard) continue;
-          const ir::Tensor& tensor = g.tensor(slots.tensor[slot]);
-          const auto d = static_cast<std::size_t>(layout[slot].dim);
-          // The dim maps to loop c only, so its extent so far was split
-          // exactly by the earlier cuts of c.
-          const double extent =
-              static_cast<double>(tensor.shape[d]) /
-              static_cast<double>(loop_split[loop_begin[o] + static_cast<std::size_t>(c)]);
-          const double slice = slice_bytes(slot);
-          const double group_bytes = static_cast<double>(loop.halo) * slice / extent;
-          events.add(CommReason::Halo, slots.tensor[slot], o, ir::kNone, Collective::Halo,
-                     Phase::Forward, group_bytes);
-          if (train) {
-            events.add(CommReason::Halo, slots.tensor[slot], o, ir::kNone, Collective::Halo,
-                       Phase::Backward, group_bytes);
-          }
-          break;
-        }
-      }
-
-      // 4. Output: a partial result nobody consumes is reduced for the user.
-      for (ir::OpId o = 0; o < n_ops; ++o) {
-        for (std::uint32_t slot = slots.begin[o] + slots.n_inputs[o]; slot < slots.begin[o + 1];
-             ++slot) {
-          const ir::TensorId t = slots.tensor[slot];
-          if (layout[slot].kind != LayoutKind::Partial || !g.tensor(t).consumers.empty()) continue;
-          events.add(CommReason::Output, t, o, ir::kNone, Collective::AllReduce, Phase::Forward,
-                     slice_bytes(slot));
-        }
-      }
-    }
-
-    // Advance the per-slot divisors, per-loop splits and holders' shardings.
-    for (std::size_t slot = 0; slot < n_slots; ++slot) {
-      if (layout[slot].kind == LayoutKind::Shard) divisor[slot] *= k;
-    }
-    for (ir::OpId o = 0; o < n_ops; ++o) {
-      const int c = p.cuts[o][a];
-      if (c != kReplicated) loop_split[loop_begin[o] + static_cast<std::size_t>(c)] *= k;
-    }
+    if (p.mesh[a].size > 1) e.add_events(a);
+    e.advance(a, full);
     if (!full) {
-      for (const CommEvent& e : ev.events) folded_comm += e.seconds;
+      for (const CommEvent& x : ev.events) folded_comm += x.seconds;
       ev.events.clear();
     }
-    for (ir::TensorId t = 0; t < n_tensors && full; ++t) {
-      const std::uint32_t h = slots.holder[t];
-      if (h == kNoSlot) continue;
-      if (layout[h].kind == LayoutKind::Shard) {
-        ev.tensors[t].dims[static_cast<std::size_t>(layout[h].dim)].push_back(a);
-      } else if (layout[h].kind == LayoutKind::Partial) {
-        ev.tensors[t].partial.push_back(a);
-      }
-    }
   }
 
-  // Compute: each operator's share of the work on its final slices.
-  const DeviceSpec& dev = cluster.device();
+  e.compute(cluster.device());
   Summary& sum = ev.summary;
-  for (ir::OpId o = 0; o < n_ops; ++o) {
-    double ways = 1;
-    for (std::size_t a = 0; a < p.mesh.size(); ++a) {
-      if (p.cuts[o][a] != kReplicated) ways *= static_cast<double>(p.mesh[a].size);
-    }
-    double touched = 0;
-    for (std::uint32_t slot = slots.begin[o]; slot < slots.begin[o + 1]; ++slot) {
-      touched += slice_bytes(slot);
-    }
-    ev.op_costs[o].compute_s =
-        cost::compute_seconds(spaces[o].flops / ways, touched, dev, params, p.mode);
-    sum.compute_s += ev.op_costs[o].compute_s;
-  }
   sum.communication_s = folded_comm;
-  for (const CommEvent& e : ev.events) sum.communication_s += e.seconds;
+  for (const CommEvent& x : ev.events) sum.communication_s += x.seconds;
   sum.step_time_s = sum.compute_s + sum.communication_s;
-
-  // Memory: parameter state and saved activations in the holders' layouts;
-  // a tensor nobody touches is held whole.
-  const double state = cost::parameter_state_factor(params, p.mode);
-  for (ir::TensorId t = 0; t < n_tensors; ++t) {
-    const ir::Tensor& tensor = g.tensor(t);
-    const std::uint32_t h = slots.holder[t];
-    const double slice = h == kNoSlot ? full_bytes[t] : slice_bytes(h);
-    if (tensor.kind == ir::TensorKind::Parameter) {
-      sum.parameter_bytes += slice * state;
-    } else if (train && (tensor.kind == ir::TensorKind::Activation ||
-                         tensor.kind == ir::TensorKind::Input)) {
-      sum.activation_bytes += slice;
-    }
-  }
-  if (!train) {
-    // Inference frees activations as it goes: only the largest working set
-    // of one operator is live at once.
-    for (ir::OpId o = 0; o < n_ops; ++o) {
-      double live = 0;
-      for (std::uint32_t slot = slots.begin[o]; slot < slots.begin[o + 1]; ++slot) {
-        if (g.tensor(slots.tensor[slot]).kind != ir::TensorKind::Parameter)
-          live += slice_bytes(slot);
-      }
-      sum.activation_bytes = std::max(sum.activation_bytes, live);
-    }
-  }
-  sum.memory_per_device_bytes = sum.parameter_bytes + sum.activation_bytes;
+  e.memory();
   return ev;
 }
 

@@ -107,20 +107,57 @@ ir::Strategy strategy_of(const algebra::OpSpace& s, const std::vector<Cut>& mesh
   return strategy;
 }
 
-std::vector<std::int16_t> assign_cuts(const ir::Graph& g, ir::OpId op, const algebra::OpSpace& s,
-                                      const ir::Strategy& strategy, const std::vector<Cut>& mesh) {
-  const ir::Operator& node = g.op(op);
-  if (strategy.size() != s.inputs.size()) {
-    throw Error(Errc::kStrategy,
-                "strategy lists " + std::to_string(strategy.size()) + " inputs but operator " +
-                    quoted(node.name) + " has " + std::to_string(s.inputs.size()),
-                strategy_path(op));
-  }
+namespace {
 
-  // Per loop: the split count and the input dim that first set it (for
-  // messages about disagreement).
-  std::vector<std::int64_t> split(s.loops.size(), 1);
-  std::vector<std::pair<int, int>> set_by(s.loops.size(), {-1, -1});
+// Per loop of an operator: the split count a strategy asks for, and the
+// input dim that first set it (for messages about disagreement).
+struct StrategySplits {
+  std::vector<std::int64_t> split;
+  std::vector<std::pair<int, int>> set_by;
+};
+
+// Checks split count k of dim d of input j (mapped to `loop`) on its own:
+// at least 1, a dim that may be split, dividing the input's extent.
+void check_strategy_dim(const ir::Graph& g, ir::OpId op, const algebra::OpSpace& s,
+                        std::size_t j, std::size_t d, std::int64_t k) {
+  const ir::Operator& node = g.op(op);
+  const std::string path = strategy_path(op, j, d);
+  if (k < 1) {
+    throw Error(Errc::kStrategy, "split count " + std::to_string(k) + " must be at least 1", path);
+  }
+  const int loop = s.inputs[j][d];
+  if (loop == algebra::kUnmapped) {
+    if (k > 1) {
+      throw Error(Errc::kStrategy,
+                  "dim " + std::to_string(d) + " of input " + std::to_string(j) + " of " +
+                      quoted(node.name) + " cannot be split (split " + std::to_string(k) + ")",
+                  path);
+    }
+    return;
+  }
+  const algebra::LoopDim& ld = s.loops[static_cast<std::size_t>(loop)];
+  if (k > 1 && ld.role == algebra::DimRole::Whole) {
+    throw Error(Errc::kStrategy,
+                "dim " + std::to_string(d) + " of input " + std::to_string(j) + " maps to loop " +
+                    quoted(ld.name) + " of " + quoted(node.name) +
+                    ", which must not be split (split " + std::to_string(k) + ")",
+                path);
+  }
+  const ir::Shape* shape = operand_shape(g, node.inputs, j);
+  if (shape != nullptr && d < shape->size() && ((*shape)[d] % k != 0 || (*shape)[d] < k)) {
+    throw Error(Errc::kStrategy,
+                "split " + std::to_string(k) + " does not divide dim " + std::to_string(d) +
+                    " of input " + std::to_string(j) + " (size " + std::to_string((*shape)[d]) +
+                    ")",
+                path);
+  }
+}
+
+// The loop splits a strategy asks for; the inputs must agree on shared loops.
+StrategySplits strategy_splits(const ir::Graph& g, ir::OpId op, const algebra::OpSpace& s,
+                               const ir::Strategy& strategy) {
+  StrategySplits out{std::vector<std::int64_t>(s.loops.size(), 1),
+                     std::vector<std::pair<int, int>>(s.loops.size(), {-1, -1})};
   for (std::size_t j = 0; j < strategy.size(); ++j) {
     if (strategy[j].size() != s.inputs[j].size()) {
       throw Error(Errc::kStrategy,
@@ -129,81 +166,61 @@ std::vector<std::int16_t> assign_cuts(const ir::Graph& g, ir::OpId op, const alg
                       std::to_string(s.inputs[j].size()),
                   strategy_path(op, j));
     }
-    const ir::Shape* shape = operand_shape(g, node.inputs, j);
     for (std::size_t d = 0; d < strategy[j].size(); ++d) {
       const std::int64_t k = strategy[j][d];
-      const std::string path = strategy_path(op, j, d);
-      if (k < 1) {
-        throw Error(Errc::kStrategy, "split count " + std::to_string(k) + " must be at least 1",
-                    path);
-      }
+      check_strategy_dim(g, op, s, j, d, k);
       const int loop = s.inputs[j][d];
-      if (loop == algebra::kUnmapped) {
-        if (k > 1) {
-          throw Error(Errc::kStrategy,
-                      "dim " + std::to_string(d) + " of input " + std::to_string(j) + " of " +
-                          quoted(node.name) + " cannot be split (split " + std::to_string(k) + ")",
-                      path);
-        }
-        continue;
-      }
-      const algebra::LoopDim& ld = s.loops[static_cast<std::size_t>(loop)];
-      if (k > 1 && ld.role == algebra::DimRole::Whole) {
-        throw Error(Errc::kStrategy,
-                    "dim " + std::to_string(d) + " of input " + std::to_string(j) +
-                        " maps to loop " + quoted(ld.name) + " of " + quoted(node.name) +
-                        ", which must not be split (split " + std::to_string(k) + ")",
-                    path);
-      }
-      if (shape != nullptr && d < shape->size() && ((*shape)[d] % k != 0 || (*shape)[d] < k)) {
-        throw Error(Errc::kStrategy,
-                    "split " + std::to_string(k) + " does not divide dim " + std::to_string(d) +
-                        " of input " + std::to_string(j) + " (size " + std::to_string((*shape)[d]) +
-                        ")",
-                    path);
-      }
-      auto& first = set_by[static_cast<std::size_t>(loop)];
+      if (loop == algebra::kUnmapped) continue;
+      const auto l = static_cast<std::size_t>(loop);
+      auto& first = out.set_by[l];
       if (first.first < 0) {
         first = {static_cast<int>(j), static_cast<int>(d)};
-        split[static_cast<std::size_t>(loop)] = k;
-      } else if (split[static_cast<std::size_t>(loop)] != k) {
+        out.split[l] = k;
+      } else if (out.split[l] != k) {
         throw Error(Errc::kStrategy,
-                    "split " + std::to_string(k) + " of loop " + quoted(ld.name) +
-                        " disagrees with split " +
-                        std::to_string(split[static_cast<std::size_t>(loop)]) + " of input " +
+                    "split " + std::to_string(k) + " of loop " + quoted(s.loops[l].name) +
+                        " disagrees with split " + std::to_string(out.split[l]) + " of input " +
                         std::to_string(first.first) + " dim " + std::to_string(first.second),
-                    path);
+                    strategy_path(op, j, d));
       }
     }
   }
+  return out;
+}
 
-  // The loop extent and outputs must also divide; report against the input
-  // dim that asked for the split.
-  for (std::size_t l = 0; l < split.size(); ++l) {
-    if (split[l] == 1) continue;
-    const auto [j, d] = set_by[l];
+// The loop extent and outputs must also divide; reported against the input
+// dim that asked for the split.
+void check_splits_divide(const ir::Graph& g, ir::OpId op, const algebra::OpSpace& s,
+                         const StrategySplits& ss) {
+  const ir::Operator& node = g.op(op);
+  for (std::size_t l = 0; l < ss.split.size(); ++l) {
+    const std::int64_t k = ss.split[l];
+    if (k == 1) continue;
+    const auto [j, d] = ss.set_by[l];
     const std::string path =
         strategy_path(op, static_cast<std::size_t>(j), static_cast<std::size_t>(d));
-    if (s.loops[l].size % split[l] != 0 || s.loops[l].size < split[l]) {
+    if (s.loops[l].size % k != 0 || s.loops[l].size < k) {
       throw Error(Errc::kStrategy,
-                  "split " + std::to_string(split[l]) + " does not divide loop " +
+                  "split " + std::to_string(k) + " does not divide loop " +
                       quoted(s.loops[l].name) + " (size " + std::to_string(s.loops[l].size) + ")",
                   path);
     }
-    const auto [oj, od] =
-        first_undivided(g, node.outputs, s.outputs, static_cast<int>(l), split[l]);
+    const auto [oj, od] = first_undivided(g, node.outputs, s.outputs, static_cast<int>(l), k);
     if (oj >= 0) {
       throw Error(Errc::kStrategy,
-                  "split " + std::to_string(split[l]) + " of loop " + quoted(s.loops[l].name) +
+                  "split " + std::to_string(k) + " of loop " + quoted(s.loops[l].name) +
                       " does not divide dim " + std::to_string(od) + " of output " +
                       std::to_string(oj),
                   path);
     }
   }
+}
 
-  // Outermost axes first, so that the largest splits go to the slowest links
-  // only when the strategy asks for it (MindSpore lays strategies out the same way).
-  std::vector<std::int64_t> remaining = split;
+// Outermost axes first, so that the largest splits go to the slowest links
+// only when the strategy asks for it (MindSpore lays strategies out the same way).
+std::vector<std::int16_t> lay_out(ir::OpId op, const algebra::OpSpace& s,
+                                  const StrategySplits& ss, const std::vector<Cut>& mesh) {
+  std::vector<std::int64_t> remaining = ss.split;
   std::vector<std::int16_t> cuts(mesh.size(), kReplicated);
   for (std::size_t a = 0; a < mesh.size(); ++a) {
     const std::int64_t k = mesh[a].size;
@@ -219,19 +236,21 @@ std::vector<std::int16_t> assign_cuts(const ir::Graph& g, ir::OpId op, const alg
   for (std::size_t l = 0; l < remaining.size(); ++l) {
     if (remaining[l] == 1) continue;
     std::int64_t needed = 1;
-    for (const std::int64_t k : split) needed *= k;
-    const auto [j, d] = set_by[l];
+    for (const std::int64_t k : ss.split) needed *= k;
+    const auto [j, d] = ss.set_by[l];
     throw Error(Errc::kStrategy,
                 "strategy needs " + std::to_string(needed) + " devices but the mesh (" +
                     mesh_to_string(mesh) + ", " + std::to_string(mesh_devices(mesh)) +
-                    " devices) cannot lay out split " + std::to_string(split[l]) + " of loop " +
+                    " devices) cannot lay out split " + std::to_string(ss.split[l]) + " of loop " +
                     quoted(s.loops[l].name) + " (" + std::to_string(remaining[l]) + " left over)",
                 strategy_path(op, static_cast<std::size_t>(j), static_cast<std::size_t>(d)));
   }
   return cuts;
 }
 
-void check_plan(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces, const Plan& p) {
+// The plan's operator count, spaces and mesh axis sizes.
+void check_plan_shape(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                      const Plan& p) {
   const std::size_t n_ops = g.num_operators();
   if (p.cuts.size() != n_ops) {
     throw Error(Errc::kPlan,
@@ -251,81 +270,117 @@ void check_plan(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
           "/mesh/axes/" + std::to_string(a) + "/size");
     }
   }
+}
 
-  for (ir::OpId o = 0; o < n_ops; ++o) {
-    const ir::Operator& node = g.op(o);
-    const algebra::OpSpace& s = spaces[o];
-    const auto& row = p.cuts[o];
-    if (row.size() != p.mesh.size()) {
+// Whether operator node may have loop c cut at all (opaque, index, role,
+// `allowed`), on axis a of the plan.
+void check_loop_cuttable(const ir::Operator& node, ir::OpId o, const algebra::OpSpace& s,
+                         const Plan& p, std::size_t a, int c) {
+  const std::string path = cut_path(o, a);
+  const std::string axis = quoted(p.mesh[a].axis);
+  if (s.opaque) {
+    throw Error(Errc::kPlan,
+                "operator " + quoted(node.name) + " of unknown type " + quoted(node.type) +
+                    " cannot be cut (axis " + axis + ")",
+                path);
+  }
+  if (c < 0 || static_cast<std::size_t>(c) >= s.loops.size()) {
+    throw Error(Errc::kPlan,
+                "loop index " + std::to_string(c) + " on axis " + axis + " is out of range: " +
+                    quoted(node.name) + " has " + std::to_string(s.loops.size()) + " loops",
+                path);
+  }
+  const algebra::LoopDim& ld = s.loops[static_cast<std::size_t>(c)];
+  if (ld.role == algebra::DimRole::Whole) {
+    throw Error(Errc::kPlan,
+                "loop " + quoted(ld.name) + " of " + quoted(node.name) + " must not be cut (axis " +
+                    axis + ")",
+                path);
+  }
+  if (node.allowed) {
+    bool ok = false;
+    for (const auto& name : *node.allowed) ok = ok || name == ld.name;
+    if (!ok) {
       throw Error(Errc::kPlan,
-                  "operator " + quoted(node.name) + " has " + std::to_string(row.size()) +
-                      " cuts but the mesh has " + std::to_string(p.mesh.size()) + " axes",
-                  op_path(o) + "/cuts");
+                  "loop " + quoted(ld.name) + " of " + quoted(node.name) +
+                      " is not among its allowed dims (axis " + axis + ")",
+                  path);
     }
-    std::vector<std::int64_t> splits(s.loops.size(), 1);
-    for (std::size_t a = 0; a < row.size(); ++a) {
-      const int c = row[a];
-      if (c == kReplicated) continue;
-      const std::string path = cut_path(o, a);
-      const std::string axis = quoted(p.mesh[a].axis);
-      if (s.opaque) {
-        throw Error(Errc::kPlan,
-                    "operator " + quoted(node.name) + " of unknown type " + quoted(node.type) +
-                        " cannot be cut (axis " + axis + ")",
-                    path);
-      }
-      if (c < 0 || static_cast<std::size_t>(c) >= s.loops.size()) {
-        throw Error(Errc::kPlan,
-                    "loop index " + std::to_string(c) + " on axis " + axis + " is out of range: " +
-                        quoted(node.name) + " has " + std::to_string(s.loops.size()) + " loops",
-                    path);
-      }
-      const algebra::LoopDim& ld = s.loops[static_cast<std::size_t>(c)];
-      if (ld.role == algebra::DimRole::Whole) {
-        throw Error(Errc::kPlan,
-                    "loop " + quoted(ld.name) + " of " + quoted(node.name) +
-                        " must not be cut (axis " + axis + ")",
-                    path);
-      }
-      if (node.allowed) {
-        bool ok = false;
-        for (const auto& name : *node.allowed) ok = ok || name == ld.name;
-        if (!ok) {
-          throw Error(Errc::kPlan,
-                      "loop " + quoted(ld.name) + " of " + quoted(node.name) +
-                          " is not among its allowed dims (axis " + axis + ")",
-                      path);
-        }
-      }
-      const std::int64_t k = p.mesh[a].size;
-      if (!algebra::can_cut(g, node, s, splits, c, k)) {
-        throw Error(Errc::kPlan,
-                    "cannot cut loop " + quoted(ld.name) + " of " + quoted(node.name) + " by " +
-                        std::to_string(k) + " on axis " + axis + " after splits of " +
-                        std::to_string(splits[static_cast<std::size_t>(c)]) +
-                        ": the loop or an operand dim does not divide",
-                    path);
-      }
-      splits[static_cast<std::size_t>(c)] *= k;
-    }
+  }
+}
 
-    if (node.strategy) {
-      // A strategy that cannot be laid out on this mesh is the strategy's
-      // fault, not the plan's: assign_cuts throws kStrategy for it.
-      const auto want = assign_cuts(g, o, s, *node.strategy, p.mesh);
-      for (std::size_t a = 0; a < row.size(); ++a) {
-        if (row[a] == want[a]) continue;
-        const auto name = [&](int c) {
-          return c == kReplicated ? std::string("none")
-                                  : quoted(s.loops[static_cast<std::size_t>(c)].name);
-        };
-        throw Error(Errc::kPlan,
-                    "operator " + quoted(node.name) + " has a pinned strategy that cuts " +
-                        name(want[a]) + " on axis " + quoted(p.mesh[a].axis) + ", the plan cuts " +
-                        name(row[a]),
-                    cut_path(o, a));
-      }
+// Operator o's row of cuts: each legal, and each dividing what the earlier
+// axes left.
+void check_op_cuts(const ir::Graph& g, ir::OpId o, const algebra::OpSpace& s, const Plan& p) {
+  const ir::Operator& node = g.op(o);
+  const auto& row = p.cuts[o];
+  if (row.size() != p.mesh.size()) {
+    throw Error(Errc::kPlan,
+                "operator " + quoted(node.name) + " has " + std::to_string(row.size()) +
+                    " cuts but the mesh has " + std::to_string(p.mesh.size()) + " axes",
+                op_path(o) + "/cuts");
+  }
+  std::vector<std::int64_t> splits(s.loops.size(), 1);
+  for (std::size_t a = 0; a < row.size(); ++a) {
+    const int c = row[a];
+    if (c == kReplicated) continue;
+    check_loop_cuttable(node, o, s, p, a, c);
+    const algebra::LoopDim& ld = s.loops[static_cast<std::size_t>(c)];
+    const std::int64_t k = p.mesh[a].size;
+    if (!algebra::can_cut(g, node, s, splits, c, k)) {
+      throw Error(Errc::kPlan,
+                  "cannot cut loop " + quoted(ld.name) + " of " + quoted(node.name) + " by " +
+                      std::to_string(k) + " on axis " + quoted(p.mesh[a].axis) +
+                      " after splits of " + std::to_string(splits[static_cast<std::size_t>(c)]) +
+                      ": the loop or an operand dim does not divide",
+                  cut_path(o, a));
     }
+    splits[static_cast<std::size_t>(c)] *= k;
+  }
+}
+
+// A pinned operator's cuts must be the ones its strategy lays out.
+void check_pinned(const ir::Graph& g, ir::OpId o, const algebra::OpSpace& s, const Plan& p) {
+  const ir::Operator& node = g.op(o);
+  const auto& row = p.cuts[o];
+  // A strategy that cannot be laid out on this mesh is the strategy's
+  // fault, not the plan's: assign_cuts throws kStrategy for it.
+  const auto want = assign_cuts(g, o, s, *node.strategy, p.mesh);
+  for (std::size_t a = 0; a < row.size(); ++a) {
+    if (row[a] == want[a]) continue;
+    const auto name = [&](int c) {
+      return c == kReplicated ? std::string("none")
+                              : quoted(s.loops[static_cast<std::size_t>(c)].name);
+    };
+    throw Error(Errc::kPlan,
+                "operator " + quoted(node.name) + " has a pinned strategy that cuts " +
+                    name(want[a]) + " on axis " + quoted(p.mesh[a].axis) + ", the plan cuts " +
+                    name(row[a]),
+                cut_path(o, a));
+  }
+}
+
+}  // namespace
+
+std::vector<std::int16_t> assign_cuts(const ir::Graph& g, ir::OpId op, const algebra::OpSpace& s,
+                                      const ir::Strategy& strategy, const std::vector<Cut>& mesh) {
+  const ir::Operator& node = g.op(op);
+  if (strategy.size() != s.inputs.size()) {
+    throw Error(Errc::kStrategy,
+                "strategy lists " + std::to_string(strategy.size()) + " inputs but operator " +
+                    quoted(node.name) + " has " + std::to_string(s.inputs.size()),
+                strategy_path(op));
+  }
+  const StrategySplits ss = strategy_splits(g, op, s, strategy);
+  check_splits_divide(g, op, s, ss);
+  return lay_out(op, s, ss, mesh);
+}
+
+void check_plan(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces, const Plan& p) {
+  check_plan_shape(g, spaces, p);
+  for (ir::OpId o = 0; o < g.num_operators(); ++o) {
+    check_op_cuts(g, o, spaces[o], p);
+    if (g.op(o).strategy) check_pinned(g, o, spaces[o], p);
   }
 }
 

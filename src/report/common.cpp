@@ -1,9 +1,10 @@
-// Shared parts of the plan reports: strategy classes and their colours, and
-// the split of each operator's communication by reason.
+// Shared parts of the plan reports: strategy classes and their colours, the
+// split of each operator's communication by reason, and strategies as text.
 #include <algorithm>
 #include <unordered_map>
 
 #include "recsearch/report/report.hpp"
+#include "report/text.hpp"
 
 namespace recsearch::report {
 namespace {
@@ -31,6 +32,16 @@ std::vector<CommBreakdown> comm_breakdown(const ReportInput& in) {
     }
   }
   return out;
+}
+
+std::string strategy_text(const ir::Strategy& s) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    out += i ? ", [" : "[";
+    for (std::size_t d = 0; d < s[i].size(); ++d) out += (d ? ", " : "") + std::to_string(s[i][d]);
+    out += "]";
+  }
+  return out + "]";
 }
 
 std::string cut_signature(const ReportInput& in, ir::OpId op) {

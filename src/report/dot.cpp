@@ -8,6 +8,7 @@
 
 #include "recsearch/cost/model.hpp"
 #include "recsearch/report/report.hpp"
+#include "report/text.hpp"
 
 namespace recsearch::report {
 namespace {
@@ -24,16 +25,6 @@ std::string quoted(const std::string& s) {
     out += c;
   }
   return out + "\"";
-}
-
-std::string strategy_text(const ir::Strategy& s) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    out += i ? ", [" : "[";
-    for (std::size_t d = 0; d < s[i].size(); ++d) out += (d ? ", " : "") + std::to_string(s[i][d]);
-    out += "]";
-  }
-  return out + "]";
 }
 
 std::string seconds_text(double s) {

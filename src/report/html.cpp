@@ -14,6 +14,7 @@
 #include "recsearch/cost/cost_params.hpp"
 #include "recsearch/cost/model.hpp"
 #include "recsearch/report/report.hpp"
+#include "report/text.hpp"
 
 namespace recsearch::report {
 namespace {
@@ -39,16 +40,6 @@ std::string html_escape(const std::string& s) {
   return out;
 }
 
-std::string strategy_text(const ir::Strategy& s) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    out += i ? ", [" : "[";
-    for (std::size_t d = 0; d < s[i].size(); ++d) out += (d ? ", " : "") + std::to_string(s[i][d]);
-    out += "]";
-  }
-  return out + "]";
-}
-
 // Layer of each operator: 1 + the deepest producer of its inputs.
 std::vector<std::size_t> layers(const ir::Graph& g) {
   std::vector<std::size_t> layer(g.num_operators(), 0);
@@ -63,28 +54,19 @@ std::vector<std::size_t> layers(const ir::Graph& g) {
   return layer;
 }
 
-json page_data(const ReportInput& in) {
-  const ir::Graph& g = in.graph;
-  const plan::Evaluation& ev = in.eval;
-  const ColourClasses classes = colour_classes(in);
-  const std::vector<CommBreakdown> comm = comm_breakdown(in);
-  const bool drawn = g.num_operators() <= kMaxDrawnOperators;
-
-  json d;
-  d["graph"] = g.name();
-  d["algorithm"] = in.plan.algorithm;
-  d["mode"] = in.plan.mode == Mode::Train ? "train" : "infer";
-  d["devices"] = in.plan.num_devices();
-  d["drawn"] = drawn;
+json cluster_data(const ReportInput& in) {
   json levels = json::array();
   for (const Level& l : in.cluster.levels()) {
     levels.push_back({{"name", l.name}, {"size", l.size}, {"bandwidth_GBps", num(l.bandwidth_GBps)},
                       {"latency_us", num(l.latency_us)}});
   }
-  d["cluster"] = {{"name", in.cluster.name()},
-                  {"levels", levels},
-                  {"peak_TFLOPs", num(in.cluster.device().peak_TFLOPs)},
-                  {"memory_GiB", num(in.cluster.device().memory_GiB)}};
+  return {{"name", in.cluster.name()},
+          {"levels", levels},
+          {"peak_TFLOPs", num(in.cluster.device().peak_TFLOPs)},
+          {"memory_GiB", num(in.cluster.device().memory_GiB)}};
+}
+
+json mesh_data(const ReportInput& in) {
   json mesh = json::array();
   for (const Cut& c : in.plan.mesh) {
     mesh.push_back({{"axis", c.axis},
@@ -92,25 +74,35 @@ json page_data(const ReportInput& in) {
                     {"level", c.level < in.cluster.levels().size() ? in.cluster.levels()[c.level].name
                                                                    : std::string()}});
   }
-  d["mesh"] = mesh;
-  const plan::Summary& s = ev.summary;
-  d["summary"] = {{"step_time_s", num(s.step_time_s)},
-                  {"compute_s", num(s.compute_s)},
-                  {"communication_s", num(s.communication_s)},
-                  {"memory_per_device_bytes", num(s.memory_per_device_bytes)},
-                  {"parameter_bytes", num(s.parameter_bytes)},
-                  {"activation_bytes", num(s.activation_bytes)},
-                  {"search_time_s", num(s.search_time_s)}};
-  d["memory"] = {{"capacity_bytes", num(in.cluster.device().memory_GiB * kBytesPerGiB)}};
+  return mesh;
+}
 
+json summary_data(const plan::Summary& s) {
+  return {{"step_time_s", num(s.step_time_s)},
+          {"compute_s", num(s.compute_s)},
+          {"communication_s", num(s.communication_s)},
+          {"memory_per_device_bytes", num(s.memory_per_device_bytes)},
+          {"parameter_bytes", num(s.parameter_bytes)},
+          {"activation_bytes", num(s.activation_bytes)},
+          {"search_time_s", num(s.search_time_s)}};
+}
+
+json classes_data(const ColourClasses& classes) {
   json cls = json::array();
   std::vector<std::size_t> count(classes.names.size(), 0);
   for (const std::size_t c : classes.of_op) ++count[c];
   for (std::size_t i = 0; i < classes.names.size(); ++i) {
     cls.push_back({{"name", classes.names[i]}, {"colour", classes.colours[i]}, {"count", count[i]}});
   }
-  d["classes"] = cls;
+  return cls;
+}
 
+// Per operator: its strategy, class, costs and place in the drawing
+// (layer, and row within the layer in topological order).
+json operators_data(const ReportInput& in, const ColourClasses& classes) {
+  const ir::Graph& g = in.graph;
+  const plan::Evaluation& ev = in.eval;
+  const std::vector<CommBreakdown> comm = comm_breakdown(in);
   const std::vector<std::size_t> layer = layers(g);
   std::vector<std::size_t> row(g.num_operators(), 0);
   std::vector<std::size_t> fill;
@@ -137,32 +129,38 @@ json page_data(const ReportInput& in) {
                    {"layer", layer[o]},
                    {"row", row[o]}});
   }
-  d["operators"] = ops;
+  return ops;
+}
 
+// Producer -> consumer edges, each marked when the tensor is redistributed
+// on its way.
+json edges_data(const ReportInput& in) {
+  const ir::Graph& g = in.graph;
   std::set<std::pair<ir::TensorId, ir::OpId>> moved;
-  for (const plan::CommEvent& e : ev.events) {
+  for (const plan::CommEvent& e : in.eval.events) {
     if (e.reason == plan::CommReason::Layout) moved.insert({e.tensor, e.to});
   }
   json edges = json::array();
-  if (drawn) {
-    for (std::size_t t = 0; t < g.num_tensors(); ++t) {
-      const ir::Tensor& ts = g.tensor(static_cast<ir::TensorId>(t));
-      if (ts.producer == ir::kNone) continue;
-      std::set<ir::OpId> seen;
-      for (const ir::OpId c : ts.consumers) {
-        if (!seen.insert(c).second) continue;
-        edges.push_back({ts.producer, c, ts.name,
-                         moved.count({static_cast<ir::TensorId>(t), c}) > 0});
-      }
+  for (std::size_t t = 0; t < g.num_tensors(); ++t) {
+    const ir::Tensor& ts = g.tensor(static_cast<ir::TensorId>(t));
+    if (ts.producer == ir::kNone) continue;
+    std::set<ir::OpId> seen;
+    for (const ir::OpId c : ts.consumers) {
+      if (!seen.insert(c).second) continue;
+      edges.push_back({ts.producer, c, ts.name,
+                       moved.count({static_cast<ir::TensorId>(t), c}) > 0});
     }
   }
-  d["edges"] = edges;
+  return edges;
+}
 
+json redistributions_data(const ReportInput& in) {
+  const ir::Graph& g = in.graph;
   json red = json::array();
   const auto op_name = [&](ir::OpId o) {
     return o == ir::kNone ? std::string() : g.op(o).name;
   };
-  for (const plan::CommEvent& e : ev.events) {
+  for (const plan::CommEvent& e : in.eval.events) {
     red.push_back({{"tensor", e.tensor == ir::kNone ? std::string() : g.tensor(e.tensor).name},
                    {"from", op_name(e.from)},
                    {"to", op_name(e.to)},
@@ -173,7 +171,28 @@ json page_data(const ReportInput& in) {
                    {"bytes", num(e.bytes)},
                    {"seconds", num(e.seconds)}});
   }
-  d["redistributions"] = red;
+  return red;
+}
+
+json page_data(const ReportInput& in) {
+  const ir::Graph& g = in.graph;
+  const ColourClasses classes = colour_classes(in);
+  const bool drawn = g.num_operators() <= kMaxDrawnOperators;
+
+  json d;
+  d["graph"] = g.name();
+  d["algorithm"] = in.plan.algorithm;
+  d["mode"] = in.plan.mode == Mode::Train ? "train" : "infer";
+  d["devices"] = in.plan.num_devices();
+  d["drawn"] = drawn;
+  d["cluster"] = cluster_data(in);
+  d["mesh"] = mesh_data(in);
+  d["summary"] = summary_data(in.eval.summary);
+  d["memory"] = {{"capacity_bytes", num(in.cluster.device().memory_GiB * kBytesPerGiB)}};
+  d["classes"] = classes_data(classes);
+  d["operators"] = operators_data(in, classes);
+  d["edges"] = drawn ? edges_data(in) : json::array();
+  d["redistributions"] = redistributions_data(in);
   return d;
 }
 
