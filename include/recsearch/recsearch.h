@@ -177,7 +177,8 @@ RS_API rs_status rs_options_create(rs_options** out);
 RS_API void rs_options_free(rs_options* o);
 /* "train" (default) or "infer". For rs_evaluate: the plan's mode unless set. */
 RS_API rs_status rs_options_set_mode(rs_options* o, const char* mode);
-/* "rec" (default), "data-parallel" or "exhaustive". */
+/* "rec" (default), "data-parallel", "megatron", "grid", "ilp" (when built
+ * with COIN-OR CBC) or "exhaustive". */
 RS_API rs_status rs_options_set_algorithm(rs_options* o, const char* algorithm);
 /* Worker threads, 0 = all (default); the plan is the same for every value. */
 RS_API rs_status rs_options_set_threads(rs_options* o, int threads);
@@ -190,6 +191,25 @@ RS_API rs_status rs_options_set_cost(rs_options* o, const char* name, double val
 /* Cost coefficients as a JSON object of `len` bytes. Coefficients apply over
  * those of the graph and cluster JSON, in the order they were set. */
 RS_API rs_status rs_options_set_cost_json(rs_options* o, const char* text, size_t len);
+
+/* A cost model of one's own (measured collectives, a kernel library's
+ * speed), the C form of recsearch::cost::CostModel. Each callback receives
+ * the symbolic model's price and returns the price to use; a NULL callback
+ * keeps the symbolic one. Gradient synchronisation is priced through the
+ * collective callback. The search calls them from several threads at once:
+ * they must be thread-safe, must not fail, and return seconds >= 0.
+ * `collective` is "all_gather", "reduce_scatter", "all_reduce",
+ * "all_to_all" or "halo"; `devices` is the size of the cut, `bandwidth_Bps`
+ * and `latency_s` those of its link. `user` is passed through. */
+typedef struct rs_cost_callbacks {
+  double (*collective_seconds)(const char* collective, double group_bytes, int64_t devices,
+                               double bandwidth_Bps, double latency_s, double symbolic_seconds,
+                               void* user);
+  double (*compute_seconds)(double flops, double bytes, double symbolic_seconds, void* user);
+  void* user;
+} rs_cost_callbacks;
+/* Copies *callbacks into the options; NULL restores the symbolic model. */
+RS_API rs_status rs_options_set_cost_callbacks(rs_options* o, const rs_cost_callbacks* callbacks);
 
 /* ---- search and evaluation --------------------------------------------- */
 

@@ -163,8 +163,35 @@ CostParams merged_cost(const rs_graph& g, const rs_cluster* c, const rs_options*
     (void)io::parse_cluster(*c->file_text, c->file_source, &cost);
   if (o != nullptr)
     for (const std::string& text : o->cost_json) io::parse_cost_params(text, "<options>", cost);
+  if (o != nullptr && o->model) cost.model = o->model;
   return cost;
 }
+
+// rs_cost_callbacks as a cost::CostModel: the symbolic price first, then the
+// user's callback, if any, over it.
+class CallbackModel final : public cost::CostModel {
+ public:
+  explicit CallbackModel(const rs_cost_callbacks& cb) : cb_(cb) {}
+
+  [[nodiscard]] double collective_seconds(cost::Collective c, double group_bytes, const Cut& cut,
+                                          const CostParams& p) const noexcept override {
+    const double symbolic = CostModel::collective_seconds(c, group_bytes, cut, p);
+    if (cb_.collective_seconds == nullptr) return symbolic;
+    // collective_name views string literals, so data() is NUL-terminated.
+    return cb_.collective_seconds(cost::collective_name(c).data(), group_bytes, cut.size,
+                                  cut.bandwidth_Bps, cut.latency_s, symbolic, cb_.user);
+  }
+
+  [[nodiscard]] double compute_seconds(double flops, double bytes, const DeviceSpec& dev,
+                                       const CostParams& p, Mode mode) const noexcept override {
+    const double symbolic = CostModel::compute_seconds(flops, bytes, dev, p, mode);
+    if (cb_.compute_seconds == nullptr) return symbolic;
+    return cb_.compute_seconds(flops, bytes, symbolic, cb_.user);
+  }
+
+ private:
+  rs_cost_callbacks cb_;
+};
 
 }  // namespace recsearch::capi
 
@@ -594,6 +621,13 @@ rs_status rs_options_set_cost(rs_options* o, const char* name, double value) {
       throw Error(Errc::kUsage, e.detail());
     }
     o->cost_json.push_back(std::move(text));
+  });
+}
+
+rs_status rs_options_set_cost_callbacks(rs_options* o, const rs_cost_callbacks* callbacks) {
+  return guard([&] {
+    need(o, "options");
+    o->model = callbacks == nullptr ? nullptr : std::make_shared<capi::CallbackModel>(*callbacks);
   });
 }
 

@@ -17,6 +17,7 @@
 
 #include "recsearch/algebra/op_space.hpp"
 #include "recsearch/cluster.hpp"
+#include "recsearch/cost/cost_model.hpp"
 #include "recsearch/cost/cost_params.hpp"
 #include "recsearch/error.hpp"
 #include "recsearch/ir/graph.hpp"
@@ -53,6 +54,7 @@ struct rs_options {
   recsearch::search::SearchOptions search;
   bool mode_set = false;                 // rs_evaluate: else the plan's mode
   std::vector<std::string> cost_json;    // applied in order over graph and cluster costs
+  std::shared_ptr<const recsearch::cost::CostModel> model;  // rs_options_set_cost_callbacks
 };
 
 struct rs_result {

@@ -1039,6 +1039,91 @@ static void test_bytes(void) {
   free(cluster_text);
 }
 
+/* ---- a cost model of one's own ------------------------------------------ */
+
+typedef struct Scale {
+  double factor;
+  long calls; /* the searches below run on one thread */
+} Scale;
+
+static double scaled_collective(const char* collective, double group_bytes, int64_t devices,
+                                double bandwidth_Bps, double latency_s, double symbolic,
+                                void* user) {
+  Scale* s = (Scale*)user;
+  (void)group_bytes;
+  (void)bandwidth_Bps;
+  (void)latency_s;
+  if (collective != NULL && collective[0] != '\0' && devices > 1) ++s->calls;
+  return s->factor * symbolic;
+}
+
+static int close_to(double a, double b) { return fabs(a - b) <= 1e-9 * (fabs(a) + fabs(b)) + 1e-30; }
+
+static void test_costmodel(void) {
+  size_t len = 0, plan_len = 0;
+  char* text = data_file("graphs/gpt2_block.json", &len);
+  char* plan = NULL;
+  rs_graph* g = NULL;
+  rs_cluster* c = NULL;
+  rs_options *plain = NULL, *doubled = NULL, *dear = NULL;
+  rs_result *r0 = NULL, *r_eval = NULL, *r_dear = NULL, *r_dear_eval = NULL;
+  rs_summary s0, s_eval, s_dear, s_dear_eval;
+  const int64_t mesh[] = {2, 4};
+  Scale two = {2.0, 0}, thousand = {1000.0, 0};
+  rs_cost_callbacks cb2 = {scaled_collective, NULL, &two};
+  rs_cost_callbacks cb1000 = {scaled_collective, NULL, &thousand};
+  CHECK(text != NULL);
+  if (text == NULL) return;
+  OK(rs_graph_from_json(text, len, "gpt2_block.json", &g));
+  OK(rs_cluster_create_mesh(mesh, 2, &c));
+  OK(rs_options_create(&plain));
+  OK(rs_options_create(&doubled));
+  OK(rs_options_create(&dear));
+  OK(rs_options_set_threads(plain, 1));
+  OK(rs_options_set_cost_callbacks(doubled, &cb2));
+  OK(rs_options_set_threads(dear, 1));
+  OK(rs_options_set_cost_callbacks(dear, &cb1000));
+  OK(rs_search(g, c, plain, &r0));
+  OK(rs_result_summary(r0, &s0));
+  CHECK(s0.communication_s > 0);
+  /* The same plan under doubled collectives: communication doubles, compute stays. */
+  OK(rs_result_plan_json(r0, &plan, &plan_len));
+  OK(rs_evaluate(g, c, plan, plan_len, doubled, &r_eval));
+  OK(rs_result_summary(r_eval, &s_eval));
+  CHECK(two.calls > 0);
+  CHECK(close_to(s_eval.communication_s, 2 * s0.communication_s));
+  CHECK(close_to(s_eval.compute_s, s0.compute_s));
+  /* Collectives 1000x dearer: the search finds a plan that communicates
+   * less, and at least as fast as the old plan under the same model. */
+  OK(rs_search(g, c, dear, &r_dear));
+  OK(rs_result_summary(r_dear, &s_dear));
+  OK(rs_evaluate(g, c, plan, plan_len, dear, &r_dear_eval));
+  OK(rs_result_summary(r_dear_eval, &s_dear_eval));
+  CHECK(thousand.calls > 0);
+  CHECK(s_dear.communication_s < s_dear_eval.communication_s);
+  CHECK(s_dear.step_time_s <= s_dear_eval.step_time_s * (1 + 1e-9));
+  /* NULL restores the symbolic model. */
+  OK(rs_options_set_cost_callbacks(doubled, NULL));
+  rs_result_free(r_eval);
+  r_eval = NULL;
+  OK(rs_evaluate(g, c, plan, plan_len, doubled, &r_eval));
+  OK(rs_result_summary(r_eval, &s_eval));
+  CHECK(close_to(s_eval.communication_s, s0.communication_s));
+  expect_fail(rs_options_set_cost_callbacks(NULL, &cb2), RS_USAGE, 0, "options",
+              "rs_options_set_cost_callbacks(NULL)", __LINE__);
+  rs_free(plan);
+  rs_result_free(r0);
+  rs_result_free(r_eval);
+  rs_result_free(r_dear);
+  rs_result_free(r_dear_eval);
+  rs_options_free(plain);
+  rs_options_free(doubled);
+  rs_options_free(dear);
+  rs_cluster_free(c);
+  rs_graph_free(g);
+  free(text);
+}
+
 int main(int argc, char** argv) {
   const char* which = argc > 1 ? argv[1] : "all";
   int all = strcmp(which, "all") == 0;
@@ -1047,6 +1132,7 @@ int main(int argc, char** argv) {
   if (all || strcmp(which, "threads") == 0) test_threads();
   if (all || strcmp(which, "eval") == 0) test_eval();
   if (all || strcmp(which, "bytes") == 0) test_bytes();
+  if (all || strcmp(which, "costmodel") == 0) test_costmodel();
   if (failures > 0) fprintf(stderr, "%d check(s) failed\n", failures);
   return failures == 0 ? 0 : 1;
 }

@@ -1,13 +1,12 @@
-// The work behind `recsearch search`, `eval` and `validate`: read the inputs
-// through recsearch::io, build the cluster the options describe, call the
-// library, write the result. Kept free of CLI11 so that it reads as a plain
-// sequence of library calls.
+// The work behind `recsearch search`, `eval` and `validate`, and the input
+// handling the other subcommands share: read the graph as a
+// recsearch::Problem, build the cluster the options describe, solve or
+// evaluate through the facade, write the result. Kept free of CLI11 so that
+// it reads as a plain sequence of library calls.
 //
-// Errors that the library raises without naming a file (operator-space
-// validation, pinned strategies the search cannot lay out, plan checks) are
-// attributed here to the file they concern, because only the CLI knows which
-// file that was: DESIGN.md promises that every bad-input message names the
-// file and the JSON path.
+// Every bad-input message names the file and the JSON path (docs/design.md,
+// Errors and exit codes): the facade attributes what concerns the graph or
+// the plan file; the cluster and cost files are named by their readers.
 #include "commands.hpp"
 
 #include <unistd.h>

@@ -2,7 +2,8 @@
 // are parsed. main.cpp fills these option structs from the command line (so
 // that CLI11 stays in one file) and calls run_*; each returns the process
 // exit code on success and throws recsearch::Error (or anything else) on
-// failure, which main.cpp maps to the exit codes of DESIGN.md.
+// failure, which main.cpp maps to the exit codes of docs/design.md, Errors
+// and exit codes.
 //
 // Nothing here computes a cost: every number comes from the library, so that
 // the CLI cannot drift from what the C API or the tests see.

@@ -1,5 +1,5 @@
 // `recsearch exec GRAPH PLAN --backend mpi|nccl`: runs a plan under mpirun
-// (DESIGN.md "Execution layer"). Only option parsing lives here; the run,
+// (docs/exec.md; docs/design.md, Execution layer). Only option parsing lives here; the run,
 // the checks and the report are exec::run_exec in the library.
 #include <memory>
 #include <string>

@@ -1,4 +1,4 @@
-// `recsearch`: the command-line tool (DESIGN.md "CLI"). This file only
+// `recsearch`: the command-line tool (docs/design.md, CLI; docs/cli.md). This file only
 // registers the subcommands (each file adds its own: subcommand.hpp) and
 // the core ones (search, eval, validate) with CLI11, and turns every way
 // a run can fail into a one-line message and a documented exit code:
