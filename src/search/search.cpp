@@ -303,9 +303,9 @@ SearchResult run(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces
       }
       // Polish the fastest fitting plan, or mend the smallest one.
       if (may_polish(g, cluster, opts)) {
-        plan::Plan start = have ? res.plan : std::move(smallest);
+        plan::Plan from = have ? res.plan : std::move(smallest);
         const double start_mem = have ? res.eval.summary.memory_per_device_bytes : best_mem;
-        if (take_polished(g, spaces, cluster, opts, budget, std::move(start), start_mem, have,
+        if (take_polished(g, spaces, cluster, opts, budget, std::move(from), start_mem, have,
                           res, best_mem))
           have = true;
       }
