@@ -8,9 +8,12 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 tools/install-deps.sh
 
+# Warnings are errors here (the CI path: tools/test.sh runs this script);
+# WERROR=false configures without, e.g. to try a newer compiler.
 build_dir=${BUILD_DIR:-build}
+opts=(-Dwerror="${WERROR:-true}")
 if [[ -f $build_dir/meson-private/coredata.dat ]]; then
-  meson setup --reconfigure "$build_dir" || meson setup --wipe "$build_dir"
+  meson setup --reconfigure "$build_dir" "${opts[@]}" || meson setup --wipe "$build_dir" "${opts[@]}"
 else
-  meson setup "$build_dir"
+  meson setup "$build_dir" "${opts[@]}"
 fi

@@ -55,6 +55,18 @@ if ((test_rc != 0 && failed == 0)); then
   failed=1
 fi
 
+# The style check (tools/check_format.sh) counts as one more test: a file
+# that clang-format would change fails it.
+format_rc=0
+tools/check_format.sh || format_rc=$?
+if ((format_rc == 0)); then
+  passed=$((passed + 1))
+else
+  echo "test.sh: FAILED: tools/check_format.sh (exit $format_rc): sources differ from" \
+    ".clang-format (files listed above; fix with clang-format -i FILE)" >&2
+  failed=$((failed + 1))
+fi
+
 # The same tests under ASan+UBSan (tools/sanitize.sh), counted in the
 # summary; SANITIZE=none skips them, SANITIZE="asan tsan" adds TSan.
 if [[ ${SANITIZE:-} != none ]]; then

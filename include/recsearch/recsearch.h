@@ -49,11 +49,9 @@ extern "C" {
 #define RS_API
 #endif
 
-/* Version of the library this header belongs to. */
-#define RS_VERSION_MAJOR 0
-#define RS_VERSION_MINOR 1
-#define RS_VERSION_PATCH 0
-#define RS_VERSION_STRING "0.1.0"
+/* Version of the library this header belongs to: RS_VERSION_MAJOR, _MINOR,
+ * _PATCH and RS_VERSION_STRING, written by the build (version.h.in). */
+#include "recsearch/version.h"
 
 /* Outcome of a call. The values equal the recsearch CLI's exit codes, and
  * group the stable error ids (rs_last_error_code) by their hundreds digit. */

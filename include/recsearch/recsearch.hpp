@@ -33,10 +33,11 @@
 #include "recsearch/search/options.hpp"
 #include "recsearch/search/search.hpp"
 #include "recsearch/solution.hpp"
+#include "recsearch/version.h"
 
 namespace recsearch {
 
 // Library version, "major.minor.patch".
-inline constexpr const char* kVersion = "0.1.0";
+inline constexpr const char* kVersion = RS_VERSION_STRING;
 
 }  // namespace recsearch

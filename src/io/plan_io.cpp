@@ -190,9 +190,9 @@ void read_cuts(const Reader& r, const Json& j, const std::string& path, const al
 // check_plan names "/operators/<op>/cuts/<axis>"; point at the file instead.
 Error repoint(const Error& e, const Reader& r, const ir::Graph& g,
               const std::vector<OpEntry>& entries) {
-  const auto split = split_op_path(e.json_path());
-  if (!split || split->first >= entries.size()) return e.in_file(r.source());
-  const auto [op, rest] = *split;
+  const auto op_split = split_op_path(e.json_path());
+  if (!op_split || op_split->first >= entries.size()) return e.in_file(r.source());
+  const auto [op, rest] = *op_split;
   const OpEntry& entry = entries[op];
   const std::string at = child("/operators", entry.index);
   switch (entry.source) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "recsearch/recsearch.hpp"
+#include "support/errors.hpp"
 
 namespace {
 
@@ -20,19 +21,7 @@ using namespace recsearch;
 
 constexpr const char* kFile = "adv.json";
 
-// The error f throws (FAIL when it throws nothing or something else).
-template <class F>
-Error error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  } catch (const std::exception& e) {
-    FAIL("expected recsearch::Error, got: " << e.what());
-  }
-  FAIL("expected recsearch::Error, nothing was thrown");
-  return Error(Errc::kInternal, "unreachable");
-}
+using recsearch::testing::error_of;
 
 // An operator without attributes, strategy or allowed dims.
 ir::Operator make_op(std::string name, std::string type, std::vector<ir::TensorId> inputs,

@@ -5,13 +5,13 @@
 
 #include <doctest/doctest.h>
 
-#include <functional>
 #include <string>
 #include <vector>
 
 #include "recsearch/algebra/op_space.hpp"
 #include "recsearch/error.hpp"
 #include "recsearch/ir/graph.hpp"
+#include "support/errors.hpp"
 
 namespace algebra_test {
 
@@ -72,17 +72,8 @@ inline std::string dims(const algebra::OpSpace& s, const std::vector<int>& m) {
 inline std::string in(const algebra::OpSpace& s, std::size_t j) { return dims(s, s.inputs.at(j)); }
 inline std::string out(const algebra::OpSpace& s, std::size_t j) { return dims(s, s.outputs.at(j)); }
 
-// Runs f and returns the recsearch::Error it throws; fails the test if it
-// throws nothing (the returned error then has code kInternal).
-inline Error error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  FAIL_CHECK("expected a recsearch::Error, nothing was thrown");
-  return Error(Errc::kInternal, "nothing thrown");
-}
+// error_of: tests/support/errors.hpp.
+using recsearch::testing::error_of;
 
 inline bool contains(const std::string& hay, const std::string& needle) {
   return hay.find(needle) != std::string::npos;

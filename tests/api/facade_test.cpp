@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "recsearch/recsearch.hpp"
 
@@ -32,8 +33,16 @@ ir::Graph unfinished_mlp() {
   const auto h = g.add_tensor("h", {64, 4096}, ir::DType::F32, ir::TensorKind::Activation);
   const auto w2 = g.add_tensor("w2", {4096, 1024}, ir::DType::F32, ir::TensorKind::Parameter);
   const auto y = g.add_tensor("y", {64, 1024}, ir::DType::F32, ir::TensorKind::Activation);
-  g.add_operator({.name = "fc1", .type = "MatMul", .inputs = {x, w1}, .outputs = {h}});
-  g.add_operator({.name = "fc2", .type = "MatMul", .inputs = {h, w2}, .outputs = {y}});
+  const auto matmul = [&](const char* name, ir::TensorId a, ir::TensorId b, ir::TensorId out) {
+    ir::Operator op;
+    op.name = name;
+    op.type = "MatMul";
+    op.inputs = {a, b};
+    op.outputs = {out};
+    g.add_operator(std::move(op));
+  };
+  matmul("fc1", x, w1, h);
+  matmul("fc2", h, w2, y);
   return g;
 }
 

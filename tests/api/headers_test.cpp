@@ -5,7 +5,7 @@
 
 #include <doctest/doctest.h>
 
-#include "graph_factories.hpp"
+#include "support/graph_factories.hpp"
 
 #ifdef NLOHMANN_JSON_VERSION_MAJOR
 #error "a public header included nlohmann_json"

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <string>
 
-#include "graph_factories.hpp"
+#include "support/graph_factories.hpp"
 #include "recsearch/search/search.hpp"
 
 using namespace recsearch;

@@ -24,6 +24,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import cli_run  # noqa: E402  (tests/support: runs the tool)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.environ.get("RECSEARCH_DATA") or os.path.join(HERE, "..", "..", "data")
 GRAPHS = os.path.join(DATA, "graphs")
@@ -55,28 +58,19 @@ def check(cond, msg):
     return bool(cond)
 
 
-class Result:
-    def __init__(self, args, rc, out, err):
-        self.args, self.rc, self.out, self.err = args, rc, out, err
-
-    def __str__(self):
-        return "recsearch %s -> %d\nstderr: %s" % (" ".join(self.args), self.rc, self.err[-2000:])
-
-
 def run(args, stdin=None, expect=0, stderr_empty=None):
     """Runs the tool; checks the exit code (`expect`, None = any) and that it
     never crashed nor reported an internal error."""
-    p = subprocess.run([EXE] + args, input=stdin, capture_output=True, text=True, timeout=900)
-    r = Result(args, p.returncode, p.stdout, p.stderr)
-    check(p.returncode in EXIT_CODES, "exit code outside 0..4 (crash?): %s" % r)
-    check("internal error" not in p.stderr, "internal error: %s" % r)
+    r = cli_run.run(EXE, args, stdin=stdin, timeout=900)
+    check(r.rc in EXIT_CODES, "exit code outside 0..4 (crash?): %s" % r)
+    check("internal error" not in r.err, "internal error: %s" % r)
     if expect is not None:
-        check(p.returncode == expect, "expected exit %d: %s" % (expect, r))
+        check(r.rc == expect, "expected exit %d: %s" % (expect, r))
     if stderr_empty is None:
         stderr_empty = expect == 0
-    if stderr_empty and p.returncode == 0:
+    if stderr_empty and r.rc == 0:
         # No progress noise when stderr is not a terminal.
-        check(p.stderr == "", "unexpected stderr output: %s" % r)
+        check(r.err == "", "unexpected stderr output: %s" % r)
     return r
 
 

@@ -7,13 +7,13 @@
 #include <filesystem>
 #include <string>
 
-#include "io_test_util.hpp"
 #include "recsearch/io/json_io.hpp"
+#include "support/errors.hpp"
 
 namespace {
 
 using namespace recsearch;
-using io_test::expect_error;
+using recsearch::testing::expect_error;
 
 const std::string kFile = "cluster.json";
 

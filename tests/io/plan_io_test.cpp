@@ -10,15 +10,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "io_test_util.hpp"
 #include "recsearch/algebra/op_space.hpp"
 #include "recsearch/io/json_io.hpp"
 #include "recsearch/plan/evaluator.hpp"
+#include "support/errors.hpp"
 
 namespace {
 
 using namespace recsearch;
-using io_test::expect_error;
+using recsearch::testing::expect_error;
 using Json = nlohmann::json;
 
 const std::string kFile = "plan.json";

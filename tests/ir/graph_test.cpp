@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "graph_factories.hpp"
+#include "support/graph_factories.hpp"
 #include "recsearch/error.hpp"
 
 using namespace recsearch;

@@ -10,9 +10,11 @@ Standard library only.
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import cli_run  # noqa: E402  (tests/support: runs the tool)
 
 EXE = sys.argv[1]
 MODELS = os.environ.get("RECSEARCH_ONNX_MODELS") or os.path.join(os.path.dirname(__file__), "models")
@@ -27,9 +29,9 @@ def check(cond, msg):
 
 
 def run(args, expect, stdin=None):
-    p = subprocess.run([EXE] + args, input=stdin, capture_output=True, timeout=600)
-    out, err = p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
-    check(p.returncode == expect, "recsearch %s -> %d, expected %d\n%s" % (" ".join(args), p.returncode, expect, err[-1500:]))
+    r = cli_run.run(EXE, args, stdin=stdin, timeout=600)
+    out, err = r.out, r.err
+    check(r.rc == expect, "recsearch %s -> %d, expected %d\n%s" % (" ".join(args), r.rc, expect, err[-1500:]))
     check("internal error" not in err, "internal error: %s" % err)
     return out, err
 

@@ -18,6 +18,7 @@
 #include "recsearch/error.hpp"
 #include "recsearch/ir/graph.hpp"
 #include "recsearch/plan/plan.hpp"
+#include "support/errors.hpp"
 
 namespace plan_test {
 
@@ -120,19 +121,7 @@ struct Mlp {
   }
 };
 
-// Runs f and checks that it throws recsearch::Error with this code and JSON
-// path, and (when given) a detail containing `text`.
-template <class F>
-void check_error(F&& f, Errc code, const std::string& path, const std::string& text = {}) {
-  try {
-    f();
-  } catch (const Error& e) {
-    CHECK(static_cast<int>(e.code()) == static_cast<int>(code));
-    CHECK(e.json_path() == path);
-    if (!text.empty()) CHECK_MESSAGE(e.detail().find(text) != std::string::npos, e.what());
-    return;
-  }
-  FAIL("no error thrown; expected " << path);
-}
+// check_error: tests/support/errors.hpp.
+using recsearch::testing::check_error;
 
 }  // namespace plan_test

@@ -22,6 +22,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import cli_run  # noqa: E402  (tests/support: runs the tool)
+
 EXE, CASE = sys.argv[1], sys.argv[2]
 DATA = os.environ.get("RECSEARCH_DATA") or os.path.join(os.path.dirname(__file__), "..", "..", "data")
 GRAPH = os.path.join(DATA, "graphs", "gpt2_block.json")
@@ -37,11 +40,11 @@ def check(cond, msg):
 
 
 def run(args):
-    p = subprocess.run([EXE] + args, capture_output=True, text=True, timeout=600)
-    if p.returncode != 0:
-        print("recsearch %s -> %d\n%s" % (" ".join(args), p.returncode, p.stderr))
+    r = cli_run.run(EXE, args, timeout=600)
+    if r.rc != 0:
+        print("recsearch %s -> %d\n%s" % (" ".join(args), r.rc, r.err))
         sys.exit(1)
-    return p.stdout
+    return r.out
 
 
 def same(a, b):

@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <limits>
 
-#include "graph_factories.hpp"
+#include "support/graph_factories.hpp"
 #include "recsearch/error.hpp"
 #include "recsearch/search/search.hpp"
 

@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "graph_factories.hpp"
+#include "support/graph_factories.hpp"
 #include "recsearch/gen/generate.hpp"
 #include "recsearch/plan/evaluator.hpp"
 #include "recsearch/search/search.hpp"

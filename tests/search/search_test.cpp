@@ -8,7 +8,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "graph_factories.hpp"
+#include "support/graph_factories.hpp"
 #include "recsearch/error.hpp"
 #include "recsearch/search/search.hpp"
 
