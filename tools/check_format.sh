@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Checks that every tracked C and C++ source is formatted as .clang-format
 # says (clang-format --dry-run --Werror), without changing any file. Lists
 # the files that differ and exits 1 when there is one; exits 2 when

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Checks that no module of the library includes a header of a module above it.
 
 The modules, bottom to top (src/meson.build builds one library each, linking

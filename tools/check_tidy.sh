@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs clang-tidy (the checks in .clang-tidy) over the library's sources,
 # src/**/*.cpp, with the compile commands of a configured build folder
 # (BUILD_DIR, default build; tools/setup-build.sh makes one). Extra

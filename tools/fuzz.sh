@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Fuzzes recsearch's readers with libFuzzer (clang, AddressSanitizer and
 # UndefinedBehaviorSanitizer) and prints, per target, the executions run,
 # the time and what was found.

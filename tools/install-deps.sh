@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs the Debian packages recsearch needs to build and test, and only
 # those that are missing (apt-get update runs once, and only then).
 # Used by tools/test.sh and tools/quickstart.sh; safe to run on its own.

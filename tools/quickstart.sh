@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Sets up what is missing, builds the recsearch CLI and searches a plan for
 # one GPT-2 block on 64 DGX-H100 nodes (512 GPUs). Extra arguments go to
 # `recsearch search`, e.g. `tools/quickstart.sh --mode infer`.

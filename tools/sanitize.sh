@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds recsearch under the sanitizers and runs the tests there:
 #   * AddressSanitizer + UndefinedBehaviorSanitizer (+ LeakSanitizer):
 #     the unit, CLI, C API, fuzz-corpus and adversarial tests, in

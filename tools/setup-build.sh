@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs what is missing (tools/install-deps.sh) and configures the Meson
 # build folder: BUILD_DIR, default build/. Reconfigures an existing folder,
 # and wipes it when that fails (e.g. after a Meson upgrade).

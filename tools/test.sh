@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Sets up what is missing, builds recsearch and runs the whole test suite.
 # The last line is the summary: "tests: N passed, M failed[, K skipped]".
 # BUILD_DIR (default: build) selects the build folder.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The minimal C program of the README: the same search as minimal.cpp
    through the C API. Compiled and run as a test (tests/api/meson.build). */
 #include <recsearch/recsearch.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The minimal C++ program of the README: read a graph, search a plan for a
 // 2x4 mesh, write it, print its summary. Compiled and run as a test from the
 // repository root (tests/api/meson.build).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The device cluster: hierarchy levels with their links, the device model,
 // and the cut schedule the search recurses over.
 //

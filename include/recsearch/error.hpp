@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Typed errors with stable ids, thrown at the API and I/O edges.
 //
 // Every error carries a stable id (Errc), the file it concerns (may be empty

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Forward declarations of the public types, for headers that only pass them
 // by reference (as nlohmann/json's json_fwd.hpp does for its users).
 #pragma once

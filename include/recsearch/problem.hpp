@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The front door of the C++ API, first half: a Problem is what the search
 // works on, a finalized graph with its operator spaces and the cost
 // settings its file carried. Read one, solve it on a cluster

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The recsearch C API: plan operator-level parallel strategies from C, or
  * from any language that can call C (ctypes, Rust FFI, JNI, ...).
  *

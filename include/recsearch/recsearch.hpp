@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The umbrella header of the recsearch C++ API: graph IR, dimension algebra,
 // cluster, cost model, search, plans and their evaluation, and file I/O.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The front door of the C++ API, second half: solve a Problem on a Cluster,
 // or evaluate a plan of one's own, and read the answer as a user asks it:
 // a summary line, an operator's strategy, a tensor's sharding, the plan

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Contractions: MatMul / BatchMatMul, Einsum (and Custom ops carrying an
 // `einsum` attribute) and Attention. These are the operators where a
 // reduction loop exists, so where cutting can leave outputs partial.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Data-movement kinds: Reshape / Flatten / Squeeze / Unsqueeze, Transpose,
 // Concat, Split and Slice. They do no arithmetic (flops 0); what matters is
 // which cuts survive them, which the loop mapping encodes: a reshape keeps a

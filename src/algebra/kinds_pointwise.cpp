@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Pointwise and row-wise kinds: elementwise unary and binary operators (numpy
 // broadcasting), BiasAdd, BatchNorm, LayerNorm / RMSNorm and Softmax /
 // LogSoftmax. Loops are the output dims (d0, d1, ...); only the normalized

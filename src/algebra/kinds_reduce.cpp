@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reducing and indexing kinds: ReduceSum / ReduceMean / ReduceMax, Gather,
 // OneHot and SoftmaxCrossEntropy, plus the opaque fallback for unknown
 // operator types. Gather's vocabulary loop and the cross-entropy class loop

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Sliding-window kinds: Conv2D, MaxPool / AvgPool and GlobalAvgPool. Their
 // spatial loops are Window dims: a cut there needs neighbouring rows (the
 // halo), so the cost model can weigh spatial against batch/channel cuts.

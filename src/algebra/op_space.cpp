@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Public entry points of the dimension algebra: dispatch from operator kind
 // to the per-kind builders (kinds_*.cpp), the parallel build over a whole
 // graph, output-shape inference and the legality test of a loop cut.

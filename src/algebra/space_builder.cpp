@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SpaceBuilder: operand access, path-carrying errors, attribute access and
 // the output-shape check shared by every operator kind (see space_builder.hpp).
 #include "algebra/space_builder.hpp"

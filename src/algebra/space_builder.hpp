@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Private to the algebra module: the state shared by the per-kind builders.
 //
 // Every operator kind is described by one function (kinds_*.cpp) that first

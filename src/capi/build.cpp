@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The C API, first half: library queries and errors, building graphs (by
 // calls or from JSON), clusters and options. Every entry point validates its
 // arguments itself (NULL handles, unknown names, ranks) before the C++

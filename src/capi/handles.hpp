@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Private to the C API: what its opaque handles hold, and the one guard every
 // entry point runs its body in.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The C API, second half: running the search, evaluating a given plan, and
 // reading a result back (summary, mesh axes, strategies and cuts, tensor
 // shardings, redistributions, plan JSON). A result owns everything it hands

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Cluster validation and the cut schedule: each level's size factored into
 // primes, outermost (slowest) level first, so that the first cuts — made
 // while slices are largest — are the ones that cross the slowest links.

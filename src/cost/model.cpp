@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Closed-form collective, redistribution and compute costs (see model.hpp
 // for the formulas and their sources).
 #include "recsearch/cost/model.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Private: the backend factories, each compiled only when its library is
 // found (meson features mpi, cuda, nccl); the others are stubs that throw.
 #pragma once

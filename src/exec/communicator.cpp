@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Backend-independent parts of the Communicator: byte counters, the
 // one-rank communicator of the reference run, and the choice of backend.
 #include <algorithm>

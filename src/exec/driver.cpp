@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `recsearch exec` on every rank (exec/driver.hpp), in four steps: load
 // (the graph as a recsearch::Problem, the plan on its own cluster), validate
 // (without traffic), agree (one all-reduce, so that bad input ends every

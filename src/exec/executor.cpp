@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The executor (exec/executor.hpp): per operator, inputs redistributed to
 // the operator's layouts, the local kernel on the blocks, outputs kept in
 // the layout the operator leaves them in.

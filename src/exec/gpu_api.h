@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Private: the C interface between the execution layer and its GPU module
  * (librecsearch_gpu.so, loaded with dlopen only when a GPU backend or kernel
  * is requested), so that CUDA, cuBLAS and NCCL are never mapped into a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The execution layer's side of the GPU module: locating and dlopen-ing
 // librecsearch_gpu.so, checking its ABI version, and the GPU kernels of the
 // executor (gpu_usable, gemm_gpu, unary_gpu) as calls through its C

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Private: finds and loads the GPU module (librecsearch_gpu.so, see
 // gpu_api.h) on first use, so that processes that never ask for a GPU never
 // map CUDA, cuBLAS or NCCL.

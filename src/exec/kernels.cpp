@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CPU kernels of the executor (exec/kernels.hpp). Each kernel sees one
 // rank's blocks with local shapes; parallel loops split only the outermost
 // independent index, so every output element is summed in one fixed order

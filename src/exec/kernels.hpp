@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Private: the CPU kernels of the executor, each on one rank's local blocks
 // (shapes are local; the few kernels whose result depends on where the
 // block sits in the full tensor take offsets). Parallel over oneTBB,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Layout arithmetic of the execution layer (exec/layout.hpp): local blocks,
 // the per-axis step sequence of a redistribution, and the bytes a forward
 // pass sends, predicted from the plan without running anything.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Builds without MPI: one process, no MPI backend (make_communicator says
 // so); the reference run and the layout arithmetic still work.
 #include <cstdio>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Builds without NCCL/CUDA: the NCCL backend reports that it is missing and
 // no GPU is ever usable.
 #include "exec/backends.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Redistributor (exec/redistributor.hpp): each step of a
 // redistribution plan as one collective on the step's mesh-axis group, with
 // the packing around it. A block is viewed as [outer, n, inner] around the

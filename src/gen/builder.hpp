@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The generators' pen: names tensors and operators under a prefix
 // ("h12.q_proj") and hands them to the sink. It owns no graph, so a
 // generator's memory stays constant however many operators it emits.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Model specs (defaults, checks, published presets) and the two sinks of the
 // generators: an in-memory ir::Graph and a streamed graph JSON file.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The model families of `recsearch gen`, written at the granularity that
 // frameworks hand to a parallelizer: a transformer layer is its projections,
 // bias adds, head reshapes and transposes, attention matmuls, scaling, mask,

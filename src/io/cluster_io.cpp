@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The cluster file (docs/design.md, Cluster file): JSON -> Cluster and back.
 //
 // Field-level checks (types, signs) are done here so that they point at the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The cluster's JSON form, private to src/io: one reader and one writer,
 // used for cluster files (cluster_io.cpp) and for the cluster a plan file
 // embeds (plan_io.cpp), so that the two can never drift apart.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The graph file (docs/design.md, Graph file): JSON -> ir::Graph and back.
 //
 // The reader checks JSON types and resolves tensor names itself, so that

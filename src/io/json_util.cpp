@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared JSON plumbing of src/io: reading files, parsing with byte-accurate
 // errors, typed access that reports paths, the CostParams object, and a
 // line-per-record printer for the writers.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Private helpers shared by the JSON readers and writers of src/io.
 //
 // Readers never call nlohmann's throwing accessors on data they have not

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The plan file (docs/design.md, Plan file): reading a plan against a graph and
 // a cut schedule, writing a plan with its evaluation, and the text table.
 //

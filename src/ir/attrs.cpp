@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Typed access to operator attributes; wrong types are schema errors that
 // name the attribute, so a graph file's mistakes are reported, not guessed.
 #include "recsearch/ir/attrs.hpp"

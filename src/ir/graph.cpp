@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Graph construction and structural checks. The operator DAG is handed to
 // Boost.Graph for the depth-first search that both finds cycles (a back
 // edge names an operator on the cycle) and yields the topological order.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Spellings of the operator kinds and their elementwise classes.
 #include "recsearch/ir/op_kind.hpp"
 

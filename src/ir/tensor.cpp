@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Element types, shape arithmetic and tensor-kind spellings of the IR.
 #include "recsearch/ir/tensor.hpp"
 

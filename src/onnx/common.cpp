@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Parts of the ONNX interface that need no ONNX library.
 #include <cctype>
 

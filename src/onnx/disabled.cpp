@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The ONNX readers of a build without the `onnx` feature: they say so.
 #include "recsearch/error.hpp"
 #include "recsearch/io/onnx.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ONNX model -> recsearch graph (include/recsearch/io/onnx.hpp).
 //
 // Steps: read the model without its weights (model_reader.hpp); bind the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reads an ONNX model's structure while skipping its weights (see
 // model_reader.hpp). Fields are walked with protobuf's own wire-format
 // routines; every field the reader does not need to look into is copied

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Private to the onnx module: reads an ONNX ModelProto without its weights.
 //
 // A model file is mostly initializer payloads. Parsing it with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The reference evaluator: step time, communication and memory of a plan,
 // recomputed from its cuts alone (plan/evaluator.hpp states the model).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Plans as choices of loop cuts: deriving MindSpore-style strategies from
 // them, laying a pinned strategy out on a mesh, and checking a plan against
 // its graph.

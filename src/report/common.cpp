@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared parts of the plan reports: strategy classes and their colours, the
 // split of each operator's communication by reason, and strategies as text.
 #include <algorithm>

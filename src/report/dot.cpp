@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The plan as a Graphviz graph: operators coloured by strategy class, graph
 // inputs as ellipses, and every producer -> consumer edge; an edge that
 // carries a layout redistribution is drawn red and names its collectives.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The plan as one self-contained HTML page. The numbers are gathered here
 // from the evaluation into a JSON block inside the page; the page's own
 // script draws the graph (SVG), fills the tables and lets the reader sort

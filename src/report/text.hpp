@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Text shared by the report writers (private to src/report): written once so
 // that the DOT labels and the HTML tables spell a strategy the same way.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Choices every algorithm shares (legal cuts, pinned operators, the memory
 // budget) and the data-parallel baseline.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Pieces shared by the search algorithms (private): operand layouts of a
 // choice, legal choices of an operator on one axis, and the cost of a
 // redistribution. Kept apart from plan/evaluator.cpp on purpose: the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Exact optimum of the cost model by branch and bound, for small graphs.
 //
 // An operator's full strategy (one choice per axis) fixes its own costs

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // flatten: the flat view of a graph the searches share (search/flat_graph.hpp).
 #include "search/flat_graph.hpp"
 

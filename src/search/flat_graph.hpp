@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The shared, private ground of the searches that keep state per operator
 // and tensor (rec, polish, the branch and bound, ilp): the problem they
 // solve (Context) and a flat view of the graph's operands, holders and uses

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Folding of repeated blocks (see fold.hpp).
 //
 // Detection: every operator gets a structural signature (type, attributes,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Folding of repeated blocks. Deep networks repeat one block (a transformer
 // layer, a ResNet stage's bottleneck) many times: prefix, B_0 .. B_{R-1},
 // suffix, each B_k wired to B_{k-1} exactly as B_1 is to B_0. The search

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The grid baseline: every split of the cut schedule into an outer
 // data-parallel part and an inner tensor-parallel part (DP x TP, Megatron
 // style on the TP part), each evaluated; the fastest that fits wins.

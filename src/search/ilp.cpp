@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Exact optimum of the cost model as an integer program (the formulation of
 // Alpa and XLA auto-sharding), solved with COIN-OR CBC.
 //

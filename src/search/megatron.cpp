@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Expert-style baselines: Megatron tensor parallelism on the inner mesh axes
 // with data parallelism on the outer ones.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Memory-aware refinement of a whole plan ("polish"), after rec's passes.
 //
 // Each pass of rec decides one mesh axis with the later ones unknown, and

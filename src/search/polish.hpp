@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Memory-aware refinement of a whole plan (search/polish.cpp).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The double-recursive symbolic search.
 //
 // Recursion 1 walks the cut schedule (one pass per prime cut, outermost

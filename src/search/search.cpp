@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // search::run: picks the algorithm, enforces the memory budget with a
 // ladder of memory weights (raise the price of a byte until the plan fits),
 // and hands every plan to the independent evaluator.

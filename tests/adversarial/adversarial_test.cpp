@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Adversarial inputs across the modules: sizes and shapes at the edges of
 // what the types hold, degenerate clusters, names a careless reader would
 // trip over. Each case ends in a valid, finite result or a recsearch::Error

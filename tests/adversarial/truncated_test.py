@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Large graph and plan files cut off at random offsets.
 
 Writes a valid graph of about RECSEARCH_ADV_MB MiB (default 48) into a

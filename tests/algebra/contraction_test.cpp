@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MatMul / BatchMatMul, Einsum (and Custom ops with an `einsum` attribute)
 // and Attention: loops, roles, operand mappings, flops and shape errors.
 #include <doctest/doctest.h>

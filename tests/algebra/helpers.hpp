@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Test helpers for the dimension algebra: a terse graph builder and compact
 // string renderings of OpSpaces, so that a test states a whole iteration
 // space in one readable line ("i/P/32 k/R/784 j/P/512").

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reshape family, Transpose, Concat, Split, Slice, reductions, Gather,
 // OneHot and SoftmaxCrossEntropy.
 #include <doctest/doctest.h>

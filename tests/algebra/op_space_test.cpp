@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Entry points of the algebra: role names, can_cut edge cases, output-shape
 // inference, the parallel build_op_spaces (deterministic errors), and a
 // randomized robustness sweep over every kind: only recsearch::Error may

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Conv2D, pooling, normalization, softmax and elementwise kinds.
 #include <doctest/doctest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The front door (problem.hpp, solution.hpp): a Problem from a file, from
 // text and from a graph built in code; solve and evaluate agree with the
 // modules below them; the answers by name match the plan; a user's cost

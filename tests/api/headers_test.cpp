@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The public headers are self-contained, pull in no third-party library, and
 // the umbrella header's example works as written.
 #include "recsearch/fwd.hpp"

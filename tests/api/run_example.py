@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Runs one of the README's minimal programs (docs/examples) as a user would,
 from a directory holding the repository's data/, and checks what it did: the
 summary line it printed, and (for the C++ program) the plan file it wrote,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `meson benchmark`: time of building operator spaces and of the rec search
 // on large graphs (a stacked transformer and a random DAG) over 1,024
 // devices, and how it grows with the graph (ratios near 2 per doubling mean

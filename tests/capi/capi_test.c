@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Tests of the C API, compiled as C99 and linked against the shared library
  * only (what an installed user gets).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A separate C program built against an installed recsearch through
  * pkg-config alone (tests/capi/install_test.py): plans a two-layer MLP on a
  * 2x2 mesh, checks the plan evaluates to the reported step time, prints it.

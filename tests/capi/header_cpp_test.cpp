@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The C header compiles as C++ next to the C++ API, declares its functions
 // with C linkage, and its version macros agree with the C++ library's.
 #include "recsearch/recsearch.h"

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """`meson install` works and the C API is usable from what it installs.
 
 Run as `install_test.py BUILD_DIR CONSUMER_C VERSION`. Installs the build

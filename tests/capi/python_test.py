@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Tests of the ctypes binding (tools/python/recsearch.py) over the C API.
 
 Environment: RECSEARCH_LIBRARY (the shared library), RECSEARCH_DATA (data/),

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """recsearch works as a Meson subproject: dependency('recsearch-c') and
 dependency('recsearch') resolve through meson.override_dependency.
 

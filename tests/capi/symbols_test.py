@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The shared library exports the C API and nothing else, under its SONAME.
 
 Run as `symbols_test.py LIBRARY`. Reads the dynamic symbol table with

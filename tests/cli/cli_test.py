@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """End-to-end tests of the `recsearch` command-line tool (docs/cli.md).
 
 Run by meson as `cli_test.py RECSEARCH_EXE CASE`, one meson test per case

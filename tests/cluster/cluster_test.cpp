@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Cut schedules (prime factors, outermost level first), device coordinates
 // and cluster validation.
 #include <doctest/doctest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Closed-form collective costs, the redistribution table and compute time,
 // each checked against numbers worked out by hand.
 #include <doctest/doctest.h>

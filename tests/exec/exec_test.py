@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """End-to-end tests of `recsearch exec` under mpirun (meson suite `exec`).
 
 Each case runs a plan on 2, 4, 6, 7 or 8 MPI ranks (oversubscribed) with

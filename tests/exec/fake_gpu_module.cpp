@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A stand-in for the GPU module (librecsearch_gpu.so) for machines without
 // a GPU (gpu_module_test.py, case `fake`): it shows RECSEARCH_FAKE_GPUS
 // devices (default 1), computes GEMMs on the CPU (so that --check can pass),

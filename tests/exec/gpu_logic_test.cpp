@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The NCCL backend's logic that needs no GPU (meson suite `exec`): which
 // device a rank binds from its node-local rank, with the device count
 // injected, and the refusal when ranks would share a device; and the

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Tests of the GPU module split (meson suite `exec`): CUDA, cuBLAS and NCCL
 live only in librecsearch_gpu.so, which the execution layer dlopens when a
 GPU backend is asked for.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The execution layer's public headers are self-contained and keep MPI,
 // CUDA, NCCL, oneTBB and nlohmann_json out (they live in src/exec only).
 #include "recsearch/exec/communicator.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Unit tests of the execution layer that need no MPI: the step sequence of
 // redistributions, local blocks, the byte prediction against the cost
 // model's evaluator, and the kernels of a one-rank run against values

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The skip-or-fail decision of the NCCL test (exec_test.case_nccl), without
 mpirun or a GPU: the messages `recsearch exec --backend nccl` ends with on a
 machine without a build, a driver or a GPU, on a node whose GPUs are fewer

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Writes a small variant of a bundled graph for the execution tests: every
 dimension value is mapped through a table (e.g. batch 8 -> 4, seq 1024 -> 12),
 shapes only, so the operators and their attributes stay those of the

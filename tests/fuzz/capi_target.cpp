@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzz target: the C API's JSON entry points. The input is a graph file,
 // optionally followed by a line "%%" and a plan file, optionally followed by
 // another "%%" line and a cluster file. It goes through rs_graph_from_json,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzz target: the cluster reader. Any bytes read as a cluster file either
 // give a cluster whose cut schedule multiplies out to its device count and
 // which round-trips through cluster_to_json, or a well-formed

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzz target: `eval`, a graph and a plan read together. The input is the
 // graph file, a line "%%", then the plan file. The cluster is chosen as
 // `recsearch eval` chooses it without cluster options: the plan's saved

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The property every fuzz target checks: reading any bytes either yields a
 // valid result or throws a recsearch::Error that is about the input (a
 // bad-input id, the file named, and a JSON path or, for malformed JSON, a

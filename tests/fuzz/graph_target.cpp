@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzz target: the graph reader, the dimension algebra and the search.
 // Any bytes read as a graph file either give a graph that round-trips
 // through graph_to_json, whose operator spaces build and which the rec

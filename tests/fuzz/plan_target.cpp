@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzz target: the plan reader against a fixed graph (plan_graph.json, a
 // mix of kinds: convolution, pooling, reshape, contraction, norms, cast,
 // cross-entropy, transpose, reduction) on 12 devices (cuts 2, 2, 3). Any

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Replays fuzz inputs through a target's LLVMFuzzerTestOneInput without
 // libFuzzer, so that every test run checks the corpus (and every crash
 // found and fixed stays fixed). Arguments are files or folders (each file

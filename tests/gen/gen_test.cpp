@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The generators: every family yields a graph the algebra accepts, at the
 // granularity promised; the streamed JSON reads back as the in-memory graph;
 // published presets have their published parameter counts.

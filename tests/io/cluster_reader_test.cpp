@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tests of the cluster file and of cost coefficients in JSON: the sample
 // clusters in data/clusters, defaults, round trips, and errors with their
 // exact paths.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tests of the graph file reader and writer: what a valid file becomes, that
 // writing and reading back is the identity, and that every malformed input
 // (wrong types, bad names, truncation, corruption) is a recsearch::Error

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tests of the plan file: reading cuts and strategies against a graph and a
 // cut schedule, errors re-pointed at the file, writing a plan with its
 // evaluation (checked field by field against the Evaluation), read-write-read

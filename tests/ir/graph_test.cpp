@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Graph construction, structural errors with their JSON paths, topological
 // order, attributes and dtype spellings.
 #include <doctest/doctest.h>

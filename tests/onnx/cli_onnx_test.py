@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """End-to-end tests of `recsearch import` and `recsearch search MODEL.onnx`.
 
 Run by meson as `cli_onnx_test.py RECSEARCH_EXE`; models come from

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ONNX import: the models tools/onnx/make_test_models.py writes (several
 // opsets; expected shapes worked out by hand from the layer sizes), broken
 // and corrupt models (errors must name the node or the file), and every

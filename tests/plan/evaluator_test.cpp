@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tests of plan::evaluate against costs worked out by hand.
 //
 // Every expected number is written as the formula of plan/evaluator.hpp and

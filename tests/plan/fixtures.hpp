@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared fixtures of the plan tests: tiny graphs with hand-written operator
 // spaces, mesh axes with round bandwidths, and a device with round peaks.
 //

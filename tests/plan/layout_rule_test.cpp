@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The operand-layout rule has two definitions on purpose: plan::wanted_layout
 // (shared by the evaluator and the execution layer) and the search's own
 // search::detail::operand_layout, kept apart so that the evaluator stays an

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tests of plan.cpp: strategies derived from cuts, pinned strategies laid
 // out on a mesh (MindSpore's convention), and the legality check of plans,
 // with the JSON path of every error.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The plan module on real operator spaces: the sample graphs of data/graphs
 // with spaces from algebra::build_op_spaces, under random legal plans.
 //

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """`recsearch show` end to end: the HTML report opened in a real headless
 browser (Debian's chromium), the DOT report rendered by Graphviz.
 

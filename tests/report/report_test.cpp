@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Plan reports: the HTML page's data block carries exactly the evaluator's
 // numbers, the communication breakdown adds up, names cannot break out of
 // the page, nothing is fetched from the network, and the DOT graph has one

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The expert baselines (megatron, grid) and the ilp reference: valid plans
 // whose reported costs are the independent evaluator's, Megatron's
 // column/row pattern on a transformer, grid never worse than data or tensor

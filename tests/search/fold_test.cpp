@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Folding of repeated blocks: detection, verification of the wiring, and
 // the promise that makes it safe — the folded search's bookkeeping and its
 // extrapolated memory equal the independent evaluation of the unfolded plan

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The bundled graphs on the bundled and shorthand clusters: rec is never
 // worse than data parallelism, and its bookkeeping equals the evaluator.
 #include <doctest/doctest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Properties of the searches: valid plans, bookkeeping equal to the
 // independent evaluator, rec never worse than data parallelism, rec close to
 // the exact optimum, textbook strategies, determinism, memory budgets,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Runs the recsearch command-line tool for the Python tests (tests/cli,
 tests/onnx, tests/report): one subprocess call, its exit code and its
 output as text, so that each test's own `run` only adds its checks.

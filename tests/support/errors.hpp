@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Assertions on the recsearch::Error a call throws, shared by the unit tests:
 // error_of returns the error for the test to inspect, expect_error checks
 // code, JSON path and file of a reader's error, check_error checks code,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Graphs the tests share, built through the C++ API with fixed shapes so
 // every test sees the same inputs (KaMinPar-style factories).
 #pragma once

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Writes the sample graphs of data/graphs/ (recsearch.graph, version 1).
 
     python3 tools/graphs/make_sample_graphs.py            # rewrite them all

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Writes the small ONNX models that tests/onnx imports (tests/onnx/models).
 
 Built with Debian's python3-onnx (onnx.helper), several operator-set

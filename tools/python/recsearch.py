@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Python binding of the recsearch C API (include/recsearch/recsearch.h),
 standard library only (ctypes): an example of a foreign-language client.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The work behind `recsearch search`, `eval` and `validate`, and the input
 // handling the other subcommands share: read the graph as a
 // recsearch::Problem, build the cluster the options describe, solve or

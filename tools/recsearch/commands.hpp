@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The subcommands of the `recsearch` tool, independent of how their options
 // are parsed. main.cpp fills these option structs from the command line (so
 // that CLI11 stays in one file) and calls run_*; each returns the process

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `recsearch compare GRAPH [cluster] [--algo a,b,...]`: runs several search
 // algorithms on one graph and cluster and tabulates what each plan costs by
 // the independent evaluator (step time, communication, memory per device)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `recsearch exec GRAPH PLAN --backend mpi|nccl`: runs a plan under mpirun
 // (docs/exec.md; docs/design.md, Execution layer). Only option parsing lives here; the run,
 // the checks and the report are exec::run_exec in the library.

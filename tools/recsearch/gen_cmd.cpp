@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `recsearch gen MODEL`: synthetic graphs from recsearch::gen. MODEL is a
 // family (mlp, gpt, bert, resnet, wide-resnet, moe, random) or a preset
 // (gpt-175b, bert-large, resnet50, ...); size options override either. The

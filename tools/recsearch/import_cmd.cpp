@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `recsearch import MODEL.onnx [-o GRAPH] [--dim NAME=N]...`: an ONNX model
 // as a recsearch graph file. The work is io::read_onnx_file; this file only
 // parses `--dim` bindings, prints the importer's warnings and writes JSON.

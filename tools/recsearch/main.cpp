@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `recsearch`: the command-line tool (docs/design.md, CLI; docs/cli.md). This file only
 // registers the subcommands (each file adds its own: subcommand.hpp) and
 // the core ones (search, eval, validate) with CLI11, and turns every way

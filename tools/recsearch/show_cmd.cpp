@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `recsearch show PLAN --graph GRAPH (--html OUT | --dot OUT)`: draws a
 // saved plan. The plan is read back and evaluated exactly as `eval` does
 // (on the cluster the plan records, or the one given), and the report

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How subcommands plug into the `recsearch` tool. Each subcommand lives in
 // its own file and registers itself with add_*_command: it declares its
 // options on the CLI11 app and leaves a Subcommand whose run() main.cpp calls

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // scale_probe: one point of a scaling experiment. Reads (or generates) a
 // graph, builds its operator spaces, runs the search once and prints one JSON
 // line with the time of each phase and the memory used, so that the sweep

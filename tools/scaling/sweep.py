@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Scaling experiments: sweep operators and devices, write CSV and plots.
 
 Each point runs `scale_probe` (one process per point, so peak RSS is the

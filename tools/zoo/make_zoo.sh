@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Generates the model zoo: every model listed in data/graphs/zoo/zoo.json is
 # written by `recsearch gen` to data/graphs/zoo/NAME.json (graphs up to 5 MB
 # are committed; larger ones are made here on demand).

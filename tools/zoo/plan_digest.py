@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Plans of every zoo model and bundled graph, for checking that a change
 leaves them identical.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Strategy-quality report over the model zoo.
 
 Runs `recsearch compare --format json` on every model of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The dimension algebra: every operator kind described as an iteration space.
 //
 // An OpSpace lists the loop dimensions of an operator (MatMul `ik,kj->ij` has

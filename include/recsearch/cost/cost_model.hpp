@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The cost model as an extension point: a compiler that links recsearch can
 // supply its own compute, collective and memory costs per device.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Coefficients of the symbolic cost model, with documented defaults.
 //
 // Every constant the cost model uses lives here, so that users can calibrate

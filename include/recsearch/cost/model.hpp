@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Closed-form pieces of the relative cost model, shared by the search and
 // the evaluator: per-axis tensor layouts, collectives and their costs, the
 // redistribution table, and an operator's compute time.

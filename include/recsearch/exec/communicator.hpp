@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Collectives of the execution layer over a device mesh, independent of the
 // backend (MPI on CPU processes, NCCL on GPUs).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `recsearch exec`: runs a plan under mpirun on every rank and reports
 // (docs/design.md, Execution layer; options and output: docs/exec.md). Kept in the library so that the CLI stays
 // a thin option parser and tests can drive the same code.

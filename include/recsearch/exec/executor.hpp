@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The executor: runs the forward pass (inference semantics: Dropout is the
 // identity) of a planned graph on each rank's blocks.
 //

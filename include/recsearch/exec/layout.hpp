@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Where each rank's piece of a tensor lives when a plan runs, and how the
 // execution layer moves between two such placements.
 //

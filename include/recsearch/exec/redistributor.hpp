@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Moves one rank's block of a tensor between layouts with the collectives
 // of exec/layout.hpp's redistribution_plan, on local buffers.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Synthetic graphs at realistic operator granularity: `recsearch gen`, the
 // scaling experiments and the model zoo all come from here.
 //

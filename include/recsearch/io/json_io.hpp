@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Readers and writers of the three file formats (docs/design.md, Formats;
 // the fields: docs/formats.md): graph, cluster and plan JSON, plus the plan
 // table. nlohmann_json stays inside src/io.

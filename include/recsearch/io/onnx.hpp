@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ONNX import: an ONNX model file becomes a recsearch graph.
 //
 // Shapes come from the model's value_info, completed by ONNX's own shape

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Operator attributes: a small typed key/value map (ONNX names and defaults).
 #pragma once
 

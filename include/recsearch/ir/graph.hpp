@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The computation graph: tensors connected by operators, dataflow by name.
 //
 // A Graph is built incrementally (add_tensor, add_operator) by the JSON

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Operator kinds of version 1 of the graph format (docs/formats.md, Operator
 // kinds; their iteration spaces: docs/design.md, Operator kinds).
 #pragma once

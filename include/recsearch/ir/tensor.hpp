@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tensors of the graph IR: element types, shapes and the role a tensor plays.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The evaluator: recomputes layouts, redistributions, step time and memory of
 // a plan from its cuts alone, independently of how the plan was found.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A parallel plan: for every operator and every mesh axis (cut), which loop
 // dimension that cut splits, or none (replicated across the axis).
 //

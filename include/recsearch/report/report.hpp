@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Visual reports of a plan: a self-contained HTML page and a Graphviz graph.
 //
 // Both draw what plan::evaluate computed; nothing here prices anything. The

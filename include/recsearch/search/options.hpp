@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Options of the search: which algorithm, training or inference, memory
 // budget, threads, cost coefficients. The search core reads nothing else:
 // no globals, no environment.

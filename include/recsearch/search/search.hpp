@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Entry point of the strategy search.
 //
 //   auto spaces = algebra::build_op_spaces(graph);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Private: checks every CUDA, cuBLAS and NCCL call and turns a failure into
 // Error(kRuntime) naming the call, the library's message, file and line.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GPU module (CUDA builds): whether a device is usable, GEMMs through cuBLAS
 // and elementwise kernels (kernels.cu), each on a staged copy of the host
 // blocks. Only the module links CUDA and cuBLAS; the execution layer reaches

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Small CUDA kernels of the executor: elementwise unary operators, one
 // thread per element. Kind numbers are ir::OpKind values (passed as int so
 // that this file needs no C++20 header).

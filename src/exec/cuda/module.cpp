@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The GPU module's entry point: recsearch_gpu_api() hands out the C
 // interface of exec/gpu_api.h, each member a wrapper that turns any
 // exception of the C++ side into a return code and a message, so that no

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Private to the GPU module (librecsearch_gpu.so): its CUDA/cuBLAS kernels
 // (cuda/gpu.cpp) and NCCL groups (nccl/nccl_device.cpp) as C++ functions
 // that throw Error(kRuntime); cuda/module.cpp wraps them into the C

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The MPI backend: CPU processes, one MPI communicator per mesh-axis group
 // (MPI_Comm_split), every collective non-blocking and polled against the
 // timeout so that a peer that died or stalls ends the run instead of

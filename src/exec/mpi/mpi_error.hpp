@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Private: checks every MPI call and turns a failure into Error(kRuntime)
 // naming the call, the MPI error string, and the file and line; and the
 // world check both backends make before building their axis groups.

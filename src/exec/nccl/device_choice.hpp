@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Private: which CUDA device a rank of the NCCL backend binds. The rule is
 // the node-local rank (from MPI_Comm_split_type, never the world rank: with
 // --map-by node or uneven ranks per node the world rank modulo the device

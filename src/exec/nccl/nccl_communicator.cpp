@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The NCCL backend, execution-layer side: one GPU per rank, chosen by the
 // rank's node-local rank (MPI_Comm_split_type), refused up front as "no
 // usable GPU" on every rank when some node has more ranks than devices; the

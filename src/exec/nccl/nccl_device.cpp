@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GPU module, NCCL part: one rank's device, stream, world communicator and
 // one ncclCommSplit group per mesh axis (same colors and keys as the MPI
 // groups). The unique id is broadcast by the caller (MPI), so the module

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Private: the one polling loop behind every wait of the NCCL backend
 // (communicator creation and splits, the enqueue of a collective on a
 // non-blocking communicator, its completion event). A wait never blocks in
