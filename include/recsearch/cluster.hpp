@@ -24,18 +24,18 @@ struct Level {
 };
 
 struct DeviceSpec {
-  double peak_TFLOPs = 989.0;            // dense peak (H100 SXM bf16)
-  double memory_GiB = 80.0;              // capacity; the default memory budget
-  double memory_bandwidth_GBps = 3350.0; // HBM, for memory-bound operators
+  double peak_TFLOPs = 989.0;             // dense peak (H100 SXM bf16)
+  double memory_GiB = 80.0;               // capacity; the default memory budget
+  double memory_bandwidth_GBps = 3350.0;  // HBM, for memory-bound operators
 };
 
 // One cut of the schedule: a mesh axis of the plan.
 struct Cut {
-  std::string axis;         // "c0", "c1", ...
-  std::int64_t size = 2;    // a prime
-  std::size_t level = 0;    // index into Cluster::levels()
-  double bandwidth_Bps = 0; // bytes per second
-  double latency_s = 0;     // seconds per collective step
+  std::string axis;          // "c0", "c1", ...
+  std::int64_t size = 2;     // a prime
+  std::size_t level = 0;     // index into Cluster::levels()
+  double bandwidth_Bps = 0;  // bytes per second
+  double latency_s = 0;      // seconds per collective step
   // Devices inside each part of this cut: the product of the later cuts'
   // sizes. A collective across the cut moves the data of a whole part, and
   // that traffic is spread over the part's devices and their links.

@@ -57,7 +57,7 @@ extern "C" {
 /* Outcome of a call. The values equal the recsearch CLI's exit codes, and
  * group the stable error ids (rs_last_error_code) by their hundreds digit. */
 typedef enum rs_status {
-  RS_OK = 0,          /* success */
+  RS_OK = 0, /* success */
   /* Invalid graph, cluster or plan: what a file with the same content would
    * be rejected for, references to unknown tensors or operators while
    * building included (ids 101-110). */
@@ -65,9 +65,9 @@ typedef enum rs_status {
   /* Bad argument: NULL pointer, unknown dtype, kind, mode, algorithm or
    * coefficient name, index or name not in a result (201). */
   RS_USAGE = 2,
-  RS_NO_FIT = 3,      /* no plan fits the memory budget (301) */
-  RS_RUNTIME = 4,     /* runtime failure, out of memory (401) */
-  RS_INTERNAL = 5     /* a broken invariant inside the library: please report (501) */
+  RS_NO_FIT = 3,  /* no plan fits the memory budget (301) */
+  RS_RUNTIME = 4, /* runtime failure, out of memory (401) */
+  RS_INTERNAL = 5 /* a broken invariant inside the library: please report (501) */
 } rs_status;
 
 typedef struct rs_graph rs_graph;     /* a computation graph */

@@ -58,10 +58,10 @@ MatmulDims matmul_dims(const SpaceBuilder& b) {
   m.b_k = rb == 1 ? 0 : (tb ? rb - 1 : rb - 2);
   m.b_j = m.has_j ? (tb ? rb - 2 : rb - 1) : 0;
   if (a[m.a_k] != w[m.b_k]) {
-    b.fail_shape(b.in_path(1), "inner dims differ: a " + b.describe_in(0) + " has k=" +
-                                   std::to_string(a[m.a_k]) + (ta ? " (transposed)" : "") + ", b " +
-                                   b.describe_in(1) + " has k=" + std::to_string(w[m.b_k]) +
-                                   (tb ? " (transposed)" : ""));
+    b.fail_shape(b.in_path(1),
+                 "inner dims differ: a " + b.describe_in(0) + " has k=" + std::to_string(a[m.a_k]) +
+                     (ta ? " (transposed)" : "") + ", b " + b.describe_in(1) +
+                     " has k=" + std::to_string(w[m.b_k]) + (tb ? " (transposed)" : ""));
   }
   m.a_batch = std::span<const std::int64_t>(a.data(), m.has_i ? ra - 2 : 0);
   m.b_batch = std::span<const std::int64_t>(w.data(), m.has_j ? rb - 2 : 0);
@@ -135,8 +135,8 @@ void build_matmul(SpaceBuilder& b) {
 namespace {
 
 struct Term {
-  std::string labels;     // letters in order, ellipsis excluded
-  int ellipsis_at = -1;   // index into labels where "..." stands, -1 if none
+  std::string labels;    // letters in order, ellipsis excluded
+  int ellipsis_at = -1;  // index into labels where "..." stands, -1 if none
 };
 
 struct Equation {
@@ -257,9 +257,9 @@ void add_letters(const SpaceBuilder& b, const Term& t, std::size_t j, std::size_
     } else if (L.size[c] != size) {
       b.fail_shape(b.in_path(j), std::string("letter '") + t.labels[l] + "' is " +
                                      std::to_string(L.size[c]) + " in operand " +
-                                     std::to_string(L.owner[c]) + " " +
-                                     b.describe_in(L.owner[c]) + " but " + std::to_string(size) +
-                                     " in operand " + std::to_string(j) + " " + b.describe_in(j));
+                                     std::to_string(L.owner[c]) + " " + b.describe_in(L.owner[c]) +
+                                     " but " + std::to_string(size) + " in operand " +
+                                     std::to_string(j) + " " + b.describe_in(j));
     }
   }
 }
@@ -360,8 +360,8 @@ EinsumLoops add_einsum_loops(SpaceBuilder& b, const Equation& e, const Term& out
 // Calls map(dim, loop) for every dim of an operand with term t, er '...'
 // dims and `shape`; a broadcast size-1 '...' dim maps to no loop.
 template <class Map>
-void map_term(const Term& t, std::size_t er, std::span<const std::int64_t> shape,
-              const Letters& L, const EinsumLoops& lp, Map&& map) {
+void map_term(const Term& t, std::size_t er, std::span<const std::int64_t> shape, const Letters& L,
+              const EinsumLoops& lp, Map&& map) {
   const std::size_t er_all = L.ell_shape.size();
   const std::size_t ep =
       t.ellipsis_at >= 0 ? static_cast<std::size_t>(t.ellipsis_at) : t.labels.size();
@@ -466,7 +466,8 @@ void build_attention(SpaceBuilder& b) {
   const int lt = b.add_loop("t", nt, DimRole::Whole);
   const int ld = b.add_loop("d", nd, DimRole::Whole);
   const int le = b.add_loop("e", ne, DimRole::Parallel);
-  const std::array<std::array<int, 4>, 3> qkv{{{lb, lh, ls, ld}, {lb, lh, lt, ld}, {lb, lh, lt, le}}};
+  const std::array<std::array<int, 4>, 3> qkv{
+      {{lb, lh, ls, ld}, {lb, lh, lt, ld}, {lb, lh, lt, le}}};
   for (std::size_t j = 0; j < 3; ++j) {
     for (std::size_t d = 0; d < 4; ++d) b.map_in(j, d, qkv[j][d]);
   }

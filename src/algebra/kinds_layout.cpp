@@ -48,13 +48,19 @@ void map_reshape(SpaceBuilder& b, const ir::Shape& x, const ir::Shape& y, bool e
     bool ok = true;
     while (ok && px != py) {
       if (px < py) {
-        if (a == xi.size()) { ok = false; break; }
+        if (a == xi.size()) {
+          ok = false;
+          break;
+        }
         const auto next = checked_mul(px, x[xi[a]]);
         ok = next.has_value();
         px = next.value_or(px);
         gx.push_back(xi[a++]);
       } else {
-        if (c == yi.size()) { ok = false; break; }
+        if (c == yi.size()) {
+          ok = false;
+          break;
+        }
         const auto next = checked_mul(py, y[yi[c]]);
         ok = next.has_value();
         py = next.value_or(py);
@@ -102,7 +108,8 @@ void infer_squeeze(SpaceBuilder& b) {
     const auto norm = b.normalize_axes(*axes, r, "axes");
     ir::Shape out;
     for (std::size_t d = 0; d < x.size(); ++d) {
-      const bool squeezed = std::find(norm.begin(), norm.end(), static_cast<std::int64_t>(d)) != norm.end();
+      const bool squeezed =
+          std::find(norm.begin(), norm.end(), static_cast<std::int64_t>(d)) != norm.end();
       if (squeezed && x[d] != 1) {
         b.fail_shape(b.attr_path("axes"), "dim " + std::to_string(d) + " of x " + b.describe_in(0) +
                                               " has size " + std::to_string(x[d]) +
@@ -259,13 +266,16 @@ std::optional<std::vector<std::int64_t>> split_sizes(const SpaceBuilder& b, std:
   std::optional<std::vector<std::int64_t>> sizes = b.attr_ints("split");
   if (sizes) {
     if (sizes->size() != n) {
-      b.fail_attr("split", "'split' " + fmt_shape(*sizes) + " has " + std::to_string(sizes->size()) +
-                               " entries for " + std::to_string(n) + " outputs");
+      b.fail_attr("split", "'split' " + fmt_shape(*sizes) + " has " +
+                               std::to_string(sizes->size()) + " entries for " + std::to_string(n) +
+                               " outputs");
     }
     std::int64_t sum = 0;
     for (const std::int64_t s : *sizes) {
       const auto next = s >= 0 ? checked_add(sum, s) : std::nullopt;
-      if (!next) b.fail_attr("split", "'split' " + fmt_shape(*sizes) + " has a negative or overflowing entry");
+      if (!next)
+        b.fail_attr("split",
+                    "'split' " + fmt_shape(*sizes) + " has a negative or overflowing entry");
       sum = *next;
     }
     if (sum != dim) {
@@ -361,7 +371,8 @@ std::pair<std::int64_t, bool> slice_axis(std::int64_t dim, std::int64_t start, s
     end = clamp64(end, 0, dim);
     if (end > start) {
       len = static_cast<std::int64_t>(static_cast<std::uint64_t>(end - start - 1) /
-                                      static_cast<std::uint64_t>(step)) + 1;
+                                      static_cast<std::uint64_t>(step)) +
+            1;
     }
   } else {
     start = clamp64(start, 0, dim - 1);
@@ -429,8 +440,8 @@ void build_slice(SpaceBuilder& b) {
   if (!starts) {
     // Bounds are runtime inputs: every dim the output shortens is sliced.
     if (y.size() != x.size()) {
-      b.fail_shape(b.out_path(0), "output " + b.describe_out(0) + " must have the rank of x " +
-                                      b.describe_in(0));
+      b.fail_shape(b.out_path(0),
+                   "output " + b.describe_out(0) + " must have the rank of x " + b.describe_in(0));
     }
     for (std::size_t d = 0; d < x.size(); ++d) {
       if (y[d] > x[d]) {

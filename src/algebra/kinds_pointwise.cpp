@@ -175,7 +175,8 @@ void build_layer_norm(SpaceBuilder& b) {
 
   std::vector<int> loops;
   for (std::size_t d = 0; d < x.size(); ++d) {
-    loops.push_back(b.add_loop(indexed("d", d), x[d], d < axis ? DimRole::Parallel : DimRole::Whole));
+    loops.push_back(
+        b.add_loop(indexed("d", d), x[d], d < axis ? DimRole::Parallel : DimRole::Whole));
     b.map_in(0, d, loops.back());
     b.map_out(0, d, loops.back());
     if (d < axis) {

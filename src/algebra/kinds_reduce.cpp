@@ -42,7 +42,8 @@ void build_reduce(SpaceBuilder& b) {
   if (b.outputs_checked()) return;
   std::size_t od = 0;
   for (std::size_t d = 0; d < x.size(); ++d) {
-    const int l = b.add_loop(indexed("d", d), x[d], reduced[d] ? DimRole::Reduction : DimRole::Parallel);
+    const int l =
+        b.add_loop(indexed("d", d), x[d], reduced[d] ? DimRole::Reduction : DimRole::Parallel);
     b.map_in(0, d, l);
     if (!reduced[d]) {
       b.map_out(0, od++, l);
@@ -171,8 +172,8 @@ void build_softmax_cross_entropy(SpaceBuilder& b) {
   }
   const std::string reduction = b.attr_string("reduction", "mean");
   if (reduction != "mean" && reduction != "sum" && reduction != "none") {
-    b.fail_attr("reduction", "'reduction' must be \"mean\", \"sum\" or \"none\", got \"" +
-                                 reduction + "\"");
+    b.fail_attr("reduction",
+                "'reduction' must be \"mean\", \"sum\" or \"none\", got \"" + reduction + "\"");
   }
   const bool none = reduction == "none";
   b.set_inferred(0, none ? batch : ir::Shape{});
@@ -180,7 +181,8 @@ void build_softmax_cross_entropy(SpaceBuilder& b) {
 
   std::vector<int> lb;
   for (std::size_t d = 0; d < batch.size(); ++d) {
-    lb.push_back(b.add_loop(indexed("b", d), batch[d], none ? DimRole::Parallel : DimRole::Reduction));
+    lb.push_back(
+        b.add_loop(indexed("b", d), batch[d], none ? DimRole::Parallel : DimRole::Reduction));
   }
   const int lc = b.add_loop("c", classes, DimRole::Reduction);
   for (std::size_t d = 0; d < batch.size(); ++d) {

@@ -62,7 +62,8 @@ void build_conv2d(SpaceBuilder& b) {
   const ir::Shape& w = b.in(1);
   const std::int64_t N = x[0], C = x[1], H = x[2], W = x[3];
   const std::int64_t O = w[0], I = w[1], R = w[2], S = w[3];
-  if (const auto ks = b.attr_ints("kernel_shape"); ks && (ks->size() != 2 || (*ks)[0] != R || (*ks)[1] != S)) {
+  if (const auto ks = b.attr_ints("kernel_shape");
+      ks && (ks->size() != 2 || (*ks)[0] != R || (*ks)[1] != S)) {
     b.fail(Errc::kShape, b.attr_path("kernel_shape"),
            "'kernel_shape' " + fmt_shape(*ks) + " contradicts the weight " + b.describe_in(1));
   }
@@ -96,9 +97,9 @@ void build_conv2d(SpaceBuilder& b) {
 
   const bool bias = b.num_inputs() == 3;
   const int ln = b.add_loop("n", N, DimRole::Parallel);
-  int lo = kUnmapped;  // loop of the output-channel dims of w, out and bias
-  int lc = kUnmapped;  // loop of x's channel dim
-  int lci = kUnmapped; // loop of w's input-channel dim
+  int lo = kUnmapped;   // loop of the output-channel dims of w, out and bias
+  int lc = kUnmapped;   // loop of x's channel dim
+  int lci = kUnmapped;  // loop of w's input-channel dim
   if (group == 1) {
     lo = b.add_loop("o", O, DimRole::Parallel);
     lc = b.add_loop("c", C, DimRole::Reduction);
@@ -143,8 +144,10 @@ void build_pool(SpaceBuilder& b) {
   const auto dil = b.attr_ints_n("dilations", 2, {1, 1}, 1);
   const bool ceil_mode = b.attr_int("ceil_mode", 0) != 0;
   const ir::Shape& x = b.in(0);
-  const Window wh = window_extent(b, "H", x[2], pads[0], pads[2], kernel[0], dil[0], strides[0], ceil_mode);
-  const Window ww = window_extent(b, "W", x[3], pads[1], pads[3], kernel[1], dil[1], strides[1], ceil_mode);
+  const Window wh =
+      window_extent(b, "H", x[2], pads[0], pads[2], kernel[0], dil[0], strides[0], ceil_mode);
+  const Window ww =
+      window_extent(b, "W", x[3], pads[1], pads[3], kernel[1], dil[1], strides[1], ceil_mode);
   const ir::Shape out{x[0], x[1], wh.out, ww.out};
   for (std::size_t j = 0; j < b.num_outputs(); ++j) b.set_inferred(j, out);
   if (b.outputs_checked()) return;
@@ -175,8 +178,8 @@ void build_global_avg_pool(SpaceBuilder& b) {
 
   for (std::size_t d = 0; d < x.size(); ++d) {
     const bool spatial = d >= 2;
-    const int l = b.add_loop(nchw_name(x.size(), d), x[d],
-                             spatial ? DimRole::Reduction : DimRole::Parallel);
+    const int l =
+        b.add_loop(nchw_name(x.size(), d), x[d], spatial ? DimRole::Reduction : DimRole::Parallel);
     b.map_in(0, d, l);
     if (!spatial) b.map_out(0, d, l);  // spatial output dims are the size-1 results
   }

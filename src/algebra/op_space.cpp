@@ -104,7 +104,8 @@ void dispatch(SpaceBuilder& b) {
 
 OpSpace build_op_space(const ir::Graph& g, ir::OpId id) {
   if (id >= g.num_operators()) {
-    throw Error(Errc::kUsage, "operator id " + std::to_string(id) + " out of range (the graph has " +
+    throw Error(Errc::kUsage, "operator id " + std::to_string(id) +
+                                  " out of range (the graph has " +
                                   std::to_string(g.num_operators()) + " operators)");
   }
   const ir::Operator& op = g.op(id);

@@ -47,9 +47,8 @@ std::string nchw_name(std::size_t rank, std::size_t d) {
   return indexed("d", d);
 }
 
-std::optional<ir::Shape> broadcast(std::span<const std::int64_t> a,
-                                   std::span<const std::int64_t> b, std::size_t* bad_a,
-                                   std::size_t* bad_b) {
+std::optional<ir::Shape> broadcast(std::span<const std::int64_t> a, std::span<const std::int64_t> b,
+                                   std::size_t* bad_a, std::size_t* bad_b) {
   const std::size_t r = std::max(a.size(), b.size());
   ir::Shape out(r, 1);
   for (std::size_t i = 0; i < r; ++i) {
@@ -84,8 +83,7 @@ SpaceBuilder::SpaceBuilder(const ir::Graph& g, const ir::Operator& op, ir::OpKin
     if (t >= g_.num_tensors()) {
       fail(Errc::kUnknownName, p(),
            std::string(is_input ? "input" : "output") + " tensor id " + std::to_string(t) +
-               " does not exist (the graph has " + std::to_string(g_.num_tensors()) +
-               " tensors)");
+               " does not exist (the graph has " + std::to_string(g_.num_tensors()) + " tensors)");
     }
     const ir::Tensor& tt = g_.tensor(t);
     for (std::size_t d = 0; d < tt.shape.size(); ++d) {
@@ -117,8 +115,7 @@ const ir::Tensor& SpaceBuilder::in_tensor(std::size_t j) const {
 
 const ir::Tensor& SpaceBuilder::out_tensor(std::size_t j) const {
   if (infer_only_) {
-    throw Error(Errc::kInternal, "output tensors are not available during shape inference",
-                path());
+    throw Error(Errc::kInternal, "output tensors are not available during shape inference", path());
   }
   return g_.tensor(op_.outputs.at(j));
 }
@@ -183,31 +180,27 @@ void SpaceBuilder::expect_in_rank(std::size_t j, std::int64_t rank, std::string_
 void SpaceBuilder::expect_in_min_rank(std::size_t j, std::int64_t rank,
                                       std::string_view what) const {
   if (in_rank(j) < rank) {
-    fail_shape(in_path(j), std::string(what) + " " + describe_in(j) +
-                               " must have rank at least " + std::to_string(rank));
+    fail_shape(in_path(j), std::string(what) + " " + describe_in(j) + " must have rank at least " +
+                               std::to_string(rank));
   }
 }
 
 // Attrs getters report "/attrs/<name>"; re-root them at this operator.
-#define RECSEARCH_REROOT(expr)          \
-  try {                                 \
-    return expr;                        \
-  } catch (const Error& e) {            \
-    throw e.in_file(e.file(), path());   \
+#define RECSEARCH_REROOT(expr)         \
+  try {                                \
+    return expr;                       \
+  } catch (const Error& e) {           \
+    throw e.in_file(e.file(), path()); \
   }
 
 bool SpaceBuilder::attr_bool(std::string_view name, bool def) const {
-  RECSEARCH_REROOT(op_.attrs.get_bool(name, def))
-}
-std::int64_t SpaceBuilder::attr_int(std::string_view name, std::int64_t def) const {
-  RECSEARCH_REROOT(op_.attrs.get_int(name, def))
-}
-std::string SpaceBuilder::attr_string(std::string_view name, std::string_view def) const {
-  RECSEARCH_REROOT(op_.attrs.get_string(name, def))
-}
-std::optional<std::vector<std::int64_t>> SpaceBuilder::attr_ints(std::string_view name) const {
-  RECSEARCH_REROOT(op_.attrs.get_ints(name))
-}
+    RECSEARCH_REROOT(op_.attrs.get_bool(name, def))} std::int64_t
+    SpaceBuilder::attr_int(std::string_view name, std::int64_t def) const {
+        RECSEARCH_REROOT(op_.attrs.get_int(name, def))} std::string
+    SpaceBuilder::attr_string(std::string_view name, std::string_view def)
+        const {RECSEARCH_REROOT(op_.attrs.get_string(name, def))} std::optional<
+            std::vector<std::int64_t>> SpaceBuilder::attr_ints(std::string_view name) const {
+            RECSEARCH_REROOT(op_.attrs.get_ints(name))}
 #undef RECSEARCH_REROOT
 
 std::vector<std::int64_t> SpaceBuilder::attr_ints_n(std::string_view name, std::size_t n,
@@ -216,14 +209,14 @@ std::vector<std::int64_t> SpaceBuilder::attr_ints_n(std::string_view name, std::
   auto v = attr_ints(name);
   if (!v) return def;
   if (v->size() != n) {
-    fail_attr(name, "'" + std::string(name) + "' must have " + std::to_string(n) +
-                        " values, got " + std::to_string(v->size()));
+    fail_attr(name, "'" + std::string(name) + "' must have " + std::to_string(n) + " values, got " +
+                        std::to_string(v->size()));
   }
   for (std::size_t i = 0; i < n; ++i) {
     if ((*v)[i] < min_value) {
       fail_attr(name, "'" + std::string(name) + "' value " + std::to_string((*v)[i]) +
-                          " at index " + std::to_string(i) + " must be >= " +
-                          std::to_string(min_value));
+                          " at index " + std::to_string(i) +
+                          " must be >= " + std::to_string(min_value));
     }
   }
   return *v;
@@ -249,8 +242,8 @@ std::vector<std::int64_t> SpaceBuilder::normalize_axes(const std::vector<std::in
   for (const std::int64_t a : axes) {
     const std::int64_t n = normalize_axis(a, rank, name);
     if (std::find(r.begin(), r.end(), n) != r.end()) {
-      fail_attr(name, "axis " + std::to_string(n) + " appears twice in '" + std::string(name) +
-                          "'");
+      fail_attr(name,
+                "axis " + std::to_string(n) + " appears twice in '" + std::string(name) + "'");
     }
     r.push_back(n);
   }

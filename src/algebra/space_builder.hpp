@@ -41,7 +41,8 @@ namespace recsearch::algebra::detail {
 }
 
 // Product of dims, nullopt on overflow (dims are known to be >= 0 here).
-[[nodiscard]] std::optional<std::int64_t> checked_product(std::span<const std::int64_t> dims) noexcept;
+[[nodiscard]] std::optional<std::int64_t> checked_product(
+    std::span<const std::int64_t> dims) noexcept;
 // Product as a double: flops and element counts never overflow this way.
 [[nodiscard]] double product_d(std::span<const std::int64_t> dims) noexcept;
 [[nodiscard]] std::string fmt_shape(std::span<const std::int64_t> s);
@@ -140,8 +141,7 @@ class SpaceBuilder {
   [[nodiscard]] bool outputs_checked();
   // Element-count helper that fails with a clear message on overflow.
   [[nodiscard]] std::int64_t product_or_fail(std::span<const std::int64_t> dims,
-                                             const std::string& path,
-                                             std::string_view what) const;
+                                             const std::string& path, std::string_view what) const;
 
   // ---- the space
   int add_loop(std::string name, std::int64_t size, DimRole role, std::int64_t halo = 0);

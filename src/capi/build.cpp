@@ -150,8 +150,8 @@ void give_string(const std::string& s, char** out, std::size_t* len) {
 
 const Cluster& cluster_of(const rs_cluster& c) {
   if (!c.cluster)
-    throw Error(Errc::kCluster, "cluster '" + c.name +
-                                    "' has no levels yet (add them with rs_cluster_add_level)",
+    throw Error(Errc::kCluster,
+                "cluster '" + c.name + "' has no levels yet (add them with rs_cluster_add_level)",
                 "/levels");
   return *c.cluster;
 }
@@ -160,8 +160,7 @@ CostParams merged_cost(const rs_graph& g, const rs_cluster* c, const rs_options*
   CostParams cost = g.cost;
   // The cluster file's coefficients override only the keys it sets: read
   // again over the graph's, as the CLI does.
-  if (c != nullptr && c->file_text)
-    (void)io::parse_cluster(*c->file_text, c->file_source, &cost);
+  if (c != nullptr && c->file_text) (void)io::parse_cluster(*c->file_text, c->file_source, &cost);
   if (o != nullptr)
     for (const std::string& text : o->cost_json) io::parse_cost_params(text, "<options>", cost);
   if (o != nullptr && o->model) cost.model = o->model;
@@ -316,7 +315,8 @@ rs_status rs_graph_add_operator(rs_graph* g, const char* name, const char* type,
     op.name = need_string(name, "operator name");
     op.type = need_string(type, "operator type");
     const std::string path = "/operators/" + std::to_string(draft.num_operators());
-    if (op.type.empty()) throw Error(Errc::kSchema, "operator type must not be empty", path + "/type");
+    if (op.type.empty())
+      throw Error(Errc::kSchema, "operator type must not be empty", path + "/type");
     const auto refs = [&](const char* const* names, std::size_t n, const char* field) {
       const std::vector<std::string> v = capi::strings(names, n, field);
       std::vector<ir::TensorId> ids;
@@ -324,10 +324,10 @@ rs_status rs_graph_add_operator(rs_graph* g, const char* name, const char* type,
       for (std::size_t j = 0; j < n; ++j) {
         const auto id = draft.find_tensor(v[j]);
         if (!id)
-          throw Error(Errc::kUnknownName,
-                      "operator " + capi::quoted(op.name) + ": unknown tensor " +
-                          capi::quoted(v[j]),
-                      path + "/" + field + "/" + std::to_string(j));
+          throw Error(
+              Errc::kUnknownName,
+              "operator " + capi::quoted(op.name) + ": unknown tensor " + capi::quoted(v[j]),
+              path + "/" + field + "/" + std::to_string(j));
         ids.push_back(*id);
       }
       return ids;
@@ -499,8 +499,7 @@ rs_status rs_cluster_create(const char* name, rs_cluster** out) {
   });
 }
 
-rs_status rs_cluster_from_json(const char* text, size_t len, const char* source,
-                               rs_cluster** out) {
+rs_status rs_cluster_from_json(const char* text, size_t len, const char* source, rs_cluster** out) {
   return guard([&] {
     need(out, "output pointer");
     *out = nullptr;
@@ -520,8 +519,8 @@ rs_status rs_cluster_from_json(const char* text, size_t len, const char* source,
 
 void rs_cluster_free(rs_cluster* c) { delete c; }
 
-rs_status rs_cluster_add_level(rs_cluster* c, const char* name, int64_t size,
-                               double bandwidth_GBps, double latency_us) {
+rs_status rs_cluster_add_level(rs_cluster* c, const char* name, int64_t size, double bandwidth_GBps,
+                               double latency_us) {
   return guard([&] {
     need(c, "cluster");
     std::vector<Level> levels = c->levels;
@@ -582,7 +581,8 @@ rs_status rs_options_set_threads(rs_options* o, int threads) {
   return guard([&] {
     need(o, "options");
     if (threads < 0 || threads > 65536)
-      throw Error(Errc::kUsage, "threads must be between 0 and 65536, got " + std::to_string(threads));
+      throw Error(Errc::kUsage,
+                  "threads must be between 0 and 65536, got " + std::to_string(threads));
     o->search.threads = threads;
   });
 }

@@ -30,10 +30,10 @@
 #include "recsearch/solution.hpp"
 
 struct rs_graph {
-  recsearch::ir::Graph draft;      // what the calls built so far
-  recsearch::CostParams cost;      // the graph file's "cost" object
-  std::string source;              // file or source name; empty for built graphs
-  mutable std::mutex mu;           // guards `ready`
+  recsearch::ir::Graph draft;  // what the calls built so far
+  recsearch::CostParams cost;  // the graph file's "cost" object
+  std::string source;          // file or source name; empty for built graphs
+  mutable std::mutex mu;       // guards `ready`
   // The finalized graph with its spaces (a recsearch::Problem), made on first
   // use and shared with every result made from it; null after a change.
   mutable std::shared_ptr<const recsearch::Problem> ready;
@@ -53,8 +53,8 @@ struct rs_cluster {
 
 struct rs_options {
   recsearch::search::SearchOptions search;
-  bool mode_set = false;                 // rs_evaluate: else the plan's mode
-  std::vector<std::string> cost_json;    // applied in order over graph and cluster costs
+  bool mode_set = false;               // rs_evaluate: else the plan's mode
+  std::vector<std::string> cost_json;  // applied in order over graph and cluster costs
   std::shared_ptr<const recsearch::cost::CostModel> model;  // rs_options_set_cost_callbacks
 };
 

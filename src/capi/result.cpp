@@ -16,7 +16,6 @@
 namespace recsearch::capi {
 namespace {
 
-
 std::unique_ptr<rs_result> make_result(Solution solution) {
   auto r = std::unique_ptr<rs_result>(new rs_result{std::move(solution), {}, {}});
   const auto& spaces = r->solution.problem().spaces();
@@ -38,7 +37,8 @@ std::unique_ptr<rs_result> make_result(Solution solution) {
 // `eval` of a plan without a cluster: the one the plan file was made for.
 Cluster cluster_for_plan(std::string_view text, const std::string& source) {
   if (auto c = plan_file_cluster(text, source)) return *std::move(c);
-  throw Error(Errc::kUsage, source + " has no mesh and no cluster: pass a cluster to evaluate it on");
+  throw Error(Errc::kUsage,
+              source + " has no mesh and no cluster: pass a cluster to evaluate it on");
 }
 
 const rs_result& res(const rs_result* r) {
@@ -49,8 +49,7 @@ const rs_result& res(const rs_result* r) {
 std::size_t op_index(const rs_result& r, std::size_t op) {
   if (op >= r.graph().num_operators())
     throw Error(Errc::kUsage, "operator index " + std::to_string(op) + " out of range (" +
-                                  std::to_string(r.graph().num_operators()) +
-                                  " operators)");
+                                  std::to_string(r.graph().num_operators()) + " operators)");
   return op;
 }
 
@@ -83,8 +82,7 @@ using capi::need;
 
 extern "C" {
 
-rs_status rs_search(const rs_graph* g, const rs_cluster* c, const rs_options* o,
-                    rs_result** out) {
+rs_status rs_search(const rs_graph* g, const rs_cluster* c, const rs_options* o, rs_result** out) {
   return guard([&] {
     need(out, "output pointer");
     *out = nullptr;
@@ -108,7 +106,8 @@ rs_status rs_evaluate(const rs_graph* g, const rs_cluster* c, const char* plan_j
     const std::string_view text(len > 0 ? plan_json : "", len);
     const std::shared_ptr<const Problem> problem = capi::prepare(*g);
     const CostParams cost = capi::merged_cost(*g, c, o);
-    const Cluster cluster = c != nullptr ? capi::cluster_of(*c) : capi::cluster_for_plan(text, source);
+    const Cluster cluster =
+        c != nullptr ? capi::cluster_of(*c) : capi::cluster_for_plan(text, source);
     plan::Plan p = problem->parse_plan(text, source, cluster);
     if (o != nullptr && o->mode_set) p.mode = o->search.mode;
     *out = capi::make_result(evaluate(*problem, std::move(p), cluster, cost)).release();
@@ -120,9 +119,9 @@ void rs_result_free(rs_result* r) { delete r; }
 rs_status rs_result_summary(const rs_result* r, rs_summary* out) {
   return guard([&] {
     const plan::Summary& s = capi::res(r).eval().summary;
-    capi::put(out, rs_summary{s.step_time_s, s.compute_s, s.communication_s,
-                              s.memory_per_device_bytes, s.parameter_bytes, s.activation_bytes,
-                              s.search_time_s});
+    capi::put(out,
+              rs_summary{s.step_time_s, s.compute_s, s.communication_s, s.memory_per_device_bytes,
+                         s.parameter_bytes, s.activation_bytes, s.search_time_s});
   });
 }
 

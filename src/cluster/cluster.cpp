@@ -82,8 +82,8 @@ Cluster::Cluster(std::string name, std::vector<Level> levels, DeviceSpec device)
 
 Cluster Cluster::flat(std::int64_t devices, DeviceSpec device) {
   if (devices < 1 || devices > kMaxDevices)
-    throw Error(Errc::kCluster, "device count must be between 1 and 2^31, got " +
-                                    std::to_string(devices));
+    throw Error(Errc::kCluster,
+                "device count must be between 1 and 2^31, got " + std::to_string(devices));
   return Cluster(std::to_string(devices) + " devices", {Level{"device", devices, 100.0, 5.0}},
                  device);
 }
@@ -94,8 +94,8 @@ Cluster Cluster::mesh(const std::vector<std::int64_t>& dims, DeviceSpec device) 
   std::string name = "mesh ";
   for (std::size_t i = 0; i < dims.size(); ++i) {
     const bool inner = i + 1 == dims.size();
-    levels.push_back(Level{"m" + std::to_string(i), dims[i], inner ? 450.0 : 50.0,
-                           inner ? 2.0 : 5.0});
+    levels.push_back(
+        Level{"m" + std::to_string(i), dims[i], inner ? 450.0 : 50.0, inner ? 2.0 : 5.0});
     name += (i ? "x" : "") + std::to_string(dims[i]);
   }
   return Cluster(name, std::move(levels), device);

@@ -29,7 +29,9 @@ std::string_view collective_name(Collective c) noexcept {
   return "?";
 }
 
-std::string_view phase_name(Phase p) noexcept { return p == Phase::Forward ? "forward" : "backward"; }
+std::string_view phase_name(Phase p) noexcept {
+  return p == Phase::Forward ? "forward" : "backward";
+}
 
 double collective_bytes(Collective c, double group_bytes, const Cut& cut) noexcept {
   const std::int64_t k = cut.size;

@@ -7,17 +7,17 @@
 // the bytes each rank sent against the bytes predicted from the plan).
 #include "recsearch/exec/driver.hpp"
 
-#include <nlohmann/json.hpp>  // reads the plan file's stated redistributions
 #include <oneapi/tbb/global_control.h>
+#include <nlohmann/json.hpp>  // reads the plan file's stated redistributions
 
 #include <chrono>
 #include <cmath>
 #include <csignal>
-#include <functional>
-#include <optional>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -46,7 +46,8 @@ struct Fault {
 Fault parse_fault(const std::string& s) {
   Fault f;
   const auto c1 = s.find(':');
-  if (c1 == std::string::npos) throw Error(Errc::kUsage, "--fault '" + s + "': expected RANK:KIND[:OP]");
+  if (c1 == std::string::npos)
+    throw Error(Errc::kUsage, "--fault '" + s + "': expected RANK:KIND[:OP]");
   const auto c2 = s.find(':', c1 + 1);
   try {
     f.rank = std::stoi(s.substr(0, c1));
@@ -169,8 +170,8 @@ Inputs load_inputs(const ExecArgs& a, int world_size) {
   }
   // Default coefficients: only the bytes of the evaluation are used here,
   // and they do not depend on them.
-  in.eval = plan::evaluate(in.problem->graph(), in.problem->spaces(), *in.cluster, in.plan,
-                           CostParams{});
+  in.eval =
+      plan::evaluate(in.problem->graph(), in.problem->spaces(), *in.cluster, in.plan, CostParams{});
   check_stated_bytes(in.problem->graph(), in.eval, ptext, psrc);
   check_runnable(a, *in.problem, in.plan);
   return in;
@@ -275,8 +276,8 @@ double normwise_error(const std::vector<float>& want, const std::vector<float>& 
 
 // --check: every output, and every activation held without partial sums,
 // equals a one-device run on rank 0. Returns whether this rank's part passed.
-bool check_against_one_device(std::ostream& out, const ExecArgs& a, const Inputs& in,
-                              Executor& ex, int rank) {
+bool check_against_one_device(std::ostream& out, const ExecArgs& a, const Inputs& in, Executor& ex,
+                              int rank) {
   const ir::Graph& g = in.problem->graph();
   std::unique_ptr<Communicator> solo;
   std::unique_ptr<Executor> ref;

@@ -197,7 +197,8 @@ std::vector<std::string> unsupported_operators(const ir::Graph& g,
       if (loop.role == algebra::DimRole::Reduction && op.kind == ir::OpKind::ReduceMax) {
         why = "a cut max-reduction is not a partial sum";
       }
-      if (loop.role == algebra::DimRole::Window) why = "window cuts (halo exchange) are not executed";
+      if (loop.role == algebra::DimRole::Window)
+        why = "window cuts (halo exchange) are not executed";
     }
     if (!why.empty()) out.push_back(who + why);
   }
@@ -246,7 +247,8 @@ void Executor::make_inputs() {
     lt->data.resize(static_cast<std::size_t>(ir::num_elements(local)));
     for_each_element(tensor.shape, local, local_offsets(tensor.shape, lt->layout, mesh, coords_),
                      [&](std::int64_t i, std::int64_t global) {
-                       lt->data[static_cast<std::size_t>(i)] = input_value(g_, t, global, options_.seed);
+                       lt->data[static_cast<std::size_t>(i)] =
+                           input_value(g_, t, global, options_.seed);
                      });
     held_[t] = std::move(lt);
   }
@@ -274,7 +276,8 @@ void Executor::run_op(ir::OpId o) {
   args.use_gpu = options_.use_gpu;
   for (std::size_t j = 0; j < op.inputs.size(); ++j) {
     const ir::TensorId t = op.inputs[j];
-    if (!held_[t]) throw Error(Errc::kInternal, "tensor '" + g_.tensor(t).name + "' used before it exists");
+    if (!held_[t])
+      throw Error(Errc::kInternal, "tensor '" + g_.tensor(t).name + "' used before it exists");
     const LocalTensor* src = held_[t].get();
     if (src->layout != ol.inputs[j]) {
       auto& made = copies_[t];
@@ -324,9 +327,9 @@ void Executor::run_op(ir::OpId o) {
   for (std::size_t j = 0; j < op.outputs.size(); ++j) held_[op.outputs[j]] = std::move(outs[j]);
 }
 
-
 const LocalTensor& Executor::block(ir::TensorId t) const {
-  if (t >= held_.size() || !held_[t]) throw Error(Errc::kInternal, "no block for tensor " + std::to_string(t));
+  if (t >= held_.size() || !held_[t])
+    throw Error(Errc::kInternal, "no block for tensor " + std::to_string(t));
   return *held_[t];
 }
 
@@ -334,7 +337,8 @@ std::vector<float> Executor::gather_full(ir::TensorId t) {
   const LocalTensor& b = block(t);
   const auto& mesh = layouts_.mesh;
   for (const auto& x : b.layout) {
-    if (x.kind == cost::LayoutKind::Partial) throw Error(Errc::kInternal, "gathering a partial tensor");
+    if (x.kind == cost::LayoutKind::Partial)
+      throw Error(Errc::kInternal, "gathering a partial tensor");
   }
   const bool root = comm_.rank() == 0;
   std::vector<float> all(root ? b.data.size() * static_cast<std::size_t>(comm_.size()) : 0);

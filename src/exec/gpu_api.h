@@ -56,8 +56,8 @@ typedef struct RecsearchGpuApi {
               float* c, size_t c_n, char* err, size_t err_len);
   /* Elementwise unary kernel: kind - first_unary indexes the unary kinds;
    * *done = 0 when that kind has no GPU kernel. */
-  int (*unary)(int kind, int first_unary, const float* x, float* y, size_t n, int* done,
-               char* err, size_t err_len);
+  int (*unary)(int kind, int first_unary, const float* x, float* y, size_t n, int* done, char* err,
+               size_t err_len);
 
   /* Bytes of an NCCL unique id (rank 0 creates it, the caller broadcasts it). */
   size_t nccl_id_bytes;
@@ -77,8 +77,8 @@ typedef struct RecsearchGpuApi {
    * against timeout_s (0: forever), with the communicators' asynchronous
    * errors; on expiry or any failure every communicator is aborted. */
   int (*nccl_collective)(RecsearchGpuNccl* c, RecsearchGpuCollective kind, size_t axis,
-                         int group_size, const float* send, float* recv, size_t n,
-                         double timeout_s, char* err, size_t err_len);
+                         int group_size, const float* send, float* recv, size_t n, double timeout_s,
+                         char* err, size_t err_len);
   /* Aborts every communicator (a peer failed); the handle must still be
    * closed. Closing finalizes and destroys healthy communicators and aborts
    * any other. */

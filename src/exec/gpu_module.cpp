@@ -42,9 +42,10 @@ std::vector<std::string> candidates() {
                       .lexically_normal()
                       .string());
   }
-  out.push_back((fs::path(RECSEARCH_GPU_MODULE_PREFIX) / libdir / "recsearch" / RECSEARCH_GPU_MODULE_NAME)
-                    .lexically_normal()
-                    .string());
+  out.push_back(
+      (fs::path(RECSEARCH_GPU_MODULE_PREFIX) / libdir / "recsearch" / RECSEARCH_GPU_MODULE_NAME)
+          .lexically_normal()
+          .string());
   out.push_back(RECSEARCH_GPU_MODULE_BUILD_PATH);
   return out;
 }
@@ -113,13 +114,20 @@ bool gpu_usable(std::string* why) {
   return true;
 }
 
-void gemm_gpu(const GemmBatch& g, const float* a, std::size_t a_n, const float* b,
-              std::size_t b_n, float* c, std::size_t c_n) {
+void gemm_gpu(const GemmBatch& g, const float* a, std::size_t a_n, const float* b, std::size_t b_n,
+              float* c, std::size_t c_n) {
   std::string why;
   const RecsearchGpuApi* api = gpu_api(&why);
   if (api == nullptr) throw Error(Errc::kRuntime, "no usable GPU: " + why);
-  const RecsearchGpuGemm d{g.m, g.n, g.k, g.trans_a ? 1 : 0, g.trans_b ? 1 : 0, g.c_off.size(),
-                           g.a_off.data(), g.b_off.data(), g.c_off.data()};
+  const RecsearchGpuGemm d{g.m,
+                           g.n,
+                           g.k,
+                           g.trans_a ? 1 : 0,
+                           g.trans_b ? 1 : 0,
+                           g.c_off.size(),
+                           g.a_off.data(),
+                           g.b_off.data(),
+                           g.c_off.data()};
   std::array<char, 1024> err{};
   check(api->gemm(&d, a, a_n, b, b_n, c, c_n, err.data(), err.size()), err);
 }

@@ -103,8 +103,9 @@ void k_unary(const KernelArgs& a) {
     return;
   }
   if (a.use_gpu && unary_gpu(kind, x.data(), y.data(), x.size())) return;
-  parallel_rows(static_cast<std::int64_t>(x.size()),
-                [&](std::int64_t i) { y[static_cast<std::size_t>(i)] = unary(kind, x[static_cast<std::size_t>(i)]); });
+  parallel_rows(static_cast<std::int64_t>(x.size()), [&](std::int64_t i) {
+    y[static_cast<std::size_t>(i)] = unary(kind, x[static_cast<std::size_t>(i)]);
+  });
 }
 
 void k_binary(const KernelArgs& a) {
@@ -123,7 +124,8 @@ void k_binary(const KernelArgs& a) {
       ox += c * sx[d];
       oy += c * sy[d];
     }
-    z[static_cast<std::size_t>(i)] = binary(kind, x[static_cast<std::size_t>(ox)], y[static_cast<std::size_t>(oy)]);
+    z[static_cast<std::size_t>(i)] =
+        binary(kind, x[static_cast<std::size_t>(ox)], y[static_cast<std::size_t>(oy)]);
   });
 }
 
@@ -137,7 +139,8 @@ void k_bias_add(const KernelArgs& a) {
   const Buf& b = *a.in[1];
   Buf& y = *a.out[0];
   parallel_rows(numel(xs), [&](std::int64_t i) {
-    y[static_cast<std::size_t>(i)] = x[static_cast<std::size_t>(i)] + b[static_cast<std::size_t>((i / inner) % c)];
+    y[static_cast<std::size_t>(i)] =
+        x[static_cast<std::size_t>(i)] + b[static_cast<std::size_t>((i / inner) % c)];
   });
 }
 
@@ -154,9 +157,11 @@ void k_softmax(const KernelArgs& a) {
   parallel_rows(outer * inner, [&](std::int64_t r) {
     const std::int64_t base = (r / inner) * n * inner + r % inner;
     float m = -std::numeric_limits<float>::infinity();
-    for (std::int64_t i = 0; i < n; ++i) m = std::max(m, x[static_cast<std::size_t>(base + i * inner)]);
+    for (std::int64_t i = 0; i < n; ++i)
+      m = std::max(m, x[static_cast<std::size_t>(base + i * inner)]);
     double s = 0;
-    for (std::int64_t i = 0; i < n; ++i) s += std::exp(static_cast<double>(x[static_cast<std::size_t>(base + i * inner)] - m));
+    for (std::int64_t i = 0; i < n; ++i)
+      s += std::exp(static_cast<double>(x[static_cast<std::size_t>(base + i * inner)] - m));
     for (std::int64_t i = 0; i < n; ++i) {
       const auto at = static_cast<std::size_t>(base + i * inner);
       y[at] = log ? static_cast<float>(x[at] - m - std::log(s))
@@ -259,7 +264,8 @@ std::optional<Equation> parse_equation(std::string eq) {
   std::size_t start = 0;
   for (;;) {
     const auto comma = lhs.find(',', start);
-    e.in.push_back(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    e.in.push_back(
+        lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
@@ -281,7 +287,8 @@ void k_einsum(const KernelArgs& a) {
   std::vector<std::int64_t> extent;
   for (const char c : letters) extent.push_back(size[c]);
   // Stride of every letter in every operand (0 when absent; summed when repeated).
-  std::vector<std::vector<std::int64_t>> stride(eq->in.size(), std::vector<std::int64_t>(letters.size(), 0));
+  std::vector<std::vector<std::int64_t>> stride(eq->in.size(),
+                                                std::vector<std::int64_t>(letters.size(), 0));
   for (std::size_t j = 0; j < eq->in.size(); ++j) {
     std::int64_t s = 1;
     for (std::size_t d = eq->in[j].size(); d-- > 0;) {
@@ -337,7 +344,8 @@ void k_gather(const KernelArgs& a) {
     const std::int64_t row = g - a.gather_offset;
     for (std::int64_t h = 0; h < post; ++h) {
       y[static_cast<std::size_t>(r * post + h)] =
-          row >= 0 && row < v_local ? t[static_cast<std::size_t>((p * v_local + row) * post + h)] : 0.0f;
+          row >= 0 && row < v_local ? t[static_cast<std::size_t>((p * v_local + row) * post + h)]
+                                    : 0.0f;
     }
   });
 }
@@ -396,7 +404,8 @@ void k_reduce(const KernelArgs& a) {
       }
     }
     double& s = acc[static_cast<std::size_t>(out)];
-    s = max ? std::max(s, static_cast<double>(x[static_cast<std::size_t>(i)])) : s + x[static_cast<std::size_t>(i)];
+    s = max ? std::max(s, static_cast<double>(x[static_cast<std::size_t>(i)]))
+            : s + x[static_cast<std::size_t>(i)];
   }
   Buf& y = *a.out[0];
   for (std::size_t i = 0; i < acc.size(); ++i) {
@@ -438,7 +447,8 @@ void k_cross_entropy(const KernelArgs& a) {
   parallel_rows(rows, [&](std::int64_t r) {
     const auto base = static_cast<std::size_t>(r * c);
     double m = -std::numeric_limits<double>::infinity();
-    for (std::int64_t i = 0; i < c; ++i) m = std::max(m, static_cast<double>(x[base + static_cast<std::size_t>(i)]));
+    for (std::int64_t i = 0; i < c; ++i)
+      m = std::max(m, static_cast<double>(x[base + static_cast<std::size_t>(i)]));
     double s = 0;
     for (std::int64_t i = 0; i < c; ++i) s += std::exp(x[base + static_cast<std::size_t>(i)] - m);
     auto label = static_cast<std::int64_t>(labels[static_cast<std::size_t>(r)]);
@@ -452,7 +462,8 @@ void k_cross_entropy(const KernelArgs& a) {
   }
   double sum = 0;
   for (const double l : loss) sum += l;
-  const double full_rows = ir::num_elements(a.full_in_shapes[0]) / static_cast<double>(a.full_in_shapes[0].back());
+  const double full_rows =
+      ir::num_elements(a.full_in_shapes[0]) / static_cast<double>(a.full_in_shapes[0].back());
   y[0] = static_cast<float>(reduction == "mean" ? sum / full_rows : sum);
 }
 
@@ -490,7 +501,8 @@ void k_attention(const KernelArgs& a) {
         }
         x = dot * scale;
         if (mask != nullptr) {
-          const float mv = (*mask)[static_cast<std::size_t>(b * ms[0] + h * ms[1] + s * ms[2] + t * ms[3])];
+          const float mv =
+              (*mask)[static_cast<std::size_t>(b * ms[0] + h * ms[1] + s * ms[2] + t * ms[3])];
           if (bool_mask) {
             if (mv == 0.0f) x = -std::numeric_limits<double>::infinity();
           } else {
@@ -530,13 +542,15 @@ void gemm_cpu(const GemmBatch& g, const float* a, const float* b, float* c) {
     for (std::int64_t k = 0; k < g.k; ++k) {
       const double av = g.trans_a ? A[k * g.m + i] : A[i * g.k + k];
       if (g.trans_b) {
-        for (std::int64_t j = 0; j < g.n; ++j) acc[static_cast<std::size_t>(j)] += av * B[j * g.k + k];
+        for (std::int64_t j = 0; j < g.n; ++j)
+          acc[static_cast<std::size_t>(j)] += av * B[j * g.k + k];
       } else {
         const float* Bk = B + k * g.n;
         for (std::int64_t j = 0; j < g.n; ++j) acc[static_cast<std::size_t>(j)] += av * Bk[j];
       }
     }
-    for (std::int64_t j = 0; j < g.n; ++j) C[j] = static_cast<float>(acc[static_cast<std::size_t>(j)]);
+    for (std::int64_t j = 0; j < g.n; ++j)
+      C[j] = static_cast<float>(acc[static_cast<std::size_t>(j)]);
   });
 }
 
@@ -610,8 +624,7 @@ std::string kernel_support(const ir::Graph& g, const ir::Operator& op) {
       if (eq->in.size() > 2) return "einsum with more than 2 operands has no kernel";
       return {};
     }
-    default:
-      return "no kernel for type '" + op.type + "'";
+    default: return "no kernel for type '" + op.type + "'";
   }
 }
 

@@ -25,8 +25,8 @@ struct GemmBatch {
 };
 void gemm_cpu(const GemmBatch& g, const float* a, const float* b, float* c);
 // cuBLAS on a staged copy (CUDA builds); Error(kRuntime) without a usable GPU.
-void gemm_gpu(const GemmBatch& g, const float* a, std::size_t a_n, const float* b,
-              std::size_t b_n, float* c, std::size_t c_n);
+void gemm_gpu(const GemmBatch& g, const float* a, std::size_t a_n, const float* b, std::size_t b_n,
+              float* c, std::size_t c_n);
 // An elementwise unary kind on the GPU (a small CUDA kernel); returns false
 // when the kind has no GPU kernel.
 bool unary_gpu(ir::OpKind kind, const float* x, float* y, std::size_t n);
@@ -39,11 +39,11 @@ struct KernelArgs {
   std::vector<const Buf*> in;
   std::vector<ir::Shape> out_shapes;
   std::vector<Buf*> out;
-  std::vector<ir::Shape> full_in_shapes;   // whole tensors (ReduceMean counts, Attention causal)
-  std::int64_t gather_offset = 0;          // first table row held (Gather)
-  std::int64_t query_offset = 0;           // first query position held (Attention)
-  bool bool_mask = false;                  // Attention mask holds keep flags, not addends
-  bool use_gpu = false;                    // GEMMs through cuBLAS
+  std::vector<ir::Shape> full_in_shapes;  // whole tensors (ReduceMean counts, Attention causal)
+  std::int64_t gather_offset = 0;         // first table row held (Gather)
+  std::int64_t query_offset = 0;          // first query position held (Attention)
+  bool bool_mask = false;                 // Attention mask holds keep flags, not addends
+  bool use_gpu = false;                   // GEMMs through cuBLAS
 };
 
 // Runs the kernel of args.op->kind. Outputs must be sized already.

@@ -76,7 +76,8 @@ std::vector<std::int64_t> local_offsets(const ir::Shape& full, const Layout& l,
   std::vector<std::int64_t> off(full.size(), 0);
   for (std::size_t d = 0; d < full.size(); ++d) {
     std::int64_t block = 0;
-    for (const std::uint32_t a : dim_axes(l, static_cast<int>(d))) block = block * mesh[a] + coords[a];
+    for (const std::uint32_t a : dim_axes(l, static_cast<int>(d)))
+      block = block * mesh[a] + coords[a];
     off[d] = block * loc[d];
   }
   return off;
@@ -283,9 +284,9 @@ PlanLayouts plan_layouts(const ir::Graph& g, const std::vector<algebra::OpSpace>
   pl.mesh = mesh_sizes(p);
   const std::size_t n_axes = p.mesh.size();
   if (p.cuts.size() != g.num_operators() || spaces.size() != g.num_operators()) {
-    throw Error(Errc::kPlan, "plan has " + std::to_string(p.cuts.size()) +
-                                 " operators but the graph has " +
-                                 std::to_string(g.num_operators()),
+    throw Error(Errc::kPlan,
+                "plan has " + std::to_string(p.cuts.size()) + " operators but the graph has " +
+                    std::to_string(g.num_operators()),
                 "/operators");
   }
   pl.ops.resize(g.num_operators());
@@ -342,10 +343,22 @@ void charge(BytePrediction& out, const PlanLayouts& pl, double element_bytes, co
     const double k = static_cast<double>(pl.mesh[st.axis]);
     double sent = 0;
     switch (st.kind) {
-      case StepKind::AllGather: sent = (k - 1) * n; state[st.axis] = AxisLayout::replicate(); break;
-      case StepKind::AllToAll: sent = (k - 1) / k * n; state[st.axis] = AxisLayout::shard(st.to_dim); break;
-      case StepKind::AllReduce: sent = 2 * (k - 1) / k * n; state[st.axis] = AxisLayout::replicate(); break;
-      case StepKind::ReduceScatter: sent = (k - 1) / k * n; state[st.axis] = AxisLayout::shard(st.to_dim); break;
+      case StepKind::AllGather:
+        sent = (k - 1) * n;
+        state[st.axis] = AxisLayout::replicate();
+        break;
+      case StepKind::AllToAll:
+        sent = (k - 1) / k * n;
+        state[st.axis] = AxisLayout::shard(st.to_dim);
+        break;
+      case StepKind::AllReduce:
+        sent = 2 * (k - 1) / k * n;
+        state[st.axis] = AxisLayout::replicate();
+        break;
+      case StepKind::ReduceScatter:
+        sent = (k - 1) / k * n;
+        state[st.axis] = AxisLayout::shard(st.to_dim);
+        break;
       case StepKind::Slice: state[st.axis] = AxisLayout::shard(st.to_dim); break;
     }
     out.per_axis[st.axis] += sent * element_bytes;
@@ -406,8 +419,7 @@ void charge_tensor(BytePrediction& out, const ir::Graph& g, const PlanLayouts& p
 
 }  // namespace
 
-BytePrediction predict_exec_bytes(const ir::Graph& g, const PlanLayouts& pl,
-                                  double element_bytes) {
+BytePrediction predict_exec_bytes(const ir::Graph& g, const PlanLayouts& pl, double element_bytes) {
   BytePrediction out;
   out.per_axis.assign(pl.mesh.size(), 0.0);
   for (ir::OpId o = 0; o < g.num_operators(); ++o) {

@@ -40,7 +40,8 @@ std::vector<float> split_pieces(const std::vector<float>& x, const View& v, std:
 }
 
 // Inverse of split_pieces: k pieces of [outer, part, inner] joined along n = k·part.
-std::vector<float> join_pieces(const std::vector<float>& x, const View& piece_view, std::int64_t k) {
+std::vector<float> join_pieces(const std::vector<float>& x, const View& piece_view,
+                               std::int64_t k) {
   std::vector<float> out(x.size());
   const std::int64_t part = piece_view.n;
   const std::int64_t n = part * k;
@@ -78,7 +79,8 @@ LocalTensor Redistributor::redistribute(const LocalTensor& t, const Layout& to) 
       case StepKind::AllToAll: {
         const std::vector<float> send = split_pieces(cur.data, view(shape, st.to_dim), k);
         std::vector<float> recv(send.size());
-        comm_.all_to_all(st.axis, send.data(), recv.data(), send.size() / static_cast<std::size_t>(k));
+        comm_.all_to_all(st.axis, send.data(), recv.data(),
+                         send.size() / static_cast<std::size_t>(k));
         ir::Shape piece = shape;
         piece[static_cast<std::size_t>(st.to_dim)] /= k;
         next = join_pieces(recv, view(piece, st.dim), k);

@@ -45,8 +45,7 @@ class Builder {
           std::initializer_list<std::string_view> inputs,
           std::initializer_list<std::string_view> outputs, const ir::Attrs& attrs = {}) {
     const std::string full = prefix_ + name;
-    sink_.op(full, type, {inputs.begin(), inputs.size()}, {outputs.begin(), outputs.size()},
-             attrs);
+    sink_.op(full, type, {inputs.begin(), inputs.size()}, {outputs.begin(), outputs.size()}, attrs);
   }
 
  private:

@@ -21,7 +21,8 @@ struct Preset {
   ModelSpec spec;
 };
 
-ModelSpec gpt(std::int64_t hidden, std::int64_t layers, std::int64_t heads, std::int64_t seq = 1024) {
+ModelSpec gpt(std::int64_t hidden, std::int64_t layers, std::int64_t heads,
+              std::int64_t seq = 1024) {
   ModelSpec s;
   s.family = Family::Gpt;
   s.hidden = hidden;
@@ -68,19 +69,30 @@ ModelSpec moe(std::int64_t hidden, std::int64_t layers, std::int64_t heads, std:
 // auto-parallel benchmarks.
 const std::vector<Preset>& presets() {
   static const std::vector<Preset> p = {
-      {"gpt-350m", gpt(1024, 24, 16)},      {"gpt-760m", gpt(1536, 24, 16)},
-      {"gpt-1.3b", gpt(2048, 24, 32)},      {"gpt-2.6b", gpt(2560, 32, 32)},
-      {"gpt-6.7b", gpt(4096, 32, 32)},      {"gpt-15b", gpt(5120, 48, 40)},
-      {"gpt-39b", gpt(8192, 48, 64)},       {"gpt-175b", gpt(12288, 96, 96, 2048)},
+      {"gpt-350m", gpt(1024, 24, 16)},
+      {"gpt-760m", gpt(1536, 24, 16)},
+      {"gpt-1.3b", gpt(2048, 24, 32)},
+      {"gpt-2.6b", gpt(2560, 32, 32)},
+      {"gpt-6.7b", gpt(4096, 32, 32)},
+      {"gpt-15b", gpt(5120, 48, 40)},
+      {"gpt-39b", gpt(8192, 48, 64)},
+      {"gpt-175b", gpt(12288, 96, 96, 2048)},
       {"gpt-1t", gpt(25600, 128, 160, 2048)},
-      {"bert-base", bert(768, 12, 12)},     {"bert-large", bert(1024, 24, 16)},
-      {"resnet18", resnet(18)},             {"resnet34", resnet(34)},
-      {"resnet50", resnet(50)},             {"resnet101", resnet(101)},
-      {"resnet152", resnet(152)},           {"wide-resnet50-2", resnet(50, 2)},
+      {"bert-base", bert(768, 12, 12)},
+      {"bert-large", bert(1024, 24, 16)},
+      {"resnet18", resnet(18)},
+      {"resnet34", resnet(34)},
+      {"resnet50", resnet(50)},
+      {"resnet101", resnet(101)},
+      {"resnet152", resnet(152)},
+      {"wide-resnet50-2", resnet(50, 2)},
       {"wide-resnet101-2", resnet(101, 2)},
-      {"moe-380m", moe(768, 8, 16, 8)},     {"moe-690m", moe(768, 8, 16, 16)},
-      {"moe-1.3b", moe(768, 16, 16, 16)},   {"moe-2.4b", moe(1024, 16, 16, 16)},
-      {"moe-10b", moe(1536, 16, 16, 32)},   {"moe-27b", moe(2048, 16, 16, 48)},
+      {"moe-380m", moe(768, 8, 16, 8)},
+      {"moe-690m", moe(768, 8, 16, 16)},
+      {"moe-1.3b", moe(768, 16, 16, 16)},
+      {"moe-2.4b", moe(1024, 16, 16, 16)},
+      {"moe-10b", moe(1536, 16, 16, 32)},
+      {"moe-27b", moe(2048, 16, 16, 48)},
       {"moe-70b", moe(2048, 32, 16, 64)},
   };
   return p;
@@ -134,7 +146,9 @@ class GraphBuilderSink final : public GraphSink {
  private:
   ir::TensorId id(std::string_view n) const {
     const auto t = g_.find_tensor(n);
-    if (!t) throw Error(Errc::kInternal, "gen: operator names undeclared tensor '" + std::string(n) + "'");
+    if (!t)
+      throw Error(Errc::kInternal,
+                  "gen: operator names undeclared tensor '" + std::string(n) + "'");
     return *t;
   }
   ir::Graph& g_;
@@ -444,9 +458,9 @@ void check_family_sizes(const ModelSpec& m) {
       if (m.family == Family::Moe) {
         require_positive(m.experts, "experts");
         require_fits({m.experts, m.hidden, 4, m.hidden}, "expert weight");
-        require_fits({m.experts, m.batch, std::max<std::int64_t>(1, 2 * m.seq / m.experts), 4,
-                      m.hidden},
-                     "expert activation");
+        require_fits(
+            {m.experts, m.batch, std::max<std::int64_t>(1, 2 * m.seq / m.experts), 4, m.hidden},
+            "expert activation");
       }
       break;
     case Family::ResNet:
@@ -467,10 +481,18 @@ void check_family_sizes(const ModelSpec& m) {
 ModelSpec resolved(const ModelSpec& spec) {
   ModelSpec m = spec;
   set_defaults(m);
-  for (const auto& [v, f] : {std::pair{m.layers, "layers"}, {m.hidden, "hidden"}, {m.heads, "heads"},
-                             {m.seq, "seq"}, {m.vocab, "vocab"}, {m.batch, "batch"},
-                             {m.experts, "experts"}, {m.width, "width"}, {m.channels, "channels"},
-                             {m.image, "image"}, {m.classes, "classes"}, {m.ops, "ops"}}) {
+  for (const auto& [v, f] : {std::pair{m.layers, "layers"},
+                             {m.hidden, "hidden"},
+                             {m.heads, "heads"},
+                             {m.seq, "seq"},
+                             {m.vocab, "vocab"},
+                             {m.batch, "batch"},
+                             {m.experts, "experts"},
+                             {m.width, "width"},
+                             {m.channels, "channels"},
+                             {m.image, "image"},
+                             {m.classes, "classes"},
+                             {m.ops, "ops"}}) {
     require(v >= 0, std::string("--") + f + " must be positive, got " + std::to_string(v));
   }
   require_positive(m.batch, "batch");
@@ -511,7 +533,8 @@ void write_graph_json(const ModelSpec& spec, std::ostream& out,
   sink.raw("\n]}\n");
   sink.flush();
   out.flush();
-  if (on_progress != nullptr) on_progress(count.tensors + count.ops, count.tensors + count.ops, ctx);
+  if (on_progress != nullptr)
+    on_progress(count.tensors + count.ops, count.tensors + count.ops, ctx);
 }
 
 }  // namespace recsearch::gen

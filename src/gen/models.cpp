@@ -277,7 +277,9 @@ class ResNetGen {
     const auto w = b_.param(name + "_w", {out_c, x.c, k, k});
     const auto c = b_.act(name, {m_.batch, out_c, oh, ow});
     b_.op(name, "Conv2D", {x.t, w}, {c},
-          {{"kernel_shape", V{k, k}}, {"strides", V{stride, stride}}, {"pads", V{pad, pad, pad, pad}}});
+          {{"kernel_shape", V{k, k}},
+           {"strides", V{stride, stride}},
+           {"pads", V{pad, pad, pad, pad}}});
     const auto s = b_.param(name + "_bn_scale", {out_c});
     const auto bias = b_.param(name + "_bn_bias", {out_c});
     const auto bn = b_.act(name + "_bn", {m_.batch, out_c, oh, ow});
@@ -334,7 +336,8 @@ class ResNetGen {
           y = conv_bn("conv2", y, out_c, 3, 1, false);
         }
         Image shortcut = x;
-        if (stride != 1 || x.c != out_c) shortcut = conv_bn("downsample", x, out_c, 1, stride, false);
+        if (stride != 1 || x.c != out_c)
+          shortcut = conv_bn("downsample", x, out_c, 1, stride, false);
         const auto sum = b_.act("add", {m_.batch, out_c, y.h, y.w});
         b_.op("add", "Add", {y.t, shortcut.t}, {sum});
         x = {relu_of("relu", {sum, out_c, y.h, y.w}), out_c, y.h, y.w};
@@ -432,8 +435,8 @@ class RandomGen {
   }
 
   // An operator of `type` with a [width] parameter named prefix + n.
-  void with_param(const Live& src, const std::string& n, const std::string& on,
-                  const char* prefix, const char* type) {
+  void with_param(const Live& src, const std::string& n, const std::string& on, const char* prefix,
+                  const char* type) {
     const auto p = b_.param(prefix + n, {src.width});
     const auto y = b_.act(n, {m_.batch, src.width});
     b_.op(on, type, {src.name, p}, {y});

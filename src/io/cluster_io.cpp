@@ -20,17 +20,17 @@ using detail::OrderedJson;
 using detail::Reader;
 
 // A number that must be finite and > 0 (or >= 0 when zero is allowed).
-double read_magnitude(const Reader& r, const Json& obj, std::string_view key,
-                      const std::string& at, double def, bool zero_ok) {
+double read_magnitude(const Reader& r, const Json& obj, std::string_view key, const std::string& at,
+                      double def, bool zero_ok) {
   const Json* v = r.find(obj, key);
   if (v == nullptr) return def;
   const std::string path = child(at, key);
   const double x = r.number(*v, path);  // wrong type: kSchema; JSON has no NaN or Inf
   if (x < 0 || (x == 0 && !zero_ok)) {
-    r.fail(Errc::kCluster,
-           std::string(zero_ok ? "must not be negative" : "must be positive") + ", got " +
-               v->dump(),
-           path);
+    r.fail(
+        Errc::kCluster,
+        std::string(zero_ok ? "must not be negative" : "must be positive") + ", got " + v->dump(),
+        path);
   }
   return x;
 }
@@ -57,8 +57,8 @@ DeviceSpec read_device(const Reader& r, const Json& d) {
   r.expect_object(d, "/device");
   device.peak_TFLOPs = read_magnitude(r, d, "peak_TFLOPs", "/device", device.peak_TFLOPs, false);
   device.memory_GiB = read_magnitude(r, d, "memory_GiB", "/device", device.memory_GiB, false);
-  device.memory_bandwidth_GBps = read_magnitude(r, d, "memory_bandwidth_GBps", "/device",
-                                                device.memory_bandwidth_GBps, false);
+  device.memory_bandwidth_GBps =
+      read_magnitude(r, d, "memory_bandwidth_GBps", "/device", device.memory_bandwidth_GBps, false);
   return device;
 }
 

@@ -8,9 +8,9 @@
 // and those errors are only re-attributed to the file. Shapes against operator
 // kinds are the algebra's job (build_op_spaces), not the reader's.
 #include <cmath>
+#include <unordered_map>
 #include <utility>
 #include <vector>
-#include <unordered_map>
 
 #include "io/json_util.hpp"
 #include "recsearch/io/json_io.hpp"
@@ -37,9 +37,10 @@ std::string_view kind_spelling(ir::TensorKind k) {
 ir::DType read_dtype(const Reader& r, const Json& j, const std::string& path) {
   const std::string s = r.string(j, path);
   if (const auto t = ir::parse_dtype(s)) return *t;
-  r.fail(Errc::kSchema,
-         "unknown dtype '" + s + "' (expected f64, f32, f16, bf16, f8, i64, i32, i16, i8, u8 or bool)",
-         path);
+  r.fail(
+      Errc::kSchema,
+      "unknown dtype '" + s + "' (expected f64, f32, f16, bf16, f8, i64, i32, i16, i8, u8 or bool)",
+      path);
 }
 
 ir::TensorKind read_kind(const Reader& r, const Json& j, const std::string& path) {
@@ -184,7 +185,8 @@ void read_operator(const Reader& r, const Json& o, std::size_t i, ir::Graph& g) 
     }
     op.attrs.set("einsum", eq);
   }
-  if (const Json* s = r.find(o, "strategy")) op.strategy = detail::read_strategy(r, *s, child(at, "strategy"));
+  if (const Json* s = r.find(o, "strategy"))
+    op.strategy = detail::read_strategy(r, *s, child(at, "strategy"));
   if (const Json* s = r.find(o, "allowed")) op.allowed = r.strings(*s, child(at, "allowed"));
   // Operators are added in file order, so the graph's "/operators/<id>"
   // paths (duplicate names, second producers, produced parameters) are

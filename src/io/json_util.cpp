@@ -56,8 +56,8 @@ void write_text_file(const std::string& path, std::string text) {
   const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
   const int err = errno;
   if (std::fclose(f) != 0 || !written) {
-    throw Error(Errc::kIo, std::string("cannot write: ") + std::strerror(written ? errno : err),
-                {}, path);
+    throw Error(Errc::kIo, std::string("cannot write: ") + std::strerror(written ? errno : err), {},
+                path);
   }
 }
 
@@ -375,11 +375,11 @@ class StreamSax final : public nlohmann::json_sax<Json> {
   StreamHandler& handler_;
   State state_ = State::kBefore;
   Json head_ = Json::object();
-  std::string key_;                   // current top-level key
+  std::string key_;                    // current top-level key
   std::vector<std::string> streamed_;  // streamed keys seen so far
-  std::vector<Json*> open_;           // open containers of the value being built
-  Json* slot_ = nullptr;              // where the next value of the innermost object goes
-  Json current_;                      // the record being built
+  std::vector<Json*> open_;            // open containers of the value being built
+  Json* slot_ = nullptr;               // where the next value of the innermost object goes
+  Json current_;                       // the record being built
   bool in_stream_ = false;
   std::size_t index_ = 0;
   int skip_depth_ = 0;
@@ -392,7 +392,8 @@ Json stream_object(std::string_view text, const std::string& source, StreamHandl
   // once, instead of after parsing and building everything before the cut.
   const auto first = text.find_first_not_of(" \t\r\n");
   const auto last = text.find_last_not_of(" \t\r\n");
-  if (first != std::string_view::npos && text[first] == '{' && (last == first || text[last] != '}')) {
+  if (first != std::string_view::npos && text[first] == '{' &&
+      (last == first || text[last] != '}')) {
     throw Error(Errc::kParse,
                 "not valid JSON at byte " + std::to_string(text.size()) +
                     ": the document does not end with its closing '}' (truncated file?)",
@@ -449,7 +450,8 @@ const Json& Reader::require(const Json& obj, std::string_view key, const std::st
 }
 
 const Json& Reader::array(const Json& j, const std::string& path) const {
-  if (!j.is_array()) fail(Errc::kSchema, std::string("expected an array, got ") + j.type_name(), path);
+  if (!j.is_array())
+    fail(Errc::kSchema, std::string("expected an array, got ") + j.type_name(), path);
   return j;
 }
 
@@ -459,7 +461,8 @@ const Json& Reader::object(const Json& j, const std::string& path) const {
 }
 
 std::string Reader::string(const Json& j, const std::string& path) const {
-  if (!j.is_string()) fail(Errc::kSchema, std::string("expected a string, got ") + j.type_name(), path);
+  if (!j.is_string())
+    fail(Errc::kSchema, std::string("expected a string, got ") + j.type_name(), path);
   return j.get_ref<const std::string&>();
 }
 
@@ -470,12 +473,14 @@ std::string Reader::nonempty_string(const Json& j, const std::string& path) cons
 }
 
 bool Reader::boolean(const Json& j, const std::string& path) const {
-  if (!j.is_boolean()) fail(Errc::kSchema, std::string("expected a boolean, got ") + j.type_name(), path);
+  if (!j.is_boolean())
+    fail(Errc::kSchema, std::string("expected a boolean, got ") + j.type_name(), path);
   return j.get<bool>();
 }
 
 double Reader::number(const Json& j, const std::string& path) const {
-  if (!j.is_number()) fail(Errc::kSchema, std::string("expected a number, got ") + j.type_name(), path);
+  if (!j.is_number())
+    fail(Errc::kSchema, std::string("expected a number, got ") + j.type_name(), path);
   const double v = j.get<double>();
   // The parser rejects overflowing literals; this guards values built in code.
   if (!std::isfinite(v)) fail(Errc::kSchema, "expected a finite number", path);
@@ -505,7 +510,8 @@ bool as_int64(const Json& j, std::int64_t& out) noexcept {
 std::int64_t Reader::integer(const Json& j, const std::string& path) const {
   std::int64_t v = 0;
   if (as_int64(j, v)) return v;
-  if (!j.is_number()) fail(Errc::kSchema, std::string("expected an integer, got ") + j.type_name(), path);
+  if (!j.is_number())
+    fail(Errc::kSchema, std::string("expected an integer, got ") + j.type_name(), path);
   if (j.is_number_float() && std::trunc(j.get<double>()) != j.get<double>()) {
     fail(Errc::kSchema, "expected an integer, got " + j.dump(), path);
   }
@@ -542,15 +548,16 @@ std::vector<std::string> Reader::strings(const Json& j, const std::string& path)
 
 void Reader::check_format(const Json& root, std::string_view format) const {
   if (!root.is_object()) {
-    fail(Errc::kSchema, std::string("expected a JSON object at the top level, got ") +
-                            root.type_name(),
-         "");
+    fail(Errc::kSchema,
+         std::string("expected a JSON object at the top level, got ") + root.type_name(), "");
   }
   const Json* f = find(root, "format");
-  if (f == nullptr) fail(Errc::kSchema, "missing field 'format' (\"" + std::string(format) + "\")", "/format");
+  if (f == nullptr)
+    fail(Errc::kSchema, "missing field 'format' (\"" + std::string(format) + "\")", "/format");
   if (!f->is_string() || f->get_ref<const std::string&>() != format) {
-    fail(Errc::kSchema, "expected format \"" + std::string(format) + "\", got " +
-                            f->dump(-1, ' ', false, Json::error_handler_t::replace),
+    fail(Errc::kSchema,
+         "expected format \"" + std::string(format) + "\", got " +
+             f->dump(-1, ' ', false, Json::error_handler_t::replace),
          "/format");
   }
   const Json* v = find(root, "version");

@@ -10,11 +10,11 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <iterator>
 #include <cstdio>
+#include <iterator>
 #include <optional>
-#include <utility>
 #include <unordered_map>
+#include <utility>
 
 #include "io/cluster_json.hpp"
 #include "io/json_util.hpp"
@@ -91,7 +91,8 @@ std::string loop_names(const algebra::OpSpace& s) {
 
 // Axis names of the file's mesh (when it has one; they line up with `mesh`
 // by position), else the cut schedule's own names. Also checks the mesh.
-std::vector<std::string> read_mesh(const Reader& r, const Json& root, const std::vector<Cut>& mesh) {
+std::vector<std::string> read_mesh(const Reader& r, const Json& root,
+                                   const std::vector<Cut>& mesh) {
   std::vector<std::string> names;
   names.reserve(mesh.size());
   for (const Cut& c : mesh) names.push_back(c.axis);
@@ -116,7 +117,8 @@ std::vector<std::string> read_mesh(const Reader& r, const Json& root, const std:
       if (const Json* n = r.find(ax, "name")) {
         names[a] = r.nonempty_string(*n, child(at, "name"));
         if (!seen.emplace(names[a], a).second) {
-          r.fail(Errc::kDuplicate, "mesh axis '" + names[a] + "' is listed twice", child(at, "name"));
+          r.fail(Errc::kDuplicate, "mesh axis '" + names[a] + "' is listed twice",
+                 child(at, "name"));
         }
       }
       if (size != mesh[a].size) {
@@ -162,7 +164,8 @@ void read_cuts(const Reader& r, const Json& j, const std::string& path, const al
     const std::string axis_at = child(at, "axis");
     const std::string axis = r.string(r.require(c, "axis", at), axis_at);
     const auto it = axis_index.find(axis);
-    if (it == axis_index.end()) r.fail(Errc::kUnknownName, "unknown mesh axis '" + axis + "'", axis_at);
+    if (it == axis_index.end())
+      r.fail(Errc::kUnknownName, "unknown mesh axis '" + axis + "'", axis_at);
     const std::size_t a = it->second;
     if (entry.cut_entry[a] != SIZE_MAX) {
       r.fail(Errc::kPlan,
@@ -199,16 +202,15 @@ Error repoint(const Error& e, const Reader& r, const ir::Graph& g,
   switch (entry.source) {
     case Source::Absent:
       return Error(e.code(),
-                   "operator '" + g.op(op).name + "' (not in the plan file; pinned or replicated): " +
-                       e.detail(),
+                   "operator '" + g.op(op).name +
+                       "' (not in the plan file; pinned or replicated): " + e.detail(),
                    {}, r.source());
     case Source::Bare:
-      return Error(e.code(), "operator '" + g.op(op).name + "' (pinned or replicated): " + e.detail(),
-                   at, r.source());
-    case Source::Strategy:
-      return Error(e.code(), e.detail(), child(at, "strategy"), r.source());
-    case Source::Cuts:
-      break;
+      return Error(e.code(),
+                   "operator '" + g.op(op).name + "' (pinned or replicated): " + e.detail(), at,
+                   r.source());
+    case Source::Strategy: return Error(e.code(), e.detail(), child(at, "strategy"), r.source());
+    case Source::Cuts: break;
   }
   if (const auto split = split_index(rest, "/cuts/", 9);
       split && split->first < entry.cut_entry.size()) {
@@ -216,8 +218,8 @@ Error repoint(const Error& e, const Reader& r, const ir::Graph& g,
     if (entry.cut_entry[axis] == SIZE_MAX) {
       return Error(e.code(), e.detail(), child(at, "cuts"), r.source());
     }
-    return Error(e.code(), e.detail(), child(child(at, "cuts"), entry.cut_entry[axis]) + split->second,
-                 r.source());
+    return Error(e.code(), e.detail(),
+                 child(child(at, "cuts"), entry.cut_entry[axis]) + split->second, r.source());
   }
   return Error(e.code(), e.detail(), at + rest, r.source());
 }
@@ -236,8 +238,8 @@ std::string_view mode_name(Mode m) { return m == Mode::Infer ? "infer" : "train"
 // Display width of UTF-8 text: one column per code point (names are mostly
 // ASCII; this keeps "…" and accented names from skewing the columns).
 std::size_t display_width(std::string_view s) {
-  return static_cast<std::size_t>(
-      std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+  return static_cast<std::size_t>(std::count_if(
+      s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
 }
 
 std::string truncate(std::string s, std::size_t width) {
@@ -420,8 +422,9 @@ class PlanStream final : public detail::StreamHandler {
       try {
         p_.cuts[*id] = plan::assign_cuts(g_, *id, spaces_[*id], *g_.op(*id).strategy, mesh_);
       } catch (const Error& e) {
-        throw Error(e.code(), "operator '" + name + "', pinned strategy in the graph: " + e.detail(),
-                    at, r_.source());
+        throw Error(e.code(),
+                    "operator '" + name + "', pinned strategy in the graph: " + e.detail(), at,
+                    r_.source());
       }
     }
   }
@@ -454,8 +457,8 @@ class PlanStream final : public detail::StreamHandler {
     const ir::Shape& expected = g_.tensor(*id).shape;
     if (shape != expected) {
       r_.fail(Errc::kPlan,
-              "tensor '" + name + "' has shape " + ir::shape_to_string(shape) + " in the plan but " +
-                  ir::shape_to_string(expected) + " in graph '" + g_.name() +
+              "tensor '" + name + "' has shape " + ir::shape_to_string(shape) +
+                  " in the plan but " + ir::shape_to_string(expected) + " in graph '" + g_.name() +
                   "' (a plan of another graph?)",
               child(at, "shape"));
     }
@@ -468,9 +471,10 @@ class PlanStream final : public detail::StreamHandler {
       try {
         p_.cuts[id] = plan::assign_cuts(g_, id, spaces_[id], *g_.op(id).strategy, mesh_);
       } catch (const Error& e) {
-        throw Error(e.code(),
-                    "operator '" + g_.op(id).name + "', pinned strategy in the graph: " + e.detail(),
-                    {}, r_.source());
+        throw Error(
+            e.code(),
+            "operator '" + g_.op(id).name + "', pinned strategy in the graph: " + e.detail(), {},
+            r_.source());
       }
     }
   }
@@ -507,9 +511,8 @@ class PlanStream final : public detail::StreamHandler {
 class HeadOnly final : public detail::StreamHandler {
  public:
   Mode mode(const std::string& key) override {
-    return key == "mesh" || key == "cluster" || key == "format" || key == "version"
-               ? Mode::kCollect
-               : Mode::kSkip;
+    return key == "mesh" || key == "cluster" || key == "format" || key == "version" ? Mode::kCollect
+                                                                                    : Mode::kSkip;
   }
   void record(const std::string&, std::size_t, Json&&) override {}
   void field_done(const std::string&, const Json&) override {}
@@ -520,9 +523,9 @@ class HeadOnly final : public detail::StreamHandler {
 plan::Plan parse_plan(std::string_view text, const std::string& source, const ir::Graph& g,
                       const std::vector<algebra::OpSpace>& spaces, const std::vector<Cut>& mesh) {
   if (spaces.size() != g.num_operators()) {
-    throw Error(Errc::kUsage,
-                "parse_plan: " + std::to_string(spaces.size()) + " operator spaces for a graph of " +
-                    std::to_string(g.num_operators()) + " operators");
+    throw Error(Errc::kUsage, "parse_plan: " + std::to_string(spaces.size()) +
+                                  " operator spaces for a graph of " +
+                                  std::to_string(g.num_operators()) + " operators");
   }
   const Reader r(source);
   PlanStream stream(r, g, spaces, mesh);
@@ -568,7 +571,8 @@ std::vector<std::int64_t> plan_mesh_sizes(std::string_view text, const std::stri
       const Json& ax = r.object((*axes)[a], at);
       const std::int64_t size = r.positive_integer(r.require(ax, "size", at), child(at, "size"));
       if (__builtin_mul_overflow(product, size, &product) || product > kMaxDevices) {
-        r.fail(Errc::kPlan, "the mesh has more than " + std::to_string(kMaxDevices) + " devices", at);
+        r.fail(Errc::kPlan, "the mesh has more than " + std::to_string(kMaxDevices) + " devices",
+               at);
       }
       sizes.push_back(size);
     }
@@ -577,12 +581,14 @@ std::vector<std::int64_t> plan_mesh_sizes(std::string_view text, const std::stri
     const std::int64_t n = r.positive_integer(*d, "/mesh/devices");
     if (r.find(*m, "axes") == nullptr) {
       if (n > kMaxDevices) {
-        r.fail(Errc::kPlan, "more than " + std::to_string(kMaxDevices) + " devices", "/mesh/devices");
+        r.fail(Errc::kPlan, "more than " + std::to_string(kMaxDevices) + " devices",
+               "/mesh/devices");
       }
       sizes.push_back(n);
     } else if (n != product) {
       r.fail(Errc::kPlan,
-             "devices is " + std::to_string(n) + " but the axes multiply to " + std::to_string(product),
+             "devices is " + std::to_string(n) + " but the axes multiply to " +
+                 std::to_string(product),
              "/mesh/devices");
     }
   }
@@ -630,7 +636,8 @@ OrderedJson operator_json(const ir::Graph& g, const std::vector<algebra::OpSpace
     OrderedJson c;
     c["axis"] = axis_name(p, a);
     const std::int16_t loop = cut_of(p, id, a);
-    if (loop >= 0 && id < spaces.size() && static_cast<std::size_t>(loop) < spaces[id].loops.size()) {
+    if (loop >= 0 && id < spaces.size() &&
+        static_cast<std::size_t>(loop) < spaces[id].loops.size()) {
       c["dim"] = spaces[id].loops[static_cast<std::size_t>(loop)].name;
     } else {
       c["dim"] = nullptr;
@@ -721,7 +728,8 @@ TableRow table_row(const ir::Graph& g, const std::vector<algebra::OpSpace>& spac
   std::string cuts;
   for (std::size_t a = 0; a < p.mesh.size(); ++a) {
     const std::int16_t loop = cut_of(p, id, a);
-    if (loop < 0 || id >= spaces.size() || static_cast<std::size_t>(loop) >= spaces[id].loops.size())
+    if (loop < 0 || id >= spaces.size() ||
+        static_cast<std::size_t>(loop) >= spaces[id].loops.size())
       continue;
     if (!cuts.empty()) cuts += ' ';
     cuts += axis_name(p, a) + ':' + spaces[id].loops[static_cast<std::size_t>(loop)].name;
@@ -817,8 +825,7 @@ std::string plan_to_json(const ir::Graph& g, const std::vector<algebra::OpSpace>
 }
 
 std::string plan_to_table(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
-                          const Cluster& cluster, const plan::Plan& p,
-                          const plan::Evaluation& ev) {
+                          const Cluster& cluster, const plan::Plan& p, const plan::Evaluation& ev) {
   const TableRow headers = {"operator", "type", "strategy", "cuts", "compute ms", "comm ms"};
   std::vector<TableRow> rows;
   rows.reserve(g.num_operators());

@@ -77,7 +77,8 @@ std::optional<std::vector<std::int64_t>> Attrs::get_ints(std::string_view name) 
   if (auto* i = std::get_if<std::int64_t>(v)) return std::vector<std::int64_t>{*i};
   // An empty JSON array carries no element type; the reader may store it as
   // any list kind.
-  if (auto* d = std::get_if<std::vector<double>>(v); d && d->empty()) return std::vector<std::int64_t>{};
+  if (auto* d = std::get_if<std::vector<double>>(v); d && d->empty())
+    return std::vector<std::int64_t>{};
   if (auto* s = std::get_if<std::vector<std::string>>(v); s && s->empty())
     return std::vector<std::int64_t>{};
   wrong_type(name, "a list of integers");

@@ -52,10 +52,10 @@ TensorId Graph::add_tensor(std::string name, Shape shape, DType dtype, TensorKin
     throw Error(Errc::kSchema, "tensor name must not be empty", "/tensors/" + std::to_string(id));
   auto [it, inserted] = tensor_index_.try_emplace(name, id);
   if (!inserted)
-    throw Error(Errc::kDuplicate,
-                "tensor '" + name + "' is already defined (as /tensors/" +
-                    std::to_string(it->second) + ")",
-                "/tensors/" + std::to_string(id) + "/name");
+    throw Error(
+        Errc::kDuplicate,
+        "tensor '" + name + "' is already defined (as /tensors/" + std::to_string(it->second) + ")",
+        "/tensors/" + std::to_string(id) + "/name");
   tensors_.push_back(Tensor{std::move(name), std::move(shape), dtype, kind, kNone, {}});
   finalized_ = false;
   return id;
@@ -65,12 +65,13 @@ OpId Graph::add_operator(Operator op) {
   const auto id = static_cast<OpId>(ops_.size());
   const std::string path = op_path(id);
   if (ops_.size() >= kNone - 1) throw Error(Errc::kSchema, "too many operators", path);
-  if (op.name.empty()) throw Error(Errc::kSchema, "operator name must not be empty", path + "/name");
+  if (op.name.empty())
+    throw Error(Errc::kSchema, "operator name must not be empty", path + "/name");
   if (op_index_.contains(op.name))
-    throw Error(Errc::kDuplicate,
-                "operator '" + op.name + "' is already defined (as " +
-                    op_path(op_index_.at(op.name)) + ")",
-                path + "/name");
+    throw Error(
+        Errc::kDuplicate,
+        "operator '" + op.name + "' is already defined (as " + op_path(op_index_.at(op.name)) + ")",
+        path + "/name");
   for (std::size_t j = 0; j < op.inputs.size(); ++j)
     if (op.inputs[j] >= tensors_.size())
       throw Error(Errc::kUnknownName, "unknown tensor id " + std::to_string(op.inputs[j]),
@@ -144,9 +145,8 @@ void Graph::finalize() {
   vis.finish_order = &finish;
   vis.first_back_edge = &back;
   std::vector<boost::default_color_type> colors(ops_.size());
-  boost::depth_first_search(
-      dag, boost::visitor(vis).color_map(boost::make_iterator_property_map(
-               colors.begin(), boost::get(boost::vertex_index, dag))));
+  boost::depth_first_search(dag, boost::visitor(vis).color_map(boost::make_iterator_property_map(
+                                     colors.begin(), boost::get(boost::vertex_index, dag))));
   if (back) {
     const auto [from, to] = *back;
     throw Error(Errc::kCycle,

@@ -8,13 +8,30 @@ namespace recsearch::ir {
 namespace {
 
 constexpr std::array<std::string_view, kNumOpKinds> kNames = {
-    "MatMul", "BatchMatMul", "Einsum", "Conv2D", "MaxPool", "AvgPool", "GlobalAvgPool",
-    "BatchNorm", "LayerNorm", "RMSNorm", "Softmax", "LogSoftmax",
-    "Add", "Sub", "Mul", "Div", "Pow", "Maximum", "Minimum", "BiasAdd",
-    "ReLU", "GeLU", "SiLU", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Neg", "Cast", "Dropout",
-    "Identity", "Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Concat", "Split",
-    "Slice", "ReduceSum", "ReduceMean", "ReduceMax", "Gather", "OneHot", "SoftmaxCrossEntropy",
-    "Attention", "Custom",
+    "MatMul",        "BatchMatMul",
+    "Einsum",        "Conv2D",
+    "MaxPool",       "AvgPool",
+    "GlobalAvgPool", "BatchNorm",
+    "LayerNorm",     "RMSNorm",
+    "Softmax",       "LogSoftmax",
+    "Add",           "Sub",
+    "Mul",           "Div",
+    "Pow",           "Maximum",
+    "Minimum",       "BiasAdd",
+    "ReLU",          "GeLU",
+    "SiLU",          "Sigmoid",
+    "Tanh",          "Exp",
+    "Log",           "Sqrt",
+    "Neg",           "Cast",
+    "Dropout",       "Identity",
+    "Reshape",       "Transpose",
+    "Flatten",       "Squeeze",
+    "Unsqueeze",     "Concat",
+    "Split",         "Slice",
+    "ReduceSum",     "ReduceMean",
+    "ReduceMax",     "Gather",
+    "OneHot",        "SoftmaxCrossEntropy",
+    "Attention",     "Custom",
 };
 
 }  // namespace

@@ -14,8 +14,17 @@ struct DTypeInfo {
 };
 
 constexpr std::array<DTypeInfo, 11> kDTypes = {{
-    {"f64", 8}, {"f32", 4}, {"f16", 2}, {"bf16", 2}, {"f8", 1}, {"i64", 8},
-    {"i32", 4}, {"i16", 2}, {"i8", 1}, {"u8", 1}, {"bool", 1},
+    {"f64", 8},
+    {"f32", 4},
+    {"f16", 2},
+    {"bf16", 2},
+    {"f8", 1},
+    {"i64", 8},
+    {"i32", 4},
+    {"i16", 2},
+    {"i8", 1},
+    {"u8", 1},
+    {"bool", 1},
 }};
 
 constexpr std::array<std::string_view, 4> kTensorKinds = {"input", "parameter", "constant",

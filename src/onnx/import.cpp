@@ -11,20 +11,20 @@
 // (its name, ONNX type and index in graph.node).
 #include "recsearch/io/onnx.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
 #include <algorithm>
 #include <cctype>
 #include <cstring>
-#include <fcntl.h>
 #include <set>
-#include <unistd.h>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
 
-#include <google/protobuf/io/zero_copy_stream_impl.h>  // FileInputStream over a descriptor
+#include <google/protobuf/io/zero_copy_stream_impl.h>       // FileInputStream over a descriptor
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>  // ArrayInputStream
-#include <onnx/defs/schema.h>                       // OpSchemaRegistry
-#include <onnx/shape_inference/implementation.h>    // onnx::shape_inference::InferShapes
+#include <onnx/defs/schema.h>                               // OpSchemaRegistry
+#include <onnx/shape_inference/implementation.h>            // onnx::shape_inference::InferShapes
 
 #include "onnx/model_reader.hpp"
 #include "recsearch/algebra/op_space.hpp"
@@ -147,11 +147,13 @@ std::optional<IntTensor> eval_slice(const onnx::NodeProto& n, const std::vector<
       return std::nullopt;
     if (in.size() >= 5) steps = in[4].data;
   }
-  if (!starts || !ends || starts->size() != 1 || ends->size() != 1 || steps != std::vector<std::int64_t>{1})
+  if (!starts || !ends || starts->size() != 1 || ends->size() != 1 ||
+      steps != std::vector<std::int64_t>{1})
     return std::nullopt;
   const auto len = static_cast<std::int64_t>(in[0].data.size());
   const auto [b, e] = clamp_range((*starts)[0], (*ends)[0], len);
-  return IntTensor{{e - b}, std::vector<std::int64_t>(in[0].data.begin() + b, in[0].data.begin() + e),
+  return IntTensor{{e - b},
+                   std::vector<std::int64_t>(in[0].data.begin() + b, in[0].data.begin() + e),
                    in[0].elem};
 }
 
@@ -216,9 +218,12 @@ std::optional<ir::DType> dtype_of(std::int32_t elem) {
     case TP::DOUBLE: return ir::DType::F64;
     case TP::FLOAT16: return ir::DType::F16;
     case TP::BFLOAT16: return ir::DType::BF16;
-    case TP::INT64: case TP::UINT64: return ir::DType::I64;
-    case TP::INT32: case TP::UINT32: return ir::DType::I32;
-    case TP::INT16: case TP::UINT16: return ir::DType::I16;
+    case TP::INT64:
+    case TP::UINT64: return ir::DType::I64;
+    case TP::INT32:
+    case TP::UINT32: return ir::DType::I32;
+    case TP::INT16:
+    case TP::UINT16: return ir::DType::I16;
     case TP::INT8: return ir::DType::I8;
     case TP::UINT8: return ir::DType::U8;
     case TP::BOOL: return ir::DType::Bool;
@@ -236,14 +241,16 @@ std::optional<std::vector<std::int64_t>> int_values(const onnx::TensorProto& t) 
   using TP = onnx::TensorProto;
   std::vector<std::int64_t> v;
   if (t.data_type() == TP::INT64) {
-    if (t.int64_data_size() > 0) return std::vector<std::int64_t>(t.int64_data().begin(), t.int64_data().end());
+    if (t.int64_data_size() > 0)
+      return std::vector<std::int64_t>(t.int64_data().begin(), t.int64_data().end());
     if (!t.raw_data().empty() && t.raw_data().size() % 8 == 0) {
       v.resize(t.raw_data().size() / 8);
       std::memcpy(v.data(), t.raw_data().data(), t.raw_data().size());  // little-endian hosts
       return v;
     }
   } else if (t.data_type() == TP::INT32) {
-    if (t.int32_data_size() > 0) return std::vector<std::int64_t>(t.int32_data().begin(), t.int32_data().end());
+    if (t.int32_data_size() > 0)
+      return std::vector<std::int64_t>(t.int32_data().begin(), t.int32_data().end());
     if (!t.raw_data().empty() && t.raw_data().size() % 4 == 0) {
       std::vector<std::int32_t> w(t.raw_data().size() / 4);
       std::memcpy(w.data(), t.raw_data().data(), t.raw_data().size());
@@ -323,7 +330,8 @@ class Importer {
 
  private:
   [[noreturn]] void fail_node(int index, Errc code, const std::string& what) const {
-    throw Error(code, node_label(graph().node(index), index) + ": " + what, node_path(index), source_);
+    throw Error(code, node_label(graph().node(index), index) + ": " + what, node_path(index),
+                source_);
   }
   const onnx::GraphProto& graph() const { return model_.graph(); }
 
@@ -346,12 +354,13 @@ class Importer {
     const auto bind = [&](onnx::ValueInfoProto& v, bool required, const std::string& path) {
       if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape()) {
         if (required)
-          throw Error(Errc::kShape,
-                      "graph input '" + v.name() + "' " +
-                          (v.type().has_tensor_type()
-                               ? "has no shape; recsearch needs one"
-                               : "is not a tensor (sequence, map and optional values are not modelled)"),
-                      path, source_);
+          throw Error(
+              Errc::kShape,
+              "graph input '" + v.name() + "' " +
+                  (v.type().has_tensor_type()
+                       ? "has no shape; recsearch needs one"
+                       : "is not a tensor (sequence, map and optional values are not modelled)"),
+              path, source_);
         return;
       }
       auto* shape = v.mutable_type()->mutable_tensor_type()->mutable_shape();
@@ -415,7 +424,8 @@ class Importer {
     for (const auto& v : g.output()) note(v);
     for (const auto& t : g.initializer()) {
       shapes[t.name()].shape = ir::Shape(t.dims().begin(), t.dims().end());
-      if (const auto v = int_values(t)) known[t.name()] = {ir::Shape(t.dims().begin(), t.dims().end()), *v, t.data_type()};
+      if (const auto v = int_values(t))
+        known[t.name()] = {ir::Shape(t.dims().begin(), t.dims().end()), *v, t.data_type()};
     }
   }
 
@@ -559,20 +569,25 @@ class Importer {
         if (!in.empty()) ++uses_[in];
       }
       if (n.op_type() == "Constant" && n.output_size() == 1) {
-        if (const auto* a = find_attr(n, "value"); a && a->has_t()) constants_[n.output(0)] = &a->t();
+        if (const auto* a = find_attr(n, "value"); a && a->has_t())
+          constants_[n.output(0)] = &a->t();
       }
     }
     for (const auto& o : g.output()) ++uses_[o.name()];
   }
 
   std::optional<std::vector<std::int64_t>> known_ints(const std::string& name) const {
-    if (const auto it = initializers_.find(name); it != initializers_.end()) return int_values(*it->second);
-    if (const auto it = constants_.find(name); it != constants_.end()) return int_values(*it->second);
+    if (const auto it = initializers_.find(name); it != initializers_.end())
+      return int_values(*it->second);
+    if (const auto it = constants_.find(name); it != constants_.end())
+      return int_values(*it->second);
     return std::nullopt;
   }
   std::optional<double> known_float(const std::string& name) const {
-    if (const auto it = initializers_.find(name); it != initializers_.end()) return float_value(*it->second);
-    if (const auto it = constants_.find(name); it != constants_.end()) return float_value(*it->second);
+    if (const auto it = initializers_.find(name); it != initializers_.end())
+      return float_value(*it->second);
+    if (const auto it = constants_.find(name); it != constants_.end())
+      return float_value(*it->second);
     return std::nullopt;
   }
 
@@ -637,8 +652,9 @@ class Importer {
       if (p == producer_.end() && !initializers_.count(name) &&
           std::find(graph_inputs_.begin(), graph_inputs_.end(), name) == graph_inputs_.end()) {
         fail_node(node_index, Errc::kUnknownName,
-                  "input '" + name + "' is neither a graph input, an initializer nor the output "
-                  "of a node");
+                  "input '" + name +
+                      "' is neither a graph input, an initializer nor the output "
+                      "of a node");
       }
       fail_node(at, Errc::kShape, why);
     }
@@ -656,8 +672,9 @@ class Importer {
     } else if (static_.count(name)) {
       kind = ir::TensorKind::Constant;
     } else if (const auto it = initializers_.find(name); it != initializers_.end()) {
-      kind = is_float_type(it->second->data_type()) && !stats_.count(name) ? ir::TensorKind::Parameter
-                                                                          : ir::TensorKind::Constant;
+      kind = is_float_type(it->second->data_type()) && !stats_.count(name)
+                 ? ir::TensorKind::Parameter
+                 : ir::TensorKind::Constant;
     }
     const ir::TensorId id = g_.add_tensor(name, *vit->second.shape, *dtype, kind);
     tensors_.emplace(name, id);
@@ -697,7 +714,8 @@ class Importer {
 
   // ---- node mapping ------------------------------------------------------
 
-  static ir::Attrs copy_attrs(const onnx::NodeProto& n, std::initializer_list<std::string_view> names) {
+  static ir::Attrs copy_attrs(const onnx::NodeProto& n,
+                              std::initializer_list<std::string_view> names) {
     ir::Attrs a;
     for (const auto& at : n.attribute()) {
       if (std::find(names.begin(), names.end(), at.name()) == names.end()) continue;
@@ -733,8 +751,10 @@ class Importer {
     if (mode != "SAME_UPPER" && mode != "SAME_LOWER")
       fail_node(index, Errc::kSchema, "unknown auto_pad '" + mode + "'");
     std::vector<std::int64_t> strides{1, 1}, dil{1, 1};
-    if (const auto* a = find_attr(n, "strides"); a && a->ints_size() == 2) strides = {a->ints(0), a->ints(1)};
-    if (const auto* a = find_attr(n, "dilations"); a && a->ints_size() == 2) dil = {a->ints(0), a->ints(1)};
+    if (const auto* a = find_attr(n, "strides"); a && a->ints_size() == 2)
+      strides = {a->ints(0), a->ints(1)};
+    if (const auto* a = find_attr(n, "dilations"); a && a->ints_size() == 2)
+      dil = {a->ints(0), a->ints(1)};
     std::vector<std::int64_t> pads(4, 0);
     for (std::size_t d = 0; d < 2; ++d) {
       const std::int64_t in = x[2 + d];
@@ -811,26 +831,40 @@ class Importer {
 
   static const std::unordered_map<std::string, const char*>& unary_kinds() {
     static const std::unordered_map<std::string, const char*> kUnary = {
-        {"Relu", "ReLU"},       {"Gelu", "GeLU"},   {"Sigmoid", "Sigmoid"}, {"Tanh", "Tanh"},
-        {"Exp", "Exp"},         {"Log", "Log"},     {"Sqrt", "Sqrt"},       {"Neg", "Neg"},
-        {"Identity", "Identity"},
+        {"Relu", "ReLU"}, {"Gelu", "GeLU"}, {"Sigmoid", "Sigmoid"},
+        {"Tanh", "Tanh"}, {"Exp", "Exp"},   {"Log", "Log"},
+        {"Sqrt", "Sqrt"}, {"Neg", "Neg"},   {"Identity", "Identity"},
     };
     return kUnary;
   }
   static const std::unordered_map<std::string, const char*>& binary_kinds() {
     static const std::unordered_map<std::string, const char*> kBinary = {
-        {"Add", "Add"}, {"Sub", "Sub"}, {"Mul", "Mul"}, {"Div", "Div"}, {"Pow", "Pow"},
-        {"Max", "Maximum"}, {"Min", "Minimum"}, {"Sum", "Add"},
+        {"Add", "Add"}, {"Sub", "Sub"},     {"Mul", "Mul"},     {"Div", "Div"},
+        {"Pow", "Pow"}, {"Max", "Maximum"}, {"Min", "Minimum"}, {"Sum", "Add"},
     };
     return kBinary;
   }
   // Elementwise types with no recsearch kind: imported with an einsum attribute.
   static const std::set<std::string, std::less<>>& other_elementwise() {
     static const std::set<std::string, std::less<>> kOtherElementwise = {
-        "Abs", "Ceil", "Clip", "Cos", "Elu", "Equal", "Erf", "Floor", "Greater", "GreaterOrEqual",
-        "HardSigmoid", "HardSwish", "IsInf", "IsNaN", "LeakyRelu", "Less", "LessOrEqual", "Mod",
-        "Not", "And", "Or", "Xor", "PRelu", "Reciprocal", "Round", "Selu", "Sign", "Sin",
-        "Softplus", "Softsign", "Where", "Celu", "Mish", "ThresholdedRelu", "Shrink", "BitShift",
+        "Abs",         "Ceil",
+        "Clip",        "Cos",
+        "Elu",         "Equal",
+        "Erf",         "Floor",
+        "Greater",     "GreaterOrEqual",
+        "HardSigmoid", "HardSwish",
+        "IsInf",       "IsNaN",
+        "LeakyRelu",   "Less",
+        "LessOrEqual", "Mod",
+        "Not",         "And",
+        "Or",          "Xor",
+        "PRelu",       "Reciprocal",
+        "Round",       "Selu",
+        "Sign",        "Sin",
+        "Softplus",    "Softsign",
+        "Where",       "Celu",
+        "Mish",        "ThresholdedRelu",
+        "Shrink",      "BitShift",
         "Mean",
     };
     return kOtherElementwise;
@@ -883,8 +917,7 @@ class Importer {
     warn_replicated(x.n, x.index, why);
     // Under its ONNX name, unless that is a recsearch kind whose meaning
     // differs (e.g. a 1-D MaxPool, an opset-9 Softmax).
-    const std::string type =
-        ir::parse_op_kind(x.op) == ir::OpKind::Custom ? x.op : "onnx." + x.op;
+    const std::string type = ir::parse_op_kind(x.op) == ir::OpKind::Custom ? x.op : "onnx." + x.op;
     add_op(x.index, x.name, type, x.ins, x.outs, {});
   }
 
@@ -1175,7 +1208,8 @@ OnnxImport parse_onnx(std::string_view bytes, const std::string& source,
 OnnxImport read_onnx_file(const std::string& path, const OnnxImportOptions& options) {
   const int fd = path == "-" ? ::dup(STDIN_FILENO) : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   const std::string source = path == "-" ? "<stdin>" : path;
-  if (fd < 0) throw Error(Errc::kIo, std::string("cannot open: ") + std::strerror(errno), {}, source);
+  if (fd < 0)
+    throw Error(Errc::kIo, std::string("cannot open: ") + std::strerror(errno), {}, source);
   google::protobuf::io::FileInputStream in(fd);
   in.SetCloseOnDelete(true);
   ModelSkeleton s = onnx_import::read_model_skeleton(in, source);

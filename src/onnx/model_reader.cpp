@@ -8,9 +8,9 @@
 
 #include <cstdint>
 
-#include <google/protobuf/io/coded_stream.h>              // CodedInput/OutputStream
+#include <google/protobuf/io/coded_stream.h>                // CodedInput/OutputStream
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>  // StringOutputStream
-#include <google/protobuf/wire_format_lite.h>             // tag helpers, SkipField
+#include <google/protobuf/wire_format_lite.h>               // tag helpers, SkipField
 
 #include "recsearch/error.hpp"
 
@@ -169,8 +169,7 @@ ModelSkeleton read_model_skeleton(pb::io::ZeroCopyInputStream& stream, const std
   // ReadTag() returns 0 both at the end and on a malformed tag.
   if (!in.ConsumedEntireMessage()) corrupt(source, "the model header");
   if (!s.model.ParseFromString(rest)) corrupt(source, "the model header");
-  if (!has_graph)
-    throw Error(Errc::kParse, "not an ONNX model: it has no graph", "/graph", source);
+  if (!has_graph) throw Error(Errc::kParse, "not an ONNX model: it has no graph", "/graph", source);
   *s.model.mutable_graph() = std::move(graph);
   return s;
 }

@@ -14,7 +14,7 @@
 #include <string>
 
 #include <google/protobuf/io/zero_copy_stream.h>  // the stream the reader walks
-#include <onnx/onnx_pb.h>                           // ModelProto (Debian libonnx-dev)
+#include <onnx/onnx_pb.h>                         // ModelProto (Debian libonnx-dev)
 
 namespace recsearch::onnx_import {
 
@@ -22,7 +22,7 @@ namespace recsearch::onnx_import {
 inline constexpr std::size_t kKeptPayloadBytes = 4096;
 
 struct ModelSkeleton {
-  onnx::ModelProto model;      // graph.initializer entries carry dims and type only
+  onnx::ModelProto model;         // graph.initializer entries carry dims and type only
   std::size_t skipped_bytes = 0;  // weight payload bytes never loaded
 };
 

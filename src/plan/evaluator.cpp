@@ -221,8 +221,7 @@ class Evaluator {
       const std::uint32_t n_in = slots_.n_inputs[o];
       for (std::uint32_t slot = slots_.begin[o]; slot < slots_.begin[o + 1]; ++slot) {
         const std::uint32_t j = slot - slots_.begin[o];
-        layout_[slot] =
-            wanted_layout(spaces_[o], c, operand_dims(spaces_[o], j, n_in), j >= n_in);
+        layout_[slot] = wanted_layout(spaces_[o], c, operand_dims(spaces_[o], j, n_in), j >= n_in);
       }
     }
   }
@@ -366,8 +365,7 @@ class Evaluator {
   }
 
   // The halo exchange of operator o's input `slot`, sharded by loop c.
-  void halo_exchange(ir::OpId o, int c, std::int64_t halo, std::uint32_t slot,
-                     AxisEvents& events) {
+  void halo_exchange(ir::OpId o, int c, std::int64_t halo, std::uint32_t slot, AxisEvents& events) {
     const ir::Tensor& tensor = g_.tensor(slots_.tensor[slot]);
     const auto d = static_cast<std::size_t>(layout_[slot].dim);
     // The dim maps to loop c only, so its extent so far was split
@@ -465,14 +463,10 @@ AxisLayout wanted_layout(const algebra::OpSpace& s, int c, const std::vector<int
 
 std::string_view comm_reason_name(CommReason r) noexcept {
   switch (r) {
-    case CommReason::Layout:
-      return "layout";
-    case CommReason::Gradient:
-      return "gradient";
-    case CommReason::Halo:
-      return "halo";
-    case CommReason::Output:
-      return "output";
+    case CommReason::Layout: return "layout";
+    case CommReason::Gradient: return "gradient";
+    case CommReason::Halo: return "halo";
+    case CommReason::Output: return "output";
   }
   return "?";
 }

@@ -119,8 +119,8 @@ struct StrategySplits {
 
 // Checks split count k of dim d of input j (mapped to `loop`) on its own:
 // at least 1, a dim that may be split, dividing the input's extent.
-void check_strategy_dim(const ir::Graph& g, ir::OpId op, const algebra::OpSpace& s,
-                        std::size_t j, std::size_t d, std::int64_t k) {
+void check_strategy_dim(const ir::Graph& g, ir::OpId op, const algebra::OpSpace& s, std::size_t j,
+                        std::size_t d, std::int64_t k) {
   const ir::Operator& node = g.op(op);
   const std::string path = strategy_path(op, j, d);
   if (k < 1) {
@@ -219,8 +219,8 @@ void check_splits_divide(const ir::Graph& g, ir::OpId op, const algebra::OpSpace
 
 // Outermost axes first, so that the largest splits go to the slowest links
 // only when the strategy asks for it (MindSpore lays strategies out the same way).
-std::vector<std::int16_t> lay_out(ir::OpId op, const algebra::OpSpace& s,
-                                  const StrategySplits& ss, const std::vector<Cut>& mesh) {
+std::vector<std::int16_t> lay_out(ir::OpId op, const algebra::OpSpace& s, const StrategySplits& ss,
+                                  const std::vector<Cut>& mesh) {
   std::vector<std::int64_t> remaining = ss.split;
   std::vector<std::int16_t> cuts(mesh.size(), kReplicated);
   for (std::size_t a = 0; a < mesh.size(); ++a) {

@@ -12,9 +12,9 @@ namespace {
 
 // Colour-blind-safe qualitative palette (Tableau 10 and two more); the
 // replicated class is always grey.
-constexpr const char* kPalette[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1",
-                                    "#76b7b2", "#edc948", "#ff9da7", "#9c755f", "#86bcb6",
-                                    "#d37295", "#a0cbe8"};
+constexpr const char* kPalette[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759",
+                                    "#b07aa1", "#76b7b2", "#edc948", "#ff9da7",
+                                    "#9c755f", "#86bcb6", "#d37295", "#a0cbe8"};
 constexpr const char* kReplicatedColour = "#d9d9d9";
 constexpr const char* kOtherColour = "#8c8c8c";
 

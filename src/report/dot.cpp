@@ -43,10 +43,13 @@ std::string plan_to_dot(const ReportInput& in) {
                     std::to_string(in.plan.num_devices()) + " devices (" + in.plan.algorithm +
                     "); render with: dot -Tsvg\n";
   out += "digraph " + quoted(g.name().empty() ? "plan" : g.name()) + " {\n";
-  out += "  rankdir=TB;\n  node [shape=box, style=\"filled,rounded\", fontname=\"Helvetica\", fontsize=10];\n";
+  out +=
+      "  rankdir=TB;\n  node [shape=box, style=\"filled,rounded\", fontname=\"Helvetica\", "
+      "fontsize=10];\n";
   out += "  edge [fontname=\"Helvetica\", fontsize=8, color=\"#777777\"];\n";
-  out += "  label=" + quoted(g.name() + ": step " + seconds_text(in.eval.summary.step_time_s) +
-                             " on " + std::to_string(in.plan.num_devices()) + " devices") +
+  out += "  label=" +
+         quoted(g.name() + ": step " + seconds_text(in.eval.summary.step_time_s) + " on " +
+                std::to_string(in.plan.num_devices()) + " devices") +
          "; labelloc=t;\n";
 
   // Layout redistributions per (tensor, consumer), with their collectives.
@@ -65,8 +68,8 @@ std::string plan_to_dot(const ReportInput& in) {
     const ir::Operator& op = g.op(static_cast<ir::OpId>(o));
     const std::size_t cls = classes.of_op[o];
     out += "  op" + std::to_string(o) + " [label=" +
-           quoted(op.name + "\n" + op.type + "\n" + strategy_text(in.eval.strategies.at(o)) +
-                  "\n" + cut_signature(in, static_cast<ir::OpId>(o))) +
+           quoted(op.name + "\n" + op.type + "\n" + strategy_text(in.eval.strategies.at(o)) + "\n" +
+                  cut_signature(in, static_cast<ir::OpId>(o))) +
            ", fillcolor=" + quoted(classes.colours[cls]) + ", tooltip=" +
            quoted("compute " + seconds_text(in.eval.op_costs.at(o).compute_s) + ", communication " +
                   seconds_text(in.eval.op_costs.at(o).communication_s)) +
@@ -74,7 +77,8 @@ std::string plan_to_dot(const ReportInput& in) {
   }
   for (std::size_t t = 0; t < g.num_tensors(); ++t) {
     const ir::Tensor& ts = g.tensor(static_cast<ir::TensorId>(t));
-    if (ts.producer != ir::kNone || ts.kind != ir::TensorKind::Input || ts.consumers.empty()) continue;
+    if (ts.producer != ir::kNone || ts.kind != ir::TensorKind::Input || ts.consumers.empty())
+      continue;
     out += "  t" + std::to_string(t) + " [shape=ellipse, style=\"\", label=" +
            quoted(ts.name + "\n" + ir::shape_to_string(ts.shape)) + "];\n";
   }
@@ -98,7 +102,8 @@ std::string plan_to_dot(const ReportInput& in) {
         for (const auto& m : it->second) label += "\n" + m;
         attrs = ", color=\"#d62728\", penwidth=2, fontcolor=\"#d62728\"";
       }
-      out += "  " + from + " -> op" + std::to_string(c) + " [label=" + quoted(label) + attrs + "];\n";
+      out +=
+          "  " + from + " -> op" + std::to_string(c) + " [label=" + quoted(label) + attrs + "];\n";
     }
   }
   // Legend: one box per colour class.

@@ -58,7 +58,9 @@ std::vector<std::size_t> layers(const ir::Graph& g) {
 json cluster_data(const ReportInput& in) {
   json levels = json::array();
   for (const Level& l : in.cluster.levels()) {
-    levels.push_back({{"name", l.name}, {"size", l.size}, {"bandwidth_GBps", num(l.bandwidth_GBps)},
+    levels.push_back({{"name", l.name},
+                      {"size", l.size},
+                      {"bandwidth_GBps", num(l.bandwidth_GBps)},
                       {"latency_us", num(l.latency_us)}});
   }
   return {{"name", in.cluster.name()},
@@ -70,10 +72,11 @@ json cluster_data(const ReportInput& in) {
 json mesh_data(const ReportInput& in) {
   json mesh = json::array();
   for (const Cut& c : in.plan.mesh) {
-    mesh.push_back({{"axis", c.axis},
-                    {"size", c.size},
-                    {"level", c.level < in.cluster.levels().size() ? in.cluster.levels()[c.level].name
-                                                                   : std::string()}});
+    mesh.push_back(
+        {{"axis", c.axis},
+         {"size", c.size},
+         {"level", c.level < in.cluster.levels().size() ? in.cluster.levels()[c.level].name
+                                                        : std::string()}});
   }
   return mesh;
 }
@@ -93,7 +96,8 @@ json classes_data(const ColourClasses& classes) {
   std::vector<std::size_t> count(classes.names.size(), 0);
   for (const std::size_t c : classes.of_op) ++count[c];
   for (std::size_t i = 0; i < classes.names.size(); ++i) {
-    cls.push_back({{"name", classes.names[i]}, {"colour", classes.colours[i]}, {"count", count[i]}});
+    cls.push_back(
+        {{"name", classes.names[i]}, {"colour", classes.colours[i]}, {"count", count[i]}});
   }
   return cls;
 }
@@ -148,8 +152,8 @@ json edges_data(const ReportInput& in) {
     std::set<ir::OpId> seen;
     for (const ir::OpId c : ts.consumers) {
       if (!seen.insert(c).second) continue;
-      edges.push_back({ts.producer, c, ts.name,
-                       moved.count({static_cast<ir::TensorId>(t), c}) > 0});
+      edges.push_back(
+          {ts.producer, c, ts.name, moved.count({static_cast<ir::TensorId>(t), c}) > 0});
     }
   }
   return edges;
@@ -158,9 +162,7 @@ json edges_data(const ReportInput& in) {
 json redistributions_data(const ReportInput& in) {
   const ir::Graph& g = in.graph;
   json red = json::array();
-  const auto op_name = [&](ir::OpId o) {
-    return o == ir::kNone ? std::string() : g.op(o).name;
-  };
+  const auto op_name = [&](ir::OpId o) { return o == ir::kNone ? std::string() : g.op(o).name; };
   for (const plan::CommEvent& e : in.eval.events) {
     red.push_back({{"tensor", e.tensor == ir::kNone ? std::string() : g.tensor(e.tensor).name},
                    {"from", op_name(e.from)},

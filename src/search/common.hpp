@@ -69,8 +69,8 @@ double memory_budget(const Cluster& cluster, const SearchOptions& opts);
 // given, are operator multiplicities (a folded graph, search/fold.hpp): the
 // objective and the bookkept time are those of the graph it stands for.
 double rec_search(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
-                  const Cluster& cluster, const SearchOptions& opts, double lambda,
-                  plan::Plan& out, const std::vector<double>* weights = nullptr, int rung = 0);
+                  const Cluster& cluster, const SearchOptions& opts, double lambda, plan::Plan& out,
+                  const std::vector<double>* weights = nullptr, int rung = 0);
 
 // Data-parallel baseline.
 void data_parallel(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
@@ -92,9 +92,8 @@ void tensor_parallel(const ir::Graph& g, const std::vector<algebra::OpSpace>& sp
 // Grid baseline: the fastest tensor_parallel plan over every DP/TP split
 // point that fits `budget`, into out.cuts; false when none fits
 // (smallest_memory: the least memory per device seen).
-bool grid(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
-          const Cluster& cluster, const SearchOptions& opts, double budget, plan::Plan& out,
-          double& smallest_memory);
+bool grid(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces, const Cluster& cluster,
+          const SearchOptions& opts, double budget, plan::Plan& out, double& smallest_memory);
 
 // First axis of the innermost cluster level (Megatron's tensor-parallel axes).
 std::size_t innermost_level_axis(const Cluster& cluster);
@@ -110,8 +109,8 @@ inline constexpr std::size_t kRegionOps = 12;
 // layouts. Redistributions depend on neighbours and are not included.
 struct OpStrategy {
   std::vector<std::int16_t> cuts;
-  double own = 0;  // seconds
-  double mem = 0;  // bytes per device this operator accounts for (training)
+  double own = 0;   // seconds
+  double mem = 0;   // bytes per device this operator accounts for (training)
   double work = 0;  // inference: its working set (operands other than parameters)
   // [slot][axis]: inputs first, then outputs.
   std::vector<std::vector<cost::AxisLayout>> layout;
@@ -157,8 +156,8 @@ double tensor_redistribution(const Context& ctx, const FlatGraph& flat, ir::Tens
 OpStrategy make_strategy(const Context& ctx, ir::OpId o, const std::vector<std::int16_t>& cuts);
 
 struct ExhaustiveResult {
-  bool found = false;   // a plan within the budget (in the incumbent)
-  bool proven = false;  // optimality proven within the node limit
+  bool found = false;      // a plan within the budget (in the incumbent)
+  bool proven = false;     // optimality proven within the node limit
   double step_time_s = 0;  // of the best plan, by the search's own account
 };
 
@@ -169,11 +168,11 @@ ExhaustiveResult exhaustive(const ir::Graph& g, const std::vector<algebra::OpSpa
                             plan::Plan& incumbent, bool have_incumbent);
 
 struct IlpResult {
-  bool found = false;       // an integer solution within the budget (in `out`)
-  bool proven = false;      // CBC proved it optimal (or proved infeasibility)
-  bool restricted = false;  // some operator's candidates were cut down
-  double step_time_s = 0;   // of the solution, by the formulation's own account
-  double lower_bound_s = 0; // CBC's bound on the optimum over the candidates
+  bool found = false;        // an integer solution within the budget (in `out`)
+  bool proven = false;       // CBC proved it optimal (or proved infeasibility)
+  bool restricted = false;   // some operator's candidates were cut down
+  double step_time_s = 0;    // of the solution, by the formulation's own account
+  double lower_bound_s = 0;  // CBC's bound on the optimum over the candidates
   std::size_t strategies = 0, variables = 0, constraints = 0;
 };
 

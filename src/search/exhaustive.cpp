@@ -34,10 +34,8 @@ class BranchAndBound {
     for (std::size_t o = 0; o < g.num_operators(); ++o) {
       std::vector<std::int16_t> cuts;
       std::vector<std::int64_t> splits(ctx.spaces[o].loops.size(), 1);
-      if (!pinned[o].empty())
-        add_strategy(static_cast<ir::OpId>(o), pinned[o]);
-      else
-        enumerate(static_cast<ir::OpId>(o), 0, splits, cuts);
+      if (!pinned[o].empty()) add_strategy(static_cast<ir::OpId>(o), pinned[o]);
+      else enumerate(static_cast<ir::OpId>(o), 0, splits, cuts);
     }
     order_ = g.topological_order();
     suffix_min_.assign(order_.size() + 1, 0.0);
@@ -240,9 +238,10 @@ double held_memory(const Context& ctx, ir::OpId o, const std::vector<std::int64_
   double mem = 0;
   for (std::size_t j = 0; j < nin; ++j) {
     const ir::Tensor& t = g.tensor(op.inputs[j]);
-    const bool holds = t.producer == ir::kNone && t.consumers.front() == o &&
-                       std::find(op.inputs.begin(), op.inputs.end(), op.inputs[j]) -
-                               op.inputs.begin() == static_cast<std::ptrdiff_t>(j);
+    const bool holds =
+        t.producer == ir::kNone && t.consumers.front() == o &&
+        std::find(op.inputs.begin(), op.inputs.end(), op.inputs[j]) - op.inputs.begin() ==
+            static_cast<std::ptrdiff_t>(j);
     if (!holds) continue;
     const double slice = t.bytes() / static_cast<double>(div[j]);
     if (t.kind == ir::TensorKind::Parameter) mem += slice * psf;

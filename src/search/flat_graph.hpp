@@ -22,8 +22,8 @@ namespace recsearch::search::detail {
 // its mesh, cluster.cuts()), the options (cost parameters, mode) and the
 // memory budget per device in bytes, where the search enforces one.
 struct Context {
-  Context(const ir::Graph& graph, const std::vector<algebra::OpSpace>& op_spaces,
-          const Cluster& c, const SearchOptions& o, double memory_budget)
+  Context(const ir::Graph& graph, const std::vector<algebra::OpSpace>& op_spaces, const Cluster& c,
+          const SearchOptions& o, double memory_budget)
       : g(graph), spaces(op_spaces), cluster(c), opts(o), mesh(c.cuts()), budget(memory_budget) {}
 
   const ir::Graph& g;

@@ -59,7 +59,7 @@ struct Folded {
 
 // The plan of a `copies`-fold from the plan of the 3-copy fold (the middle
 // copy repeated).
-[[nodiscard]] plan::Plan refold(const plan::Plan& folded3, const Repetition& rep, std::size_t copies,
-                                std::size_t full_ops);
+[[nodiscard]] plan::Plan refold(const plan::Plan& folded3, const Repetition& rep,
+                                std::size_t copies, std::size_t full_ops);
 
 }  // namespace recsearch::search::detail

@@ -9,9 +9,8 @@
 
 namespace recsearch::search::detail {
 
-bool grid(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
-          const Cluster& cluster, const SearchOptions& opts, double budget, plan::Plan& out,
-          double& smallest_memory) {
+bool grid(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces, const Cluster& cluster,
+          const SearchOptions& opts, double budget, plan::Plan& out, double& smallest_memory) {
   const std::size_t n = cluster.cuts().size();
   double best = std::numeric_limits<double>::infinity();
   smallest_memory = std::numeric_limits<double>::infinity();

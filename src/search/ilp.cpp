@@ -69,8 +69,7 @@ namespace {
 using cost::AxisLayout;
 using Key = std::pair<AxisLayout, std::int64_t>;  // a use's request: layout, slice divisor
 
-
-constexpr double kTimeScale = 1e6;   // objective in microseconds
+constexpr double kTimeScale = 1e6;  // objective in microseconds
 // Fewest candidates per operator ilp runs with when the total is cut down.
 constexpr std::size_t kMinKeptPerOperator = 16;
 // Legal strategies enumerated in all before the program counts as too large
@@ -81,9 +80,9 @@ constexpr double kByteScale = 1.0 / (1024.0 * 1024.0 * 1024.0);  // memory rows 
 // Legal cut vectors of one operator: all of them, or (canonical) only those
 // whose choices do not increase within each run of interchangeable axes.
 void enumerate(const ir::Graph& g, const algebra::OpSpace& s, ir::OpId o,
-               const std::vector<Cut>& mesh, bool canonical, std::size_t cap,
-               std::size_t a, std::vector<std::int64_t>& splits, std::vector<std::int16_t>& cuts,
-               std::vector<std::vector<std::int16_t>>& out, bool& overflow) {
+               const std::vector<Cut>& mesh, bool canonical, std::size_t cap, std::size_t a,
+               std::vector<std::int64_t>& splits, std::vector<std::int16_t>& cuts,
+               std::vector<std::vector<std::int16_t> >& out, bool& overflow) {
   if (overflow) return;
   if (a == mesh.size()) {
     if (out.size() >= cap) {
@@ -95,8 +94,8 @@ void enumerate(const ir::Graph& g, const algebra::OpSpace& s, ir::OpId o,
   }
   std::vector<std::int16_t> choices;
   legal_choices(g, o, s, splits, mesh[a].size, choices);
-  const bool same_run = canonical && a > 0 && mesh[a - 1].level == mesh[a].level &&
-                        mesh[a - 1].size == mesh[a].size;
+  const bool same_run =
+      canonical && a > 0 && mesh[a - 1].level == mesh[a].level && mesh[a - 1].size == mesh[a].size;
   for (auto c : choices) {
     if (same_run && c > cuts.back()) continue;
     cuts.push_back(c);
@@ -163,12 +162,12 @@ struct CbcModel {
 // Candidate cut vectors of one unpinned operator: all legal ones, or the
 // canonical orders when there are more than `cap` (res.restricted), plus the
 // hints' own.
-std::vector<std::vector<std::int16_t>> operator_candidates(const Context& ctx, ir::OpId id,
-                                                           std::size_t cap,
-                                                           const std::vector<plan::Plan>& hints,
-                                                           IlpResult& res) {
+std::vector<std::vector<std::int16_t> > operator_candidates(const Context& ctx, ir::OpId id,
+                                                            std::size_t cap,
+                                                            const std::vector<plan::Plan>& hints,
+                                                            IlpResult& res) {
   const algebra::OpSpace& s = ctx.spaces[id];
-  std::vector<std::vector<std::int16_t>> cand;
+  std::vector<std::vector<std::int16_t> > cand;
   bool overflow = false;
   std::vector<std::int64_t> splits(s.loops.size(), 1);
   std::vector<std::int16_t> cuts;
@@ -192,19 +191,17 @@ std::vector<std::vector<std::int16_t>> operator_candidates(const Context& ctx, i
 // Candidate cut vectors of every operator (a pinned one: its cuts), and how
 // many each may keep: the cap, or past ilp_max_total_strategies in all
 // fewer per operator rather than give up, down to a floor.
-std::vector<std::vector<std::vector<std::int16_t>>> candidates(
+std::vector<std::vector<std::vector<std::int16_t> > > candidates(
     const Context& ctx, const std::vector<plan::Plan>& hints, IlpResult& res,
     std::size_t& keep_per_op) {
   const std::size_t n_ops = ctx.g.num_operators();
   const std::size_t cap = std::max<std::size_t>(ctx.opts.ilp_max_strategies, 1);
   const auto pinned = pinned_cuts(ctx.g, ctx.spaces, ctx.mesh);
-  std::vector<std::vector<std::vector<std::int16_t>>> cands(n_ops);
+  std::vector<std::vector<std::vector<std::int16_t> > > cands(n_ops);
   std::size_t total = 0, enumerated = 0;
   for (std::size_t o = 0; o < n_ops; ++o) {
-    if (!pinned[o].empty())
-      cands[o].push_back(pinned[o]);
-    else
-      cands[o] = operator_candidates(ctx, static_cast<ir::OpId>(o), cap, hints, res);
+    if (!pinned[o].empty()) cands[o].push_back(pinned[o]);
+    else cands[o] = operator_candidates(ctx, static_cast<ir::OpId>(o), cap, hints, res);
     total += std::min(cands[o].size(), cap);
     enumerated += cands[o].size();
     if (enumerated > kMaxEnumerated)
@@ -248,16 +245,16 @@ std::vector<OpStrategy> cheapest(std::vector<OpStrategy> list, std::size_t keep_
 
 // Every operator's candidate strategies, at most keep_per_op each (beyond
 // the hints'); `cands` is freed as it is read.
-std::vector<std::vector<OpStrategy>> strategies(
-    const Context& ctx, std::vector<std::vector<std::vector<std::int16_t>>>& cands,
+std::vector<std::vector<OpStrategy> > strategies(
+    const Context& ctx, std::vector<std::vector<std::vector<std::int16_t> > >& cands,
     std::size_t keep_per_op, const std::vector<plan::Plan>& hints, IlpResult& res) {
-  std::vector<std::vector<OpStrategy>> strat(cands.size());
+  std::vector<std::vector<OpStrategy> > strat(cands.size());
   for (std::size_t o = 0; o < cands.size(); ++o) {
     const auto id = static_cast<ir::OpId>(o);
     std::vector<OpStrategy> list;
     list.reserve(cands[o].size());
     for (const auto& c : cands[o]) list.push_back(make_strategy(ctx, id, c));
-    std::vector<std::vector<std::int16_t>>().swap(cands[o]);
+    std::vector<std::vector<std::int16_t> >().swap(cands[o]);
     if (list.size() > keep_per_op) {
       res.restricted = true;
       list = cheapest(std::move(list), keep_per_op, hints, o);
@@ -273,7 +270,7 @@ std::vector<std::vector<OpStrategy>> strategies(
 // the x columns of the strategies that have it, in first-seen order.
 template <class T, class KeyOf>
 void group_columns(const std::vector<OpStrategy>& list, const std::vector<int>& cols, KeyOf&& key,
-                   std::vector<T>& values, std::vector<std::vector<int>>& groups) {
+                   std::vector<T>& values, std::vector<std::vector<int> >& groups) {
   for (std::size_t s = 0; s < list.size(); ++s) {
     const T v = key(list[s]);
     auto it = std::find(values.begin(), values.end(), v);
@@ -291,7 +288,7 @@ void group_columns(const std::vector<OpStrategy>& list, const std::vector<int>& 
 class Program {
  public:
   Program(const Context& ctx, const FlatGraph& flat,
-          const std::vector<std::vector<OpStrategy>>& strat)
+          const std::vector<std::vector<OpStrategy> >& strat)
       : ctx_(ctx), flat_(flat), strat_(strat), xcol_(strat.size()) {}
 
   // x columns and one-choice rows.
@@ -365,8 +362,8 @@ class Program {
 
  private:
   // Uses of tensor t: (op, input slot), each op once per slot.
-  [[nodiscard]] std::vector<std::pair<ir::OpId, std::size_t>> uses_of(ir::TensorId t) const {
-    std::vector<std::pair<ir::OpId, std::size_t>> uses;
+  [[nodiscard]] std::vector<std::pair<ir::OpId, std::size_t> > uses_of(ir::TensorId t) const {
+    std::vector<std::pair<ir::OpId, std::size_t> > uses;
     ir::OpId prev = ir::kNone;
     for (std::size_t x = flat_.use_off[t]; x < flat_.use_off[t + 1]; ++x) {
       const ir::OpId u = flat_.uses[x];
@@ -382,7 +379,7 @@ class Program {
   // use's requests; y columns are shared by the uses (one per holder layout
   // and distinct request).
   void add_axis(std::size_t t, std::size_t a,
-                const std::vector<std::pair<ir::OpId, std::size_t>>& uses) {
+                const std::vector<std::pair<ir::OpId, std::size_t> >& uses) {
     const ir::OpId hop = flat_.holder_op[t];
     const std::size_t hslot = flat_.holder_slot[t];
     hl_.clear();
@@ -400,7 +397,7 @@ class Program {
   // and y >= z paying each (holder layout, request) once.
   void add_use(std::size_t t, std::size_t a, ir::OpId u, std::size_t j) {
     std::vector<Key> rkeys;
-    std::vector<std::vector<int>> rcols;
+    std::vector<std::vector<int> > rcols;
     const auto request = [&](const OpStrategy& s) { return Key{s.layout[j][a], s.divisor[j][a]}; };
     group_columns<Key>(strat_[u], xcol_[u], request, rkeys, rcols);
     // Key ids in the tensor's list, in the order the use first requests them.
@@ -414,23 +411,24 @@ class Program {
       rk.push_back(static_cast<std::size_t>(it - keys_.begin()));
     }
     // Costs of every (holder layout, request); nothing to model when all are free.
-    std::vector<std::vector<double>> c(hl_.size(), std::vector<double>(rk.size()));
+    std::vector<std::vector<double> > c(hl_.size(), std::vector<double>(rk.size()));
     bool any = false;
     for (std::size_t h = 0; h < hl_.size(); ++h)
       for (std::size_t r = 0; r < rk.size(); ++r) {
         const Key& k = keys_[rk[r]];
-        c[h][r] = redistribution_seconds(hl_[h], k.first,
-                                         flat_.bytes[t] / static_cast<double>(k.second),
-                                         ctx_.mesh[a], ctx_.opts.cost, ctx_.opts.mode);
+        c[h][r] =
+            redistribution_seconds(hl_[h], k.first, flat_.bytes[t] / static_cast<double>(k.second),
+                                   ctx_.mesh[a], ctx_.opts.cost, ctx_.opts.mode);
         any = any || c[h][r] > 0;
       }
     if (!any) return;
     add_transport(rk, rcols, c);
   }
 
-  void add_transport(const std::vector<std::size_t>& rk, const std::vector<std::vector<int>>& rcols,
-                     const std::vector<std::vector<double>>& c) {
-    std::vector<std::vector<int>> z(hl_.size(), std::vector<int>(rk.size()));
+  void add_transport(const std::vector<std::size_t>& rk,
+                     const std::vector<std::vector<int> >& rcols,
+                     const std::vector<std::vector<double> >& c) {
+    std::vector<std::vector<int> > z(hl_.size(), std::vector<int>(rk.size()));
     for (std::size_t h = 0; h < hl_.size(); ++h)
       for (std::size_t r = 0; r < rk.size(); ++r) z[h][r] = mdl_.col(0, 1, 0, false);
     // Transport rows: sum_r z[h][r] - sum x(holder layout h) = 0, and for requests.
@@ -510,13 +508,13 @@ class Program {
 
   const Context& ctx_;
   const FlatGraph& flat_;
-  const std::vector<std::vector<OpStrategy>>& strat_;
-  std::vector<std::vector<int>> xcol_;  // x columns of each operator's strategies
+  const std::vector<std::vector<OpStrategy> >& strat_;
+  std::vector<std::vector<int> > xcol_;  // x columns of each operator's strategies
   Model mdl_;
   // One tensor on one axis (add_axis): the holder's layouts and their x
   // columns, the distinct requests of its uses, their y columns.
   std::vector<AxisLayout> hl_;
-  std::vector<std::vector<int>> hcols_;
+  std::vector<std::vector<int> > hcols_;
   std::vector<Key> keys_;
   std::map<std::pair<std::size_t, std::size_t>, int> ycol_;  // (holder layout, key id)
 };
@@ -526,7 +524,7 @@ class Program {
 // to the total as it is met (tensor_redistribution sums per tensor first,
 // which would round differently).
 double own_account(const Context& ctx, const FlatGraph& flat,
-                   const std::vector<std::vector<OpStrategy>>& strat,
+                   const std::vector<std::vector<OpStrategy> >& strat,
                    const std::vector<std::size_t>& chosen) {
   double obj = 0;
   for (std::size_t o = 0; o < strat.size(); ++o) obj += strat[o][chosen[o]].own;
@@ -549,8 +547,8 @@ double own_account(const Context& ctx, const FlatGraph& flat,
           if (std::find(seen.begin(), seen.end(), k) != seen.end()) continue;
           seen.push_back(k);
           obj += redistribution_seconds(hs.layout[flat.holder_slot[t]][a], k.first,
-                                        flat.bytes[t] / static_cast<double>(k.second),
-                                        ctx.mesh[a], ctx.opts.cost, ctx.opts.mode);
+                                        flat.bytes[t] / static_cast<double>(k.second), ctx.mesh[a],
+                                        ctx.opts.cost, ctx.opts.mode);
         }
       }
     }

@@ -28,9 +28,7 @@
 namespace recsearch::search::detail {
 namespace {
 
-bool is_weight(const ir::Tensor& t) {
-  return t.kind == ir::TensorKind::Parameter;
-}
+bool is_weight(const ir::Tensor& t) { return t.kind == ir::TensorKind::Parameter; }
 bool is_data(const ir::Tensor& t) {
   return t.kind != ir::TensorKind::Parameter && t.kind != ir::TensorKind::Constant;
 }

@@ -421,11 +421,11 @@ class Polish {
   FlatGraph flat_;  // holders, uses and touched tensors
   std::vector<OpStrategy> cur_;
   std::vector<std::uint8_t> movable_;
-  std::vector<double> edge_;   // redistribution seconds of each tensor
-  double held_ = 0;           // parameter state and saved activations
+  std::vector<double> edge_;                           // redistribution seconds of each tensor
+  double held_ = 0;                                    // parameter state and saved activations
   std::vector<std::pair<ir::OpId, OpStrategy>> undo_;  // a region's changes, in order
-  std::vector<std::pair<ir::OpId, int>> region_;        // breadth-first: operator, hops
-  double peak_ = 0, second_ = 0;  // inference working sets
+  std::vector<std::pair<ir::OpId, int>> region_;       // breadth-first: operator, hops
+  double peak_ = 0, second_ = 0;                       // inference working sets
   std::vector<double> works_, suffix_;  // inference: sorted working sets, suffix sums
   ir::OpId peak_op_ = ir::kNone;
   mutable std::vector<std::pair<AxisLayout, std::int64_t>> seen_;

@@ -38,7 +38,7 @@ struct PolishResult {
 // fits. `evaluated_memory`: plan::evaluate's memory per device of `plan`.
 // The caller evaluates a changed plan anew.
 PolishResult polish(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
-            const Cluster& cluster, const SearchOptions& opts, double budget, plan::Plan& plan,
-            double evaluated_memory);
+                    const Cluster& cluster, const SearchOptions& opts, double budget,
+                    plan::Plan& plan, double evaluated_memory);
 
 }  // namespace recsearch::search::detail

@@ -92,8 +92,9 @@ class RedistTable {
       for (int t = 0; t < 3; ++t)
         for (int same = 0; same < 2; ++same) {
           const auto lay = [&](int kind, int dim) {
-            return kind == 1 ? AxisLayout::shard(dim)
-                             : kind == 2 ? AxisLayout::partial() : AxisLayout::replicate();
+            return kind == 1   ? AxisLayout::shard(dim)
+                   : kind == 2 ? AxisLayout::partial()
+                               : AxisLayout::replicate();
           };
           const AxisLayout from = lay(f, 0), to = lay(t, same ? 0 : 1);
           // Seconds are affine in bytes: sample at 0 and 1 byte.
@@ -270,8 +271,8 @@ class RecSearch {
   double set_start(int start, const std::vector<int>& tp, std::vector<std::uint16_t>& alt) const {
     double own = 0;
     for (std::size_t o = 0; o < alt.size(); ++o) {
-      const int want = start == 1 ? plan::kReplicated
-                       : start == 0 ? batch_[o]
+      const int want = start == 1                    ? plan::kReplicated
+                       : start == 0                  ? batch_[o]
                        : tp[o] == algebra::kUnmapped ? plan::kReplicated
                                                      : tp[o];
       alt[o] = 0;
@@ -318,9 +319,9 @@ class RecSearch {
     tensor_flags_.resize(nt);
     for (std::size_t t = 0; t < nt; ++t) {
       const ir::Tensor& tensor = ctx_.g.tensor(static_cast<ir::TensorId>(t));
-      tensor_flags_[t] = static_cast<std::uint8_t>(
-          (tensor.requires_grad() ? kNeedsGrad : 0) |
-          (tensor.kind == ir::TensorKind::Parameter ? kParameter : 0));
+      tensor_flags_[t] =
+          static_cast<std::uint8_t>((tensor.requires_grad() ? kNeedsGrad : 0) |
+                                    (tensor.kind == ir::TensorKind::Parameter ? kParameter : 0));
     }
     wants_.resize(flat_.use_off[nt]);
     want_count_.assign(nt, 0);
@@ -370,7 +371,8 @@ class RecSearch {
   // Growth: seeds by weight, then the heaviest operator next to a decided
   // one (see the file comment).
   template <class Heavier>
-  void grow(const std::vector<ir::OpId>& order, Heavier heavier, std::vector<std::uint16_t>& choice) {
+  void grow(const std::vector<ir::OpId>& order, Heavier heavier,
+            std::vector<std::uint16_t>& choice) {
     const std::size_t nops = order.size();
     std::fill(flag_.begin(), flag_.end(), 0);  // flag_: queued
     auto lighter = [&](ir::OpId x, ir::OpId y) { return heavier(y, x); };
@@ -730,7 +732,8 @@ class RecSearch {
     const std::size_t nout = flat_.out_off[o + 1] - flat_.out_off[o];
     AxisLayout* lay = layouts_.data() + lay_off_[o] + i * (nin + nout);
     for (std::size_t j = 0; j < nin; ++j) lay[j] = operand_layout(s, in_dims(o, j), false, c);
-    for (std::size_t j = 0; j < nout; ++j) lay[nin + j] = operand_layout(s, out_dims(o, j), true, c);
+    for (std::size_t j = 0; j < nout; ++j)
+      lay[nin + j] = operand_layout(s, out_dims(o, j), true, c);
   }
 
   const AxisLayout* layouts_of(ir::OpId o, std::size_t i) const {
@@ -929,7 +932,7 @@ class RecSearch {
 
   const Context ctx_;
   double lambda_;
-  FlatGraph flat_;  // operands, holders and uses (use_off doubles as wants_'s offsets)
+  FlatGraph flat_;         // operands, holders and uses (use_off doubles as wants_'s offsets)
   std::int64_t rest_ = 1;  // product of the cuts after this pass
   int rung_ = 0;           // memory ladder rung, for progress reports
   std::vector<std::pair<std::int64_t, Discount>> discounts_;  // see set_discounts
@@ -937,7 +940,7 @@ class RecSearch {
   // Per operator (flat, with offsets): loop splits so far, slice divisors
   // of its operands, this pass's candidates and their cached own costs.
   std::vector<std::size_t> loop_off_, cand_off_, lay_off_;
-  std::vector<AxisLayout> layouts_;     // [op][candidate][slot] for this pass
+  std::vector<AxisLayout> layouts_;  // [op][candidate][slot] for this pass
   std::vector<std::int64_t> splits_, in_div_, out_div_;
   std::vector<std::int16_t> cands_;
   std::vector<std::uint16_t> n_cands_;
@@ -953,8 +956,8 @@ class RecSearch {
   std::vector<std::pair<ir::OpId, int>> region_;
 
   std::vector<std::uint8_t> tensor_flags_;  // kNeedsGrad | kParameter
-  std::vector<int> batch_;            // batch loop of each operator
-  std::vector<std::int64_t> loop_gcd_;  // see set_loop_gcds
+  std::vector<int> batch_;                  // batch loop of each operator
+  std::vector<std::int64_t> loop_gcd_;      // see set_loop_gcds
   std::vector<Want> wants_;
   std::vector<std::uint32_t> want_count_;
   std::vector<std::uint8_t> holder_decided_;
@@ -965,8 +968,8 @@ class RecSearch {
 }  // namespace
 
 double rec_search(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
-                  const Cluster& cluster, const SearchOptions& opts, double lambda,
-                  plan::Plan& out, const std::vector<double>* weights, int rung) {
+                  const Cluster& cluster, const SearchOptions& opts, double lambda, plan::Plan& out,
+                  const std::vector<double>* weights, int rung) {
   const Context ctx(g, spaces, cluster, opts, memory_budget(cluster, opts));
   RecSearch rs(ctx, lambda, weights);
   return rs.run(out, rung);

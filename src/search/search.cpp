@@ -128,8 +128,8 @@ plan::Evaluation evaluate(const detail::Context& ctx, const plan::Plan& p) {
 // learns the polished plan's memory.
 bool take_polished(const detail::Context& ctx, plan::Plan start, double start_mem, bool have,
                    SearchResult& res, double& smallest) {
-  const detail::PolishResult pr = detail::polish(ctx.g, ctx.spaces, ctx.cluster, ctx.opts,
-                                                 ctx.budget, start, start_mem);
+  const detail::PolishResult pr =
+      detail::polish(ctx.g, ctx.spaces, ctx.cluster, ctx.opts, ctx.budget, start, start_mem);
   if (!pr.changed) return false;
   plan::Evaluation ev = evaluate(ctx, start);
   smallest = std::min(smallest, ev.summary.memory_per_device_bytes);
@@ -150,7 +150,10 @@ bool take_polished(const detail::Context& ctx, plan::Plan start, double start_me
 class FoldedLadder {
  public:
   FoldedLadder(const detail::Context& ctx, const detail::Repetition& rep, SearchResult& res)
-      : ctx_(ctx), rep_(rep), res_(res), f3_(detail::fold(ctx.g, ctx.spaces, rep, 3)),
+      : ctx_(ctx),
+        rep_(rep),
+        res_(res),
+        f3_(detail::fold(ctx.g, ctx.spaces, rep, 3)),
         f4_(detail::fold(ctx.g, ctx.spaces, rep, 4)),
         extra_(static_cast<double>(rep.repeats) - 3.0) {}
 
@@ -182,9 +185,11 @@ class FoldedLadder {
     plan::check_plan(f3_.graph, f3_.spaces, trial);
     const plan::Plan trial4 = detail::refold(trial, rep_, 4, ctx_.g.num_operators());
     const auto s3 = plan::evaluate(f3_.graph, f3_.spaces, ctx_.cluster, trial, ctx_.opts.cost,
-                                   plan::EvalDetail::Summary).summary;
+                                   plan::EvalDetail::Summary)
+                        .summary;
     const auto s4 = plan::evaluate(f4_.graph, f4_.spaces, ctx_.cluster, trial4, ctx_.opts.cost,
-                                   plan::EvalDetail::Summary).summary;
+                                   plan::EvalDetail::Summary)
+                        .summary;
     const double params = s3.parameter_bytes + extra_ * (s4.parameter_bytes - s3.parameter_bytes);
     const double acts =
         ctx_.opts.mode == Mode::Train
@@ -234,8 +239,8 @@ class FoldedLadder {
     } else {
       res_.plan.cuts.clear();
     }
-    const bool polished = may_polish(ctx) && take_polished(ctx, std::move(full), full_mem, fits,
-                                                           res_, best_mem_);
+    const bool polished =
+        may_polish(ctx) && take_polished(ctx, std::move(full), full_mem, fits, res_, best_mem_);
     if (!fits && !polished)
       throw Error(Errc::kNoFit, no_fit_message(ctx.budget, ctx.cluster, best_mem_));
   }
@@ -287,8 +292,8 @@ class RecLadder {
   // Rec at memory price lambda; whether its plan fits.
   bool attempt(double lambda, int rung) {
     plan::Plan trial = res_.plan;
-    const double bookkept = detail::rec_search(ctx_.g, ctx_.spaces, ctx_.cluster, ctx_.opts,
-                                               lambda, trial, nullptr, rung);
+    const double bookkept = detail::rec_search(ctx_.g, ctx_.spaces, ctx_.cluster, ctx_.opts, lambda,
+                                               trial, nullptr, rung);
     plan::Evaluation ev = evaluate(ctx_, trial);
     note_memory(trial, ev.summary.memory_per_device_bytes);
     if (ev.summary.memory_per_device_bytes > ctx_.budget) return false;
@@ -309,7 +314,8 @@ class RecLadder {
       detail::tensor_parallel(ctx.g, ctx.spaces, ctx.cluster, split, trial);
       plan::check_plan(ctx.g, ctx.spaces, trial);
       const auto sum = plan::evaluate(ctx.g, ctx.spaces, ctx.cluster, trial, ctx.opts.cost,
-                                      plan::EvalDetail::Summary).summary;
+                                      plan::EvalDetail::Summary)
+                           .summary;
       note_memory(trial, sum.memory_per_device_bytes);
       if (sum.memory_per_device_bytes > ctx.budget ||
           (have_ && sum.step_time_s >= res_.eval.summary.step_time_s))
@@ -383,11 +389,10 @@ void run_ilp(const detail::Context& ctx, SearchResult& res) {
       if (e.code() != Errc::kNoFit) throw;
     }
   }
-  const auto r =
-      detail::ilp(ctx.g, ctx.spaces, ctx.cluster, ctx.opts, ctx.budget, hints, res.plan);
+  const auto r = detail::ilp(ctx.g, ctx.spaces, ctx.cluster, ctx.opts, ctx.budget, hints, res.plan);
   if (!r.found)
-    throw Error(Errc::kNoFit, std::string("no plan fits the memory budget of ") +
-                                  gib(ctx.budget) + " per device (ilp" +
+    throw Error(Errc::kNoFit, std::string("no plan fits the memory budget of ") + gib(ctx.budget) +
+                                  " per device (ilp" +
                                   (r.proven ? ", proven infeasible)" : ", none found in time)"));
   res.proven_optimal = r.proven && !r.restricted;
   res.ilp_restricted = r.restricted;
@@ -415,8 +420,8 @@ void run_exhaustive(const detail::Context& ctx, SearchResult& res) {
   } catch (const Error& e) {
     if (e.code() != Errc::kNoFit) throw;
   }
-  const auto ex = detail::exhaustive(ctx.g, ctx.spaces, ctx.cluster, ctx.opts, ctx.budget,
-                                     incumbent, have);
+  const auto ex =
+      detail::exhaustive(ctx.g, ctx.spaces, ctx.cluster, ctx.opts, ctx.budget, incumbent, have);
   res.proven_optimal = ex.proven;
   res.bookkept_step_time_s = ex.step_time_s;
   if (!ex.found)

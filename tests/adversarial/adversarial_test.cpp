@@ -62,8 +62,8 @@ ir::Graph chain(std::size_t n) {
   ir::Graph g("chain");
   ir::TensorId prev = g.add_tensor("t0", {64, 32}, ir::DType::F32, ir::TensorKind::Input);
   for (std::size_t i = 1; i <= n; ++i) {
-    const ir::TensorId next = g.add_tensor("t" + std::to_string(i), {64, 32}, ir::DType::F32,
-                                           ir::TensorKind::Activation);
+    const ir::TensorId next =
+        g.add_tensor("t" + std::to_string(i), {64, 32}, ir::DType::F32, ir::TensorKind::Activation);
     g.add_operator(make_op("r" + std::to_string(i), "ReLU", {prev}, {next}));
     prev = next;
   }
@@ -136,9 +136,8 @@ TEST_CASE("an operator with 10^4 inputs") {
   search_and_check(read, Cluster::flat(8));
 
   // 10^4 inputs to an elementwise Add (two at most) is a clear error.
-  const std::string add =
-      graph_json(tensors, R"({"name": "add", "type": "Add", "inputs": [)" + inputs +
-                              R"(], "outputs": ["y"]})");
+  const std::string add = graph_json(tensors, R"({"name": "add", "type": "Add", "inputs": [)" +
+                                                  inputs + R"(], "outputs": ["y"]})");
   const ir::Graph wrong = io::parse_graph(add, kFile);
   const Error a = error_of([&] { (void)algebra::build_op_spaces(wrong); });
   CHECK(exit_code(a.code()) == 1);
@@ -147,9 +146,9 @@ TEST_CASE("an operator with 10^4 inputs") {
 
 TEST_CASE("shapes whose element count overflows 64 bits are rejected with their path") {
   // 2^32 * 2^32 * 16 = 2^68 elements.
-  const std::string text =
-      graph_json(R"({"name": "x", "shape": [4294967296, 4294967296, 16]}, {"name": "y", "shape": [4]})",
-                 R"({"name": "r", "type": "ReLU", "inputs": ["y"], "outputs": ["y2"]})");
+  const std::string text = graph_json(
+      R"({"name": "x", "shape": [4294967296, 4294967296, 16]}, {"name": "y", "shape": [4]})",
+      R"({"name": "r", "type": "ReLU", "inputs": ["y"], "outputs": ["y2"]})");
   const Error e = error_of([&] { (void)io::parse_graph(text, kFile); });
   CHECK(e.code() == Errc::kShape);
   CHECK(e.json_path() == "/tensors/0/shape");
@@ -167,10 +166,10 @@ TEST_CASE("shapes whose element count overflows 64 bits are rejected with their 
   // The largest shape that fits: search and evaluation stay finite (doubles).
   ir::Graph g("huge");
   const auto x = g.add_tensor("x", {std::int64_t{1} << 31, std::int64_t{1} << 31}, ir::DType::F64);
-  const auto w = g.add_tensor("w", {std::int64_t{1} << 31, 2}, ir::DType::F64,
-                              ir::TensorKind::Parameter);
-  const auto y = g.add_tensor("y", {std::int64_t{1} << 31, 2}, ir::DType::F64,
-                              ir::TensorKind::Activation);
+  const auto w =
+      g.add_tensor("w", {std::int64_t{1} << 31, 2}, ir::DType::F64, ir::TensorKind::Parameter);
+  const auto y =
+      g.add_tensor("y", {std::int64_t{1} << 31, 2}, ir::DType::F64, ir::TensorKind::Activation);
   g.add_operator(make_op("mm", "MatMul", {x, w}, {y}));
   g.finalize();
   search_and_check(g, Cluster::flat(1024));
@@ -281,16 +280,17 @@ TEST_CASE("device counts 0, 1, 2^31-1 (prime), 2^31 and 2^31+1") {
 
 TEST_CASE("duplicate names and self-loops are errors with their path") {
   const Error dt = error_of([] {
-    (void)io::parse_graph(graph_json(R"({"name": "x", "shape": [2]}, {"name": "x", "shape": [2]})", ""),
-                          kFile);
+    (void)io::parse_graph(
+        graph_json(R"({"name": "x", "shape": [2]}, {"name": "x", "shape": [2]})", ""), kFile);
   });
   CHECK(dt.code() == Errc::kDuplicate);
   CHECK(dt.json_path() == "/tensors/1/name");
 
   const Error dop = error_of([] {
     (void)io::parse_graph(
-        graph_json(R"({"name": "x", "shape": [2]}, {"name": "y", "shape": [2]}, {"name": "z", "shape": [2]})",
-                   R"({"name": "a", "type": "ReLU", "inputs": ["x"], "outputs": ["y"]},
+        graph_json(
+            R"({"name": "x", "shape": [2]}, {"name": "y", "shape": [2]}, {"name": "z", "shape": [2]})",
+            R"({"name": "a", "type": "ReLU", "inputs": ["x"], "outputs": ["y"]},
                       {"name": "a", "type": "ReLU", "inputs": ["y"], "outputs": ["z"]})"),
         kFile);
   });
@@ -299,9 +299,10 @@ TEST_CASE("duplicate names and self-loops are errors with their path") {
 
   // One operator reading its own output.
   const Error self = error_of([] {
-    (void)io::parse_graph(graph_json(R"({"name": "x", "shape": [2]})",
-                                     R"({"name": "a", "type": "ReLU", "inputs": ["x"], "outputs": ["x"]})"),
-                          kFile);
+    (void)io::parse_graph(
+        graph_json(R"({"name": "x", "shape": [2]})",
+                   R"({"name": "a", "type": "ReLU", "inputs": ["x"], "outputs": ["x"]})"),
+        kFile);
   });
   CHECK(exit_code(self.code()) == 1);
   CHECK(self.json_path().rfind("/operators/0", 0) == 0);
@@ -319,9 +320,10 @@ TEST_CASE("duplicate names and self-loops are errors with their path") {
 
   // The same tensor twice among one operator's outputs.
   const Error twice = error_of([] {
-    (void)io::parse_graph(graph_json(R"({"name": "x", "shape": [2]}, {"name": "y", "shape": [2]})",
-                                     R"({"name": "a", "type": "Split", "inputs": ["x"], "outputs": ["y", "y"]})"),
-                          kFile);
+    (void)io::parse_graph(
+        graph_json(R"({"name": "x", "shape": [2]}, {"name": "y", "shape": [2]})",
+                   R"({"name": "a", "type": "Split", "inputs": ["x"], "outputs": ["y", "y"]})"),
+        kFile);
   });
   CHECK(exit_code(twice.code()) == 1);
   CHECK(twice.json_path().rfind("/operators/0", 0) == 0);
@@ -352,20 +354,20 @@ TEST_CASE("unicode names survive the graph and plan round trip; invalid UTF-8 is
 
   // Raw bytes that are not UTF-8 (a lone continuation byte, a truncated
   // sequence) in a name.
-  for (const std::string& bad : {std::string("\x80"), std::string("\xe5\xbc"), std::string("\xff")}) {
+  for (const std::string& bad :
+       {std::string("\x80"), std::string("\xe5\xbc"), std::string("\xff")}) {
     const std::string t = graph_json(R"({"name": "x)" + bad + R"(", "shape": [2]})", "");
     const Error e = error_of([&] { (void)io::parse_graph(t, kFile); });
     CHECK(e.code() == Errc::kParse);
     CHECK(e.detail().find("at byte") != std::string::npos);
   }
   // An escaped lone surrogate.
-  const Error s = error_of([] {
-    (void)io::parse_graph(graph_json(R"({"name": "\ud800", "shape": [2]})", ""), kFile);
-  });
+  const Error s = error_of(
+      [] { (void)io::parse_graph(graph_json(R"({"name": "\ud800", "shape": [2]})", ""), kFile); });
   CHECK(s.code() == Errc::kParse);
   // An empty name and an embedded NUL.
-  const Error empty =
-      error_of([] { (void)io::parse_graph(graph_json(R"({"name": "", "shape": [2]})", ""), kFile); });
+  const Error empty = error_of(
+      [] { (void)io::parse_graph(graph_json(R"({"name": "", "shape": [2]})", ""), kFile); });
   CHECK(empty.json_path() == "/tensors/0/name");
 }
 
@@ -397,7 +399,8 @@ TEST_CASE("every prefix of a graph, cluster and plan file fails at a byte offset
   };
   check_prefixes(graph, [](std::string_view t) { (void)io::parse_graph(t, kFile); });
   check_prefixes(cluster, [](std::string_view t) { (void)io::parse_cluster(t, kFile); });
-  check_prefixes(plan, [&](std::string_view t) { (void)io::parse_plan(t, kFile, g, spaces, c.cuts()); });
+  check_prefixes(plan,
+                 [&](std::string_view t) { (void)io::parse_plan(t, kFile, g, spaces, c.cuts()); });
   // A prefix cut at the end of its text fails at exactly that offset.
   const Error e = error_of([&] { (void)io::parse_graph(graph.substr(0, 100), kFile); });
   CHECK(e.detail().find("at byte 100:") != std::string::npos);
@@ -405,13 +408,15 @@ TEST_CASE("every prefix of a graph, cluster and plan file fails at a byte offset
 
 TEST_CASE("a plan of another graph that shares its names is rejected, not evaluated") {
   const auto mlp = [](std::int64_t batch, const char* act) {
-    return graph_json(
-        R"({"name": "x", "shape": [)" + std::to_string(batch) + R"(, 64]},
+    return graph_json(R"({"name": "x", "shape": [)" + std::to_string(batch) + R"(, 64]},
            {"name": "w", "shape": [64, 64], "kind": "parameter"},
-           {"name": "h", "shape": [)" + std::to_string(batch) + R"(, 64]},
-           {"name": "y", "shape": [)" + std::to_string(batch) + R"(, 64]})",
-        R"({"name": "mm", "type": "MatMul", "inputs": ["x", "w"], "outputs": ["h"]},
-           {"name": "act", "type": ")" + std::string(act) + R"(", "inputs": ["h"], "outputs": ["y"]})");
+           {"name": "h", "shape": [)" +
+                          std::to_string(batch) + R"(, 64]},
+           {"name": "y", "shape": [)" +
+                          std::to_string(batch) + R"(, 64]})",
+                      R"({"name": "mm", "type": "MatMul", "inputs": ["x", "w"], "outputs": ["h"]},
+           {"name": "act", "type": ")" +
+                          std::string(act) + R"(", "inputs": ["h"], "outputs": ["y"]})");
   };
   const Cluster c = Cluster::flat(4);
   const ir::Graph g = io::parse_graph(mlp(32, "ReLU"), kFile);
@@ -432,7 +437,8 @@ TEST_CASE("a plan of another graph that shares its names is rejected, not evalua
   // Same names and types, other shapes.
   const ir::Graph wider = io::parse_graph(mlp(48, "ReLU"), kFile);
   const auto wider_spaces = algebra::build_op_spaces(wider);
-  const Error s = error_of([&] { (void)io::parse_plan(plan, kFile, wider, wider_spaces, c.cuts()); });
+  const Error s =
+      error_of([&] { (void)io::parse_plan(plan, kFile, wider, wider_spaces, c.cuts()); });
   CHECK(s.code() == Errc::kPlan);
   CHECK(s.json_path() == "/tensors/0/shape");
   CHECK(s.detail().find("[32, 64]") != std::string::npos);

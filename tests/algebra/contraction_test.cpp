@@ -28,7 +28,8 @@ TEST_CASE("MatMul: transpose_a and transpose_b swap the last two dims") {
   auto x = g.t("x", {784, 32});
   auto w = g.t("w", {512, 784});
   auto h = g.t("h", {32, 512});
-  const auto s = g.space(g.op("MatMul", {x, w}, {h}, {{"transpose_a", true}, {"transpose_b", true}}));
+  const auto s =
+      g.space(g.op("MatMul", {x, w}, {h}, {{"transpose_a", true}, {"transpose_b", true}}));
   CHECK(loops(s) == "i/P/32 k/R/784 j/P/512");
   CHECK(in(s, 0) == "k,i");
   CHECK(in(s, 1) == "j,k");
@@ -175,7 +176,8 @@ TEST_CASE("Einsum: ellipsis broadcasting") {
   auto a = g.t("a", {5, 1, 2, 3});
   auto b = g.t("b", {4, 3, 6});
   auto c = g.t("c", {5, 4, 2, 6});
-  const auto s = g.space(g.op("Einsum", {a, b}, {c}, {{"equation", std::string("...ij, ...jk -> ...ik")}}));
+  const auto s =
+      g.space(g.op("Einsum", {a, b}, {c}, {{"equation", std::string("...ij, ...jk -> ...ik")}}));
   CHECK(loops(s) == "e0/P/5 e1/P/4 i/P/2 j/R/3 k/P/6");
   CHECK(in(s, 0) == "e0,-,i,j");
   CHECK(in(s, 1) == "e1,j,k");
@@ -230,10 +232,12 @@ TEST_CASE("Einsum: outer product, trace and ellipsis summed away") {
 }
 
 TEST_CASE("Einsum: errors") {
-  const auto run = [](const std::vector<ir::Shape>& ins, const ir::Shape& o, const std::string& eq) {
+  const auto run = [](const std::vector<ir::Shape>& ins, const ir::Shape& o,
+                      const std::string& eq) {
     G g;
     std::vector<ir::TensorId> ids;
-    for (std::size_t i = 0; i < ins.size(); ++i) ids.push_back(g.t("x" + std::to_string(i), ins[i]));
+    for (std::size_t i = 0; i < ins.size(); ++i)
+      ids.push_back(g.t("x" + std::to_string(i), ins[i]));
     auto y = g.t("y", o);
     g.op("Einsum", ids, {y}, {{"equation", eq}});
     return error_of([&] { (void)g.space(0); });

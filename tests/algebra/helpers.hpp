@@ -27,8 +27,8 @@ struct G {
   ir::TensorId t(const std::string& name, ir::Shape s, ir::DType dt = ir::DType::F32) {
     return g.add_tensor(name, std::move(s), dt, ir::TensorKind::Input);
   }
-  ir::OpId op(const std::string& type, std::vector<ir::TensorId> in,
-              std::vector<ir::TensorId> out, ir::Attrs attrs = {}) {
+  ir::OpId op(const std::string& type, std::vector<ir::TensorId> in, std::vector<ir::TensorId> out,
+              ir::Attrs attrs = {}) {
     ir::Operator o;
     o.name = "op" + std::to_string(g.num_operators());
     o.type = type;
@@ -71,7 +71,9 @@ inline std::string dims(const algebra::OpSpace& s, const std::vector<int>& m) {
   return r;
 }
 inline std::string in(const algebra::OpSpace& s, std::size_t j) { return dims(s, s.inputs.at(j)); }
-inline std::string out(const algebra::OpSpace& s, std::size_t j) { return dims(s, s.outputs.at(j)); }
+inline std::string out(const algebra::OpSpace& s, std::size_t j) {
+  return dims(s, s.outputs.at(j));
+}
 
 // error_of: tests/support/errors.hpp.
 using recsearch::testing::error_of;

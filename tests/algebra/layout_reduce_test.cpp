@@ -234,19 +234,21 @@ TEST_CASE("Slice: sliced axes whole, others parallel; ONNX clamping") {
   auto y5 = g.t("y5", {1, 20});
   const std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
   const std::int64_t kMin = std::numeric_limits<std::int64_t>::min();
-  const auto s = g.space(g.op("Slice", {x}, {y}, {{"starts", Ints{2}}, {"ends", Ints{8}}, {"axes", Ints{1}}}));
+  const auto s =
+      g.space(g.op("Slice", {x}, {y}, {{"starts", Ints{2}}, {"ends", Ints{8}}, {"axes", Ints{1}}}));
   CHECK(loops(s) == "d0/P/10 d1/X/6");
   CHECK(in(s, 0) == "d0,-");
   CHECK(out(s, 0) == "d0,d1");
   (void)g.space(g.op("Slice", {x}, {y2}, {{"starts", Ints{-3}}, {"ends", Ints{kMax}}}));
   // Reversal keeps the size but is still a sliced (whole) axis.
-  const auto rev = g.space(g.op("Slice", {x}, {y3},
-                                {{"starts", Ints{-1}}, {"ends", Ints{kMin}}, {"axes", Ints{0}}, {"steps", Ints{-1}}}));
+  const auto rev = g.space(
+      g.op("Slice", {x}, {y3},
+           {{"starts", Ints{-1}}, {"ends", Ints{kMin}}, {"axes", Ints{0}}, {"steps", Ints{-1}}}));
   CHECK(loops(rev) == "d0/X/10 d1/P/20");
   const auto full = g.space(g.op("Slice", {x}, {y4}, {{"starts", Ints{0}}, {"ends", Ints{kMax}}}));
   CHECK(loops(full) == "d0/P/10 d1/P/20");
-  const auto step = g.space(g.op("Slice", {x}, {y5},
-                                 {{"starts", Ints{0}}, {"ends", Ints{10}}, {"steps", Ints{kMax / 4}}}));
+  const auto step = g.space(g.op(
+      "Slice", {x}, {y5}, {{"starts", Ints{0}}, {"ends", Ints{10}}, {"steps", Ints{kMax / 4}}}));
   CHECK(loops(step) == "d0/X/1 d1/P/20");
 }
 
@@ -330,7 +332,8 @@ TEST_CASE("OneHot: depth inserted at axis") {
   const auto s = g.space(g.op("OneHot", {i}, {o}, {{"depth", std::int64_t{10}}}));
   CHECK(loops(s) == "d0/P/4 d1/P/8 d2/P/10");
   CHECK(in(s, 0) == "d0,d1");
-  const auto s0 = g.space(g.op("OneHot", {i}, {o0}, {{"depth", std::int64_t{10}}, {"axis", std::int64_t{0}}}));
+  const auto s0 =
+      g.space(g.op("OneHot", {i}, {o0}, {{"depth", std::int64_t{10}}, {"axis", std::int64_t{0}}}));
   CHECK(in(s0, 0) == "d1,d2");
   g.op("OneHot", {i}, {o2});
   CHECK(error_of([&] { (void)g.space(2); }).json_path() == "/operators/2/attrs/depth");
@@ -352,7 +355,8 @@ TEST_CASE("SoftmaxCrossEntropy: class loop reduction; batch loops by reduction m
   CHECK(in(s, 0) == "b0,c");
   CHECK(in(s, 1) == "b0");
   CHECK(out(s, 0).empty());
-  const auto sn = g.space(g.op("SoftmaxCrossEntropy", {logits, labels}, {per}, {{"reduction", std::string("none")}}));
+  const auto sn = g.space(
+      g.op("SoftmaxCrossEntropy", {logits, labels}, {per}, {{"reduction", std::string("none")}}));
   CHECK(loops(sn) == "b0/P/4 c/R/10");
   CHECK(out(sn, 0) == "b0");
   const auto ss = g.space(g.op("SoftmaxCrossEntropy", {logits, soft}, {loss2}));

@@ -34,7 +34,7 @@ TEST_CASE("can_cut: roles, divisibility, earlier splits and bad arguments") {
   CHECK(algebra::can_cut(g.g, op, s, none, 0, 2));
   CHECK(algebra::can_cut(g.g, op, s, none, 0, 3));
   CHECK_FALSE(algebra::can_cut(g.g, op, s, none, 0, 5));
-  CHECK(algebra::can_cut(g.g, op, s, none, 1, 5));   // reduction k = 10
+  CHECK(algebra::can_cut(g.g, op, s, none, 1, 5));        // reduction k = 10
   CHECK_FALSE(algebra::can_cut(g.g, op, s, none, 2, 2));  // j = 7
   CHECK(algebra::can_cut(g.g, op, s, none, 2, 7));
   CHECK(algebra::can_cut(g.g, op, s, {6, 1, 1}, 0, 2));
@@ -45,8 +45,8 @@ TEST_CASE("can_cut: roles, divisibility, earlier splits and bad arguments") {
   CHECK_FALSE(algebra::can_cut(g.g, op, s, none, 0, -2));
   CHECK_FALSE(algebra::can_cut(g.g, op, s, none, 3, 2));
   CHECK_FALSE(algebra::can_cut(g.g, op, s, none, -1, 2));
-  CHECK_FALSE(algebra::can_cut(g.g, op, s, {1, 1}, 0, 2));      // wrong splits size
-  CHECK_FALSE(algebra::can_cut(g.g, op, s, {0, 1, 1}, 0, 2));   // nonsense split
+  CHECK_FALSE(algebra::can_cut(g.g, op, s, {1, 1}, 0, 2));     // wrong splits size
+  CHECK_FALSE(algebra::can_cut(g.g, op, s, {0, 1, 1}, 0, 2));  // nonsense split
   CHECK_FALSE(algebra::can_cut(g.g, op, s, {std::int64_t{1} << 62, 1, 1}, 0, 8));  // overflow
 }
 
@@ -141,7 +141,8 @@ TEST_CASE("build_op_spaces: results in id order; the lowest failing id wins at a
     prev = next;
   }
   for (const int threads : {1, 2, 8}) {
-    tbb::global_control limit(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(threads));
+    tbb::global_control limit(tbb::global_control::max_allowed_parallelism,
+                              static_cast<std::size_t>(threads));
     const Error e = error_of([&] { (void)algebra::build_op_spaces(g.g); });
     CHECK(e.json_path() == "/operators/1100/outputs/0");
   }
@@ -178,17 +179,47 @@ TEST_CASE("negative dims in a tensor are reported, not trusted") {
 
 namespace {
 
-const char* const kTypes[] = {
-    "MatMul", "BatchMatMul", "Einsum", "Conv2D", "MaxPool", "AvgPool", "GlobalAvgPool",
-    "BatchNorm", "LayerNorm", "RMSNorm", "Softmax", "LogSoftmax", "Add", "Sub", "Mul", "Div",
-    "Pow", "Maximum", "Minimum", "BiasAdd", "ReLU", "GeLU", "SiLU", "Sigmoid", "Tanh", "Exp",
-    "Log", "Sqrt", "Neg", "Cast", "Dropout", "Identity", "Reshape", "Transpose", "Flatten",
-    "Squeeze", "Unsqueeze", "Concat", "Split", "Slice", "ReduceSum", "ReduceMean", "ReduceMax",
-    "Gather", "OneHot", "SoftmaxCrossEntropy", "Attention", "MyCustom"};
+const char* const kTypes[] = {"MatMul",        "BatchMatMul",
+                              "Einsum",        "Conv2D",
+                              "MaxPool",       "AvgPool",
+                              "GlobalAvgPool", "BatchNorm",
+                              "LayerNorm",     "RMSNorm",
+                              "Softmax",       "LogSoftmax",
+                              "Add",           "Sub",
+                              "Mul",           "Div",
+                              "Pow",           "Maximum",
+                              "Minimum",       "BiasAdd",
+                              "ReLU",          "GeLU",
+                              "SiLU",          "Sigmoid",
+                              "Tanh",          "Exp",
+                              "Log",           "Sqrt",
+                              "Neg",           "Cast",
+                              "Dropout",       "Identity",
+                              "Reshape",       "Transpose",
+                              "Flatten",       "Squeeze",
+                              "Unsqueeze",     "Concat",
+                              "Split",         "Slice",
+                              "ReduceSum",     "ReduceMean",
+                              "ReduceMax",     "Gather",
+                              "OneHot",        "SoftmaxCrossEntropy",
+                              "Attention",     "MyCustom"};
 
-const char* const kEquations[] = {"ij,jk->ik", "...i,...i->...", "ii", "a", "->", ",", "",
-                                  "...", "ab...,b->a...", "i->ii", "bsh,hd->bsd", "ij,jk",
-                                  "...ij,...jk->...ik", "Aa,aB->AB", "i,j,k->ijk", "é"};
+const char* const kEquations[] = {"ij,jk->ik",
+                                  "...i,...i->...",
+                                  "ii",
+                                  "a",
+                                  "->",
+                                  ",",
+                                  "",
+                                  "...",
+                                  "ab...,b->a...",
+                                  "i->ii",
+                                  "bsh,hd->bsd",
+                                  "ij,jk",
+                                  "...ij,...jk->...ik",
+                                  "Aa,aB->AB",
+                                  "i,j,k->ijk",
+                                  "é"};
 
 struct Fuzzer {
   std::mt19937_64 rng{20240611};
@@ -215,15 +246,17 @@ struct Fuzzer {
   ir::Shape shape_like(const ir::Shape& base) {
     if (pick(0, 3) == 0) return shape();
     ir::Shape s = base;
-    if (!s.empty() && pick(0, 2) == 0) s[static_cast<std::size_t>(pick(0, static_cast<std::int64_t>(s.size()) - 1))] = dim();
+    if (!s.empty() && pick(0, 2) == 0)
+      s[static_cast<std::size_t>(pick(0, static_cast<std::int64_t>(s.size()) - 1))] = dim();
     if (pick(0, 5) == 0 && !s.empty()) s.erase(s.begin());
     return s;
   }
   std::vector<std::int64_t> ints(std::int64_t lo, std::int64_t hi) {
     std::vector<std::int64_t> v(static_cast<std::size_t>(pick(0, 4)));
-    for (auto& x : v) x = pick(0, 9) == 0 ? (pick(0, 1) ? std::numeric_limits<std::int64_t>::max()
-                                                         : std::numeric_limits<std::int64_t>::min())
-                                          : pick(lo, hi);
+    for (auto& x : v)
+      x = pick(0, 9) == 0 ? (pick(0, 1) ? std::numeric_limits<std::int64_t>::max()
+                                        : std::numeric_limits<std::int64_t>::min())
+                          : pick(lo, hi);
     return v;
   }
   ir::Attrs attrs() {
@@ -309,11 +342,13 @@ TEST_CASE("robustness: random operators of every kind only ever throw recsearch:
     const auto n_out = f.pick(0, 9) == 0 ? f.pick(0, 3) : 1;
     try {
       for (std::int64_t j = 0; j < n_in; ++j) {
-        op.inputs.push_back(g.add_tensor("i" + std::to_string(j), j == 0 ? base : f.shape_like(base),
+        op.inputs.push_back(g.add_tensor("i" + std::to_string(j),
+                                         j == 0 ? base : f.shape_like(base),
                                          f.pick(0, 1) ? ir::DType::F32 : ir::DType::I64));
       }
       for (std::int64_t j = 0; j < n_out; ++j) {
-        op.outputs.push_back(g.add_tensor("o" + std::to_string(j), f.shape_like(base), ir::DType::F32));
+        op.outputs.push_back(
+            g.add_tensor("o" + std::to_string(j), f.shape_like(base), ir::DType::F32));
       }
       // Give the output the inferred shape half of the time, so that many
       // operators get all the way through.
@@ -321,7 +356,8 @@ TEST_CASE("robustness: random operators of every kind only ever throw recsearch:
         try {
           const auto inferred = algebra::infer_output_shapes(g, op);
           ir::Graph g2("fuzz2");
-          for (const auto t : op.inputs) g2.add_tensor(g.tensor(t).name, g.tensor(t).shape, g.tensor(t).dtype);
+          for (const auto t : op.inputs)
+            g2.add_tensor(g.tensor(t).name, g.tensor(t).shape, g.tensor(t).dtype);
           std::vector<ir::TensorId> outs;
           for (std::size_t j = 0; j < op.outputs.size(); ++j) {
             outs.push_back(g2.add_tensor(g.tensor(op.outputs[j]).name,

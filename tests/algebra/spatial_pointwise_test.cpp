@@ -40,7 +40,8 @@ TEST_CASE("Conv2D: strides and dilations change extent and halo") {
   const auto s1 = g.space(g.op("Conv2D", {x, w}, {y1}, conv_attrs({0, 0, 0, 0}, {2, 2})));
   CHECK(loops(s1) == "n/P/1 o/P/4 c/R/3 h/W/15+1 w/W/15+1 r/X/3 s/X/3");
   // Dilation 2 on H only: extent 5, halo 4; W keeps extent 3, halo 2.
-  const auto s2 = g.space(g.op("Conv2D", {x, w}, {y2}, conv_attrs({0, 0, 0, 0}, {1, 1}, 1, {2, 1})));
+  const auto s2 =
+      g.space(g.op("Conv2D", {x, w}, {y2}, conv_attrs({0, 0, 0, 0}, {1, 1}, 1, {2, 1})));
   CHECK(s2.loops[3].size == 28);
   CHECK(s2.loops[3].halo == 4);
   CHECK(s2.loops[4].size == 30);
@@ -150,20 +151,22 @@ TEST_CASE("MaxPool / AvgPool: window loops, strides default to the kernel") {
   auto x5 = g.t("x5", {1, 1, 5, 5});
   auto yf = g.t("yf", {1, 1, 2, 2});
   auto yc = g.t("yc", {1, 1, 3, 3});
-  const auto s = g.space(g.op("MaxPool", {x}, {y}, {{"kernel_shape", std::vector<std::int64_t>{2, 2}}}));
+  const auto s =
+      g.space(g.op("MaxPool", {x}, {y}, {{"kernel_shape", std::vector<std::int64_t>{2, 2}}}));
   CHECK(loops(s) == "n/P/2 c/P/3 h/W/16 w/W/16");
   CHECK(in(s, 0) == "n,c,h,w");
   CHECK(out(s, 0) == "n,c,h,w");
   CHECK(s.flops == doctest::Approx(2.0 * 3 * 16 * 16 * 4));
   const auto s2 = g.space(g.op("AvgPool", {x}, {y2},
-                                {{"kernel_shape", std::vector<std::int64_t>{3, 3}},
-                                 {"strides", std::vector<std::int64_t>{2, 2}},
-                                 {"pads", std::vector<std::int64_t>{1, 1, 1, 1}}}));
+                               {{"kernel_shape", std::vector<std::int64_t>{3, 3}},
+                                {"strides", std::vector<std::int64_t>{2, 2}},
+                                {"pads", std::vector<std::int64_t>{1, 1, 1, 1}}}));
   CHECK(loops(s2) == "n/P/2 c/P/3 h/W/16+1 w/W/16+1");
   // ceil_mode: 5 with kernel 2 stride 2 gives 2 (floor) or 3 (ceil).
   (void)g.space(g.op("MaxPool", {x5}, {yf}, {{"kernel_shape", std::vector<std::int64_t>{2, 2}}}));
-  (void)g.space(g.op("MaxPool", {x5}, {yc},
-                     {{"kernel_shape", std::vector<std::int64_t>{2, 2}}, {"ceil_mode", std::int64_t{1}}}));
+  (void)g.space(
+      g.op("MaxPool", {x5}, {yc},
+           {{"kernel_shape", std::vector<std::int64_t>{2, 2}}, {"ceil_mode", std::int64_t{1}}}));
 }
 
 TEST_CASE("MaxPool: kernel_shape is required") {

@@ -82,8 +82,8 @@ TEST_CASE("solve equals the search and the writer below it") {
   CHECK(s.plan().cuts == direct.plan.cuts);
   CHECK(s.evaluation().summary.step_time_s == direct.eval.summary.step_time_s);
   CHECK(s.details().search_time_s == s.evaluation().summary.search_time_s);
-  CHECK(s.to_json() == io::plan_to_json(problem.graph(), problem.spaces(), cluster, s.plan(),
-                                        s.evaluation()));
+  CHECK(s.to_json() ==
+        io::plan_to_json(problem.graph(), problem.spaces(), cluster, s.plan(), s.evaluation()));
 
   SUBCASE("evaluate reproduces the search's evaluation") {
     const Solution again = evaluate(problem, s.plan(), cluster);
@@ -157,7 +157,8 @@ TEST_CASE("a user's cost model prices every account of the step time") {
   REQUIRE(plain.evaluation().summary.communication_s > 0);
 
   SUBCASE("the same plan under doubled collectives: communication doubles, compute stays") {
-    const Solution doubled = evaluate(problem, plain.plan(), cluster, with_model(problem.cost(), 2));
+    const Solution doubled =
+        evaluate(problem, plain.plan(), cluster, with_model(problem.cost(), 2));
     CHECK(close(doubled.evaluation().summary.communication_s,
                 2 * plain.evaluation().summary.communication_s));
     CHECK(close(doubled.evaluation().summary.compute_s, plain.evaluation().summary.compute_s));

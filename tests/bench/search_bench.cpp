@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <string>
 
-#include "support/graph_factories.hpp"
 #include "recsearch/search/search.hpp"
+#include "support/graph_factories.hpp"
 
 using namespace recsearch;
 
@@ -35,11 +35,12 @@ void bench(const ir::Graph& g, const Cluster& c, bool fold = true) {
   t0 = std::chrono::steady_clock::now();
   const auto ev = plan::evaluate(g, spaces, c, r.plan, o.cost);
   const double t_eval = seconds_since(t0);
-  std::printf("%-10s %9zu ops  %-22s %-6s spaces %7.3f s  search+eval %7.3f s  (eval %6.3f s)  "
-              "step %.4g s\n",
-              g.name().c_str(), g.num_operators(), c.name().c_str(),
-              r.fold_repeats > 0 ? "folded" : "whole", t_spaces, r.search_time_s, t_eval,
-              ev.summary.step_time_s);
+  std::printf(
+      "%-10s %9zu ops  %-22s %-6s spaces %7.3f s  search+eval %7.3f s  (eval %6.3f s)  "
+      "step %.4g s\n",
+      g.name().c_str(), g.num_operators(), c.name().c_str(),
+      r.fold_repeats > 0 ? "folded" : "whole", t_spaces, r.search_time_s, t_eval,
+      ev.summary.step_time_s);
   std::fflush(stdout);
 }
 

@@ -21,23 +21,23 @@
 
 static int failures = 0;
 
-#define CHECK(cond)                                                              \
-  do {                                                                           \
-    if (!(cond)) {                                                               \
-      ++failures;                                                                \
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      ++failures;                                                              \
       fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-    }                                                                            \
+    }                                                                          \
   } while (0)
 
 /* A call that must succeed; prints the library's message otherwise. */
-#define OK(call)                                                                          \
-  do {                                                                                    \
-    rs_status st_ = (call);                                                               \
-    if (st_ != RS_OK) {                                                                   \
-      ++failures;                                                                         \
-      fprintf(stderr, "%s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call,                 \
-              rs_status_name(st_), rs_last_error());                                      \
-    }                                                                                     \
+#define OK(call)                                                                               \
+  do {                                                                                         \
+    rs_status st_ = (call);                                                                    \
+    if (st_ != RS_OK) {                                                                        \
+      ++failures;                                                                              \
+      fprintf(stderr, "%s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call, rs_status_name(st_), \
+              rs_last_error());                                                                \
+    }                                                                                          \
   } while (0)
 
 /* A call that must fail with `status`, error id `code` (0: any) and a message
@@ -48,13 +48,13 @@ static void expect_fail(rs_status got, rs_status status, int code, const char* n
   if (got != status || (code != 0 && rs_last_error_code() != code) || msg == NULL ||
       msg[0] == '\0' || (needle != NULL && strstr(msg, needle) == NULL)) {
     ++failures;
-    fprintf(stderr,
-            "capi_test.c:%d: %s: expected %s [E%d] with '%s', got %s [E%d]: %s\n", line, what,
-            rs_status_name(status), code, needle ? needle : "", rs_status_name(got),
+    fprintf(stderr, "capi_test.c:%d: %s: expected %s [E%d] with '%s', got %s [E%d]: %s\n", line,
+            what, rs_status_name(status), code, needle ? needle : "", rs_status_name(got),
             rs_last_error_code(), msg ? msg : "(null)");
   }
 }
-#define FAILS(call, status, code, needle) expect_fail((call), (status), (code), (needle), #call, __LINE__)
+#define FAILS(call, status, code, needle) \
+  expect_fail((call), (status), (code), (needle), #call, __LINE__)
 
 static char* read_file(const char* path, size_t* len) {
   FILE* f = fopen(path, "rb");
@@ -178,13 +178,17 @@ static const char* kGraphJson =
     "  {\"name\": \"s\", \"shape\": [64], \"dtype\": \"f32\"}\n"
     " ],\n"
     " \"operators\": [\n"
-    "  {\"name\": \"dense1\", \"type\": \"MatMul\", \"inputs\": [\"x\", \"w1\"], \"outputs\": [\"h\"],\n"
+    "  {\"name\": \"dense1\", \"type\": \"MatMul\", \"inputs\": [\"x\", \"w1\"], \"outputs\": "
+    "[\"h\"],\n"
     "   \"allowed\": [\"i\", \"j\"]},\n"
-    "  {\"name\": \"bias1\", \"type\": \"BiasAdd\", \"inputs\": [\"h\", \"b1\"], \"outputs\": [\"hb\"]},\n"
+    "  {\"name\": \"bias1\", \"type\": \"BiasAdd\", \"inputs\": [\"h\", \"b1\"], \"outputs\": "
+    "[\"hb\"]},\n"
     "  {\"name\": \"act\", \"type\": \"GeLU\", \"inputs\": [\"hb\"], \"outputs\": [\"a\"]},\n"
-    "  {\"name\": \"dense2\", \"type\": \"MatMul\", \"inputs\": [\"a\", \"w2\"], \"outputs\": [\"y\"],\n"
+    "  {\"name\": \"dense2\", \"type\": \"MatMul\", \"inputs\": [\"a\", \"w2\"], \"outputs\": "
+    "[\"y\"],\n"
     "   \"attrs\": {\"transpose_b\": true}},\n"
-    "  {\"name\": \"proj\", \"type\": \"Einsum\", \"inputs\": [\"y\", \"wp\"], \"outputs\": [\"z\"],\n"
+    "  {\"name\": \"proj\", \"type\": \"Einsum\", \"inputs\": [\"y\", \"wp\"], \"outputs\": "
+    "[\"z\"],\n"
     "   \"attrs\": {\"equation\": \"bh,hd->bd\"}, \"strategy\": [[2, 1], [1, 1]]},\n"
     "  {\"name\": \"sm\", \"type\": \"Softmax\", \"inputs\": [\"z\"], \"outputs\": [\"p\"],\n"
     "   \"attrs\": {\"axis\": -1}},\n"
@@ -195,8 +199,7 @@ static const char* kGraphJson =
 static rs_graph* build_block(void) {
   rs_graph* g = NULL;
   const int64_t x[] = {64, 512}, w1[] = {512, 2048}, b1[] = {2048}, h[] = {64, 2048},
-                w2[] = {512, 2048}, y[] = {64, 512}, wp[] = {512, 128}, z[] = {64, 128},
-                s[] = {64};
+                w2[] = {512, 2048}, y[] = {64, 512}, wp[] = {512, 128}, z[] = {64, 128}, s[] = {64};
   const int64_t axes[] = {1};
   const int64_t pin[] = {2, 1, 1, 1};
   const size_t pin_ranks[] = {2, 2};
@@ -421,7 +424,8 @@ static void test_errors(void) {
 
   /* NULL handles and output pointers. */
   FAILS(rs_graph_create("g", NULL), RS_USAGE, 201, "must not be NULL");
-  FAILS(rs_graph_add_tensor(NULL, "x", shape, 2, "f32", NULL), RS_USAGE, 201, "graph must not be NULL");
+  FAILS(rs_graph_add_tensor(NULL, "x", shape, 2, "f32", NULL), RS_USAGE, 201,
+        "graph must not be NULL");
   FAILS(rs_graph_validate(NULL), RS_USAGE, 201, "graph");
   FAILS(rs_graph_num_tensors(NULL, &n), RS_USAGE, 201, "graph");
   FAILS(rs_graph_to_json(NULL, &json, NULL), RS_USAGE, 201, "graph");
@@ -435,7 +439,8 @@ static void test_errors(void) {
   FAILS(rs_graph_from_json(NULL, 5, NULL, &g), RS_USAGE, 201, "text");
   CHECK(g == NULL);
   FAILS(rs_graph_read_file(NULL, &g), RS_USAGE, 201, "path");
-  FAILS(rs_graph_read_file("/nonexistent/graph.json", &g), RS_BAD_INPUT, 110, "/nonexistent/graph.json");
+  FAILS(rs_graph_read_file("/nonexistent/graph.json", &g), RS_BAD_INPUT, 110,
+        "/nonexistent/graph.json");
   /* Freeing NULL is fine. */
   rs_graph_free(NULL);
   rs_cluster_free(NULL);
@@ -446,9 +451,11 @@ static void test_errors(void) {
   /* Building: unknown names, bad shapes, wrong ranks. */
   OK(rs_graph_create("errors", &g));
   FAILS(rs_graph_add_tensor(g, "x", shape, 2, "f33", NULL), RS_USAGE, 201, "unknown dtype 'f33'");
-  FAILS(rs_graph_add_tensor(g, "x", shape, 2, "f32", "weights"), RS_USAGE, 201, "unknown tensor kind 'weights'");
+  FAILS(rs_graph_add_tensor(g, "x", shape, 2, "f32", "weights"), RS_USAGE, 201,
+        "unknown tensor kind 'weights'");
   FAILS(rs_graph_add_tensor(g, "x", NULL, 2, "f32", NULL), RS_USAGE, 201, "shape");
-  FAILS(rs_graph_add_tensor(g, "x", bad_shape, 2, "f32", NULL), RS_BAD_INPUT, 106, "/tensors/0/shape/1");
+  FAILS(rs_graph_add_tensor(g, "x", bad_shape, 2, "f32", NULL), RS_BAD_INPUT, 106,
+        "/tensors/0/shape/1");
   FAILS(rs_graph_add_tensor(g, NULL, shape, 2, "f32", NULL), RS_USAGE, 201, "tensor name");
   FAILS(rs_graph_add_tensor(g, "", shape, 2, "f32", NULL), RS_BAD_INPUT, 102, "empty");
   OK(rs_graph_num_tensors(g, &n));
@@ -464,7 +471,8 @@ static void test_errors(void) {
   OK(rs_graph_num_operators(g, &n));
   CHECK(n == 0);
   OK(rs_graph_add_operator(g, "mm", "MatMul", in, 2, out, 1));
-  FAILS(rs_graph_add_operator(g, "mm2", "MatMul", in, 2, out, 1), RS_BAD_INPUT, 104, "already produced");
+  FAILS(rs_graph_add_operator(g, "mm2", "MatMul", in, 2, out, 1), RS_BAD_INPUT, 104,
+        "already produced");
   FAILS(rs_graph_set_attr_int(g, "nope", "axis", 1), RS_BAD_INPUT, 103, "unknown operator 'nope'");
   FAILS(rs_graph_set_attr_int(g, "mm", NULL, 1), RS_USAGE, 201, "attribute name");
   FAILS(rs_graph_set_attr_float(g, "mm", "alpha", NAN), RS_USAGE, 201, "finite");
@@ -498,10 +506,12 @@ static void test_errors(void) {
   OK(rs_cluster_num_devices(c, &devices));
   CHECK(devices == 4);
   {
-    const char* bad = "{\"format\": \"recsearch.cluster\", \"version\": 1, \"levels\": "
-                      "[{\"name\": \"n\", \"size\": \"two\"}]}";
+    const char* bad =
+        "{\"format\": \"recsearch.cluster\", \"version\": 1, \"levels\": "
+        "[{\"name\": \"n\", \"size\": \"two\"}]}";
     rs_cluster* c2 = NULL;
-    FAILS(rs_cluster_from_json(bad, strlen(bad), "c.json", &c2), RS_BAD_INPUT, 0, "c.json: /levels/0/size");
+    FAILS(rs_cluster_from_json(bad, strlen(bad), "c.json", &c2), RS_BAD_INPUT, 0,
+          "c.json: /levels/0/size");
     CHECK(c2 == NULL);
   }
 
@@ -575,7 +585,8 @@ static void test_errors(void) {
         "[{\"name\": \"a\", \"shape\": [2, -3]}], \"operators\": []}";
     rs_graph* g3 = NULL;
     char buf[512];
-    FAILS(rs_graph_from_json(not_json, strlen(not_json), "m.json", &g3), RS_BAD_INPUT, 101, "m.json");
+    FAILS(rs_graph_from_json(not_json, strlen(not_json), "m.json", &g3), RS_BAD_INPUT, 101,
+          "m.json");
     FAILS(rs_graph_from_json(unknown, strlen(unknown), "m.json", &g3), RS_BAD_INPUT, 103,
           "m.json: /operators/0/outputs/0: unknown tensor 'b'");
     FAILS(rs_graph_from_json(bad_shape_json, strlen(bad_shape_json), "m.json", &g3), RS_BAD_INPUT,
@@ -587,8 +598,9 @@ static void test_errors(void) {
     /* Length-delimited: bytes after `len` are never read, a NUL inside is
      * an error like any other byte. */
     {
-      const char* tiny = "{\"format\": \"recsearch.graph\", \"version\": 1, \"tensors\": [], "
-                         "\"operators\": []}";
+      const char* tiny =
+          "{\"format\": \"recsearch.graph\", \"version\": 1, \"tensors\": [], "
+          "\"operators\": []}";
       size_t tl = strlen(tiny);
       memcpy(buf, tiny, tl);
       memset(buf + tl, 'x', 16); /* no terminator: junk follows */
@@ -617,8 +629,8 @@ typedef struct Job {
   const rs_graph* graph;
   const rs_cluster* cluster;
   int threads;
-  const char* tag;   /* distinct per thread, for the error-message check */
-  Fingerprint want;  /* sequential result */
+  const char* tag;  /* distinct per thread, for the error-message check */
+  Fingerprint want; /* sequential result */
   int repeats;
   int mismatches;
   int status_failures;
@@ -794,8 +806,9 @@ static void check_eval_roundtrip(rs_graph* g, rs_cluster* c, const char* mode, c
   }
   /* A broken plan names its JSON path. */
   {
-    const char* bad = "{\"format\": \"recsearch.plan\", \"version\": 1, \"operators\": "
-                      "[{\"name\": \"no-such-op\", \"strategy\": [[1]]}]}";
+    const char* bad =
+        "{\"format\": \"recsearch.plan\", \"version\": 1, \"operators\": "
+        "[{\"name\": \"no-such-op\", \"strategy\": [[1]]}]}";
     rs_result* e4 = NULL;
     FAILS(rs_evaluate(g, c, bad, strlen(bad), NULL, &e4), RS_BAD_INPUT, 103, "/operators/0");
     CHECK(e4 == NULL);
@@ -829,10 +842,11 @@ static void test_eval(void) {
     static const char* with_cost_head = "{\"cost\": {\"compute_efficiency\": 0.25}, ";
     size_t hl = strlen(with_cost_head);
     char* text2 = (char*)malloc(len + hl);
-    const char* cl_json = "{\"format\": \"recsearch.cluster\", \"version\": 1, \"levels\": "
-                          "[{\"name\": \"m0\", \"size\": 4, \"bandwidth_GBps\": 50, \"latency_us\": 5}, "
-                          "{\"name\": \"m1\", \"size\": 8, \"bandwidth_GBps\": 450, \"latency_us\": 2}], "
-                          "\"cost\": {\"count_latency\": false}}";
+    const char* cl_json =
+        "{\"format\": \"recsearch.cluster\", \"version\": 1, \"levels\": "
+        "[{\"name\": \"m0\", \"size\": 4, \"bandwidth_GBps\": 50, \"latency_us\": 5}, "
+        "{\"name\": \"m1\", \"size\": 8, \"bandwidth_GBps\": 450, \"latency_us\": 2}], "
+        "\"cost\": {\"count_latency\": false}}";
     rs_graph* gc = NULL;
     rs_cluster* cc = NULL;
     rs_options* o = NULL;
@@ -851,7 +865,7 @@ static void test_eval(void) {
     OK(rs_search(g, c, o, &r2));      /* the same through options */
     OK(rs_search(gc, cc, NULL, &r3)); /* graph's and cluster's */
     OK(rs_options_set_cost(o, "count_latency", 0));
-    OK(rs_search(g, c, o, &r4));      /* both through options */
+    OK(rs_search(g, c, o, &r4)); /* both through options */
     OK(rs_result_summary(r0, &s0));
     OK(rs_result_summary(r1, &s1));
     OK(rs_result_summary(r2, &s2));
@@ -906,8 +920,9 @@ static uint64_t rng(void) {
 /* A copy of `text` with a few random edits, in a buffer of exactly *len
  * bytes (no terminator: reading past it is a bug a sanitizer would see). */
 static char* mutate(const char* text, size_t n, size_t* len) {
-  static const char* tokens[] = {"{", "}", "[", "]", "\"", ",", ":", "0", "-1", "1e999",
-                                 "null", "true", "\"x\"", "[]", "{}", "\\u0000", "\xff", "9223372036854775808"};
+  static const char* tokens[] = {"{",     "}",  "[",  "]",       "\"",   ",",
+                                 ":",     "0",  "-1", "1e999",   "null", "true",
+                                 "\"x\"", "[]", "{}", "\\u0000", "\xff", "9223372036854775808"};
   char* buf = (char*)malloc(2 * n + 64);
   size_t m = n, edits = 1 + rng() % 4, e;
   if (buf == NULL) exit(99);
@@ -915,16 +930,16 @@ static char* mutate(const char* text, size_t n, size_t* len) {
   for (e = 0; e < edits && m > 0; ++e) {
     size_t at = rng() % m;
     switch (rng() % 5) {
-      case 0: buf[at] = (char)(rng() & 0xff); break;                     /* any byte, NUL included */
-      case 1: {                                                          /* delete a range */
+      case 0: buf[at] = (char)(rng() & 0xff); break; /* any byte, NUL included */
+      case 1: {                                      /* delete a range */
         size_t k = 1 + rng() % 16;
         if (at + k > m) k = m - at;
         memmove(buf + at, buf + at + k, m - at - k);
         m -= k;
         break;
       }
-      case 2: m = at; break;                                             /* truncate */
-      case 3: {                                                          /* insert a token */
+      case 2: m = at; break; /* truncate */
+      case 3: {              /* insert a token */
         const char* t = tokens[rng() % (sizeof tokens / sizeof *tokens)];
         size_t k = strlen(t);
         if (m + k > 2 * n + 64) break;
@@ -933,7 +948,7 @@ static char* mutate(const char* text, size_t n, size_t* len) {
         m += k;
         break;
       }
-      default: {                                                         /* swap two bytes */
+      default: { /* swap two bytes */
         size_t b = rng() % m;
         char t = buf[at];
         buf[at] = buf[b];
@@ -1058,7 +1073,9 @@ static double scaled_collective(const char* collective, double group_bytes, int6
   return s->factor * symbolic;
 }
 
-static int close_to(double a, double b) { return fabs(a - b) <= 1e-9 * (fabs(a) + fabs(b)) + 1e-30; }
+static int close_to(double a, double b) {
+  return fabs(a - b) <= 1e-9 * (fabs(a) + fabs(b)) + 1e-30;
+}
 
 static void test_costmodel(void) {
   size_t len = 0, plan_len = 0;

@@ -9,12 +9,12 @@
 
 #include <recsearch/recsearch.h>
 
-#define TRY(call)                                                            \
-  do {                                                                       \
-    if ((call) != RS_OK) {                                                   \
-      fprintf(stderr, "consumer: %s: %s\n", #call, rs_last_error());         \
-      return 1;                                                              \
-    }                                                                        \
+#define TRY(call)                                                    \
+  do {                                                               \
+    if ((call) != RS_OK) {                                           \
+      fprintf(stderr, "consumer: %s: %s\n", #call, rs_last_error()); \
+      return 1;                                                      \
+    }                                                                \
   } while (0)
 
 int main(int argc, char** argv) {
@@ -32,7 +32,8 @@ int main(int argc, char** argv) {
   const char* out2[] = {"a"};
   const char* in3[] = {"a", "w2"};
   const char* out3[] = {"y"};
-  if (argc < 2 || strcmp(rs_version(), argv[1]) != 0 || strcmp(rs_version(), RS_VERSION_STRING) != 0) {
+  if (argc < 2 || strcmp(rs_version(), argv[1]) != 0 ||
+      strcmp(rs_version(), RS_VERSION_STRING) != 0) {
     fprintf(stderr, "consumer: library version %s, header %s, expected %s\n", rs_version(),
             RS_VERSION_STRING, argc > 1 ? argv[1] : "?");
     return 1;
@@ -54,7 +55,8 @@ int main(int argc, char** argv) {
   TRY(rs_result_plan_json(r, &json, &len));
   TRY(rs_evaluate(g, NULL, json, len, NULL, &e));
   TRY(rs_result_summary(e, &se));
-  if (ops != 3 || !(s.step_time_s > 0) || fabs(se.step_time_s - s.step_time_s) > 1e-12 * s.step_time_s) {
+  if (ops != 3 || !(s.step_time_s > 0) ||
+      fabs(se.step_time_s - s.step_time_s) > 1e-12 * s.step_time_s) {
     fprintf(stderr, "consumer: inconsistent plan (%zu operators, step %g vs %g)\n", ops,
             s.step_time_s, se.step_time_s);
     return 1;

@@ -35,7 +35,8 @@ TEST_CASE("any device count is cut into primes whose product is the count") {
     CHECK(c.num_devices() == n);
     auto s = sizes(c);
     CHECK(std::accumulate(s.begin(), s.end(), std::int64_t{1}, std::multiplies<>()) == n);
-    for (std::size_t i = 0; i < c.cuts().size(); ++i) CHECK(c.cuts()[i].axis == "c" + std::to_string(i));
+    for (std::size_t i = 0; i < c.cuts().size(); ++i)
+      CHECK(c.cuts()[i].axis == "c" + std::to_string(i));
   }
   CHECK(Cluster::flat(1).cuts().empty());
 }
@@ -71,18 +72,23 @@ TEST_CASE("invalid clusters are rejected with a path") {
     return std::string();
   };
   CHECK(path_of([] { Cluster("x", {Level{"a", 0, 1, 1}}); }) == "/levels/0/size");
-  CHECK(path_of([] { Cluster("x", {Level{"a", 2, 1, 1}, Level{"b", 2, -1, 1}}); }) ==
-        "/levels/1/bandwidth_GBps");
-  CHECK(path_of([] { Cluster("x", {Level{"a", 2, std::nan(""), 1}}); }) ==
-        "/levels/0/bandwidth_GBps");
+  CHECK(path_of([] {
+          Cluster("x", {Level{"a", 2, 1, 1}, Level{"b", 2, -1, 1}});
+        }) == "/levels/1/bandwidth_GBps");
+  CHECK(path_of([] {
+          Cluster("x", {Level{"a", 2, std::nan(""), 1}});
+        }) == "/levels/0/bandwidth_GBps");
   CHECK(path_of([] { Cluster("x", {Level{"a", 2, 1, -1}}); }) == "/levels/0/latency_us");
-  CHECK(path_of([] { Cluster("x", {Level{"a", 2, 1, 1}, Level{"a", 2, 1, 1}}); }) ==
-        "/levels/1/name");
-  CHECK(path_of([] { Cluster("x", {Level{"a", 1 << 20, 1, 1}, Level{"b", 1 << 20, 1, 1}}); }) ==
-        "/levels/1/size");
+  CHECK(path_of([] {
+          Cluster("x", {Level{"a", 2, 1, 1}, Level{"a", 2, 1, 1}});
+        }) == "/levels/1/name");
+  CHECK(path_of([] {
+          Cluster("x", {Level{"a", 1 << 20, 1, 1}, Level{"b", 1 << 20, 1, 1}});
+        }) == "/levels/1/size");
   CHECK(path_of([] { Cluster("x", {}); }) == "/levels");
-  CHECK(path_of([] { Cluster("x", {Level{"a", 2, 1, 1}}, DeviceSpec{0, 80, 1000}); }) ==
-        "/device/peak_TFLOPs");
+  CHECK(path_of([] {
+          Cluster("x", {Level{"a", 2, 1, 1}}, DeviceSpec{0, 80, 1000});
+        }) == "/device/peak_TFLOPs");
   CHECK_THROWS_AS(Cluster::flat(0), Error);
   CHECK_THROWS_AS(Cluster::flat(kMaxDevices + 1), Error);
 }

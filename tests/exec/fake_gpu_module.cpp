@@ -40,10 +40,10 @@ int gemm(const RecsearchGpuGemm* g, const float* a, size_t, const float* b, size
       for (int64_t col = 0; col < g->n; ++col) {
         double sum = 0;
         for (int64_t t = 0; t < g->k; ++t) {
-          const float x = g->trans_a != 0 ? a[g->a_off[i] + t * g->m + r]
-                                          : a[g->a_off[i] + r * g->k + t];
-          const float y = g->trans_b != 0 ? b[g->b_off[i] + col * g->k + t]
-                                          : b[g->b_off[i] + t * g->n + col];
+          const float x =
+              g->trans_a != 0 ? a[g->a_off[i] + t * g->m + r] : a[g->a_off[i] + r * g->k + t];
+          const float y =
+              g->trans_b != 0 ? b[g->b_off[i] + col * g->k + t] : b[g->b_off[i] + t * g->n + col];
           sum += static_cast<double>(x) * y;
         }
         c[g->c_off[i] + r * g->n + col] = static_cast<float>(sum);
@@ -72,8 +72,8 @@ int open(const void*, int size, int rank, int local_rank, int local_size, size_t
   return 0;
 }
 
-int collective(RecsearchGpuNccl*, RecsearchGpuCollective, size_t, int, const float*, float*,
-               size_t, double, char* err, size_t err_len) {
+int collective(RecsearchGpuNccl*, RecsearchGpuCollective, size_t, int, const float*, float*, size_t,
+               double, char* err, size_t err_len) {
   return fail("the fake GPU module has no collectives", err, err_len);
 }
 
@@ -84,7 +84,16 @@ void close_nccl(RecsearchGpuNccl* c) { delete c; }
 
 extern "C" __attribute__((visibility("default"))) const RecsearchGpuApi* recsearch_gpu_api(
     int abi_version) {
-  static const RecsearchGpuApi api{kRecsearchGpuAbiVersion, 1, &device_count, &gemm, &unary, 16,
-                                   &unique_id, &open, &collective, &abort_nccl, &close_nccl};
+  static const RecsearchGpuApi api{kRecsearchGpuAbiVersion,
+                                   1,
+                                   &device_count,
+                                   &gemm,
+                                   &unary,
+                                   16,
+                                   &unique_id,
+                                   &open,
+                                   &collective,
+                                   &abort_nccl,
+                                   &close_nccl};
   return abi_version == kRecsearchGpuAbiVersion ? &api : nullptr;
 }

@@ -54,8 +54,9 @@ TEST_CASE("gpu: more ranks than devices on a node are refused as no usable GPU")
   // Every local rank of the node refuses alike, the first one included
   // (whose device would exist): NCCL would refuse the duplicate anyway.
   CHECK(error_of([] { (void)rx::device_for_local_rank(0, 2, 1); }) == two_on_one);
-  CHECK(error_of([] { (void)rx::device_for_local_rank(0, 9, 8); })
-            .rfind("no usable GPU: 9 ranks share 8 device(s)", 0) == 0);
+  CHECK(error_of([] {
+          (void)rx::device_for_local_rank(0, 9, 8);
+        }).rfind("no usable GPU: 9 ranks share 8 device(s)", 0) == 0);
 }
 
 TEST_CASE("gpu: no device, or a rank outside its node, is refused") {
@@ -78,8 +79,9 @@ TEST_CASE("gpu: a collective that never completes ends with the timeout") {
   const std::string msg =
       error_of([&] { rx::poll_until(never, rx::Deadline(0.2), "all-gather on mesh axis 1"); });
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-  CHECK(msg == "all-gather on mesh axis 1 did not finish within 0.2 s (a peer died, stalls or "
-               "runs a different plan)");
+  CHECK(msg ==
+        "all-gather on mesh axis 1 did not finish within 0.2 s (a peer died, stalls or "
+        "runs a different plan)");
   CHECK(secs >= 0.2);
   CHECK(secs < 5.0);
   CHECK(polls > 10);  // it kept asking (with short sleeps), not one blocking wait
@@ -87,9 +89,8 @@ TEST_CASE("gpu: a collective that never completes ends with the timeout") {
 
 TEST_CASE("gpu: a collective that completes is not timed out") {
   int polls = 0;
-  rx::poll_until(
-      [&] { return ++polls < 5 ? rx::Progress::kPending : rx::Progress::kDone; }, rx::Deadline(60),
-      "all-reduce");
+  rx::poll_until([&] { return ++polls < 5 ? rx::Progress::kPending : rx::Progress::kDone; },
+                 rx::Deadline(60), "all-reduce");
   CHECK(polls == 5);
   // Done on the first poll: no wait at all, even with a deadline already passed.
   polls = 0;

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // The execution layer's public headers are self-contained and keep MPI,
 // CUDA, NCCL, oneTBB and nlohmann_json out (they live in src/exec only).
+#include "recsearch/error.hpp"
 #include "recsearch/exec/communicator.hpp"
 #include "recsearch/exec/driver.hpp"
 #include "recsearch/exec/executor.hpp"
 #include "recsearch/exec/layout.hpp"
 #include "recsearch/exec/redistributor.hpp"
-#include "recsearch/error.hpp"
 
 #include <doctest/doctest.h>
 

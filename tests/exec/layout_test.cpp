@@ -6,9 +6,9 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <random>
 #include <string>
 #include <utility>
-#include <random>
 #include <vector>
 
 #include "recsearch/algebra/op_space.hpp"
@@ -64,7 +64,8 @@ ir::Graph chain(std::int64_t m, std::int64_t k, std::int64_t n) {
   add_op(g, "mm2", "MatMul", {h2, w2}, {h3});
   add_op(g, "sm", "Softmax", {h3}, {h4});
   add_op(g, "tr", "Transpose", {h4}, {h5});
-  add_op(g, "red", "ReduceSum", {h5}, {y}, ir::Attrs{{"axes", std::vector<std::int64_t>{0}}, {"keepdims", false}});
+  add_op(g, "red", "ReduceSum", {h5}, {y},
+         ir::Attrs{{"axes", std::vector<std::int64_t>{0}}, {"keepdims", false}});
   g.finalize();
   return g;
 }
@@ -206,7 +207,8 @@ TEST_CASE("exec: one-rank kernels match plain loops") {
   add_op(g, "mm", "MatMul", {x, w}, {h});
   add_op(g, "sm", "Softmax", {h}, {s});
   add_op(g, "tr", "Transpose", {s}, {t});
-  add_op(g, "red", "ReduceMean", {t}, {y}, ir::Attrs{{"axes", std::vector<std::int64_t>{1}}, {"keepdims", false}});
+  add_op(g, "red", "ReduceMean", {t}, {y},
+         ir::Attrs{{"axes", std::vector<std::int64_t>{1}}, {"keepdims", false}});
   g.finalize();
   const auto spaces = algebra::build_op_spaces(g);
   plan::Plan p;
@@ -231,7 +233,8 @@ TEST_CASE("exec: one-rank kernels match plain loops") {
   const auto& got_y = ex.block(y).data;
   for (std::int64_t i = 0; i < m * n; ++i) CHECK(got_h[i] == doctest::Approx(hv[i]).epsilon(1e-5));
   for (std::int64_t i = 0; i < m; ++i)
-    for (std::int64_t j = 0; j < n; ++j) CHECK(got_t[j * m + i] == doctest::Approx(sv[i * n + j]).epsilon(1e-5));
+    for (std::int64_t j = 0; j < n; ++j)
+      CHECK(got_t[j * m + i] == doctest::Approx(sv[i * n + j]).epsilon(1e-5));
   for (std::int64_t j = 0; j < n; ++j) {
     double mean = 0;
     for (std::int64_t i = 0; i < m; ++i) mean += sv[i * n + j] / m;
@@ -259,7 +262,9 @@ TEST_CASE("exec: causal attention and gather on one rank") {
   auto comm = exec::make_local_communicator();
   exec::Executor ex(g, spaces, p, *comm, exec::ExecOptions{3, false, {}});
   ex.run();
-  const auto val = [&](ir::TensorId t, std::int64_t i) { return static_cast<double>(exec::input_value(g, t, i, 3)); };
+  const auto val = [&](ir::TensorId t, std::int64_t i) {
+    return static_cast<double>(exec::input_value(g, t, i, 3));
+  };
   for (std::int64_t s = 0; s < sq; ++s) {
     std::vector<double> w;
     double mx = -1e300;
@@ -281,7 +286,8 @@ TEST_CASE("exec: causal attention and gather on one rank") {
     const auto row = static_cast<std::int64_t>(exec::input_value(g, ids, i, 3));
     REQUIRE(row >= 0);
     REQUIRE(row < v);
-    for (std::int64_t c = 0; c < d; ++c) CHECK(ex.block(e).data[i * d + c] == doctest::Approx(val(table, row * d + c)));
+    for (std::int64_t c = 0; c < d; ++c)
+      CHECK(ex.block(e).data[i * d + c] == doctest::Approx(val(table, row * d + c)));
   }
 }
 

@@ -36,7 +36,8 @@ bool ok(rs_status st, const char* call, bool usage_ok = false) {
   if (st != RS_BAD_INPUT && st != RS_NO_FIT && !(usage_ok && st == RS_USAGE))
     die(std::string(call) + " returned " + std::to_string(st) + ": " + msg);
   const int code = rs_last_error_code();
-  if (code / 100 != static_cast<int>(st)) die(std::string(call) + ": status and error id disagree: " + msg);
+  if (code / 100 != static_cast<int>(st))
+    die(std::string(call) + ": status and error id disagree: " + msg);
   if (msg.find("[E" + std::to_string(code) + "]") == std::string::npos)
     die(std::string(call) + ": message without its id: " + msg);
   return false;
@@ -74,8 +75,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (ok(rs_graph_to_json(g, &text, &len), "rs_graph_to_json")) rs_free(text);
 
   rs_cluster* c = nullptr;
-  if (n == 3) (void)ok(rs_cluster_from_json(parts[2].data(), parts[2].size(), "cluster.json", &c),
-                       "rs_cluster_from_json");
+  if (n == 3)
+    (void)ok(rs_cluster_from_json(parts[2].data(), parts[2].size(), "cluster.json", &c),
+             "rs_cluster_from_json");
   if (n >= 2) {
     rs_result* r = nullptr;
     if (ok(rs_evaluate(g, c, parts[1].data(), parts[1].size(), nullptr, &r), "rs_evaluate",

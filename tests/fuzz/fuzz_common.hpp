@@ -43,9 +43,8 @@ inline void check_error(const recsearch::Error& e, const std::string& source,
   }
   // The document itself has the empty path (RFC 6901): only an error about
   // the top-level value may go without one.
-  const bool about_root =
-      e.code() == recsearch::Errc::kSchema && e.json_path().empty() &&
-      e.detail().rfind("expected a JSON object at the top level, got ", 0) == 0;
+  const bool about_root = e.code() == recsearch::Errc::kSchema && e.json_path().empty() &&
+                          e.detail().rfind("expected a JSON object at the top level, got ", 0) == 0;
   if (!about_root && (e.json_path().empty() || e.json_path().front() != '/'))
     die("error without a JSON path: " + what);
 }

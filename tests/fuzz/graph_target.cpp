@@ -26,7 +26,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       fuzz::die(std::string("the reader rejects what the writer wrote: ") + e.what());
     }
 
-    const auto spaces = fuzz::attributed(fuzz::kSource, [&] { return algebra::build_op_spaces(g); });
+    const auto spaces =
+        fuzz::attributed(fuzz::kSource, [&] { return algebra::build_op_spaces(g); });
     if (spaces.size() != g.num_operators()) fuzz::die("one operator space per operator");
 
     // Small inputs only: the search is near-linear, but the fuzzer should

@@ -65,9 +65,20 @@ gen::ModelSpec small(gen::Family f) {
       s.vocab = 100;
       s.experts = 4;
       break;
-    case gen::Family::ResNet: s.depth = 18; s.image = 64; s.channels = 8; break;
-    case gen::Family::Mlp: s.layers = 3; s.hidden = 32; s.classes = 10; break;
-    case gen::Family::Random: s.ops = 500; s.seed = 7; break;
+    case gen::Family::ResNet:
+      s.depth = 18;
+      s.image = 64;
+      s.channels = 8;
+      break;
+    case gen::Family::Mlp:
+      s.layers = 3;
+      s.hidden = 32;
+      s.classes = 10;
+      break;
+    case gen::Family::Random:
+      s.ops = 500;
+      s.seed = 7;
+      break;
   }
   return s;
 }
@@ -82,7 +93,7 @@ TEST_CASE("every family builds a graph whose shapes the algebra accepts") {
     const ir::Graph g = gen::build_graph(spec);
     CHECK(g.finalized());
     CHECK(g.num_operators() == gen::count_operators(spec));
-    const auto spaces = algebra::build_op_spaces(g);  // throws on any shape mismatch
+    const auto spaces = algebra::build_op_spaces(g);     // throws on any shape mismatch
     for (const auto& s : spaces) CHECK_FALSE(s.opaque);  // no operator left to the fallback
   }
 }
@@ -153,12 +164,12 @@ TEST_CASE("presets have their published parameter counts") {
     double params;
   };
   // GPT-3 / Megatron sizes, BERT-large, torchvision ResNets.
-  for (const auto& w : {Want{"gpt-350m", 350e6}, Want{"gpt-760m", 760e6}, Want{"gpt-1.3b", 1.3e9},
-                        Want{"gpt-2.6b", 2.6e9}, Want{"gpt-6.7b", 6.7e9}, Want{"gpt-15b", 15e9},
-                        Want{"gpt-39b", 39e9}, Want{"gpt-175b", 175e9}, Want{"gpt-1t", 1.0e12},
-                        Want{"bert-large", 340e6}, Want{"bert-base", 110e6},
-                        Want{"resnet18", 11.7e6}, Want{"resnet50", 25.6e6},
-                        Want{"resnet152", 60.2e6}, Want{"wide-resnet50-2", 68.9e6}}) {
+  for (const auto& w :
+       {Want{"gpt-350m", 350e6}, Want{"gpt-760m", 760e6}, Want{"gpt-1.3b", 1.3e9},
+        Want{"gpt-2.6b", 2.6e9}, Want{"gpt-6.7b", 6.7e9}, Want{"gpt-15b", 15e9},
+        Want{"gpt-39b", 39e9}, Want{"gpt-175b", 175e9}, Want{"gpt-1t", 1.0e12},
+        Want{"bert-large", 340e6}, Want{"bert-base", 110e6}, Want{"resnet18", 11.7e6},
+        Want{"resnet50", 25.6e6}, Want{"resnet152", 60.2e6}, Want{"wide-resnet50-2", 68.9e6}}) {
     CAPTURE(w.preset);
     auto spec = gen::preset(w.preset);
     if (spec.family == gen::Family::Gpt && spec.layers > 2) {

@@ -82,8 +82,9 @@ TEST_CASE("sample cluster: one DGX-H100") {
 
 TEST_CASE("cluster defaults and round trip") {
   const Cluster c = io::parse_cluster(
-      cluster_text(R"([{"name": "rack", "size": 3}, {"name": "gpu", "size": 4, "bandwidth_GBps": 0.5, "latency_us": 0}])",
-                   R"(, "device": {"memory_GiB": 24.5}, "extra": "ignored")"),
+      cluster_text(
+          R"([{"name": "rack", "size": 3}, {"name": "gpu", "size": 4, "bandwidth_GBps": 0.5, "latency_us": 0}])",
+          R"(, "device": {"memory_GiB": 24.5}, "extra": "ignored")"),
       kFile);
   CHECK(c.levels()[0].bandwidth_GBps == Level{}.bandwidth_GBps);
   CHECK(c.levels()[0].latency_us == Level{}.latency_us);
@@ -110,8 +111,12 @@ TEST_CASE("a cost object in a cluster file") {
   (void)io::parse_cluster(cluster_text(kTwoLevels, R"(, "cost": {"optimizer_bytes_factor": 0})"),
                           kFile, &p);
   CHECK(p.optimizer_bytes_factor == 0);
-  expect_error([&] { (void)io::parse_cluster(cluster_text(kTwoLevels, R"(, "cost": {"latency": true})"), kFile, &p); },
-               Errc::kSchema, "/cost/latency", kFile);
+  expect_error(
+      [&] {
+        (void)io::parse_cluster(cluster_text(kTwoLevels, R"(, "cost": {"latency": true})"), kFile,
+                                &p);
+      },
+      Errc::kSchema, "/cost/latency", kFile);
 }
 
 TEST_CASE("cluster errors name the file and the exact JSON path") {
@@ -123,42 +128,57 @@ TEST_CASE("cluster errors name the file and the exact JSON path") {
   };
   const std::vector<Case> cases = {
       {"not JSON", "{\"format\"", Errc::kParse, ""},
-      {"wrong format", R"({"format": "recsearch.graph", "version": 1, "levels": []})", Errc::kSchema, "/format"},
-      {"wrong version", R"({"format": "recsearch.cluster", "version": 0, "levels": []})", Errc::kSchema, "/version"},
-      {"levels missing", R"({"format": "recsearch.cluster", "version": 1})", Errc::kSchema, "/levels"},
+      {"wrong format", R"({"format": "recsearch.graph", "version": 1, "levels": []})",
+       Errc::kSchema, "/format"},
+      {"wrong version", R"({"format": "recsearch.cluster", "version": 0, "levels": []})",
+       Errc::kSchema, "/version"},
+      {"levels missing", R"({"format": "recsearch.cluster", "version": 1})", Errc::kSchema,
+       "/levels"},
       {"levels not an array", cluster_text("{}"), Errc::kSchema, "/levels"},
       {"no levels", cluster_text("[]"), Errc::kCluster, "/levels"},
       {"level not an object", cluster_text("[8]"), Errc::kSchema, "/levels/0"},
       {"level name missing", cluster_text(R"([{"size": 8}])"), Errc::kSchema, "/levels/0/name"},
-      {"level name empty", cluster_text(R"([{"name": "", "size": 8}])"), Errc::kSchema, "/levels/0/name"},
+      {"level name empty", cluster_text(R"([{"name": "", "size": 8}])"), Errc::kSchema,
+       "/levels/0/name"},
       {"level size missing", cluster_text(R"([{"name": "gpu"}])"), Errc::kSchema, "/levels/0/size"},
-      {"level size zero", cluster_text(R"([{"name": "gpu", "size": 0}])"), Errc::kCluster, "/levels/0/size"},
-      {"level size negative", cluster_text(R"([{"name": "gpu", "size": -8}])"), Errc::kCluster, "/levels/0/size"},
-      {"level size fractional", cluster_text(R"([{"name": "gpu", "size": 2.5}])"), Errc::kSchema, "/levels/0/size"},
-      {"level size a string", cluster_text(R"([{"name": "gpu", "size": "8"}])"), Errc::kSchema, "/levels/0/size"},
-      {"bandwidth zero", cluster_text(R"([{"name": "a", "size": 2}, {"name": "b", "size": 2, "bandwidth_GBps": 0}])"),
+      {"level size zero", cluster_text(R"([{"name": "gpu", "size": 0}])"), Errc::kCluster,
+       "/levels/0/size"},
+      {"level size negative", cluster_text(R"([{"name": "gpu", "size": -8}])"), Errc::kCluster,
+       "/levels/0/size"},
+      {"level size fractional", cluster_text(R"([{"name": "gpu", "size": 2.5}])"), Errc::kSchema,
+       "/levels/0/size"},
+      {"level size a string", cluster_text(R"([{"name": "gpu", "size": "8"}])"), Errc::kSchema,
+       "/levels/0/size"},
+      {"bandwidth zero",
+       cluster_text(R"([{"name": "a", "size": 2}, {"name": "b", "size": 2, "bandwidth_GBps": 0}])"),
        Errc::kCluster, "/levels/1/bandwidth_GBps"},
       {"bandwidth negative", cluster_text(R"([{"name": "a", "size": 2, "bandwidth_GBps": -5}])"),
        Errc::kCluster, "/levels/0/bandwidth_GBps"},
-      {"bandwidth a string", cluster_text(R"([{"name": "a", "size": 2, "bandwidth_GBps": "fast"}])"),
-       Errc::kSchema, "/levels/0/bandwidth_GBps"},
-      {"bandwidth overflows", cluster_text(R"([{"name": "a", "size": 2, "bandwidth_GBps": 1e400}])"),
-       Errc::kParse, ""},
+      {"bandwidth a string",
+       cluster_text(R"([{"name": "a", "size": 2, "bandwidth_GBps": "fast"}])"), Errc::kSchema,
+       "/levels/0/bandwidth_GBps"},
+      {"bandwidth overflows",
+       cluster_text(R"([{"name": "a", "size": 2, "bandwidth_GBps": 1e400}])"), Errc::kParse, ""},
       {"latency negative", cluster_text(R"([{"name": "a", "size": 2, "latency_us": -1}])"),
        Errc::kCluster, "/levels/0/latency_us"},
-      {"duplicate level names", cluster_text(R"([{"name": "a", "size": 2}, {"name": "a", "size": 2}])"),
-       Errc::kCluster, "/levels/1/name"},
-      {"too many devices", cluster_text(R"([{"name": "a", "size": 65536}, {"name": "b", "size": 65536}])"),
+      {"duplicate level names",
+       cluster_text(R"([{"name": "a", "size": 2}, {"name": "a", "size": 2}])"), Errc::kCluster,
+       "/levels/1/name"},
+      {"too many devices",
+       cluster_text(R"([{"name": "a", "size": 65536}, {"name": "b", "size": 65536}])"),
        Errc::kCluster, "/levels/1/size"},
-      {"device not an object", cluster_text(kTwoLevels, R"(, "device": 989)"), Errc::kSchema, "/device"},
+      {"device not an object", cluster_text(kTwoLevels, R"(, "device": 989)"), Errc::kSchema,
+       "/device"},
       {"peak zero", cluster_text(kTwoLevels, R"(, "device": {"peak_TFLOPs": 0})"), Errc::kCluster,
        "/device/peak_TFLOPs"},
-      {"memory negative", cluster_text(kTwoLevels, R"(, "device": {"memory_GiB": -80})"), Errc::kCluster,
-       "/device/memory_GiB"},
-      {"memory bandwidth null", cluster_text(kTwoLevels, R"(, "device": {"memory_bandwidth_GBps": null})"),
-       Errc::kSchema, "/device/memory_bandwidth_GBps"},
-      {"name not a string", R"({"format": "recsearch.cluster", "version": 1, "name": [], "levels": []})",
-       Errc::kSchema, "/name"},
+      {"memory negative", cluster_text(kTwoLevels, R"(, "device": {"memory_GiB": -80})"),
+       Errc::kCluster, "/device/memory_GiB"},
+      {"memory bandwidth null",
+       cluster_text(kTwoLevels, R"(, "device": {"memory_bandwidth_GBps": null})"), Errc::kSchema,
+       "/device/memory_bandwidth_GBps"},
+      {"name not a string",
+       R"({"format": "recsearch.cluster", "version": 1, "name": [], "levels": []})", Errc::kSchema,
+       "/name"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.name);
@@ -197,10 +217,14 @@ TEST_CASE("parse_cost_params") {
 
   // An error leaves the output untouched, even for fields before the bad one.
   CostParams r;
-  expect_error([&] { io::parse_cost_params(R"({"backward_flops_factor": 3, "compute_eff": 1})", "cost.json", r); },
-               Errc::kSchema, "/compute_eff", "cost.json");
+  expect_error(
+      [&] {
+        io::parse_cost_params(R"({"backward_flops_factor": 3, "compute_eff": 1})", "cost.json", r);
+      },
+      Errc::kSchema, "/compute_eff", "cost.json");
   CHECK(r.backward_flops_factor == CostParams{}.backward_flops_factor);
-  expect_error([&] { io::parse_cost_params("[]", "cost.json", r); }, Errc::kSchema, "", "cost.json");
+  expect_error([&] { io::parse_cost_params("[]", "cost.json", r); }, Errc::kSchema, "",
+               "cost.json");
   expect_error([&] { io::parse_cost_params("{", "cost.json", r); }, Errc::kParse, "", "cost.json");
   expect_error([&] { io::parse_cost_params(R"({"memory_budget_bytes": -1})", "cost.json", r); },
                Errc::kSchema, "/memory_budget_bytes", "cost.json");

@@ -127,8 +127,7 @@ TEST_CASE("a valid graph file becomes a finalized graph") {
   CHECK(std::get<std::int64_t>(*a.find("n")) == -3);
   CHECK(std::get<std::vector<std::int64_t>>(*a.find("axes")) == std::vector<std::int64_t>{0, 1});
   CHECK(std::get<std::vector<double>>(*a.find("scales")) == std::vector<double>{1.0, 0.5});
-  CHECK(std::get<std::vector<std::string>>(*a.find("names")) ==
-        std::vector<std::string>{"a", "b"});
+  CHECK(std::get<std::vector<std::string>>(*a.find("names")) == std::vector<std::string>{"a", "b"});
   CHECK(std::get<std::string>(*a.find("mode")) == "fast");
   CHECK(std::get<std::vector<std::int64_t>>(*a.find("empty")).empty());
 
@@ -152,7 +151,8 @@ TEST_CASE("graph_to_json round-trips") {
   }
   // Indented output keeps one record per line.
   const std::string text = io::graph_to_json(g);
-  CHECK(text.find("\n  {\"name\": \"x\", \"shape\": [4, 8], \"dtype\": \"f32\", \"kind\": \"input\"}") !=
+  CHECK(text.find(
+            "\n  {\"name\": \"x\", \"shape\": [4, 8], \"dtype\": \"f32\", \"kind\": \"input\"}") !=
         std::string::npos);
 }
 
@@ -177,8 +177,8 @@ TEST_CASE("graph_to_json round-trips a graph built in code, including awkward na
 TEST_CASE("sample graphs in data/graphs round-trip") {
   const char* dir = std::getenv("RECSEARCH_DATA");
   if (dir == nullptr) return;
-  for (const auto& entry : std::filesystem::recursive_directory_iterator(
-           std::filesystem::path(dir) / "graphs")) {
+  for (const auto& entry :
+       std::filesystem::recursive_directory_iterator(std::filesystem::path(dir) / "graphs")) {
     if (entry.path().extension() != ".json") continue;
     // The model zoo's manifest lists gen commands; it is not a graph.
     if (entry.path().filename() == "zoo.json") continue;
@@ -195,26 +195,38 @@ TEST_CASE("fields may come in any order") {
     {"name": "c", "shape": [16], "dtype": "i32", "kind": "constant"},
     {"name": "s", "shape": [], "dtype": "bool", "kind": "input"},
     {"name": "h", "shape": [4, 16], "dtype": "f32"}, {"name": "y", "shape": [4, 16]}])";
-  const std::string ops = R"([{"name": "mm", "type": "MatMul", "inputs": ["x", "w"], "outputs": ["h"],
+  const std::string ops =
+      R"([{"name": "mm", "type": "MatMul", "inputs": ["x", "w"], "outputs": ["h"],
      "attrs": {"transpose_b": false, "alpha": 1.5, "one": 1.0, "n": -3, "axes": [0, 1],
                "scales": [1, 0.5], "names": ["a", "b"], "mode": "fast", "empty": []},
      "strategy": [[2, 1], [1, 4]]},
     {"name": "act", "type": "MyOp", "inputs": ["h", "c", "s"], "outputs": ["y"], "allowed": ["d0"],
      "einsum": "ij,j,->ij"}])";
   // Operators first, format last: everything waits until it can be read.
-  check_same_graph(want, io::parse_graph(R"({"name": "tiny", "operators": )" + ops +
-                                             R"(, "tensors": )" + tensors +
-                                             R"(, "version": 1, "format": "recsearch.graph"})",
-                                         kFile));
+  check_same_graph(want,
+                   io::parse_graph(R"({"name": "tiny", "operators": )" + ops + R"(, "tensors": )" +
+                                       tensors + R"(, "version": 1, "format": "recsearch.graph"})",
+                                   kFile));
   // Tensors before the format, operators after.
-  check_same_graph(want, io::parse_graph(R"({"tensors": )" + tensors + R"(, "version": 1, "name": "tiny",
-      "format": "recsearch.graph", "operators": )" + ops + "}",
-                                         kFile));
+  check_same_graph(want,
+                   io::parse_graph(R"({"tensors": )" + tensors + R"(, "version": 1, "name": "tiny",
+      "format": "recsearch.graph", "operators": )" +
+                                       ops + "}",
+                                   kFile));
   // A wrong format is reported before any record is looked at.
-  expect_error([&] { (void)io::parse_graph(R"({"format": "recsearch.plan", "version": 1, "tensors": [7]})", kFile); },
-               Errc::kSchema, "/format", kFile);
-  expect_error([&] { (void)io::parse_graph(R"({"tensors": [7], "operators": [], "format": "recsearch.plan", "version": 1})", kFile); },
-               Errc::kSchema, "/format", kFile);
+  expect_error(
+      [&] {
+        (void)io::parse_graph(R"({"format": "recsearch.plan", "version": 1, "tensors": [7]})",
+                              kFile);
+      },
+      Errc::kSchema, "/format", kFile);
+  expect_error(
+      [&] {
+        (void)io::parse_graph(
+            R"({"tensors": [7], "operators": [], "format": "recsearch.plan", "version": 1})",
+            kFile);
+      },
+      Errc::kSchema, "/format", kFile);
   // A streamed array given twice.
   expect_error([&] { (void)io::parse_graph(graph_text(kXW, "[]", R"(, "tensors": [])"), kFile); },
                Errc::kDuplicate, "/tensors", kFile);
@@ -223,9 +235,9 @@ TEST_CASE("fields may come in any order") {
 }
 
 TEST_CASE("a top-level cost object is read into CostParams") {
-  const std::string text =
-      graph_text(kXW, one_op(""),
-                 R"(, "cost": {"compute_efficiency": 0.25, "count_latency": false, "memory_budget_bytes": 1e9})");
+  const std::string text = graph_text(
+      kXW, one_op(""),
+      R"(, "cost": {"compute_efficiency": 0.25, "count_latency": false, "memory_budget_bytes": 1e9})");
   CostParams p;
   (void)io::parse_graph(text, kFile, &p);
   CHECK(p.compute_efficiency == 0.25);
@@ -235,8 +247,12 @@ TEST_CASE("a top-level cost object is read into CostParams") {
   // Without a CostParams the object is still checked.
   expect_error([] { (void)io::parse_graph(graph_text(kXW, one_op(""), R"(, "cost": 5)"), kFile); },
                Errc::kSchema, "/cost", kFile);
-  expect_error([&] { (void)io::parse_graph(graph_text(kXW, one_op(""), R"(, "cost": {"compute_efficency": 0.5})"), kFile, &p); },
-               Errc::kSchema, "/cost/compute_efficency", kFile);
+  expect_error(
+      [&] {
+        (void)io::parse_graph(
+            graph_text(kXW, one_op(""), R"(, "cost": {"compute_efficency": 0.5})"), kFile, &p);
+      },
+      Errc::kSchema, "/cost/compute_efficency", kFile);
 }
 
 TEST_CASE("graph errors name the file and the exact JSON path") {
@@ -249,16 +265,21 @@ TEST_CASE("graph errors name the file and the exact JSON path") {
   const std::string ok_ops = one_op("");
   const std::vector<Case> cases = {
       {"top level not an object", "[]", Errc::kSchema, ""},
-      {"format missing", R"({"version": 1, "tensors": [], "operators": []})", Errc::kSchema, "/format"},
-      {"format wrong", R"({"format": "recsearch.plan", "version": 1, "tensors": [], "operators": []})",
+      {"format missing", R"({"version": 1, "tensors": [], "operators": []})", Errc::kSchema,
+       "/format"},
+      {"format wrong",
+       R"({"format": "recsearch.plan", "version": 1, "tensors": [], "operators": []})",
        Errc::kSchema, "/format"},
       {"version missing", R"({"format": "recsearch.graph", "tensors": [], "operators": []})",
        Errc::kSchema, "/version"},
-      {"version 2", R"({"format": "recsearch.graph", "version": 2, "tensors": [], "operators": []})",
+      {"version 2",
+       R"({"format": "recsearch.graph", "version": 2, "tensors": [], "operators": []})",
        Errc::kSchema, "/version"},
-      {"version string", R"({"format": "recsearch.graph", "version": "1", "tensors": [], "operators": []})",
+      {"version string",
+       R"({"format": "recsearch.graph", "version": "1", "tensors": [], "operators": []})",
        Errc::kSchema, "/version"},
-      {"name not a string", R"({"format": "recsearch.graph", "version": 1, "name": 3, "tensors": [], "operators": []})",
+      {"name not a string",
+       R"({"format": "recsearch.graph", "version": 1, "name": 3, "tensors": [], "operators": []})",
        Errc::kSchema, "/name"},
       {"tensors missing", R"({"format": "recsearch.graph", "version": 1, "operators": []})",
        Errc::kSchema, "/tensors"},
@@ -267,7 +288,8 @@ TEST_CASE("graph errors name the file and the exact JSON path") {
       {"tensors not an array", graph_text("{}", "[]"), Errc::kSchema, "/tensors"},
       {"operators not an array", graph_text("[]", "null"), Errc::kSchema, "/operators"},
       {"tensor not an object", graph_text("[3]", "[]"), Errc::kSchema, "/tensors/0"},
-      {"tensor name missing", graph_text(R"([{"shape": [1]}])", "[]"), Errc::kSchema, "/tensors/0/name"},
+      {"tensor name missing", graph_text(R"([{"shape": [1]}])", "[]"), Errc::kSchema,
+       "/tensors/0/name"},
       {"tensor name empty", graph_text(R"([{"name": "", "shape": [1]}])", "[]"), Errc::kSchema,
        "/tensors/0/name"},
       {"tensor name a number", graph_text(R"([{"name": 7, "shape": [1]}])", "[]"), Errc::kSchema,
@@ -296,28 +318,39 @@ TEST_CASE("graph errors name the file and the exact JSON path") {
        Errc::kSchema, "/tensors/0/dtype"},
       {"unknown kind", graph_text(R"([{"name": "x", "shape": [1], "kind": "weight"}])", "[]"),
        Errc::kSchema, "/tensors/0/kind"},
-      {"duplicate tensor", graph_text(R"([{"name": "x", "shape": [1]}, {"name": "x", "shape": [2]}])", "[]"),
+      {"duplicate tensor",
+       graph_text(R"([{"name": "x", "shape": [1]}, {"name": "x", "shape": [2]}])", "[]"),
        Errc::kDuplicate, "/tensors/1/name"},
       {"operator not an object", graph_text(kXW, "[[]]"), Errc::kSchema, "/operators/0"},
-      {"operator name missing", graph_text(kXW, R"([{"type": "MatMul", "inputs": [], "outputs": []}])"),
-       Errc::kSchema, "/operators/0/name"},
+      {"operator name missing",
+       graph_text(kXW, R"([{"type": "MatMul", "inputs": [], "outputs": []}])"), Errc::kSchema,
+       "/operators/0/name"},
       {"operator type missing", graph_text(kXW, R"([{"name": "mm", "inputs": [], "outputs": []}])"),
        Errc::kSchema, "/operators/0/type"},
-      {"operator type empty", graph_text(kXW, R"([{"name": "mm", "type": "", "inputs": [], "outputs": []}])"),
+      {"operator type empty",
+       graph_text(kXW, R"([{"name": "mm", "type": "", "inputs": [], "outputs": []}])"),
        Errc::kSchema, "/operators/0/type"},
       {"inputs missing", graph_text(kXW, R"([{"name": "mm", "type": "MatMul", "outputs": []}])"),
        Errc::kSchema, "/operators/0/inputs"},
-      {"inputs not an array", graph_text(kXW, R"([{"name": "mm", "type": "MatMul", "inputs": "x", "outputs": []}])"),
+      {"inputs not an array",
+       graph_text(kXW, R"([{"name": "mm", "type": "MatMul", "inputs": "x", "outputs": []}])"),
        Errc::kSchema, "/operators/0/inputs"},
-      {"input not a string", graph_text(kXW, R"([{"name": "mm", "type": "MatMul", "inputs": ["x", 1], "outputs": []}])"),
+      {"input not a string",
+       graph_text(kXW, R"([{"name": "mm", "type": "MatMul", "inputs": ["x", 1], "outputs": []}])"),
        Errc::kSchema, "/operators/0/inputs/1"},
-      {"unknown input", graph_text(kXW, R"([{"name": "mm", "type": "MatMul", "inputs": ["x", "w9"], "outputs": ["h"]}])"),
+      {"unknown input",
+       graph_text(kXW,
+                  R"([{"name": "mm", "type": "MatMul", "inputs": ["x", "w9"], "outputs": ["h"]}])"),
        Errc::kUnknownName, "/operators/0/inputs/1"},
-      {"unknown output", graph_text(kXW, R"([{"name": "mm", "type": "MatMul", "inputs": ["x", "w"], "outputs": ["h", "z"]}])"),
+      {"unknown output",
+       graph_text(
+           kXW,
+           R"([{"name": "mm", "type": "MatMul", "inputs": ["x", "w"], "outputs": ["h", "z"]}])"),
        Errc::kUnknownName, "/operators/0/outputs/1"},
       {"duplicate operator",
-       graph_text(R"([{"name": "x", "shape": [1]}, {"name": "a", "shape": [1]}, {"name": "b", "shape": [1]}])",
-                  R"([{"name": "r", "type": "ReLU", "inputs": ["x"], "outputs": ["a"]},
+       graph_text(
+           R"([{"name": "x", "shape": [1]}, {"name": "a", "shape": [1]}, {"name": "b", "shape": [1]}])",
+           R"([{"name": "r", "type": "ReLU", "inputs": ["x"], "outputs": ["a"]},
                       {"name": "r", "type": "ReLU", "inputs": ["x"], "outputs": ["b"]}])"),
        Errc::kDuplicate, "/operators/1/name"},
       {"tensor produced twice",
@@ -330,12 +363,14 @@ TEST_CASE("graph errors name the file and the exact JSON path") {
                   R"([{"name": "r", "type": "Split", "inputs": ["x"], "outputs": ["a", "a"]}])"),
        Errc::kDuplicate, "/operators/0/outputs/1"},
       {"parameter produced",
-       graph_text(R"([{"name": "x", "shape": [1]}, {"name": "p", "shape": [1], "kind": "parameter"}])",
-                  R"([{"name": "r", "type": "ReLU", "inputs": ["x"], "outputs": ["p"]}])"),
+       graph_text(
+           R"([{"name": "x", "shape": [1]}, {"name": "p", "shape": [1], "kind": "parameter"}])",
+           R"([{"name": "r", "type": "ReLU", "inputs": ["x"], "outputs": ["p"]}])"),
        Errc::kSchema, "/operators/0/outputs/0"},
       {"constant produced",
-       graph_text(R"([{"name": "x", "shape": [1]}, {"name": "c", "shape": [1], "kind": "constant"}])",
-                  R"([{"name": "r", "type": "ReLU", "inputs": ["x"], "outputs": ["c"]}])"),
+       graph_text(
+           R"([{"name": "x", "shape": [1]}, {"name": "c", "shape": [1], "kind": "constant"}])",
+           R"([{"name": "r", "type": "ReLU", "inputs": ["x"], "outputs": ["c"]}])"),
        Errc::kSchema, "/operators/0/outputs/0"},
       {"attrs not an object", graph_text(kXW, one_op(R"(, "attrs": [1])")), Errc::kSchema,
        "/operators/0/attrs"},
@@ -353,8 +388,9 @@ TEST_CASE("graph errors name the file and the exact JSON path") {
        "/operators/0/attrs/x/0"},
       {"attr above int64", graph_text(kXW, one_op(R"(, "attrs": {"x": 18446744073709551615})")),
        Errc::kSchema, "/operators/0/attrs/x"},
-      {"list attr above int64", graph_text(kXW, one_op(R"(, "attrs": {"x": [1, 9223372036854775808]})")),
-       Errc::kSchema, "/operators/0/attrs/x/1"},
+      {"list attr above int64",
+       graph_text(kXW, one_op(R"(, "attrs": {"x": [1, 9223372036854775808]})")), Errc::kSchema,
+       "/operators/0/attrs/x/1"},
       {"einsum not a string", graph_text(kXW, one_op(R"(, "einsum": 3)")), Errc::kSchema,
        "/operators/0/einsum"},
       {"einsum contradicts attrs",
@@ -364,25 +400,30 @@ TEST_CASE("graph errors name the file and the exact JSON path") {
        "/operators/0/strategy"},
       {"strategy row not an array", graph_text(kXW, one_op(R"(, "strategy": [2, 1])")),
        Errc::kSchema, "/operators/0/strategy/0"},
-      {"strategy zero", graph_text(kXW, one_op(R"(, "strategy": [[2, 1], [1, 0]])")),
-       Errc::kSchema, "/operators/0/strategy/1/1"},
+      {"strategy zero", graph_text(kXW, one_op(R"(, "strategy": [[2, 1], [1, 0]])")), Errc::kSchema,
+       "/operators/0/strategy/1/1"},
       {"strategy fraction", graph_text(kXW, one_op(R"(, "strategy": [[1.5, 1], [1, 1]])")),
        Errc::kSchema, "/operators/0/strategy/0/0"},
       {"allowed not an array", graph_text(kXW, one_op(R"(, "allowed": "i")")), Errc::kSchema,
        "/operators/0/allowed"},
       {"allowed element not a string", graph_text(kXW, one_op(R"(, "allowed": ["i", 1])")),
        Errc::kSchema, "/operators/0/allowed/1"},
-      {"cost not an object", graph_text(kXW, one_op(""), R"(, "cost": [])"), Errc::kSchema, "/cost"},
-      {"cost count_latency not a bool", graph_text(kXW, one_op(""), R"(, "cost": {"count_latency": 1})"),
-       Errc::kSchema, "/cost/count_latency"},
-      {"cost efficiency zero", graph_text(kXW, one_op(""), R"(, "cost": {"compute_efficiency": 0})"),
-       Errc::kSchema, "/cost/compute_efficiency"},
-      {"cost efficiency above one", graph_text(kXW, one_op(""), R"(, "cost": {"compute_efficiency": 1.5})"),
-       Errc::kSchema, "/cost/compute_efficiency"},
+      {"cost not an object", graph_text(kXW, one_op(""), R"(, "cost": [])"), Errc::kSchema,
+       "/cost"},
+      {"cost count_latency not a bool",
+       graph_text(kXW, one_op(""), R"(, "cost": {"count_latency": 1})"), Errc::kSchema,
+       "/cost/count_latency"},
+      {"cost efficiency zero",
+       graph_text(kXW, one_op(""), R"(, "cost": {"compute_efficiency": 0})"), Errc::kSchema,
+       "/cost/compute_efficiency"},
+      {"cost efficiency above one",
+       graph_text(kXW, one_op(""), R"(, "cost": {"compute_efficiency": 1.5})"), Errc::kSchema,
+       "/cost/compute_efficiency"},
       {"cost negative", graph_text(kXW, one_op(""), R"(, "cost": {"backward_flops_factor": -1})"),
        Errc::kSchema, "/cost/backward_flops_factor"},
-      {"cost number a string", graph_text(kXW, one_op(""), R"(, "cost": {"gradient_bytes_factor": "1"})"),
-       Errc::kSchema, "/cost/gradient_bytes_factor"},
+      {"cost number a string",
+       graph_text(kXW, one_op(""), R"(, "cost": {"gradient_bytes_factor": "1"})"), Errc::kSchema,
+       "/cost/gradient_bytes_factor"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.name);
@@ -392,21 +433,31 @@ TEST_CASE("graph errors name the file and the exact JSON path") {
 }
 
 TEST_CASE("error details say what was expected") {
-  CHECK(expect_error([] { (void)io::parse_graph(graph_text(R"([{"name": "x", "shape": 3}])", "[]"), kFile); },
-                     Errc::kSchema, "/tensors/0/shape", kFile)
-            .find("expected an array of integers") != std::string::npos);
-  CHECK(expect_error([] { (void)io::parse_graph(graph_text(R"([{"name": "x", "shape": [0]}])", "[]"), kFile); },
-                     Errc::kShape, "/tensors/0/shape/0", kFile)
+  CHECK(
+      expect_error(
+          [] { (void)io::parse_graph(graph_text(R"([{"name": "x", "shape": 3}])", "[]"), kFile); },
+          Errc::kSchema, "/tensors/0/shape", kFile)
+          .find("expected an array of integers") != std::string::npos);
+  CHECK(expect_error(
+            [] {
+              (void)io::parse_graph(graph_text(R"([{"name": "x", "shape": [0]}])", "[]"), kFile);
+            },
+            Errc::kShape, "/tensors/0/shape/0", kFile)
             .find("dimension must be positive") != std::string::npos);
-  CHECK(expect_error([] { (void)io::parse_graph(graph_text(kXW, one_op("").replace(one_op("").find("\"w\""), 3, "\"w9\"")), kFile); },
-                     Errc::kUnknownName, "/operators/0/inputs/1", kFile)
+  CHECK(expect_error(
+            [] {
+              (void)io::parse_graph(
+                  graph_text(kXW, one_op("").replace(one_op("").find("\"w\""), 3, "\"w9\"")),
+                  kFile);
+            },
+            Errc::kUnknownName, "/operators/0/inputs/1", kFile)
             .find("'w9'") != std::string::npos);
 }
 
 TEST_CASE("a cycle is an error of the file") {
-  const std::string text = graph_text(
-      R"([{"name": "a", "shape": [1]}, {"name": "b", "shape": [1]}])",
-      R"([{"name": "f", "type": "ReLU", "inputs": ["a"], "outputs": ["b"]},
+  const std::string text =
+      graph_text(R"([{"name": "a", "shape": [1]}, {"name": "b", "shape": [1]}])",
+                 R"([{"name": "f", "type": "ReLU", "inputs": ["a"], "outputs": ["b"]},
           {"name": "g", "type": "ReLU", "inputs": ["b"], "outputs": ["a"]}])");
   try {
     (void)io::parse_graph(text, kFile);
@@ -419,25 +470,29 @@ TEST_CASE("a cycle is an error of the file") {
 }
 
 TEST_CASE("malformed JSON is kParse with a byte offset") {
-  const std::string detail =
-      expect_error([] { (void)io::parse_graph(R"({"format": "recsearch.graph", "version": 1,, })", kFile); },
-                   Errc::kParse, "", kFile);
+  const std::string detail = expect_error(
+      [] { (void)io::parse_graph(R"({"format": "recsearch.graph", "version": 1,, })", kFile); },
+      Errc::kParse, "", kFile);
   CHECK(detail.find("byte 43") != std::string::npos);  // 0-based: the second comma
   expect_error([] { (void)io::parse_graph("", kFile); }, Errc::kParse, "", kFile);
   expect_error([] { (void)io::parse_graph("{} trailing", kFile); }, Errc::kParse, "", kFile);
-  expect_error([] { (void)io::parse_graph(graph_text(R"([{"name": "x", "shape": [1e999]}])", "[]"), kFile); },
-               Errc::kParse, "", kFile);
-  expect_error([] { (void)io::parse_graph(graph_text(R"([{"name": "\xff", "shape": [1]}])", "[]"), kFile); },
-               Errc::kParse, "", kFile);
+  expect_error(
+      [] {
+        (void)io::parse_graph(graph_text(R"([{"name": "x", "shape": [1e999]}])", "[]"), kFile);
+      },
+      Errc::kParse, "", kFile);
+  expect_error(
+      [] { (void)io::parse_graph(graph_text(R"([{"name": "\xff", "shape": [1]}])", "[]"), kFile); },
+      Errc::kParse, "", kFile);
   // Deep nesting is refused before it can exhaust the stack.
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   expect_error([&] { (void)io::parse_graph(deep, kFile); }, Errc::kParse, "", kFile);
-  const std::string deep_attr =
-      graph_text(kXW, one_op(R"(, "attrs": {"x": )" + std::string(300, '[') + std::string(300, ']') + "}"));
+  const std::string deep_attr = graph_text(
+      kXW, one_op(R"(, "attrs": {"x": )" + std::string(300, '[') + std::string(300, ']') + "}"));
   expect_error([&] { (void)io::parse_graph(deep_attr, kFile); }, Errc::kParse, "", kFile);
   // Brackets inside strings do not count as nesting.
-  const std::string brackets = graph_text(
-      R"([{"name": ")" + std::string(1000, '[') + R"(\"", "shape": [1]}])", "[]");
+  const std::string brackets =
+      graph_text(R"([{"name": ")" + std::string(1000, '[') + R"(\"", "shape": [1]}])", "[]");
   CHECK(io::parse_graph(brackets, kFile).num_tensors() == 1);
 }
 
@@ -485,8 +540,8 @@ TEST_CASE("every single-byte corruption either parses or is an Error") {
 }
 
 TEST_CASE("read_text_file and read_graph_file") {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("recsearch_io_test_" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("recsearch_io_test_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string path = (dir / "g.json").string();
   {

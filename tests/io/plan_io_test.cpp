@@ -122,11 +122,16 @@ TEST_CASE("operators the file leaves out keep their pinned strategy") {
   // Listed without cuts or strategy means the same.
   CHECK(f.parse(plan_text(R"([{"name": "mm"}])")).cuts[0] == cuts(f.k, kR, kR));
   // A plan that contradicts the pin is an error at the cut that differs.
-  expect_error([&] { (void)f.parse(plan_text(R"([{"name": "mm", "cuts": [{"axis": "c1", "dim": "k"}, {"axis": "c0", "dim": "i"}]}])")); },
-               Errc::kPlan, "/operators/0/cuts/1", kFile);
+  expect_error(
+      [&] {
+        (void)f.parse(plan_text(
+            R"([{"name": "mm", "cuts": [{"axis": "c1", "dim": "k"}, {"axis": "c0", "dim": "i"}]}])"));
+      },
+      Errc::kPlan, "/operators/0/cuts/1", kFile);
   // A pin that does not fit the mesh is the graph's strategy's fault.
   const Fixture bad(R"(, "strategy": [[1, 16], [16, 1]])");
-  const std::string detail = expect_error([&] { (void)bad.parse(plan_text("[]")); }, Errc::kStrategy, "", kFile);
+  const std::string detail =
+      expect_error([&] { (void)bad.parse(plan_text("[]")); }, Errc::kStrategy, "", kFile);
   CHECK(detail.find("'mm'") != std::string::npos);
 }
 
@@ -143,14 +148,18 @@ TEST_CASE("plan errors name the file and the exact JSON path") {
       {"wrong format", R"({"format": "recsearch.graph", "version": 1})", Errc::kSchema, "/format"},
       {"wrong version", R"({"format": "recsearch.plan", "version": 3})", Errc::kSchema, "/version"},
       {"mesh not an object", plan_text("[]", R"("mesh": [], )"), Errc::kSchema, "/mesh"},
-      {"axis count", plan_text("[]", R"("mesh": {"axes": [{"size": 2}, {"size": 4}]}, )"), Errc::kPlan,
-       "/mesh/axes"},
-      {"axis size", plan_text("[]", R"("mesh": {"axes": [{"size": 2}, {"size": 4}, {"size": 2}]}, )"),
+      {"axis count", plan_text("[]", R"("mesh": {"axes": [{"size": 2}, {"size": 4}]}, )"),
+       Errc::kPlan, "/mesh/axes"},
+      {"axis size",
+       plan_text("[]", R"("mesh": {"axes": [{"size": 2}, {"size": 4}, {"size": 2}]}, )"),
        Errc::kPlan, "/mesh/axes/1"},
-      {"axis size not an integer", plan_text("[]", R"("mesh": {"axes": [{"size": 2}, {"size": "2"}, {"size": 2}]}, )"),
+      {"axis size not an integer",
+       plan_text("[]", R"("mesh": {"axes": [{"size": 2}, {"size": "2"}, {"size": 2}]}, )"),
        Errc::kSchema, "/mesh/axes/1/size"},
       {"duplicate axis names",
-       plan_text("[]", R"("mesh": {"axes": [{"name": "a", "size": 2}, {"name": "a", "size": 2}, {"size": 2}]}, )"),
+       plan_text(
+           "[]",
+           R"("mesh": {"axes": [{"name": "a", "size": 2}, {"name": "a", "size": 2}, {"size": 2}]}, )"),
        Errc::kDuplicate, "/mesh/axes/1/name"},
       {"devices", plan_text("[]", R"("mesh": {"devices": 16}, )"), Errc::kPlan, "/mesh/devices"},
       {"mode", plan_text("[]", R"("mode": "training", )"), Errc::kSchema, "/mode"},
@@ -160,38 +169,48 @@ TEST_CASE("plan errors name the file and the exact JSON path") {
       {"operator name missing", plan_text(R"([{"cuts": []}])"), Errc::kSchema, "/operators/0/name"},
       {"unknown operator", plan_text(R"([{"name": "mm"}, {"name": "nope"}])"), Errc::kUnknownName,
        "/operators/1/name"},
-      {"operator twice", plan_text(R"([{"name": "mm"}, {"name": "act"}, {"name": "mm", "cuts": []}])"),
+      {"operator twice",
+       plan_text(R"([{"name": "mm"}, {"name": "act"}, {"name": "mm", "cuts": []}])"),
        Errc::kDuplicate, "/operators/2/name"},
       {"cuts not an array", plan_text(R"([{"name": "mm", "cuts": {}}])"), Errc::kSchema,
        "/operators/0/cuts"},
       {"cut not an object", plan_text(R"([{"name": "mm", "cuts": ["c0"]}])"), Errc::kSchema,
        "/operators/0/cuts/0"},
-      {"unknown axis", plan_text(R"([{"name": "mm", "cuts": [{"axis": "c0", "dim": "i"}, {"axis": "c7", "dim": "j"}]}])"),
+      {"unknown axis",
+       plan_text(
+           R"([{"name": "mm", "cuts": [{"axis": "c0", "dim": "i"}, {"axis": "c7", "dim": "j"}]}])"),
        Errc::kUnknownName, "/operators/0/cuts/1/axis"},
-      {"axis twice", plan_text(R"([{"name": "mm", "cuts": [{"axis": "c0", "dim": "i"}, {"axis": "c0", "dim": "j"}]}])"),
+      {"axis twice",
+       plan_text(
+           R"([{"name": "mm", "cuts": [{"axis": "c0", "dim": "i"}, {"axis": "c0", "dim": "j"}]}])"),
        Errc::kPlan, "/operators/0/cuts/1/axis"},
-      {"unknown dim", plan_text(R"([{"name": "act"}, {"name": "mm", "cuts": [{"axis": "c1", "dim": "q"}]}])"),
+      {"unknown dim",
+       plan_text(R"([{"name": "act"}, {"name": "mm", "cuts": [{"axis": "c1", "dim": "q"}]}])"),
        Errc::kUnknownName, "/operators/1/cuts/0/dim"},
       {"dim missing", plan_text(R"([{"name": "mm", "cuts": [{"axis": "c1"}]}])"), Errc::kSchema,
        "/operators/0/cuts/0/dim"},
       {"dim a number", plan_text(R"([{"name": "mm", "cuts": [{"axis": "c1", "dim": 0}]}])"),
        Errc::kSchema, "/operators/0/cuts/0/dim"},
       {"cut does not divide",
-       plan_text(R"([{"name": "mm", "cuts": [{"axis": "c2", "dim": "i"}, {"axis": "c0", "dim": "i"}, {"axis": "c1", "dim": "i"}]}])"),
+       plan_text(
+           R"([{"name": "mm", "cuts": [{"axis": "c2", "dim": "i"}, {"axis": "c0", "dim": "i"}, {"axis": "c1", "dim": "i"}]}])"),
        Errc::kPlan, "/operators/0/cuts/0"},
       {"strategy and cuts disagree",
-       plan_text(R"([{"name": "mm", "strategy": [[2, 1], [1, 1]], "cuts": [{"axis": "c0", "dim": "j"}]}])"),
+       plan_text(
+           R"([{"name": "mm", "strategy": [[2, 1], [1, 1]], "cuts": [{"axis": "c0", "dim": "j"}]}])"),
        Errc::kPlan, "/operators/0/strategy"},
       {"strategy not an array", plan_text(R"([{"name": "mm", "strategy": "dp"}])"), Errc::kSchema,
        "/operators/0/strategy"},
-      {"strategy zero", plan_text(R"([{"name": "mm", "strategy": [[0, 1], [1, 1]]}])"), Errc::kSchema,
-       "/operators/0/strategy/0/0"},
-      {"strategy wrong input count", plan_text(R"([{"name": "act"}, {"name": "mm", "strategy": [[2, 1]]}])"),
-       Errc::kStrategy, "/operators/1/strategy"},
+      {"strategy zero", plan_text(R"([{"name": "mm", "strategy": [[0, 1], [1, 1]]}])"),
+       Errc::kSchema, "/operators/0/strategy/0/0"},
+      {"strategy wrong input count",
+       plan_text(R"([{"name": "act"}, {"name": "mm", "strategy": [[2, 1]]}])"), Errc::kStrategy,
+       "/operators/1/strategy"},
       {"strategy does not divide", plan_text(R"([{"name": "mm", "strategy": [[3, 1], [1, 1]]}])"),
        Errc::kStrategy, "/operators/0/strategy/0/0"},
-      {"strategy too big for the mesh", plan_text(R"([{"name": "mm", "strategy": [[4, 1], [1, 4]]}])"),
-       Errc::kStrategy, "/operators/0/strategy/1/1"},
+      {"strategy too big for the mesh",
+       plan_text(R"([{"name": "mm", "strategy": [[4, 1], [1, 4]]}])"), Errc::kStrategy,
+       "/operators/0/strategy/1/1"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.name);
@@ -199,7 +218,10 @@ TEST_CASE("plan errors name the file and the exact JSON path") {
   }
   // The detail of a mesh mismatch names both sizes.
   const std::string detail = expect_error(
-      [&] { (void)f.parse(plan_text("[]", R"("mesh": {"axes": [{"size": 2}, {"size": 4}, {"size": 2}]}, )")); },
+      [&] {
+        (void)f.parse(
+            plan_text("[]", R"("mesh": {"axes": [{"size": 2}, {"size": 4}, {"size": 2}]}, )"));
+      },
       Errc::kPlan, "/mesh/axes/1", kFile);
   CHECK(detail.find('4') != std::string::npos);
   CHECK(detail.find('2') != std::string::npos);
@@ -207,18 +229,25 @@ TEST_CASE("plan errors name the file and the exact JSON path") {
 
 TEST_CASE("plan fields may come in any order; derived arrays are ignored") {
   const Fixture f;
-  const std::string ops = R"([{"name": "mm", "cuts": [{"axis": "c0", "dim": "i"}, {"axis": "c2", "dim": "j"}]}])";
+  const std::string ops =
+      R"([{"name": "mm", "cuts": [{"axis": "c0", "dim": "i"}, {"axis": "c2", "dim": "j"}]}])";
   const Cuts want = cuts(f.i, kR, f.j);
   CHECK(f.parse(R"({"operators": )" + ops + ", " + kMesh +
                 R"(, "tensors": {"anything": [1, {"valid": "json"}]}, "redistributions": 5,
                     "mode": "infer", "version": 1, "format": "recsearch.plan"})")
             .cuts[0] == want);
-  CHECK(f.parse(R"({"format": "recsearch.plan", "operators": )" + ops + R"(, "version": 1})").cuts[0] == want);
+  CHECK(f.parse(R"({"format": "recsearch.plan", "operators": )" + ops + R"(, "version": 1})")
+            .cuts[0] == want);
   // Errors in early entries are still reported against their own paths.
-  expect_error([&] { (void)f.parse(R"({"operators": [{"name": "zz"}], "format": "recsearch.plan", "version": 1})"); },
-               Errc::kUnknownName, "/operators/0/name", kFile);
+  expect_error(
+      [&] {
+        (void)f.parse(
+            R"({"operators": [{"name": "zz"}], "format": "recsearch.plan", "version": 1})");
+      },
+      Errc::kUnknownName, "/operators/0/name", kFile);
   // Ignored arrays must still be valid JSON.
-  expect_error([&] { (void)f.parse(plan_text("[]", R"("tensors": [1, }, )")); }, Errc::kParse, "", kFile);
+  expect_error([&] { (void)f.parse(plan_text("[]", R"("tensors": [1, }, )")); }, Errc::kParse, "",
+               kFile);
 }
 
 TEST_CASE("plan axes may be renamed in the file's mesh") {
@@ -255,9 +284,14 @@ TEST_CASE("plan_to_json writes the evaluation, and reads back to the same plan")
   CHECK(mm["name"] == "mm");
   CHECK(mm["type"] == "MatMul");
   CHECK(mm["strategy"].get<ir::Strategy>() == ev.strategies[0]);
-  CHECK(mm["cuts"] == Json::parse(R"([{"axis": "c0", "dim": "k"}, {"axis": "c1", "dim": "i"}, {"axis": "c2", "dim": "j"}])"));
-  CHECK(j["operators"][1]["cuts"] ==
-        Json::parse(R"([{"axis": "c0", "dim": null}, {"axis": "c1", "dim": "d0"}, {"axis": "c2", "dim": null}])"));
+  CHECK(
+      mm["cuts"] ==
+      Json::parse(
+          R"([{"axis": "c0", "dim": "k"}, {"axis": "c1", "dim": "i"}, {"axis": "c2", "dim": "j"}])"));
+  CHECK(
+      j["operators"][1]["cuts"] ==
+      Json::parse(
+          R"([{"axis": "c0", "dim": null}, {"axis": "c1", "dim": "d0"}, {"axis": "c2", "dim": null}])"));
 
   REQUIRE(j["tensors"].size() == 4);
   for (ir::TensorId t = 0; t < 4; ++t) {
@@ -300,10 +334,10 @@ TEST_CASE("plan_to_json writes the evaluation, and reads back to the same plan")
     CHECK(je["reason"] == std::string(plan::comm_reason_name(want.reason)));
     CHECK(je["bytes"].get<double>() == want.bytes);
     CHECK(je["seconds"].get<double>() == want.seconds);
-    found_all_reduce = found_all_reduce ||
-                       (je["tensor"] == "h" && je["from"] == "mm" && je["to"] == "act" &&
-                        je["axis"] == "c0" && je["collective"] == "all_reduce" &&
-                        je["phase"] == "forward" && je["reason"] == "layout");
+    found_all_reduce =
+        found_all_reduce ||
+        (je["tensor"] == "h" && je["from"] == "mm" && je["to"] == "act" && je["axis"] == "c0" &&
+         je["collective"] == "all_reduce" && je["phase"] == "forward" && je["reason"] == "layout");
   }
   CHECK(found_all_reduce);
 
@@ -373,14 +407,27 @@ TEST_CASE("plan_mesh_sizes") {
   CHECK(io::plan_mesh_sizes(plan_text("[]", ""), kFile).empty());
   CHECK(io::plan_mesh_sizes(plan_text("[]", R"("mesh": {"devices": 12}, )"), kFile) ==
         std::vector<std::int64_t>{12});
-  expect_error([] { (void)io::plan_mesh_sizes(plan_text("[]", R"("mesh": {"axes": [{"size": 2}], "devices": 4}, )"), kFile); },
-               Errc::kPlan, "/mesh/devices", kFile);
-  expect_error([] { (void)io::plan_mesh_sizes(plan_text("[]", R"("mesh": {"axes": [{"size": 2}, {"size": 0}]}, )"), kFile); },
-               Errc::kSchema, "/mesh/axes/1/size", kFile);
-  expect_error([] { (void)io::plan_mesh_sizes(plan_text("[]", R"("mesh": {"axes": [{"size": 65536}, {"size": 65536}]}, )"), kFile); },
-               Errc::kPlan, "/mesh/axes/1", kFile);
-  expect_error([] { (void)io::plan_mesh_sizes(R"({"format": "recsearch.cluster", "version": 1})", kFile); },
-               Errc::kSchema, "/format", kFile);
+  expect_error(
+      [] {
+        (void)io::plan_mesh_sizes(
+            plan_text("[]", R"("mesh": {"axes": [{"size": 2}], "devices": 4}, )"), kFile);
+      },
+      Errc::kPlan, "/mesh/devices", kFile);
+  expect_error(
+      [] {
+        (void)io::plan_mesh_sizes(
+            plan_text("[]", R"("mesh": {"axes": [{"size": 2}, {"size": 0}]}, )"), kFile);
+      },
+      Errc::kSchema, "/mesh/axes/1/size", kFile);
+  expect_error(
+      [] {
+        (void)io::plan_mesh_sizes(
+            plan_text("[]", R"("mesh": {"axes": [{"size": 65536}, {"size": 65536}]}, )"), kFile);
+      },
+      Errc::kPlan, "/mesh/axes/1", kFile);
+  expect_error(
+      [] { (void)io::plan_mesh_sizes(R"({"format": "recsearch.cluster", "version": 1})", kFile); },
+      Errc::kSchema, "/format", kFile);
 }
 
 TEST_CASE("plan_to_table") {
@@ -427,8 +474,8 @@ TEST_CASE("sample graphs: a replicated plan writes and reads back") {
   const char* dir = std::getenv("RECSEARCH_DATA");
   if (dir == nullptr) return;
   const Cluster cluster = Cluster::mesh({2, 4});
-  for (const auto& entry : std::filesystem::recursive_directory_iterator(
-           std::filesystem::path(dir) / "graphs")) {
+  for (const auto& entry :
+       std::filesystem::recursive_directory_iterator(std::filesystem::path(dir) / "graphs")) {
     if (entry.path().extension() != ".json") continue;
     // The model zoo's manifest lists gen commands; it is not a graph.
     if (entry.path().filename() == "zoo.json") continue;

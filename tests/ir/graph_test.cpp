@@ -5,8 +5,8 @@
 
 #include <algorithm>
 
-#include "support/graph_factories.hpp"
 #include "recsearch/error.hpp"
+#include "support/graph_factories.hpp"
 
 using namespace recsearch;
 using recsearch::testing::add_op;

@@ -68,13 +68,16 @@ Error import_error(const std::string& path, const io::OnnxImportOptions& o = {})
   return Error(Errc::kInternal, "unreachable");
 }
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 }  // namespace
 
 TEST_CASE("onnx: available in this build") { CHECK(io::onnx_import_available()); }
 
-TEST_CASE("onnx: MLP (opset 13): Gemm split into MatMul + Add, symbolic batch bound, external weight") {
+TEST_CASE(
+    "onnx: MLP (opset 13): Gemm split into MatMul + Add, symbolic batch bound, external weight") {
   io::OnnxImportOptions o;
   o.dims["N"] = 32;
   const io::OnnxImport r = io::read_onnx_file(model("mlp_opset13"), o);
@@ -121,7 +124,8 @@ TEST_CASE("onnx: an unbound symbolic dim names the input, the dim and the fix") 
   CHECK(contains(e.detail(), "--dim N="));
 }
 
-TEST_CASE("onnx: transformer block (opset 17): attention as MatMul/Softmax, reshapes from constants") {
+TEST_CASE(
+    "onnx: transformer block (opset 17): attention as MatMul/Softmax, reshapes from constants") {
   const io::OnnxImport r = io::read_onnx_file(model("transformer_block_opset17"));
   const ir::Graph& g = r.graph;
   CHECK(r.opset == 17);
@@ -247,7 +251,8 @@ TEST_CASE("onnx: broken models name the node and the problem") {
 TEST_CASE("onnx: corrupt bytes are a parse error naming the source, never a crash") {
   const std::string good = slurp(model("transformer_block_opset17"));
   REQUIRE(good.size() > 1000);
-  for (const std::size_t cut : {std::size_t{1}, std::size_t{7}, std::size_t{100}, good.size() / 2, good.size() - 1}) {
+  for (const std::size_t cut :
+       {std::size_t{1}, std::size_t{7}, std::size_t{100}, good.size() / 2, good.size() - 1}) {
     CAPTURE(cut);
     try {
       (void)io::parse_onnx(std::string_view(good).substr(0, cut), "cut.onnx");
@@ -296,7 +301,9 @@ std::vector<std::int64_t> reference_dims(const fs::path& pb) {
 
 }  // namespace
 
-TEST_CASE("onnx: every PyTorch-exported model of Debian's libonnx-testdata imports with the right output shapes") {
+TEST_CASE(
+    "onnx: every PyTorch-exported model of Debian's libonnx-testdata imports with the right output "
+    "shapes") {
   const char* env = std::getenv("ONNX_TESTDATA");
   const fs::path root = env ? env : "/usr/share/libonnx-testdata/data";
   REQUIRE_MESSAGE(fs::is_directory(root / "pytorch-converted"),
@@ -377,8 +384,8 @@ onnx::TensorProto float_tensor(const std::string& name, const std::vector<std::i
   return t;
 }
 
-onnx::NodeProto node(const std::string& type, const std::string& name,
-                     std::vector<std::string> ins, std::vector<std::string> outs) {
+onnx::NodeProto node(const std::string& type, const std::string& name, std::vector<std::string> ins,
+                     std::vector<std::string> outs) {
   onnx::NodeProto n;
   n.set_op_type(type);
   n.set_name(name);
@@ -495,8 +502,9 @@ TEST_CASE("onnx: random Gemm/MatMul chains (seeded): every shape as the layer wi
       auto n = node(gemm[l] ? "Gemm" : "MatMul", "layer" + std::to_string(l), ins, {out});
       if (trans[l]) int_attr(n, "transB", 1);
       *g.add_node() = n;
-      *g.add_initializer() = float_tensor(w, trans[l] ? std::vector<std::int64_t>{widths[l + 1], widths[l]}
-                                                      : std::vector<std::int64_t>{widths[l], widths[l + 1]});
+      *g.add_initializer() =
+          float_tensor(w, trans[l] ? std::vector<std::int64_t>{widths[l + 1], widths[l]}
+                                   : std::vector<std::int64_t>{widths[l], widths[l + 1]});
     }
     *g.add_output() = value("h" + std::to_string(layers), {batch, widths[layers]});
     const io::OnnxImport r = io::parse_onnx(serialize(std::move(g), opset), "chain");

@@ -396,7 +396,8 @@ TEST_CASE("halo exchange of a convolution cut on h") {
   s.flops = 2.0 * 2 * 8 * 16 * 16 * 4 * 9;
   const auto cl = test_cluster();
   const std::vector<Cut> mesh = {axis("c0", 2), axis("c1", 2), axis("c2", 2)};
-  // wt: 8*4*3*3*4 = 1152 bytes, replicated on every axis: all-reduced on each (bucketed: no latency).
+  // wt: 8*4*3*3*4 = 1152 bytes, replicated on every axis: all-reduced on each (bucketed: no
+  // latency).
   const double grad = 1152;
   // x: 8192 bytes, halved by n: slice 4096 over an extent 16 of h -> a row
   // is 256 bytes, 2 rows = 512. On c2 the slice (2048) and extent (8) halve.

@@ -34,9 +34,13 @@ struct Fixture {
   search::SearchResult res;
 
   Fixture(ir::Graph graph, Cluster c)
-      : g(std::move(graph)), spaces(algebra::build_op_spaces(g)), cluster(std::move(c)),
+      : g(std::move(graph)),
+        spaces(algebra::build_op_spaces(g)),
+        cluster(std::move(c)),
         res(search::run(g, spaces, cluster, {})) {}
-  [[nodiscard]] report::ReportInput input() const { return {g, spaces, cluster, res.plan, res.eval}; }
+  [[nodiscard]] report::ReportInput input() const {
+    return {g, spaces, cluster, res.plan, res.eval};
+  }
 };
 
 nlohmann::json data_block(const std::string& html) {
@@ -48,7 +52,9 @@ nlohmann::json data_block(const std::string& html) {
   return nlohmann::json::parse(html.substr(a + open.size(), b - a - open.size()));
 }
 
-bool close(double a, double b) { return std::abs(a - b) <= 1e-12 * std::max(std::abs(a), std::abs(b)); }
+bool close(double a, double b) {
+  return std::abs(a - b) <= 1e-12 * std::max(std::abs(a), std::abs(b));
+}
 
 }  // namespace
 
@@ -88,7 +94,8 @@ TEST_CASE("report: HTML data block holds the evaluator's numbers") {
   CHECK(html.find("@import") == std::string::npos);
   CHECK(html.find("url(") == std::string::npos);
   std::regex http("https?://[^\"]*");
-  for (auto it = std::sregex_iterator(html.begin(), html.end(), http); it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(html.begin(), html.end(), http); it != std::sregex_iterator();
+       ++it) {
     CHECK(it->str() == "http://www.w3.org/2000/svg");  // a namespace name, never fetched
   }
 }

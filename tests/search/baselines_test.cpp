@@ -12,9 +12,9 @@
 #include <cstdio>
 #include <limits>
 
-#include "support/graph_factories.hpp"
 #include "recsearch/error.hpp"
 #include "recsearch/search/search.hpp"
+#include "support/graph_factories.hpp"
 
 using namespace recsearch;
 namespace t = recsearch::testing;
@@ -68,7 +68,7 @@ std::vector<ir::Graph> graphs() {
 }
 
 std::vector<Cluster> clusters() {
-  return {Cluster::flat(1), Cluster::flat(2), Cluster::flat(6), Cluster::flat(8),
+  return {Cluster::flat(1),      Cluster::flat(2),      Cluster::flat(6),        Cluster::flat(8),
           Cluster::mesh({2, 4}), Cluster::mesh({4, 8}), Cluster::mesh({3, 2, 2})};
 }
 
@@ -97,8 +97,8 @@ TEST_CASE("megatron and grid: valid plans, costs are the evaluator's, grid <= mi
 // parallel and megatron as they are, grid choosing under the budget.
 double best_baseline(const ir::Graph& g, const Cluster& c, Mode mode, double budget) {
   double best = std::numeric_limits<double>::infinity();
-  for (auto algo : {search::Algorithm::DataParallel, search::Algorithm::Megatron,
-                    search::Algorithm::Grid}) {
+  for (auto algo :
+       {search::Algorithm::DataParallel, search::Algorithm::Megatron, search::Algorithm::Grid}) {
     try {
       best = std::min(best, run(g, c, algo, mode, budget).eval.summary.step_time_s);
     } catch (const Error& e) {
@@ -131,8 +131,8 @@ TEST_CASE("rec against the baselines: within 2% of the best, and fits whenever o
           try {
             rec = run(g, c, search::Algorithm::Rec, mode, budget);
           } catch (const Error& e) {
-            FAIL("rec found no plan within " << budget << " bytes where a baseline fits: "
-                                             << std::string(e.what()));
+            FAIL("rec found no plan within "
+                 << budget << " bytes where a baseline fits: " << std::string(e.what()));
             continue;
           }
           ++budgets;
@@ -229,9 +229,10 @@ TEST_CASE("megatron and grid: pinned strategies kept, allowed dims respected, bu
       CHECK(e.code() == Errc::kNoFit);
     }
     // A budget that data parallelism exceeds but tensor parallelism meets.
-    const double dp_mem =
-        run(big, Cluster::flat(8), search::Algorithm::DataParallel).eval.summary.memory_per_device_bytes;
-    const auto tight = run(big, Cluster::flat(8), search::Algorithm::Grid, Mode::Train, dp_mem * 0.7);
+    const double dp_mem = run(big, Cluster::flat(8), search::Algorithm::DataParallel)
+                              .eval.summary.memory_per_device_bytes;
+    const auto tight =
+        run(big, Cluster::flat(8), search::Algorithm::Grid, Mode::Train, dp_mem * 0.7);
     CHECK(tight.eval.summary.memory_per_device_bytes <= dp_mem * 0.7);
   }
 }
@@ -272,8 +273,7 @@ TEST_CASE("ilp: memory budget, restricted candidates, larger graphs") {
   const auto ilp = run(g, c, search::Algorithm::Ilp, Mode::Train, free_mem * 0.8);
   const auto ex = run(g, c, search::Algorithm::Exhaustive, Mode::Train, free_mem * 0.8);
   CHECK(ilp.eval.summary.memory_per_device_bytes <= free_mem * 0.8);
-  CHECK(ilp.eval.summary.step_time_s ==
-        doctest::Approx(ex.eval.summary.step_time_s).epsilon(1e-6));
+  CHECK(ilp.eval.summary.step_time_s == doctest::Approx(ex.eval.summary.step_time_s).epsilon(1e-6));
   try {
     (void)run(g, c, search::Algorithm::Ilp, Mode::Train, 1024);
     FAIL("expected kNoFit");
@@ -295,8 +295,8 @@ TEST_CASE("ilp: memory budget, restricted candidates, larger graphs") {
   const auto rec = search::run(tr, spaces, m, o);
   CHECK(r.eval.summary.step_time_s <= rec.eval.summary.step_time_s * (1 + 1e-9));
   CHECK(r.bookkept_step_time_s == doctest::Approx(r.eval.summary.step_time_s).epsilon(1e-9));
-  MESSAGE("transformer x2 on 2x4, 8 candidates: ilp/rec = "
-          << r.eval.summary.step_time_s / rec.eval.summary.step_time_s);
+  MESSAGE("transformer x2 on 2x4, 8 candidates: ilp/rec = " << r.eval.summary.step_time_s /
+                                                                   rec.eval.summary.step_time_s);
   // A total budget of candidates: each operator keeps its share (here 20),
   // or the program is refused when the share falls below 16.
   o.algorithm = search::Algorithm::Ilp;

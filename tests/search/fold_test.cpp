@@ -7,11 +7,11 @@
 
 #include <cmath>
 
-#include "support/graph_factories.hpp"
 #include "recsearch/gen/generate.hpp"
 #include "recsearch/plan/evaluator.hpp"
 #include "recsearch/search/search.hpp"
 #include "search/fold.hpp"
+#include "support/graph_factories.hpp"
 
 using namespace recsearch;
 namespace t = recsearch::testing;
@@ -60,7 +60,8 @@ TEST_CASE("a transformer stack is found to repeat its layer") {
 TEST_CASE("graphs without a long enough repetition are not folded") {
   CHECK_FALSE(search::detail::find_repetition(t::transformer_stack(4), 8).has_value());
   CHECK_FALSE(search::detail::find_repetition(t::random_dag(3, 300), 8).has_value());
-  CHECK_FALSE(search::detail::find_repetition(t::mlp2(64, 512, 512, 512, ir::DType::F32), 8).has_value());
+  CHECK_FALSE(
+      search::detail::find_repetition(t::mlp2(64, 512, 512, 512, ir::DType::F32), 8).has_value());
 }
 
 TEST_CASE("a block feeding past its successor ends the repetition there") {

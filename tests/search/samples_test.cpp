@@ -22,7 +22,9 @@ std::string data_dir() {
 
 TEST_CASE("bundled graphs: rec <= data-parallel, bookkeeping == evaluator") {
   const std::string dir = data_dir();
-  std::vector<Cluster> clusters = {Cluster::flat(8), Cluster::mesh({2, 4}), Cluster::flat(6),
+  std::vector<Cluster> clusters = {Cluster::flat(8),
+                                   Cluster::mesh({2, 4}),
+                                   Cluster::flat(6),
                                    Cluster::flat(12),
                                    io::read_cluster_file(dir + "/clusters/dgx_h100_8.json"),
                                    io::read_cluster_file(dir + "/clusters/dgx_h100_64x8.json")};
@@ -43,8 +45,9 @@ TEST_CASE("bundled graphs: rec <= data-parallel, bookkeeping == evaluator") {
         CHECK(r <= d * (1 + 1e-9));
         CHECK(rec.bookkept_step_time_s == doctest::Approx(r).epsilon(1e-9));
         if (mode == Mode::Train)
-          MESSAGE(std::string(name) << " on " << c.name() << ": rec " << r * 1e3 << " ms, data-parallel "
-                       << d * 1e3 << " ms (" << d / r << "x)");
+          MESSAGE(std::string(name)
+                  << " on " << c.name() << ": rec " << r * 1e3 << " ms, data-parallel " << d * 1e3
+                  << " ms (" << d / r << "x)");
       }
   }
 }

@@ -9,9 +9,9 @@
 #include <cmath>
 #include <cstdio>
 
-#include "support/graph_factories.hpp"
 #include "recsearch/error.hpp"
 #include "recsearch/search/search.hpp"
+#include "support/graph_factories.hpp"
 
 using namespace recsearch;
 namespace t = recsearch::testing;
@@ -74,9 +74,8 @@ std::vector<ir::Graph> factory_graphs() {
 }
 
 std::vector<Cluster> clusters() {
-  return {Cluster::flat(2),       Cluster::flat(6),         Cluster::flat(8),
-          Cluster::flat(7),       Cluster::mesh({2, 4}),     Cluster::mesh({4, 8}),
-          Cluster::flat(1),       Cluster::mesh({3, 2, 2})};
+  return {Cluster::flat(2),      Cluster::flat(6),      Cluster::flat(8), Cluster::flat(7),
+          Cluster::mesh({2, 4}), Cluster::mesh({4, 8}), Cluster::flat(1), Cluster::mesh({3, 2, 2})};
 }
 
 }  // namespace
@@ -161,8 +160,7 @@ TEST_CASE("memory-bound: rec against the exact optimum under budgets") {
       o.mode = mode;
       o.algorithm = search::Algorithm::Exhaustive;
       o.exhaustive_max_nodes = 2'000'000;
-      const double free_mem =
-          search::run(g, spaces, c, o).eval.summary.memory_per_device_bytes;
+      const double free_mem = search::run(g, spaces, c, o).eval.summary.memory_per_device_bytes;
       for (double f : {0.9, 0.75, 0.6, 0.45}) {
         CAPTURE(g.name());
         CAPTURE(c.name());
@@ -226,19 +224,19 @@ TEST_CASE("rec against the exact optimum on seeded random graphs") {
       const auto ex = run(g, c, search::Algorithm::Exhaustive);
       const auto rec = run(g, c, search::Algorithm::Rec);
       REQUIRE(ex.proven_optimal);
-      CHECK(ex.bookkept_step_time_s ==
-            doctest::Approx(ex.eval.summary.step_time_s).epsilon(1e-9));
+      CHECK(ex.bookkept_step_time_s == doctest::Approx(ex.eval.summary.step_time_s).epsilon(1e-9));
       CHECK(rec.bookkept_step_time_s ==
             doctest::Approx(rec.eval.summary.step_time_s).epsilon(1e-9));
       const double gap = rec.eval.summary.step_time_s / ex.eval.summary.step_time_s - 1;
       CHECK(gap >= -1e-9);
       worst = std::max(worst, gap);
       sum += gap;
-      if (gap > 0.01) MESSAGE("seed " << seed << " on " << c.name() << ": gap " << 100 * gap << "%");
+      if (gap > 0.01)
+        MESSAGE("seed " << seed << " on " << c.name() << ": gap " << 100 * gap << "%");
       ++n;
     }
-  MESSAGE("rec/exhaustive over " << n << " random graphs: mean gap " << 100 * sum / n
-                                 << "%, worst " << 100 * worst << "%");
+  MESSAGE("rec/exhaustive over " << n << " random graphs: mean gap " << 100 * sum / n << "%, worst "
+                                 << 100 * worst << "%");
   CHECK(worst <= 0.05);
 }
 
@@ -311,7 +309,6 @@ TEST_CASE("textbook: on a 2-level cluster the slow level carries the cheapest cu
       const auto ev = plan::evaluate(g, spaces, c, swapped, {});
       CHECK(r.eval.summary.step_time_s <= ev.summary.step_time_s * (1 + 1e-9));
       CHECK(bytes[0] <= bytes[fast] * (1 + 1e-9));
-
     }
   }
 }
@@ -335,7 +332,8 @@ TEST_CASE("memory budget: the ladder finds a plan that fits, or says none does")
   const Cluster c = Cluster::flat(8);
   const auto free_run = search::run(g, spaces, c, o);
   const double need = free_run.eval.summary.memory_per_device_bytes;
-  MESSAGE("unconstrained: " << need / (1 << 20) << " MiB, step " << free_run.eval.summary.step_time_s);
+  MESSAGE("unconstrained: " << need / (1 << 20) << " MiB, step "
+                            << free_run.eval.summary.step_time_s);
   // A budget below what the unconstrained plan needs but above the fully
   // sharded minimum.
   o.cost.memory_budget_bytes = need * 0.8;
@@ -365,8 +363,8 @@ TEST_CASE("pinned strategies are kept and allowed dims respected") {
   ir::Graph g = t::mlp2(64, 1024, 4096, 1024);
   g.mutable_op(*g.find_operator("mm1")).strategy = ir::Strategy{{2, 1}, {1, 4}};
   g.mutable_op(*g.find_operator("mm2")).allowed = std::vector<std::string>{"i"};
-  for (auto algo : {search::Algorithm::Rec, search::Algorithm::DataParallel,
-                    search::Algorithm::Exhaustive}) {
+  for (auto algo :
+       {search::Algorithm::Rec, search::Algorithm::DataParallel, search::Algorithm::Exhaustive}) {
     const auto r = run(g, Cluster::flat(8), algo);
     CHECK(r.eval.strategies[*g.find_operator("mm1")] == ir::Strategy{{2, 1}, {1, 4}});
     for (std::size_t a = 0; a < 3; ++a) {
@@ -389,8 +387,8 @@ TEST_CASE("exhaustive refuses graphs past its limit") {
 TEST_CASE("an empty graph and a single device give empty and replicated plans") {
   ir::Graph empty("empty");
   empty.finalize();
-  for (auto algo : {search::Algorithm::Rec, search::Algorithm::DataParallel,
-                    search::Algorithm::Exhaustive}) {
+  for (auto algo :
+       {search::Algorithm::Rec, search::Algorithm::DataParallel, search::Algorithm::Exhaustive}) {
     const auto r = run(empty, Cluster::flat(8), algo);
     CHECK(r.plan.cuts.empty());
     CHECK(r.eval.summary.step_time_s == 0);

@@ -154,8 +154,7 @@ inline Graph transformer_stack(int layers, std::int64_t b = 8, std::int64_t s = 
   for (int l = 0; l < layers; ++l) {
     const std::string p = layers == 1 ? "" : "l" + std::to_string(l) + ".";
     auto T = [&](const std::string& n, ir::Shape shp, bool param = false) {
-      g.add_tensor(p + n, std::move(shp), dt,
-                   param ? TensorKind::Parameter : TensorKind::Input);
+      g.add_tensor(p + n, std::move(shp), dt, param ? TensorKind::Parameter : TensorKind::Input);
     };
     auto O = [&](const std::string& n, const char* type, std::vector<std::string> ins,
                  std::vector<std::string> outs, ir::Attrs a = {}) {

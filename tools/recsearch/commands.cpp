@@ -33,7 +33,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr double kBytesPerGiB = 1024.0 * 1024.0 * 1024.0;
 
-
 // Short progress lines on stderr, only for a person watching: when stderr is
 // not a terminal (pipes, CI logs, the tests) they would only be noise.
 class Progress {
@@ -60,8 +59,7 @@ std::string format_double(const char* fmt, double v) {
 }
 
 void require_one_cluster_option(const ClusterArgs& a) {
-  if (a.count() > 1)
-    throw Error(Errc::kUsage, "give only one of --devices, --mesh and --cluster");
+  if (a.count() > 1) throw Error(Errc::kUsage, "give only one of --devices, --mesh and --cluster");
 }
 
 Mode parse_mode(const std::string& s) {
@@ -69,8 +67,6 @@ Mode parse_mode(const std::string& s) {
   if (s == "infer") return Mode::Infer;
   throw Error(Errc::kUsage, "unknown mode '" + s + "' (train or infer)");
 }
-
-
 
 PlanFormat plan_format(const std::string& format) {
   return format == "table" ? PlanFormat::Table : PlanFormat::Json;

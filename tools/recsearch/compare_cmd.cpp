@@ -64,7 +64,8 @@ std::string json_string(const std::string& s) {
       case '\n': out += "\\n"; break;
       case '\t': out += "\\t"; break;
       default:
-        if (static_cast<unsigned char>(c) < 0x20) out += fmt("\\u%04x", static_cast<unsigned char>(c));
+        if (static_cast<unsigned char>(c) < 0x20)
+          out += fmt("\\u%04x", static_cast<unsigned char>(c));
         else out += c;
     }
   }
@@ -123,8 +124,7 @@ int run_compare(const CompareArgs& a) {
                  (res.proven_optimal || solved
                       ? (res.ilp_restricted ? "optimal over them" : "optimal")
                       : "time limit, bound " + fmt("%.4g", res.ilp_lower_bound_s) + " s");
-      }
-      else if (alg == search::Algorithm::Exhaustive)
+      } else if (alg == search::Algorithm::Exhaustive)
         r.note = res.proven_optimal ? "optimal" : "node limit";
     } catch (const Error& e) {
       if (e.code() == Errc::kNoFit) {
@@ -145,9 +145,11 @@ int run_compare(const CompareArgs& a) {
 
   std::ostringstream out;
   if (a.format == "json") {
-    out << "{\"format\": \"recsearch.compare\", \"version\": 1, \"graph\": " << json_string(problem.graph().name())
-        << ", \"operators\": " << problem.graph().num_operators() << ", \"devices\": " << cluster.num_devices()
-        << ", \"mode\": " << json_string(a.mode) << ",\n \"results\": [";
+    out << "{\"format\": \"recsearch.compare\", \"version\": 1, \"graph\": "
+        << json_string(problem.graph().name())
+        << ", \"operators\": " << problem.graph().num_operators()
+        << ", \"devices\": " << cluster.num_devices() << ", \"mode\": " << json_string(a.mode)
+        << ",\n \"results\": [";
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
       out << (i ? ",\n  " : "\n  ") << "{\"algorithm\": " << json_string(r.algo)
@@ -165,11 +167,11 @@ int run_compare(const CompareArgs& a) {
     }
     out << "\n]}\n";
   } else {
-    out << "graph " << problem.graph().name() << ": " << problem.graph().num_operators() << " operators, "
-        << cluster.num_devices() << " devices, " << a.mode << "\n";
+    out << "graph " << problem.graph().name() << ": " << problem.graph().num_operators()
+        << " operators, " << cluster.num_devices() << " devices, " << a.mode << "\n";
     char line[256];
-    std::snprintf(line, sizeof line, "%-14s %12s %12s %12s %12s %9s  %s\n", "algorithm",
-                  "step (s)", "comm (s)", "mem (GiB)", "search (s)", "vs rec", "note");
+    std::snprintf(line, sizeof line, "%-14s %12s %12s %12s %12s %9s  %s\n", "algorithm", "step (s)",
+                  "comm (s)", "mem (GiB)", "search (s)", "vs rec", "note");
     out << line;
     for (const Row& r : rows) {
       if (r.status == "ok") {

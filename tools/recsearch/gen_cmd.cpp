@@ -45,8 +45,9 @@ int run_gen(GenArgs& a) {
     return 0;
   }
   if (a.model.empty() && a.preset.empty()) {
-    throw Error(Errc::kUsage, "gen: give a MODEL (mlp, gpt, bert, resnet, wide-resnet, moe, "
-                              "random) or a preset (--list-presets)");
+    throw Error(Errc::kUsage,
+                "gen: give a MODEL (mlp, gpt, bert, resnet, wide-resnet, moe, "
+                "random) or a preset (--list-presets)");
   }
   // The base spec: the preset (by --preset or as MODEL), else the family.
   gen::ModelSpec base;
@@ -68,7 +69,8 @@ int run_gen(GenArgs& a) {
       for (const auto& n : gen::preset_names()) known += (known.empty() ? "" : ", ") + n;
       throw Error(Errc::kUsage, "gen: unknown model or preset '" + a.model +
                                     "' (models: mlp, gpt, bert, resnet, wide-resnet, moe, random; "
-                                    "presets: " + known + ")");
+                                    "presets: " +
+                                    known + ")");
     }
     if (a.model == "wide-resnet" && a.spec.width == 0) base.width = 2;
   }
@@ -99,8 +101,9 @@ int run_gen(GenArgs& a) {
   }
   base.training_loss = !a.no_loss;
   // A preset's name describes the preset's sizes only.
-  if (from_preset && (o.layers | o.hidden | o.heads | o.seq | o.vocab | o.experts | o.depth |
-                      o.width | o.channels | o.image | o.classes) != 0 &&
+  if (from_preset &&
+      (o.layers | o.hidden | o.heads | o.seq | o.vocab | o.experts | o.depth | o.width |
+       o.channels | o.image | o.classes) != 0 &&
       o.name.empty()) {
     base.name.clear();
   }
@@ -142,7 +145,8 @@ int run_gen(GenArgs& a) {
 void add_gen_command(CLI::App& app, Registry& reg) {
   auto a = std::make_shared<GenArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "gen", "write a synthetic graph: mlp, gpt, bert, resnet, wide-resnet, moe, random, or a preset");
+      "gen",
+      "write a synthetic graph: mlp, gpt, bert, resnet, wide-resnet, moe, random, or a preset");
   cmd->add_option("MODEL", a->model, "model family or preset name (see --list-presets)");
   cmd->add_option("--preset", a->preset, "a published size, e.g. gpt-175b, bert-large, resnet50");
   cmd->add_option("-o,--output", a->output, "graph file ('-' for stdout, the default)")

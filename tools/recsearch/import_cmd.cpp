@@ -29,7 +29,8 @@ struct ImportArgs {
 std::pair<std::string, std::int64_t> parse_dim(const std::string& text) {
   const std::size_t eq = text.rfind('=');
   const auto bad = [&](const std::string& why) {
-    return Error(Errc::kUsage, "--dim '" + text + "': " + why + " (expected NAME=N, e.g. batch=32)");
+    return Error(Errc::kUsage,
+                 "--dim '" + text + "': " + why + " (expected NAME=N, e.g. batch=32)");
   };
   if (eq == std::string::npos || eq == 0) throw bad("missing NAME=");
   std::int64_t v = 0;
@@ -50,7 +51,8 @@ int run_import(const ImportArgs& a) {
   opts.name = a.name;
   const io::OnnxImport r = io::read_onnx_file(a.model, opts);
   if (!a.quiet) {
-    for (const auto& w : r.warnings) std::cerr << "recsearch: warning: " << a.model << ": " << w << '\n';
+    for (const auto& w : r.warnings)
+      std::cerr << "recsearch: warning: " << a.model << ": " << w << '\n';
   }
   std::string text = io::graph_to_json(r.graph);
   if (text.empty() || text.back() != '\n') text.push_back('\n');
@@ -75,7 +77,8 @@ void add_import_command(CLI::App& app, Registry& reg) {
   cmd->add_option("MODEL", a->model, "ONNX model file ('-' for stdin)")->required();
   cmd->add_option("-o,--output", a->output, "graph file ('-' for stdout, the default)")
       ->type_name("GRAPH");
-  cmd->add_option("--dim", a->dims, "value of a symbolic dimension, e.g. --dim batch=32 (repeatable)")
+  cmd->add_option("--dim", a->dims,
+                  "value of a symbolic dimension, e.g. --dim batch=32 (repeatable)")
       ->type_name("NAME=N");
   cmd->add_option("--name", a->name, "graph name (default: the model's graph name)");
   cmd->add_flag("-q,--quiet", a->quiet, "no warnings about operators imported as replicated");

@@ -11,13 +11,13 @@
 #include <cstdint>
 #include <exception>
 #include <iostream>
-#include <new>
 #include <memory>
+#include <new>
 #include <string>
 
-#include "subcommand.hpp"
 #include "recsearch/cluster.hpp"
 #include "recsearch/error.hpp"
+#include "subcommand.hpp"
 
 #ifndef RECSEARCH_VERSION
 #define RECSEARCH_VERSION "unknown"
@@ -37,10 +37,12 @@ void add_cluster_options(CLI::App* cmd, ClusterOptions& o) {
   o.devices_opt = cmd->add_option("--devices", o.devices, "N devices in one flat level")
                       ->check(CLI::Range(std::int64_t{1}, recsearch::kMaxDevices))
                       ->type_name("N");
-  o.mesh_opt = cmd->add_option("--mesh", o.mesh, "hierarchical mesh, outermost level first, e.g. 64x8")
-                   ->type_name("AxB[xC..]");
-  o.cluster_opt = cmd->add_option("--cluster", o.cluster_file, "cluster JSON file (recsearch.cluster)")
-                      ->type_name("FILE");
+  o.mesh_opt =
+      cmd->add_option("--mesh", o.mesh, "hierarchical mesh, outermost level first, e.g. 64x8")
+          ->type_name("AxB[xC..]");
+  o.cluster_opt =
+      cmd->add_option("--cluster", o.cluster_file, "cluster JSON file (recsearch.cluster)")
+          ->type_name("FILE");
 }
 
 // An infinite budget is no budget, and NaN compares false with everything.
@@ -80,8 +82,9 @@ void add_core_commands(CLI::App& app, Registry& reg) {
       ->check(CLI::IsMember({"json", "table"}));
   search->add_option("--threads", sa->threads, "worker threads, 0 = all (the plan is the same)")
       ->check(CLI::Range(0, 65536));
-  search->add_option("--algo", sa->algo,
-                     "rec (default), data-parallel, megatron, grid, ilp or exhaustive")
+  search
+      ->add_option("--algo", sa->algo,
+                   "rec (default), data-parallel, megatron, grid, ilp or exhaustive")
       ->check(CLI::IsMember({"rec", "data-parallel", "megatron", "grid", "ilp", "exhaustive"}));
   CLI::Option* search_cost_opt =
       search->add_option("--cost", *search_cost, "cost coefficients JSON file")->type_name("FILE");
@@ -97,8 +100,8 @@ void add_core_commands(CLI::App& app, Registry& reg) {
   auto ec = std::make_shared<ClusterOptions>();
   auto eval_mode = std::make_shared<std::string>();
   auto eval_cost = std::make_shared<std::string>();
-  CLI::App* eval = app.add_subcommand(
-      "eval", "independent step-time and memory estimate of PLAN for GRAPH");
+  CLI::App* eval =
+      app.add_subcommand("eval", "independent step-time and memory estimate of PLAN for GRAPH");
   eval->add_option("GRAPH", ea->graph, "graph JSON file ('-' for stdin)")->required();
   eval->add_option("PLAN", ea->plan, "plan JSON file ('-' for stdin)")->required();
   add_cluster_options(eval, *ec);

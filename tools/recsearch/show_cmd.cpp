@@ -35,7 +35,8 @@ struct ShowArgs {
 
 int run_show(const ShowArgs& a) {
   if (!a.html && !a.dot) throw Error(Errc::kUsage, "give --html OUT.html and/or --dot OUT.dot");
-  if (a.cluster.count() > 1) throw Error(Errc::kUsage, "give only one of --devices, --mesh and --cluster");
+  if (a.cluster.count() > 1)
+    throw Error(Errc::kUsage, "give only one of --devices, --mesh and --cluster");
   if (a.graph == "-" && a.plan == "-")
     throw Error(Errc::kUsage, "GRAPH and PLAN cannot both be read from stdin");
   if (a.html && a.dot && *a.html == "-" && *a.dot == "-")
@@ -71,9 +72,10 @@ void add_show_command(CLI::App& app, Registry& reg) {
       ->required()
       ->type_name("GRAPH");
   CLI::Option* html_opt =
-      cmd->add_option("--html", *html, "write the HTML report here ('-' for stdout)")->type_name("OUT.html");
-  CLI::Option* dot_opt =
-      cmd->add_option("--dot", *dot, "write the DOT graph here ('-' for stdout)")->type_name("OUT.dot");
+      cmd->add_option("--html", *html, "write the HTML report here ('-' for stdout)")
+          ->type_name("OUT.html");
+  CLI::Option* dot_opt = cmd->add_option("--dot", *dot, "write the DOT graph here ('-' for stdout)")
+                             ->type_name("OUT.dot");
   add_cluster_options(cmd, *c);
   CLI::Option* cost_opt =
       cmd->add_option("--cost", *cost, "cost coefficients JSON file")->type_name("FILE");

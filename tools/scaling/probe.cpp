@@ -10,16 +10,16 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <ctime>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
 
-#include "recsearch/recsearch.hpp"
 #include "recsearch/gen/generate.hpp"
+#include "recsearch/recsearch.hpp"
 
 using namespace recsearch;
 using Clock = std::chrono::steady_clock;

@@ -15,8 +15,8 @@
 
 #include <cstdint>
 #include <optional>
-#include <string_view>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "recsearch/ir/graph.hpp"
@@ -33,8 +33,8 @@ enum class DimRole : std::uint8_t {
 [[nodiscard]] std::string_view dim_role_name(DimRole r) noexcept;
 
 struct LoopDim {
-  std::string name;        // "i", "k", "j"; einsum letters; "d0".. for elementwise
-  std::int64_t size = 1;   // extent of the iteration space along this loop
+  std::string name;       // "i", "k", "j"; einsum letters; "d0".. for elementwise
+  std::int64_t size = 1;  // extent of the iteration space along this loop
   DimRole role = DimRole::Parallel;
   // Window dims: input rows exchanged per split boundary (both neighbours
   // together), max(0, (kernel-1)*dilation + 1 - stride). 0 otherwise.
@@ -75,8 +75,8 @@ struct OpSpace {
 // the kind determines them (empty optional entries where it does not, e.g.
 // Reshape, whose output shape is only given by the output tensor).
 // Used by generators and importers; build_op_space checks against it.
-[[nodiscard]] std::vector<std::optional<ir::Shape>> infer_output_shapes(
-    const ir::Graph& g, const ir::Operator& op);
+[[nodiscard]] std::vector<std::optional<ir::Shape>> infer_output_shapes(const ir::Graph& g,
+                                                                        const ir::Operator& op);
 
 // Whether a loop split factor can be applied: `splits[d]` is the product of
 // earlier cuts on loop d. Checks the role, the loop size and every operand

@@ -42,16 +42,14 @@ class CostModel {
 
   // Seconds for collective c across `cut` on a tensor of group_bytes bytes
   // within the group (cost/model.hpp's conventions). 0 when cut.size == 1.
-  [[nodiscard]] virtual double collective_seconds(Collective c, double group_bytes,
-                                                  const Cut& cut,
+  [[nodiscard]] virtual double collective_seconds(Collective c, double group_bytes, const Cut& cut,
                                                   const CostParams& p) const noexcept;
 
   // Seconds of the backward all-reduce of a gradient slice; `parameter`
   // gradients may be bucketed (CostParams::bucket_gradients). The default
   // prices it through this model's collective_seconds (without latency when
   // bucketed).
-  [[nodiscard]] virtual double gradient_seconds(double group_bytes, bool parameter,
-                                                const Cut& cut,
+  [[nodiscard]] virtual double gradient_seconds(double group_bytes, bool parameter, const Cut& cut,
                                                 const CostParams& p) const noexcept;
 
   // Forward+backward (training) or forward (inference) seconds of an

@@ -38,14 +38,16 @@ class Communicator {
   [[nodiscard]] const std::vector<std::int64_t>& mesh() const noexcept { return mesh_; }
 
   // recv (k·count) = every group member's send (count), in axis order.
-  virtual void all_gather(std::uint32_t axis, const float* send, float* recv, std::size_t count) = 0;
+  virtual void all_gather(std::uint32_t axis, const float* send, float* recv,
+                          std::size_t count) = 0;
   // In place sum over the group.
   virtual void all_reduce(std::uint32_t axis, float* buf, std::size_t count) = 0;
   // send holds k blocks of count; recv gets the sum of block `coordinate`.
   virtual void reduce_scatter(std::uint32_t axis, const float* send, float* recv,
                               std::size_t count) = 0;
   // send holds k blocks of count, block i for member i; recv block i from member i.
-  virtual void all_to_all(std::uint32_t axis, const float* send, float* recv, std::size_t count) = 0;
+  virtual void all_to_all(std::uint32_t axis, const float* send, float* recv,
+                          std::size_t count) = 0;
 
   // Over all ranks, not counted as plan traffic (checking, timing).
   virtual void barrier() = 0;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // `recsearch exec`: runs a plan under mpirun on every rank and reports
-// (docs/design.md, Execution layer; options and output: docs/exec.md). Kept in the library so that the CLI stays
-// a thin option parser and tests can drive the same code.
+// (docs/design.md, Execution layer; options and output: docs/exec.md). Kept in the library so that
+// the CLI stays a thin option parser and tests can drive the same code.
 #pragma once
 
 #include <cstdint>
@@ -16,10 +16,10 @@ struct ExecArgs {
   std::string graph;
   std::string plan;
   Backend backend = Backend::Mpi;
-  bool check = false;        // compare with a one-device run on rank 0, bytes with the prediction
-  int steps = 1;             // forward passes timed
-  std::uint64_t seed = 1;    // input values
-  double timeout_s = 60;     // per collective; 0 = wait forever
+  bool check = false;      // compare with a one-device run on rank 0, bytes with the prediction
+  int steps = 1;           // forward passes timed
+  std::uint64_t seed = 1;  // input values
+  double timeout_s = 60;   // per collective; 0 = wait forever
   // Testing failure handling: "RANK:KIND[:OP]" with KIND throw (an error on
   // that rank before operator OP), kill (SIGKILL there) or stall (that rank
   // sleeps there, its peers time out).

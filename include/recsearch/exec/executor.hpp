@@ -81,8 +81,8 @@ class Executor {
   PlanLayouts layouts_;
   Redistributor redist_;
   std::vector<std::int64_t> coords_;
-  std::vector<std::unique_ptr<LocalTensor>> held_;        // per tensor, holder layout
-  std::vector<std::deque<LocalTensor>> copies_;           // per tensor, other layouts made
+  std::vector<std::unique_ptr<LocalTensor>> held_;  // per tensor, holder layout
+  std::vector<std::deque<LocalTensor>> copies_;     // per tensor, other layouts made
   std::vector<ir::TensorId> outputs_;
 };
 

@@ -34,23 +34,24 @@ enum class Family { Mlp, Gpt, Bert, ResNet, Moe, Random };
 // family's default" (docs/cli.md, the `recsearch gen` table).
 struct ModelSpec {
   Family family = Family::Gpt;
-  std::string name;             // graph name; default: derived from the family and sizes
-  std::int64_t layers = 0;      // transformer / MLP layers
-  std::int64_t hidden = 0;      // model width
-  std::int64_t heads = 0;       // attention heads
-  std::int64_t seq = 0;         // sequence length
-  std::int64_t vocab = 0;       // vocabulary
-  std::int64_t batch = 0;       // global batch
-  std::int64_t experts = 0;     // MoE experts (every other layer is an MoE layer)
-  std::int64_t depth = 0;       // ResNet depth: 18, 34, 50, 101 or 152
-  std::int64_t width = 0;       // ResNet width factor (Wide-ResNet: 2, 4, ...); base channels for bottlenecks x width
-  std::int64_t channels = 0;    // ResNet base channels (64)
-  std::int64_t image = 0;       // ResNet input side (224)
-  std::int64_t classes = 0;     // classifier outputs
-  std::int64_t ops = 0;         // Random: number of operators
-  std::uint64_t seed = 1;       // Random: the seed
+  std::string name;          // graph name; default: derived from the family and sizes
+  std::int64_t layers = 0;   // transformer / MLP layers
+  std::int64_t hidden = 0;   // model width
+  std::int64_t heads = 0;    // attention heads
+  std::int64_t seq = 0;      // sequence length
+  std::int64_t vocab = 0;    // vocabulary
+  std::int64_t batch = 0;    // global batch
+  std::int64_t experts = 0;  // MoE experts (every other layer is an MoE layer)
+  std::int64_t depth = 0;    // ResNet depth: 18, 34, 50, 101 or 152
+  std::int64_t width =
+      0;  // ResNet width factor (Wide-ResNet: 2, 4, ...); base channels for bottlenecks x width
+  std::int64_t channels = 0;  // ResNet base channels (64)
+  std::int64_t image = 0;     // ResNet input side (224)
+  std::int64_t classes = 0;   // classifier outputs
+  std::int64_t ops = 0;       // Random: number of operators
+  std::uint64_t seed = 1;     // Random: the seed
   ir::DType dtype = ir::DType::F16;
-  bool training_loss = true;    // end in a loss operator
+  bool training_loss = true;  // end in a loss operator
 };
 
 // Family name as spelt on the command line ("gpt", "resnet", ...).
@@ -92,7 +93,8 @@ void generate(const ModelSpec& spec, GraphSink& sink);
 // operator per line, in constant memory. on_progress, when set, is called
 // with (items written, items in all) now and then.
 void write_graph_json(const ModelSpec& spec, std::ostream& out,
-                      void (*on_progress)(std::uint64_t done, std::uint64_t total, void* ctx) = nullptr,
+                      void (*on_progress)(std::uint64_t done, std::uint64_t total,
+                                          void* ctx) = nullptr,
                       void* ctx = nullptr);
 
 }  // namespace recsearch::gen

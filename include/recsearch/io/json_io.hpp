@@ -52,8 +52,7 @@ void parse_cost_params(std::string_view text, const std::string& source, CostPar
 // present, must match `mesh` axis by axis (sizes). Errors name the file and
 // path (kPlan, kUnknownName, kStrategy).
 [[nodiscard]] plan::Plan parse_plan(std::string_view text, const std::string& source,
-                                    const ir::Graph& g,
-                                    const std::vector<algebra::OpSpace>& spaces,
+                                    const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
                                     const std::vector<Cut>& mesh);
 [[nodiscard]] plan::Plan read_plan_file(const std::string& path, const ir::Graph& g,
                                         const std::vector<algebra::OpSpace>& spaces,

@@ -36,10 +36,10 @@ struct OnnxImportOptions {
 };
 
 struct OnnxImport {
-  ir::Graph graph;                    // finalized; operator spaces build without error
-  std::vector<std::string> warnings;  // one line per node imported as replicated
-  std::int64_t opset = 0;             // of the default ("ai.onnx") domain
-  std::size_t folded_nodes = 0;       // shape computations folded into constants
+  ir::Graph graph;                       // finalized; operator spaces build without error
+  std::vector<std::string> warnings;     // one line per node imported as replicated
+  std::int64_t opset = 0;                // of the default ("ai.onnx") domain
+  std::size_t folded_nodes = 0;          // shape computations folded into constants
   std::size_t skipped_weight_bytes = 0;  // initializer payload bytes never loaded
 };
 

@@ -40,9 +40,9 @@ struct Operator {
   std::vector<TensorId> inputs;
   std::vector<TensorId> outputs;
   Attrs attrs;
-  std::optional<Strategy> strategy;               // pinned by the user
+  std::optional<Strategy> strategy;                 // pinned by the user
   std::optional<std::vector<std::string>> allowed;  // loop dims the search may cut
-  OpKind kind = OpKind::Custom;                   // derived from type by add_operator
+  OpKind kind = OpKind::Custom;                     // derived from type by add_operator
 };
 
 class Graph {

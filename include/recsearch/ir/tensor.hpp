@@ -48,8 +48,8 @@ struct Tensor {
   Shape shape;
   DType dtype = DType::F32;
   TensorKind kind = TensorKind::Input;
-  OpId producer = kNone;         // kNone for inputs, parameters, constants
-  std::vector<OpId> consumers;   // in increasing operator id, one entry per use
+  OpId producer = kNone;        // kNone for inputs, parameters, constants
+  std::vector<OpId> consumers;  // in increasing operator id, one entry per use
 
   [[nodiscard]] std::size_t rank() const noexcept { return shape.size(); }
   // Full size in bytes, as a double so that huge tensors never overflow.

@@ -75,7 +75,7 @@ struct CommEvent {
   cost::Collective collective = cost::Collective::AllGather;
   cost::Phase phase = cost::Phase::Forward;
   CommReason reason = CommReason::Layout;
-  double bytes = 0;    // per device sent
+  double bytes = 0;  // per device sent
   double seconds = 0;
 };
 
@@ -88,7 +88,8 @@ struct TensorSharding {
 
 struct OpCost {
   double compute_s = 0;
-  double communication_s = 0;  // events attributed to this op (gradient, halo, output; layout to the consumer)
+  double communication_s =
+      0;  // events attributed to this op (gradient, halo, output; layout to the consumer)
 };
 
 struct Summary {
@@ -102,10 +103,10 @@ struct Summary {
 };
 
 struct Evaluation {
-  std::vector<ir::Strategy> strategies;   // per operator
-  std::vector<TensorSharding> tensors;    // per tensor
-  std::vector<CommEvent> events;          // in (axis, kind, tensor/op) order
-  std::vector<OpCost> op_costs;           // per operator
+  std::vector<ir::Strategy> strategies;  // per operator
+  std::vector<TensorSharding> tensors;   // per tensor
+  std::vector<CommEvent> events;         // in (axis, kind, tensor/op) order
+  std::vector<OpCost> op_costs;          // per operator
   Summary summary;
 };
 

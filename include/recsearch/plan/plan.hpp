@@ -24,9 +24,9 @@ inline constexpr std::int16_t kReplicated = -1;
 
 struct Plan {
   std::string graph_name;
-  std::string algorithm;              // "rec", "data-parallel", "exhaustive", "file"
+  std::string algorithm;  // "rec", "data-parallel", "exhaustive", "file"
   Mode mode = Mode::Train;
-  std::vector<Cut> mesh;              // the cut schedule the plan was made for
+  std::vector<Cut> mesh;                        // the cut schedule the plan was made for
   std::vector<std::vector<std::int16_t>> cuts;  // [op][axis]
 
   [[nodiscard]] std::int64_t num_devices() const noexcept {

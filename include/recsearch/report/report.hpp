@@ -52,9 +52,9 @@ struct CommBreakdown {
 // first appearance); at most kMaxColourClasses, the rest share "other".
 inline constexpr std::size_t kMaxColourClasses = 12;
 struct ColourClasses {
-  std::vector<std::string> names;      // class names; "other" last when used
-  std::vector<std::string> colours;    // "#rrggbb" per class
-  std::vector<std::size_t> of_op;      // class index per operator
+  std::vector<std::string> names;    // class names; "other" last when used
+  std::vector<std::string> colours;  // "#rrggbb" per class
+  std::vector<std::size_t> of_op;    // class index per operator
 };
 [[nodiscard]] ColourClasses colour_classes(const ReportInput& in);
 

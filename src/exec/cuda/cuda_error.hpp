@@ -3,7 +3,7 @@
 // Error(kRuntime) naming the call, the library's message, file and line.
 #pragma once
 
-#include <cublas_v2.h>        // cuBLAS: GEMMs of the GPU kernels
+#include <cublas_v2.h>         // cuBLAS: GEMMs of the GPU kernels
 #include <cuda_runtime_api.h>  // CUDA runtime: devices, memory, streams
 
 #include <string>
@@ -28,10 +28,10 @@ namespace recsearch::exec::detail {
                                            __LINE__);                                        \
   } while (0)
 
-#define RS_CUBLAS_CHECK(call)                                                               \
-  do {                                                                                      \
-    const cublasStatus_t rs_cublas_rc_ = (call);                                            \
-    if (rs_cublas_rc_ != CUBLAS_STATUS_SUCCESS)                                             \
-      ::recsearch::exec::detail::throw_gpu(cublasGetStatusString(rs_cublas_rc_), #call,     \
-                                           __FILE__, __LINE__);                             \
+#define RS_CUBLAS_CHECK(call)                                                                     \
+  do {                                                                                            \
+    const cublasStatus_t rs_cublas_rc_ = (call);                                                  \
+    if (rs_cublas_rc_ != CUBLAS_STATUS_SUCCESS)                                                   \
+      ::recsearch::exec::detail::throw_gpu(cublasGetStatusString(rs_cublas_rc_), #call, __FILE__, \
+                                           __LINE__);                                             \
   } while (0)

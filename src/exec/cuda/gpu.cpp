@@ -21,7 +21,10 @@ namespace {
 // Device memory freed on scope exit.
 struct DevBuf {
   float* p = nullptr;
-  explicit DevBuf(std::size_t n) { RS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p), std::max<std::size_t>(n, 1) * sizeof(float))); }
+  explicit DevBuf(std::size_t n) {
+    RS_CUDA_CHECK(
+        cudaMalloc(reinterpret_cast<void**>(&p), std::max<std::size_t>(n, 1) * sizeof(float)));
+  }
   ~DevBuf() { (void)cudaFree(p); }
   DevBuf(const DevBuf&) = delete;
   DevBuf& operator=(const DevBuf&) = delete;

@@ -7,8 +7,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <limits>
 #include <cstdio>
+#include <limits>
 #include <thread>
 #include <utility>
 
@@ -117,15 +117,16 @@ class MpiCommunicator final : public Communicator {
   void all_reduce(std::uint32_t axis, float* buf, std::size_t n) override {
     const double k = group_size(axis);
     MPI_Request r = MPI_REQUEST_NULL;
-    RS_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, to_int(n), MPI_FLOAT, MPI_SUM, groups_.at(axis), &r));
+    RS_MPI_CHECK(
+        MPI_Iallreduce(MPI_IN_PLACE, buf, to_int(n), MPI_FLOAT, MPI_SUM, groups_.at(axis), &r));
     wait(r, "all-reduce", axis);
     count(axis, 2 * (k - 1) / k * static_cast<double>(n) * sizeof(float), kAllReduce);
   }
   void reduce_scatter(std::uint32_t axis, const float* send, float* recv, std::size_t n) override {
     const double k = group_size(axis);
     MPI_Request r = MPI_REQUEST_NULL;
-    RS_MPI_CHECK(MPI_Ireduce_scatter_block(send, recv, to_int(n), MPI_FLOAT, MPI_SUM,
-                                           groups_.at(axis), &r));
+    RS_MPI_CHECK(
+        MPI_Ireduce_scatter_block(send, recv, to_int(n), MPI_FLOAT, MPI_SUM, groups_.at(axis), &r));
     wait(r, "reduce-scatter", axis);
     count(axis, (k - 1) * static_cast<double>(n) * sizeof(float), kReduceScatter);
   }
@@ -144,8 +145,8 @@ class MpiCommunicator final : public Communicator {
   }
   void gather_to_root(const float* send, float* recv, std::size_t n) override {
     MPI_Request r = MPI_REQUEST_NULL;
-    RS_MPI_CHECK(MPI_Igather(send, to_int(n), MPI_FLOAT, recv, to_int(n), MPI_FLOAT, 0,
-                             MPI_COMM_WORLD, &r));
+    RS_MPI_CHECK(
+        MPI_Igather(send, to_int(n), MPI_FLOAT, recv, to_int(n), MPI_FLOAT, 0, MPI_COMM_WORLD, &r));
     wait(r, "gather", kWorld);
   }
   double max_over_ranks(double v) override {
@@ -166,7 +167,8 @@ class MpiCommunicator final : public Communicator {
   }
   static int to_int(std::size_t n) {
     if (n > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
-      throw Error(Errc::kRuntime, "buffer of " + std::to_string(n) + " elements exceeds MPI's count");
+      throw Error(Errc::kRuntime,
+                  "buffer of " + std::to_string(n) + " elements exceeds MPI's count");
     }
     return static_cast<int>(n);
   }
@@ -187,11 +189,11 @@ class MpiCommunicator final : public Communicator {
       if (done != 0) return;
       const double waited = std::chrono::duration<double>(Clock::now() - start).count();
       if (timeout() > 0 && waited > timeout()) {
-        throw Error(Errc::kRuntime,
-                    std::string(what) + (axis == kWorld ? std::string(" over all ranks")
+        throw Error(Errc::kRuntime, std::string(what) +
+                                        (axis == kWorld ? std::string(" over all ranks")
                                                         : " on mesh axis " + std::to_string(axis)) +
-                        " did not finish within " + seconds_text(timeout()) +
-                        " s (a peer died, stalls or runs a different plan)");
+                                        " did not finish within " + seconds_text(timeout()) +
+                                        " s (a peer died, stalls or runs a different plan)");
       }
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::microseconds(2000));

@@ -18,17 +18,18 @@ namespace recsearch::exec::detail {
   char text[MPI_MAX_ERROR_STRING];
   int len = 0;
   if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) len = 0;
-  throw Error(Errc::kRuntime, std::string(call) + " failed: " + std::string(text, static_cast<std::size_t>(len)) +
+  throw Error(Errc::kRuntime, std::string(call) +
+                                  " failed: " + std::string(text, static_cast<std::size_t>(len)) +
                                   " (" + file + ":" + std::to_string(line) + ")");
 }
 
 }  // namespace recsearch::exec::detail
 
-#define RS_MPI_CHECK(call)                                                          \
-  do {                                                                              \
-    const int rs_mpi_rc_ = (call);                                                  \
-    if (rs_mpi_rc_ != MPI_SUCCESS)                                                  \
-      ::recsearch::exec::detail::throw_mpi(rs_mpi_rc_, #call, __FILE__, __LINE__);  \
+#define RS_MPI_CHECK(call)                                                         \
+  do {                                                                             \
+    const int rs_mpi_rc_ = (call);                                                 \
+    if (rs_mpi_rc_ != MPI_SUCCESS)                                                 \
+      ::recsearch::exec::detail::throw_mpi(rs_mpi_rc_, #call, __FILE__, __LINE__); \
   } while (0)
 
 namespace recsearch::exec::detail {

@@ -31,8 +31,8 @@ NodeRanks node_ranks() {
   int world_rank = 0;
   RS_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
   MPI_Comm node = MPI_COMM_NULL;
-  RS_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank,
-                                   MPI_INFO_NULL, &node));
+  RS_MPI_CHECK(
+      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node));
   NodeRanks r;
   RS_MPI_CHECK(MPI_Comm_rank(node, &r.rank));
   RS_MPI_CHECK(MPI_Comm_size(node, &r.size));
@@ -136,8 +136,8 @@ class NcclCommunicator final : public Communicator {
   void run(RecsearchGpuCollective kind, std::uint32_t axis, const float* send, float* recv,
            std::size_t n) {
     std::array<char, 1024> err{};
-    check(api_->nccl_collective(nccl_, kind, axis, static_cast<int>(mesh().at(axis)), send, recv,
-                                n, timeout(), err.data(), err.size()),
+    check(api_->nccl_collective(nccl_, kind, axis, static_cast<int>(mesh().at(axis)), send, recv, n,
+                                timeout(), err.data(), err.size()),
           err);
   }
 

@@ -231,7 +231,8 @@ std::size_t nccl_id_bytes() { return sizeof(ncclUniqueId); }
 void nccl_unique_id(void* id) {
   ncclUniqueId u{};
   RS_NCCL_CHECK(ncclGetUniqueId(&u));
-  std::copy_n(reinterpret_cast<const unsigned char*>(&u), sizeof(u), static_cast<unsigned char*>(id));
+  std::copy_n(reinterpret_cast<const unsigned char*>(&u), sizeof(u),
+              static_cast<unsigned char*>(id));
 }
 
 RecsearchGpuNccl* nccl_open(const void* id, int size, int rank, int local_rank, int local_size,
@@ -246,7 +247,8 @@ RecsearchGpuNccl* nccl_open(const void* id, int size, int rank, int local_rank, 
   c->colors.assign(colors, colors + axes);
   c->keys.assign(keys, keys + axes);
   ncclUniqueId u{};
-  std::copy_n(static_cast<const unsigned char*>(id), sizeof(u), reinterpret_cast<unsigned char*>(&u));
+  std::copy_n(static_cast<const unsigned char*>(id), sizeof(u),
+              reinterpret_cast<unsigned char*>(&u));
   ncclConfig_t cfg = nonblocking_config();
   RS_NCCL_START(ncclCommInitRankConfig(&c->world, size, u, rank, &cfg));
   return c.release();
@@ -278,8 +280,8 @@ void nccl_collective(RecsearchGpuNccl* c, RecsearchGpuCollective kind, std::size
     reserve(c->dev_out, c->cap_out, std::max<std::size_t>(n_out, 1));
     // Host to device from pageable memory returns once staged; the stream
     // is idle here (the previous collective completed).
-    RS_CUDA_CHECK(cudaMemcpyAsync(c->dev_in, send, n_in * sizeof(float), cudaMemcpyHostToDevice,
-                                  c->stream));
+    RS_CUDA_CHECK(
+        cudaMemcpyAsync(c->dev_in, send, n_in * sizeof(float), cudaMemcpyHostToDevice, c->stream));
     const std::string what =
         std::string(collective_name(kind)) + " on mesh axis " + std::to_string(axis);
     // One deadline for the enqueue (which may set up connections lazily on
