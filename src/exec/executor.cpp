@@ -166,6 +166,30 @@ void class_parallel_cross_entropy(const detail::KernelArgs& a, Communicator& com
   y[0] = static_cast<float>((reduction == "mean" ? total / full_rows : total) / group);
 }
 
+// Why cutting loop c of `op` cannot run, or empty. Every check runs and the last failing one
+// names the problem, so the message for a loop that fails several stays the same.
+std::string cut_loop_problem(const ir::Operator& op, const algebra::OpSpace& s, int c) {
+  std::string why;
+  const algebra::LoopDim& loop = s.loops.at(static_cast<std::size_t>(c));
+  const auto maps = [&](const std::vector<int>& dims) {
+    return static_cast<int>(std::count(dims.begin(), dims.end(), c));
+  };
+  for (const auto& dims : s.inputs) {
+    if (maps(dims) > 1) why = "cut loop '" + loop.name + "' indexes two dims of one operand";
+  }
+  for (const auto& dims : s.outputs) {
+    if (maps(dims) > 1) why = "cut loop '" + loop.name + "' indexes two dims of one operand";
+    if (loop.role != algebra::DimRole::Reduction && maps(dims) == 0) {
+      why = "cut loop '" + loop.name + "' does not reach the output";
+    }
+  }
+  if (loop.role == algebra::DimRole::Reduction && op.kind == ir::OpKind::ReduceMax) {
+    why = "a cut max-reduction is not a partial sum";
+  }
+  if (loop.role == algebra::DimRole::Window) why = "window cuts (halo exchange) are not executed";
+  return why;
+}
+
 }  // namespace
 
 std::vector<std::string> unsupported_operators(const ir::Graph& g,
@@ -180,25 +204,7 @@ std::vector<std::string> unsupported_operators(const ir::Graph& g,
     if (why.empty() && s.opaque) why = "opaque operator";
     for (std::size_t a = 0; why.empty() && o < p.cuts.size() && a < p.cuts[o].size(); ++a) {
       const int c = p.cuts[o][a];
-      if (c == plan::kReplicated) continue;
-      const algebra::LoopDim& loop = s.loops.at(static_cast<std::size_t>(c));
-      const auto maps = [&](const std::vector<int>& dims) {
-        return static_cast<int>(std::count(dims.begin(), dims.end(), c));
-      };
-      for (const auto& dims : s.inputs) {
-        if (maps(dims) > 1) why = "cut loop '" + loop.name + "' indexes two dims of one operand";
-      }
-      for (const auto& dims : s.outputs) {
-        if (maps(dims) > 1) why = "cut loop '" + loop.name + "' indexes two dims of one operand";
-        if (loop.role != algebra::DimRole::Reduction && maps(dims) == 0) {
-          why = "cut loop '" + loop.name + "' does not reach the output";
-        }
-      }
-      if (loop.role == algebra::DimRole::Reduction && op.kind == ir::OpKind::ReduceMax) {
-        why = "a cut max-reduction is not a partial sum";
-      }
-      if (loop.role == algebra::DimRole::Window)
-        why = "window cuts (halo exchange) are not executed";
+      if (c != plan::kReplicated) why = cut_loop_problem(op, s, c);
     }
     if (!why.empty()) out.push_back(who + why);
   }

@@ -467,65 +467,89 @@ void k_cross_entropy(const KernelArgs& a) {
   y[0] = static_cast<float>(reduction == "mean" ? sum / full_rows : sum);
 }
 
-void k_attention(const KernelArgs& a) {
+// One rank's attention block, read once per call: Q is [b,h,s,d], K [b,h,t,d], V [b,h,t,e];
+// the optional mask broadcasts onto the scores [b,h,s,t] through `ms`.
+struct AttentionBlock {
+  std::int64_t nb = 0, nh = 0, ns = 0, nd = 0, nt = 0, ne = 0;
+  std::int64_t first_query = 0;  // key position of local query row 0 (the causal limit)
+  bool causal = false;
+  const Buf* mask = nullptr;
+  bool bool_mask = false;
+  std::vector<std::int64_t> ms;
+  double scale = 1.0;
+};
+
+AttentionBlock attention_block(const KernelArgs& a) {
   const Shape& qs = a.in_shapes[0];
   const Shape& ks = a.in_shapes[1];
   const Shape& vs = a.in_shapes[2];
-  const std::int64_t nb = qs[0], nh = qs[1], ns = qs[2], nd = qs[3], nt = ks[2], ne = vs[3];
+  AttentionBlock g;
+  g.nb = qs[0], g.nh = qs[1], g.ns = qs[2], g.nd = qs[3], g.nt = ks[2], g.ne = vs[3];
+  // Keys longer than queries (a cached prefix) shift the causal diagonal right.
   const std::int64_t shift = a.full_in_shapes[1][2] - a.full_in_shapes[0][2];
-  const bool causal = a.op->attrs.get_bool("causal", false);
-  const Buf* mask = a.in.size() > 3 ? a.in[3] : nullptr;
-  std::vector<std::int64_t> ms;
-  bool bool_mask = false;
-  if (mask != nullptr) {
-    ms = broadcast_strides(a.in_shapes[3], Shape{nb, nh, ns, nt});
-    bool_mask = a.bool_mask;
+  g.first_query = a.query_offset + shift;
+  g.causal = a.op->attrs.get_bool("causal", false);
+  g.mask = a.in.size() > 3 ? a.in[3] : nullptr;
+  if (g.mask != nullptr) {
+    g.ms = broadcast_strides(a.in_shapes[3], Shape{g.nb, g.nh, g.ns, g.nt});
+    g.bool_mask = a.bool_mask;
   }
-  const double scale = 1.0 / std::sqrt(static_cast<double>(nd));
+  g.scale = 1.0 / std::sqrt(static_cast<double>(g.nd));
+  return g;
+}
+
+// Scaled score of query row r (= (b*nh + h)*ns + s) against key t, with the mask applied;
+// -inf where causality or a boolean mask hides the key.
+double attention_score(const AttentionBlock& g, const Buf& q, const Buf& k, std::int64_t r,
+                       std::int64_t t) {
+  const std::int64_t s = r % g.ns, bh = r / g.ns, h = bh % g.nh, b = bh / g.nh;
+  if (g.causal && t > s + g.first_query) return -std::numeric_limits<double>::infinity();
+  double dot = 0;
+  for (std::int64_t d = 0; d < g.nd; ++d) {
+    dot += static_cast<double>(q[static_cast<std::size_t>(r * g.nd + d)]) *
+           k[static_cast<std::size_t>((bh * g.nt + t) * g.nd + d)];
+  }
+  double x = dot * g.scale;
+  if (g.mask == nullptr) return x;
+  const std::vector<std::int64_t>& ms = g.ms;
+  const auto mi = static_cast<std::size_t>(b * ms[0] + h * ms[1] + s * ms[2] + t * ms[3]);
+  const float mv = (*g.mask)[mi];
+  if (!g.bool_mask) return x + mv;
+  return mv == 0.0f ? -std::numeric_limits<double>::infinity() : x;
+}
+
+// One query row: scores, softmax (a fully hidden row gives zeros), then the weighted sum of V.
+void attention_row(const AttentionBlock& g, const KernelArgs& a, std::int64_t r) {
   const Buf& q = *a.in[0];
   const Buf& k = *a.in[1];
   const Buf& v = *a.in[2];
   Buf& y = *a.out[0];
-  parallel_rows(nb * nh * ns, [&](std::int64_t r) {
-    const std::int64_t s = r % ns, bh = r / ns, h = bh % nh, b = bh / nh;
-    std::vector<double> w(static_cast<std::size_t>(nt));
-    double m = -std::numeric_limits<double>::infinity();
-    for (std::int64_t t = 0; t < nt; ++t) {
-      double x = -std::numeric_limits<double>::infinity();
-      const bool allowed = !causal || t <= s + a.query_offset + shift;
-      if (allowed) {
-        double dot = 0;
-        for (std::int64_t d = 0; d < nd; ++d) {
-          dot += static_cast<double>(q[static_cast<std::size_t>(r * nd + d)]) *
-                 k[static_cast<std::size_t>((bh * nt + t) * nd + d)];
-        }
-        x = dot * scale;
-        if (mask != nullptr) {
-          const float mv =
-              (*mask)[static_cast<std::size_t>(b * ms[0] + h * ms[1] + s * ms[2] + t * ms[3])];
-          if (bool_mask) {
-            if (mv == 0.0f) x = -std::numeric_limits<double>::infinity();
-          } else {
-            x += mv;
-          }
-        }
-      }
-      w[static_cast<std::size_t>(t)] = x;
-      m = std::max(m, x);
+  const std::int64_t bh = r / g.ns;
+  std::vector<double> w(static_cast<std::size_t>(g.nt));
+  double m = -std::numeric_limits<double>::infinity();
+  for (std::int64_t t = 0; t < g.nt; ++t) {
+    const double x = attention_score(g, q, k, r, t);
+    w[static_cast<std::size_t>(t)] = x;
+    m = std::max(m, x);
+  }
+  double sum = 0;
+  for (auto& x : w) {
+    x = std::isinf(m) ? 0.0 : std::exp(x - m);
+    sum += x;
+  }
+  for (std::int64_t e = 0; e < g.ne; ++e) {
+    double acc = 0;
+    for (std::int64_t t = 0; t < g.nt; ++t) {
+      acc +=
+          w[static_cast<std::size_t>(t)] * v[static_cast<std::size_t>((bh * g.nt + t) * g.ne + e)];
     }
-    double sum = 0;
-    for (auto& x : w) {
-      x = std::isinf(m) ? 0.0 : std::exp(x - m);
-      sum += x;
-    }
-    for (std::int64_t e = 0; e < ne; ++e) {
-      double acc = 0;
-      for (std::int64_t t = 0; t < nt; ++t) {
-        acc += w[static_cast<std::size_t>(t)] * v[static_cast<std::size_t>((bh * nt + t) * ne + e)];
-      }
-      y[static_cast<std::size_t>(r * ne + e)] = sum > 0 ? static_cast<float>(acc / sum) : 0.0f;
-    }
-  });
+    y[static_cast<std::size_t>(r * g.ne + e)] = sum > 0 ? static_cast<float>(acc / sum) : 0.0f;
+  }
+}
+
+void k_attention(const KernelArgs& a) {
+  const AttentionBlock g = attention_block(a);
+  parallel_rows(g.nb * g.nh * g.ns, [&](std::int64_t r) { attention_row(g, a, r); });
 }
 
 }  // namespace
