@@ -15,6 +15,7 @@
 #include <string>
 
 #include "subcommand.hpp"
+#include "sweep_cmd.hpp"
 #include "recsearch/cluster.hpp"
 #include "recsearch/error.hpp"
 
@@ -145,6 +146,7 @@ int run(int argc, char** argv) {
   recsearch::cli::add_gen_command(app, reg);
   recsearch::cli::add_exec_command(app, reg);
   recsearch::cli::add_compare_command(app, reg);
+  recsearch::cli::add_sweep_command(app, reg);
 
   try {
     app.parse(argc, argv);
