@@ -118,7 +118,7 @@ class Plot {
   }
 
  private:
-  static constexpr double kW = 660, kH = 360, kL = 72, kR = 24, kT = 34, kB = 52;
+  static constexpr double kW = 660, kH = 360, kL = 72, kR = 24, kT = 46, kB = 52;
   static double plot_w() { return kW - kL - kR; }
   static double plot_h() { return kH - kT - kB; }
   static std::string num(double v) { return fmt("%.1f", v); }
@@ -169,9 +169,11 @@ class Plot {
     const double x = sx(*c_.mark_x);
     o += "<line x1=\"" + num(x) + "\" x2=\"" + num(x) + "\" y1=\"" + num(kT) + "\" y2=\"" +
          num(kT + plot_h()) + "\" class=\"knee\"/>\n";
-    // The label sits on the side with more room.
-    const bool right = x < kL + plot_w() * 0.6;
-    o += text(x + (right ? 5 : -5), kT + 14, c_.mark_label, right ? "start" : "end", "kneetext");
+    // Above the frame, clear of the curves and the legend; centred on the
+    // marker unless that would run past the frame's ends.
+    const double half = 3.5 * static_cast<double>(c_.mark_label.size());
+    const double at = std::clamp(x, kL + half, kL + plot_w() - half);
+    o += text(at, kT - 5, c_.mark_label, "middle", "kneetext");
   }
 
   void line(std::string& o, const Series& s) const {
@@ -194,14 +196,14 @@ class Plot {
   void legend(std::string& o) const {
     double y = kT + 16;
     const double x = kL + plot_w() - 190;
-    std::vector<std::pair<std::string, std::string>> items;
-    for (const Series& s : c_.series) items.emplace_back(s.name, s.color);
     o += "<rect x=\"" + num(x - 8) + "\" y=\"" + num(kT + 4) + "\" width=\"190\" height=\"" +
-         num(16.0 * (items.size() + (c_.no_fit_x.empty() ? 0 : 1)) + 8) + "\" class=\"legend\"/>\n";
-    for (const auto& [name, color] : items) {
+         num(16.0 * static_cast<double>(c_.series.size() + (c_.no_fit_x.empty() ? 0 : 1)) + 8) +
+         "\" class=\"legend\"/>\n";
+    for (const Series& s : c_.series) {
       o += "<line x1=\"" + num(x) + "\" x2=\"" + num(x + 18) + "\" y1=\"" + num(y - 4) +
-           "\" y2=\"" + num(y - 4) + "\" stroke=\"" + color + "\" stroke-width=\"2\"/>\n";
-      o += text(x + 24, y, name, "start", "tick");
+           "\" y2=\"" + num(y - 4) + "\" stroke=\"" + s.color + "\" stroke-width=\"2\"" +
+           (s.dashed ? " stroke-dasharray=\"6 4\"" : "") + "/>\n";
+      o += text(x + 24, y, s.name, "start", "tick");
       y += 16;
     }
     if (!c_.no_fit_x.empty()) {
@@ -321,7 +323,7 @@ std::string table(const Sweep& s) {
       o += "<td colspan=\"9\" class=\"nofitrow\">no plan fits; smallest reached " +
            (std::isfinite(p.smallest_bytes) ? fmt("%.4g", p.smallest_bytes / kGiB) + " GiB"
                                             : std::string("unknown")) +
-           "</td><td></td><td>" + esc(p.no_fit) + "</td>";
+           "</td><td class=\"note\">" + esc(p.no_fit) + "</td>";
     }
     o += "</tr>\n";
   }
@@ -344,7 +346,7 @@ svg text { font-family: sans-serif; }
 table { border-collapse: collapse; font-size: 13px; margin-top: 12px; }
 td, th { border: 1px solid #ccc; padding: 3px 7px; text-align: right; }
 th { background: #f0f0f0; } tr.kneerow { background: #fdecea; }
-td.nofitrow { color: #c0392b; text-align: left; }
+td.nofitrow { color: #c0392b; text-align: left; } td.note { text-align: left; }
 </style>
 )";
 
