@@ -69,16 +69,22 @@ void fill_throughput(const Sweep& s, SweepPoint& p) {
     p.model_tflops_per_device = s.step_flops / step / static_cast<double>(p.devices) / 1e12;
 }
 
-// The smallest per-device memory a no-fit message reports ("... needs 3.250
-// GiB" in every algorithm's message that knows one); NaN when it says none.
-double smallest_from_message(const std::string& detail) {
+// The messages print GiB with three decimals: a value read back is within
+// half a thousandth of a GiB of the search's own.
+constexpr double kMessageRounding = 0.0005 * kGiB;
+
+// The smallest per-device memory a no-fit message at `budget` reports ("...
+// needs 3.250 GiB" in every algorithm's message that knows one), NaN when it
+// says none. It did not fit, so it is above the budget even where the
+// message's rounding says otherwise.
+double smallest_from_message(const std::string& detail, double budget) {
   const std::size_t at = detail.rfind("needs ");
   if (at == std::string::npos) return NAN;
   const char* begin = detail.c_str() + at + 6;
   char* end = nullptr;
   const double v = std::strtod(begin, &end);
   if (end == begin || std::string_view(end).substr(0, 4) != " GiB") return NAN;
-  return v * kGiB;
+  return std::max(v * kGiB, budget);
 }
 
 struct Found {
@@ -111,10 +117,24 @@ Outcome search_point(const Problem& problem, const Cluster& cluster,
   } catch (const Error& e) {
     if (e.code() != Errc::kNoFit) throw;
     out.no_fit = e.detail();
-    out.smallest = smallest_from_message(e.detail());
+    out.smallest = smallest_from_message(e.detail(), budget);
   }
   out.time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;
+}
+
+// The smallest per-device memory the sweep's searches reached: a plan's
+// exact figure, unless a no-fit message (rounded) tells of a truly smaller
+// one; NaN when none says.
+double smallest_reached(const std::vector<Outcome>& outcomes) {
+  double exact = INFINITY, rounded = INFINITY;
+  for (const Outcome& o : outcomes) {
+    if (o.fits) exact = std::min(exact, o.found.memory);
+    else if (std::isfinite(o.smallest)) rounded = std::min(rounded, o.smallest);
+  }
+  if (rounded + kMessageRounding < exact || !std::isfinite(exact))
+    return std::isfinite(rounded) ? rounded : NAN;
+  return exact;
 }
 
 // The point's figures from its own evaluation of `plan`, never the search's.
@@ -248,13 +268,9 @@ Sweep sweep_memory(const Problem& problem, const Cluster& cluster,
 
   Sweep s = start_sweep(problem, options, SweepKind::Memory);
   std::vector<Outcome> outcomes;
-  double smallest = NAN;
-  for (std::size_t i = 0; i < budgets_bytes.size(); ++i) {
+  for (std::size_t i = 0; i < budgets_bytes.size(); ++i)
     outcomes.push_back(search_point(problem, cluster, options, budgets_bytes[i], i));
-    const Outcome& o = outcomes.back();
-    const double reached = o.fits ? o.found.memory : o.smallest;
-    if (std::isfinite(reached)) smallest = std::isfinite(smallest) ? std::min(smallest, reached) : reached;
-  }
+  const double smallest = smallest_reached(outcomes);
   for (std::size_t i = 0; i < budgets_bytes.size(); ++i) {
     SweepPoint p;
     p.budget_bytes = budgets_bytes[i];
