@@ -252,6 +252,7 @@ std::vector<std::int64_t> parse_sweep_counts(std::string_view text, std::string_
 Cluster with_outer_size(const Cluster& cluster, std::int64_t size) {
   if (size < 1) throw Error(Errc::kUsage, "the outermost level needs at least 1 member");
   std::vector<Level> levels = cluster.levels();
+  if (levels.empty()) throw Error(Errc::kUsage, "the cluster has no level to resize");
   levels.front().size = size;
   return Cluster(cluster.name(), std::move(levels), cluster.device());
 }

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "recsearch/error.hpp"
@@ -102,11 +103,10 @@ int run_sweep(const SweepArgs& a) {
     sweep = sweep_memory(problem, clusters.front(), opts, std::move(budgets));
   }
 
-  const std::string text = a.format == "json"   ? sweep_to_json(sweep)
+  std::string text = a.format == "json"   ? sweep_to_json(sweep)
                            : a.format == "html" ? sweep_to_html(sweep)
                                                 : sweep_to_csv(sweep);
-  // write_output ends the text with a newline; every writer already does.
-  write_output(a.output, text.substr(0, text.size() - 1));
+  write_output(a.output, std::move(text));
   return 0;
 }
 
