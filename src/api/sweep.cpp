@@ -352,7 +352,9 @@ std::string csv_text(const std::string& t) {
   return out + "\"";
 }
 
-nlohmann::json json_num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
+nlohmann::json json_num(double v) {
+  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json();
+}
 nlohmann::json json_pos(double v) { return v > 0 ? json_num(v) : nlohmann::json(); }
 
 }  // namespace

@@ -165,7 +165,8 @@ TEST_CASE("budget sweep: monotone where the searches alone need not be (zoo BERT
   // search does, the sweep must not report a slower step at a larger budget.
   const Problem problem = Problem::read(data_dir() + "/graphs/zoo/bert-large.json");
   const Cluster cluster = Cluster::mesh({2, 8});
-  const Sweep s = sweep_memory(problem, cluster, problem.options(), {9 * kGiB, 10 * kGiB, 12 * kGiB});
+  const Sweep s =
+      sweep_memory(problem, cluster, problem.options(), {9 * kGiB, 10 * kGiB, 12 * kGiB});
   REQUIRE(s.points.size() == 3);
   search::SearchOptions opts = problem.options();
   for (std::size_t i = 0; i < 3; ++i) {
@@ -226,7 +227,8 @@ TEST_CASE("cluster sweep: each point its own search, efficiency against the firs
 TEST_CASE("writers: CSV rows and columns, JSON fields, a self-contained page") {
   const Problem problem = block_problem();
   const Cluster cluster = Cluster::mesh({2, 4});
-  const Sweep s = sweep_memory(problem, cluster, problem.options(), budgets_around(problem, cluster));
+  const Sweep s =
+      sweep_memory(problem, cluster, problem.options(), budgets_around(problem, cluster));
 
   const std::vector<std::string> csv = lines(sweep_to_csv(s));
   REQUIRE(csv.size() == s.points.size() + 1);

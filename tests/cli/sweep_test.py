@@ -94,7 +94,8 @@ def budget_sweep():
         s = float(r["step_time_s"])
         check(s <= last * (1 + 1e-9), "budget %g: step %g rose from %g" % (b, s, last))
         last = s
-        check(float(r["memory_gib"]) <= b * (1 + 1e-5), "budget %g: memory %s" % (b, r["memory_gib"]))
+        check(float(r["memory_gib"]) <= b * (1 + 1e-5),
+              "budget %g: memory %s" % (b, r["memory_gib"]))
         check(close(s, float(r["compute_s"]) + float(r["communication_s"]), 1e-4),
               "budget %g: step is not compute + communication" % b)
         check(float(r["found_at_budget_gib"]) > 0, "budget %g: found_at" % b)

@@ -50,7 +50,8 @@ std::vector<Cluster> sweep_clusters_of(const SweepArgs& a, CostParams& cost) {
     throw Error(Errc::kUsage, "--nodes resizes a --cluster FILE's outermost level: give --cluster");
   std::vector<Cluster> out;
   if (a.devices) {
-    for (std::int64_t n : parse_sweep_counts(*a.devices, "--devices")) out.push_back(Cluster::flat(n));
+    for (std::int64_t n : parse_sweep_counts(*a.devices, "--devices"))
+      out.push_back(Cluster::flat(n));
   } else if (a.mesh) {
     std::string_view rest = *a.mesh;
     while (true) {
