@@ -43,6 +43,7 @@ EXPLICIT = {
     "include/recsearch/recsearch.h": "capi",
     "include/recsearch/problem.hpp": "api",
     "include/recsearch/solution.hpp": "api",
+    "include/recsearch/sweep.hpp": "api",
 }
 
 SOURCE_EXT = (".c", ".h", ".cpp", ".hpp", ".cu", ".cuh")

@@ -34,6 +34,7 @@
 #include "recsearch/search/options.hpp"
 #include "recsearch/search/search.hpp"
 #include "recsearch/solution.hpp"
+#include "recsearch/sweep.hpp"
 #include "recsearch/version.h"
 
 namespace recsearch {

@@ -18,6 +18,7 @@
 #include "recsearch/cluster.hpp"
 #include "recsearch/error.hpp"
 #include "subcommand.hpp"
+#include "sweep_cmd.hpp"
 
 #ifndef RECSEARCH_VERSION
 #define RECSEARCH_VERSION "unknown"
@@ -149,6 +150,7 @@ int run(int argc, char** argv) {
   recsearch::cli::add_gen_command(app, reg);
   recsearch::cli::add_exec_command(app, reg);
   recsearch::cli::add_compare_command(app, reg);
+  recsearch::cli::add_sweep_command(app, reg);
 
   try {
     app.parse(argc, argv);
