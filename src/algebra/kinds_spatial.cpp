@@ -45,28 +45,11 @@ Window window_extent(const SpaceBuilder& b, std::string_view axis, std::int64_t 
   return {out, *eff > stride ? *eff - stride : 0};
 }
 
-}  // namespace
-
-// ---- Conv2D ----------------------------------------------------------------
-void build_conv2d(SpaceBuilder& b) {
-  b.expect_inputs(2, 3);
-  b.expect_outputs(1, 1);
-  b.expect_in_rank(0, 4, "x (NCHW)");
-  b.expect_in_rank(1, 4, "w (OIHW)");
-  const auto strides = b.attr_ints_n("strides", 2, {1, 1}, 1);
-  const auto pads = b.attr_ints_n("pads", 4, {0, 0, 0, 0}, 0);
-  const auto dil = b.attr_ints_n("dilations", 2, {1, 1}, 1);
-  const std::int64_t group = b.attr_int("group", 1);
-  if (group < 1) b.fail_attr("group", "'group' must be >= 1, got " + std::to_string(group));
-  const ir::Shape& x = b.in(0);
-  const ir::Shape& w = b.in(1);
-  const std::int64_t N = x[0], C = x[1], H = x[2], W = x[3];
-  const std::int64_t O = w[0], I = w[1], R = w[2], S = w[3];
-  if (const auto ks = b.attr_ints("kernel_shape");
-      ks && (ks->size() != 2 || (*ks)[0] != R || (*ks)[1] != S)) {
-    b.fail(Errc::kShape, b.attr_path("kernel_shape"),
-           "'kernel_shape' " + fmt_shape(*ks) + " contradicts the weight " + b.describe_in(1));
-  }
+// Conv2D's weight (and bias) against x and the group count: channels per
+// group, a non-empty kernel, one bias value per output channel.
+void check_conv_weights(SpaceBuilder& b, std::int64_t group) {
+  const std::int64_t C = b.in(0)[1];
+  const std::int64_t O = b.in(1)[0], I = b.in(1)[1], R = b.in(1)[2], S = b.in(1)[3];
   if (C % group != 0) {
     b.fail_shape(b.attr_path("group"), "input channels C=" + std::to_string(C) + " of x " +
                                            b.describe_in(0) + " are not divisible by group " +
@@ -90,6 +73,31 @@ void build_conv2d(SpaceBuilder& b) {
     b.fail_shape(b.in_path(2), "bias " + b.describe_in(2) + " must be [" + std::to_string(O) +
                                    "] (one value per output channel)");
   }
+}
+
+}  // namespace
+
+// ---- Conv2D ----------------------------------------------------------------
+void build_conv2d(SpaceBuilder& b) {
+  b.expect_inputs(2, 3);
+  b.expect_outputs(1, 1);
+  b.expect_in_rank(0, 4, "x (NCHW)");
+  b.expect_in_rank(1, 4, "w (OIHW)");
+  const auto strides = b.attr_ints_n("strides", 2, {1, 1}, 1);
+  const auto pads = b.attr_ints_n("pads", 4, {0, 0, 0, 0}, 0);
+  const auto dil = b.attr_ints_n("dilations", 2, {1, 1}, 1);
+  const std::int64_t group = b.attr_int("group", 1);
+  if (group < 1) b.fail_attr("group", "'group' must be >= 1, got " + std::to_string(group));
+  const ir::Shape& x = b.in(0);
+  const ir::Shape& w = b.in(1);
+  const std::int64_t N = x[0], C = x[1], H = x[2], W = x[3];
+  const std::int64_t O = w[0], R = w[2], S = w[3];
+  if (const auto ks = b.attr_ints("kernel_shape");
+      ks && (ks->size() != 2 || (*ks)[0] != R || (*ks)[1] != S)) {
+    b.fail(Errc::kShape, b.attr_path("kernel_shape"),
+           "'kernel_shape' " + fmt_shape(*ks) + " contradicts the weight " + b.describe_in(1));
+  }
+  check_conv_weights(b, group);
   const Window wh = window_extent(b, "H", H, pads[0], pads[2], R, dil[0], strides[0], false);
   const Window ww = window_extent(b, "W", W, pads[1], pads[3], S, dil[1], strides[1], false);
   b.set_inferred(0, {N, O, wh.out, ww.out});
