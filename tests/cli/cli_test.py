@@ -1012,6 +1012,33 @@ def case_compare():
     check("missing.json" in r.err, "missing graph not named: %s" % r)
 
 
+def case_inputs():
+    """Input handling checked before any long work (issue 18)."""
+    g = graph_path("ffn.json")
+    plan = os.path.join(TMP, "ffn_plan.json")
+    run(["search", g, "--devices", "8", "-o", plan])
+    bad = "/nonexistent/dir/p.json"
+    # A bad -o fails at once, with the path and the OS reason: the graph is
+    # not even read (a missing graph would otherwise be reported first).
+    missing = os.path.join(TMP, "missing.json")
+    for args in (["search", missing, "--devices", "8", "-o", bad],
+                 ["eval", missing, plan, "--devices", "8", "-o", bad],
+                 ["compare", missing, "--devices", "8", "-o", bad],
+                 ["sweep", missing, "--devices", "8", "--memory", "1:2:1", "-o", bad],
+                 ["show", plan, "--graph", missing, "--html", bad],
+                 ["show", plan, "--graph", missing, "--dot", bad],
+                 ["import", missing, "-o", bad],
+                 ["gen", "gpt2", "-o", bad]):
+        r = run(args, expect=1)
+        check(bad in r.err and "No such file or directory" in r.err
+              and r.err.startswith("recsearch: ") and "[E" in r.err,
+              "%s -o: no path or OS reason: %s" % (args[0], r))
+        check("missing.json" not in r.err, "%s: output not checked first: %s" % (args[0], r))
+    # A directory given as the output file.
+    r = run(["search", g, "--devices", "8", "-o", TMP], expect=1)
+    check(TMP in r.err and "directory" in r.err, "directory as -o: %s" % r)
+
+
 CASES = {name[len("case_"):]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 

@@ -12,10 +12,13 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <string_view>
@@ -80,6 +83,21 @@ void write_output(const std::string& path, std::string text) {
   io::write_text_file(path, std::move(text));
 }
 
+void check_output_writable(const std::string& path) {
+  if (path == "-") return;
+  // The directory, not the file: opening the file here would truncate or
+  // create it, and a failed search must leave no empty output behind.
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const std::string dir = parent.empty() ? std::string(".") : parent.string();
+  if (::access(dir.c_str(), W_OK) != 0) {
+    throw Error(Errc::kIo, std::string("cannot open for writing: ") + std::strerror(errno), {},
+                path);
+  }
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw Error(Errc::kIo, "cannot open for writing: is a directory", {}, path);
+}
+
 Problem load_problem(const std::string& path, bool quiet) {
   Problem problem = Problem::read(path);
   if (!quiet) {
@@ -141,6 +159,7 @@ int run_search(const SearchArgs& a) {
   require_one_cluster_option(a.cluster);
   if (a.cluster.count() == 0)
     throw Error(Errc::kUsage, "give one of --devices N, --mesh AxB or --cluster FILE");
+  check_output_writable(a.output);
   const Progress progress(a.quiet);
   const auto algorithm = search::parse_algorithm(a.algo);
   if (!algorithm) throw Error(Errc::kUsage, "unknown --algo '" + a.algo + "'");
@@ -182,6 +201,7 @@ int run_eval(const EvalArgs& a) {
   require_one_cluster_option(a.cluster);
   if (a.graph == "-" && a.plan == "-")
     throw Error(Errc::kUsage, "GRAPH and PLAN cannot both be read from stdin");
+  check_output_writable(a.output);
   const Progress progress(a.quiet);
   const std::string plan_source = source_name(a.plan);
 

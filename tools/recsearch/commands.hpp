@@ -74,6 +74,11 @@ int run_validate(const ValidateArgs& a);
 // Writes text (ending it with a newline) to path, "-" for stdout; Error(kIo)
 // naming the file when it cannot.
 void write_output(const std::string& path, std::string text);
+// Checks, before any long work, that an output file could be created: its
+// directory exists and is writable ("-" always passes). Error(kIo) naming
+// the path and the OS reason otherwise, so a typo in -o does not cost a
+// whole search.
+void check_output_writable(const std::string& path);
 
 // Reads a graph JSON file or ONNX model; its warnings go to stderr unless quiet.
 [[nodiscard]] Problem load_problem(const std::string& path, bool quiet);

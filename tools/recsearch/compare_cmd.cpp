@@ -79,6 +79,7 @@ int run_compare(const CompareArgs& a) {
     throw Error(Errc::kUsage, "give only one of --devices, --mesh and --cluster");
   if (a.cluster.count() == 0)
     throw Error(Errc::kUsage, "give one of --devices N, --mesh AxB or --cluster FILE");
+  check_output_writable(a.output);
   std::vector<search::Algorithm> algos;
   if (a.algos.empty()) {
     algos = {search::Algorithm::Rec, search::Algorithm::DataParallel, search::Algorithm::Megatron,

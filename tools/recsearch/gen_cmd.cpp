@@ -44,6 +44,7 @@ int run_gen(GenArgs& a) {
     for (const auto& n : gen::preset_names()) std::cout << n << '\n';
     return 0;
   }
+  check_output_writable(a.output);
   if (a.model.empty() && a.preset.empty()) {
     throw Error(Errc::kUsage,
                 "gen: give a MODEL (mlp, gpt, bert, resnet, wide-resnet, moe, "

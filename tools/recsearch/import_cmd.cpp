@@ -43,6 +43,7 @@ std::pair<std::string, std::int64_t> parse_dim(const std::string& text) {
 }
 
 int run_import(const ImportArgs& a) {
+  check_output_writable(a.output);
   io::OnnxImportOptions opts;
   for (const auto& d : a.dims) {
     auto [name, value] = parse_dim(d);

@@ -37,6 +37,8 @@ int run_show(const ShowArgs& a) {
   if (!a.html && !a.dot) throw Error(Errc::kUsage, "give --html OUT.html and/or --dot OUT.dot");
   if (a.cluster.count() > 1)
     throw Error(Errc::kUsage, "give only one of --devices, --mesh and --cluster");
+  if (a.html) check_output_writable(*a.html);
+  if (a.dot) check_output_writable(*a.dot);
   if (a.graph == "-" && a.plan == "-")
     throw Error(Errc::kUsage, "GRAPH and PLAN cannot both be read from stdin");
   if (a.html && a.dot && *a.html == "-" && *a.dot == "-")

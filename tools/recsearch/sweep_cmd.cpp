@@ -72,6 +72,7 @@ std::vector<Cluster> sweep_clusters_of(const SweepArgs& a, CostParams& cost) {
 }
 
 int run_sweep(const SweepArgs& a) {
+  check_output_writable(a.output);
   const auto algorithm = search::parse_algorithm(a.algo);
   if (!algorithm) throw Error(Errc::kUsage, "unknown --algo '" + a.algo + "'");
   std::vector<double> budgets;
