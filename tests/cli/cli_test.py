@@ -1037,6 +1037,14 @@ def case_inputs():
     # A directory given as the output file.
     r = run(["search", g, "--devices", "8", "-o", TMP], expect=1)
     check(TMP in r.err and "directory" in r.err, "directory as -o: %s" % r)
+    # A --memory budget over the device memory: a warning naming both, and
+    # the search goes on; -q silences it, a budget within the device says nothing.
+    r = run(["search", g, "--devices", "8", "--memory", "1000"], stderr_empty=False)
+    check(r.err.startswith("recsearch: warning:") and "1000 GiB" in r.err and "80 GiB" in r.err,
+          "--memory over the device: no warning: %s" % r)
+    check(parse_json(r).get("summary") is not None, "--memory over the device: no plan: %s" % r)
+    run(["search", g, "--devices", "8", "--memory", "1000", "-q"], stderr_empty=True)
+    run(["search", g, "--devices", "8", "--memory", "40"], stderr_empty=True)
 
 
 CASES = {name[len("case_"):]: fn for name, fn in globals().items() if name.startswith("case_")}

@@ -98,6 +98,16 @@ void check_output_writable(const std::string& path) {
     throw Error(Errc::kIo, "cannot open for writing: is a directory", {}, path);
 }
 
+void warn_budget_over_device(double budget_gib, const Cluster& cluster, bool quiet) {
+  // A budget the devices cannot hold gives plans that do not run; likely a
+  // typo or a unit mix-up, but a deliberate what-if is allowed, so only warn.
+  const double device_gib = cluster.device().memory_GiB;
+  if (quiet || budget_gib <= device_gib) return;
+  std::cerr << "recsearch: warning: --memory " << format_double("%g", budget_gib)
+            << " GiB is more than the " << format_double("%g", device_gib)
+            << " GiB of memory of each device\n";
+}
+
 Problem load_problem(const std::string& path, bool quiet) {
   Problem problem = Problem::read(path);
   if (!quiet) {
@@ -174,7 +184,10 @@ int run_search(const SearchArgs& a) {
   opts.threads = a.threads;
   const Cluster cluster = cluster_from_args(a.cluster, opts.cost);
   apply_cost_file(a.cost_file, opts.cost);
-  if (a.memory_gib) opts.cost.memory_budget_bytes = *a.memory_gib * kBytesPerGiB;
+  if (a.memory_gib) {
+    opts.cost.memory_budget_bytes = *a.memory_gib * kBytesPerGiB;
+    warn_budget_over_device(*a.memory_gib, cluster, a.quiet);
+  }
 
   progress.say("searching " + std::to_string(problem.graph().num_operators()) + " operators on " +
                std::to_string(cluster.num_devices()) + " devices (" + a.algo + ", " +

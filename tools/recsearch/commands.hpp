@@ -80,6 +80,10 @@ void write_output(const std::string& path, std::string text);
 // whole search.
 void check_output_writable(const std::string& path);
 
+// Warns on stderr (unless quiet) when a --memory budget exceeds the memory
+// of the cluster's devices; the run goes on.
+void warn_budget_over_device(double budget_gib, const Cluster& cluster, bool quiet);
+
 // Reads a graph JSON file or ONNX model; its warnings go to stderr unless quiet.
 [[nodiscard]] Problem load_problem(const std::string& path, bool quiet);
 // Reads a `--cost FILE` JSON object over the coefficients gathered so far.
