@@ -1045,6 +1045,12 @@ def case_inputs():
     check(parse_json(r).get("summary") is not None, "--memory over the device: no plan: %s" % r)
     run(["search", g, "--devices", "8", "--memory", "1000", "-q"], stderr_empty=True)
     run(["search", g, "--devices", "8", "--memory", "40"], stderr_empty=True)
+    # compare --algo takes spaces around the commas, as people type lists.
+    r = run(["compare", g, "--devices", "8", "--algo", "rec, grid", "--format", "json"])
+    rows = parse_json(r).get("results") or []
+    names = [x.get("algorithm") for x in rows]
+    check(names == ["rec", "grid"], "--algo 'rec, grid': %s in %s" % (names, r))
+    run(["compare", g, "--devices", "8", "--algo", "rec, annealing"], expect=2)
 
 
 CASES = {name[len("case_"):]: fn for name, fn in globals().items() if name.startswith("case_")}

@@ -217,7 +217,9 @@ void add_compare_command(CLI::App& app, Registry& reg) {
                   "comma-separated algorithms (default: rec, data-parallel, megatron, grid, and "
                   "ilp when built with CBC)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"rec", "data-parallel", "megatron", "grid", "ilp", "exhaustive"}));
+      // A transform, not a check: "rec, grid" reaches the run as "rec" and "grid".
+      ->transform(CLI::IsMember({"rec", "data-parallel", "megatron", "grid", "ilp", "exhaustive"},
+                                CLI::ignore_space));
   cmd->add_option("--mode", a->mode, "train (default) or infer")
       ->check(CLI::IsMember({"train", "infer"}));
   CLI::Option* memory_opt = cmd->add_option("--memory", *memory, "memory budget per device in GiB")
