@@ -1047,7 +1047,7 @@ def case_inputs():
     run(["search", g, "--devices", "8", "--memory", "40"], stderr_empty=True)
     # compare --algo takes spaces around the commas, as people type lists.
     r = run(["compare", g, "--devices", "8", "--algo", "rec, grid", "--format", "json"])
-    rows = parse_json(r).get("results") or []
+    rows = (parse_json(r) or {}).get("results") or []
     names = [x.get("algorithm") for x in rows]
     check(names == ["rec", "grid"], "--algo 'rec, grid': %s in %s" % (names, r))
     run(["compare", g, "--devices", "8", "--algo", "rec, annealing"], expect=2)
