@@ -571,8 +571,8 @@ rs_status rs_options_set_algorithm(rs_options* o, const char* algorithm) {
     const std::string a = need_string(algorithm, "algorithm");
     const auto parsed = search::parse_algorithm(a);
     if (!parsed)
-      throw Error(Errc::kUsage,
-                  "unknown algorithm " + capi::quoted(a) + " (rec, data-parallel or exhaustive)");
+      throw Error(Errc::kUsage, "unknown algorithm " + capi::quoted(a) +
+                                    " (rec, data-parallel, megatron, grid, ilp or exhaustive)");
     o->search.algorithm = *parsed;
   });
 }
