@@ -8,6 +8,8 @@
 // point, no-fit ones included, follows.
 #include "sweep_html.hpp"
 
+#include "recsearch/report/report.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -27,19 +29,7 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
-std::string esc(const std::string& s) {
-  std::string out;
-  for (const char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
+std::string esc(const std::string& s) { return report::html_escape(s); }
 
 struct Series {
   Series(std::string n, std::string c, bool d = false)

@@ -27,20 +27,6 @@ constexpr double kBytesPerGiB = 1024.0 * 1024.0 * 1024.0;
 // JSON numbers must be finite; the evaluator never gives NaN, but be safe.
 json num(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
 
-std::string html_escape(const std::string& s) {
-  std::string out;
-  for (const char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
 // Layer of each operator: 1 + the deepest producer of its inputs.
 std::vector<std::size_t> layers(const ir::Graph& g) {
   std::vector<std::size_t> layer(g.num_operators(), 0);
@@ -476,6 +462,20 @@ std::string plan_to_html(const ReportInput& in) {
   const std::size_t at = page.find("@DATA@");
   page.replace(at, 6, data);
   return page;
+}
+
+std::string html_escape(const std::string& s) {
+  std::string out;
+  for (const char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
 }
 
 }  // namespace recsearch::report

@@ -67,4 +67,9 @@ inline constexpr std::size_t kMaxDrawnOperators = 5000;
 // The Graphviz DOT graph.
 [[nodiscard]] std::string plan_to_dot(const ReportInput& in);
 
+// Text escaped for HTML element content and double-quoted attributes (&, <,
+// >, "): what every page the project writes (plan reports, sweep charts)
+// uses for names that come from user files.
+[[nodiscard]] std::string html_escape(const std::string& s);
+
 }  // namespace recsearch::report
