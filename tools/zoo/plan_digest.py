@@ -21,20 +21,11 @@ import os
 import subprocess
 import sys
 
+from quality_report import find_exe  # the same rule for which build to run
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ZOO = os.path.join(ROOT, "data", "graphs", "zoo")
 TIMING_KEYS = {"search_time_s"}
-
-
-def find_exe(given):
-    if given:
-        return given
-    if os.environ.get("RECSEARCH"):
-        return os.environ["RECSEARCH"]
-    for c in sorted(glob.glob(os.path.join(ROOT, "build*", "tools", "recsearch", "recsearch"))):
-        if os.access(c, os.X_OK):
-            return c
-    sys.exit("plan_digest: no recsearch executable; build it or pass --recsearch")
 
 
 def cases():
