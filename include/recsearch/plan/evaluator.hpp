@@ -75,8 +75,11 @@ struct CommEvent {
   cost::Collective collective = cost::Collective::AllGather;
   cost::Phase phase = cost::Phase::Forward;
   CommReason reason = CommReason::Layout;
-  double bytes = 0;  // per device sent
-  double seconds = 0;
+  double bytes = 0;  // per device sent, per occurrence
+  double seconds = 0;  // per step: all its occurrences
+  // Occurrences per step: microbatches for what each microbatch repeats,
+  // 1 for what happens once per step (parameter gradients up to ZeRO 1).
+  std::uint32_t repeats = 1;
 };
 
 // Where one tensor lives: per tensor dim, the ordered mesh axes that split
@@ -93,12 +96,25 @@ struct OpCost {
 };
 
 struct Summary {
+  // compute_s + exposed_communication_s.
   double step_time_s = 0;
+  // Per step, every microbatch, the recomputed forward included.
   double compute_s = 0;
+  double recompute_s = 0;  // of compute_s: forward work redone in the backward pass
+  // Per step, every collective (see CommEvent::repeats).
   double communication_s = 0;
+  // Of communication_s: what compute does not hide. Parameter-gradient
+  // reductions overlap the backward pass of the last microbatch and ZeRO-3
+  // gathers are prefetched (CostParams::overlap; docs/cost-model.md).
+  double exposed_communication_s = 0;
+  // One microbatch's forward and backward with the collectives it repeats
+  // (what a pipeline stage is busy for per microbatch).
+  double microbatch_s = 0;
   double memory_per_device_bytes = 0;
   double parameter_bytes = 0;   // of memory_per_device_bytes: parameter state
-  double activation_bytes = 0;  // of memory_per_device_bytes: activations
+  double gradient_bytes = 0;    // of parameter_bytes: gradients
+  double optimizer_bytes = 0;   // of parameter_bytes: optimizer state
+  double activation_bytes = 0;  // of memory_per_device_bytes: activations (one microbatch)
   double search_time_s = 0;     // filled by the search, 0 for eval
 };
 

@@ -16,6 +16,7 @@
 #include "recsearch/cluster.hpp"
 #include "recsearch/cost/cost_params.hpp"
 #include "recsearch/ir/graph.hpp"
+#include "recsearch/plan/training.hpp"
 
 namespace recsearch::plan {
 
@@ -28,6 +29,10 @@ struct Plan {
   Mode mode = Mode::Train;
   std::vector<Cut> mesh;                        // the cut schedule the plan was made for
   std::vector<std::vector<std::int16_t>> cuts;  // [op][axis]
+  // Recomputation, ZeRO stage and microbatches (training only). With
+  // microbatches > 1 the cuts are those of the microbatch graph
+  // (plan::microbatch_view): the same loops, the batch loop m times shorter.
+  Training training;
 
   [[nodiscard]] std::int64_t num_devices() const noexcept {
     std::int64_t n = 1;

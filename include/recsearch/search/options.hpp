@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "recsearch/cost/cost_params.hpp"
+#include "recsearch/plan/training.hpp"
 
 namespace recsearch::search {
 
@@ -28,10 +29,21 @@ enum class Algorithm {
 [[nodiscard]] std::string_view algorithm_name(Algorithm a) noexcept;
 [[nodiscard]] std::optional<Algorithm> parse_algorithm(std::string_view s) noexcept;
 
+// The training settings of a plan (plan::Training) the search decides: each
+// field left unset is chosen by the search under the memory budget, a set
+// one is pinned (command line, graph file, API).
+struct TrainingChoice {
+  std::optional<plan::Recompute> recompute;
+  std::optional<int> zero_stage;
+  std::optional<std::int64_t> microbatches;
+};
+
 struct SearchOptions {
   Algorithm algorithm = Algorithm::Rec;
   Mode mode = Mode::Train;
   CostParams cost;
+  // Training mode: recomputation, ZeRO stage and microbatches to search or pin.
+  TrainingChoice training;
   // Worker threads for the parallel parts; 0 = all hardware threads. The
   // plan is identical for every value.
   int threads = 0;

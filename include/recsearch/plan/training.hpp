@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: Apache-2.0
+// How a training step runs around the operator-level plan: activation
+// recomputation, ZeRO sharding of parameter state, microbatches (gradient
+// accumulation), and the memory rules that follow from them.
+//
+// These are plan-wide decisions (docs/cost-model.md, Training): the search
+// picks them under the memory budget (search/options.hpp, TrainingChoice),
+// the plan file records them, and the evaluator prices them. Everything a
+// training setting changes about memory is expressed per tensor here, so that
+// the evaluator and every search count bytes by the same rules.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "recsearch/algebra/op_space.hpp"
+#include "recsearch/cost/cost_params.hpp"
+#include "recsearch/ir/graph.hpp"
+
+namespace recsearch::plan {
+
+// Activation recomputation (Korthikanti et al. 2022):
+//  None       every tensor an operator's backward needs is kept;
+//  Selective  the attention core (scores, softmax, dropout between the two
+//             batched products of a self-attention) is recomputed from the
+//             kept q, k, v;
+//  Full       only checkpoints are kept (the tensors that alone carry the
+//             forward pass from one part of the graph to the next, about
+//             sqrt(n) of them), and each segment is recomputed in the
+//             backward pass.
+enum class Recompute : std::uint8_t { None, Selective, Full };
+
+[[nodiscard]] std::string_view recompute_name(Recompute r) noexcept;
+[[nodiscard]] std::optional<Recompute> parse_recompute(std::string_view s) noexcept;
+
+// The plan-wide training settings. Meaningful in Mode::Train only.
+struct Training {
+  Recompute recompute = Recompute::None;
+  // ZeRO / FSDP over each parameter's data-parallel axes (the axes on which
+  // its holding operator is cut while the parameter is replicated):
+  // 1 shards optimizer state, 2 also gradients, 3 also the weights.
+  int zero_stage = 0;
+  // Microbatches per step (gradient accumulation): the step's batch runs as
+  // this many slices of the batch dimension in sequence.
+  std::int64_t microbatches = 1;
+
+  friend bool operator==(const Training&, const Training&) = default;
+};
+
+inline constexpr int kMaxZeroStage = 3;
+
+// Per-tensor and per-operator memory rules of one graph under one training
+// setting (docs/cost-model.md, Saved tensors):
+struct MemoryRules {
+  // Bytes kept for the backward pass per byte of the tensor (0 for
+  // parameters and constants; masks and statistics are fractions).
+  std::vector<float> saved;
+  // Full recomputation: the segment (0, 1, ...) whose backward recomputes
+  // the tensor, whose saved bytes (saved_if_kept) are live together only
+  // while that segment's backward runs; -1 for checkpoints and tensors
+  // outside every segment.
+  std::vector<std::int32_t> segment;
+  std::vector<float> saved_if_kept;  // Full only: the None rule's bytes
+  std::int32_t segments = 0;
+  // Per operator: its forward runs again in the backward pass.
+  std::vector<std::uint8_t> recomputed;
+};
+
+// The rules for graph g (finalized; spaces are its operator spaces).
+[[nodiscard]] MemoryRules memory_rules(const ir::Graph& g,
+                                       const std::vector<algebra::OpSpace>& spaces,
+                                       Recompute recompute);
+
+// Bytes of parameter state per byte of weights: the weights, their
+// gradients and the optimizer state (cost settings' optimizer preset for a
+// parameter of dtype_bytes per element; in inference the weights alone).
+struct ParameterState {
+  double weight = 1;
+  double gradient = 0;
+  double optimizer = 0;
+  [[nodiscard]] double total() const noexcept { return weight + gradient + optimizer; }
+  // Per device after ZeRO at `stage` divides the sharded parts by `ways`.
+  [[nodiscard]] double sharded(int stage, double ways) const noexcept {
+    return (stage >= 3 ? weight / ways : weight) + (stage >= 2 ? gradient / ways : gradient) +
+           (stage >= 1 ? optimizer / ways : optimizer);
+  }
+};
+[[nodiscard]] ParameterState parameter_state(const CostParams& p, Mode mode, int dtype_bytes);
+
+// The microbatch graph: g with the batch dimension of every tensor that
+// carries one divided by m (found by following each graph input's dim 0
+// through the operator spaces), and its spaces. Empty when some batch
+// dimension is not divisible by m or no tensor carries a batch dimension.
+struct MicrobatchView {
+  ir::Graph graph;
+  std::vector<algebra::OpSpace> spaces;
+};
+[[nodiscard]] std::optional<MicrobatchView> microbatch_view(
+    const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces, std::int64_t m);
+
+// The global batch of g (the common extent of the graph inputs' dim 0), 0
+// when it has none.
+[[nodiscard]] std::int64_t batch_size(const ir::Graph& g);
+
+}  // namespace recsearch::plan
