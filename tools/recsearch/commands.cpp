@@ -117,6 +117,12 @@ Problem load_problem(const std::string& path, bool quiet) {
   return problem;
 }
 
+void pin_training(const SearchArgs& a, search::TrainingChoice& t) {
+  if (a.recompute != "auto") t.recompute = plan::parse_recompute(a.recompute);
+  if (a.zero != "auto") t.zero_stage = std::stoi(a.zero);
+  if (a.microbatches != "auto") t.microbatches = std::stoll(a.microbatches);
+}
+
 void apply_cost_file(const std::optional<std::string>& path, CostParams& cost) {
   if (!path) return;
   io::parse_cost_params(io::read_text_file(*path), source_name(*path), cost);
@@ -188,6 +194,7 @@ int run_search(const SearchArgs& a) {
     opts.cost.memory_budget_bytes = *a.memory_gib * kBytesPerGiB;
     warn_budget_over_device(*a.memory_gib, cluster, a.quiet);
   }
+  pin_training(a, opts.training);
 
   progress.say("searching " + std::to_string(problem.graph().num_operators()) + " operators on " +
                std::to_string(cluster.num_devices()) + " devices (" + a.algo + ", " +

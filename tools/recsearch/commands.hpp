@@ -43,6 +43,10 @@ struct SearchArgs {
   int threads = 0;
   std::string algo = "rec";
   std::optional<std::string> cost_file;
+  // Training settings to pin ("auto" or absent: the search chooses).
+  std::string recompute = "auto";
+  std::string zero = "auto";
+  std::string microbatches = "auto";
   bool quiet = false;
 };
 
@@ -87,6 +91,9 @@ void warn_budget_over_device(double budget_gib, const Cluster& cluster, bool qui
 // Reads a graph JSON file or ONNX model; its warnings go to stderr unless quiet.
 [[nodiscard]] Problem load_problem(const std::string& path, bool quiet);
 // Reads a `--cost FILE` JSON object over the coefficients gathered so far.
+// The --recompute, --zero and --microbatches values that are not "auto".
+void pin_training(const SearchArgs& a, search::TrainingChoice& t);
+
 void apply_cost_file(const std::optional<std::string>& path, CostParams& cost);
 // The cluster of `--devices | --mesh | --cluster` (exactly one given); a
 // cluster file's "cost" object goes into `cost`.
