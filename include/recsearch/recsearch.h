@@ -183,6 +183,12 @@ RS_API rs_status rs_options_set_algorithm(rs_options* o, const char* algorithm);
 RS_API rs_status rs_options_set_threads(rs_options* o, int threads);
 /* Memory budget per device in bytes (> 0); default: the device's capacity. */
 RS_API rs_status rs_options_set_memory_budget(rs_options* o, double bytes);
+/* Training settings to pin; the search chooses those left to it: recompute
+ * "none", "selective", "full", or "auto" / NULL (searched); zero_stage 0..3,
+ * or -1 (searched); microbatches >= 1 dividing the batch, or 0 (searched).
+ * See docs/cost-model.md, Training. */
+RS_API rs_status rs_options_set_training(rs_options* o, const char* recompute, int zero_stage,
+                                         int64_t microbatches);
 /* One cost coefficient by name (backward_flops_factor, compute_efficiency,
  * gradient_bytes_factor, optimizer_bytes_factor, memory_budget_bytes; 0 or 1
  * for count_latency and bucket_gradients). */

@@ -598,6 +598,27 @@ rs_status rs_options_set_memory_budget(rs_options* o, double bytes) {
   });
 }
 
+rs_status rs_options_set_training(rs_options* o, const char* recompute, int zero_stage,
+                                  int64_t microbatches) {
+  return guard([&] {
+    need(o, "options");
+    search::TrainingChoice t;
+    if (recompute != nullptr && std::string(recompute) != "auto") {
+      t.recompute = plan::parse_recompute(recompute);
+      if (!t.recompute)
+        throw Error(Errc::kUsage, "unknown recompute " + capi::quoted(recompute) +
+                                      " (auto, none, selective or full)");
+    }
+    if (zero_stage < -1 || zero_stage > plan::kMaxZeroStage)
+      throw Error(Errc::kUsage, "ZeRO stage must be 0 to 3, or -1 for the search to choose");
+    if (zero_stage >= 0) t.zero_stage = zero_stage;
+    if (microbatches < 0)
+      throw Error(Errc::kUsage, "microbatches must be at least 1, or 0 for the search to choose");
+    if (microbatches > 0) t.microbatches = microbatches;
+    o->search.training = t;
+  });
+}
+
 rs_status rs_options_set_cost(rs_options* o, const char* name, double value) {
   return guard([&] {
     need(o, "options");
