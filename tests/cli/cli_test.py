@@ -700,6 +700,31 @@ def case_errors():
         r = run(args, expect=2)
         check(r.err.strip() != "", "usage error without a message: %s" % r)
         check(r.out == "", "usage error wrote to stdout: %s" % r)
+        # One form for every error (issue 18, item 15): the parser's too.
+        lines = r.err.strip().splitlines()
+        check(lines and lines[-1].startswith("recsearch: ") and lines[-1].endswith("[E201]"),
+              "usage error not in the 'recsearch: ... [E201]' form: %s" % r)
+        check(len(lines) == 1 or args == [], "usage error over several lines: %s" % r)
+    # Bare `recsearch`: the help (on stderr, as a usage error), then the error line.
+    r = run([], expect=2)
+    check("Subcommands:" in r.err and "search" in r.err and "compare" in r.err,
+          "bare recsearch does not print the help: %s" % r)
+    # Misspelled commands and options: "did you mean".
+    r = run(["serch", mlp, "--devices", "2"], expect=2)
+    check("unknown command 'serch'" in r.err and "did you mean `search`?" in r.err, "serch: %s" % r)
+    r = run(["frobnicate"], expect=2)
+    check("'frobnicate'" in r.err and "search, eval, validate" in r.err,
+          "an unknown command far from every command should list them: %s" % r)
+    r = run(["search", mlp, "--devics", "2"], expect=2)
+    check(r.err.startswith("recsearch: search: ") and "did you mean `--devices`?" in r.err,
+          "--devics: %s" % r)
+    r = run(["compare", mlp, "--memroy=2", "--devices", "2"], expect=2)
+    check(r.err.startswith("recsearch: compare: ") and "did you mean `--memory`?" in r.err,
+          "compare --memroy=2: %s" % r)
+    r = run(["search", mlp, "--devices", "0"], expect=2)
+    check("--devices" in r.err and "`recsearch search --help`" in r.err, "--devices 0: %s" % r)
+    r = run(["--verison"], expect=2)
+    check("did you mean `--version`?" in r.err, "--verison: %s" % r)
 
     # Exit 3: no plan fits the memory budget.
     bert = graph_path("bert_large.json")

@@ -6,15 +6,23 @@
 //   0 ok, 1 bad input, 2 usage, 3 no plan fits the memory budget,
 //   4 runtime failure (and out-of-memory or internal errors).
 // Whatever happens, the process exits with one of those codes: a crash
-// would leave scripts unable to tell a bad graph from a bug.
+// would leave scripts unable to tell a bad graph from a bug. Errors of the
+// argument parser take the same one-line form as every other error
+// ("recsearch: search: --devices: ... [E201]"), with a "did you mean" for a
+// misspelled command or option.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <exception>
 #include <iostream>
 #include <memory>
 #include <new>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
+#include "io/suggest.hpp"
 #include "recsearch/cluster.hpp"
 #include "recsearch/error.hpp"
 #include "subcommand.hpp"
@@ -136,6 +144,84 @@ namespace {
 constexpr int kExitUsage = 2;
 constexpr int kExitRuntime = 4;
 
+using recsearch::Errc;
+using recsearch::Error;
+
+// The subcommands' names, in the order of the help.
+std::vector<std::string> command_names(CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+    names.push_back(sub->get_name());
+  return names;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+// `recsearch serch ...`: CLI11 would only say that a subcommand is required.
+// Checked before parsing, so that the message names the word typed.
+void check_command_name(CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return;
+  const std::string word = argv[1];
+  const std::vector<std::string> names = command_names(app);
+  for (const auto& n : names)
+    if (n == word) return;
+  const auto near = recsearch::io::detail::closest(word, names);
+  throw Error(Errc::kUsage,
+              "unknown command '" + word + "'" +
+                  (near ? "; did you mean `" + *near + "`?" : "; the commands are " + joined(names)));
+}
+
+// The long option names of `cmd` ("--devices"), for "did you mean".
+std::vector<std::string> option_names(const CLI::App& cmd) {
+  std::vector<std::string> names;
+  for (const CLI::Option* o : cmd.get_options())
+    for (const auto& l : o->get_lnames()) names.push_back("--" + l);
+  return names;
+}
+
+// The first `--name` on the command line that `cmd` does not know, with the
+// nearest option it does know. Read from argv: CLI11 keeps no list of the
+// arguments it refused once it has thrown.
+std::optional<std::string> misspelled_option(const CLI::App& cmd, int argc, char** argv) {
+  const std::vector<std::string> options = option_names(cmd);
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (arg.size() < 3 || arg.substr(0, 2) != "--") continue;
+    const std::string name(arg.substr(0, arg.find('=')));
+    if (std::find(options.begin(), options.end(), name) != options.end()) continue;
+    if (auto near = recsearch::io::detail::closest(name, options))
+      return "unknown option '" + name + "'; did you mean `" + *near + "`?";
+    return "unknown option '" + name + "'";
+  }
+  return std::nullopt;
+}
+
+// A parse error as a recsearch::Error(kUsage): prefixed with the subcommand it
+// concerns, an unexpected option offered the nearest real one, and pointed
+// at the help that lists the options.
+Error usage_error(CLI::App& app, const CLI::ParseError& e, int argc, char** argv) {
+  const std::vector<CLI::App*> parsed = app.get_subcommands();
+  const CLI::App* cmd = parsed.empty() ? nullptr : parsed.back();
+  const std::string help =
+      std::string("`recsearch ") + (cmd ? cmd->get_name() + " " : "") + "--help`";
+  if (!cmd) {
+    // Only a bad top-level option gets here (a command name was checked).
+    const auto unknown = misspelled_option(app, argc, argv);
+    return Error(Errc::kUsage, unknown.value_or(e.what()) + "; " + help + " lists the commands");
+  }
+  std::string detail = e.what();
+  // By type: CLI11 names an ExtrasError after the app that threw it.
+  if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
+    if (auto unknown = misspelled_option(*cmd, argc, argv)) detail = *unknown;
+  }
+  return Error(Errc::kUsage, cmd->get_name() + ": " + detail + " (" + help + " lists the options)");
+}
+
 int run(int argc, char** argv) {
   CLI::App app{"recsearch: operator-level parallel strategy search for deep-learning graphs",
                "recsearch"};
@@ -152,11 +238,18 @@ int run(int argc, char** argv) {
   recsearch::cli::add_compare_command(app, reg);
   recsearch::cli::add_sweep_command(app, reg);
 
+  // Bare `recsearch`: the help, on stderr as for any usage error, exit 2.
+  if (argc < 2) {
+    std::cerr << app.help();
+    throw Error(Errc::kUsage, "give a command: " + joined(command_names(app)));
+  }
+  check_command_name(app, argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // --help and --version come through here too, with exit code 0.
-    return app.exit(e) == 0 ? 0 : kExitUsage;
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
+    throw usage_error(app, e, argc, argv);
   }
 
   for (const auto& cmd : reg) {
