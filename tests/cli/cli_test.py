@@ -833,39 +833,45 @@ def case_devices():
         check_plan(plan, load_graph(graph_path("ffn.json")), [2] * 13, "--mesh 1024x8")
 
 
+def run_on_tty(args):
+    """Runs the tool with stderr on a terminal (a pty) and stdout to a file:
+    (exit code, stdout, stderr). Progress is only shown on a terminal."""
+    import pty
+    master, slave = pty.openpty()
+    # stdout to a file: a full pipe would block the tool while we read
+    # the terminal.
+    with open(os.path.join(TMP, "tty_out.txt"), "w+") as outf:
+        p = subprocess.Popen([EXE] + list(args), stdout=outf, stderr=slave)
+        os.close(slave)
+        chunks = []
+        while True:
+            try:
+                data = os.read(master, 4096)
+            except OSError:  # EIO once the tool closed the terminal
+                break
+            if not data:
+                break
+            chunks.append(data)
+        p.wait(timeout=600)
+        os.close(master)
+        outf.seek(0)
+        out = outf.read()
+    return p.returncode, out, b"".join(chunks).decode(errors="replace")
+
+
 def case_progress():
     # Progress goes to stderr only when it is a terminal, and --quiet
     # silences it even then.
     try:
-        import pty
+        import pty  # noqa: F401
     except ImportError:
         print("SKIP: no pty module")
         sys.exit(77)
     ffn = graph_path("ffn.json")
     for quiet in (False, True):
-        master, slave = pty.openpty()
-        # stdout to a file: a full pipe would block the tool while we read
-        # the terminal.
-        with open(os.path.join(TMP, "progress_out.json"), "w+") as outf:
-            p = subprocess.Popen([EXE, "search", ffn, "--devices", "8"] +
-                                 (["--quiet"] if quiet else []),
-                                 stdout=outf, stderr=slave)
-            os.close(slave)
-            chunks = []
-            while True:
-                try:
-                    data = os.read(master, 4096)
-                except OSError:  # EIO once the tool closed the terminal
-                    break
-                if not data:
-                    break
-                chunks.append(data)
-            p.wait(timeout=600)
-            os.close(master)
-            outf.seek(0)
-            out = outf.read()
-        err = b"".join(chunks).decode(errors="replace")
-        check(p.returncode == 0, "search on a terminal: exit %d, %s" % (p.returncode, err))
+        rc, out, err = run_on_tty(["search", ffn, "--devices", "8"] +
+                                  (["--quiet"] if quiet else []))
+        check(rc == 0, "search on a terminal: exit %d, %s" % (rc, err))
         try:
             fmt = json.loads(out).get("format")
         except ValueError:
@@ -876,6 +882,24 @@ def case_progress():
         else:
             check("searching 15 operators on 8 devices" in err and "done in" in err,
                   "no progress on a terminal: %r" % err)
+    # compare: one row per algorithm as it finishes, in order, before the table.
+    algos = ["rec", "data-parallel", "grid"]
+    for quiet in (False, True):
+        rc, out, err = run_on_tty(["compare", ffn, "--devices", "8", "--algo", ",".join(algos)] +
+                                  (["-q"] if quiet else []))
+        check(rc == 0, "compare on a terminal: exit %d, %s" % (rc, err))
+        check([ln.split()[0] for ln in out.splitlines()[2:] if ln.strip()] == algos,
+              "compare table on stdout (progress mixed in?): %r" % out)
+        if quiet:
+            check(err == "", "compare -q still printed: %r" % err)
+            continue
+        rows = [ln.split() for ln in err.splitlines() if ln.strip().startswith("[")]
+        check([r[1] for r in rows] == algos and
+              all(r[0] == "[%d/%d]" % (i + 1, len(algos)) for i, r in enumerate(rows)),
+              "compare progress rows: %r" % err)
+        check(all("ok in" in " ".join(r) and "GiB" in r[-1] for r in rows),
+              "compare progress rows lack the figures: %r" % err)
+        check("done in" in err, "compare progress has no end: %r" % err)
 
 
 def case_gen():
@@ -1029,8 +1053,44 @@ def case_compare():
         check(m["devices"] >= 1 and ("mesh" not in m or
                                      math.prod(int(x) for x in m["mesh"].split("x")) == m["devices"]),
               "zoo %s: mesh and devices disagree" % m["name"])
+    # --threads and --cost as for search: the same plans for any thread
+    # count, and a cost file's coefficients in every row.
+    one = parse_json(run(["compare", g, "--devices", "8", "--format", "json", "--threads", "1",
+                          "--algo", "rec,grid"]))
+    if one and doc:
+        for x in one["results"]:
+            check(math.isclose(x["step_time_s"], rows[x["algorithm"]]["step_time_s"],
+                               rel_tol=1e-12), "compare --threads 1 differs: %s" % x)
+    heavy = write("heavy_optimizer.json", {"optimizer_bytes_factor": 6})
+    costed = parse_json(run(["compare", g, "--devices", "8", "--format", "json",
+                             "--cost", heavy, "--algo", "rec,megatron,data-parallel"]))
+    if costed:
+        for x in costed["results"]:
+            plan = parse_json(run(["search", g, "--devices", "8", "--algo", x["algorithm"],
+                                   "--cost", heavy]))
+            if plan:
+                for key in ("step_time_s", "memory_per_device_bytes"):
+                    check(math.isclose(x[key], plan["summary"][key], rel_tol=1e-6),
+                          "compare --cost %s: %s differs from search: %s"
+                          % (x["algorithm"], key, x))
+            # The baselines' plans do not depend on the cost: more optimizer
+            # state per parameter is more memory.
+            if x["algorithm"] != "rec":
+                check(x["memory_per_device_bytes"] >
+                      rows[x["algorithm"]]["memory_per_device_bytes"],
+                      "compare --cost: 3x optimizer state is not more memory: %s" % x)
+    bogus = write("bogus_cost.json", {"bogus_factor": 1})
+    r = run(["compare", g, "--devices", "8", "--cost", bogus], expect=1)
+    check("bogus_factor" in r.err and "[E102]" in r.err, "compare --cost bad key: %s" % r)
+    # A budget over the devices' memory: the warning search gives, -q silences it.
+    r = run(["compare", g, "--devices", "8", "--memory", "1000", "--algo", "rec"],
+            stderr_empty=False)
+    check(r.err.startswith("recsearch: warning:") and "1000 GiB" in r.err,
+          "compare --memory over the device: %s" % r)
+    run(["compare", g, "--devices", "8", "--memory", "1000", "--algo", "rec", "-q"])
     # Usage and input errors.
     run(["compare", g, "--devices", "8", "--algo", "rec,annealing"], expect=2)
+    run(["compare", g, "--devices", "8", "--threads", "-1"], expect=2)
     run(["compare", g], expect=2)
     run(["compare", g, "--devices", "8", "--mesh", "2x4"], expect=2)
     r = run(["compare", os.path.join(TMP, "missing.json"), "--devices", "2"], expect=1)

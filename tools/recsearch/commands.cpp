@@ -32,28 +32,7 @@
 namespace recsearch::cli {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 constexpr double kBytesPerGiB = 1024.0 * 1024.0 * 1024.0;
-
-// Short progress lines on stderr, only for a person watching: when stderr is
-// not a terminal (pipes, CI logs, the tests) they would only be noise.
-class Progress {
- public:
-  explicit Progress(bool quiet) : on_(!quiet && ::isatty(STDERR_FILENO) == 1) {}
-
-  [[nodiscard]] bool on() const noexcept { return on_; }
-  void say(const std::string& line) const {
-    if (on_) std::cerr << line << '\n' << std::flush;
-  }
-  [[nodiscard]] double elapsed_s() const {
-    return std::chrono::duration<double>(Clock::now() - start_).count();
-  }
-
- private:
-  bool on_;
-  Clock::time_point start_ = Clock::now();
-};
 
 std::string format_double(const char* fmt, double v) {
   char buf[64];
@@ -76,6 +55,16 @@ PlanFormat plan_format(const std::string& format) {
 }
 
 }  // namespace
+
+Progress::Progress(bool quiet) : on_(!quiet && ::isatty(STDERR_FILENO) == 1) {}
+
+void Progress::say(const std::string& line) const {
+  if (on_) std::cerr << line << '\n' << std::flush;
+}
+
+double Progress::elapsed_s() const {
+  return std::chrono::duration<double>(Clock::now() - start_).count();
+}
 
 std::string source_name(const std::string& path) { return path == "-" ? "<stdin>" : path; }
 

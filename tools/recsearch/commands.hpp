@@ -10,6 +10,7 @@
 // the CLI cannot drift from what the C API or the tests see.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -68,6 +69,23 @@ struct ValidateArgs {
 int run_search(const SearchArgs& a);
 int run_eval(const EvalArgs& a);
 int run_validate(const ValidateArgs& a);
+
+// Short progress lines on stderr, only for a person watching: when stderr is
+// not a terminal (pipes, CI logs, the tests) they would only be noise.
+class Progress {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  explicit Progress(bool quiet);
+
+  [[nodiscard]] bool on() const noexcept { return on_; }
+  void say(const std::string& line) const;
+  [[nodiscard]] double elapsed_s() const;
+
+ private:
+  bool on_;
+  Clock::time_point start_ = Clock::now();
+};
 
 // The name an input goes by in messages: "-" alone says little.
 [[nodiscard]] std::string source_name(const std::string& path);
