@@ -1136,6 +1136,30 @@ def case_inputs():
     names = [x.get("algorithm") for x in rows]
     check(names == ["rec", "grid"], "--algo 'rec, grid': %s in %s" % (names, r))
     run(["compare", g, "--devices", "8", "--algo", "rec, annealing"], expect=2)
+    # Misspelt keys in a cluster file: a warning each, with the JSON path and
+    # the key meant; the plan is made all the same. --strict makes the first
+    # an error (exit 1); -q silences the warnings.
+    typo = write("typo_cluster.json", {
+        "format": "recsearch.cluster", "version": 1, "name": "typo",
+        "levels": [{"name": "gpu", "size": 8, "bandwidth_GBs": 450}],
+        "device": {"memory_GB": 40}})
+    for cmd in (["search", g], ["eval", g, plan], ["compare", g, "--algo", "rec"]):
+        r = run(cmd + ["--cluster", typo], stderr_empty=False)
+        lines = r.err.strip().splitlines()
+        check(len(lines) == 2 and all(ln.startswith("recsearch: warning: " + typo) for ln in lines),
+              "%s: cluster key warnings: %s" % (cmd[0], r))
+        check("/levels/0/bandwidth_GBs" in r.err and "did you mean `bandwidth_GBps`?" in r.err,
+              "%s: bandwidth_GBs: %s" % (cmd[0], r))
+        check("/device/memory_GB" in r.err and "did you mean `memory_GiB`?" in r.err,
+              "%s: memory_GB: %s" % (cmd[0], r))
+        r = run(cmd + ["--cluster", typo, "--strict"], expect=1)
+        check(r.err.startswith("recsearch: " + typo + ": /") and "unknown key" in r.err
+              and "did you mean" in r.err and "[E102]" in r.err, "%s --strict: %s" % (cmd[0], r))
+        check(len(r.err.strip().splitlines()) == 1 and r.out == "", "%s --strict: %s" % (cmd[0], r))
+        run(cmd + ["--cluster", typo, "-q"], stderr_empty=True)
+    # The bundled clusters pass --strict without a word.
+    for name in BUNDLED_CLUSTERS:
+        run(["search", g, "--cluster", cluster_path(name), "--strict"], stderr_empty=True)
 
 
 CASES = {name[len("case_"):]: fn for name, fn in globals().items() if name.startswith("case_")}

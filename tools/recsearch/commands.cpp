@@ -115,7 +115,13 @@ Cluster cluster_from_args(const ClusterArgs& a, CostParams& cost) {
   if (a.devices) return Cluster::flat(*a.devices);
   if (a.mesh) return Cluster::mesh(parse_mesh(*a.mesh));
   const std::string text = io::read_text_file(*a.cluster_file);
-  return io::parse_cluster(text, source_name(*a.cluster_file), &cost);
+  std::vector<std::string> warnings;
+  Cluster c = io::parse_cluster(text, source_name(*a.cluster_file), &cost,
+                                io::UnknownKeys{.strict = a.strict, .warnings = &warnings});
+  if (!a.quiet) {
+    for (const std::string& w : warnings) std::cerr << "recsearch: warning: " << w << '\n';
+  }
+  return c;
 }
 
 Cluster cluster_for_plan(const ClusterArgs& a, std::string_view plan_text,

@@ -28,6 +28,10 @@ struct ClusterArgs {
   std::optional<std::int64_t> devices;
   std::optional<std::string> mesh;
   std::optional<std::string> cluster_file;
+  // --strict: unknown keys in the cluster file are errors, not warnings.
+  bool strict = false;
+  // The command's -q: no warnings about the cluster file on stderr.
+  bool quiet = false;
 
   [[nodiscard]] int count() const noexcept {
     return int{devices.has_value()} + int{mesh.has_value()} + int{cluster_file.has_value()};

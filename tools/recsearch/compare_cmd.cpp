@@ -277,6 +277,7 @@ void add_compare_command(CLI::App& app, Registry& reg) {
   cmd->add_flag("-q,--quiet", a->quiet, "no progress or warnings on stderr");
   reg.push_back({cmd, [=] {
                    a->cluster = c->args();
+                   a->cluster.quiet = a->quiet;
                    if (memory_opt->count() > 0) a->memory_gib = std::stod(*memory);
                    if (cost_opt->count() > 0) a->cost_file = *cost;
                    return run_compare(*a);

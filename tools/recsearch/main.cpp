@@ -39,6 +39,7 @@ ClusterArgs ClusterOptions::args() const {
   if (devices_opt->count() > 0) a.devices = devices;
   if (mesh_opt->count() > 0) a.mesh = mesh;
   if (cluster_opt->count() > 0) a.cluster_file = cluster_file;
+  a.strict = strict;
   return a;
 }
 
@@ -52,6 +53,8 @@ void add_cluster_options(CLI::App* cmd, ClusterOptions& o) {
   o.cluster_opt =
       cmd->add_option("--cluster", o.cluster_file, "cluster JSON file (recsearch.cluster)")
           ->type_name("FILE");
+  cmd->add_flag("--strict", o.strict,
+                "unknown keys in the cluster file are errors (default: warnings)");
 }
 
 // An infinite budget is no budget, and NaN compares false with everything.
@@ -100,6 +103,7 @@ void add_core_commands(CLI::App& app, Registry& reg) {
   search->add_flag("-q,--quiet", sa->quiet, "no progress on stderr");
   reg.push_back({search, [=] {
                    sa->cluster = sc->args();
+                   sa->cluster.quiet = sa->quiet;
                    if (memory_opt->count() > 0) sa->memory_gib = std::stod(*search_memory);
                    if (search_cost_opt->count() > 0) sa->cost_file = *search_cost;
                    return run_search(*sa);
@@ -126,6 +130,7 @@ void add_core_commands(CLI::App& app, Registry& reg) {
   eval->add_flag("-q,--quiet", ea->quiet, "no progress on stderr");
   reg.push_back({eval, [=] {
                    ea->cluster = ec->args();
+                   ea->cluster.quiet = ea->quiet;
                    if (eval_mode_opt->count() > 0) ea->mode = *eval_mode;
                    if (eval_cost_opt->count() > 0) ea->cost_file = *eval_cost;
                    return run_eval(*ea);

@@ -30,6 +30,7 @@ struct ClusterOptions {
   std::int64_t devices = 0;
   std::string mesh;
   std::string cluster_file;
+  bool strict = false;
   CLI::Option* devices_opt = nullptr;
   CLI::Option* mesh_opt = nullptr;
   CLI::Option* cluster_opt = nullptr;
@@ -37,7 +38,7 @@ struct ClusterOptions {
   [[nodiscard]] ClusterArgs args() const;
 };
 
-// Adds --devices, --mesh and --cluster to cmd, bound to o.
+// Adds --devices, --mesh, --cluster and --strict to cmd, bound to o.
 void add_cluster_options(CLI::App* cmd, ClusterOptions& o);
 
 // Validates a positive, finite number (CLI11's range check lets NaN through).
