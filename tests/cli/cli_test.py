@@ -614,6 +614,37 @@ def case_validate():
     r = run(["validate", custom(True)])
     check("warning" not in r.err, "validate: warning despite einsum: %r" % r.err)
 
+    # A type off by case or a letter from a kind is a typo, not a custom
+    # operator: exit 1 at its path with the kind meant, for every command
+    # that reads the graph. --allow-custom or an "einsum" attribute keeps it.
+    def typed(name, op, type_, attrs=None):
+        g = json.loads(json.dumps(MLP))
+        g["operators"][op]["type"] = type_
+        if attrs:
+            g["operators"][op]["attrs"] = attrs
+        return write(name, g)
+    for op, type_, meant in ((0, "Matmul", "MatMul"), (1, "relu", "ReLU"),
+                             (2, "MatMull", "MatMul"), (1, "Sigmoidd", "Sigmoid")):
+        p = typed("typo_%s.json" % type_, op, type_)
+        expect_input_error(["validate", p], p, "/operators/%d/type" % op, 102)
+        r = run(["validate", p], expect=1)
+        check("unknown operator type '%s'" % type_ in r.err and
+              "did you mean `%s`?" % meant in r.err, "validate %s: %s" % (type_, r))
+        expect_input_error(["search", p, "--devices", "4"], p, "/operators/%d/type" % op, 102)
+        r = run(["validate", p, "--allow-custom"], stderr_empty=False)
+        check(r.out.startswith(p + ": ok") and type_ in r.err and "warning" in r.err,
+              "validate --allow-custom %s: %s" % (type_, r))
+        run(["search", p, "--devices", "4", "--allow-custom", "-q"])
+    p = typed("typo_einsum.json", 1, "Relu", {"einsum": "bh->bh"})
+    run(["validate", p])
+    # Short names must match up to case: one letter from a kind is a real
+    # name as often as not (ONNX's Tan, Elu, Selu next to Tanh, ReLU, SiLU).
+    for type_ in ("Tan", "Elu", "Selu"):
+        p = typed("short_%s.json" % type_, 1, type_)
+        r = run(["validate", p], stderr_empty=False)
+        check("warning" in r.err and "did you mean" not in r.err,
+              "validate %s: a short name treated as a typo: %s" % (type_, r))
+
 
 def bad_graph(name, mutate):
     g = json.loads(json.dumps(MLP))

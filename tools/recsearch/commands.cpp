@@ -97,8 +97,8 @@ void warn_budget_over_device(double budget_gib, const Cluster& cluster, bool qui
             << " GiB of memory of each device\n";
 }
 
-Problem load_problem(const std::string& path, bool quiet) {
-  Problem problem = Problem::read(path);
+Problem load_problem(const std::string& path, bool quiet, const ReadOptions& options) {
+  Problem problem = Problem::read(path, options);
   if (!quiet) {
     for (const std::string& w : problem.warnings())
       std::cerr << "recsearch: warning: " << problem.source() << ": " << w << '\n';
@@ -170,7 +170,7 @@ int run_search(const SearchArgs& a) {
   if (!algorithm) throw Error(Errc::kUsage, "unknown --algo '" + a.algo + "'");
 
   progress.say("reading graph " + source_name(a.graph) + "...");
-  const Problem problem = load_problem(a.graph, a.quiet);
+  const Problem problem = load_problem(a.graph, a.quiet, a.read);
   // Coefficients from the least to the most specific source: graph file,
   // cluster file, --cost file, then the --memory flag.
   search::SearchOptions opts = problem.options();
@@ -214,7 +214,7 @@ int run_eval(const EvalArgs& a) {
   const std::string plan_source = source_name(a.plan);
 
   progress.say("reading graph " + source_name(a.graph) + "...");
-  const Problem problem = load_problem(a.graph, a.quiet);
+  const Problem problem = load_problem(a.graph, a.quiet, a.read);
   CostParams cost = problem.cost();
   const std::string plan_text = io::read_text_file(a.plan);
   // Cluster: the options, else the cluster the plan was made for, else a
@@ -234,7 +234,7 @@ int run_eval(const EvalArgs& a) {
 }
 
 int run_validate(const ValidateArgs& a) {
-  const Problem problem = load_problem(a.graph, false);
+  const Problem problem = load_problem(a.graph, false, a.read);
   const ir::Graph& g = problem.graph();
   std::size_t parameters = 0;
   double parameter_bytes = 0;

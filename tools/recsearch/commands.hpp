@@ -40,6 +40,7 @@ struct ClusterArgs {
 
 struct SearchArgs {
   std::string graph;  // "-" = stdin
+  ReadOptions read;
   ClusterArgs cluster;
   std::string output = "-";
   std::string mode = "train";
@@ -53,6 +54,7 @@ struct SearchArgs {
 
 struct EvalArgs {
   std::string graph;
+  ReadOptions read;
   std::string plan;
   ClusterArgs cluster;
   std::string output = "-";
@@ -64,6 +66,7 @@ struct EvalArgs {
 
 struct ValidateArgs {
   std::string graph;
+  ReadOptions read;
 };
 
 // "64x8" -> {64, 8}: factors >= 1, product <= kMaxDevices. Throws
@@ -107,7 +110,8 @@ void check_output_writable(const std::string& path);
 void warn_budget_over_device(double budget_gib, const Cluster& cluster, bool quiet);
 
 // Reads a graph JSON file or ONNX model; its warnings go to stderr unless quiet.
-[[nodiscard]] Problem load_problem(const std::string& path, bool quiet);
+[[nodiscard]] Problem load_problem(const std::string& path, bool quiet,
+                                   const ReadOptions& options = {});
 // Reads a `--cost FILE` JSON object over the coefficients gathered so far.
 void apply_cost_file(const std::optional<std::string>& path, CostParams& cost);
 // The cluster of `--devices | --mesh | --cluster` (exactly one given); a

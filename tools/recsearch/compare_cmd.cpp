@@ -33,6 +33,7 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 struct CompareArgs {
   std::string graph;
+  ReadOptions read;
   ClusterArgs cluster;
   std::string mode = "train";
   std::optional<double> memory_gib;
@@ -149,7 +150,7 @@ int run_compare(const CompareArgs& a) {
 
   const Progress progress(a.quiet);
   progress.say("reading graph " + source_name(a.graph) + "...");
-  const Problem problem = load_problem(a.graph, a.quiet);
+  const Problem problem = load_problem(a.graph, a.quiet, a.read);
   // Coefficients as for `search`: graph file, cluster file, --cost, --memory.
   search::SearchOptions base = problem.options();
   base.mode = a.mode == "infer" ? Mode::Infer : Mode::Train;
@@ -250,7 +251,9 @@ void add_compare_command(CLI::App& app, Registry& reg) {
   auto memory = std::make_shared<std::string>();
   CLI::App* cmd = app.add_subcommand(
       "compare", "run several search algorithms on GRAPH and compare their plans");
+  auto g = std::make_shared<GraphOptions>();
   cmd->add_option("GRAPH", a->graph, "graph JSON file ('-' for stdin)")->required();
+  add_graph_options(cmd, *g);
   add_cluster_options(cmd, *c);
   cmd->add_option("--algo", a->algos,
                   "comma-separated algorithms (default: rec, data-parallel, megatron, grid, and "
@@ -278,6 +281,7 @@ void add_compare_command(CLI::App& app, Registry& reg) {
   reg.push_back({cmd, [=] {
                    a->cluster = c->args();
                    a->cluster.quiet = a->quiet;
+                   a->read = g->read_options();
                    if (memory_opt->count() > 0) a->memory_gib = std::stod(*memory);
                    if (cost_opt->count() > 0) a->cost_file = *cost;
                    return run_compare(*a);

@@ -57,6 +57,18 @@ void add_cluster_options(CLI::App* cmd, ClusterOptions& o) {
                 "unknown keys in the cluster file are errors (default: warnings)");
 }
 
+ReadOptions GraphOptions::read_options() const {
+  ReadOptions r;
+  r.allow_custom = allow_custom;
+  return r;
+}
+
+void add_graph_options(CLI::App* cmd, GraphOptions& o) {
+  cmd->add_flag("--allow-custom", o.allow_custom,
+                "keep operator types that look like misspelt kinds (e.g. Matmul) as custom "
+                "operators, replicated");
+}
+
 // An infinite budget is no budget, and NaN compares false with everything.
 const CLI::Validator& positive_finite() {
   static const CLI::Validator v(
@@ -80,7 +92,9 @@ void add_core_commands(CLI::App& app, Registry& reg) {
   auto search_memory = std::make_shared<std::string>();
   auto search_cost = std::make_shared<std::string>();
   CLI::App* search = app.add_subcommand("search", "find a parallel plan for GRAPH on a cluster");
+  auto sg = std::make_shared<GraphOptions>();
   search->add_option("GRAPH", sa->graph, "graph JSON file ('-' for stdin)")->required();
+  add_graph_options(search, *sg);
   add_cluster_options(search, *sc);
   search->add_option("-o,--output", sa->output, "plan file ('-' for stdout, the default)")
       ->type_name("PLAN");
@@ -103,6 +117,7 @@ void add_core_commands(CLI::App& app, Registry& reg) {
   search->add_flag("-q,--quiet", sa->quiet, "no progress on stderr");
   reg.push_back({search, [=] {
                    sa->cluster = sc->args();
+                   sa->read = sg->read_options();
                    sa->cluster.quiet = sa->quiet;
                    if (memory_opt->count() > 0) sa->memory_gib = std::stod(*search_memory);
                    if (search_cost_opt->count() > 0) sa->cost_file = *search_cost;
@@ -117,6 +132,8 @@ void add_core_commands(CLI::App& app, Registry& reg) {
       app.add_subcommand("eval", "independent step-time and memory estimate of PLAN for GRAPH");
   eval->add_option("GRAPH", ea->graph, "graph JSON file ('-' for stdin)")->required();
   eval->add_option("PLAN", ea->plan, "plan JSON file ('-' for stdin)")->required();
+  auto eg = std::make_shared<GraphOptions>();
+  add_graph_options(eval, *eg);
   add_cluster_options(eval, *ec);
   eval->add_option("-o,--output", ea->output, "output file ('-' for stdout, the default)")
       ->type_name("OUT");
@@ -130,6 +147,7 @@ void add_core_commands(CLI::App& app, Registry& reg) {
   eval->add_flag("-q,--quiet", ea->quiet, "no progress on stderr");
   reg.push_back({eval, [=] {
                    ea->cluster = ec->args();
+                   ea->read = eg->read_options();
                    ea->cluster.quiet = ea->quiet;
                    if (eval_mode_opt->count() > 0) ea->mode = *eval_mode;
                    if (eval_cost_opt->count() > 0) ea->cost_file = *eval_cost;
@@ -139,7 +157,12 @@ void add_core_commands(CLI::App& app, Registry& reg) {
   auto va = std::make_shared<ValidateArgs>();
   CLI::App* validate = app.add_subcommand("validate", "check GRAPH (schema and shapes) only");
   validate->add_option("GRAPH", va->graph, "graph JSON file ('-' for stdin)")->required();
-  reg.push_back({validate, [=] { return run_validate(*va); }});
+  auto vg = std::make_shared<GraphOptions>();
+  add_graph_options(validate, *vg);
+  reg.push_back({validate, [=] {
+                   va->read = vg->read_options();
+                   return run_validate(*va);
+                 }});
 }
 
 }  // namespace recsearch::cli

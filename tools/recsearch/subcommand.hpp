@@ -38,6 +38,17 @@ struct ClusterOptions {
   [[nodiscard]] ClusterArgs args() const;
 };
 
+// How a command reads its GRAPH: --allow-custom (operator types that look
+// like misspelt kinds kept as custom operators).
+struct GraphOptions {
+  bool allow_custom = false;
+
+  [[nodiscard]] ReadOptions read_options() const;
+};
+
+// Adds --allow-custom to cmd, bound to o.
+void add_graph_options(CLI::App* cmd, GraphOptions& o);
+
 // Adds --devices, --mesh, --cluster and --strict to cmd, bound to o.
 void add_cluster_options(CLI::App* cmd, ClusterOptions& o);
 
