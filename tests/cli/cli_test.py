@@ -1193,6 +1193,62 @@ def case_inputs():
         run(["search", g, "--cluster", cluster_path(name), "--strict"], stderr_empty=True)
 
 
+def case_dims():
+    """--dim NAME=N for .onnx inputs in search, eval, compare, show and
+    validate; every unbound symbolic dim in one message (issue 18, item 14)."""
+    models = os.path.join(HERE, "..", "onnx", "models")
+    mlp = os.path.join(models, "mlp_opset13.onnx")        # x: [N, 256]
+    shapes = os.path.join(models, "shapes_opset13.onnx")  # tokens: [batch, seq]
+    probe = run(["validate", mlp, "--dim", "N=8"], expect=None)
+    if probe.rc == 2 and "onnx" in probe.err.lower():
+        print("SKIP: built without the onnx feature")
+        sys.exit(77)
+    # One message for all the unbound dims, with input, position and the fix.
+    for cmd in (["search", shapes, "--devices", "2"], ["validate", shapes],
+                ["compare", shapes, "--devices", "2"]):
+        r = run(cmd, expect=1)
+        check(len(r.err.strip().splitlines()) == 1 and "[E106]" in r.err,
+              "%s: unbound dims not one error line: %s" % (cmd[0], r))
+        for part in ("'tokens' dim 0 ('batch')", "'tokens' dim 1 ('seq')", "--dim batch=N",
+                     "--dim seq=N"):
+            check(part in r.err, "%s: unbound dims message lacks %r: %s" % (cmd[0], part, r))
+    r = run(["search", shapes, "--devices", "2", "--dim", "seq=5"], expect=1)
+    check("'batch'" in r.err and "'seq'" not in r.err, "one dim left: %s" % r)
+    # A dim named N: no "--dim N=N" puzzle.
+    r = run(["search", mlp, "--devices", "2"], expect=1)
+    check("'x' dim 0 ('N')" in r.err and "--dim N=<size>" in r.err and "N=N" not in r.err,
+          "dim named N: %s" % r)
+    # A --dim that binds nothing, near an unbound dim: did you mean.
+    r = run(["search", shapes, "--devices", "2", "--dim", "bacth=2", "--dim", "seq=5"], expect=1)
+    check("did you mean `batch`?" in r.err, "--dim bacth: %s" % r)
+    # Every command that reads the graph takes --dim, and they agree.
+    plan_path = os.path.join(TMP, "mlp_plan.json")
+    run(["search", mlp, "--devices", "4", "--dim", "N=64", "-o", plan_path])
+    with open(plan_path) as f:
+        plan = json.load(f)
+    x = [t for t in plan["tensors"] if t["name"] == "x"]
+    check(x and x[0]["shape"] == [64, 256], "search --dim N=64: x is %s" % x)
+    ev = parse_json(run(["eval", mlp, plan_path, "--dim", "N=64"]), "eval --dim")
+    if ev:
+        check(close(ev["summary"]["step_time_s"], plan["summary"]["step_time_s"]),
+              "eval --dim: step time differs from search")
+    cmp = parse_json(run(["compare", mlp, "--devices", "4", "--dim", "N=64", "--algo", "rec",
+                          "--format", "json"]), "compare --dim")
+    if cmp:
+        check(close(cmp["results"][0]["step_time_s"], plan["summary"]["step_time_s"]),
+              "compare --dim: step time differs from search")
+    dot = os.path.join(TMP, "mlp.dot")
+    run(["show", plan_path, "--graph", mlp, "--dim", "N=64", "--dot", dot])
+    check(os.path.exists(dot) and "digraph" in open(dot).read(), "show --dim wrote no DOT")
+    r = run(["validate", mlp, "--dim", "N=64"])
+    check(": ok (" in r.out, "validate --dim: %s" % r)
+    # --dim on a graph file, or malformed: usage errors.
+    r = run(["search", graph_path("ffn.json"), "--devices", "2", "--dim", "N=4"], expect=2)
+    check(".onnx" in r.err and "[E201]" in r.err, "--dim on a graph file: %s" % r)
+    for bad in ("N", "N=0", "N=x", "=4"):
+        run(["search", mlp, "--devices", "2", "--dim", bad], expect=2)
+
+
 CASES = {name[len("case_"):]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 

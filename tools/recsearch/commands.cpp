@@ -26,6 +26,7 @@
 
 #include "recsearch/error.hpp"
 #include "recsearch/io/json_io.hpp"
+#include "recsearch/io/onnx.hpp"
 #include "recsearch/problem.hpp"
 #include "recsearch/solution.hpp"
 
@@ -97,7 +98,33 @@ void warn_budget_over_device(double budget_gib, const Cluster& cluster, bool qui
             << " GiB of memory of each device\n";
 }
 
+std::map<std::string, std::int64_t, std::less<>> parse_dims(
+    const std::vector<std::string>& bindings) {
+  std::map<std::string, std::int64_t, std::less<>> dims;
+  for (const std::string& text : bindings) {
+    const std::size_t eq = text.rfind('=');
+    const auto bad = [&](const std::string& why) {
+      return Error(Errc::kUsage,
+                   "--dim '" + text + "': " + why + " (expected NAME=N, e.g. batch=32)");
+    };
+    if (eq == std::string::npos || eq == 0) throw bad("missing NAME=");
+    std::int64_t v = 0;
+    const char* first = text.data() + eq + 1;
+    const char* last = text.data() + text.size();
+    const auto [end, ec] = std::from_chars(first, last, v);
+    if (ec != std::errc{} || end != last || first == last) throw bad("the value is not an integer");
+    if (v < 1) throw bad("the value must be >= 1");
+    dims[text.substr(0, eq)] = v;
+  }
+  return dims;
+}
+
 Problem load_problem(const std::string& path, bool quiet, const ReadOptions& options) {
+  // A graph file has no symbolic dims: a --dim there is a mistake to report,
+  // not a value to drop.
+  if (!options.dims.empty() && !io::is_onnx_path(path))
+    throw Error(Errc::kUsage, "--dim binds symbolic dims of an ONNX model (.onnx); " +
+                                  source_name(path) + " is a graph file");
   Problem problem = Problem::read(path, options);
   if (!quiet) {
     for (const std::string& w : problem.warnings())

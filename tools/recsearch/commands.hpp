@@ -12,6 +12,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -109,7 +111,14 @@ void check_output_writable(const std::string& path);
 // of the cluster's devices; the run goes on.
 void warn_budget_over_device(double budget_gib, const Cluster& cluster, bool quiet);
 
-// Reads a graph JSON file or ONNX model; its warnings go to stderr unless quiet.
+// `--dim NAME=N` bindings ("batch=32") as ReadOptions::dims; Error(kUsage)
+// naming the malformed one.
+[[nodiscard]] std::map<std::string, std::int64_t, std::less<>> parse_dims(
+    const std::vector<std::string>& bindings);
+
+// Reads a graph JSON file or ONNX model; its warnings go to stderr unless
+// quiet. Error(kUsage) when options bind dims (--dim) of a graph JSON file,
+// which has none.
 [[nodiscard]] Problem load_problem(const std::string& path, bool quiet,
                                    const ReadOptions& options = {});
 // Reads a `--cost FILE` JSON object over the coefficients gathered so far.

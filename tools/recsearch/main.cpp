@@ -59,11 +59,16 @@ void add_cluster_options(CLI::App* cmd, ClusterOptions& o) {
 
 ReadOptions GraphOptions::read_options() const {
   ReadOptions r;
+  r.dims = parse_dims(dims);
   r.allow_custom = allow_custom;
   return r;
 }
 
 void add_graph_options(CLI::App* cmd, GraphOptions& o) {
+  cmd->add_option("--dim", o.dims,
+                  "value of a symbolic dimension of an .onnx GRAPH, e.g. --dim batch=32 "
+                  "(repeatable)")
+      ->type_name("NAME=N");
   cmd->add_flag("--allow-custom", o.allow_custom,
                 "keep operator types that look like misspelt kinds (e.g. Matmul) as custom "
                 "operators, replicated");

@@ -46,7 +46,7 @@ int run_show(const ShowArgs& a) {
     throw Error(Errc::kUsage, "--html and --dot cannot both write to stdout");
 
   const std::string plan_source = source_name(a.plan);
-  const Problem problem = Problem::read(a.graph, a.read);
+  const Problem problem = load_problem(a.graph, /*quiet=*/true, a.read);
   CostParams cost = problem.cost();
   const std::string plan_text = io::read_text_file(a.plan);
   const Cluster cluster = cluster_for_plan(a.cluster, plan_text, plan_source, cost);

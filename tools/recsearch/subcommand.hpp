@@ -38,15 +38,18 @@ struct ClusterOptions {
   [[nodiscard]] ClusterArgs args() const;
 };
 
-// How a command reads its GRAPH: --allow-custom (operator types that look
-// like misspelt kinds kept as custom operators).
+// How a command reads its GRAPH: --dim NAME=N (symbolic dims of an .onnx
+// model) and --allow-custom (operator types that look like misspelt kinds
+// kept as custom operators).
 struct GraphOptions {
+  std::vector<std::string> dims;
   bool allow_custom = false;
 
+  // Error(kUsage) on a malformed --dim.
   [[nodiscard]] ReadOptions read_options() const;
 };
 
-// Adds --allow-custom to cmd, bound to o.
+// Adds --dim and --allow-custom to cmd, bound to o.
 void add_graph_options(CLI::App* cmd, GraphOptions& o);
 
 // Adds --devices, --mesh, --cluster and --strict to cmd, bound to o.
