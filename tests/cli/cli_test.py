@@ -16,6 +16,7 @@ merely exits 0 cannot pass. All failures of a group are listed before the
 group fails.
 """
 
+import ast
 import glob
 import json
 import math
@@ -1247,6 +1248,112 @@ def case_dims():
     check(".onnx" in r.err and "[E201]" in r.err, "--dim on a graph file: %s" % r)
     for bad in ("N", "N=0", "N=x", "=4"):
         run(["search", mlp, "--devices", "2", "--dim", bad], expect=2)
+
+
+def exported_names(tree):
+    """The module-level assignments of an exported file: name -> value node."""
+    out = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                isinstance(node.targets[0], ast.Name):
+            out[node.targets[0].id] = node.value
+    return out
+
+
+def check_export_dict(node, tensors, where, check_value):
+    """A dict literal of {tensor name: layout}: exactly `tensors` (name ->
+    plan tensor record), each value checked by check_value(value, record)."""
+    if not check(isinstance(node, ast.Dict), "%s: not a dict literal" % where):
+        return
+    keys = [k.value for k in node.keys if isinstance(k, ast.Constant)]
+    check(len(keys) == len(node.keys) and sorted(keys) == sorted(tensors),
+          "%s: names %s, expected %s" % (where, sorted(keys)[:8], sorted(tensors)[:8]))
+    for k, v in zip(keys, node.values):
+        if k in tensors:
+            check_value(v, tensors[k], "%s[%r]" % (where, k))
+
+
+def case_export():
+    """export --to jax|dtensor: a Python file that parses, builds the plan's
+    mesh, and gives every parameter (and every other tensor) the layout of
+    the plan file (issue 18, item 7)."""
+    runs = [("ffn.json", ["--devices", "8"]), ("gpt2_block.json", ["--mesh", "4x8"]),
+            ("bert_large.json", ["--mesh", "2x4"]), ("resnet50.json", ["--devices", "8"])]
+    for name, cluster in runs:
+        gp = graph_path(name)
+        g = load_graph(gp)
+        plan_path = os.path.join(TMP, name + ".plan.json")
+        run(["search", gp, "-o", plan_path] + cluster)
+        with open(plan_path) as f:
+            plan = json.load(f)
+        axes = [a["name"] for a in plan["mesh"]["axes"]]
+        records = {t["name"]: t for t in plan["tensors"]}
+        params = {t["name"]: records[t["name"]] for t in g["tensors"]
+                  if t.get("kind") == "parameter"}
+        others = {t["name"]: records[t["name"]] for t in g["tensors"]
+                  if t.get("kind") != "parameter"}
+        check(params, "%s has no parameters to export" % name)
+        for to in ("jax", "dtensor"):
+            where = "export %s --to %s" % (name, to)
+            out = os.path.join(TMP, "%s.%s.py" % (name, to))
+            run(["export", plan_path, "--graph", gp, "--to", to, "-o", out])
+            with open(out) as f:
+                text = f.read()
+            try:
+                tree = ast.parse(text)
+            except SyntaxError as e:
+                fail("%s: not Python: %s" % (where, e))
+                continue
+            names = exported_names(tree)
+            check(ast.literal_eval(names["MESH_SHAPE"]) ==
+                  tuple(a["size"] for a in plan["mesh"]["axes"]), "%s: MESH_SHAPE" % where)
+            check(ast.literal_eval(names["MESH_AXES"]) == tuple(axes), "%s: MESH_AXES" % where)
+            check(math.prod(ast.literal_eval(names["MESH_SHAPE"])) == plan["mesh"]["devices"],
+                  "%s: the mesh is not the plan's devices" % where)
+
+            def jax_spec(v, rec, at):
+                ok = isinstance(v, ast.Call) and getattr(v.func, "id", None) == "P" and \
+                    len(v.args) == len(rec["shape"])
+                if not check(ok, "%s: not P(...) of rank %d" % (at, len(rec["shape"]))):
+                    return
+                got = []
+                for arg in v.args:
+                    value = ast.literal_eval(arg)
+                    got.append([] if value is None else
+                               [value] if isinstance(value, str) else list(value))
+                check(got == rec["sharding"], "%s: %s, plan %s" % (at, got, rec["sharding"]))
+
+            def dtensor_placements(v, rec, at):
+                if not check(isinstance(v, ast.Tuple) and len(v.elts) == len(axes),
+                             "%s: not one placement per mesh axis" % at):
+                    return
+                for axis, e in zip(axes, v.elts):
+                    dims = [d for d, split in enumerate(rec["sharding"]) if axis in split]
+                    want = ("Partial", []) if axis in rec["partial"] else \
+                        ("Shard", dims) if dims else ("Replicate", [])
+                    got = (getattr(getattr(e, "func", None), "id", None),
+                           [a.value for a in getattr(e, "args", [])])
+                    check(got == want, "%s: axis %s is %s, plan says %s" % (at, axis, got, want))
+
+            value_check = jax_spec if to == "jax" else dtensor_placements
+            check_export_dict(names.get("PARAMETERS"), params, where + " PARAMETERS", value_check)
+            check_export_dict(names.get("ACTIVATIONS"), others, where + " ACTIVATIONS",
+                              value_check)
+            funcs = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+            check("make_mesh" in funcs, "%s: no make_mesh" % where)
+    # The file a Python 3 parses as the brief says: with Debian's interpreter too.
+    if os.path.exists("/usr/bin/python3"):
+        r = subprocess.run(["/usr/bin/python3", "-c",
+                            "import ast, sys; ast.parse(open(sys.argv[1]).read())",
+                            os.path.join(TMP, "gpt2_block.json.dtensor.py")],
+                           capture_output=True)
+        check(r.returncode == 0, "/usr/bin/python3 cannot parse the export: %s" % r.stderr)
+    # Usage and input errors.
+    ffn = graph_path("ffn.json")
+    plan_path = os.path.join(TMP, "ffn.json.plan.json")
+    run(["export", plan_path, "--graph", ffn, "--to", "xla"], expect=2)
+    run(["export", plan_path, "--to", "jax"], expect=2)
+    run(["export", plan_path, "--graph", graph_path("gpt2_block.json"), "--to", "jax"], expect=1)
 
 
 CASES = {name[len("case_"):]: fn for name, fn in globals().items() if name.startswith("case_")}

@@ -70,5 +70,7 @@ void add_gen_command(CLI::App& app, Registry& reg);
 void add_exec_command(CLI::App& app, Registry& reg);
 // compare (compare_cmd.cpp).
 void add_compare_command(CLI::App& app, Registry& reg);
+// export (export_cmd.cpp).
+void add_export_command(CLI::App& app, Registry& reg);
 
 }  // namespace recsearch::cli
