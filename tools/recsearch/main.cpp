@@ -219,7 +219,7 @@ std::vector<std::string> option_names(const CLI::App& cmd) {
 // The first `--name` on the command line that `cmd` does not know, with the
 // nearest option it does know. Read from argv: CLI11 keeps no list of the
 // arguments it refused once it has thrown.
-std::optional<std::string> misspelled_option(const CLI::App& cmd, int argc, char** argv) {
+std::optional<std::string> unknown_option(const CLI::App& cmd, int argc, char** argv) {
   const std::vector<std::string> options = option_names(cmd);
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
@@ -244,13 +244,13 @@ Error usage_error(CLI::App& app, const CLI::ParseError& e, int argc, char** argv
       std::string("`recsearch ") + (cmd ? cmd->get_name() + " " : "") + "--help`";
   if (!cmd) {
     // Only a bad top-level option gets here (a command name was checked).
-    const auto unknown = misspelled_option(app, argc, argv);
+    const auto unknown = unknown_option(app, argc, argv);
     return Error(Errc::kUsage, unknown.value_or(e.what()) + "; " + help + " lists the commands");
   }
   std::string detail = e.what();
   // By type: CLI11 names an ExtrasError after the app that threw it.
   if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
-    if (auto unknown = misspelled_option(*cmd, argc, argv)) detail = *unknown;
+    if (auto unknown = unknown_option(*cmd, argc, argv)) detail = *unknown;
   }
   return Error(Errc::kUsage, cmd->get_name() + ": " + detail + " (" + help + " lists the options)");
 }
