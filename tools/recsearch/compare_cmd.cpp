@@ -125,28 +125,34 @@ Row run_one(const Problem& problem, const Cluster& cluster, const search::Search
   return r;
 }
 
+// The --algo list, or the default one (ilp only when built with CBC).
+std::vector<search::Algorithm> chosen_algorithms(const std::vector<std::string>& names) {
+  std::vector<search::Algorithm> algos;
+  if (names.empty()) {
+    algos = {search::Algorithm::Rec, search::Algorithm::DataParallel, search::Algorithm::Megatron,
+             search::Algorithm::Grid};
+    if (search::ilp_available()) algos.push_back(search::Algorithm::Ilp);
+    return algos;
+  }
+  for (const auto& name : names) {
+    const auto alg = search::parse_algorithm(name);
+    if (!alg) throw Error(Errc::kUsage, "unknown algorithm '" + name + "' in --algo");
+    if (*alg == search::Algorithm::Ilp && !search::ilp_available())
+      throw Error(Errc::kUsage,
+                  "this recsearch was built without COIN-OR CBC: algorithm 'ilp' is not "
+                  "available");
+    algos.push_back(*alg);
+  }
+  return algos;
+}
+
 int run_compare(const CompareArgs& a) {
   if (a.cluster.count() > 1)
     throw Error(Errc::kUsage, "give only one of --devices, --mesh and --cluster");
   if (a.cluster.count() == 0)
     throw Error(Errc::kUsage, "give one of --devices N, --mesh AxB or --cluster FILE");
   check_output_writable(a.output);
-  std::vector<search::Algorithm> algos;
-  if (a.algos.empty()) {
-    algos = {search::Algorithm::Rec, search::Algorithm::DataParallel, search::Algorithm::Megatron,
-             search::Algorithm::Grid};
-    if (search::ilp_available()) algos.push_back(search::Algorithm::Ilp);
-  } else {
-    for (const auto& name : a.algos) {
-      const auto alg = search::parse_algorithm(name);
-      if (!alg) throw Error(Errc::kUsage, "unknown algorithm '" + name + "' in --algo");
-      if (*alg == search::Algorithm::Ilp && !search::ilp_available())
-        throw Error(Errc::kUsage,
-                    "this recsearch was built without COIN-OR CBC: algorithm 'ilp' is not "
-                    "available");
-      algos.push_back(*alg);
-    }
-  }
+  const std::vector<search::Algorithm> algos = chosen_algorithms(a.algos);
 
   const Progress progress(a.quiet);
   progress.say("reading graph " + source_name(a.graph) + "...");
