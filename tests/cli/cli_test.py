@@ -1144,6 +1144,7 @@ def case_inputs():
                  ["sweep", missing, "--devices", "8", "--memory", "1:2:1", "-o", bad],
                  ["show", plan, "--graph", missing, "--html", bad],
                  ["show", plan, "--graph", missing, "--dot", bad],
+                 ["export", plan, "--graph", missing, "--to", "jax", "-o", bad],
                  ["import", missing, "-o", bad],
                  ["gen", "gpt2", "-o", bad]):
         r = run(args, expect=1)
