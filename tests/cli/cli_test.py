@@ -4,7 +4,7 @@
 
 Run by meson as `cli_test.py RECSEARCH_EXE CASE`, one meson test per case
 group (search, eval, validate, errors, stdio, determinism, table, devices,
-progress). Standard library only. Sample data comes from $RECSEARCH_DATA
+progress, gen, compare, inputs, dims, export). Standard library only. Sample data comes from $RECSEARCH_DATA
 (data/graphs/*.json, data/graphs/tiny/*.json, data/clusters/*.json); the
 tests also write small graphs and plans of their own, for which the
 expected numbers follow by hand from the formulas documented in
