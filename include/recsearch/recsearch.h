@@ -159,6 +159,11 @@ RS_API rs_status rs_cluster_create(const char* name, rs_cluster** out);
 /* A cluster from recsearch.cluster JSON text of `len` bytes. */
 RS_API rs_status rs_cluster_from_json(const char* text, size_t len, const char* source,
                                       rs_cluster** out);
+/* The same, except that a key the format does not define (a misspelt
+ * "bandwidth_GBs") is an error (RS_BAD_INPUT, id 102) naming its JSON path
+ * and the nearest defined key, where rs_cluster_from_json ignores it. */
+RS_API rs_status rs_cluster_from_json_strict(const char* text, size_t len, const char* source,
+                                             rs_cluster** out);
 RS_API void rs_cluster_free(rs_cluster* c);
 /* Appends an inner level: `size` devices per part of the level above, each
  * with a link of bandwidth_GBps (1 GB = 1e9 bytes) and latency_us. */

@@ -499,7 +499,10 @@ rs_status rs_cluster_create(const char* name, rs_cluster** out) {
   });
 }
 
-rs_status rs_cluster_from_json(const char* text, size_t len, const char* source, rs_cluster** out) {
+namespace {
+
+rs_status cluster_from_json(const char* text, size_t len, const char* source, bool strict,
+                            rs_cluster** out) {
   return guard([&] {
     need(out, "output pointer");
     *out = nullptr;
@@ -507,7 +510,8 @@ rs_status rs_cluster_from_json(const char* text, size_t len, const char* source,
     auto c = std::make_unique<rs_cluster>();
     c->file_source = source != nullptr ? source : "<memory>";
     std::string t(len > 0 ? text : "", len);
-    const Cluster built = io::parse_cluster(t, c->file_source);
+    const Cluster built =
+        io::parse_cluster(t, c->file_source, nullptr, io::UnknownKeys{.strict = strict});
     c->file_text = std::move(t);
     c->name = built.name();
     c->levels = built.levels();
@@ -515,6 +519,17 @@ rs_status rs_cluster_from_json(const char* text, size_t len, const char* source,
     c->cluster = built;
     *out = c.release();
   });
+}
+
+}  // namespace
+
+rs_status rs_cluster_from_json(const char* text, size_t len, const char* source, rs_cluster** out) {
+  return cluster_from_json(text, len, source, false, out);
+}
+
+rs_status rs_cluster_from_json_strict(const char* text, size_t len, const char* source,
+                                      rs_cluster** out) {
+  return cluster_from_json(text, len, source, true, out);
 }
 
 void rs_cluster_free(rs_cluster* c) { delete c; }
