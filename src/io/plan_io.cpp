@@ -721,6 +721,7 @@ OrderedJson event_json(const ir::Graph& g, const plan::Plan& p, const plan::Comm
   je["reason"] = std::string(plan::comm_reason_name(e.reason));
   je["bytes"] = detail::number_json(e.bytes);
   je["seconds"] = detail::number_json(e.seconds);
+  if (e.repeats != 1) je["repeats"] = e.repeats;
   return je;
 }
 

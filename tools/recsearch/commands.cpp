@@ -133,7 +133,7 @@ Problem load_problem(const std::string& path, bool quiet, const ReadOptions& opt
   return problem;
 }
 
-void pin_training(const SearchArgs& a, search::TrainingChoice& t) {
+void pin_training(const TrainingArgs& a, search::TrainingChoice& t) {
   if (a.recompute != "auto") t.recompute = plan::parse_recompute(a.recompute);
   if (a.zero != "auto") t.zero_stage = std::stoi(a.zero);
   if (a.microbatches != "auto") t.microbatches = std::stoll(a.microbatches);
@@ -216,7 +216,7 @@ int run_search(const SearchArgs& a) {
     opts.cost.memory_budget_bytes = *a.memory_gib * kBytesPerGiB;
     warn_budget_over_device(*a.memory_gib, cluster, a.quiet);
   }
-  pin_training(a, opts.training);
+  pin_training(a.training, opts.training);
 
   progress.say("searching " + std::to_string(problem.graph().num_operators()) + " operators on " +
                std::to_string(cluster.num_devices()) + " devices (" + a.algo + ", " +

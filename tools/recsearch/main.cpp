@@ -119,16 +119,7 @@ void add_core_commands(CLI::App& app, Registry& reg) {
       ->check(CLI::IsMember({"rec", "data-parallel", "megatron", "grid", "ilp", "exhaustive"}));
   CLI::Option* search_cost_opt =
       search->add_option("--cost", *search_cost, "cost coefficients JSON file")->type_name("FILE");
-  search
-      ->add_option("--recompute", sa->recompute,
-                   "activation recomputation: auto (default: searched), none, selective or full")
-      ->check(CLI::IsMember({"auto", "none", "selective", "full"}));
-  search->add_option("--zero", sa->zero, "ZeRO stage: auto (default: searched), 0, 1, 2 or 3")
-      ->check(CLI::IsMember({"auto", "0", "1", "2", "3"}));
-  search
-      ->add_option("--microbatches", sa->microbatches,
-                   "microbatches per step: auto (default: searched) or N dividing the batch")
-      ->check(CLI::IsMember({"auto"}) | CLI::PositiveNumber);
+  add_training_options(search, sa->training);
   search->add_flag("-q,--quiet", sa->quiet, "no progress on stderr");
   reg.push_back({search, [=] {
                    sa->cluster = sc->args();
