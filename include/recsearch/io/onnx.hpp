@@ -40,6 +40,7 @@ struct OnnxImport {
   std::vector<std::string> warnings;     // one line per node imported as replicated
   std::int64_t opset = 0;                // of the default ("ai.onnx") domain
   std::size_t folded_nodes = 0;          // shape computations folded into constants
+  std::size_t weight_view_nodes = 0;     // Identity copies and Cast/Reshape views of weights
   std::size_t skipped_weight_bytes = 0;  // initializer payload bytes never loaded
 };
 
