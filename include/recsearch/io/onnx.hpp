@@ -7,8 +7,10 @@
 // shapes: large initializer payloads are skipped while the file is parsed,
 // so external-data files are not needed and a multi-gigabyte model costs
 // only the memory of its structure. Initializers become parameters (or
-// constants for integer tensors and batch-norm running statistics); nodes
-// that only compute shapes are folded away. Operators recsearch has no kind
+// constants for integer tensors and batch-norm running statistics); an
+// Identity copy of a weight (torch.onnx.export's deduplication) is a
+// parameter of its own and a Cast/Reshape view of one is that weight, with
+// no operator; nodes that only compute shapes are folded away in one pass. Operators recsearch has no kind
 // for are kept under their ONNX type, replicated, and reported in
 // `warnings`, each naming the node.
 //

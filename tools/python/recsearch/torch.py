@@ -31,6 +31,7 @@ none does, Partial() when the tensor is a partial sum there, and Mixed([...])
 dim between several tensor dims, which one DTensor placement cannot say.
 """
 
+import copy
 import json
 import math
 import operator
@@ -228,8 +229,33 @@ class _Recorder(torch.fx.Interpreter):
         return r
 
 
-def _is_leaf_torch_nn(m):
-    return m.__module__.startswith("torch.nn") and not isinstance(m, nn.Sequential)
+def _meta_copy(module):
+    """The module with every parameter and buffer on the meta device (no
+    data is copied: deepcopy's memo hands it the meta tensors)."""
+    memo = {}
+    for p in module.parameters():
+        memo[id(p)] = nn.Parameter(torch.empty_like(p, device="meta"), p.requires_grad)
+    for b in module.buffers():
+        memo[id(b)] = torch.empty_like(b, device="meta")
+    return copy.deepcopy(module, memo)
+
+
+def _record(module, gm, example_inputs):
+    """Per node of gm's graph, its result when run on example_inputs: on the
+    meta device (shapes only, no arithmetic: a large batch costs nothing),
+    or for real where an operator has no meta kernel."""
+    try:
+        meta = torch.fx.GraphModule(_meta_copy(module), gm.graph)
+        rec = _Recorder(meta)
+        with torch.no_grad():
+            rec.run(*[x.to("meta") if isinstance(x, torch.Tensor) else x
+                      for x in example_inputs])
+        return rec.results
+    except Exception:  # noqa: BLE001  (a missing meta kernel: run for real)
+        rec = _Recorder(gm)
+        with torch.no_grad():
+            rec.run(*example_inputs)
+        return rec.results
 
 
 class _Lowering:
@@ -821,10 +847,7 @@ def _trace(module, example_inputs, name=None):
     if strip:
         concrete = {n: None for n in ("a1", "a2")[len(example_inputs) - 1:]}
     gm = _trace_fx(module, concrete)
-    rec = _Recorder(gm)
-    with torch.no_grad():
-        rec.run(*example_inputs)
-    low = _Lowering(module, gm, rec.results, name, strip)
+    low = _Lowering(module, gm, _record(module, gm, example_inputs), name, strip)
     graph = low.run()
     aliases = {k[len(strip):] if strip and k.startswith(strip) else k: v
                for k, v in low.aliases.items()}
