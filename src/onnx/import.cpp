@@ -3,12 +3,15 @@
 //
 // Steps: read the model without its weights (model_reader.hpp); bind the
 // symbolic dimensions of the graph inputs; run ONNX's shape inference with
-// data propagation; fold the nodes that only compute shapes (Shape, and
-// whatever consumes nothing but constants and produces a small tensor) into
-// constant tensors; map every other node to a recsearch operator kind; and
-// check the result with the dimension algebra, so that an import that
-// succeeds always gives a graph the search accepts. Errors name the node
-// (its name, ONNX type and index in graph.node).
+// data propagation; in one pass over the nodes, evaluate those that only
+// compute small integer tensors (shape_eval.hpp) into Constant nodes and
+// give every other node its shapes from its own inference function; fold
+// the nodes that consume nothing but constants; turn Identity copies and
+// Cast/Reshape views of weights into tensors (no operator); map every
+// other node to a recsearch operator kind; and check the result with the
+// dimension algebra, so that an import that succeeds always gives a graph
+// the search accepts. Errors name the node (its name, ONNX type and index
+// in graph.node).
 #include "recsearch/io/onnx.hpp"
 
 #include <fcntl.h>
