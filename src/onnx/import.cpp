@@ -529,15 +529,33 @@ class Importer {
       if (!in.empty() && !static_.count(in)) return false;
     }
     if (op == "ConstantOfShape") return true;
+    // A large result is folded too when it is built from shapes and small
+    // constants only (Swin's shifted-window masks: ConstantOfShape, then
+    // ScatterND); a weight held in a Constant node and transformed at run
+    // time stays an operator.
+    const bool from_weight = std::any_of(n.input().begin(), n.input().end(),
+                                         [&](const std::string& in) { return held_weight(in); });
+    if (!from_weight) return true;
     for (const auto& o : n.output()) {
       if (!o.empty() && !small_known(o)) return false;
     }
     return true;
   }
 
+  // A float tensor larger than a folded shape computation, held in a
+  // Constant node: a weight.
+  bool held_weight(const std::string& name) const {
+    const auto it = constants_.find(name);
+    if (it == constants_.end() || !is_float_type(it->second->data_type())) return false;
+    std::int64_t n = 1;
+    for (const auto d : it->second->dims()) n *= d;
+    return n > kFoldMaxElements;
+  }
+
   // Static values: known before the model runs. Integer initializers,
   // Constant outputs, Shape/Size of anything (shapes are known), and the
-  // small results of nodes whose inputs are all static.
+  // results of nodes whose inputs are all static (small ones only where a
+  // weight held in a Constant node is among those inputs).
   void mark_static() {
     const auto& g = graph();
     for (const auto& [name, t] : initializers_) {

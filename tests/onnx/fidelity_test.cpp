@@ -363,3 +363,32 @@ TEST_CASE("onnx fidelity: an unmapped pattern names the reason; folding says whe
                   e.what());
   }
 }
+
+TEST_CASE("onnx fidelity: a large mask built from shapes and constants is a constant") {
+  // Swin's shifted-window mask: zeros from ConstantOfShape, then ScatterND
+  // with constant indices and updates; 1600 values, more than a shape.
+  ModelBuilder b(13);
+  b.input("x", {"1", "40", "40", "1"});
+  b.ints("mask_shape", {1, 40, 40, 1});
+  b.ints("indices", {0, 0, 0, 0}, {1, 4});
+  {
+    // The exporter writes the updates as a Constant node (an initializer
+    // of float type would be a parameter).
+    auto* a = b.node("Constant", {}, {"updates"}).add_attribute();
+    a->set_name("value");
+    a->set_type(onnx::AttributeProto::TENSOR);
+    a->mutable_t()->set_data_type(TP::FLOAT);
+    a->mutable_t()->add_dims(1);
+    a->mutable_t()->add_float_data(1.0F);
+  }
+  b.node("ConstantOfShape", {"mask_shape"}, {"zeros"});
+  b.node("ScatterND", {"zeros", "indices", "updates"}, {"mask"});
+  b.node("Add", {"x", "mask"}, {"y"});
+  b.output("y");
+  const io::OnnxImport r = b.import();
+  const ir::Graph& g = r.graph;
+  CHECK(r.warnings.empty());
+  CHECK(g.num_operators() == 1);
+  CHECK(tensor(g, "mask").kind == ir::TensorKind::Constant);
+  check_validates(g);
+}
