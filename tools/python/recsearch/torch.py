@@ -9,7 +9,7 @@ plan out, with no ONNX involved.
 
 trace() runs torch.fx over the module and records every value's shape by
 running the traced graph once on `example_inputs` (an fx Interpreter, so
-shapes are torch's own). Operators are named by the module that runs them
+shapes are torch's own) on the meta device, where no arithmetic is done. Operators are named by the module that runs them
 ("layer1.0.conv1", "layers.3.self_attn.in_proj"), parameters and buffers by
 their fully qualified names. Modules torch.fx cannot trace through (data-
 dependent control flow) and torch.nn modules recsearch has no lowering for
