@@ -81,6 +81,10 @@ void add_core_commands(CLI::App& app, Registry& reg) {
           ->type_name("GiB");
   search->add_option("--format", sa->format, "json (default) or table")
       ->check(CLI::IsMember({"json", "table"}));
+  search
+      ->add_option("--detail", sa->detail,
+                   "plan file detail: auto (default: full up to 10^4 operators), full or summary")
+      ->check(CLI::IsMember({"auto", "full", "summary"}));
   search->add_option("--threads", sa->threads, "worker threads, 0 = all (the plan is the same)")
       ->check(CLI::Range(0, 65536));
   search
@@ -113,6 +117,9 @@ void add_core_commands(CLI::App& app, Registry& reg) {
           ->check(CLI::IsMember({"train", "infer"}));
   eval->add_option("--format", ea->format, "json (default) or table")
       ->check(CLI::IsMember({"json", "table"}));
+  eval->add_option("--detail", ea->detail,
+                   "output detail: auto (default: full up to 10^4 operators), full or summary")
+      ->check(CLI::IsMember({"auto", "full", "summary"}));
   CLI::Option* eval_cost_opt =
       eval->add_option("--cost", *eval_cost, "cost coefficients JSON file")->type_name("FILE");
   eval->add_flag("-q,--quiet", ea->quiet, "no progress on stderr");

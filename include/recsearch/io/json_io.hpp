@@ -7,6 +7,7 @@
 // and the problem; they never crash on any input. `source` "-" reads stdin.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -68,11 +69,30 @@ void parse_cost_params(std::string_view text, const std::string& source, CostPar
 // path under "/cluster".
 [[nodiscard]] std::optional<Cluster> plan_cluster(std::string_view text, const std::string& source);
 
+// How much of its evaluation a plan file carries (docs/formats.md, Plan
+// detail). Only the cuts are the plan: the rest is derived, and `eval`
+// derives it again, so no form loses anything a reader needs.
+enum class PlanDetail {
+  Auto,     // Full for graphs of up to kFullDetailMaxOperators operators, else Summary
+  Full,     // every redistribution; every mesh axis in every operator's "cuts"
+  Summary,  // redistributions totalled per kind and axis, plus the heaviest; no null cuts
+};
+inline constexpr std::size_t kFullDetailMaxOperators = 10000;
+// "auto", "full", "summary"; nullopt for anything else.
+[[nodiscard]] std::optional<PlanDetail> parse_plan_detail(std::string_view text);
+
 // Plan JSON (docs/design.md, Plan file).
 [[nodiscard]] std::string plan_to_json(const ir::Graph& g,
                                        const std::vector<algebra::OpSpace>& spaces,
                                        const Cluster& cluster, const plan::Plan& p,
-                                       const plan::Evaluation& ev, int indent = 2);
+                                       const plan::Evaluation& ev, int indent = 2,
+                                       PlanDetail detail = PlanDetail::Full);
+// The same text written to `path` ("-": stdout) as it is produced, in
+// blocks, never held whole; Error(kIo) naming the file when it cannot.
+void write_plan_file(const std::string& path, const ir::Graph& g,
+                     const std::vector<algebra::OpSpace>& spaces, const Cluster& cluster,
+                     const plan::Plan& p, const plan::Evaluation& ev,
+                     PlanDetail detail = PlanDetail::Auto, int indent = 2);
 // Human-readable table: one row per operator (name, type, strategy, cuts,
 // compute, communication), then the summary.
 [[nodiscard]] std::string plan_to_table(const ir::Graph& g,
