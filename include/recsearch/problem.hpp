@@ -34,6 +34,9 @@ struct ReadOptions {
   std::map<std::string, std::int64_t, std::less<>> dims;
   // The graph's name when imported from ONNX (default: the file's stem).
   std::string name;
+  // Graph JSON: unknown keys are Error(kSchema) at their JSON path instead
+  // of warnings (Problem::warnings()).
+  bool strict = false;
 };
 
 class Problem {
@@ -53,7 +56,8 @@ class Problem {
   [[nodiscard]] static Problem read(const std::string& path, const ReadOptions& options = {});
 
   // Graph JSON text; `source_name` names it in error messages.
-  [[nodiscard]] static Problem from_json(std::string_view text, const std::string& source_name);
+  [[nodiscard]] static Problem from_json(std::string_view text, const std::string& source_name,
+                                         const ReadOptions& options = {});
 
   [[nodiscard]] const ir::Graph& graph() const noexcept;
   [[nodiscard]] const std::vector<algebra::OpSpace>& spaces() const noexcept;
@@ -61,8 +65,9 @@ class Problem {
   [[nodiscard]] const CostParams& cost() const noexcept;
   // File name as given ("<stdin>" for "-"), the source name, or empty.
   [[nodiscard]] const std::string& source() const noexcept;
-  // Warnings found while reading: ONNX nodes imported as replicated, and
-  // operators of unknown type that run replicated. One line each.
+  // Warnings found while reading: unknown keys in graph JSON (with a "did
+  // you mean"), ONNX nodes imported as replicated, and operators of unknown
+  // type that run replicated. One line each.
   [[nodiscard]] const std::vector<std::string>& warnings() const noexcept;
 
   // Search options with this problem's cost settings: the starting point

@@ -75,7 +75,18 @@ Problem::Problem(ir::Graph graph, CostParams cost, std::string source)
 
 Problem Problem::read(const std::string& path, const ReadOptions& options) {
   const std::string source = display_name(path);
-  if (!io::is_onnx_path(path)) return from_json(io::read_text_file(path), source);
+  if (!io::is_onnx_path(path)) {
+    // Read straight from the file (no copy of its text); unknown keys are
+    // warnings, or errors with `strict`.
+    std::vector<std::string> warnings;
+    io::GraphReadOptions read;
+    read.strict = options.strict;
+    read.warnings = &warnings;
+    read.source = source;
+    CostParams cost;
+    ir::Graph g = io::read_graph_file(path, &cost, read);
+    return Problem(prepare(std::move(g), source, std::move(warnings)), std::move(cost));
+  }
   io::OnnxImportOptions onnx;
   onnx.dims = options.dims;
   onnx.name = options.name;
@@ -83,10 +94,15 @@ Problem Problem::read(const std::string& path, const ReadOptions& options) {
   return Problem(prepare(std::move(r.graph), source, std::move(r.warnings)), CostParams{});
 }
 
-Problem Problem::from_json(std::string_view text, const std::string& source_name) {
+Problem Problem::from_json(std::string_view text, const std::string& source_name,
+                           const ReadOptions& options) {
+  std::vector<std::string> warnings;
+  io::GraphReadOptions read;
+  read.strict = options.strict;
+  read.warnings = &warnings;
   CostParams cost;
-  ir::Graph g = io::parse_graph(text, source_name, &cost);
-  return Problem(prepare(std::move(g), source_name, {}), std::move(cost));
+  ir::Graph g = io::parse_graph(text, source_name, &cost, read);
+  return Problem(prepare(std::move(g), source_name, std::move(warnings)), std::move(cost));
 }
 
 const ir::Graph& Problem::graph() const noexcept { return data_->graph; }

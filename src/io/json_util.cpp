@@ -4,6 +4,8 @@
 // line-per-record printer for the writers.
 #include "io/json_util.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
@@ -43,6 +45,41 @@ std::string read_text_file(const std::string& path) {
   if (failed) throw Error(Errc::kIo, std::string("cannot read: ") + std::strerror(err), {}, path);
   return text;
 }
+
+namespace detail {
+
+std::string read_text_file_padded(const std::string& path, std::size_t padding) {
+  if (path == "-") {
+    std::string text = read_text_file(path);
+    text.reserve(text.size() + padding);
+    return text;
+  }
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) {
+    throw Error(Errc::kIo, std::string("cannot open: ") + std::strerror(errno), {}, path);
+  }
+  std::string text;
+  struct stat st {};
+  if (::fstat(::fileno(f), &st) == 0 && S_ISREG(st.st_mode)) {
+    text.reserve(static_cast<std::size_t>(st.st_size) + padding);
+  }
+  char buf[1 << 16];
+  for (;;) {
+    const std::size_t n = std::fread(buf, 1, sizeof buf, f);
+    text.append(buf, n);
+    if (n < sizeof buf) break;
+  }
+  // A directory opens fine on Linux and only fails here (EISDIR).
+  const bool failed = std::ferror(f) != 0;
+  const int err = errno;
+  std::fclose(f);
+  if (failed) throw Error(Errc::kIo, std::string("cannot read: ") + std::strerror(err), {}, path);
+  // A file that grew while it was read.
+  if (text.capacity() < text.size() + padding) text.reserve(text.size() + padding);
+  return text;
+}
+
+}  // namespace detail
 
 void write_text_file(const std::string& path, std::string text) {
   if (text.empty() || text.back() != '\n') text.push_back('\n');

@@ -29,6 +29,10 @@ namespace recsearch::io::detail {
 using Json = nlohmann::json;
 using OrderedJson = nlohmann::ordered_json;
 
+// read_text_file with `padding` bytes of spare capacity past the text (for
+// parsers that read beyond the end), reserved before reading: no copy.
+[[nodiscard]] std::string read_text_file_padded(const std::string& path, std::size_t padding);
+
 // RFC 6901 child pointers ("~" -> "~0", "/" -> "~1" in keys).
 [[nodiscard]] std::string child(const std::string& path, std::string_view key);
 [[nodiscard]] std::string child(const std::string& path, std::size_t index);

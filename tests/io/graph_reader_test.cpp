@@ -567,3 +567,82 @@ TEST_CASE("read_text_file and read_graph_file") {
   expect_error([&] { (void)io::read_graph_file(bad); }, Errc::kShape, "/tensors/0/shape/0", bad);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("unknown keys are warnings with their path and a suggestion; strict makes them errors") {
+  const std::string text = graph_text(
+      R"([{"name": "x", "shape": [4, 8], "dytpe": "f16"}, {"name": "w", "shape": [8, 16], "kind": "parameter"},
+          {"name": "h", "shape": [4, 16]}, {"name": "y", "shape": [4, 16]}])",
+      R"([{"name": "mm", "type": "MatMul", "inputs": ["x", "w"], "outputs": ["h"], "attr": {"transpose_b": false}},
+          {"name": "r", "type": "ReLU", "inputs": ["h"], "outputs": ["y"], "attr": {}, "strategey": [[2, 1]]}])",
+      R"(, "zzz_notes": [1, {"a": null}])");
+  std::vector<std::string> warnings;
+  io::GraphReadOptions options;
+  options.warnings = &warnings;
+  const ir::Graph g = io::parse_graph(text, kFile, nullptr, options);
+  CHECK(g.num_operators() == 2);
+  REQUIRE(warnings.size() == 4);
+  const auto has = [&](const std::string& needle) {
+    for (const std::string& w : warnings) {
+      if (w.find(needle) != std::string::npos) return true;
+    }
+    return false;
+  };
+  CHECK(has(R"(unknown key "attr" in an operator ignored, at /operators/0/attr and 1 more (did you mean "attrs"?))"));
+  CHECK(has(R"(unknown key "strategey" in an operator ignored, at /operators/1/strategey (did you mean "strategy"?))"));
+  CHECK(has(R"(unknown key "dytpe" in a tensor ignored, at /tensors/0/dytpe (did you mean "dtype"?))"));
+  CHECK(has(R"(unknown key "zzz_notes" in the graph ignored, at /zzz_notes)"));
+  CHECK(!has("zzz_notes\" in the graph ignored, at /zzz_notes (did you mean"));
+
+  // The same warnings when the file is read by the streaming parser (here:
+  // "tensors" before "format", a layout the fast parser leaves to it).
+  const std::string tensors_etc = text.substr(text.find(R"("tensors": )"));
+  const std::string head = R"("format": "recsearch.graph", "version": 1, "name": "g")";
+  const std::string late_head = "{" + tensors_etc.substr(0, tensors_etc.size() - 1) + ", " + head + "}";
+  std::vector<std::string> warnings2;
+  options.warnings = &warnings2;
+  const ir::Graph g2 = io::parse_graph(late_head, kFile, nullptr, options);
+  check_same_graph(g, g2);
+  CHECK(warnings2 == warnings);
+
+  // Strict: the first unknown key met is the error.
+  io::GraphReadOptions strict;
+  strict.strict = true;
+  CHECK(expect_error([&] { (void)io::parse_graph(text, kFile, nullptr, strict); }, Errc::kSchema,
+                     "/tensors/0/dytpe", kFile)
+            .find(R"(did you mean "dtype")") != std::string::npos);
+  // (Here the records wait for "format", so the top-level key comes first.)
+  CHECK(expect_error([&] { (void)io::parse_graph(late_head, kFile, nullptr, strict); },
+                     Errc::kSchema, "/zzz_notes", kFile)
+            .find("unknown key") != std::string::npos);
+}
+
+TEST_CASE("the fast reader and the streaming reader build the same graph") {
+  // kTiny read as it is (fast), and with changes that only the streaming
+  // reader handles: an escaped name, a duplicate key, fields out of order.
+  const ir::Graph fast = io::parse_graph(kTiny, kFile);
+  std::string escaped = kTiny;
+  escaped.replace(escaped.find(R"("name": "x")"), 11, R"("name": "\u0078")");
+  escaped.replace(escaped.find(R"(["x", "w"])"), 10, R"(["\u0078", "w"])");
+  check_same_graph(fast, io::parse_graph(escaped, kFile));
+  std::string dup = kTiny;
+  dup.replace(dup.find(R"({"name": "y", "shape": [4, 16]})"), 31,
+              R"({"name": "y", "shape": [9], "shape": [4, 16]})");
+  check_same_graph(fast, io::parse_graph(dup, kFile));
+  CHECK(io::graph_to_json(io::parse_graph(escaped, kFile)) == io::graph_to_json(fast));
+  // Numbers as nlohmann types them: 1.0 stays a double, -3 an integer.
+  const ir::Operator& mm = fast.op(0);
+  CHECK(std::holds_alternative<double>(*mm.attrs.find("one")));
+  CHECK(std::get<std::int64_t>(*mm.attrs.find("n")) == -3);
+  CHECK(std::get<std::vector<double>>(*mm.attrs.find("scales")) == std::vector<double>{1, 0.5});
+  // A file and its text read alike.
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("recsearch_io_fast_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "g.json").string();
+  {
+    std::ofstream f(path);
+    f << kTiny;
+  }
+  check_same_graph(fast, io::read_graph_file(path));
+  std::filesystem::remove_all(dir);
+}

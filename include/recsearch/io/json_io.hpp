@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "recsearch/cluster.hpp"
 #include "recsearch/cost/cost_params.hpp"
@@ -27,12 +28,30 @@ namespace recsearch::io {
 // naming the file and the OS reason when it cannot.
 void write_text_file(const std::string& path, std::string text);
 
+// How a graph file is read.
+struct GraphReadOptions {
+  // Unknown keys (in the graph, a tensor or an operator) are Error(kSchema)
+  // at their path instead of warnings.
+  bool strict = false;
+  // Where the warnings go, one line each ("unknown key \"attr\" in an
+  // operator ignored, at /operators/3/attr (did you mean \"attrs\"?)");
+  // nullptr: dropped.
+  std::vector<std::string>* warnings = nullptr;
+  // read_graph_file: the file's name in errors (default: the path).
+  std::string source;
+};
+
 // Graph JSON -> finalized Graph (structure checked; shapes are checked by
 // algebra::build_op_spaces, whose errors the caller attributes with
 // Error::in_file). An optional top-level "cost" object is read into *cost.
 [[nodiscard]] ir::Graph parse_graph(std::string_view text, const std::string& source,
                                     CostParams* cost = nullptr);
+[[nodiscard]] ir::Graph parse_graph(std::string_view text, const std::string& source,
+                                    CostParams* cost, const GraphReadOptions& options);
 [[nodiscard]] ir::Graph read_graph_file(const std::string& path, CostParams* cost = nullptr);
+// Reads the file without a copy of its text (parse_graph makes one).
+[[nodiscard]] ir::Graph read_graph_file(const std::string& path, CostParams* cost,
+                                        const GraphReadOptions& options);
 // Graph -> graph JSON (round-trips through parse_graph).
 [[nodiscard]] std::string graph_to_json(const ir::Graph& g, int indent = 1);
 
