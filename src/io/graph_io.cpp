@@ -407,11 +407,10 @@ class GraphStream final : public detail::StreamHandler {
 
 }  // namespace
 
-namespace {
+namespace detail {
 
-// The streaming reader (nlohmann SAX): every error of a graph file is its.
 ir::Graph parse_graph_streaming(std::string_view text, const std::string& source,
-                                CostParams* cost, detail::UnknownKeys& keys) {
+                                CostParams* cost, UnknownKeys& keys) {
   const Reader r(source);
   ir::Graph g;
   // A graph file spends roughly 140 bytes per tensor and 210 per operator
@@ -430,6 +429,10 @@ ir::Graph parse_graph_streaming(std::string_view text, const std::string& source
   }
   return g;
 }
+
+}  // namespace detail
+
+namespace {
 
 // Whether the text ends with its closing brace: a truncated file goes to the
 // streaming reader at once, which fails at its end in constant memory.
@@ -454,7 +457,7 @@ ir::Graph read_graph(std::string_view text, std::size_t capacity, const std::str
   }
   if (!done) {
     keys.clear();
-    g = parse_graph_streaming(text, source, cost, keys);
+    g = detail::parse_graph_streaming(text, source, cost, keys);
   }
   try {
     g.finalize();

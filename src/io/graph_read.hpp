@@ -63,6 +63,11 @@ class UnknownKeys {
                                    const std::string& source, ir::Graph& g, CostParams* cost,
                                    UnknownKeys& keys);
 
+// The streaming reader (nlohmann SAX): every error of a graph file is its.
+// Returns the graph before Graph::finalize().
+[[nodiscard]] ir::Graph parse_graph_streaming(std::string_view text, const std::string& source,
+                                              CostParams* cost, UnknownKeys& keys);
+
 // simdjson's padding: bytes past the text that its parser may read.
 [[nodiscard]] std::size_t graph_padding() noexcept;
 

@@ -41,9 +41,12 @@ T get(simdjson::simdjson_result<T>&& r) {
   return v;
 }
 
-// A string value, as a view into the file's text. Strings with escapes (where nlohmann and
-// simdjson may treat lone surrogates differently) or control characters
-// (which simdjson does not reject) are the streaming reader's.
+// A string value, as a view into the file's text (which outlives the
+// parser's buffer). It is still parsed (get_string), which is what moves
+// the iterator past it and checks the separator that follows. Strings with
+// escapes (where nlohmann and simdjson may treat lone surrogates
+// differently) or control characters (which simdjson does not reject) are
+// the streaming reader's.
 std::string_view text(od::value v) {
   const std::string_view raw = v.raw_json_token();
   const std::string_view s = get(v.get_string());
@@ -53,7 +56,6 @@ std::string_view text(od::value v) {
   for (const char c : s) {
     if (static_cast<unsigned char>(c) < 0x20) throw GiveUp{};
   }
-  // The same bytes in the file itself, which outlive the parser's buffer.
   return raw.substr(1, s.size());
 }
 

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -14,6 +15,7 @@
 
 #include <unistd.h>
 
+#include "io/graph_read.hpp"
 #include "recsearch/io/json_io.hpp"
 #include "support/errors.hpp"
 
@@ -645,4 +647,71 @@ TEST_CASE("the fast reader and the streaming reader build the same graph") {
   }
   check_same_graph(fast, io::read_graph_file(path));
   std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+// Both parsers on one text: whenever the fast one accepts it, the streaming
+// one (which decides every error) must accept it too and build the same
+// graph with the same warnings and cost settings.
+// Returns whether the fast one accepted it.
+bool check_parsers_agree(const std::string& text) {
+  std::string padded;
+  padded.reserve(text.size() + io::detail::graph_padding());
+  padded.assign(text);
+  ir::Graph fast;
+  io::detail::UnknownKeys fast_keys(false, kFile);
+  CostParams fast_cost;
+  if (!io::detail::read_graph_fast(padded, padded.capacity(), kFile, fast, &fast_cost, fast_keys))
+    return false;
+  io::detail::UnknownKeys keys(false, kFile);
+  CostParams cost;
+  ir::Graph slow;
+  try {
+    slow = io::detail::parse_graph_streaming(text, kFile, &cost, keys);
+  } catch (const Error& e) {
+    const std::string why = std::string(e.what()) + "\n" + text;
+    FAIL("the fast reader accepts what the streaming reader rejects: " << why);
+    return true;
+  }
+  CHECK(io::graph_to_json(fast) == io::graph_to_json(slow));
+  CHECK(fast_keys.warnings() == keys.warnings());
+  CHECK(fast_cost.compute_efficiency == cost.compute_efficiency);
+  CHECK(fast_cost.memory_budget_bytes == cost.memory_budget_bytes);
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("the fast reader never accepts what the streaming reader rejects") {
+  // The sample graphs and the graph fuzz corpus (RECSEARCH_DATA is data/).
+  std::vector<std::string> texts = {kTiny};
+  const char* data = std::getenv("RECSEARCH_DATA");
+  REQUIRE(data != nullptr);
+  const std::filesystem::path root(data);
+  for (const char* f : {"graphs/ffn.json", "graphs/gpt2_block.json", "graphs/resnet50.json"})
+    texts.push_back(io::read_text_file((root / f).string()));
+  for (const auto& e : std::filesystem::directory_iterator(root / ".." / "tests/fuzz/corpus/graph"))
+    texts.push_back(io::read_text_file(e.path().string()));
+  // The valid files in their usual layout are the fast reader's own.
+  for (std::size_t i = 0; i < 4; ++i) CHECK(check_parsers_agree(texts[i]));
+  for (std::size_t i = 4; i < texts.size(); ++i) (void)check_parsers_agree(texts[i]);
+  // Mutations of the small file: every byte replaced, and random splices.
+  const char replacements[] = {'"', '}', ']', '{', '[', ',', ':', '0', '-', 'x', '\\', '\0',
+                               ' ', '.', 'e', '\t', '1', 'n', 't', '\x7f', '\xc3'};
+  for (std::size_t i = 0; i < kTiny.size(); ++i) {
+    for (const char r : replacements) {
+      std::string text = kTiny;
+      text[i] = r;
+      (void)check_parsers_agree(text);
+    }
+  }
+  std::mt19937 rng(2026);
+  for (int round = 0; round < 5000; ++round) {
+    std::string text = kTiny;
+    const std::size_t a = rng() % text.size();
+    const std::size_t b = rng() % text.size();
+    text.insert(a, kTiny.substr(b, rng() % 24));
+    (void)check_parsers_agree(text);
+  }
 }
