@@ -113,8 +113,10 @@ void warn_budget_over_device(double budget_gib, const Cluster& cluster, bool qui
             << " GiB of memory of each device\n";
 }
 
-Problem load_problem(const std::string& path, bool quiet) {
-  Problem problem = Problem::read(path);
+Problem load_problem(const std::string& path, bool quiet, bool strict) {
+  ReadOptions options;
+  options.strict = strict;
+  Problem problem = Problem::read(path, options);
   if (!quiet) {
     for (const std::string& w : problem.warnings())
       std::cerr << "recsearch: warning: " << problem.source() << ": " << w << '\n';
@@ -246,7 +248,7 @@ int run_eval(const EvalArgs& a) {
 }
 
 int run_validate(const ValidateArgs& a) {
-  const Problem problem = load_problem(a.graph, false);
+  const Problem problem = load_problem(a.graph, false, a.strict);
   const ir::Graph& g = problem.graph();
   std::size_t parameters = 0;
   double parameter_bytes = 0;

@@ -61,6 +61,7 @@ struct EvalArgs {
 
 struct ValidateArgs {
   std::string graph;
+  bool strict = false;  // unknown keys are errors, not warnings
 };
 
 // "64x8" -> {64, 8}: factors >= 1, product <= kMaxDevices. Throws
@@ -87,7 +88,7 @@ void check_output_writable(const std::string& path);
 void warn_budget_over_device(double budget_gib, const Cluster& cluster, bool quiet);
 
 // Reads a graph JSON file or ONNX model; its warnings go to stderr unless quiet.
-[[nodiscard]] Problem load_problem(const std::string& path, bool quiet);
+[[nodiscard]] Problem load_problem(const std::string& path, bool quiet, bool strict = false);
 // Reads a `--cost FILE` JSON object over the coefficients gathered so far.
 void apply_cost_file(const std::optional<std::string>& path, CostParams& cost);
 // The cluster of `--devices | --mesh | --cluster` (exactly one given); a

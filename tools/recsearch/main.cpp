@@ -133,6 +133,7 @@ void add_core_commands(CLI::App& app, Registry& reg) {
   auto va = std::make_shared<ValidateArgs>();
   CLI::App* validate = app.add_subcommand("validate", "check GRAPH (schema and shapes) only");
   validate->add_option("GRAPH", va->graph, "graph JSON file ('-' for stdin)")->required();
+  validate->add_flag("--strict", va->strict, "unknown keys in the graph file are errors");
   reg.push_back({validate, [=] { return run_validate(*va); }});
 }
 
