@@ -55,6 +55,11 @@ PlanFormat plan_format(const std::string& format) {
   return format == "table" ? PlanFormat::Table : PlanFormat::Json;
 }
 
+io::PlanDetail plan_detail(const std::string& detail) {
+  if (const auto d = io::parse_plan_detail(detail)) return *d;
+  throw Error(Errc::kUsage, "unknown --detail '" + detail + "' (auto, full or summary)");
+}
+
 }  // namespace
 
 Progress::Progress(bool quiet) : on_(!quiet && ::isatty(STDERR_FILENO) == 1) {}
@@ -232,10 +237,12 @@ int run_search(const SearchArgs& a) {
   if (progress.on()) std::fputc('\n', stderr);
   if (solution.details().expert_plan)
     progress.say("the fastest fitting plan is a data x tensor parallel split");
+  // "done" comes after the plan is written: a big plan takes a moment.
+  if (a.output != "-") progress.say("writing " + a.output + "...");
+  solution.write(a.output, plan_format(a.format), plan_detail(a.detail));
   progress.say("done in " + format_double("%.2f", progress.elapsed_s()) + " s (search " +
                format_double("%.3g", solution.details().search_time_s) + " s; " +
                solution.summary() + ")");
-  solution.write(a.output, plan_format(a.format));
   return 0;
 }
 
@@ -263,7 +270,7 @@ int run_eval(const EvalArgs& a) {
   const Solution solution = evaluate(problem, std::move(p), cluster, cost);
   progress.say("done in " + format_double("%.2f", progress.elapsed_s()) + " s (" +
                solution.summary() + ")");
-  solution.write(a.output, plan_format(a.format));
+  solution.write(a.output, plan_format(a.format), plan_detail(a.detail));
   return 0;
 }
 

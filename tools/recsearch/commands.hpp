@@ -55,6 +55,7 @@ struct SearchArgs {
   std::string mode = "train";
   std::optional<double> memory_gib;
   std::string format = "json";
+  std::string detail = "auto";  // plan file detail: auto, full or summary
   int threads = 0;
   std::string algo = "rec";
   std::optional<std::string> cost_file;
@@ -70,6 +71,7 @@ struct EvalArgs {
   std::string output = "-";
   std::optional<std::string> mode;  // default: the plan file's mode
   std::string format = "json";
+  std::string detail = "auto";
   std::optional<std::string> cost_file;
   bool quiet = false;
 };
