@@ -244,6 +244,11 @@ typedef struct rs_summary {
   double search_time_s;    /* 0 for rs_evaluate */
 } rs_summary;
 RS_API rs_status rs_result_summary(const rs_result* r, rs_summary* out);
+/* The plan's training settings (docs/cost-model.md, Training): recompute
+ * ("none", "selective", "full"; valid while r lives), ZeRO stage and
+ * microbatches. An inference plan reports "none", 0 and 1. */
+RS_API rs_status rs_result_training(const rs_result* r, const char** recompute, int* zero_stage,
+                                    int64_t* microbatches);
 
 /* Mesh axes of the plan (the cut schedule): name ("c0", ...), size (a prime)
  * and the cluster level it belongs to. */

@@ -363,7 +363,8 @@ std::string sweep_to_csv(const Sweep& s) {
   std::string out =
       "budget_gib,devices,mesh,fits,step_time_s,compute_s,communication_s,memory_gib,"
       "parameter_gib,activation_gib,samples_per_s,tokens_per_s,model_tflops_per_device,"
-      "scaling_efficiency,found_at_budget_gib,search_time_s,smallest_gib,note\n";
+      "scaling_efficiency,found_at_budget_gib,search_time_s,smallest_gib,note,"
+      "exposed_communication_s,gradient_gib,optimizer_gib,recompute,zero_stage,microbatches\n";
   for (const SweepPoint& p : s.points) {
     std::vector<std::string> f = {csv_num(p.budget_bytes, kGiB), std::to_string(p.devices), p.mesh,
                                   p.fits ? "yes" : "no"};
@@ -383,6 +384,19 @@ std::string sweep_to_csv(const Sweep& s) {
     f.push_back(csv_num(p.search_time_s));
     f.push_back(p.fits ? "" : csv_num(p.smallest_bytes, kGiB));
     f.push_back(csv_text(p.fits ? std::string() : p.no_fit));
+    if (p.fits) {
+      const plan::Summary& m = p.summary;
+      const plan::Training& t = p.plan.training;
+      const bool train = p.plan.mode == Mode::Train;
+      f.push_back(csv_num(m.exposed_communication_s));
+      f.push_back(csv_num(m.gradient_bytes, kGiB));
+      f.push_back(csv_num(m.optimizer_bytes, kGiB));
+      f.push_back(train ? std::string(plan::recompute_name(t.recompute)) : std::string());
+      f.push_back(train ? std::to_string(t.zero_stage) : std::string());
+      f.push_back(train ? std::to_string(t.microbatches) : std::string());
+    } else {
+      f.insert(f.end(), 6, "");
+    }
     for (std::size_t i = 0; i < f.size(); ++i) out += (i ? "," : "") + f[i];
     out += '\n';
   }
@@ -406,6 +420,14 @@ std::string sweep_to_json(const Sweep& s) {
       j["memory_gib"] = json_num(m.memory_per_device_bytes / kGiB);
       j["parameter_gib"] = json_num(m.parameter_bytes / kGiB);
       j["activation_gib"] = json_num(m.activation_bytes / kGiB);
+      j["exposed_communication_s"] = json_num(m.exposed_communication_s);
+      j["gradient_gib"] = json_num(m.gradient_bytes / kGiB);
+      j["optimizer_gib"] = json_num(m.optimizer_bytes / kGiB);
+      if (p.plan.mode == Mode::Train) {
+        j["training"] = {{"recompute", std::string(plan::recompute_name(p.plan.training.recompute))},
+                         {"zero_stage", p.plan.training.zero_stage},
+                         {"microbatches", p.plan.training.microbatches}};
+      }
       j["samples_per_s"] = json_pos(p.samples_per_s);
       j["tokens_per_s"] = json_pos(p.tokens_per_s);
       j["model_tflops_per_device"] = json_pos(p.model_tflops_per_device);

@@ -125,6 +125,18 @@ rs_status rs_result_summary(const rs_result* r, rs_summary* out) {
   });
 }
 
+rs_status rs_result_training(const rs_result* r, const char** recompute, int* zero_stage,
+                             int64_t* microbatches) {
+  return guard([&] {
+    const plan::Plan& p = capi::res(r).plan();
+    const plan::Training t = p.mode == Mode::Train ? p.training : plan::Training{};
+    // recompute_name returns views of string literals: valid for the program.
+    capi::put(recompute, plan::recompute_name(t.recompute).data());
+    capi::put(zero_stage, t.zero_stage);
+    capi::put(microbatches, t.microbatches);
+  });
+}
+
 rs_status rs_result_num_axes(const rs_result* r, size_t* out) {
   return guard([&] { capi::put(out, capi::res(r).plan().mesh.size()); });
 }

@@ -27,11 +27,13 @@ bool is_data(const ir::Tensor& t) {
   return t.kind == ir::TensorKind::Activation || t.kind == ir::TensorKind::Input;
 }
 
-// Per tensor: kept whole by some backward, and extra bytes per byte (masks,
-// statistics) that producers add.
+// Per tensor: kept whole by some backward, extra bytes per byte (masks,
+// statistics) that producers add, and a mask that is needed only when the
+// tensor itself is not kept (ReLU's: the sign of its kept output serves).
 struct Keep {
   std::vector<std::uint8_t> whole;
   std::vector<float> extra;
+  std::vector<float> unless_whole;
 };
 
 // Bytes per byte of a 1-byte-per-element mask of tensor t.
@@ -92,6 +94,8 @@ void keep_of(const ir::Graph& g, const ir::Operator& op, Keep& k) {
     case OpKind::Exp:
     case OpKind::Sqrt: keep_outputs(op, k); break;
     case OpKind::ReLU:
+      for (const ir::TensorId t : op.outputs) k.unless_whole[t] = mask_fraction(g.tensor(t));
+      break;
     case OpKind::Maximum:
     case OpKind::Minimum:
     case OpKind::Dropout: add_output_mask(g, op, k); break;
@@ -124,12 +128,13 @@ void keep_of(const ir::Graph& g, const ir::Operator& op, Keep& k) {
 }
 
 std::vector<float> saved_none(const ir::Graph& g) {
-  Keep k{std::vector<std::uint8_t>(g.num_tensors(), 0), std::vector<float>(g.num_tensors(), 0)};
+  const std::size_t n = g.num_tensors();
+  Keep k{std::vector<std::uint8_t>(n, 0), std::vector<float>(n, 0), std::vector<float>(n, 0)};
   for (const ir::Operator& op : g.operators()) keep_of(g, op, k);
   std::vector<float> saved(g.num_tensors(), 0.0F);
   for (std::size_t t = 0; t < saved.size(); ++t) {
     if (!is_data(g.tensor(static_cast<ir::TensorId>(t)))) continue;
-    saved[t] = static_cast<float>(k.whole[t]) + k.extra[t];
+    saved[t] = (k.whole[t] ? 1.0F : k.unless_whole[t]) + k.extra[t];
   }
   return saved;
 }

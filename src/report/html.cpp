@@ -245,7 +245,7 @@ tr.sel td { background: #fff3bf; }
 <th data-col="name">operator</th><th data-col="type">type</th><th data-col="strategy">strategy</th><th data-col="cuts">cuts</th>
 <th data-col="compute_s">compute (s)</th><th data-col="communication_s">communication (s)</th>
 <th data-col="layout_s">layout (s)</th><th data-col="gradient_s">gradient (s)</th><th data-col="halo_s">halo (s)</th><th data-col="output_s">output (s)</th>
-<th data-col="share">share of step</th>
+<th data-col="share">share of work</th>
 </tr></thead><tbody></tbody></table></div>
 <h2>Redistributions</h2>
 <p class="note" id="redistribution-note"></p>
@@ -345,7 +345,10 @@ tr.sel td { background: #fff3bf; }
       td.setAttribute("data-col", k);
       tr.appendChild(td);
     });
-    var share = S.step_time_s > 0 ? (o.compute_s + o.communication_s) / S.step_time_s : 0;
+    // Of all compute and communication (overlap hides part of the latter
+    // from the step time, not from the work).
+    var work = S.compute_s + S.communication_s;
+    var share = work > 0 ? (o.compute_s + o.communication_s) / work : 0;
     var st = el("td", {"class": "n", "data-value": String(share), "data-col": "share"}, (100 * share).toFixed(2) + " %");
     tr.appendChild(st);
     tbody.appendChild(tr);

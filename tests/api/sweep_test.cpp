@@ -196,7 +196,8 @@ TEST_CASE("a budget that fits nothing is a point of its own") {
   REQUIRE(csv.size() == 2);
   const auto row = csv_fields(csv[1]);
   CHECK(row[3] == "no");
-  CHECK(row.back().find("no plan fits") != std::string::npos);
+  REQUIRE(row.size() == 24);
+  CHECK(row[17].find("no plan fits") != std::string::npos);  // the note
 }
 
 TEST_CASE("cluster sweep: each point its own search, efficiency against the first") {
@@ -234,7 +235,9 @@ TEST_CASE("writers: CSV rows and columns, JSON fields, a self-contained page") {
   const std::vector<std::string> csv = lines(sweep_to_csv(s));
   REQUIRE(csv.size() == s.points.size() + 1);
   const auto header = csv_fields(csv[0]);
-  CHECK(header.size() == 18);
+  CHECK(header.size() == 24);
+  CHECK(header[17] == "note");
+  CHECK(header[21] == "recompute");
   CHECK(header[0] == "budget_gib");
   CHECK(header[4] == "step_time_s");
   for (std::size_t i = 1; i < csv.size(); ++i) {

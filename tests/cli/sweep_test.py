@@ -28,7 +28,9 @@ GIB = float(1 << 30)
 COLUMNS = ["budget_gib", "devices", "mesh", "fits", "step_time_s", "compute_s",
            "communication_s", "memory_gib", "parameter_gib", "activation_gib", "samples_per_s",
            "tokens_per_s", "model_tflops_per_device", "scaling_efficiency",
-           "found_at_budget_gib", "search_time_s", "smallest_gib", "note"]
+           "found_at_budget_gib", "search_time_s", "smallest_gib", "note",
+           "exposed_communication_s", "gradient_gib", "optimizer_gib", "recompute", "zero_stage",
+           "microbatches"]
 
 EXE = None
 FAILURES = []
@@ -97,8 +99,10 @@ def budget_sweep():
         last = s
         check(float(r["memory_gib"]) <= b * (1 + 1e-5),
               "budget %g: memory %s" % (b, r["memory_gib"]))
-        check(close(s, float(r["compute_s"]) + float(r["communication_s"]), 1e-4),
-              "budget %g: step is not compute + communication" % b)
+        check(close(s, float(r["compute_s"]) + float(r["exposed_communication_s"]), 1e-4),
+              "budget %g: step is not compute + exposed communication" % b)
+        check(float(r["exposed_communication_s"]) <= float(r["communication_s"]) * (1 + 1e-6),
+              "budget %g: more communication exposed than there is" % b)
         check(float(r["found_at_budget_gib"]) > 0, "budget %g: found_at" % b)
         own = search_step(["--devices", "8"], b)
         if own is not None:
