@@ -546,6 +546,22 @@ std::vector<std::vector<plan::Training>> setting_ladders(const ir::Graph& g,
   return ladders;
 }
 
+// What a search that fits nothing also tried, for its message: the
+// settings it was free to choose.
+std::string tried_settings(const ir::Graph& g, const TrainingChoice& pin, bool allow_full) {
+  std::vector<std::string> parts;
+  if (!pin.recompute) parts.emplace_back(allow_full ? "selective and full recomputation"
+                                                    : "selective recomputation");
+  if (!pin.zero_stage) parts.emplace_back("ZeRO stages 1 to 3");
+  if (!pin.microbatches && microbatch_counts(g, pin).size() > 1)
+    parts.push_back("up to " + std::to_string(microbatch_counts(g, pin).back()) + " microbatches");
+  if (parts.empty()) return {};
+  std::string out = " (also tried ";
+  for (std::size_t i = 0; i < parts.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == parts.size() ? " and " : ", ") + parts[i];
+  return out + ")";
+}
+
 // Whether graph g has an attention core for selective recomputation to drop.
 bool has_attention_core(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces) {
   const plan::MemoryRules r = plan::memory_rules(g, spaces, plan::Recompute::Selective);
@@ -599,12 +615,7 @@ SearchResult run_training(const ir::Graph& g, const std::vector<algebra::OpSpace
       }
     }
   }
-  if (!best) {
-    throw Error(Errc::kNoFit, std::string(first_error->what()) +
-                                  " (also tried recomputation, ZeRO stages 1 to 3 and up to " +
-                                  std::to_string(microbatch_counts(g, pin).back()) +
-                                  " microbatches)");
-  }
+  if (!best) throw Error(Errc::kNoFit, first_error->detail() + tried_settings(g, pin, allow_full && !exact));
   return std::move(*best);
 }
 
