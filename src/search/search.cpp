@@ -108,6 +108,21 @@ std::string no_fit_message(double budget, const Cluster& cluster, double smalles
          gib(smallest);
 }
 
+// The rec ladders' no-fit error, with the smallest memory they reached, so
+// that a search over training settings can report the smallest of all.
+class NoFit : public Error {
+ public:
+  NoFit(double budget, const Cluster& cluster, double smallest)
+      : Error(Errc::kNoFit, no_fit_message(budget, cluster, smallest)),
+        budget_(budget),
+        smallest_(smallest) {}
+  [[nodiscard]] double budget() const noexcept { return budget_; }
+  [[nodiscard]] double smallest() const noexcept { return smallest_; }
+
+ private:
+  double budget_, smallest_;
+};
+
 bool may_polish(const detail::Context& ctx) {
   return ctx.opts.polish && detail::polish_applies(ctx.g, ctx.mesh.size());
 }
@@ -229,7 +244,7 @@ class FoldedLadder {
   void finish(int rung, bool fits) {
     const detail::Context& ctx = ctx_;
     if (!fits && !may_polish(ctx))
-      throw Error(Errc::kNoFit, no_fit_message(ctx.budget, ctx.cluster, best_mem_));
+      throw NoFit(ctx.budget, ctx.cluster, best_mem_);
     plan::Plan full = detail::unfold(fits ? best_ : smallest_, rep_, ctx.g.num_operators());
     plan::Evaluation ev = evaluate(ctx, full);
     // Full recomputation keeps the largest segment's activations, which
@@ -238,7 +253,7 @@ class FoldedLadder {
     if (fits && ev.summary.memory_per_device_bytes > ctx.budget) {
       best_mem_ = std::min(best_mem_, ev.summary.memory_per_device_bytes);
       if (!may_polish(ctx))
-        throw Error(Errc::kNoFit, no_fit_message(ctx.budget, ctx.cluster, best_mem_));
+        throw NoFit(ctx.budget, ctx.cluster, best_mem_);
       fits = false;
     }
     res_.memory_rungs = rung < 0 ? kLadderRungs + 1 : rung;
@@ -254,7 +269,7 @@ class FoldedLadder {
     const bool polished =
         may_polish(ctx) && take_polished(ctx, std::move(full), full_mem, fits, res_, best_mem_);
     if (!fits && !polished)
-      throw Error(Errc::kNoFit, no_fit_message(ctx.budget, ctx.cluster, best_mem_));
+      throw NoFit(ctx.budget, ctx.cluster, best_mem_);
   }
 
   const detail::Context& ctx_;
@@ -290,7 +305,7 @@ class RecLadder {
       const double start_mem = have_ ? res_.eval.summary.memory_per_device_bytes : best_mem_;
       if (take_polished(ctx_, std::move(start), start_mem, have_, res_, best_mem_)) have_ = true;
     }
-    if (!have_) throw Error(Errc::kNoFit, no_fit_message(ctx_.budget, ctx_.cluster, best_mem_));
+    if (!have_) throw NoFit(ctx_.budget, ctx_.cluster, best_mem_);
     res_.memory_rungs = rung < 0 ? kLadderRungs + 1 : rung;
   }
 
@@ -600,6 +615,7 @@ SearchResult run_training(const ir::Graph& g, const std::vector<algebra::OpSpace
   const bool selective = has_attention_core(g, spaces);
   std::optional<SearchResult> best;
   std::optional<Error> first_error;
+  double smallest = std::numeric_limits<double>::infinity();
   for (const auto& ladder : setting_ladders(g, pin, allow_full && !exact)) {
     if (!selective && !pin.recompute && ladder.front().recompute == plan::Recompute::Selective)
       continue;  // the same memory and time as no recomputation
@@ -609,13 +625,23 @@ SearchResult run_training(const ir::Graph& g, const std::vector<algebra::OpSpace
         if (!best || r.eval.summary.step_time_s < best->eval.summary.step_time_s)
           best = std::move(r);
         break;
+      } catch (const NoFit& e) {
+        smallest = std::min(smallest, e.smallest());
+        if (!first_error) first_error = e;
       } catch (const Error& e) {
         if (e.code() != Errc::kNoFit) throw;
         if (!first_error) first_error = e;
       }
     }
   }
-  if (!best) throw Error(Errc::kNoFit, first_error->detail() + tried_settings(g, pin, allow_full && !exact));
+  if (!best) {
+    // The smallest memory over every setting tried, where the ladders said.
+    const std::string first =
+        std::isfinite(smallest)
+            ? no_fit_message(detail::memory_budget(cluster, opts), cluster, smallest)
+            : first_error->detail();
+    throw Error(Errc::kNoFit, first + tried_settings(g, pin, allow_full && !exact));
+  }
   return std::move(*best);
 }
 
