@@ -616,12 +616,19 @@ SearchResult run_training(const ir::Graph& g, const std::vector<algebra::OpSpace
   std::optional<SearchResult> best;
   std::optional<Error> first_error;
   double smallest = std::numeric_limits<double>::infinity();
+  bool unconstrained = false;
   for (const auto& ladder : setting_ladders(g, pin, allow_full && !exact)) {
     if (!selective && !pin.recompute && ladder.front().recompute == plan::Recompute::Selective)
       continue;  // the same memory and time as no recomputation
+    // A plan that fitted with no price on memory at the cheapest setting
+    // (one microbatch, ZeRO 2 at most) is the search's unconstrained best;
+    // settings that save more memory only add work to it.
+    if (unconstrained) break;
     for (const plan::Training& t : ladder) {
       try {
         SearchResult r = run_setting(g, spaces, cluster, opts, t);
+        unconstrained = r.memory_rungs == 0 && opts.algorithm == Algorithm::Rec &&
+                        t.microbatches == 1 && t.zero_stage <= 2;
         if (!best || r.eval.summary.step_time_s < best->eval.summary.step_time_s)
           best = std::move(r);
         break;
