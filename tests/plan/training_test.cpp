@@ -6,6 +6,8 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "fixtures.hpp"
 #include "recsearch/algebra/op_space.hpp"
@@ -40,6 +42,49 @@ struct Gpt {
     m.fused_attention = fused;
     g = gen::build_graph(m);
     spaces = algebra::build_op_spaces(g);
+  }
+
+  // Megatron-LM's tensor parallelism with sequence parallelism over t
+  // devices: column-parallel projections and MLP input, attention on
+  // heads, row-parallel output projections, and everything between them
+  // (norms, dropouts, residuals) on the sequence; the rest replicated.
+  [[nodiscard]] plan::Plan tensor_sequence_parallel(std::int64_t t) const {
+    plan::Plan p;
+    p.mode = Mode::Train;
+    p.mesh = {axis("c0", t)};
+    const std::vector<std::string> column = {"q_proj", "k_proj", "v_proj", "q_bias", "k_bias",
+                                             "v_bias", "fc1",    "fc1_bias", "gelu", "merge_heads"};
+    const std::vector<std::string> row = {"o_proj", "fc2"};
+    const std::vector<std::string> sequence = {"ln1",  "o_bias",       "res1_dropout", "res1",
+                                               "ln2",  "fc2_bias",     "res2_dropout", "res2"};
+    const auto is = [](const std::string& n, const std::vector<std::string>& names) {
+      return std::find(names.begin(), names.end(), n) != names.end();
+    };
+    for (ir::OpId o = 0; o < g.num_operators(); ++o) {
+      const std::string& name = g.op(o).name;
+      const algebra::OpSpace& space = spaces[o];
+      const auto dot = name.find('.');
+      int loop = plan::kReplicated;
+      if (name[0] == 'h' && dot != std::string::npos) {
+        const std::string op = name.substr(dot + 1);
+        const ir::Shape& out = g.tensor(g.op(o).outputs[0]).shape;
+        if (is(op, column)) {
+          loop = space.outputs[0].back();
+        } else if (is(op, row)) {
+          for (std::size_t l = 0; l < space.loops.size() && loop == plan::kReplicated; ++l)
+            if (space.loops[l].role == algebra::DimRole::Reduction) loop = static_cast<int>(l);
+        } else if (is(op, sequence)) {
+          loop = space.outputs[0][1];
+        } else {  // attention: the heads
+          for (std::size_t d = 0; d < out.size() && loop == plan::kReplicated; ++d)
+            if (out[d] == a) loop = space.outputs[0][d];
+        }
+        REQUIRE(loop != plan::kReplicated);
+      }
+      p.cuts.push_back({static_cast<std::int16_t>(loop)});
+    }
+    plan::check_plan(g, spaces, p);
+    return p;
   }
 
   // Saved activations of the whole graph under a replicated plan.
@@ -81,6 +126,22 @@ TEST_CASE("saved activations of a GPT layer match Korthikanti et al. (2022)") {
     CHECK(std::abs(got / (34 * sbh) - 1) <= 0.10);
     // Selective recomputation has no core to drop in a fused graph.
     CHECK(per_layer(true, plan::Recompute::Selective) == doctest::Approx(got));
+  }
+  SUBCASE("tensor and sequence parallelism divide both by t") {
+    for (const std::int64_t t : {2, 8}) {
+      CAPTURE(t);
+      const auto layer = [&](bool fused) {
+        const Gpt g3(3, fused), g2(2, fused);
+        const auto eval = [&](const Gpt& x) {
+          return plan::evaluate(x.g, x.spaces, test_cluster(), x.tensor_sequence_parallel(t), {})
+              .summary.activation_bytes;
+        };
+        return eval(g3) - eval(g2);
+      };
+      const double tt = static_cast<double>(t);
+      CHECK(std::abs(layer(false) / (sbh * (34 + five_as_h) / tt) - 1) <= 0.10);
+      CHECK(std::abs(layer(true) / (34 * sbh / tt) - 1) <= 0.10);
+    }
   }
   SUBCASE("full recomputation keeps the layer input and one layer at a time") {
     // Checkpoints at the layer input (2·s·b·h) and, where the attention
