@@ -44,6 +44,7 @@ struct SearchArgs {
   std::string algo = "rec";
   std::optional<std::string> cost_file;
   bool quiet = false;
+  std::string stages = "1";  // --stages N|auto (pipeline_cmd.hpp)
 };
 
 struct EvalArgs {

@@ -90,6 +90,10 @@ void add_core_commands(CLI::App& app, Registry& reg) {
   CLI::Option* search_cost_opt =
       search->add_option("--cost", *search_cost, "cost coefficients JSON file")->type_name("FILE");
   search->add_flag("-q,--quiet", sa->quiet, "no progress on stderr");
+  search
+      ->add_option("--stages", sa->stages,
+                   "pipeline device groups: 1 (default, none), N, or auto (searched)")
+      ->type_name("N|auto");
   reg.push_back({search, [=] {
                    sa->cluster = sc->args();
                    if (memory_opt->count() > 0) sa->memory_gib = std::stod(*search_memory);
