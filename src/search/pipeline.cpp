@@ -13,12 +13,18 @@
 // Microbatch counts are tried from the largest down (thinned to a factor
 // of about 2 apart): fewer microbatches need more memory, so the first
 // count that does not fit ends the walk, and so do two in a row that are
-// not faster than the best of the same p.
+// not faster than the best of the same p. Interleaving (v = 2) is priced at
+// the count plain 1F1B liked best. Group counts go up from 1; two fitting
+// ones in a row that do not beat the best end that walk too. Stage
+// searches skip polish (most of a small search's time); the winner's
+// stages are searched again with it. GPT-1T on 384x8 DGX-A100: 37
+// candidates, about 120 stage searches, under 2 s of CPU (docs/pipeline.md).
 #include "recsearch/search/pipeline.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <map>
 #include <string>
@@ -152,18 +158,33 @@ class PipelineSearch {
 
   PipelineResult run() {
     const auto start = Clock::now();
+    // Group counts in increasing order; past the first that fits, two in a
+    // row that are not faster than the best so far end the walk (the step
+    // time falls with p while the bubble and the sends are small, then
+    // rises).
+    int worse = 0;
     for (const std::int64_t p : group_counts()) {
+      const double before = have_ ? best_.eval.summary.step_time_s : infinity();
+      bool fits = false;
       if (p == 1) {
-        single();
-        continue;
+        fits = single();
+      } else {
+        const auto vs = virtual_counts(p);
+        std::int64_t m_best = 0;
+        fits = walk_microbatches(p, vs.front(), m_best);
+        // Interleaving only at the microbatch count plain 1F1B liked best.
+        for (std::size_t i = 1; i < vs.size() && m_best > 0; ++i)
+          if (m_best % p == 0) fits = std::isfinite(candidate(p, vs[i], m_best)) || fits;
       }
-      for (const std::int64_t v : virtual_counts(p)) walk_microbatches(p, v);
+      if (!fits || !have_) continue;
+      if (best_.eval.summary.step_time_s < before) {
+        worse = 0;
+      } else if (++worse == 2) {
+        break;
+      }
     }
-    if (!have_)
-      throw Error(Errc::kNoFit, "no pipeline plan fits the memory budget of " +
-                                    std::to_string(budget_ / (1024.0 * 1024.0 * 1024.0)) +
-                                    " GiB per device on " +
-                                    std::to_string(cluster_.num_devices()) + " devices");
+    if (!have_) throw Error(Errc::kNoFit, no_fit_message());
+    polish_best();
     if (best_.plan.groups > 1) {
       best_.eval = plan::evaluate_pipeline(g_, spaces_, cluster_, best_.plan, opts_.cost,
                                            opts_.detailed_evaluation ? plan::EvalDetail::Full
@@ -177,6 +198,27 @@ class PipelineSearch {
   }
 
  private:
+  std::string no_fit_message() const {
+    const auto gib = [](double bytes) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.3f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+      return std::string(buf);
+    };
+    std::string m = "no pipeline plan fits the memory budget of " + gib(budget_) +
+                    " per device on " + std::to_string(cluster_.num_devices()) + " devices";
+    if (std::isfinite(smallest_))
+      m += "; the smallest found needs " + gib(smallest_) + " (" + smallest_at_ + ")";
+    return m;
+  }
+
+  // Remembers the least memory a priced candidate needed, for no_fit_message.
+  void note_memory(double bytes, std::int64_t p, std::int64_t v, std::int64_t m) {
+    if (bytes >= smallest_) return;
+    smallest_ = bytes;
+    smallest_at_ = std::to_string(p) + " groups x " + std::to_string(v) + ", " +
+                   std::to_string(m) + " microbatches";
+  }
+
   std::vector<std::int64_t> group_counts() const {
     const std::int64_t outer = cluster_.levels().empty() ? 1 : cluster_.levels()[0].size;
     const auto units = static_cast<std::int64_t>(units_.count());
@@ -225,7 +267,8 @@ class PipelineSearch {
     return out;
   }
 
-  void single() {
+  // search::run on the whole graph; whether it fits.
+  bool single() {
     SearchOptions o = opts_;
     ++searches_;
     ++candidates_;
@@ -234,9 +277,9 @@ class PipelineSearch {
       r = search::run(g_, spaces_, cluster_, o);
     } catch (const Error& e) {
       if (e.code() != Errc::kNoFit) throw;
-      return;
+      return false;
     }
-    if (have_ && r.eval.summary.step_time_s >= best_.eval.summary.step_time_s) return;
+    if (have_ && r.eval.summary.step_time_s >= best_.eval.summary.step_time_s) return true;
     have_ = true;
     best_ = PipelineResult{};
     best_.plan.groups = 1;
@@ -249,30 +292,35 @@ class PipelineSearch {
     best_.eval.stages.push_back(r.eval);
     best_.eval.summary = r.eval.summary;
     best_.single = std::move(r);
+    return true;
   }
 
-  void walk_microbatches(std::int64_t p, std::int64_t v) {
-    double best_here = std::numeric_limits<double>::infinity();
+  // Microbatch counts for p groups and v, largest first; whether any fits,
+  // and the fastest in m_best.
+  bool walk_microbatches(std::int64_t p, std::int64_t v, std::int64_t& m_best) {
+    double best_here = infinity();
     int worse = 0;
     for (const std::int64_t m : microbatch_counts(p, v)) {
       const double step = candidate(p, v, m);
       if (!std::isfinite(step)) break;  // fewer microbatches need more memory
       if (step < best_here) {
         best_here = step;
+        m_best = m;
         worse = 0;
       } else if (++worse == 2) {
         break;
       }
     }
+    return std::isfinite(best_here);
   }
 
   // A stage covering units [a, b): its cache key. Middle stages of repeated
   // blocks depend only on their block count.
-  using Key = std::tuple<std::size_t, std::size_t, std::int64_t, std::int64_t, double>;
+  using Key = std::tuple<std::size_t, std::size_t, std::int64_t, std::int64_t, double, bool>;
   Key key(std::size_t a, std::size_t b, std::int64_t p, std::int64_t m, double budget) const {
     const std::size_t k = units_.count();
-    if (units_.repeated && a > 0 && b < k) return {b - a, k + 1, p, m, budget};
-    return {a, b, p, m, budget};
+    if (units_.repeated && a > 0 && b < k) return {b - a, k + 1, p, m, budget, polishing_};
+    return {a, b, p, m, budget, polishing_};
   }
 
   // search::run on the stage graph at `budget`; nullptr when nothing fits.
@@ -285,6 +333,13 @@ class PipelineSearch {
     o.cost.memory_budget_bytes = budget;
     o.detailed_evaluation = false;
     o.on_progress = nullptr;
+    // Stages of 4 blocks or more are searched folded: a stage's search
+    // then costs a block, not its depth.
+    o.fold_min_repeats = std::min<std::size_t>(o.fold_min_repeats, 4);
+    // Polish (refining the whole plan with exact costs) costs more than the
+    // rest of a stage search together: the walk goes without it, and only
+    // the winner's stages are searched again with it (polish_best).
+    o.polish = polishing_ && opts_.polish;
     std::optional<StageResult> r;
     ++searches_;
     try {
@@ -328,6 +383,7 @@ class PipelineSearch {
     for (int round = 0; round < 3; ++round) {
       if (!fill(pp, graphs, group, begins, ends, budgets, m)) return infinity();
       pe = price(pp, graphs);
+      note_memory(pe.summary.memory_per_device_bytes, p, v, m);
       bool over = false;
       for (std::size_t gi = 0; gi < pe.groups.size(); ++gi) {
         const plan::GroupReport& gr = pe.groups[gi];
@@ -347,8 +403,33 @@ class PipelineSearch {
       best_ = PipelineResult{};
       best_.plan = std::move(pp);
       best_.eval = std::move(pe);
+      best_begins_ = begins;
+      best_ends_ = ends;
+      best_budgets_ = budgets;
     }
     return step;
+  }
+
+  // The winner's stages searched again with polish, taken when the result
+  // still fits and is faster.
+  void polish_best() {
+    if (!opts_.polish || best_.plan.groups <= 1) return;
+    plan::PipelinePlan pp = best_.plan;
+    const Cluster group = plan::stage_cluster(cluster_, pp.groups);
+    std::vector<plan::StageGraph> graphs;
+    for (const plan::Stage& s : pp.stages)
+      graphs.push_back(plan::stage_graph(g_, spaces_, s.first, s.last));
+    polishing_ = true;
+    const bool found =
+        fill(pp, graphs, group, best_begins_, best_ends_, best_budgets_, pp.microbatches);
+    polishing_ = false;
+    if (!found) return;
+    plan::PipelineEvaluation pe = price(pp, graphs);
+    for (const plan::GroupReport& gr : pe.groups)
+      if (gr.memory_bytes > budget_) return;
+    if (pe.summary.step_time_s >= best_.eval.summary.step_time_s) return;
+    best_.plan = std::move(pp);
+    best_.eval = std::move(pe);
   }
 
   static double infinity() { return std::numeric_limits<double>::infinity(); }
@@ -395,6 +476,11 @@ class PipelineSearch {
   std::map<std::size_t, const plan::Evaluation*> stage_evals_;
   PipelineResult best_;
   bool have_ = false;
+  bool polishing_ = false;
+  std::vector<std::size_t> best_begins_, best_ends_;
+  std::vector<double> best_budgets_;
+  double smallest_ = std::numeric_limits<double>::infinity();
+  std::string smallest_at_;
   std::size_t candidates_ = 0;
   std::size_t searches_ = 0;
 };

@@ -5,6 +5,7 @@
 #include "pipeline_cmd.hpp"
 
 #include <charconv>
+#include <iostream>
 #include <utility>
 
 #include "recsearch/error.hpp"
@@ -36,6 +37,12 @@ int run_pipeline_search(const Problem& problem, const Cluster& cluster,
                         const search::SearchOptions& opts, const SearchArgs& a) {
   search::PipelineResult r =
       search::run_pipeline(problem.graph(), problem.spaces(), cluster, opts);
+  if (!a.quiet)
+    std::cerr << "recsearch: pipeline search: " << r.candidates << " candidates, "
+              << r.stage_searches << " stage searches, " << r.search_time_s << " s; "
+              << r.plan.groups << " device groups x " << r.plan.virtual_stages << ", "
+              << r.plan.microbatches << " microbatches, step " << r.eval.summary.step_time_s
+              << " s\n";
   if (r.plan.groups == 1) {
     const Solution solution(problem, cluster, std::move(r.single));
     solution.write(a.output, a.format == "table" ? PlanFormat::Table : PlanFormat::Json);
