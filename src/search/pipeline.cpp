@@ -253,14 +253,19 @@ class PipelineSearch {
     return {1};
   }
 
-  // Microbatch counts for p groups, largest first, about 2x apart.
+  // Microbatch counts for p groups, largest first, about 2x apart. The
+  // largest leaves a microbatch at least one sample per outermost-level
+  // part of a group (a node): smaller ones leave the group's outer cuts
+  // nothing to split but the weights, and only cost more.
   std::vector<std::int64_t> microbatch_counts(std::int64_t p, std::int64_t v) const {
     if (opts_.training.microbatches) return {*opts_.training.microbatches};
     const std::int64_t batch = graph_batch(g_);
     if (batch < p) return {};
+    const std::int64_t outer = cluster_.levels().empty() ? 1 : cluster_.levels()[0].size;
+    const std::int64_t cap = std::max(p, batch / std::max<std::int64_t>(1, outer / p));
     std::vector<std::int64_t> all;
     for (const std::int64_t m : divisors(batch))
-      if (m >= p && (v == 1 || m % p == 0)) all.push_back(m);
+      if (m >= p && m <= cap && (v == 1 || m % p == 0)) all.push_back(m);
     std::vector<std::int64_t> out;
     for (auto it = all.rbegin(); it != all.rend(); ++it)
       if (out.empty() || *it * 2 <= out.back()) out.push_back(*it);
