@@ -281,7 +281,7 @@ std::string pipeline_to_table(const ir::Graph& g, const std::vector<algebra::OpS
                     " stages (" + std::string(plan::schedule_name(pp.schedule)) +
                     (pp.virtual_stages > 1 ? ", v " + std::to_string(pp.virtual_stages) : "") +
                     "), " + std::to_string(pp.microbatches) + " microbatches\n\n";
-  const std::size_t w[] = {6, 10, 14, 14, 12, 12, 12, 10, 10};
+  const std::size_t w[] = {6, 8, 22, 12, 12, 12, 12, 9, 9};
   const char* heads[] = {"group", "stages", "operators", "devices", "compute ms",
                          "memory GiB", "bubble ms", "bubble %", "in flight"};
   std::string line;
