@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <string>
 #include <unordered_map>
+#include <variant>
 
 #include "recsearch/error.hpp"
 
@@ -98,6 +99,16 @@ Cluster stage_cluster(const Cluster& cluster, std::size_t p) {
   return Cluster(cluster.name(), std::move(levels), cluster.device());
 }
 
+std::int64_t pinned_stage(const ir::Graph& g, ir::OpId op) {
+  const ir::AttrValue* v = g.op(op).attrs.find(kStageAttr);
+  if (v == nullptr) return -1;
+  const auto* i = std::get_if<std::int64_t>(v);
+  if (i == nullptr || *i < 0)
+    throw Error(Errc::kSchema, "a pinned stage is a non-negative integer",
+                "/operators/" + std::to_string(op) + "/attrs/stage");
+  return *i;
+}
+
 void check_pipeline(const ir::Graph& g, const Cluster& cluster, const PipelinePlan& pp) {
   const Cluster group = stage_cluster(cluster, pp.groups);
   const std::size_t v = pp.schedule == Schedule::Interleaved ? pp.virtual_stages : 1;
@@ -138,6 +149,12 @@ void check_pipeline(const ir::Graph& g, const Cluster& cluster, const PipelinePl
         bad(stage_path(j) + "/mesh/axes/" + std::to_string(a),
             "size " + std::to_string(s.plan.mesh[a].size) + " differs from the group's " +
                 std::to_string(group.cuts()[a].size));
+    for (ir::OpId o = s.first; o < s.last; ++o) {
+      const std::int64_t pin = pinned_stage(g, o);
+      if (pin >= 0 && static_cast<std::size_t>(pin) != j)
+        bad(stage_path(j) + "/range", "operator '" + g.op(o).name + "' is pinned to stage " +
+                                          std::to_string(pin) + " by the graph");
+    }
     for (ir::OpId o = s.first; o < s.last; ++o)
       for (ir::TensorId t : g.op(o).inputs)
         if (g.tensor(t).producer != ir::kNone && g.tensor(t).producer >= s.last)

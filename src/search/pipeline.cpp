@@ -37,6 +37,11 @@
 namespace recsearch::search {
 
 std::vector<std::size_t> balance_stages(const std::vector<double>& w, std::size_t parts) {
+  return balance_stages(w, parts, std::vector<std::int64_t>(w.size(), -1));
+}
+
+std::vector<std::size_t> balance_stages(const std::vector<double>& w, std::size_t parts,
+                                        const std::vector<std::int64_t>& pins) {
   const std::size_t k = w.size();
   if (parts == 0 || parts > k)
     throw Error(Errc::kUsage, "balance_stages: " + std::to_string(parts) + " stages over " +
@@ -51,17 +56,21 @@ std::vector<std::size_t> balance_stages(const std::vector<double>& w, std::size_
   best[0][0] = 0;
   for (std::size_t s = 1; s <= parts; ++s) {
     for (std::size_t i = s; i + (parts - s) <= k; ++i) {
-      for (std::size_t j = s - 1; j < i; ++j) {
+      // Runs [j, i) from the shortest up: once one holds a unit pinned
+      // elsewhere, every longer one does too.
+      for (std::size_t j = i; j-- > s - 1;) {
+        if (pins[j] >= 0 && static_cast<std::size_t>(pins[j]) != s - 1) break;
         if (best[s - 1][j] == kInf) continue;
         const double run = std::max(best[s - 1][j], prefix[i] - prefix[j]);
-        // Strictly less keeps the earliest start among equal runs.
-        if (run < best[s][i] * (1 - 1e-12)) {
+        // Not worse keeps the earliest start among equal runs (j falls).
+        if (run <= best[s][i] * (1 + 1e-12) || best[s][i] == kInf) {
           best[s][i] = run;
           from[s][i] = j;
         }
       }
     }
   }
+  if (best[parts][k] == kInf) return {};
   std::vector<std::size_t> ends(parts);
   std::size_t i = k;
   for (std::size_t s = parts; s > 0; --s) {
@@ -122,6 +131,28 @@ Units find_units(const ir::Graph& g, const SearchOptions& opts) {
   return u;
 }
 
+// Each unit's pinned stage (-1: none). Error(kPlan) when one unit holds
+// operators pinned to different stages.
+std::vector<std::int64_t> unit_pins(const ir::Graph& g, const Units& u) {
+  std::vector<std::int64_t> pins(u.count(), -1);
+  for (std::size_t k = 0; k < u.count(); ++k) {
+    ir::OpId first = 0;
+    for (ir::OpId o = u.bounds[k]; o < u.bounds[k + 1]; ++o) {
+      const std::int64_t pin = plan::pinned_stage(g, o);
+      if (pin < 0) continue;
+      if (pins[k] >= 0 && pins[k] != pin)
+        throw Error(Errc::kPlan,
+                    "operators '" + g.op(first).name + "' and '" + g.op(o).name +
+                        "' are pinned to stages " + std::to_string(pins[k]) + " and " +
+                        std::to_string(pin) + " but no stage cut may fall between them",
+                    "/operators/" + std::to_string(o) + "/attrs/stage");
+      pins[k] = pin;
+      first = o;
+    }
+  }
+  return pins;
+}
+
 // Each unit's compute in the replicated plan: what a stage's share of the
 // work is, whatever its cuts (they divide every unit about alike).
 std::vector<double> unit_weights(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
@@ -154,7 +185,9 @@ class PipelineSearch {
         opts_(opts),
         budget_(detail::memory_budget(cluster, opts)),
         units_(find_units(g, opts)),
-        weights_(unit_weights(g, spaces, cluster, opts, units_)) {}
+        weights_(unit_weights(g, spaces, cluster, opts, units_)),
+        pins_(unit_pins(g, units_)),
+        max_pin_(pins_.empty() ? -1 : *std::max_element(pins_.begin(), pins_.end())) {}
 
   PipelineResult run() {
     const auto start = Clock::now();
@@ -167,6 +200,7 @@ class PipelineSearch {
       const double before = have_ ? best_.eval.summary.step_time_s : infinity();
       bool fits = false;
       if (p == 1) {
+        if (max_pin_ > 0) continue;  // pins ask for stages
         fits = single();
       } else {
         const auto vs = virtual_counts(p);
@@ -363,7 +397,8 @@ class PipelineSearch {
   double candidate(std::int64_t p, std::int64_t v, std::int64_t m) {
     ++candidates_;
     const std::size_t parts = static_cast<std::size_t>(p * v);
-    const std::vector<std::size_t> ends = balance_stages(weights_, parts);
+    const std::vector<std::size_t> ends = balance_stages(weights_, parts, pins_);
+    if (ends.empty()) return infinity();  // the pins need other stage counts
     const Cluster group = plan::stage_cluster(cluster_, static_cast<std::size_t>(p));
     plan::PipelinePlan pp;
     pp.groups = static_cast<std::size_t>(p);
@@ -477,6 +512,8 @@ class PipelineSearch {
   const double budget_;
   const Units units_;
   const std::vector<double> weights_;
+  const std::vector<std::int64_t> pins_;
+  const std::int64_t max_pin_;  // -1: nothing pinned
   std::map<Key, std::optional<StageResult>> cache_;
   std::map<std::size_t, const plan::Evaluation*> stage_evals_;
   PipelineResult best_;

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
@@ -21,22 +22,28 @@ namespace t = recsearch::testing;
 
 namespace {
 
-// The least heaviest run over every way to cut w into `parts` runs.
-double brute_force(const std::vector<double>& w, std::size_t parts) {
+// The least heaviest run over every way to cut w into `parts` runs that
+// keeps each pinned unit (pins[i] >= 0) in its run.
+double brute_force(const std::vector<double>& w, std::size_t parts,
+                   const std::vector<std::int64_t>& pins = {}) {
   const std::size_t k = w.size();
   double best = std::numeric_limits<double>::infinity();
   // Bit i set: a cut after unit i (i < k - 1).
   for (std::uint32_t mask = 0; mask < (1u << (k - 1)); ++mask) {
     if (static_cast<std::size_t>(__builtin_popcount(mask)) != parts - 1) continue;
     double run = 0, heaviest = 0;
+    std::int64_t stage = 0;
+    bool ok = true;
     for (std::size_t i = 0; i < k; ++i) {
       run += w[i];
+      if (!pins.empty() && pins[i] >= 0 && pins[i] != stage) ok = false;
       if (i + 1 == k || (mask >> i & 1u)) {
         heaviest = std::max(heaviest, run);
         run = 0;
+        ++stage;
       }
     }
-    best = std::min(best, heaviest);
+    if (ok) best = std::min(best, heaviest);
   }
   return best;
 }
@@ -94,6 +101,34 @@ TEST_CASE("stage balancing finds the brute-force optimum on synthetic chains") {
       CHECK(heaviest(w, ends) == doctest::Approx(brute_force(w, parts)).epsilon(1e-12));
     }
   }
+  // With stages pinned: the optimum among the splits that honour them, or
+  // none when there is no such split.
+  for (int trial = 0; trial < 40; ++trial) {
+    const std::size_t k = 2 + static_cast<std::size_t>(trial % 9);
+    std::vector<double> w(k);
+    for (double& x : w) x = weight(rng);
+    std::vector<std::int64_t> pins(k, -1);
+    pins[static_cast<std::size_t>(trial) % k] = trial % 3;
+    pins[k - 1 - static_cast<std::size_t>(trial) % 2] = trial % 4;
+    for (std::size_t parts = 1; parts <= k; ++parts) {
+      CAPTURE(trial);
+      CAPTURE(parts);
+      const double expect = brute_force(w, parts, pins);
+      const auto ends = search::balance_stages(w, parts, pins);
+      if (!std::isfinite(expect)) {
+        CHECK(ends.empty());
+        continue;
+      }
+      REQUIRE(ends.size() == parts);
+      CHECK(heaviest(w, ends) == doctest::Approx(expect).epsilon(1e-12));
+      std::size_t begin = 0;
+      for (std::size_t r = 0; r < parts; ++r) {
+        for (std::size_t i = begin; i < ends[r]; ++i)
+          if (pins[i] >= 0) CHECK(pins[i] == static_cast<std::int64_t>(r));
+        begin = ends[r];
+      }
+    }
+  }
   const std::vector<double> even(12, 1.0);
   CHECK(search::balance_stages(even, 4) == std::vector<std::size_t>{3, 6, 9, 12});
   t::check_error([&] { (void)search::balance_stages(even, 13); }, Errc::kUsage, "");
@@ -122,6 +157,26 @@ TEST_CASE("a pinned pipeline fits, and its figures are evaluate_pipeline's") {
   o.pipeline_stages = 3;
   t::check_error([&] { (void)search::run_pipeline(g, spaces, c, o); }, Errc::kUsage, "",
                  "do not divide");
+}
+
+TEST_CASE("operators pinned to a stage by the graph stay in it") {
+  ir::Graph g = gen::build_graph(gpt(8));
+  const ir::OpId pinned = *g.find_operator("h2.fc1");
+  g.mutable_op(pinned).attrs.set("stage", std::int64_t{0});
+  g.finalize();
+  const auto spaces = algebra::build_op_spaces(g);
+  const Cluster c = nodes(4);
+  search::SearchOptions o;
+  o.pipeline_stages = 4;
+  const search::PipelineResult r = search::run_pipeline(g, spaces, c, o);
+  REQUIRE(r.plan.num_stages() == 4);
+  CHECK(r.plan.stages[0].last > pinned);
+  // A plan that moves it is refused, naming the stage.
+  plan::PipelinePlan moved = r.plan;
+  moved.stages[0].last = pinned;
+  moved.stages[1].first = pinned;
+  t::check_error([&] { plan::check_pipeline(g, c, moved); }, Errc::kPlan,
+                 "/pipeline/stages/1/range", "pinned to stage 0");
 }
 
 TEST_CASE("the searched pipeline is never slower than the plan without stages") {

@@ -86,11 +86,18 @@ struct StageGraph {
 // "/pipeline/device_groups" when p does not divide the outermost level.
 [[nodiscard]] Cluster stage_cluster(const Cluster& cluster, std::size_t p);
 
+// The stage an operator is pinned to by its integer attribute "stage" in
+// the graph (0 = the first stage), or -1. Error(kSchema) at
+// "/operators/<id>/attrs/stage" for a value that is not a non-negative integer.
+inline constexpr std::string_view kStageAttr = "stage";
+[[nodiscard]] std::int64_t pinned_stage(const ir::Graph& g, ir::OpId op);
+
 // Checks the shape of a pipeline plan: p divides the outermost level, p·v
 // stages (v = 1 for 1F1B) covering the operators in order without gaps,
 // stage j on group j mod p, each stage non-empty, m >= 1 (and a multiple of
 // p when interleaved), every tensor a stage receives produced by an earlier
-// stage, each stage's mesh the group's cuts. Error(kPlan) naming the path
+// stage, each stage's mesh the group's cuts, every pinned operator in its
+// stage. Error(kPlan) naming the path
 // under "/pipeline" ("/pipeline/stages/3/range").
 void check_pipeline(const ir::Graph& g, const Cluster& cluster, const PipelinePlan& pp);
 

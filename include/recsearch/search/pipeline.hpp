@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "recsearch/algebra/op_space.hpp"
@@ -41,6 +42,12 @@ inline constexpr std::size_t kMaxPipelineUnits = 512;
 // O(parts · units²); Error(kUsage) when parts is 0 or exceeds the units.
 [[nodiscard]] std::vector<std::size_t> balance_stages(const std::vector<double>& w,
                                                       std::size_t parts);
+// The same with pins (a graph's "stage" attributes, plan::pinned_stage):
+// pins[i] >= 0 puts unit i into run pins[i]. Empty when no split into
+// `parts` runs honours them. Still O(parts · units²).
+[[nodiscard]] std::vector<std::size_t> balance_stages(const std::vector<double>& w,
+                                                      std::size_t parts,
+                                                      const std::vector<std::int64_t>& pins);
 
 // For every number of groups p the options allow (opts.pipeline_stages), v
 // (pipeline_virtual_stages) and microbatch count m (a divisor of the batch,
@@ -48,7 +55,9 @@ inline constexpr std::size_t kMaxPipelineUnits = 512;
 // balance_stages over the units' compute, searches each stage with
 // search::run on its stage graph and group cluster, prices the schedule
 // (plan::schedule_pipeline), and keeps the fastest plan whose every group
-// fits the memory budget. p = 1 is search::run on the whole graph. Stages
+// fits the memory budget. p = 1 is search::run on the whole graph.
+// Operators pinned to a stage by the graph (plan::pinned_stage) stay in it;
+// pins inside one repeated block must agree (Error(kPlan) otherwise). Stages
 // of the same shape (the same count of middle blocks) are searched once.
 // Error(kNoFit) when nothing fits; Error(kUsage) for a pinned p that does
 // not divide the outermost level or exceeds the units.
