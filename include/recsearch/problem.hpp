@@ -34,6 +34,12 @@ struct ReadOptions {
   std::map<std::string, std::int64_t, std::less<>> dims;
   // The graph's name when imported from ONNX (default: the file's stem).
   std::string name;
+  // Graph JSON: an operator type that is a kind's name up to case, or (6
+  // characters and more) one letter away from one ("Matmul", "Softmx"), is
+  // an Error(kSchema) at "/operators/N/type" with "did you mean" unless it
+  // has an "einsum" attribute; true keeps such a type as a custom operator
+  // (replicated, with a warning) like any other unknown type.
+  bool allow_custom = false;
 };
 
 class Problem {
@@ -52,8 +58,10 @@ class Problem {
   // file and the JSON path.
   [[nodiscard]] static Problem read(const std::string& path, const ReadOptions& options = {});
 
-  // Graph JSON text; `source_name` names it in error messages.
-  [[nodiscard]] static Problem from_json(std::string_view text, const std::string& source_name);
+  // Graph JSON text; `source_name` names it in error messages. Of
+  // `options`, only allow_custom applies.
+  [[nodiscard]] static Problem from_json(std::string_view text, const std::string& source_name,
+                                         const ReadOptions& options = {});
 
   [[nodiscard]] const ir::Graph& graph() const noexcept;
   [[nodiscard]] const std::vector<algebra::OpSpace>& spaces() const noexcept;

@@ -159,6 +159,11 @@ RS_API rs_status rs_cluster_create(const char* name, rs_cluster** out);
 /* A cluster from recsearch.cluster JSON text of `len` bytes. */
 RS_API rs_status rs_cluster_from_json(const char* text, size_t len, const char* source,
                                       rs_cluster** out);
+/* The same, except that a key the format does not define (a misspelt
+ * "bandwidth_GBs") is an error (RS_BAD_INPUT, id 102) naming its JSON path
+ * and the nearest defined key, where rs_cluster_from_json ignores it. */
+RS_API rs_status rs_cluster_from_json_strict(const char* text, size_t len, const char* source,
+                                             rs_cluster** out);
 RS_API void rs_cluster_free(rs_cluster* c);
 /* Appends an inner level: `size` devices per part of the level above, each
  * with a link of bandwidth_GBps (1 GB = 1e9 bytes) and latency_us. */
@@ -183,6 +188,12 @@ RS_API rs_status rs_options_set_algorithm(rs_options* o, const char* algorithm);
 RS_API rs_status rs_options_set_threads(rs_options* o, int threads);
 /* Memory budget per device in bytes (> 0); default: the device's capacity. */
 RS_API rs_status rs_options_set_memory_budget(rs_options* o, double bytes);
+/* Training settings to pin; the search chooses those left to it: recompute
+ * "none", "selective", "full", or "auto" / NULL (searched); zero_stage 0..3,
+ * or -1 (searched); microbatches >= 1 dividing the batch, or 0 (searched).
+ * See docs/cost-model.md, Training. */
+RS_API rs_status rs_options_set_training(rs_options* o, const char* recompute, int zero_stage,
+                                         int64_t microbatches);
 /* One cost coefficient by name (backward_flops_factor, compute_efficiency,
  * gradient_bytes_factor, optimizer_bytes_factor, memory_budget_bytes; 0 or 1
  * for count_latency and bucket_gradients). */

@@ -6,8 +6,11 @@
 // driver and the fuzz targets read graphs exactly alike.
 #include "recsearch/problem.hpp"
 
+#include <optional>
+#include <string_view>
 #include <utility>
 
+#include "io/suggest.hpp"
 #include "recsearch/error.hpp"
 #include "recsearch/io/json_io.hpp"
 #include "recsearch/io/onnx.hpp"
@@ -49,8 +52,42 @@ void warn_unknown_kinds(const ir::Graph& g, const std::vector<algebra::OpSpace>&
                      names + " (give them an \"einsum\" attribute to let them be cut)");
 }
 
+// The kind a type is a misspelling of: the same name up to case, or one
+// letter away for names of six characters and more. Shorter real names sit
+// one letter from a kind (ONNX's Tan, Elu, Selu, And), so they must match
+// up to case to count as typos.
+std::optional<std::string_view> misspelt_kind(std::string_view type) {
+  constexpr std::size_t kOneLetterFrom = 6;
+  // The last kind, Custom, is no name a file can use.
+  for (std::size_t k = 0; k + 1 < ir::kNumOpKinds; ++k) {
+    const std::string_view name = ir::op_kind_name(static_cast<ir::OpKind>(k));
+    const std::size_t d = io::detail::edit_distance(type, name);
+    if (d == 0 || (d == 1 && type.size() >= kOneLetterFrom)) return name;
+  }
+  return std::nullopt;
+}
+
+// A misspelt kind would run replicated with a mere warning, and the plan
+// lose that operator's parallelism: refuse it, pointing at the kind meant.
+// An "einsum" attribute (the operator is not opaque then) says the type is
+// meant as it is.
+void check_kind_spelling(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces) {
+  for (std::size_t o = 0; o < spaces.size(); ++o) {
+    if (!spaces[o].opaque) continue;
+    const ir::Operator& op = g.op(static_cast<ir::OpId>(o));
+    if (const auto kind = misspelt_kind(op.type)) {
+      throw Error(Errc::kSchema,
+                  "unknown operator type '" + op.type + "' of '" + op.name +
+                      "'; did you mean `" + std::string(*kind) +
+                      "`? (a type of its own needs an \"einsum\" attribute, or --allow-custom)",
+                  "/operators/" + std::to_string(o) + "/type");
+    }
+  }
+}
+
 std::shared_ptr<Problem::Data> prepare(ir::Graph graph, std::string source,
-                                       std::vector<std::string> warnings) {
+                                       std::vector<std::string> warnings,
+                                       bool check_spelling = false) {
   auto d = std::make_shared<Problem::Data>();
   d->graph = std::move(graph);
   d->source = std::move(source);
@@ -58,6 +95,7 @@ std::shared_ptr<Problem::Data> prepare(ir::Graph graph, std::string source,
   try {
     if (!d->graph.finalized()) d->graph.finalize();
     d->spaces = algebra::build_op_spaces(d->graph);
+    if (check_spelling) check_kind_spelling(d->graph, d->spaces);
   } catch (const Error& e) {
     rethrow_in(e, d->source);
   }
@@ -75,7 +113,7 @@ Problem::Problem(ir::Graph graph, CostParams cost, std::string source)
 
 Problem Problem::read(const std::string& path, const ReadOptions& options) {
   const std::string source = display_name(path);
-  if (!io::is_onnx_path(path)) return from_json(io::read_text_file(path), source);
+  if (!io::is_onnx_path(path)) return from_json(io::read_text_file(path), source, options);
   io::OnnxImportOptions onnx;
   onnx.dims = options.dims;
   onnx.name = options.name;
@@ -83,10 +121,13 @@ Problem Problem::read(const std::string& path, const ReadOptions& options) {
   return Problem(prepare(std::move(r.graph), source, std::move(r.warnings)), CostParams{});
 }
 
-Problem Problem::from_json(std::string_view text, const std::string& source_name) {
+Problem Problem::from_json(std::string_view text, const std::string& source_name,
+                           const ReadOptions& options) {
   CostParams cost;
   ir::Graph g = io::parse_graph(text, source_name, &cost);
-  return Problem(prepare(std::move(g), source_name, {}), std::move(cost));
+  // Only files are checked for misspelt kinds: an ONNX model's types come
+  // from its exporter, and a graph built in code names its types on purpose.
+  return Problem(prepare(std::move(g), source_name, {}, !options.allow_custom), std::move(cost));
 }
 
 const ir::Graph& Problem::graph() const noexcept { return data_->graph; }

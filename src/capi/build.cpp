@@ -499,7 +499,10 @@ rs_status rs_cluster_create(const char* name, rs_cluster** out) {
   });
 }
 
-rs_status rs_cluster_from_json(const char* text, size_t len, const char* source, rs_cluster** out) {
+namespace {
+
+rs_status cluster_from_json(const char* text, size_t len, const char* source, bool strict,
+                            rs_cluster** out) {
   return guard([&] {
     need(out, "output pointer");
     *out = nullptr;
@@ -507,7 +510,8 @@ rs_status rs_cluster_from_json(const char* text, size_t len, const char* source,
     auto c = std::make_unique<rs_cluster>();
     c->file_source = source != nullptr ? source : "<memory>";
     std::string t(len > 0 ? text : "", len);
-    const Cluster built = io::parse_cluster(t, c->file_source);
+    const Cluster built =
+        io::parse_cluster(t, c->file_source, nullptr, io::UnknownKeys{.strict = strict});
     c->file_text = std::move(t);
     c->name = built.name();
     c->levels = built.levels();
@@ -515,6 +519,17 @@ rs_status rs_cluster_from_json(const char* text, size_t len, const char* source,
     c->cluster = built;
     *out = c.release();
   });
+}
+
+}  // namespace
+
+rs_status rs_cluster_from_json(const char* text, size_t len, const char* source, rs_cluster** out) {
+  return cluster_from_json(text, len, source, false, out);
+}
+
+rs_status rs_cluster_from_json_strict(const char* text, size_t len, const char* source,
+                                      rs_cluster** out) {
+  return cluster_from_json(text, len, source, true, out);
 }
 
 void rs_cluster_free(rs_cluster* c) { delete c; }
@@ -595,6 +610,27 @@ rs_status rs_options_set_memory_budget(rs_options* o, double bytes) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "{\"memory_budget_bytes\": %.17g}", bytes);
     o->cost_json.emplace_back(buf);
+  });
+}
+
+rs_status rs_options_set_training(rs_options* o, const char* recompute, int zero_stage,
+                                  int64_t microbatches) {
+  return guard([&] {
+    need(o, "options");
+    search::TrainingChoice t;
+    if (recompute != nullptr && std::string(recompute) != "auto") {
+      t.recompute = plan::parse_recompute(recompute);
+      if (!t.recompute)
+        throw Error(Errc::kUsage, "unknown recompute " + capi::quoted(recompute) +
+                                      " (auto, none, selective or full)");
+    }
+    if (zero_stage < -1 || zero_stage > plan::kMaxZeroStage)
+      throw Error(Errc::kUsage, "ZeRO stage must be 0 to 3, or -1 for the search to choose");
+    if (zero_stage >= 0) t.zero_stage = zero_stage;
+    if (microbatches < 0)
+      throw Error(Errc::kUsage, "microbatches must be at least 1, or 0 for the search to choose");
+    if (microbatches > 0) t.microbatches = microbatches;
+    o->search.training = t;
   });
 }
 

@@ -135,6 +135,46 @@ double parameter_state_factor(const CostParams& p, Mode mode) noexcept {
                  : symbolic_parameter_state_factor(p, mode);
 }
 
+int gradient_sync_steps(bool parameter, int zero_stage, SyncStep out[3]) noexcept {
+  if (!parameter || zero_stage <= 0) {
+    out[0] = {Collective::AllReduce, Phase::Backward, !parameter};
+    return 1;
+  }
+  if (zero_stage <= 2) {
+    out[0] = {Collective::ReduceScatter, Phase::Backward, zero_stage == 2};
+    out[1] = {Collective::AllGather, Phase::Forward, false};
+    return 2;
+  }
+  out[0] = {Collective::AllGather, Phase::Forward, true};
+  out[1] = {Collective::AllGather, Phase::Backward, true};
+  out[2] = {Collective::ReduceScatter, Phase::Backward, true};
+  return 3;
+}
+
+double sync_step_seconds(const SyncStep& s, double group_bytes, bool parameter, const Cut& cut,
+                         const CostParams& p) noexcept {
+  if (s.collective == Collective::AllReduce) return gradient_seconds(group_bytes, parameter, cut, p);
+  if (!(parameter && p.bucket_gradients)) return collective_seconds(s.collective, group_bytes, cut, p);
+  if (cut.size <= 1) return 0.0;
+  if (!p.model) return collective_bytes(s.collective, group_bytes, cut) / cut.bandwidth_Bps;
+  CostParams bandwidth_only = p;
+  bandwidth_only.count_latency = false;
+  return p.model->collective_seconds(s.collective, group_bytes, cut, bandwidth_only);
+}
+
+double gradient_sync_seconds(double group_bytes, bool parameter, int zero_stage,
+                             std::int64_t microbatches, const Cut& cut,
+                             const CostParams& p) noexcept {
+  SyncStep steps[3];
+  const int n = gradient_sync_steps(parameter, zero_stage, steps);
+  double t = 0;
+  for (int i = 0; i < n; ++i) {
+    const double one = sync_step_seconds(steps[i], group_bytes, parameter, cut, p);
+    t += steps[i].per_microbatch ? one * static_cast<double>(microbatches) : one;
+  }
+  return t;
+}
+
 double CostModel::collective_seconds(Collective c, double group_bytes, const Cut& cut,
                                      const CostParams& p) const noexcept {
   return symbolic_collective_seconds(c, group_bytes, cut, p);

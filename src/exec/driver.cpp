@@ -88,6 +88,25 @@ std::optional<double> stated_forward_bytes(const std::string& text, const std::s
   return sum;
 }
 
+// The execution layer runs the whole batch's forward pass with whole
+// weights: a plan that needs ZeRO-3 weight gathers or microbatches is
+// refused (exit 2) rather than run as something else. Recomputation and
+// ZeRO 1 and 2 change only the backward pass and the optimizer step.
+void refuse_unsupported_training(const plan::Plan& p, const std::string& source) {
+  if (p.mode != Mode::Train) return;
+  if (p.training.zero_stage >= 3)
+    throw Error(Errc::kUsage,
+                "exec does not run ZeRO stage 3 yet (the forward pass would need the weight "
+                "all-gathers); search with --zero 2 or lower to execute the plan",
+                "/training/zero_stage", source);
+  if (p.training.microbatches > 1)
+    throw Error(Errc::kUsage,
+                "exec does not run microbatches yet (the plan has " +
+                    std::to_string(p.training.microbatches) +
+                    "); search with --microbatches 1 to execute the plan",
+                "/training/microbatches", source);
+}
+
 // Forward bytes per device the cost model counts (layout and output
 // events), with every element at the executor's 4 bytes.
 double model_forward_bytes(const ir::Graph& g, const plan::Evaluation& ev, bool f32_elements) {
@@ -161,6 +180,7 @@ Inputs load_inputs(const ExecArgs& a, int world_size) {
   in.cluster = plan_file_cluster(ptext, psrc);
   if (!in.cluster) throw Error(Errc::kPlan, "the plan has no mesh", "/mesh", psrc);
   in.plan = in.problem->parse_plan(ptext, psrc, *in.cluster);
+  refuse_unsupported_training(in.plan, psrc);
   if (in.plan.num_devices() != world_size) {
     throw Error(Errc::kPlan,
                 "the plan is for " + std::to_string(in.plan.num_devices()) + " devices but " +

@@ -60,9 +60,21 @@ struct Dims {
   std::int64_t b, s, h, heads, d;
 };
 
+std::string attention_output(Builder& b, const Dims& t, const std::string& ctx);
+
+// FlashAttention: one Attention operator on q, k, v [b,heads,s,d] (k not
+// transposed), then the output projection.
+std::string fused_core(Builder& b, const Dims& t, const std::array<std::string, 3>& heads,
+                       bool causal) {
+  const auto ctx = b.act("context", {t.b, t.heads, t.s, t.d});
+  b.op("attention", "Attention", {heads[0], heads[1], heads[2]}, {ctx}, {{"causal", causal}});
+  return attention_output(b, t, ctx);
+}
+
 // Multi-head self-attention on x [b,s,h]; returns the projected output
 // [b,s,h] (before dropout and residual).
-std::string attention(Builder& b, const Dims& t, const std::string& x, bool causal) {
+std::string attention(Builder& b, const Dims& t, const std::string& x, bool causal,
+                      bool fused) {
   const V bsh{t.b, t.s, t.h};
   std::array<std::string, 3> heads;
   const std::array<const char*, 3> names = {"q", "k", "v"};
@@ -74,15 +86,16 @@ std::string attention(Builder& b, const Dims& t, const std::string& x, bool caus
     const auto pb = b.act(n, bsh);
     const auto r = b.act(n + "_heads", {t.b, t.s, t.heads, t.d});
     // k goes straight to [b,heads,d,s] so that scores is a plain batched matmul.
-    const auto tr = i == 1 ? b.act(n + "_t", {t.b, t.heads, t.d, t.s})
-                           : b.act(n + "_t", {t.b, t.heads, t.s, t.d});
+    const bool k_t = i == 1 && !fused;
+    const auto tr = k_t ? b.act(n + "_t", {t.b, t.heads, t.d, t.s})
+                        : b.act(n + "_t", {t.b, t.heads, t.s, t.d});
     b.op(n + "_proj", "MatMul", {x, w}, {p});
     b.op(n + "_bias", "BiasAdd", {p, bias}, {pb});
     b.op(n + "_split_heads", "Reshape", {pb}, {r});
-    b.op(n + "_transpose", "Transpose", {r}, {tr},
-         {{"perm", i == 1 ? V{0, 2, 3, 1} : V{0, 2, 1, 3}}});
+    b.op(n + "_transpose", "Transpose", {r}, {tr}, {{"perm", k_t ? V{0, 2, 3, 1} : V{0, 2, 1, 3}}});
     heads[i] = tr;
   }
+  if (fused) return fused_core(b, t, heads, causal);
   const V bhss{t.b, t.heads, t.s, t.s};
   const auto scores = b.act("scores", bhss);
   const auto scaled = b.act("scaled", bhss);
@@ -101,9 +114,15 @@ std::string attention(Builder& b, const Dims& t, const std::string& x, bool caus
   b.op("softmax", "Softmax", {logits}, {probs});
   b.op("attn_dropout", "Dropout", {probs}, {probs_d}, {{"ratio", 0.1}});
   const auto ctx = b.act("context", {t.b, t.heads, t.s, t.d});
+  b.op("context", "BatchMatMul", {probs_d, heads[2]}, {ctx});
+  return attention_output(b, t, ctx);
+}
+
+// Heads merged back and projected: [b,heads,s,d] -> [b,s,h].
+std::string attention_output(Builder& b, const Dims& t, const std::string& ctx) {
+  const V bsh{t.b, t.s, t.h};
   const auto ctx_t = b.act("context_t", {t.b, t.s, t.heads, t.d});
   const auto merged = b.act("merged", bsh);
-  b.op("context", "BatchMatMul", {probs_d, heads[2]}, {ctx});
   b.op("context_transpose", "Transpose", {ctx}, {ctx_t}, {{"perm", V{0, 2, 1, 3}}});
   b.op("merge_heads", "Reshape", {ctx_t}, {merged});
   const auto wo = b.param("wo", {t.h, t.h});
@@ -217,7 +236,7 @@ void gen_gpt(const ModelSpec& m, Builder& b, bool moe) {
   for (std::int64_t l = 0; l < m.layers; ++l) {
     b.set_prefix("h" + std::to_string(l) + ".");
     const auto ln1 = layer_norm(b, "ln1", x, bsh);
-    const auto a = attention(b, t, ln1, /*causal=*/true);
+    const auto a = attention(b, t, ln1, /*causal=*/true, m.fused_attention);
     const auto r1 = residual(b, "res1", x, a, bsh);
     const auto ln2 = layer_norm(b, "ln2", r1, bsh);
     // GShard: every other layer's feed-forward is a mixture of experts.
@@ -238,7 +257,7 @@ void gen_bert(const ModelSpec& m, Builder& b) {
   x = layer_norm(b, "emb_ln", x, bsh);
   for (std::int64_t l = 0; l < m.layers; ++l) {
     b.set_prefix("layer" + std::to_string(l) + ".");
-    const auto a = attention(b, t, x, /*causal=*/false);
+    const auto a = attention(b, t, x, /*causal=*/false, m.fused_attention);
     const auto r1 = residual(b, "res1", x, a, bsh);
     const auto n1 = layer_norm(b, "ln1", r1, bsh);
     const auto f = mlp_block(b, t, n1, 4 * t.h);

@@ -4,10 +4,17 @@
 // Field-level checks (types, signs) are done here so that they point at the
 // offending field; the Cluster constructor then checks the whole (device
 // count, duplicate level names) and its errors are attributed to the file.
+// A key the format does not define is most likely a misspelt one whose
+// default would silently take its place: it gets a warning (or, strict, an
+// error) with its path and the nearest defined key.
+#include <algorithm>
+#include <array>
 #include <cmath>
+#include <span>
 
 #include "io/cluster_json.hpp"
 #include "io/json_util.hpp"
+#include "io/suggest.hpp"
 #include "recsearch/io/json_io.hpp"
 
 namespace recsearch::io {
@@ -18,6 +25,29 @@ using detail::child;
 using detail::Json;
 using detail::OrderedJson;
 using detail::Reader;
+
+// The keys each object of the format defines.
+constexpr std::array<std::string_view, 6> kRootKeys = {"format", "version", "name",
+                                                       "levels", "device",  "cost"};
+constexpr std::array<std::string_view, 4> kLevelKeys = {"name", "size", "bandwidth_GBps",
+                                                        "latency_us"};
+constexpr std::array<std::string_view, 3> kDeviceKeys = {"peak_TFLOPs", "memory_GiB",
+                                                         "memory_bandwidth_GBps"};
+
+// Reports every key of `obj` (at path `at`) that is not in `known`, in file
+// order, as `unknown` says.
+void check_keys(const Reader& r, const Json& obj, const std::string& at,
+                std::span<const std::string_view> known, const UnknownKeys& unknown) {
+  if (!unknown.strict && unknown.warnings == nullptr) return;
+  for (const auto& [key, value] : obj.items()) {
+    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+    const std::string path = child(at, key);
+    const std::string hint = detail::did_you_mean(key, known);
+    if (unknown.strict) r.fail(Errc::kSchema, "unknown key '" + key + "'" + hint, path);
+    unknown.warnings->push_back(r.source() + ": " + path + ": unknown key '" + key +
+                                "', ignored" + hint);
+  }
+}
 
 // A number that must be finite and > 0 (or >= 0 when zero is allowed).
 double read_magnitude(const Reader& r, const Json& obj, std::string_view key, const std::string& at,
@@ -36,8 +66,10 @@ double read_magnitude(const Reader& r, const Json& obj, std::string_view key, co
 }
 
 // One entry of "levels", at path `at`.
-Level read_level(const Reader& r, const Json& j, const std::string& at) {
+Level read_level(const Reader& r, const Json& j, const std::string& at,
+                 const UnknownKeys& unknown) {
   const Json& l = r.object(j, at);
+  check_keys(r, l, at, kLevelKeys, unknown);
   Level level;
   level.name = r.nonempty_string(r.require(l, "name", at), child(at, "name"));
   const std::string size_at = child(at, "size");
@@ -52,9 +84,10 @@ Level read_level(const Reader& r, const Json& j, const std::string& at) {
 }
 
 // The "device" object.
-DeviceSpec read_device(const Reader& r, const Json& d) {
+DeviceSpec read_device(const Reader& r, const Json& d, const UnknownKeys& unknown) {
   DeviceSpec device;
   r.expect_object(d, "/device");
+  check_keys(r, d, "/device", kDeviceKeys, unknown);
   device.peak_TFLOPs = read_magnitude(r, d, "peak_TFLOPs", "/device", device.peak_TFLOPs, false);
   device.memory_GiB = read_magnitude(r, d, "memory_GiB", "/device", device.memory_GiB, false);
   device.memory_bandwidth_GBps =
@@ -66,8 +99,10 @@ DeviceSpec read_device(const Reader& r, const Json& d) {
 
 namespace detail {
 
-Cluster read_cluster(const Reader& r, const Json& root, CostParams* cost) {
+Cluster read_cluster(const Reader& r, const Json& root, CostParams* cost,
+                     const UnknownKeys& unknown) {
   r.check_format(root, "recsearch.cluster");
+  check_keys(r, root, "", kRootKeys, unknown);
   std::string name;
   if (const Json* n = r.find(root, "name")) name = r.string(*n, "/name");
 
@@ -76,11 +111,11 @@ Cluster read_cluster(const Reader& r, const Json& root, CostParams* cost) {
   std::vector<Level> levels;
   levels.reserve(levels_json.size());
   for (std::size_t i = 0; i < levels_json.size(); ++i) {
-    levels.push_back(read_level(r, levels_json[i], child("/levels", i)));
+    levels.push_back(read_level(r, levels_json[i], child("/levels", i), unknown));
   }
 
   DeviceSpec device;
-  if (const Json* d = r.find(root, "device")) device = read_device(r, *d);
+  if (const Json* d = r.find(root, "device")) device = read_device(r, *d, unknown);
   if (const Json* c = r.find(root, "cost")) {
     // Checked even when the caller does not want the values: a misspelt
     // coefficient must not pass `validate` silently.
@@ -119,9 +154,10 @@ OrderedJson cluster_json(const Cluster& c) {
 
 }  // namespace detail
 
-Cluster parse_cluster(std::string_view text, const std::string& source, CostParams* cost) {
+Cluster parse_cluster(std::string_view text, const std::string& source, CostParams* cost,
+                      const UnknownKeys& unknown) {
   const Json root = detail::parse_json(text, source);
-  return detail::read_cluster(Reader(source), root, cost);
+  return detail::read_cluster(Reader(source), root, cost, unknown);
 }
 
 Cluster read_cluster_file(const std::string& path, CostParams* cost) {

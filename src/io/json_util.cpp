@@ -583,6 +583,24 @@ ir::Strategy read_strategy(const Reader& r, const Json& j, const std::string& pa
   return s;
 }
 
+namespace {
+
+// An optimizer preset name (cost_params.hpp, Optimizer).
+Optimizer read_optimizer(const Reader& r, const Json& j, const std::string& path) {
+  const std::string s = r.string(j, path);
+  static constexpr std::pair<const char*, Optimizer> kNames[] = {
+      {"auto", Optimizer::Auto},  {"mixed-adam", Optimizer::MixedAdam},
+      {"adam-f32", Optimizer::AdamF32}, {"sgd", Optimizer::Sgd},
+      {"sgd-momentum", Optimizer::SgdMomentum}};
+  for (const auto& [name, o] : kNames)
+    if (s == name) return o;
+  r.fail(Errc::kSchema,
+         "unknown optimizer '" + s + "' (known: auto, mixed-adam, adam-f32, sgd, sgd-momentum)",
+         path);
+}
+
+}  // namespace
+
 void read_cost_params(const Reader& r, const Json& j, const std::string& path, CostParams& out) {
   r.expect_object(j, path);
   CostParams p = out;
@@ -596,6 +614,14 @@ void read_cost_params(const Reader& r, const Json& j, const std::string& path, C
       p.bucket_gradients = r.boolean(value, at);
       continue;
     }
+    if (key == "overlap") {
+      p.overlap = r.boolean(value, at);
+      continue;
+    }
+    if (key == "optimizer") {
+      p.optimizer = read_optimizer(r, value, at);
+      continue;
+    }
     double* field = nullptr;
     if (key == "backward_flops_factor") {
       field = &p.backward_flops_factor;
@@ -603,15 +629,18 @@ void read_cost_params(const Reader& r, const Json& j, const std::string& path, C
       field = &p.compute_efficiency;
     } else if (key == "gradient_bytes_factor") {
       field = &p.gradient_bytes_factor;
+      p.optimizer = Optimizer::Factors;
     } else if (key == "optimizer_bytes_factor") {
       field = &p.optimizer_bytes_factor;
+      p.optimizer = Optimizer::Factors;
     } else if (key == "memory_budget_bytes") {
       field = &p.memory_budget_bytes;
     } else {
       r.fail(Errc::kSchema,
              "unknown cost coefficient '" + key +
                  "' (known: backward_flops_factor, compute_efficiency, gradient_bytes_factor, "
-                 "optimizer_bytes_factor, count_latency, bucket_gradients, memory_budget_bytes)",
+                 "optimizer_bytes_factor, optimizer, count_latency, bucket_gradients, overlap, "
+                 "memory_budget_bytes)",
              at);
     }
     const double v = r.number(value, at);

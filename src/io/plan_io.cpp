@@ -151,6 +151,36 @@ Mode read_mode(const Reader& r, const Json& root) {
   r.fail(Errc::kSchema, "unknown mode '" + s + "' (expected train or infer)", "/mode");
 }
 
+// The "training" object: recompute, zero_stage and microbatches, each
+// optional (defaults: none, 0, 1); unknown keys are errors.
+plan::Training read_training(const Reader& r, const Json& root) {
+  plan::Training t;
+  const Json* j = r.find(root, "training");
+  if (j == nullptr) return t;
+  r.expect_object(*j, "/training");
+  for (const auto& [key, value] : j->items()) {
+    const std::string at = "/training/" + key;
+    if (key == "recompute") {
+      const std::string s = r.string(value, at);
+      const auto rc = plan::parse_recompute(s);
+      if (!rc) r.fail(Errc::kSchema, "unknown recompute '" + s + "' (expected none, selective or full)", at);
+      t.recompute = *rc;
+    } else if (key == "zero_stage") {
+      const std::int64_t z = r.integer(value, at);
+      if (z < 0 || z > plan::kMaxZeroStage)
+        r.fail(Errc::kSchema, "ZeRO stage must be 0, 1, 2 or 3, got " + std::to_string(z), at);
+      t.zero_stage = static_cast<int>(z);
+    } else if (key == "microbatches") {
+      t.microbatches = r.positive_integer(value, at);
+    } else {
+      r.fail(Errc::kSchema,
+             "unknown training setting '" + key + "' (known: recompute, zero_stage, microbatches)",
+             at);
+    }
+  }
+  return t;
+}
+
 // Reads one entry's "cuts" into cuts (sized to the mesh).
 void read_cuts(const Reader& r, const Json& j, const std::string& path, const algebra::OpSpace& s,
                const std::string& op_name,
@@ -346,6 +376,7 @@ class PlanStream final : public detail::StreamHandler {
     if (!ready_) start(head);
     if (const Json* n = r_.find(head, "graph")) p_.graph_name = r_.string(*n, "/graph");
     p_.mode = read_mode(r_, head);
+    p_.training = read_training(r_, head);
     pin_absent();
     try {
       plan::check_plan(g_, spaces_, p_);
@@ -693,13 +724,26 @@ OrderedJson event_json(const ir::Graph& g, const plan::Plan& p, const plan::Comm
   return je;
 }
 
+OrderedJson training_json(const plan::Training& t) {
+  OrderedJson j;
+  j["recompute"] = std::string(plan::recompute_name(t.recompute));
+  j["zero_stage"] = t.zero_stage;
+  j["microbatches"] = t.microbatches;
+  return j;
+}
+
 OrderedJson summary_json(const plan::Summary& s) {
   OrderedJson summary;
   summary["step_time_s"] = detail::number_json(s.step_time_s);
   summary["compute_s"] = detail::number_json(s.compute_s);
+  summary["recompute_s"] = detail::number_json(s.recompute_s);
   summary["communication_s"] = detail::number_json(s.communication_s);
+  summary["exposed_communication_s"] = detail::number_json(s.exposed_communication_s);
+  summary["microbatch_s"] = detail::number_json(s.microbatch_s);
   summary["memory_per_device_bytes"] = detail::number_json(s.memory_per_device_bytes);
   summary["parameter_bytes"] = detail::number_json(s.parameter_bytes);
+  summary["gradient_bytes"] = detail::number_json(s.gradient_bytes);
+  summary["optimizer_bytes"] = detail::number_json(s.optimizer_bytes);
   summary["activation_bytes"] = detail::number_json(s.activation_bytes);
   summary["search_time_s"] = detail::number_json(s.search_time_s);
   return summary;
@@ -780,11 +824,22 @@ std::string summary_text(const Cluster& cluster, const plan::Plan& p, const plan
   }
   std::string out = "\n";
   out += "step time:          " + general(s.step_time_s * 1e3) + " ms\n";
-  out += "compute:            " + general(s.compute_s * 1e3) + " ms\n";
-  out += "communication:      " + general(s.communication_s * 1e3) + " ms\n";
-  out += "memory per device:  " + general(s.memory_per_device_bytes / kGiB) + " GiB (parameters " +
-         general(s.parameter_bytes / kGiB) + " GiB, activations " +
+  out += "compute:            " + general(s.compute_s * 1e3) + " ms";
+  if (s.recompute_s > 0) out += " (recomputation " + general(s.recompute_s * 1e3) + " ms)";
+  out += "\ncommunication:      " + general(s.communication_s * 1e3) + " ms";
+  if (s.exposed_communication_s < s.communication_s)
+    out += " (exposed " + general(s.exposed_communication_s * 1e3) + " ms)";
+  out += "\nmemory per device:  " + general(s.memory_per_device_bytes / kGiB) + " GiB (parameters " +
+         general((s.parameter_bytes - s.gradient_bytes - s.optimizer_bytes) / kGiB) +
+         " GiB, gradients " + general(s.gradient_bytes / kGiB) + " GiB, optimizer " +
+         general(s.optimizer_bytes / kGiB) + " GiB, activations " +
          general(s.activation_bytes / kGiB) + " GiB)\n";
+  if (p.mode == Mode::Train) {
+    out += "training:           recompute " + std::string(plan::recompute_name(p.training.recompute)) +
+           ", ZeRO stage " + std::to_string(p.training.zero_stage) + ", " +
+           std::to_string(p.training.microbatches) + " microbatch" +
+           (p.training.microbatches == 1 ? "" : "es") + "\n";
+  }
   out += "devices:            " + std::to_string(p.num_devices());
   if (!mesh.empty()) out += " (" + mesh + ")";
   if (!cluster.name().empty()) out += " on " + cluster.name();
@@ -804,6 +859,7 @@ std::string plan_to_json(const ir::Graph& g, const std::vector<algebra::OpSpace>
   w.field("graph", p.graph_name.empty() ? g.name() : p.graph_name);
   w.field("mode", std::string(mode_name(p.mode)));
   w.field("algorithm", p.algorithm);
+  if (p.mode == Mode::Train) w.field("training", training_json(p.training));
   w.field("mesh", mesh_json(cluster, p));
   // The whole cluster, so that `eval` of a saved plan needs no cluster
   // options and uses the same links the search used.

@@ -26,6 +26,7 @@
 #include <onnx/defs/schema.h>                               // OpSchemaRegistry
 #include <onnx/shape_inference/implementation.h>            // onnx::shape_inference::InferShapes
 
+#include "io/suggest.hpp"
 #include "onnx/model_reader.hpp"
 #include "recsearch/algebra/op_space.hpp"
 #include "recsearch/error.hpp"
@@ -345,12 +346,54 @@ class Importer {
     }
   }
 
+  struct UnboundDim {
+    std::string input;
+    int position;
+    std::string param;  // empty: the dim is unknown, not symbolic
+    std::string path;
+  };
+
+  // "graph input dims without a value: 'x' dim 0 ('batch'), 'x' dim 1
+  // ('seq'), 'mask' dim 0 ('batch'); bind them with --dim batch=N --dim seq=N".
+  // A dim named N gets --dim N=<size>: "--dim N=N" reads as a puzzle.
+  // A --dim that bound nothing next to an unbound dim of a near name is a
+  // typo ("--dim bacth=8"): said after the list.
+  static std::string unbound_message(const std::vector<UnboundDim>& unbound,
+                                     const std::vector<std::string>& unused) {
+    std::string list;
+    std::vector<std::string> params;
+    bool unknown = false;
+    for (const UnboundDim& u : unbound) {
+      list += (list.empty() ? "'" : ", '") + u.input + "' dim " + std::to_string(u.position) +
+              (u.param.empty() ? " (unknown)" : " ('" + u.param + "')");
+      unknown = unknown || u.param.empty();
+      if (!u.param.empty() && std::find(params.begin(), params.end(), u.param) == params.end())
+        params.push_back(u.param);
+    }
+    std::string msg = std::string(unbound.size() == 1 ? "graph input dim" : "graph input dims") +
+                      " without a value: " + list;
+    if (!params.empty()) {
+      msg += params.size() == 1 ? "; bind it with" : "; bind them with";
+      for (const std::string& p : params) msg += " --dim " + p + (p == "N" ? "=<size>" : "=N");
+    }
+    if (unknown) msg += "; an unknown dim has no name to bind: give it a size in the model";
+    for (const std::string& name : unused) {
+      if (auto near = io::detail::closest(name, params))
+        msg += "; --dim " + name + " names no dim of the model: did you mean `" + *near + "`?";
+    }
+    return msg;
+  }
+
   // Graph inputs with symbolic or unknown dims get the values of opts.dims;
-  // every other place that names the same dim_param is bound too.
+  // every other place that names the same dim_param is bound too. Every
+  // input dim left without a value is listed in one error, so that a model
+  // with several symbolic dims needs one run, not one per dim, to learn them.
   void bind_dims() {
     auto* g = model_.mutable_graph();
     std::unordered_set<std::string> inits;
     for (const auto& t : g->initializer()) inits.insert(t.name());
+    std::vector<UnboundDim> unbound;
+    std::set<std::string, std::less<>> used;
     const auto bind = [&](onnx::ValueInfoProto& v, bool required, const std::string& path) {
       if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape()) {
         if (required)
@@ -371,22 +414,24 @@ class Importer {
           const auto it = opts_.dims.find(dim->dim_param());
           if (it != opts_.dims.end()) {
             dim->set_dim_value(it->second);
+            used.insert(it->first);
             continue;
           }
         }
         if (!required) continue;
-        throw Error(Errc::kShape,
-                    "graph input '" + v.name() + "' dim " + std::to_string(d) + " is " +
-                        (dim->has_dim_param() ? "symbolic ('" + dim->dim_param() + "')"
-                                              : std::string("unknown")) +
-                        ": give it a value" +
-                        (dim->has_dim_param() ? " (--dim " + dim->dim_param() + "=N)" : ""),
-                    path + "/type/tensor_type/shape/dim/" + std::to_string(d), source_);
+        unbound.push_back({v.name(), d, dim->has_dim_param() ? dim->dim_param() : std::string(),
+                           path + "/type/tensor_type/shape/dim/" + std::to_string(d)});
       }
     };
     for (int i = 0; i < g->input_size(); ++i) {
       auto& v = *g->mutable_input(i);
       bind(v, inits.count(v.name()) == 0, "/graph/input/" + std::to_string(i));
+    }
+    if (!unbound.empty()) {
+      std::vector<std::string> unused;
+      for (const auto& [name, value] : opts_.dims)
+        if (!used.count(name)) unused.push_back(name);
+      throw Error(Errc::kShape, unbound_message(unbound, unused), unbound[0].path, source_);
     }
     for (int i = 0; i < g->output_size(); ++i) bind(*g->mutable_output(i), false, {});
     for (int i = 0; i < g->value_info_size(); ++i) bind(*g->mutable_value_info(i), false, {});

@@ -142,8 +142,9 @@ class AxisEvents {
              std::vector<CommEvent>& out, std::vector<OpCost>& op_costs)
       : axis_(axis), cut_(cut), params_(params), out_(out), op_costs_(op_costs) {}
 
+  // An event whose one occurrence takes `seconds`, `repeats` times a step.
   void add(CommReason reason, ir::TensorId t, ir::OpId from, ir::OpId to, Collective c, Phase ph,
-           double group_bytes, bool parameter = false) {
+           double group_bytes, double seconds, std::int64_t repeats) {
     CommEvent e;
     e.tensor = t;
     e.from = from;
@@ -153,12 +154,20 @@ class AxisEvents {
     e.phase = ph;
     e.reason = reason;
     e.bytes = cost::collective_bytes(c, group_bytes, cut_);
-    e.seconds = reason == CommReason::Gradient
-                    ? cost::gradient_seconds(group_bytes, parameter, cut_, params_)
-                    : cost::collective_seconds(c, group_bytes, cut_, params_);
+    e.repeats = static_cast<std::uint32_t>(repeats);
+    e.seconds = seconds * static_cast<double>(repeats);
     op_costs_[reason == CommReason::Layout ? to : from].communication_s += e.seconds;
     out_.push_back(e);
   }
+
+  // A collective priced by the cost model, repeated in every microbatch.
+  void add(CommReason reason, ir::TensorId t, ir::OpId from, ir::OpId to, Collective c, Phase ph,
+           double group_bytes, std::int64_t repeats) {
+    add(reason, t, from, to, c, ph, group_bytes,
+        cost::collective_seconds(c, group_bytes, cut_, params_), repeats);
+  }
+
+  [[nodiscard]] const Cut& cut() const noexcept { return cut_; }
 
  private:
   std::uint32_t axis_;
@@ -193,6 +202,8 @@ class Evaluator {
         n_ops_(g.num_operators()),
         n_tensors_(g.num_tensors()),
         train_(p.mode == Mode::Train),
+        zero_stage_(train_ ? p.training.zero_stage : 0),
+        m_(train_ ? p.training.microbatches : 1),
         slots_(build_slots(g)),
         divisor_(slots_.tensor.size(), 1),
         full_bytes_(n_tensors_),
@@ -202,6 +213,8 @@ class Evaluator {
     for (ir::OpId o = 0; o < n_ops_; ++o)
       loop_begin_[o + 1] = loop_begin_[o] + spaces[o].loops.size();
     loop_split_.assign(loop_begin_[n_ops_], 1);
+    zero_ways_.assign(n_tensors_, 1);
+    if (train_) rules_ = memory_rules(g, spaces, p.training.recompute);
   }
 
   // The strategies and empty shardings a Full evaluation reports.
@@ -249,9 +262,11 @@ class Evaluator {
     if (full) record_shardings(a);
   }
 
-  // Compute: each operator's share of the work on its final slices.
+  // Compute: each operator's share of the work on its final slices, in
+  // every microbatch, and once more forward where it is recomputed.
   void compute(const DeviceSpec& dev) {
     Summary& sum = ev_.summary;
+    const double m = static_cast<double>(m_);
     for (ir::OpId o = 0; o < n_ops_; ++o) {
       double ways = 1;
       for (std::size_t a = 0; a < p_.mesh.size(); ++a) {
@@ -261,28 +276,67 @@ class Evaluator {
       for (std::uint32_t slot = slots_.begin[o]; slot < slots_.begin[o + 1]; ++slot) {
         touched += slice_bytes(slot);
       }
-      ev_.op_costs[o].compute_s =
-          cost::compute_seconds(spaces_[o].flops / ways, touched, dev, params_, p_.mode);
-      sum.compute_s += ev_.op_costs[o].compute_s;
+      const double flops = spaces_[o].flops / ways;
+      double t = m * cost::compute_seconds(flops, touched, dev, params_, p_.mode);
+      if (train_ && rules_.recomputed[o]) {
+        const double again = m * cost::compute_seconds(flops, touched, dev, params_, Mode::Infer);
+        sum.recompute_s += again;
+        t += again;
+      }
+      ev_.op_costs[o].compute_s = t;
+      sum.compute_s += t;
     }
   }
 
-  // Memory: parameter state and saved activations in the holders' layouts;
-  // a tensor nobody touches is held whole.
+  // Step time: compute plus the communication it does not hide.
+  void step_time() {
+    Summary& sum = ev_.summary;
+    for (const double x : hidden_once_) sum.parameter_comm_s += x;
+    for (const double x : hidden_repeated_) sum.parameter_comm_repeated_s += x;
+    finish_step_time(sum, m_, params_.overlap);
+  }
+
+  // Sums the axis's parameter collectives, which overlap may hide: those
+  // once per step and those each microbatch repeats.
+  void classify(const std::vector<CommEvent>& events, std::size_t from) {
+    double once = 0, micro = 0;
+    for (std::size_t i = from; i < events.size(); ++i) {
+      const CommEvent& e = events[i];
+      if (e.reason != CommReason::Gradient ||
+          g_.tensor(e.tensor).kind != ir::TensorKind::Parameter)
+        continue;
+      (e.repeats == 1 ? once : micro) += e.seconds;
+    }
+    hidden_once_.push_back(once);
+    hidden_repeated_.push_back(micro);
+  }
+
+  // Memory: parameter state (ZeRO-sharded over each parameter's
+  // data-parallel axes) and the saved activations of one microbatch in the
+  // holders' layouts, plus, under full recomputation, the largest
+  // segment's while its backward runs; a tensor nobody touches is held whole.
   void memory() {
     Summary& sum = ev_.summary;
-    const double state = cost::parameter_state_factor(params_, p_.mode);
+    std::vector<double> segment(static_cast<std::size_t>(std::max(rules_.segments, 0)), 0.0);
     for (ir::TensorId t = 0; t < n_tensors_; ++t) {
       const ir::Tensor& tensor = g_.tensor(t);
       const std::uint32_t h = slots_.holder[t];
       const double slice = h == kNoSlot ? full_bytes_[t] : slice_bytes(h);
       if (tensor.kind == ir::TensorKind::Parameter) {
-        sum.parameter_bytes += slice * state;
-      } else if (train_ && (tensor.kind == ir::TensorKind::Activation ||
-                            tensor.kind == ir::TensorKind::Input)) {
-        sum.activation_bytes += slice;
+        const ParameterState st =
+            parameter_state(params_, p_.mode, static_cast<int>(ir::dtype_size(tensor.dtype)));
+        const auto ways = static_cast<double>(zero_ways_[t]);
+        const double one_way = zero_stage_ >= 1 ? ways : 1.0;
+        sum.parameter_bytes += slice * st.sharded(zero_stage_, ways);
+        sum.gradient_bytes += slice * st.gradient / (zero_stage_ >= 2 ? ways : 1.0);
+        sum.optimizer_bytes += slice * st.optimizer / one_way;
+      } else if (train_) {
+        sum.activation_bytes += slice * rules_.saved[t];
+        if (rules_.segment[t] >= 0)
+          segment[static_cast<std::size_t>(rules_.segment[t])] += slice * rules_.saved_if_kept[t];
       }
     }
+    if (!segment.empty()) sum.activation_bytes += *std::max_element(segment.begin(), segment.end());
     if (!train_) sum.activation_bytes = std::max(sum.activation_bytes, largest_working_set());
     sum.memory_per_device_bytes = sum.parameter_bytes + sum.activation_bytes;
   }
@@ -306,7 +360,7 @@ class Evaluator {
         const ir::OpId to = slots_.op[slots_.uses[w.first]];
         for (int i = 0; i < n; ++i) {
           events.add(CommReason::Layout, t, slots_.op[h], to, steps[i].collective, steps[i].phase,
-                     bytes / static_cast<double>(w.divisor));
+                     bytes / static_cast<double>(w.divisor), m_);
         }
       }
     }
@@ -333,16 +387,27 @@ class Evaluator {
               [](const Want& x, const Want& y) { return x.first < y.first; });
   }
 
-  // 2. Gradient: inputs the cut replicates get partial gradients.
+  // 2. Gradient: inputs the cut replicates get partial gradients, synchronised
+  // as cost::gradient_sync_steps says (ZeRO for parameters); a parameter's
+  // holder cut on the axis shards its ZeRO state there.
   void gradient_events(std::uint32_t a, AxisEvents& events) {
     for (ir::OpId o = 0; o < n_ops_; ++o) {
       if (p_.cuts[o][a] == kReplicated) continue;
       for (std::uint32_t slot = slots_.begin[o]; slot < slots_.begin[o] + slots_.n_inputs[o];
            ++slot) {
-        const ir::Tensor& tensor = g_.tensor(slots_.tensor[slot]);
+        const ir::TensorId t = slots_.tensor[slot];
+        const ir::Tensor& tensor = g_.tensor(t);
         if (!tensor.requires_grad() || layout_[slot].kind != LayoutKind::Replicate) continue;
-        events.add(CommReason::Gradient, slots_.tensor[slot], o, ir::kNone, Collective::AllReduce,
-                   Phase::Backward, slice_bytes(slot), tensor.kind == ir::TensorKind::Parameter);
+        const bool parameter = tensor.kind == ir::TensorKind::Parameter;
+        if (parameter && slots_.holder[t] == slot) zero_ways_[t] *= p_.mesh[a].size;
+        cost::SyncStep steps[3];
+        const int n = cost::gradient_sync_steps(parameter, zero_stage_, steps);
+        for (int i = 0; i < n; ++i) {
+          const double one =
+              cost::sync_step_seconds(steps[i], slice_bytes(slot), parameter, events.cut(), params_);
+          events.add(CommReason::Gradient, t, o, ir::kNone, steps[i].collective, steps[i].phase,
+                     slice_bytes(slot), one, steps[i].per_microbatch ? m_ : 1);
+        }
       }
     }
   }
@@ -376,10 +441,10 @@ class Evaluator {
     const double slice = slice_bytes(slot);
     const double group_bytes = static_cast<double>(halo) * slice / extent;
     events.add(CommReason::Halo, slots_.tensor[slot], o, ir::kNone, Collective::Halo,
-               Phase::Forward, group_bytes);
+               Phase::Forward, group_bytes, m_);
     if (train_) {
       events.add(CommReason::Halo, slots_.tensor[slot], o, ir::kNone, Collective::Halo,
-                 Phase::Backward, group_bytes);
+                 Phase::Backward, group_bytes, m_);
     }
   }
 
@@ -391,7 +456,7 @@ class Evaluator {
         const ir::TensorId t = slots_.tensor[slot];
         if (layout_[slot].kind != LayoutKind::Partial || !g_.tensor(t).consumers.empty()) continue;
         events.add(CommReason::Output, t, o, ir::kNone, Collective::AllReduce, Phase::Forward,
-                   slice_bytes(slot));
+                   slice_bytes(slot), m_);
       }
     }
   }
@@ -432,7 +497,14 @@ class Evaluator {
   std::size_t n_ops_;
   std::size_t n_tensors_;
   bool train_;
+  int zero_stage_;
+  std::int64_t m_;  // microbatches
   Slots slots_;
+  MemoryRules rules_;                    // training only
+  std::vector<std::int64_t> zero_ways_;  // per tensor: product of its ZeRO axes' sizes
+  // Per axis (classify): parameter collectives once per step, and those each
+  // microbatch repeats.
+  std::vector<double> hidden_once_, hidden_repeated_;
   // Per slot: the product of the sizes of the axes so far on which the slot
   // is sharded (its slice is the tensor's bytes / divisor).
   std::vector<std::int64_t> divisor_;
@@ -471,9 +543,11 @@ std::string_view comm_reason_name(CommReason r) noexcept {
   return "?";
 }
 
-Evaluation evaluate(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
-                    const Cluster& cluster, const Plan& p, const CostParams& params,
-                    EvalDetail detail) {
+namespace {
+
+Evaluation evaluate_graph(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                          const Cluster& cluster, const Plan& p, const CostParams& params,
+                          EvalDetail detail) {
   check_shape(g, spaces, p);
   const bool full = detail == EvalDetail::Full;
   Evaluation ev;
@@ -484,8 +558,10 @@ Evaluation evaluate(const ir::Graph& g, const std::vector<algebra::OpSpace>& spa
   double folded_comm = 0;  // Summary: events summed axis by axis, then dropped
   for (std::uint32_t a = 0; a < p.mesh.size(); ++a) {
     e.set_layouts(a);
+    const std::size_t first = ev.events.size();
     // An axis of size 1 moves nothing; its layouts still name it in shardings.
     if (p.mesh[a].size > 1) e.add_events(a);
+    e.classify(ev.events, first);
     e.advance(a, full);
     if (!full) {
       for (const CommEvent& x : ev.events) folded_comm += x.seconds;
@@ -497,9 +573,62 @@ Evaluation evaluate(const ir::Graph& g, const std::vector<algebra::OpSpace>& spa
   Summary& sum = ev.summary;
   sum.communication_s = folded_comm;
   for (const CommEvent& x : ev.events) sum.communication_s += x.seconds;
-  sum.step_time_s = sum.compute_s + sum.communication_s;
+  e.step_time();
   e.memory();
   return ev;
+}
+
+}  // namespace
+
+Evaluation evaluate(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                    const Cluster& cluster, const Plan& p, const CostParams& params,
+                    EvalDetail detail) {
+  check_training(g, p);
+  if (p.mode == Mode::Train && p.training.microbatches > 1) {
+    const auto view = microbatch_view(g, spaces, p.training.microbatches);
+    if (!view) throw Error(Errc::kPlan, microbatch_error(g, p.training.microbatches), "/training/microbatches");
+    check_plan(view->graph, view->spaces, p);  // the cuts must divide the microbatch
+    return evaluate_graph(view->graph, view->spaces, cluster, p, params, detail);
+  }
+  return evaluate_graph(g, spaces, cluster, p, params, detail);
+}
+
+// Parameter collectives overlap compute (DDP buckets, FSDP prefetch): those
+// of each microbatch its own forward and backward, those once per step one
+// microbatch's compute (the last backward, the next forward). The rest are
+// on the critical path.
+void finish_step_time(Summary& s, std::int64_t microbatches, bool overlap) {
+  const double m = static_cast<double>(std::max<std::int64_t>(microbatches, 1));
+  const double micro_compute = s.compute_s / m;
+  const double once = s.parameter_comm_s, repeated = s.parameter_comm_repeated_s;
+  const double rest = s.communication_s - once - repeated;
+  s.microbatch_s = micro_compute + (rest + repeated) / m;
+  double exposed = s.communication_s;
+  if (overlap) {
+    const double left = std::max(0.0, micro_compute - repeated / m);
+    exposed = rest + std::max(0.0, once - left) + m * std::max(0.0, repeated / m - micro_compute);
+  }
+  s.exposed_communication_s = exposed;
+  s.step_time_s = s.compute_s + exposed;
+}
+
+void check_training(const ir::Graph& g, const Plan& p) {
+  const Training& t = p.training;
+  if (t.zero_stage < 0 || t.zero_stage > kMaxZeroStage)
+    throw Error(Errc::kPlan, "ZeRO stage " + std::to_string(t.zero_stage) + " is not 0, 1, 2 or 3",
+                "/training/zero_stage");
+  if (t.microbatches < 1)
+    throw Error(Errc::kPlan, "microbatches must be at least 1, got " + std::to_string(t.microbatches),
+                "/training/microbatches");
+  if (t.microbatches > 1 && batch_size(g) % t.microbatches != 0)
+    throw Error(Errc::kPlan, microbatch_error(g, t.microbatches), "/training/microbatches");
+}
+
+std::string microbatch_error(const ir::Graph& g, std::int64_t m) {
+  const std::int64_t b = batch_size(g);
+  if (b <= 0) return "the graph has no batch dimension to split into " + std::to_string(m) + " microbatches";
+  return "the batch of " + std::to_string(b) + " does not split into " + std::to_string(m) +
+         " microbatches (every tensor's batch dimension must divide)";
 }
 
 }  // namespace recsearch::plan

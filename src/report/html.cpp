@@ -70,9 +70,13 @@ json mesh_data(const ReportInput& in) {
 json summary_data(const plan::Summary& s) {
   return {{"step_time_s", num(s.step_time_s)},
           {"compute_s", num(s.compute_s)},
+          {"recompute_s", num(s.recompute_s)},
           {"communication_s", num(s.communication_s)},
+          {"exposed_communication_s", num(s.exposed_communication_s)},
           {"memory_per_device_bytes", num(s.memory_per_device_bytes)},
           {"parameter_bytes", num(s.parameter_bytes)},
+          {"gradient_bytes", num(s.gradient_bytes)},
+          {"optimizer_bytes", num(s.optimizer_bytes)},
           {"activation_bytes", num(s.activation_bytes)},
           {"search_time_s", num(s.search_time_s)}};
 }
@@ -177,6 +181,11 @@ json page_data(const ReportInput& in) {
   d["cluster"] = cluster_data(in);
   d["mesh"] = mesh_data(in);
   d["summary"] = summary_data(in.eval.summary);
+  if (in.plan.mode == Mode::Train) {
+    d["training"] = {{"recompute", std::string(plan::recompute_name(in.plan.training.recompute))},
+                     {"zero_stage", in.plan.training.zero_stage},
+                     {"microbatches", in.plan.training.microbatches}};
+  }
   d["memory"] = {{"capacity_bytes", num(in.cluster.device().memory_GiB * kBytesPerGiB)}};
   d["classes"] = classes_data(classes);
   d["operators"] = operators_data(in, classes);
@@ -288,9 +297,13 @@ tr.sel td { background: #fff3bf; }
   document.getElementById("subtitle").textContent =
     (D.algorithm === "file" ? "saved plan" : D.algorithm + " plan") + ", " + D.mode + ", " + D.devices + " devices (" +
     D.mesh.map(function (m) { return m.axis + "=" + m.size + (m.level ? " " + m.level : ""); }).join(", ") +
-    "), cluster " + D.cluster.name;
+    "), cluster " + D.cluster.name +
+    (D.training ? "; recompute " + D.training.recompute + ", ZeRO stage " + D.training.zero_stage +
+                  ", " + D.training.microbatches + " microbatch" + (D.training.microbatches == 1 ? "" : "es")
+                : "");
   var cards = [["step_time_s", "step time", fmtS], ["compute_s", "compute", fmtS],
                ["communication_s", "communication", fmtS],
+               ["exposed_communication_s", "of which exposed", fmtS],
                ["memory_per_device_bytes", "memory per device", fmtB],
                ["parameter_bytes", "of which parameters", fmtB],
                ["activation_bytes", "of which activations", fmtB]];

@@ -128,6 +128,8 @@ class BranchAndBound {
       plan::Plan p;
       p.mode = ctx_.opts.mode;
       p.mesh = ctx_.mesh;
+      p.training = ctx_.training;
+      p.training.microbatches = 1;  // the graph is the microbatch's
       p.cuts.resize(ctx_.g.num_operators());
       for (std::size_t o = 0; o < ctx_.g.num_operators(); ++o)
         p.cuts[o] = strategies_[o][static_cast<std::size_t>(chosen_[o])].cuts;
@@ -216,8 +218,12 @@ void add_cut_seconds(const Context& ctx, const ir::Operator& op, const algebra::
   for (std::size_t j = 0; j < op.inputs.size(); ++j) {
     const ir::Tensor& t = ctx.g.tensor(op.inputs[j]);
     if (mode == Mode::Train && t.requires_grad() && st.layout[j][a].kind == LayoutKind::Replicate)
-      st.own += cost::gradient_seconds(t.bytes() / static_cast<double>(div[j]),
-                                       t.kind == ir::TensorKind::Parameter, cut, ctx.opts.cost);
+      // Per microbatch, as every other cost: what runs once per step counts 1/m.
+      st.own += cost::gradient_sync_seconds(t.bytes() / static_cast<double>(div[j]),
+                                            t.kind == ir::TensorKind::Parameter,
+                                            ctx.training.zero_stage, ctx.training.microbatches,
+                                            cut, ctx.opts.cost) /
+                static_cast<double>(ctx.training.microbatches);
   }
   const algebra::LoopDim& loop = s.loops[static_cast<std::size_t>(c)];
   if (loop.role == algebra::DimRole::Window && loop.halo > 0) {
@@ -227,29 +233,40 @@ void add_cut_seconds(const Context& ctx, const ir::Operator& op, const algebra::
   }
 }
 
-// Memory operator o accounts for: the tensors it holds (parameter state
-// and, in training, graph inputs at their first use, and its outputs).
-double held_memory(const Context& ctx, ir::OpId o, const std::vector<std::int64_t>& div) {
+// Memory operator o accounts for: the tensors it holds (parameter state,
+// ZeRO-sharded over the axes it cuts while replicating the parameter, and,
+// in training, graph inputs at their first use and its outputs, as much of
+// them as the backward pass keeps: Context::held_factor).
+double held_memory(const Context& ctx, ir::OpId o, const std::vector<std::int64_t>& div,
+                   const OpStrategy& st) {
   const ir::Graph& g = ctx.g;
   const ir::Operator& op = g.op(o);
   const Mode mode = ctx.opts.mode;
   const std::size_t nin = op.inputs.size();
-  const double psf = cost::parameter_state_factor(ctx.opts.cost, mode);
   double mem = 0;
   for (std::size_t j = 0; j < nin; ++j) {
-    const ir::Tensor& t = g.tensor(op.inputs[j]);
+    const ir::TensorId id = op.inputs[j];
+    const ir::Tensor& t = g.tensor(id);
     const bool holds =
         t.producer == ir::kNone && t.consumers.front() == o &&
-        std::find(op.inputs.begin(), op.inputs.end(), op.inputs[j]) - op.inputs.begin() ==
+        std::find(op.inputs.begin(), op.inputs.end(), id) - op.inputs.begin() ==
             static_cast<std::ptrdiff_t>(j);
     if (!holds) continue;
     const double slice = t.bytes() / static_cast<double>(div[j]);
-    if (t.kind == ir::TensorKind::Parameter) mem += slice * psf;
-    else if (t.kind == ir::TensorKind::Input && mode == Mode::Train) mem += slice;
+    if (t.kind == ir::TensorKind::Parameter) {
+      double ways = 1;
+      for (std::size_t a = 0; a < ctx.mesh.size(); ++a)
+        if (st.cuts[a] != plan::kReplicated && st.layout[j][a].kind == LayoutKind::Replicate)
+          ways *= static_cast<double>(ctx.mesh[a].size);
+      mem += slice * ctx.state[id].sharded(ctx.training.zero_stage, ways);
+    } else if (t.kind == ir::TensorKind::Input && mode == Mode::Train) {
+      mem += slice * ctx.held_factor[id];
+    }
   }
   if (mode == Mode::Train)
     for (std::size_t j = 0; j < op.outputs.size(); ++j)
-      mem += g.tensor(op.outputs[j]).bytes() / static_cast<double>(div[nin + j]);
+      mem += g.tensor(op.outputs[j]).bytes() / static_cast<double>(div[nin + j]) *
+             ctx.held_factor[op.outputs[j]];
   return mem;
 }
 
@@ -302,9 +319,11 @@ OpStrategy make_strategy(const Context& ctx, ir::OpId o, const std::vector<std::
     touched += slice;
     if (mode == Mode::Infer && t.kind != ir::TensorKind::Parameter) st.work += slice;
   }
-  st.own += cost::compute_seconds(s.flops / static_cast<double>(total_split), touched,
-                                  ctx.cluster.device(), p, mode);
-  st.mem = held_memory(ctx, o, div);
+  const double flops = s.flops / static_cast<double>(total_split);
+  st.own += cost::compute_seconds(flops, touched, ctx.cluster.device(), p, mode);
+  if (mode == Mode::Train && ctx.rules.recomputed[o])
+    st.own += cost::compute_seconds(flops, touched, ctx.cluster.device(), p, Mode::Infer);
+  st.mem = held_memory(ctx, o, div, st);
   return st;
 }
 

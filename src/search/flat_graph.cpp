@@ -5,6 +5,33 @@
 #include <algorithm>
 
 namespace recsearch::search::detail {
+
+Context::Context(const ir::Graph& graph, const std::vector<algebra::OpSpace>& op_spaces,
+                 const Cluster& c, const SearchOptions& o, double memory_budget)
+    : g(graph),
+      spaces(op_spaces),
+      cluster(c),
+      opts(o),
+      mesh(c.cuts()),
+      budget(memory_budget),
+      training(pinned_training(o)) {
+  const bool train = o.mode == Mode::Train;
+  if (train) rules = plan::memory_rules(g, spaces, training.recompute);
+  held_factor.assign(g.num_tensors(), 1.0);
+  state.assign(g.num_tensors(), plan::ParameterState{});
+  for (std::size_t t = 0; t < g.num_tensors(); ++t) {
+    const ir::Tensor& x = g.tensor(static_cast<ir::TensorId>(t));
+    if (x.kind == ir::TensorKind::Parameter) {
+      state[t] = plan::parameter_state(o.cost, o.mode, static_cast<int>(ir::dtype_size(x.dtype)));
+      held_factor[t] = state[t].total();
+    } else if (train) {
+      held_factor[t] = rules.saved[t];
+      // A recomputed tensor is live with its segment only: its share of one.
+      if (rules.segment[t] >= 0)
+        held_factor[t] += rules.saved_if_kept[t] / static_cast<double>(std::max(rules.segments, 1));
+    }
+  }
+}
 namespace {
 
 // Each operator's input and output tensors, and the distinct ones it

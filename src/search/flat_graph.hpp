@@ -14,17 +14,28 @@
 #include "recsearch/algebra/op_space.hpp"
 #include "recsearch/cluster.hpp"
 #include "recsearch/ir/graph.hpp"
+#include "recsearch/plan/training.hpp"
 #include "recsearch/search/options.hpp"
 
 namespace recsearch::search::detail {
+
+// The training settings of the options, defaults where unset (no
+// recomputation, ZeRO 0, one microbatch); inference: the defaults.
+inline plan::Training pinned_training(const SearchOptions& o) {
+  plan::Training t;
+  if (o.mode != Mode::Train) return t;
+  t.recompute = o.training.recompute.value_or(plan::Recompute::None);
+  t.zero_stage = o.training.zero_stage.value_or(0);
+  t.microbatches = o.training.microbatches.value_or(1);
+  return t;
+}
 
 // What every search is asked: the graph with its spaces, the cluster (and
 // its mesh, cluster.cuts()), the options (cost parameters, mode) and the
 // memory budget per device in bytes, where the search enforces one.
 struct Context {
   Context(const ir::Graph& graph, const std::vector<algebra::OpSpace>& op_spaces, const Cluster& c,
-          const SearchOptions& o, double memory_budget)
-      : g(graph), spaces(op_spaces), cluster(c), opts(o), mesh(c.cuts()), budget(memory_budget) {}
+          const SearchOptions& o, double memory_budget);
 
   const ir::Graph& g;
   const std::vector<algebra::OpSpace>& spaces;
@@ -32,6 +43,15 @@ struct Context {
   const SearchOptions& opts;
   const std::vector<Cut>& mesh;
   double budget;
+  // The training settings searched (SearchOptions::training, defaults where
+  // unset) and the memory rules they give the graph (training only).
+  plan::Training training;
+  plan::MemoryRules rules;
+  // Per tensor: bytes of memory per byte as the evaluator counts them when
+  // the tensor is held (saved activations; parameter state unsharded).
+  std::vector<double> held_factor;
+  // Per parameter tensor: its state per byte (plan::parameter_state).
+  std::vector<plan::ParameterState> state;
 };
 
 // Operands, holders and uses of a graph in flat arrays. An operator's slots

@@ -494,14 +494,13 @@ class Program {
 
   // Tensors nobody touches are held whole.
   [[nodiscard]] double fixed_memory() const {
-    const double psf = cost::parameter_state_factor(ctx_.opts.cost, ctx_.opts.mode);
     double fixed = 0;
     for (std::size_t t = 0; t < flat_.holder_op.size(); ++t) {
       if (flat_.holder_op[t] != ir::kNone) continue;
       const ir::Tensor& tensor = ctx_.g.tensor(static_cast<ir::TensorId>(t));
-      if (tensor.kind == ir::TensorKind::Parameter) fixed += tensor.bytes() * psf;
-      else if (ctx_.opts.mode == Mode::Train && tensor.kind != ir::TensorKind::Constant)
-        fixed += tensor.bytes();
+      if (tensor.kind == ir::TensorKind::Parameter ||
+          (ctx_.opts.mode == Mode::Train && tensor.kind != ir::TensorKind::Constant))
+        fixed += tensor.bytes() * ctx_.held_factor[t];
     }
     return fixed;
   }

@@ -125,7 +125,7 @@ struct Discount {
 class RecSearch {
  public:
   RecSearch(const Context& ctx, double lambda, const std::vector<double>* weights)
-      : ctx_(ctx), lambda_(lambda), flat_(flatten(ctx.g)) {
+      : ctx_(ctx), lambda_(lambda), flat_(flatten(ctx.g)), training_(ctx_.training) {
     size_operators();
     size_tensors(weights);
     set_loop_gcds();
@@ -551,7 +551,6 @@ class RecSearch {
     std::int64_t sprev = 1;
     for (std::size_t l = loop_off_[o]; l < loop_off_[o + 1]; ++l) sprev *= splits_[l];
     const double kc = c == plan::kReplicated ? 1.0 : static_cast<double>(k);
-    const double psf = cost::parameter_state_factor(p, mode);
     const std::size_t in0 = flat_.in_off[o], nin = flat_.in_off[o + 1] - in0;
     const std::size_t out0 = flat_.out_off[o], nout = flat_.out_off[o + 1] - out0;
     const AxisLayout* lay = layouts_of(o, i);
@@ -563,17 +562,26 @@ class RecSearch {
       const double after =
           lay[j].kind == LayoutKind::Shard ? slice / static_cast<double>(k) : slice;
       touched += after;
+      // The objective is per microbatch: what runs once per step counts 1/m.
       if (c != plan::kReplicated && train && (f & kNeedsGrad) &&
           lay[j].kind == LayoutKind::Replicate)
-        comm_s += cost::gradient_seconds(slice, (f & kParameter) != 0, cut, p);
+        comm_s += cost::gradient_sync_seconds(slice, (f & kParameter) != 0, training_.zero_stage,
+                                              training_.microbatches, cut, p) /
+                  static_cast<double>(training_.microbatches);
       // Memory as the evaluator counts it: parameter state and, in
       // training, saved activations where they are held (a graph input by
       // its first use); in inference the operator's working set, whose
       // largest is the peak.
       if (f & kParameter) {
-        if (flat_.in_holds[in0 + j]) mem += after * psf;
-      } else if (!train || flat_.in_holds[in0 + j]) {
+        if (flat_.in_holds[in0 + j]) {
+          const plan::ParameterState& st = ctx_.state[tid];
+          const bool dp = c != plan::kReplicated && lay[j].kind == LayoutKind::Replicate;
+          mem += after * (dp ? st.sharded(training_.zero_stage, static_cast<double>(k)) : st.total());
+        }
+      } else if (!train) {
         mem += after;
+      } else if (flat_.in_holds[in0 + j]) {
+        mem += after * ctx_.held_factor[tid];
       }
     }
     for (std::size_t j = 0; j < nout; ++j) {
@@ -582,7 +590,7 @@ class RecSearch {
       const AxisLayout l = lay[nin + j];
       const double after = l.kind == LayoutKind::Shard ? slice / static_cast<double>(k) : slice;
       touched += after;
-      mem += after;
+      mem += train ? after * ctx_.held_factor[tid] : after;
       if (flat_.use_off[tid + 1] == flat_.use_off[tid] && l.kind == LayoutKind::Partial)
         comm_s += cost::collective_seconds(cost::Collective::AllReduce, slice, cut, p);
     }
@@ -613,10 +621,11 @@ class RecSearch {
     const Discount discount = discount_of(absorbable);
     const double flops = s.flops / static_cast<double>(sprev) / kc / discount.compute;
     if (comm) *comm = comm_s;
-    return comm_s +
-           cost::compute_seconds(flops, touched / discount.compute, ctx_.cluster.device(), p,
-                                 mode) +
-           lambda_ * mem / discount.memory;
+    const DeviceSpec& dev = ctx_.cluster.device();
+    double compute = cost::compute_seconds(flops, touched / discount.compute, dev, p, mode);
+    if (train && ctx_.rules.recomputed[o])
+      compute += cost::compute_seconds(flops, touched / discount.compute, dev, p, Mode::Infer);
+    return comm_s + compute + lambda_ * mem / discount.memory;
   }
 
   // absorbable^future_cut_exponent and ^future_memory_exponent for every
@@ -925,9 +934,12 @@ class RecSearch {
       touched += flat_.bytes[op.inputs[j]] / static_cast<double>(in_div_[flat_.in_off[o] + j]);
     for (std::size_t j = 0; j < op.outputs.size(); ++j)
       touched += flat_.bytes[op.outputs[j]] / static_cast<double>(out_div_[flat_.out_off[o] + j]);
-    return op_w_[o] * cost::compute_seconds(ctx_.spaces[o].flops / static_cast<double>(total_split),
-                                            touched, ctx_.cluster.device(), ctx_.opts.cost,
-                                            ctx_.opts.mode);
+    const double flops = ctx_.spaces[o].flops / static_cast<double>(total_split);
+    const DeviceSpec& dev = ctx_.cluster.device();
+    double t = cost::compute_seconds(flops, touched, dev, ctx_.opts.cost, ctx_.opts.mode);
+    if (ctx_.opts.mode == Mode::Train && ctx_.rules.recomputed[o])
+      t += cost::compute_seconds(flops, touched, dev, ctx_.opts.cost, Mode::Infer);
+    return op_w_[o] * t;
   }
 
   const Context ctx_;
@@ -963,6 +975,8 @@ class RecSearch {
   std::vector<std::uint8_t> holder_decided_;
   std::vector<AxisLayout> holder_layout_;
   std::vector<double> op_w_, tensor_w_;  // multiplicities (1 unless folded)
+
+  const plan::Training& training_;  // ctx_.training
 };
 
 }  // namespace

@@ -200,7 +200,15 @@ class FoldedLadder {
     // middle copy's edges to the last one, so its own account is not the
     // full graph's; the extrapolation is exact, and the tests hold it to the
     // full evaluation.
-    const double step = s3.step_time_s + extra_ * (s4.step_time_s - s3.step_time_s);
+    // Additive figures extrapolate; the step time follows from them.
+    const auto ext = [&](double a3, double a4) { return a3 + extra_ * (a4 - a3); };
+    plan::Summary whole;
+    whole.compute_s = ext(s3.compute_s, s4.compute_s);
+    whole.communication_s = ext(s3.communication_s, s4.communication_s);
+    whole.parameter_comm_s = ext(s3.parameter_comm_s, s4.parameter_comm_s);
+    whole.parameter_comm_repeated_s = ext(s3.parameter_comm_repeated_s, s4.parameter_comm_repeated_s);
+    plan::finish_step_time(whole, trial.training.microbatches, ctx_.opts.cost.overlap);
+    const double step = whole.step_time_s;
     if (mem < best_mem_) {
       best_mem_ = mem;
       smallest_ = trial;
@@ -224,10 +232,14 @@ class FoldedLadder {
       throw Error(Errc::kNoFit, no_fit_message(ctx.budget, ctx.cluster, best_mem_));
     plan::Plan full = detail::unfold(fits ? best_ : smallest_, rep_, ctx.g.num_operators());
     plan::Evaluation ev = evaluate(ctx, full);
+    // Full recomputation keeps the largest segment's activations, which
+    // the folds extrapolate only approximately: a plan over the budget once
+    // unfolded is mended by polish or reported as not fitting.
     if (fits && ev.summary.memory_per_device_bytes > ctx.budget) {
-      throw Error(Errc::kInternal, "folded search: the unfolded plan needs " +
-                                       gib(ev.summary.memory_per_device_bytes) +
-                                       " where its folds promised at most " + gib(ctx.budget));
+      best_mem_ = std::min(best_mem_, ev.summary.memory_per_device_bytes);
+      if (!may_polish(ctx))
+        throw Error(Errc::kNoFit, no_fit_message(ctx.budget, ctx.cluster, best_mem_));
+      fits = false;
     }
     res_.memory_rungs = rung < 0 ? kLadderRungs + 1 : rung;
     const double full_mem = ev.summary.memory_per_device_bytes;
@@ -335,6 +347,20 @@ class RecLadder {
   plan::Plan smallest_;  // the least memory seen, for polish to mend
 };
 
+void run_algorithm(const detail::Context& ctx, SearchResult& res);
+
+// Another algorithm on the same graph and training setting (the hints of
+// ilp, the incumbent of exhaustive), with `header`'s plan header.
+SearchResult run_nested(const detail::Context& ctx, const SearchOptions& o,
+                        const plan::Plan& header) {
+  SearchResult r;
+  r.plan = header;
+  r.plan.algorithm = std::string(algorithm_name(o.algorithm));
+  const detail::Context nested(ctx.g, ctx.spaces, ctx.cluster, o, ctx.budget);
+  run_algorithm(nested, r);
+  return r;
+}
+
 void run_rec(const detail::Context& ctx, SearchResult& res) {
   if (ctx.opts.fold_repeats) {
     if (const auto rep = detail::find_repetition(ctx.g, ctx.opts.fold_min_repeats)) {
@@ -384,7 +410,7 @@ void run_ilp(const detail::Context& ctx, SearchResult& res) {
     o.algorithm = a;
     o.detailed_evaluation = false;
     try {
-      hints.push_back(run(ctx.g, ctx.spaces, ctx.cluster, o).plan);
+      hints.push_back(run_nested(ctx, o, res.plan).plan);
     } catch (const Error& e) {
       if (e.code() != Errc::kNoFit) throw;
     }
@@ -415,7 +441,7 @@ void run_exhaustive(const detail::Context& ctx, SearchResult& res) {
   plan::Plan incumbent = res.plan;
   bool have = false;
   try {
-    incumbent = run(ctx.g, ctx.spaces, ctx.cluster, rec_opts).plan;
+    incumbent = run_nested(ctx, rec_opts, res.plan).plan;
     have = true;
   } catch (const Error& e) {
     if (e.code() != Errc::kNoFit) throw;
@@ -446,19 +472,151 @@ void run_algorithm(const detail::Context& ctx, SearchResult& res) {
 
 }  // namespace
 
-SearchResult run(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
-                 const Cluster& cluster, const SearchOptions& opts) {
-  const auto start = std::chrono::steady_clock::now();
-  if (spaces.size() != g.num_operators())
-    throw Error(Errc::kUsage, "search::run: one OpSpace per operator is required");
+namespace {
+
+// The search at one training setting: on the microbatch graph when the
+// setting has several microbatches (its plans evaluated there as one
+// microbatch, so that memory is that of the step), then evaluated on g.
+SearchResult run_setting(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                         const Cluster& cluster, const SearchOptions& opts,
+                         const plan::Training& t) {
+  SearchOptions o = opts;
+  if (opts.mode == Mode::Train) o.training = {t.recompute, t.zero_stage, t.microbatches};
+  std::optional<plan::MicrobatchView> view;
+  if (opts.mode == Mode::Train && t.microbatches > 1) {
+    view = plan::microbatch_view(g, spaces, t.microbatches);
+    if (!view) throw Error(Errc::kNoFit, plan::microbatch_error(g, t.microbatches));
+  }
+  const ir::Graph& sg = view ? view->graph : g;
+  const std::vector<algebra::OpSpace>& ss = view ? view->spaces : spaces;
   SearchResult res;
   plan::Plan& p = res.plan;
   p.graph_name = g.name();
   p.algorithm = std::string(algorithm_name(opts.algorithm));
   p.mode = opts.mode;
   p.mesh = cluster.cuts();
-  const detail::Context ctx(g, spaces, cluster, opts, detail::memory_budget(cluster, opts));
+  if (opts.mode == Mode::Train) p.training = {t.recompute, t.zero_stage, 1};
+  const detail::Context ctx(sg, ss, cluster, o, detail::memory_budget(cluster, o));
   run_algorithm(ctx, res);
+  if (view) {
+    p.training.microbatches = t.microbatches;
+    res.eval = plan::evaluate(g, spaces, cluster, p, o.cost, eval_detail(o));
+    res.bookkept_step_time_s = res.eval.summary.compute_s + res.eval.summary.communication_s;
+  }
+  return res;
+}
+
+// Microbatch counts to try: divisors of the batch, doubling, up to
+// kMaxMicrobatches (past a few, each halving saves less than the collectives
+// it repeats cost).
+constexpr std::int64_t kMaxMicrobatches = 64;
+
+std::vector<std::int64_t> microbatch_counts(const ir::Graph& g, const TrainingChoice& pin) {
+  if (pin.microbatches) return {*pin.microbatches};
+  std::vector<std::int64_t> out{1};
+  const std::int64_t b = plan::batch_size(g);
+  for (std::int64_t m = 2; m <= kMaxMicrobatches && b > 0 && m <= b; m *= 2)
+    if (b % m == 0) out.push_back(m);
+  return out;
+}
+
+// The settings tried, one ladder per recomputation: within a ladder, in
+// the order their overheads grow (ZeRO 2 with one microbatch costs what
+// ZeRO 0 does and saves the most; with several, ZeRO 1 keeps gradients
+// whole and reduces them once, ZeRO 2 and 3 trade collectives per
+// microbatch for memory; more microbatches repeat every collective's
+// latency), so the first that fits is the ladder's best.
+std::vector<std::vector<plan::Training>> setting_ladders(const ir::Graph& g,
+                                                         const TrainingChoice& pin,
+                                                         bool allow_full) {
+  std::vector<plan::Recompute> rcs = {plan::Recompute::None, plan::Recompute::Selective};
+  if (allow_full) rcs.push_back(plan::Recompute::Full);
+  if (pin.recompute) rcs = {*pin.recompute};
+  const auto ms = microbatch_counts(g, pin);
+  std::vector<std::vector<plan::Training>> ladders;
+  for (const plan::Recompute rc : rcs) {
+    std::vector<plan::Training> ladder;
+    for (const std::int64_t m : ms) {
+      std::vector<int> stages = m == 1 ? std::vector<int>{2, 3} : std::vector<int>{1, 2, 3};
+      if (pin.zero_stage) stages = {*pin.zero_stage};
+      for (const int z : stages) ladder.push_back({rc, z, m});
+    }
+    ladders.push_back(std::move(ladder));
+  }
+  return ladders;
+}
+
+// Whether graph g has an attention core for selective recomputation to drop.
+bool has_attention_core(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces) {
+  const plan::MemoryRules r = plan::memory_rules(g, spaces, plan::Recompute::Selective);
+  return std::any_of(r.recomputed.begin(), r.recomputed.end(), [](std::uint8_t x) { return x; });
+}
+
+// Training: every ladder climbed to its first fitting setting, the fastest
+// of those kept. Ilp and exhaustive search at the setting rec chooses
+// (they prove optimality over the operators' strategies, not the settings).
+SearchResult run_training(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                          const Cluster& cluster, const SearchOptions& opts,
+                          bool allow_full = true) {
+  TrainingChoice pin = opts.training;
+  const bool exact =
+      opts.algorithm == Algorithm::Ilp || opts.algorithm == Algorithm::Exhaustive;
+  if (exact) {
+    if (pin.recompute == plan::Recompute::Full)
+      throw Error(Errc::kUsage, std::string(algorithm_name(opts.algorithm)) +
+                                    " counts the memory of recomputation none and selective "
+                                    "only: full recomputation keeps one segment at a time, a "
+                                    "maximum its objective does not express");
+    if (!(pin.recompute && pin.zero_stage && pin.microbatches)) {
+      SearchOptions rec = opts;
+      rec.algorithm = Algorithm::Rec;
+      rec.detailed_evaluation = false;
+      try {
+        const plan::Training t = run_training(g, spaces, cluster, rec, false).plan.training;
+        pin = {t.recompute, t.zero_stage, t.microbatches};
+      } catch (const Error& e) {
+        if (e.code() != Errc::kNoFit) throw;
+        pin = {pin.recompute.value_or(plan::Recompute::None), pin.zero_stage.value_or(2),
+               pin.microbatches.value_or(1)};
+      }
+    }
+  }
+  const bool selective = has_attention_core(g, spaces);
+  std::optional<SearchResult> best;
+  std::optional<Error> first_error;
+  for (const auto& ladder : setting_ladders(g, pin, allow_full && !exact)) {
+    if (!selective && !pin.recompute && ladder.front().recompute == plan::Recompute::Selective)
+      continue;  // the same memory and time as no recomputation
+    for (const plan::Training& t : ladder) {
+      try {
+        SearchResult r = run_setting(g, spaces, cluster, opts, t);
+        if (!best || r.eval.summary.step_time_s < best->eval.summary.step_time_s)
+          best = std::move(r);
+        break;
+      } catch (const Error& e) {
+        if (e.code() != Errc::kNoFit) throw;
+        if (!first_error) first_error = e;
+      }
+    }
+  }
+  if (!best) {
+    throw Error(Errc::kNoFit, std::string(first_error->what()) +
+                                  " (also tried recomputation, ZeRO stages 1 to 3 and up to " +
+                                  std::to_string(microbatch_counts(g, pin).back()) +
+                                  " microbatches)");
+  }
+  return std::move(*best);
+}
+
+}  // namespace
+
+SearchResult run(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                 const Cluster& cluster, const SearchOptions& opts) {
+  const auto start = std::chrono::steady_clock::now();
+  if (spaces.size() != g.num_operators())
+    throw Error(Errc::kUsage, "search::run: one OpSpace per operator is required");
+  SearchResult res = opts.mode == Mode::Train ? run_training(g, spaces, cluster, opts)
+                                              : run_setting(g, spaces, cluster, opts, {});
   res.search_time_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   res.eval.summary.search_time_s = res.search_time_s;

@@ -514,6 +514,22 @@ static void test_errors(void) {
           "c.json: /levels/0/size");
     CHECK(c2 == NULL);
   }
+  {
+    /* A misspelt key: ignored by rs_cluster_from_json, an error naming its
+     * path and the key meant with rs_cluster_from_json_strict. */
+    const char* typo =
+        "{\"format\": \"recsearch.cluster\", \"version\": 1, \"levels\": "
+        "[{\"name\": \"gpu\", \"size\": 8, \"bandwidth_GBs\": 450}]}";
+    rs_cluster* c2 = NULL;
+    OK(rs_cluster_from_json(typo, strlen(typo), "c.json", &c2));
+    CHECK(c2 != NULL);
+    rs_cluster_free(c2);
+    c2 = NULL;
+    FAILS(rs_cluster_from_json_strict(typo, strlen(typo), "c.json", &c2), RS_BAD_INPUT, 102,
+          "c.json: /levels/0/bandwidth_GBs: unknown key 'bandwidth_GBs'; did you mean "
+          "`bandwidth_GBps`?");
+    CHECK(c2 == NULL);
+  }
 
   /* Bad options. */
   OK(rs_options_create(&o));

@@ -4,7 +4,7 @@
 
 Run by meson as `cli_test.py RECSEARCH_EXE CASE`, one meson test per case
 group (search, eval, validate, errors, stdio, determinism, table, devices,
-progress). Standard library only. Sample data comes from $RECSEARCH_DATA
+progress, gen, compare, inputs, dims, export). Standard library only. Sample data comes from $RECSEARCH_DATA
 (data/graphs/*.json, data/graphs/tiny/*.json, data/clusters/*.json); the
 tests also write small graphs and plans of their own, for which the
 expected numbers follow by hand from the formulas documented in
@@ -16,6 +16,7 @@ merely exits 0 cannot pass. All failures of a group are listed before the
 group fails.
 """
 
+import ast
 import glob
 import json
 import math
@@ -614,6 +615,37 @@ def case_validate():
     r = run(["validate", custom(True)])
     check("warning" not in r.err, "validate: warning despite einsum: %r" % r.err)
 
+    # A type off by case or a letter from a kind is a typo, not a custom
+    # operator: exit 1 at its path with the kind meant, for every command
+    # that reads the graph. --allow-custom or an "einsum" attribute keeps it.
+    def typed(name, op, type_, attrs=None):
+        g = json.loads(json.dumps(MLP))
+        g["operators"][op]["type"] = type_
+        if attrs:
+            g["operators"][op]["attrs"] = attrs
+        return write(name, g)
+    for op, type_, meant in ((0, "Matmul", "MatMul"), (1, "relu", "ReLU"),
+                             (2, "MatMull", "MatMul"), (1, "Sigmoidd", "Sigmoid")):
+        p = typed("typo_%s.json" % type_, op, type_)
+        expect_input_error(["validate", p], p, "/operators/%d/type" % op, 102)
+        r = run(["validate", p], expect=1)
+        check("unknown operator type '%s'" % type_ in r.err and
+              "did you mean `%s`?" % meant in r.err, "validate %s: %s" % (type_, r))
+        expect_input_error(["search", p, "--devices", "4"], p, "/operators/%d/type" % op, 102)
+        r = run(["validate", p, "--allow-custom"], stderr_empty=False)
+        check(r.out.startswith(p + ": ok") and type_ in r.err and "warning" in r.err,
+              "validate --allow-custom %s: %s" % (type_, r))
+        run(["search", p, "--devices", "4", "--allow-custom", "-q"])
+    p = typed("typo_einsum.json", 1, "Relu", {"einsum": "bh->bh"})
+    run(["validate", p])
+    # Short names must match up to case: one letter from a kind is a real
+    # name as often as not (ONNX's Tan, Elu, Selu next to Tanh, ReLU, SiLU).
+    for type_ in ("Tan", "Elu", "Selu"):
+        p = typed("short_%s.json" % type_, 1, type_)
+        r = run(["validate", p], stderr_empty=False)
+        check("warning" in r.err and "did you mean" not in r.err,
+              "validate %s: a short name treated as a typo: %s" % (type_, r))
+
 
 def bad_graph(name, mutate):
     g = json.loads(json.dumps(MLP))
@@ -700,6 +732,31 @@ def case_errors():
         r = run(args, expect=2)
         check(r.err.strip() != "", "usage error without a message: %s" % r)
         check(r.out == "", "usage error wrote to stdout: %s" % r)
+        # One form for every error (issue 18, item 15): the parser's too.
+        lines = r.err.strip().splitlines()
+        check(lines and lines[-1].startswith("recsearch: ") and lines[-1].endswith("[E201]"),
+              "usage error not in the 'recsearch: ... [E201]' form: %s" % r)
+        check(len(lines) == 1 or args == [], "usage error over several lines: %s" % r)
+    # Bare `recsearch`: the help (on stderr, as a usage error), then the error line.
+    r = run([], expect=2)
+    check("Subcommands:" in r.err and "search" in r.err and "compare" in r.err,
+          "bare recsearch does not print the help: %s" % r)
+    # Misspelled commands and options: "did you mean".
+    r = run(["serch", mlp, "--devices", "2"], expect=2)
+    check("unknown command 'serch'" in r.err and "did you mean `search`?" in r.err, "serch: %s" % r)
+    r = run(["frobnicate"], expect=2)
+    check("'frobnicate'" in r.err and "search, eval, validate" in r.err,
+          "an unknown command far from every command should list them: %s" % r)
+    r = run(["search", mlp, "--devics", "2"], expect=2)
+    check(r.err.startswith("recsearch: search: ") and "did you mean `--devices`?" in r.err,
+          "--devics: %s" % r)
+    r = run(["compare", mlp, "--memroy=2", "--devices", "2"], expect=2)
+    check(r.err.startswith("recsearch: compare: ") and "did you mean `--memory`?" in r.err,
+          "compare --memroy=2: %s" % r)
+    r = run(["search", mlp, "--devices", "0"], expect=2)
+    check("--devices" in r.err and "`recsearch search --help`" in r.err, "--devices 0: %s" % r)
+    r = run(["--verison"], expect=2)
+    check("did you mean `--version`?" in r.err, "--verison: %s" % r)
 
     # Exit 3: no plan fits the memory budget.
     bert = graph_path("bert_large.json")
@@ -808,39 +865,45 @@ def case_devices():
         check_plan(plan, load_graph(graph_path("ffn.json")), [2] * 13, "--mesh 1024x8")
 
 
+def run_on_tty(args):
+    """Runs the tool with stderr on a terminal (a pty) and stdout to a file:
+    (exit code, stdout, stderr). Progress is only shown on a terminal."""
+    import pty
+    master, slave = pty.openpty()
+    # stdout to a file: a full pipe would block the tool while we read
+    # the terminal.
+    with open(os.path.join(TMP, "tty_out.txt"), "w+") as outf:
+        p = subprocess.Popen([EXE] + list(args), stdout=outf, stderr=slave)
+        os.close(slave)
+        chunks = []
+        while True:
+            try:
+                data = os.read(master, 4096)
+            except OSError:  # EIO once the tool closed the terminal
+                break
+            if not data:
+                break
+            chunks.append(data)
+        p.wait(timeout=600)
+        os.close(master)
+        outf.seek(0)
+        out = outf.read()
+    return p.returncode, out, b"".join(chunks).decode(errors="replace")
+
+
 def case_progress():
     # Progress goes to stderr only when it is a terminal, and --quiet
     # silences it even then.
     try:
-        import pty
+        import pty  # noqa: F401
     except ImportError:
         print("SKIP: no pty module")
         sys.exit(77)
     ffn = graph_path("ffn.json")
     for quiet in (False, True):
-        master, slave = pty.openpty()
-        # stdout to a file: a full pipe would block the tool while we read
-        # the terminal.
-        with open(os.path.join(TMP, "progress_out.json"), "w+") as outf:
-            p = subprocess.Popen([EXE, "search", ffn, "--devices", "8"] +
-                                 (["--quiet"] if quiet else []),
-                                 stdout=outf, stderr=slave)
-            os.close(slave)
-            chunks = []
-            while True:
-                try:
-                    data = os.read(master, 4096)
-                except OSError:  # EIO once the tool closed the terminal
-                    break
-                if not data:
-                    break
-                chunks.append(data)
-            p.wait(timeout=600)
-            os.close(master)
-            outf.seek(0)
-            out = outf.read()
-        err = b"".join(chunks).decode(errors="replace")
-        check(p.returncode == 0, "search on a terminal: exit %d, %s" % (p.returncode, err))
+        rc, out, err = run_on_tty(["search", ffn, "--devices", "8"] +
+                                  (["--quiet"] if quiet else []))
+        check(rc == 0, "search on a terminal: exit %d, %s" % (rc, err))
         try:
             fmt = json.loads(out).get("format")
         except ValueError:
@@ -851,6 +914,24 @@ def case_progress():
         else:
             check("searching 15 operators on 8 devices" in err and "done in" in err,
                   "no progress on a terminal: %r" % err)
+    # compare: one row per algorithm as it finishes, in order, before the table.
+    algos = ["rec", "data-parallel", "grid"]
+    for quiet in (False, True):
+        rc, out, err = run_on_tty(["compare", ffn, "--devices", "8", "--algo", ",".join(algos)] +
+                                  (["-q"] if quiet else []))
+        check(rc == 0, "compare on a terminal: exit %d, %s" % (rc, err))
+        check([ln.split()[0] for ln in out.splitlines()[2:] if ln.strip()] == algos,
+              "compare table on stdout (progress mixed in?): %r" % out)
+        if quiet:
+            check(err == "", "compare -q still printed: %r" % err)
+            continue
+        rows = [ln.split() for ln in err.splitlines() if ln.strip().startswith("[")]
+        check([r[1] for r in rows] == algos and
+              all(r[0] == "[%d/%d]" % (i + 1, len(algos)) for i, r in enumerate(rows)),
+              "compare progress rows: %r" % err)
+        check(all("ok in" in " ".join(r) and "GiB" in r[-1] for r in rows),
+              "compare progress rows lack the figures: %r" % err)
+        check("done in" in err, "compare progress has no end: %r" % err)
 
 
 def case_gen():
@@ -1004,8 +1085,44 @@ def case_compare():
         check(m["devices"] >= 1 and ("mesh" not in m or
                                      math.prod(int(x) for x in m["mesh"].split("x")) == m["devices"]),
               "zoo %s: mesh and devices disagree" % m["name"])
+    # --threads and --cost as for search: the same plans for any thread
+    # count, and a cost file's coefficients in every row.
+    one = parse_json(run(["compare", g, "--devices", "8", "--format", "json", "--threads", "1",
+                          "--algo", "rec,grid"]))
+    if one and doc:
+        for x in one["results"]:
+            check(math.isclose(x["step_time_s"], rows[x["algorithm"]]["step_time_s"],
+                               rel_tol=1e-12), "compare --threads 1 differs: %s" % x)
+    heavy = write("heavy_optimizer.json", {"optimizer_bytes_factor": 6})
+    costed = parse_json(run(["compare", g, "--devices", "8", "--format", "json",
+                             "--cost", heavy, "--algo", "rec,megatron,data-parallel"]))
+    if costed:
+        for x in costed["results"]:
+            plan = parse_json(run(["search", g, "--devices", "8", "--algo", x["algorithm"],
+                                   "--cost", heavy]))
+            if plan:
+                for key in ("step_time_s", "memory_per_device_bytes"):
+                    check(math.isclose(x[key], plan["summary"][key], rel_tol=1e-6),
+                          "compare --cost %s: %s differs from search: %s"
+                          % (x["algorithm"], key, x))
+            # The baselines' plans do not depend on the cost: more optimizer
+            # state per parameter is more memory.
+            if x["algorithm"] != "rec":
+                check(x["memory_per_device_bytes"] >
+                      rows[x["algorithm"]]["memory_per_device_bytes"],
+                      "compare --cost: 3x optimizer state is not more memory: %s" % x)
+    bogus = write("bogus_cost.json", {"bogus_factor": 1})
+    r = run(["compare", g, "--devices", "8", "--cost", bogus], expect=1)
+    check("bogus_factor" in r.err and "[E102]" in r.err, "compare --cost bad key: %s" % r)
+    # A budget over the devices' memory: the warning search gives, -q silences it.
+    r = run(["compare", g, "--devices", "8", "--memory", "1000", "--algo", "rec"],
+            stderr_empty=False)
+    check(r.err.startswith("recsearch: warning:") and "1000 GiB" in r.err,
+          "compare --memory over the device: %s" % r)
+    run(["compare", g, "--devices", "8", "--memory", "1000", "--algo", "rec", "-q"])
     # Usage and input errors.
     run(["compare", g, "--devices", "8", "--algo", "rec,annealing"], expect=2)
+    run(["compare", g, "--devices", "8", "--threads", "-1"], expect=2)
     run(["compare", g], expect=2)
     run(["compare", g, "--devices", "8", "--mesh", "2x4"], expect=2)
     r = run(["compare", os.path.join(TMP, "missing.json"), "--devices", "2"], expect=1)
@@ -1027,6 +1144,7 @@ def case_inputs():
                  ["sweep", missing, "--devices", "8", "--memory", "1:2:1", "-o", bad],
                  ["show", plan, "--graph", missing, "--html", bad],
                  ["show", plan, "--graph", missing, "--dot", bad],
+                 ["export", plan, "--graph", missing, "--to", "jax", "-o", bad],
                  ["import", missing, "-o", bad],
                  ["gen", "gpt2", "-o", bad]):
         r = run(args, expect=1)
@@ -1051,6 +1169,192 @@ def case_inputs():
     names = [x.get("algorithm") for x in rows]
     check(names == ["rec", "grid"], "--algo 'rec, grid': %s in %s" % (names, r))
     run(["compare", g, "--devices", "8", "--algo", "rec, annealing"], expect=2)
+    # Misspelt keys in a cluster file: a warning each, with the JSON path and
+    # the key meant; the plan is made all the same. --strict makes the first
+    # an error (exit 1); -q silences the warnings.
+    typo = write("typo_cluster.json", {
+        "format": "recsearch.cluster", "version": 1, "name": "typo",
+        "levels": [{"name": "gpu", "size": 8, "bandwidth_GBs": 450}],
+        "device": {"memory_GB": 40}})
+    for cmd in (["search", g], ["eval", g, plan], ["compare", g, "--algo", "rec"]):
+        r = run(cmd + ["--cluster", typo], stderr_empty=False)
+        lines = r.err.strip().splitlines()
+        check(len(lines) == 2 and all(ln.startswith("recsearch: warning: " + typo) for ln in lines),
+              "%s: cluster key warnings: %s" % (cmd[0], r))
+        check("/levels/0/bandwidth_GBs" in r.err and "did you mean `bandwidth_GBps`?" in r.err,
+              "%s: bandwidth_GBs: %s" % (cmd[0], r))
+        check("/device/memory_GB" in r.err and "did you mean `memory_GiB`?" in r.err,
+              "%s: memory_GB: %s" % (cmd[0], r))
+        r = run(cmd + ["--cluster", typo, "--strict"], expect=1)
+        check(r.err.startswith("recsearch: " + typo + ": /") and "unknown key" in r.err
+              and "did you mean" in r.err and "[E102]" in r.err, "%s --strict: %s" % (cmd[0], r))
+        check(len(r.err.strip().splitlines()) == 1 and r.out == "", "%s --strict: %s" % (cmd[0], r))
+        run(cmd + ["--cluster", typo, "-q"], stderr_empty=True)
+    # The bundled clusters pass --strict without a word.
+    for name in BUNDLED_CLUSTERS:
+        run(["search", g, "--cluster", cluster_path(name), "--strict"], stderr_empty=True)
+
+
+def case_dims():
+    """--dim NAME=N for .onnx inputs in search, eval, compare, show and
+    validate; every unbound symbolic dim in one message (issue 18, item 14)."""
+    models = os.path.join(HERE, "..", "onnx", "models")
+    mlp = os.path.join(models, "mlp_opset13.onnx")        # x: [N, 256]
+    shapes = os.path.join(models, "shapes_opset13.onnx")  # tokens: [batch, seq]
+    probe = run(["validate", mlp, "--dim", "N=8"], expect=None)
+    if probe.rc == 2 and "onnx" in probe.err.lower():
+        print("SKIP: built without the onnx feature")
+        sys.exit(77)
+    # One message for all the unbound dims, with input, position and the fix.
+    for cmd in (["search", shapes, "--devices", "2"], ["validate", shapes],
+                ["compare", shapes, "--devices", "2"]):
+        r = run(cmd, expect=1)
+        check(len(r.err.strip().splitlines()) == 1 and "[E106]" in r.err,
+              "%s: unbound dims not one error line: %s" % (cmd[0], r))
+        for part in ("'tokens' dim 0 ('batch')", "'tokens' dim 1 ('seq')", "--dim batch=N",
+                     "--dim seq=N"):
+            check(part in r.err, "%s: unbound dims message lacks %r: %s" % (cmd[0], part, r))
+    r = run(["search", shapes, "--devices", "2", "--dim", "seq=5"], expect=1)
+    check("'batch'" in r.err and "'seq'" not in r.err, "one dim left: %s" % r)
+    # A dim named N: no "--dim N=N" puzzle.
+    r = run(["search", mlp, "--devices", "2"], expect=1)
+    check("'x' dim 0 ('N')" in r.err and "--dim N=<size>" in r.err and "N=N" not in r.err,
+          "dim named N: %s" % r)
+    # A --dim that binds nothing, near an unbound dim: did you mean.
+    r = run(["search", shapes, "--devices", "2", "--dim", "bacth=2", "--dim", "seq=5"], expect=1)
+    check("did you mean `batch`?" in r.err, "--dim bacth: %s" % r)
+    # Every command that reads the graph takes --dim, and they agree.
+    plan_path = os.path.join(TMP, "mlp_plan.json")
+    run(["search", mlp, "--devices", "4", "--dim", "N=64", "-o", plan_path])
+    with open(plan_path) as f:
+        plan = json.load(f)
+    x = [t for t in plan["tensors"] if t["name"] == "x"]
+    check(x and x[0]["shape"] == [64, 256], "search --dim N=64: x is %s" % x)
+    ev = parse_json(run(["eval", mlp, plan_path, "--dim", "N=64"]), "eval --dim")
+    if ev:
+        check(close(ev["summary"]["step_time_s"], plan["summary"]["step_time_s"]),
+              "eval --dim: step time differs from search")
+    cmp = parse_json(run(["compare", mlp, "--devices", "4", "--dim", "N=64", "--algo", "rec",
+                          "--format", "json"]), "compare --dim")
+    if cmp:
+        check(close(cmp["results"][0]["step_time_s"], plan["summary"]["step_time_s"]),
+              "compare --dim: step time differs from search")
+    dot = os.path.join(TMP, "mlp.dot")
+    run(["show", plan_path, "--graph", mlp, "--dim", "N=64", "--dot", dot])
+    check(os.path.exists(dot) and "digraph" in open(dot).read(), "show --dim wrote no DOT")
+    r = run(["validate", mlp, "--dim", "N=64"])
+    check(": ok (" in r.out, "validate --dim: %s" % r)
+    # --dim on a graph file, or malformed: usage errors.
+    r = run(["search", graph_path("ffn.json"), "--devices", "2", "--dim", "N=4"], expect=2)
+    check(".onnx" in r.err and "[E201]" in r.err, "--dim on a graph file: %s" % r)
+    for bad in ("N", "N=0", "N=x", "=4"):
+        run(["search", mlp, "--devices", "2", "--dim", bad], expect=2)
+
+
+def exported_names(tree):
+    """The module-level assignments of an exported file: name -> value node."""
+    out = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                isinstance(node.targets[0], ast.Name):
+            out[node.targets[0].id] = node.value
+    return out
+
+
+def check_export_dict(node, tensors, where, check_value):
+    """A dict literal of {tensor name: layout}: exactly `tensors` (name ->
+    plan tensor record), each value checked by check_value(value, record)."""
+    if not check(isinstance(node, ast.Dict), "%s: not a dict literal" % where):
+        return
+    keys = [k.value for k in node.keys if isinstance(k, ast.Constant)]
+    check(len(keys) == len(node.keys) and sorted(keys) == sorted(tensors),
+          "%s: names %s, expected %s" % (where, sorted(keys)[:8], sorted(tensors)[:8]))
+    for k, v in zip(keys, node.values):
+        if k in tensors:
+            check_value(v, tensors[k], "%s[%r]" % (where, k))
+
+
+def case_export():
+    """export --to jax|dtensor: a Python file that parses, builds the plan's
+    mesh, and gives every parameter (and every other tensor) the layout of
+    the plan file (issue 18, item 7)."""
+    runs = [("ffn.json", ["--devices", "8"]), ("gpt2_block.json", ["--mesh", "4x8"]),
+            ("bert_large.json", ["--mesh", "2x4"]), ("resnet50.json", ["--devices", "8"])]
+    for name, cluster in runs:
+        gp = graph_path(name)
+        g = load_graph(gp)
+        plan_path = os.path.join(TMP, name + ".plan.json")
+        run(["search", gp, "-o", plan_path] + cluster)
+        with open(plan_path) as f:
+            plan = json.load(f)
+        axes = [a["name"] for a in plan["mesh"]["axes"]]
+        records = {t["name"]: t for t in plan["tensors"]}
+        params = {t["name"]: records[t["name"]] for t in g["tensors"]
+                  if t.get("kind") == "parameter"}
+        others = {t["name"]: records[t["name"]] for t in g["tensors"]
+                  if t.get("kind") != "parameter"}
+        check(params, "%s has no parameters to export" % name)
+        for to in ("jax", "dtensor"):
+            where = "export %s --to %s" % (name, to)
+            out = os.path.join(TMP, "%s.%s.py" % (name, to))
+            run(["export", plan_path, "--graph", gp, "--to", to, "-o", out])
+            with open(out) as f:
+                text = f.read()
+            try:
+                tree = ast.parse(text)
+            except SyntaxError as e:
+                fail("%s: not Python: %s" % (where, e))
+                continue
+            names = exported_names(tree)
+            check(ast.literal_eval(names["MESH_SHAPE"]) ==
+                  tuple(a["size"] for a in plan["mesh"]["axes"]), "%s: MESH_SHAPE" % where)
+            check(ast.literal_eval(names["MESH_AXES"]) == tuple(axes), "%s: MESH_AXES" % where)
+            check(math.prod(ast.literal_eval(names["MESH_SHAPE"])) == plan["mesh"]["devices"],
+                  "%s: the mesh is not the plan's devices" % where)
+
+            def jax_spec(v, rec, at):
+                ok = isinstance(v, ast.Call) and getattr(v.func, "id", None) == "P" and \
+                    len(v.args) == len(rec["shape"])
+                if not check(ok, "%s: not P(...) of rank %d" % (at, len(rec["shape"]))):
+                    return
+                got = []
+                for arg in v.args:
+                    value = ast.literal_eval(arg)
+                    got.append([] if value is None else
+                               [value] if isinstance(value, str) else list(value))
+                check(got == rec["sharding"], "%s: %s, plan %s" % (at, got, rec["sharding"]))
+
+            def dtensor_placements(v, rec, at):
+                if not check(isinstance(v, ast.Tuple) and len(v.elts) == len(axes),
+                             "%s: not one placement per mesh axis" % at):
+                    return
+                for axis, e in zip(axes, v.elts):
+                    dims = [d for d, split in enumerate(rec["sharding"]) if axis in split]
+                    want = ("Partial", []) if axis in rec["partial"] else \
+                        ("Shard", dims) if dims else ("Replicate", [])
+                    got = (getattr(getattr(e, "func", None), "id", None),
+                           [a.value for a in getattr(e, "args", [])])
+                    check(got == want, "%s: axis %s is %s, plan says %s" % (at, axis, got, want))
+
+            value_check = jax_spec if to == "jax" else dtensor_placements
+            check_export_dict(names.get("PARAMETERS"), params, where + " PARAMETERS", value_check)
+            check_export_dict(names.get("ACTIVATIONS"), others, where + " ACTIVATIONS",
+                              value_check)
+            funcs = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+            check("make_mesh" in funcs, "%s: no make_mesh" % where)
+    # The file a Python 3 parses as the brief says: with Debian's interpreter too.
+    if os.path.exists("/usr/bin/python3"):
+        r = subprocess.run(["/usr/bin/python3", "-c",
+                            "import ast, sys; ast.parse(open(sys.argv[1]).read())",
+                            os.path.join(TMP, "gpt2_block.json.dtensor.py")],
+                           capture_output=True)
+        check(r.returncode == 0, "/usr/bin/python3 cannot parse the export: %s" % r.stderr)
+    # Usage and input errors.
+    ffn = graph_path("ffn.json")
+    plan_path = os.path.join(TMP, "ffn.json.plan.json")
+    run(["export", plan_path, "--graph", ffn, "--to", "xla"], expect=2)
+    run(["export", plan_path, "--to", "jax"], expect=2)
+    run(["export", plan_path, "--graph", graph_path("gpt2_block.json"), "--to", "jax"], expect=1)
 
 
 CASES = {name[len("case_"):]: fn for name, fn in globals().items() if name.startswith("case_")}

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "recsearch/io/json_io.hpp"
 #include "support/errors.hpp"
@@ -234,4 +235,54 @@ TEST_CASE("parse_cost_params") {
                Errc::kSchema, "/count_latency", "cost.json");
   expect_error([&] { io::parse_cost_params(R"({"bucket_gradients": 0})", "cost.json", r); },
                Errc::kSchema, "/bucket_gradients", "cost.json");
+}
+
+TEST_CASE("unknown keys: a warning with the path and the nearest key, an error when strict") {
+  const std::string text = cluster_text(
+      R"([{"name": "gpu", "size": 8, "bandwidth_GBs": 450, "latency_us": 2}])",
+      R"(, "device": {"peak_TFLOPs": 989, "memory_GB": 40}, "colour": "blue")");
+  std::vector<std::string> warnings;
+  const Cluster c = io::parse_cluster(text, kFile, nullptr, io::UnknownKeys{.warnings = &warnings});
+  // The misspelt keys are ignored: their defaults stand, as before.
+  CHECK(c.levels()[0].bandwidth_GBps == Level{}.bandwidth_GBps);
+  CHECK(c.device().memory_GiB == DeviceSpec{}.memory_GiB);
+  REQUIRE(warnings.size() == 3);
+  auto has = [&](const std::string& needle) {
+    for (const auto& w : warnings)
+      if (w.find(needle) != std::string::npos) return true;
+    return false;
+  };
+  CHECK(has("cluster.json: /levels/0/bandwidth_GBs: unknown key 'bandwidth_GBs', ignored; "
+            "did you mean `bandwidth_GBps`?"));
+  CHECK(has("cluster.json: /device/memory_GB: unknown key 'memory_GB', ignored; "
+            "did you mean `memory_GiB`?"));
+  // Nothing near: no suggestion, still a warning.
+  CHECK(has("cluster.json: /colour: unknown key 'colour', ignored"));
+  CHECK_FALSE(has("/colour: unknown key 'colour', ignored;"));
+
+  // Strict: the first unknown key is an error at its path.
+  const std::string level_only = cluster_text(
+      R"([{"name": "gpu", "size": 8, "bandwidth_GBs": 450}])");
+  const std::string detail = expect_error(
+      [&] { (void)io::parse_cluster(level_only, kFile, nullptr, io::UnknownKeys{.strict = true}); },
+      Errc::kSchema, "/levels/0/bandwidth_GBs", kFile);
+  CHECK(detail == "unknown key 'bandwidth_GBs'; did you mean `bandwidth_GBps`?");
+  expect_error(
+      [&] {
+        (void)io::parse_cluster(cluster_text(kTwoLevels, R"(, "device": {"memory_GB": 40})"),
+                                kFile, nullptr, io::UnknownKeys{.strict = true});
+      },
+      Errc::kSchema, "/device/memory_GB", kFile);
+
+  // By default (no warnings wanted, not strict) the reader stays silent, and
+  // a file with only known keys gives no warning at all.
+  CHECK_NOTHROW((void)io::parse_cluster(level_only, kFile));
+  warnings.clear();
+  (void)io::parse_cluster(cluster_text(kTwoLevels, R"(, "device": {"memory_GiB": 40}, "cost": {})"),
+                          kFile, nullptr, io::UnknownKeys{.strict = true, .warnings = &warnings});
+  CHECK(warnings.empty());
+  for (const char* sample : {"clusters/dgx_h100_8.json", "clusters/dgx_h100_64x8.json"}) {
+    CHECK_NOTHROW((void)io::parse_cluster(io::read_text_file(data_path(sample)), sample, nullptr,
+                                          io::UnknownKeys{.strict = true}));
+  }
 }

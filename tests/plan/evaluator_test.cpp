@@ -78,11 +78,15 @@ TEST_CASE("column-then-row MLP: one output all-reduce, compute and memory") {
     CHECK(ev.summary.communication_s == doctest::Approx(secs(512, 2)));
     CHECK(ev.summary.step_time_s == doctest::Approx(2 * op_compute + secs(512, 2)));
 
-    // Parameters: halves of w1 and w2 (1024 bytes each) times 1 + 1 + 2;
-    // activations: x 512 (replicated), h 1024/2, y 512 (partial).
+    // Parameters: halves of w1 and w2 (1024 bytes each) times 1 + 1 + 2
+    // (f32: Adam state in f32); activations the backward keeps: x 512
+    // (replicated, kept by mm1 for dW1), h 1024/2 (kept by mm2); y is kept
+    // by nobody.
     CHECK(ev.summary.parameter_bytes == doctest::Approx(4 * 2048));
-    CHECK(ev.summary.activation_bytes == doctest::Approx(1536));
-    CHECK(ev.summary.memory_per_device_bytes == doctest::Approx(4 * 2048 + 1536));
+    CHECK(ev.summary.gradient_bytes == doctest::Approx(2048));
+    CHECK(ev.summary.optimizer_bytes == doctest::Approx(2 * 2048));
+    CHECK(ev.summary.activation_bytes == doctest::Approx(1024));
+    CHECK(ev.summary.memory_per_device_bytes == doctest::Approx(4 * 2048 + 1024));
     CHECK(ev.summary.search_time_s == 0);
 
     CHECK(ev.tensors[m.x].dims == Dims{{}, {}});
@@ -148,9 +152,10 @@ TEST_CASE("data parallel: gradient all-reduce of replicated parameters") {
     CHECK(ev.op_costs[0].communication_s == doctest::Approx(secs(grad_bytes, 0)));
     CHECK(ev.op_costs[1].communication_s == doctest::Approx(secs(grad_bytes, 0)));
     CHECK(ev.summary.communication_s == doctest::Approx(2 * secs(grad_bytes, 0)));
-    // Whole weights with gradients and Adam state; x, h, y in thirds.
+    // Whole weights with gradients and Adam state; x and h (kept by the
+    // products) in thirds; y is kept by nobody.
     CHECK(ev.summary.parameter_bytes == doctest::Approx(4 * (2048 + 2048)));
-    CHECK(ev.summary.activation_bytes == doctest::Approx(384 / 3 + 768 / 3 + 384 / 3));
+    CHECK(ev.summary.activation_bytes == doctest::Approx(384 / 3 + 768 / 3));
     CHECK(ev.tensors[m.x].dims == Dims{{0}, {}});
     CHECK(ev.tensors[m.y].dims == Dims{{0}, {}});
   }
@@ -210,8 +215,9 @@ TEST_CASE("layout redistributions: S->R all-gather on the consumer's slice") {
     CHECK(ev.tensors[x].dims == Dims{{0}, {1}});
     CHECK(ev.tensors[a].dims == Dims{{0}, {1}});
     CHECK(ev.tensors[b].dims == Dims{{0}, {}});
-    // x 512/4, a 512/4, b 512/2.
-    CHECK(ev.summary.activation_bytes == doctest::Approx(128 + 128 + 256));
+    // ReLU keeps a 1-byte mask of a (a quarter of its f32 slice 512/4),
+    // Softmax its output b (512/2); x is kept by nobody.
+    CHECK(ev.summary.activation_bytes == doctest::Approx(128 / 4 + 256));
     CHECK(ev.summary.parameter_bytes == 0);
   }
 
@@ -278,10 +284,11 @@ TEST_CASE("layout redistributions: partial to shard and to replicate") {
   CHECK(ev.tensors[y].dims == Dims{{}, {}});
   CHECK(ev.op_costs[1].communication_s == doctest::Approx(2 * secs(256, 1)));
   CHECK(ev.op_costs[2].communication_s == doctest::Approx(secs(512, 2)));
-  // w held halved (512 bytes) with its state; x halved on d1 (256), y
-  // partial (512, whole), r1 halved (256), r2 whole (512).
+  // w held halved (512 bytes) with its state; mm keeps x halved on d1
+  // (256); the ReLUs keep 1-byte masks of r1 halved (256/4) and r2 whole
+  // (512/4); y is kept by nobody.
   CHECK(ev.summary.parameter_bytes == doctest::Approx(4 * 512));
-  CHECK(ev.summary.activation_bytes == doctest::Approx(256 + 512 + 256 + 512));
+  CHECK(ev.summary.activation_bytes == doctest::Approx(256 + 256 / 4 + 512 / 4));
 }
 
 TEST_CASE("layout redistributions: holders of unproduced tensors, R->S backward") {
@@ -320,9 +327,10 @@ TEST_CASE("layout redistributions: holders of unproduced tensors, R->S backward"
                 1, 0, 256, secs(256, 1));
     CHECK(ev.tensors[w].dims == Dims{{}, {0}});
     CHECK(ev.tensors[x].dims == Dims{{}, {}});
-    // w held halved: 512 * 4; x 512, a 256, b 512, c 256.
+    // w held halved: 512 * 4; mm0 keeps x (512), mm1 keeps a (256), r a
+    // 1-byte mask of c (256/4); b is kept by nobody.
     CHECK(ev.summary.parameter_bytes == doctest::Approx(2048));
-    CHECK(ev.summary.activation_bytes == doctest::Approx(512 + 256 + 512 + 256));
+    CHECK(ev.summary.activation_bytes == doctest::Approx(512 + 256 + 256 / 4));
     CHECK(ev.summary.communication_s == doctest::Approx(sum_seconds(ev)));
     CHECK(ev.op_costs[1].communication_s == doctest::Approx(2 * secs(512, 1) + 2 * secs(256, 1)));
     CHECK(ev.op_costs[2].communication_s == doctest::Approx(secs(256, 1)));
@@ -470,9 +478,9 @@ TEST_CASE("nested axes on one dim and an untouched parameter") {
   check_event(ev.events[0], CommReason::Gradient, Collective::AllReduce, Phase::Backward, w, 0,
               kNoOp, 0, 32768, secs(32768, 0));
   // w 32768/4 and the untouched 400-byte parameter, with gradient and Adam
-  // state; x 8192/2, y 16384/8, and the untouched 20-byte input, whole.
+  // state; mm keeps x (8192/2); y and the untouched input are kept by nobody.
   CHECK(ev.summary.parameter_bytes == doctest::Approx(4 * (8192 + 400)));
-  CHECK(ev.summary.activation_bytes == doctest::Approx(4096 + 2048 + 20));
+  CHECK(ev.summary.activation_bytes == doctest::Approx(4096));
 }
 
 TEST_CASE("a fully replicated plan costs compute only") {

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <limits>
 
+#include "support/search_options.hpp"
 #include "recsearch/error.hpp"
 #include "recsearch/search/search.hpp"
 #include "support/graph_factories.hpp"
@@ -24,7 +25,7 @@ namespace {
 search::SearchResult run(const ir::Graph& g, const Cluster& c, search::Algorithm algo,
                          Mode mode = Mode::Train, double budget = 0) {
   const auto spaces = algebra::build_op_spaces(g);
-  search::SearchOptions o;
+  search::SearchOptions o = testing::operator_level_options();
   o.algorithm = algo;
   o.mode = mode;
   o.cost.memory_budget_bytes = budget;
@@ -38,8 +39,7 @@ void check_plan_and_cost(const ir::Graph& g, const Cluster& c, const search::Sea
                          Mode mode) {
   const auto spaces = algebra::build_op_spaces(g);
   plan::check_plan(g, spaces, r.plan);
-  CostParams p;
-  const auto ev = plan::evaluate(g, spaces, c, r.plan, p);
+  const auto ev = plan::evaluate(g, spaces, c, r.plan, testing::operator_level_options().cost);
   CHECK(r.eval.summary.step_time_s == doctest::Approx(ev.summary.step_time_s).epsilon(1e-12));
   CHECK(r.eval.summary.memory_per_device_bytes ==
         doctest::Approx(ev.summary.memory_per_device_bytes).epsilon(1e-12));
@@ -145,7 +145,7 @@ TEST_CASE("rec against the baselines: within 2% of the best, and fits whenever o
           // for the record: what the passes, the memory ladder and polish
           // reach alone (polish may start from another plan, so either can
           // come out ahead).
-          search::SearchOptions o;
+          search::SearchOptions o = testing::operator_level_options();
           o.mode = mode;
           o.cost.memory_budget_bytes = budget;
           o.expert_candidates = false;
@@ -284,7 +284,7 @@ TEST_CASE("ilp: memory budget, restricted candidates, larger graphs") {
   // restricted, still no worse than rec (whose strategies stay candidates).
   const ir::Graph tr = t::transformer_stack(2, 8, 512, 1024, 16);
   const auto spaces = algebra::build_op_spaces(tr);
-  search::SearchOptions o;
+  search::SearchOptions o = testing::operator_level_options();
   o.algorithm = search::Algorithm::Ilp;
   o.ilp_max_strategies = 8;
   const Cluster m = Cluster::mesh({2, 4});

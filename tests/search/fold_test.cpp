@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "support/search_options.hpp"
 #include "recsearch/gen/generate.hpp"
 #include "recsearch/plan/evaluator.hpp"
 #include "recsearch/search/search.hpp"
@@ -20,7 +21,7 @@ namespace {
 
 search::SearchResult run(const ir::Graph& g, const Cluster& c, Mode mode, bool fold) {
   const auto spaces = algebra::build_op_spaces(g);
-  search::SearchOptions o;
+  search::SearchOptions o = testing::operator_level_options();
   o.mode = mode;
   o.fold_repeats = fold;
   return search::run(g, spaces, c, o);
@@ -112,8 +113,9 @@ TEST_CASE("folded search: bookkeeping and extrapolated memory equal the full eva
       for (std::size_t o = 0; o < g.num_operators(); ++o)
         p3.cuts[search::detail::folded_op(*rep, 3, o)] = res.plan.cuts[o];
       const plan::Plan p4 = search::detail::refold(p3, *rep, 4, g.num_operators());
-      const auto s3 = plan::evaluate(f3.graph, f3.spaces, c, p3, {}).summary;
-      const auto s4 = plan::evaluate(f4.graph, f4.spaces, c, p4, {}).summary;
+      const CostParams cost = testing::operator_level_options().cost;
+      const auto s3 = plan::evaluate(f3.graph, f3.spaces, c, p3, cost).summary;
+      const auto s4 = plan::evaluate(f4.graph, f4.spaces, c, p4, cost).summary;
       const double extra = static_cast<double>(rep->repeats) - 3;
       CHECK(s3.step_time_s + extra * (s4.step_time_s - s3.step_time_s) ==
             doctest::Approx(res.eval.summary.step_time_s).epsilon(1e-9));
@@ -146,7 +148,7 @@ TEST_CASE("a summary-only evaluation has the full evaluation's summary") {
   const auto spaces = algebra::build_op_spaces(g);
   for (const Cluster& c : {Cluster::flat(8), Cluster::mesh({2, 3}), Cluster::mesh({4, 8})}) {
     for (const Mode mode : {Mode::Train, Mode::Infer}) {
-      search::SearchOptions o;
+      search::SearchOptions o = testing::operator_level_options();
       o.mode = mode;
       const auto res = search::run(g, spaces, c, o);
       const auto full = plan::evaluate(g, spaces, c, res.plan, o.cost, plan::EvalDetail::Full);
@@ -176,7 +178,7 @@ TEST_CASE("progress reports every cut pass of every memory rung, in order") {
   const ir::Graph g = gen::build_graph(gpt(10));
   const auto spaces = algebra::build_op_spaces(g);
   for (const bool fold : {true, false}) {
-    search::SearchOptions o;
+    search::SearchOptions o = testing::operator_level_options();
     o.fold_repeats = fold;
     std::vector<std::pair<int, std::size_t>> seen;
     o.on_progress = [&](int rung, std::size_t pass, std::size_t passes) {

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "support/search_options.hpp"
 #include "recsearch/io/json_io.hpp"
 #include "recsearch/search/search.hpp"
 
@@ -36,7 +37,7 @@ TEST_CASE("bundled graphs: rec <= data-parallel, bookkeeping == evaluator") {
         CAPTURE(name);
         CAPTURE(c.name());
         CAPTURE(static_cast<int>(mode));
-        search::SearchOptions o;
+        search::SearchOptions o = testing::operator_level_options();
         o.mode = mode;
         const auto rec = search::run(g, spaces, c, o);
         o.algorithm = search::Algorithm::DataParallel;

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "support/search_options.hpp"
 #include "recsearch/error.hpp"
 #include "recsearch/search/search.hpp"
 #include "support/graph_factories.hpp"
@@ -21,7 +22,7 @@ namespace {
 search::SearchResult run(const ir::Graph& g, const Cluster& c, search::Algorithm algo,
                          Mode mode = Mode::Train, int threads = 0) {
   const auto spaces = algebra::build_op_spaces(g);
-  search::SearchOptions o;
+  search::SearchOptions o = testing::operator_level_options();
   o.algorithm = algo;
   o.mode = mode;
   o.threads = threads;
@@ -96,7 +97,7 @@ TEST_CASE("rec's bookkeeping equals the independent evaluator, and plans are val
         // The passes' own account alone (no polish, no expert splits, whose
         // step time is the evaluator's).
         const auto spaces = algebra::build_op_spaces(g);
-        search::SearchOptions o;
+        search::SearchOptions o = testing::operator_level_options();
         o.mode = mode;
         o.polish = false;
         o.expert_candidates = false;
@@ -156,7 +157,7 @@ TEST_CASE("memory-bound: rec against the exact optimum under budgets") {
   for (auto& [g, c] : t::small_exact_cases())
     for (Mode mode : {Mode::Train, Mode::Infer}) {
       const auto spaces = algebra::build_op_spaces(g);
-      search::SearchOptions o;
+      search::SearchOptions o = testing::operator_level_options();
       o.mode = mode;
       o.algorithm = search::Algorithm::Exhaustive;
       o.exhaustive_max_nodes = 2'000'000;
@@ -306,7 +307,8 @@ TEST_CASE("textbook: on a 2-level cluster the slow level carries the cheapest cu
       plan::Plan swapped = r.plan;
       for (auto& cuts : swapped.cuts) std::swap(cuts[0], cuts[fast]);
       plan::check_plan(g, spaces, swapped);
-      const auto ev = plan::evaluate(g, spaces, c, swapped, {});
+      const auto ev =
+          plan::evaluate(g, spaces, c, swapped, testing::operator_level_options().cost);
       CHECK(r.eval.summary.step_time_s <= ev.summary.step_time_s * (1 + 1e-9));
       CHECK(bytes[0] <= bytes[fast] * (1 + 1e-9));
     }
@@ -328,7 +330,7 @@ TEST_CASE("memory budget: the ladder finds a plan that fits, or says none does")
   // Data parallel is fastest here, but replicates 2 GiB of weight state.
   const ir::Graph g = t::mlp2(8192, 8192, 8192, 8192, ir::DType::F16);
   const auto spaces = algebra::build_op_spaces(g);
-  search::SearchOptions o;
+  search::SearchOptions o = testing::operator_level_options();
   const Cluster c = Cluster::flat(8);
   const auto free_run = search::run(g, spaces, c, o);
   const double need = free_run.eval.summary.memory_per_device_bytes;

@@ -27,34 +27,14 @@
 #include "pipeline_cmd.hpp"
 #include "recsearch/error.hpp"
 #include "recsearch/io/json_io.hpp"
+#include "recsearch/io/onnx.hpp"
 #include "recsearch/problem.hpp"
 #include "recsearch/solution.hpp"
 
 namespace recsearch::cli {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 constexpr double kBytesPerGiB = 1024.0 * 1024.0 * 1024.0;
-
-// Short progress lines on stderr, only for a person watching: when stderr is
-// not a terminal (pipes, CI logs, the tests) they would only be noise.
-class Progress {
- public:
-  explicit Progress(bool quiet) : on_(!quiet && ::isatty(STDERR_FILENO) == 1) {}
-
-  [[nodiscard]] bool on() const noexcept { return on_; }
-  void say(const std::string& line) const {
-    if (on_) std::cerr << line << '\n' << std::flush;
-  }
-  [[nodiscard]] double elapsed_s() const {
-    return std::chrono::duration<double>(Clock::now() - start_).count();
-  }
-
- private:
-  bool on_;
-  Clock::time_point start_ = Clock::now();
-};
 
 std::string format_double(const char* fmt, double v) {
   char buf[64];
@@ -77,6 +57,16 @@ PlanFormat plan_format(const std::string& format) {
 }
 
 }  // namespace
+
+Progress::Progress(bool quiet) : on_(!quiet && ::isatty(STDERR_FILENO) == 1) {}
+
+void Progress::say(const std::string& line) const {
+  if (on_) std::cerr << line << '\n' << std::flush;
+}
+
+double Progress::elapsed_s() const {
+  return std::chrono::duration<double>(Clock::now() - start_).count();
+}
 
 std::string source_name(const std::string& path) { return path == "-" ? "<stdin>" : path; }
 
@@ -109,13 +99,45 @@ void warn_budget_over_device(double budget_gib, const Cluster& cluster, bool qui
             << " GiB of memory of each device\n";
 }
 
-Problem load_problem(const std::string& path, bool quiet) {
-  Problem problem = Problem::read(path);
+std::map<std::string, std::int64_t, std::less<>> parse_dims(
+    const std::vector<std::string>& bindings) {
+  std::map<std::string, std::int64_t, std::less<>> dims;
+  for (const std::string& text : bindings) {
+    const std::size_t eq = text.rfind('=');
+    const auto bad = [&](const std::string& why) {
+      return Error(Errc::kUsage,
+                   "--dim '" + text + "': " + why + " (expected NAME=N, e.g. batch=32)");
+    };
+    if (eq == std::string::npos || eq == 0) throw bad("missing NAME=");
+    std::int64_t v = 0;
+    const char* first = text.data() + eq + 1;
+    const char* last = text.data() + text.size();
+    const auto [end, ec] = std::from_chars(first, last, v);
+    if (ec != std::errc{} || end != last || first == last) throw bad("the value is not an integer");
+    if (v < 1) throw bad("the value must be >= 1");
+    dims[text.substr(0, eq)] = v;
+  }
+  return dims;
+}
+
+Problem load_problem(const std::string& path, bool quiet, const ReadOptions& options) {
+  // A graph file has no symbolic dims: a --dim there is a mistake to report,
+  // not a value to drop.
+  if (!options.dims.empty() && !io::is_onnx_path(path))
+    throw Error(Errc::kUsage, "--dim binds symbolic dims of an ONNX model (.onnx); " +
+                                  source_name(path) + " is a graph file");
+  Problem problem = Problem::read(path, options);
   if (!quiet) {
     for (const std::string& w : problem.warnings())
       std::cerr << "recsearch: warning: " << problem.source() << ": " << w << '\n';
   }
   return problem;
+}
+
+void pin_training(const SearchArgs& a, search::TrainingChoice& t) {
+  if (a.recompute != "auto") t.recompute = plan::parse_recompute(a.recompute);
+  if (a.zero != "auto") t.zero_stage = std::stoi(a.zero);
+  if (a.microbatches != "auto") t.microbatches = std::stoll(a.microbatches);
 }
 
 void apply_cost_file(const std::optional<std::string>& path, CostParams& cost) {
@@ -127,7 +149,13 @@ Cluster cluster_from_args(const ClusterArgs& a, CostParams& cost) {
   if (a.devices) return Cluster::flat(*a.devices);
   if (a.mesh) return Cluster::mesh(parse_mesh(*a.mesh));
   const std::string text = io::read_text_file(*a.cluster_file);
-  return io::parse_cluster(text, source_name(*a.cluster_file), &cost);
+  std::vector<std::string> warnings;
+  Cluster c = io::parse_cluster(text, source_name(*a.cluster_file), &cost,
+                                io::UnknownKeys{.strict = a.strict, .warnings = &warnings});
+  if (!a.quiet) {
+    for (const std::string& w : warnings) std::cerr << "recsearch: warning: " << w << '\n';
+  }
+  return c;
 }
 
 Cluster cluster_for_plan(const ClusterArgs& a, std::string_view plan_text,
@@ -176,7 +204,7 @@ int run_search(const SearchArgs& a) {
   if (!algorithm) throw Error(Errc::kUsage, "unknown --algo '" + a.algo + "'");
 
   progress.say("reading graph " + source_name(a.graph) + "...");
-  const Problem problem = load_problem(a.graph, a.quiet);
+  const Problem problem = load_problem(a.graph, a.quiet, a.read);
   // Coefficients from the least to the most specific source: graph file,
   // cluster file, --cost file, then the --memory flag.
   search::SearchOptions opts = problem.options();
@@ -190,6 +218,7 @@ int run_search(const SearchArgs& a) {
     opts.cost.memory_budget_bytes = *a.memory_gib * kBytesPerGiB;
     warn_budget_over_device(*a.memory_gib, cluster, a.quiet);
   }
+  pin_training(a, opts.training);
 
   progress.say("searching " + std::to_string(problem.graph().num_operators()) + " operators on " +
                std::to_string(cluster.num_devices()) + " devices (" + a.algo + ", " +
@@ -222,7 +251,7 @@ int run_eval(const EvalArgs& a) {
   const std::string plan_source = source_name(a.plan);
 
   progress.say("reading graph " + source_name(a.graph) + "...");
-  const Problem problem = load_problem(a.graph, a.quiet);
+  const Problem problem = load_problem(a.graph, a.quiet, a.read);
   CostParams cost = problem.cost();
   const std::string plan_text = io::read_text_file(a.plan);
   // Cluster: the options, else the cluster the plan was made for, else a
@@ -244,7 +273,7 @@ int run_eval(const EvalArgs& a) {
 }
 
 int run_validate(const ValidateArgs& a) {
-  const Problem problem = load_problem(a.graph, false);
+  const Problem problem = load_problem(a.graph, false, a.read);
   const ir::Graph& g = problem.graph();
   std::size_t parameters = 0;
   double parameter_bytes = 0;

@@ -10,7 +10,10 @@
 // the CLI cannot drift from what the C API or the tests see.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,6 +30,10 @@ struct ClusterArgs {
   std::optional<std::int64_t> devices;
   std::optional<std::string> mesh;
   std::optional<std::string> cluster_file;
+  // --strict: unknown keys in the cluster file are errors, not warnings.
+  bool strict = false;
+  // The command's -q: no warnings about the cluster file on stderr.
+  bool quiet = false;
 
   [[nodiscard]] int count() const noexcept {
     return int{devices.has_value()} + int{mesh.has_value()} + int{cluster_file.has_value()};
@@ -35,6 +42,7 @@ struct ClusterArgs {
 
 struct SearchArgs {
   std::string graph;  // "-" = stdin
+  ReadOptions read;
   ClusterArgs cluster;
   std::string output = "-";
   std::string mode = "train";
@@ -43,12 +51,17 @@ struct SearchArgs {
   int threads = 0;
   std::string algo = "rec";
   std::optional<std::string> cost_file;
+  // Training settings to pin ("auto" or absent: the search chooses).
+  std::string recompute = "auto";
+  std::string zero = "auto";
+  std::string microbatches = "auto";
   bool quiet = false;
   std::string stages = "1";  // --stages N|auto (pipeline_cmd.hpp)
 };
 
 struct EvalArgs {
   std::string graph;
+  ReadOptions read;
   std::string plan;
   ClusterArgs cluster;
   std::string output = "-";
@@ -60,6 +73,7 @@ struct EvalArgs {
 
 struct ValidateArgs {
   std::string graph;
+  ReadOptions read;
 };
 
 // "64x8" -> {64, 8}: factors >= 1, product <= kMaxDevices. Throws
@@ -69,6 +83,23 @@ struct ValidateArgs {
 int run_search(const SearchArgs& a);
 int run_eval(const EvalArgs& a);
 int run_validate(const ValidateArgs& a);
+
+// Short progress lines on stderr, only for a person watching: when stderr is
+// not a terminal (pipes, CI logs, the tests) they would only be noise.
+class Progress {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  explicit Progress(bool quiet);
+
+  [[nodiscard]] bool on() const noexcept { return on_; }
+  void say(const std::string& line) const;
+  [[nodiscard]] double elapsed_s() const;
+
+ private:
+  bool on_;
+  Clock::time_point start_ = Clock::now();
+};
 
 // The name an input goes by in messages: "-" alone says little.
 [[nodiscard]] std::string source_name(const std::string& path);
@@ -85,9 +116,20 @@ void check_output_writable(const std::string& path);
 // of the cluster's devices; the run goes on.
 void warn_budget_over_device(double budget_gib, const Cluster& cluster, bool quiet);
 
-// Reads a graph JSON file or ONNX model; its warnings go to stderr unless quiet.
-[[nodiscard]] Problem load_problem(const std::string& path, bool quiet);
+// `--dim NAME=N` bindings ("batch=32") as ReadOptions::dims; Error(kUsage)
+// naming the malformed one.
+[[nodiscard]] std::map<std::string, std::int64_t, std::less<>> parse_dims(
+    const std::vector<std::string>& bindings);
+
+// Reads a graph JSON file or ONNX model; its warnings go to stderr unless
+// quiet. Error(kUsage) when options bind dims (--dim) of a graph JSON file,
+// which has none.
+[[nodiscard]] Problem load_problem(const std::string& path, bool quiet,
+                                   const ReadOptions& options = {});
 // Reads a `--cost FILE` JSON object over the coefficients gathered so far.
+// The --recompute, --zero and --microbatches values that are not "auto".
+void pin_training(const SearchArgs& a, search::TrainingChoice& t);
+
 void apply_cost_file(const std::optional<std::string>& path, CostParams& cost);
 // The cluster of `--devices | --mesh | --cluster` (exactly one given); a
 // cluster file's "cost" object goes into `cost`.

@@ -6,7 +6,8 @@
 // An algorithm that finds no plan within the memory budget is listed as
 // "no fit"; one that cannot run here (ilp without CBC, a program too large,
 // exhaustive on a large graph) as "skipped" with the reason. Neither is an
-// error of the command.
+// error of the command. On a terminal each algorithm's row appears on stderr
+// as it finishes (an ilp run may take a minute); -q silences it.
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -32,6 +33,7 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 struct CompareArgs {
   std::string graph;
+  ReadOptions read;
   ClusterArgs cluster;
   std::string mode = "train";
   std::optional<double> memory_gib;
@@ -39,6 +41,9 @@ struct CompareArgs {
   std::vector<std::string> algos;
   double ilp_time_limit_s = 60;
   std::string output = "-";
+  int threads = 0;
+  std::optional<std::string> cost_file;
+  bool quiet = false;
 };
 
 struct Row {
@@ -74,71 +79,112 @@ std::string json_string(const std::string& s) {
 
 std::string json_number(double v) { return std::isfinite(v) ? fmt("%.9g", v) : "null"; }
 
+// The end of an algorithm's progress line: its status and, for a plan, the
+// figures the table will show.
+std::string progress_result(const Row& r) {
+  if (r.status != "ok") return r.status;
+  return "ok in " + fmt("%.3g", r.search_time_s) + " s: step " +
+         fmt("%.5g", r.summary.step_time_s) + " s, comm " +
+         fmt("%.5g", r.summary.communication_s) + " s, " +
+         fmt("%.4g", r.summary.memory_per_device_bytes / kGiB) + " GiB";
+}
+
+// Runs one algorithm; a plan that does not fit or an algorithm that cannot
+// run here is a row, not an error.
+Row run_one(const Problem& problem, const Cluster& cluster, const search::SearchOptions& base,
+            search::Algorithm alg) {
+  Row r;
+  r.algo = std::string(search::algorithm_name(alg));
+  search::SearchOptions opts = base;
+  opts.algorithm = alg;
+  try {
+    const search::SearchResult res = solve(problem, cluster, opts).details();
+    r.status = "ok";
+    r.summary = res.eval.summary;
+    r.search_time_s = res.search_time_s;
+    if (alg == search::Algorithm::Ilp) {
+      // proven_optimal is false for restricted candidates; CBC's own
+      // verdict over them is whether its bound meets the solution.
+      const bool solved = res.ilp_lower_bound_s >= res.bookkept_step_time_s * (1 - 1e-6);
+      r.note = std::string(res.ilp_restricted ? "restricted candidates, " : "") +
+               (res.proven_optimal || solved
+                    ? (res.ilp_restricted ? "optimal over them" : "optimal")
+                    : "time limit, bound " + fmt("%.4g", res.ilp_lower_bound_s) + " s");
+    } else if (alg == search::Algorithm::Exhaustive)
+      r.note = res.proven_optimal ? "optimal" : "node limit";
+  } catch (const Error& e) {
+    if (e.code() == Errc::kNoFit) {
+      r.status = "no fit";
+    } else if (e.code() == Errc::kUsage) {
+      r.status = "skipped";
+    } else {
+      throw;
+    }
+    r.note = e.what();
+  }
+  return r;
+}
+
+// The --algo list, or the default one (ilp only when built with CBC).
+std::vector<search::Algorithm> chosen_algorithms(const std::vector<std::string>& names) {
+  std::vector<search::Algorithm> algos;
+  if (names.empty()) {
+    algos = {search::Algorithm::Rec, search::Algorithm::DataParallel, search::Algorithm::Megatron,
+             search::Algorithm::Grid};
+    if (search::ilp_available()) algos.push_back(search::Algorithm::Ilp);
+    return algos;
+  }
+  for (const auto& name : names) {
+    const auto alg = search::parse_algorithm(name);
+    if (!alg) throw Error(Errc::kUsage, "unknown algorithm '" + name + "' in --algo");
+    if (*alg == search::Algorithm::Ilp && !search::ilp_available())
+      throw Error(Errc::kUsage,
+                  "this recsearch was built without COIN-OR CBC: algorithm 'ilp' is not "
+                  "available");
+    algos.push_back(*alg);
+  }
+  return algos;
+}
+
 int run_compare(const CompareArgs& a) {
   if (a.cluster.count() > 1)
     throw Error(Errc::kUsage, "give only one of --devices, --mesh and --cluster");
   if (a.cluster.count() == 0)
     throw Error(Errc::kUsage, "give one of --devices N, --mesh AxB or --cluster FILE");
   check_output_writable(a.output);
-  std::vector<search::Algorithm> algos;
-  if (a.algos.empty()) {
-    algos = {search::Algorithm::Rec, search::Algorithm::DataParallel, search::Algorithm::Megatron,
-             search::Algorithm::Grid};
-    if (search::ilp_available()) algos.push_back(search::Algorithm::Ilp);
-  } else {
-    for (const auto& name : a.algos) {
-      const auto alg = search::parse_algorithm(name);
-      if (!alg) throw Error(Errc::kUsage, "unknown algorithm '" + name + "' in --algo");
-      if (*alg == search::Algorithm::Ilp && !search::ilp_available())
-        throw Error(Errc::kUsage,
-                    "this recsearch was built without COIN-OR CBC: algorithm 'ilp' is not "
-                    "available");
-      algos.push_back(*alg);
-    }
-  }
+  const std::vector<search::Algorithm> algos = chosen_algorithms(a.algos);
 
-  search::SearchOptions base;
+  const Progress progress(a.quiet);
+  progress.say("reading graph " + source_name(a.graph) + "...");
+  const Problem problem = load_problem(a.graph, a.quiet, a.read);
+  // Coefficients as for `search`: graph file, cluster file, --cost, --memory.
+  search::SearchOptions base = problem.options();
   base.mode = a.mode == "infer" ? Mode::Infer : Mode::Train;
   base.detailed_evaluation = false;
   base.ilp_time_limit_s = a.ilp_time_limit_s;
-  const Problem problem = Problem::read(a.graph);
-  base.cost = problem.cost();
+  base.threads = a.threads;
   const Cluster cluster = cluster_from_args(a.cluster, base.cost);
-  if (a.memory_gib) base.cost.memory_budget_bytes = *a.memory_gib * kGiB;
-
-  std::vector<Row> rows;
-  for (search::Algorithm alg : algos) {
-    Row r;
-    r.algo = std::string(search::algorithm_name(alg));
-    search::SearchOptions opts = base;
-    opts.algorithm = alg;
-    try {
-      const search::SearchResult res = solve(problem, cluster, opts).details();
-      r.status = "ok";
-      r.summary = res.eval.summary;
-      r.search_time_s = res.search_time_s;
-      if (alg == search::Algorithm::Ilp) {
-        // proven_optimal is false for restricted candidates; CBC's own
-        // verdict over them is whether its bound meets the solution.
-        const bool solved = res.ilp_lower_bound_s >= res.bookkept_step_time_s * (1 - 1e-6);
-        r.note = std::string(res.ilp_restricted ? "restricted candidates, " : "") +
-                 (res.proven_optimal || solved
-                      ? (res.ilp_restricted ? "optimal over them" : "optimal")
-                      : "time limit, bound " + fmt("%.4g", res.ilp_lower_bound_s) + " s");
-      } else if (alg == search::Algorithm::Exhaustive)
-        r.note = res.proven_optimal ? "optimal" : "node limit";
-    } catch (const Error& e) {
-      if (e.code() == Errc::kNoFit) {
-        r.status = "no fit";
-      } else if (e.code() == Errc::kUsage) {
-        r.status = "skipped";
-      } else {
-        throw;
-      }
-      r.note = e.what();
-    }
-    rows.push_back(std::move(r));
+  apply_cost_file(a.cost_file, base.cost);
+  if (a.memory_gib) {
+    base.cost.memory_budget_bytes = *a.memory_gib * kGiB;
+    warn_budget_over_device(*a.memory_gib, cluster, a.quiet);
   }
+
+  progress.say("comparing " + std::to_string(algos.size()) + " algorithms on " +
+               std::to_string(problem.graph().num_operators()) + " operators, " +
+               std::to_string(cluster.num_devices()) + " devices:");
+  std::vector<Row> rows;
+  for (std::size_t i = 0; i < algos.size(); ++i) {
+    if (progress.on()) {
+      // The line opens before the run so that a long one (ilp) says what it is.
+      std::fprintf(stderr, "  [%zu/%zu] %-14s ... ", i + 1, algos.size(),
+                   std::string(search::algorithm_name(algos[i])).c_str());
+      std::fflush(stderr);
+    }
+    rows.push_back(run_one(problem, cluster, base, algos[i]));
+    if (progress.on()) std::fprintf(stderr, "%s\n", progress_result(rows.back()).c_str());
+  }
+  progress.say("done in " + fmt("%.2f", progress.elapsed_s()) + " s");
 
   double rec_step = NAN;
   for (const Row& r : rows)
@@ -211,7 +257,9 @@ void add_compare_command(CLI::App& app, Registry& reg) {
   auto memory = std::make_shared<std::string>();
   CLI::App* cmd = app.add_subcommand(
       "compare", "run several search algorithms on GRAPH and compare their plans");
+  auto g = std::make_shared<GraphOptions>();
   cmd->add_option("GRAPH", a->graph, "graph JSON file ('-' for stdin)")->required();
+  add_graph_options(cmd, *g);
   add_cluster_options(cmd, *c);
   cmd->add_option("--algo", a->algos,
                   "comma-separated algorithms (default: rec, data-parallel, megatron, grid, and "
@@ -230,9 +278,18 @@ void add_compare_command(CLI::App& app, Registry& reg) {
   cmd->add_option("--ilp-time-limit", a->ilp_time_limit_s, "seconds CBC may take (default 60)")
       ->check(positive_finite());
   cmd->add_option("-o,--output", a->output, "output file ('-' for stdout, the default)");
+  cmd->add_option("--threads", a->threads, "worker threads, 0 = all (the plans are the same)")
+      ->check(CLI::Range(0, 65536));
+  auto cost = std::make_shared<std::string>();
+  CLI::Option* cost_opt =
+      cmd->add_option("--cost", *cost, "cost coefficients JSON file")->type_name("FILE");
+  cmd->add_flag("-q,--quiet", a->quiet, "no progress or warnings on stderr");
   reg.push_back({cmd, [=] {
                    a->cluster = c->args();
+                   a->cluster.quiet = a->quiet;
+                   a->read = g->read_options();
                    if (memory_opt->count() > 0) a->memory_gib = std::stod(*memory);
+                   if (cost_opt->count() > 0) a->cost_file = *cost;
                    return run_compare(*a);
                  }});
 }

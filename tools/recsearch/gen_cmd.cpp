@@ -25,6 +25,7 @@ struct GenArgs {
   std::string output = "-";
   std::string dtype;
   bool no_loss = false;
+  bool fused_attention = false;
   bool count = false;
   bool list = false;
   bool quiet = false;
@@ -101,6 +102,7 @@ int run_gen(GenArgs& a) {
     base.dtype = *dt;
   }
   base.training_loss = !a.no_loss;
+  base.fused_attention = a.fused_attention;
   // A preset's name describes the preset's sizes only.
   if (from_preset &&
       (o.layers | o.hidden | o.heads | o.seq | o.vocab | o.experts | o.depth | o.width |
@@ -171,6 +173,8 @@ void add_gen_command(CLI::App& app, Registry& reg) {
   cmd->add_option("--dtype", a->dtype, "element type (f16 default)");
   cmd->add_option("--name", s.name, "graph name");
   cmd->add_flag("--no-loss", a->no_loss, "end at the logits (no loss operator)");
+  cmd->add_flag("--fused-attention", a->fused_attention,
+                "GPT, BERT: one fused Attention operator per layer (FlashAttention)");
   cmd->add_flag("--count", a->count, "print the number of operators instead of the graph");
   cmd->add_flag("--list-presets", a->list, "print the preset names");
   cmd->add_flag("-q,--quiet", a->quiet, "no progress on stderr");

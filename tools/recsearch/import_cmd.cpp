@@ -2,7 +2,6 @@
 // `recsearch import MODEL.onnx [-o GRAPH] [--dim NAME=N]...`: an ONNX model
 // as a recsearch graph file. The work is io::read_onnx_file; this file only
 // parses `--dim` bindings, prints the importer's warnings and writes JSON.
-#include <charconv>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -25,30 +24,10 @@ struct ImportArgs {
   bool quiet = false;
 };
 
-// "batch=32" -> {"batch", 32}.
-std::pair<std::string, std::int64_t> parse_dim(const std::string& text) {
-  const std::size_t eq = text.rfind('=');
-  const auto bad = [&](const std::string& why) {
-    return Error(Errc::kUsage,
-                 "--dim '" + text + "': " + why + " (expected NAME=N, e.g. batch=32)");
-  };
-  if (eq == std::string::npos || eq == 0) throw bad("missing NAME=");
-  std::int64_t v = 0;
-  const char* first = text.data() + eq + 1;
-  const char* last = text.data() + text.size();
-  const auto [end, ec] = std::from_chars(first, last, v);
-  if (ec != std::errc{} || end != last || first == last) throw bad("the value is not an integer");
-  if (v < 1) throw bad("the value must be >= 1");
-  return {text.substr(0, eq), v};
-}
-
 int run_import(const ImportArgs& a) {
   check_output_writable(a.output);
   io::OnnxImportOptions opts;
-  for (const auto& d : a.dims) {
-    auto [name, value] = parse_dim(d);
-    opts.dims[name] = value;
-  }
+  opts.dims = parse_dims(a.dims);
   opts.name = a.name;
   const io::OnnxImport r = io::read_onnx_file(a.model, opts);
   if (!a.quiet) {

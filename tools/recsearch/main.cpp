@@ -6,15 +6,23 @@
 //   0 ok, 1 bad input, 2 usage, 3 no plan fits the memory budget,
 //   4 runtime failure (and out-of-memory or internal errors).
 // Whatever happens, the process exits with one of those codes: a crash
-// would leave scripts unable to tell a bad graph from a bug.
+// would leave scripts unable to tell a bad graph from a bug. Errors of the
+// argument parser take the same one-line form as every other error
+// ("recsearch: search: --devices: ... [E201]"), with a "did you mean" for a
+// misspelled command or option.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <exception>
 #include <iostream>
 #include <memory>
 #include <new>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
+#include "io/suggest.hpp"
 #include "recsearch/cluster.hpp"
 #include "recsearch/error.hpp"
 #include "subcommand.hpp"
@@ -31,6 +39,7 @@ ClusterArgs ClusterOptions::args() const {
   if (devices_opt->count() > 0) a.devices = devices;
   if (mesh_opt->count() > 0) a.mesh = mesh;
   if (cluster_opt->count() > 0) a.cluster_file = cluster_file;
+  a.strict = strict;
   return a;
 }
 
@@ -44,6 +53,25 @@ void add_cluster_options(CLI::App* cmd, ClusterOptions& o) {
   o.cluster_opt =
       cmd->add_option("--cluster", o.cluster_file, "cluster JSON file (recsearch.cluster)")
           ->type_name("FILE");
+  cmd->add_flag("--strict", o.strict,
+                "unknown keys in the cluster file are errors (default: warnings)");
+}
+
+ReadOptions GraphOptions::read_options() const {
+  ReadOptions r;
+  r.dims = parse_dims(dims);
+  r.allow_custom = allow_custom;
+  return r;
+}
+
+void add_graph_options(CLI::App* cmd, GraphOptions& o) {
+  cmd->add_option("--dim", o.dims,
+                  "value of a symbolic dimension of an .onnx GRAPH, e.g. --dim batch=32 "
+                  "(repeatable)")
+      ->type_name("NAME=N");
+  cmd->add_flag("--allow-custom", o.allow_custom,
+                "keep operator types that look like misspelt kinds (e.g. Matmul) as custom "
+                "operators, replicated");
 }
 
 // An infinite budget is no budget, and NaN compares false with everything.
@@ -69,7 +97,9 @@ void add_core_commands(CLI::App& app, Registry& reg) {
   auto search_memory = std::make_shared<std::string>();
   auto search_cost = std::make_shared<std::string>();
   CLI::App* search = app.add_subcommand("search", "find a parallel plan for GRAPH on a cluster");
+  auto sg = std::make_shared<GraphOptions>();
   search->add_option("GRAPH", sa->graph, "graph JSON file ('-' for stdin)")->required();
+  add_graph_options(search, *sg);
   add_cluster_options(search, *sc);
   search->add_option("-o,--output", sa->output, "plan file ('-' for stdout, the default)")
       ->type_name("PLAN");
@@ -89,6 +119,16 @@ void add_core_commands(CLI::App& app, Registry& reg) {
       ->check(CLI::IsMember({"rec", "data-parallel", "megatron", "grid", "ilp", "exhaustive"}));
   CLI::Option* search_cost_opt =
       search->add_option("--cost", *search_cost, "cost coefficients JSON file")->type_name("FILE");
+  search
+      ->add_option("--recompute", sa->recompute,
+                   "activation recomputation: auto (default: searched), none, selective or full")
+      ->check(CLI::IsMember({"auto", "none", "selective", "full"}));
+  search->add_option("--zero", sa->zero, "ZeRO stage: auto (default: searched), 0, 1, 2 or 3")
+      ->check(CLI::IsMember({"auto", "0", "1", "2", "3"}));
+  search
+      ->add_option("--microbatches", sa->microbatches,
+                   "microbatches per step: auto (default: searched) or N dividing the batch")
+      ->check(CLI::IsMember({"auto"}) | CLI::PositiveNumber);
   search->add_flag("-q,--quiet", sa->quiet, "no progress on stderr");
   search
       ->add_option("--stages", sa->stages,
@@ -96,6 +136,8 @@ void add_core_commands(CLI::App& app, Registry& reg) {
       ->type_name("N|auto");
   reg.push_back({search, [=] {
                    sa->cluster = sc->args();
+                   sa->read = sg->read_options();
+                   sa->cluster.quiet = sa->quiet;
                    if (memory_opt->count() > 0) sa->memory_gib = std::stod(*search_memory);
                    if (search_cost_opt->count() > 0) sa->cost_file = *search_cost;
                    return run_search(*sa);
@@ -109,6 +151,8 @@ void add_core_commands(CLI::App& app, Registry& reg) {
       app.add_subcommand("eval", "independent step-time and memory estimate of PLAN for GRAPH");
   eval->add_option("GRAPH", ea->graph, "graph JSON file ('-' for stdin)")->required();
   eval->add_option("PLAN", ea->plan, "plan JSON file ('-' for stdin)")->required();
+  auto eg = std::make_shared<GraphOptions>();
+  add_graph_options(eval, *eg);
   add_cluster_options(eval, *ec);
   eval->add_option("-o,--output", ea->output, "output file ('-' for stdout, the default)")
       ->type_name("OUT");
@@ -122,6 +166,8 @@ void add_core_commands(CLI::App& app, Registry& reg) {
   eval->add_flag("-q,--quiet", ea->quiet, "no progress on stderr");
   reg.push_back({eval, [=] {
                    ea->cluster = ec->args();
+                   ea->read = eg->read_options();
+                   ea->cluster.quiet = ea->quiet;
                    if (eval_mode_opt->count() > 0) ea->mode = *eval_mode;
                    if (eval_cost_opt->count() > 0) ea->cost_file = *eval_cost;
                    return run_eval(*ea);
@@ -130,7 +176,12 @@ void add_core_commands(CLI::App& app, Registry& reg) {
   auto va = std::make_shared<ValidateArgs>();
   CLI::App* validate = app.add_subcommand("validate", "check GRAPH (schema and shapes) only");
   validate->add_option("GRAPH", va->graph, "graph JSON file ('-' for stdin)")->required();
-  reg.push_back({validate, [=] { return run_validate(*va); }});
+  auto vg = std::make_shared<GraphOptions>();
+  add_graph_options(validate, *vg);
+  reg.push_back({validate, [=] {
+                   va->read = vg->read_options();
+                   return run_validate(*va);
+                 }});
 }
 
 }  // namespace recsearch::cli
@@ -139,6 +190,84 @@ namespace {
 
 constexpr int kExitUsage = 2;
 constexpr int kExitRuntime = 4;
+
+using recsearch::Errc;
+using recsearch::Error;
+
+// The subcommands' names, in the order of the help.
+std::vector<std::string> command_names(CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+    names.push_back(sub->get_name());
+  return names;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+// `recsearch serch ...`: CLI11 would only say that a subcommand is required.
+// Checked before parsing, so that the message names the word typed.
+void check_command_name(CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return;
+  const std::string word = argv[1];
+  const std::vector<std::string> names = command_names(app);
+  for (const auto& n : names)
+    if (n == word) return;
+  const auto near = recsearch::io::detail::closest(word, names);
+  throw Error(Errc::kUsage,
+              "unknown command '" + word + "'" +
+                  (near ? "; did you mean `" + *near + "`?" : "; the commands are " + joined(names)));
+}
+
+// The long option names of `cmd` ("--devices"), for "did you mean".
+std::vector<std::string> option_names(const CLI::App& cmd) {
+  std::vector<std::string> names;
+  for (const CLI::Option* o : cmd.get_options())
+    for (const auto& l : o->get_lnames()) names.push_back("--" + l);
+  return names;
+}
+
+// The first `--name` on the command line that `cmd` does not know, with the
+// nearest option it does know. Read from argv: CLI11 keeps no list of the
+// arguments it refused once it has thrown.
+std::optional<std::string> unknown_option(const CLI::App& cmd, int argc, char** argv) {
+  const std::vector<std::string> options = option_names(cmd);
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (arg.size() < 3 || arg.substr(0, 2) != "--") continue;
+    const std::string name(arg.substr(0, arg.find('=')));
+    if (std::find(options.begin(), options.end(), name) != options.end()) continue;
+    if (auto near = recsearch::io::detail::closest(name, options))
+      return "unknown option '" + name + "'; did you mean `" + *near + "`?";
+    return "unknown option '" + name + "'";
+  }
+  return std::nullopt;
+}
+
+// A parse error as a recsearch::Error(kUsage): prefixed with the subcommand it
+// concerns, an unexpected option offered the nearest real one, and pointed
+// at the help that lists the options.
+Error usage_error(CLI::App& app, const CLI::ParseError& e, int argc, char** argv) {
+  const std::vector<CLI::App*> parsed = app.get_subcommands();
+  const CLI::App* cmd = parsed.empty() ? nullptr : parsed.back();
+  const std::string help =
+      std::string("`recsearch ") + (cmd ? cmd->get_name() + " " : "") + "--help`";
+  if (!cmd) {
+    // Only a bad top-level option gets here (a command name was checked).
+    const auto unknown = unknown_option(app, argc, argv);
+    return Error(Errc::kUsage, unknown.value_or(e.what()) + "; " + help + " lists the commands");
+  }
+  std::string detail = e.what();
+  // By type: CLI11 names an ExtrasError after the app that threw it.
+  if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
+    if (auto unknown = unknown_option(*cmd, argc, argv)) detail = *unknown;
+  }
+  return Error(Errc::kUsage, cmd->get_name() + ": " + detail + " (" + help + " lists the options)");
+}
 
 int run(int argc, char** argv) {
   CLI::App app{"recsearch: operator-level parallel strategy search for deep-learning graphs",
@@ -154,13 +283,21 @@ int run(int argc, char** argv) {
   recsearch::cli::add_gen_command(app, reg);
   recsearch::cli::add_exec_command(app, reg);
   recsearch::cli::add_compare_command(app, reg);
+  recsearch::cli::add_export_command(app, reg);
   recsearch::cli::add_sweep_command(app, reg);
 
+  // Bare `recsearch`: the help, on stderr as for any usage error, exit 2.
+  if (argc < 2) {
+    std::cerr << app.help();
+    throw Error(Errc::kUsage, "give a command: " + joined(command_names(app)));
+  }
+  check_command_name(app, argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // --help and --version come through here too, with exit code 0.
-    return app.exit(e) == 0 ? 0 : kExitUsage;
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
+    throw usage_error(app, e, argc, argv);
   }
 
   for (const auto& cmd : reg) {

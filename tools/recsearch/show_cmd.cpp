@@ -27,6 +27,7 @@ namespace {
 struct ShowArgs {
   std::string plan;
   std::string graph;
+  ReadOptions read;
   std::optional<std::string> html;
   std::optional<std::string> dot;
   ClusterArgs cluster;
@@ -45,7 +46,7 @@ int run_show(const ShowArgs& a) {
     throw Error(Errc::kUsage, "--html and --dot cannot both write to stdout");
 
   const std::string plan_source = source_name(a.plan);
-  const Problem problem = Problem::read(a.graph);
+  const Problem problem = load_problem(a.graph, /*quiet=*/true, a.read);
   CostParams cost = problem.cost();
   const std::string plan_text = io::read_text_file(a.plan);
   const Cluster cluster = cluster_for_plan(a.cluster, plan_text, plan_source, cost);
@@ -78,11 +79,14 @@ void add_show_command(CLI::App& app, Registry& reg) {
           ->type_name("OUT.html");
   CLI::Option* dot_opt = cmd->add_option("--dot", *dot, "write the DOT graph here ('-' for stdout)")
                              ->type_name("OUT.dot");
+  auto g = std::make_shared<GraphOptions>();
+  add_graph_options(cmd, *g);
   add_cluster_options(cmd, *c);
   CLI::Option* cost_opt =
       cmd->add_option("--cost", *cost, "cost coefficients JSON file")->type_name("FILE");
   reg.push_back({cmd, [=] {
                    a->cluster = c->args();
+                   a->read = g->read_options();
                    if (html_opt->count() > 0) a->html = *html;
                    if (dot_opt->count() > 0) a->dot = *dot;
                    if (cost_opt->count() > 0) a->cost_file = *cost;

@@ -30,6 +30,7 @@ struct ClusterOptions {
   std::int64_t devices = 0;
   std::string mesh;
   std::string cluster_file;
+  bool strict = false;
   CLI::Option* devices_opt = nullptr;
   CLI::Option* mesh_opt = nullptr;
   CLI::Option* cluster_opt = nullptr;
@@ -37,7 +38,21 @@ struct ClusterOptions {
   [[nodiscard]] ClusterArgs args() const;
 };
 
-// Adds --devices, --mesh and --cluster to cmd, bound to o.
+// How a command reads its GRAPH: --dim NAME=N (symbolic dims of an .onnx
+// model) and --allow-custom (operator types that look like misspelt kinds
+// kept as custom operators).
+struct GraphOptions {
+  std::vector<std::string> dims;
+  bool allow_custom = false;
+
+  // Error(kUsage) on a malformed --dim.
+  [[nodiscard]] ReadOptions read_options() const;
+};
+
+// Adds --dim and --allow-custom to cmd, bound to o.
+void add_graph_options(CLI::App* cmd, GraphOptions& o);
+
+// Adds --devices, --mesh, --cluster and --strict to cmd, bound to o.
 void add_cluster_options(CLI::App* cmd, ClusterOptions& o);
 
 // Validates a positive, finite number (CLI11's range check lets NaN through).
@@ -55,5 +70,7 @@ void add_gen_command(CLI::App& app, Registry& reg);
 void add_exec_command(CLI::App& app, Registry& reg);
 // compare (compare_cmd.cpp).
 void add_compare_command(CLI::App& app, Registry& reg);
+// export (export_cmd.cpp).
+void add_export_command(CLI::App& app, Registry& reg);
 
 }  // namespace recsearch::cli

@@ -62,6 +62,34 @@ enum class Phase : std::uint8_t { Forward, Backward };
 [[nodiscard]] double gradient_seconds(double group_bytes, bool parameter, const Cut& cut,
                                       const CostParams& p) noexcept;
 
+// One collective that synchronises a gradient, and whether each microbatch
+// repeats it (else it runs once per step).
+struct SyncStep {
+  Collective collective;
+  Phase phase;
+  bool per_microbatch;
+};
+
+// The synchronisation of a gradient slice replicated across a cut
+// (docs/cost-model.md, ZeRO): an activation's gradient is all-reduced in
+// every microbatch; a parameter's is all-reduced once per step (stage 0),
+// reduce-scattered and the updated shard all-gathered (stage 1), the
+// reduce-scatter repeated per microbatch as gradients are sharded (stage 2),
+// and the weights all-gathered in each microbatch's forward and backward
+// passes (stage 3). Returns the steps written (1..3).
+int gradient_sync_steps(bool parameter, int zero_stage, SyncStep out[3]) noexcept;
+
+// Seconds of one occurrence of step s on a slice of group_bytes: parameter
+// collectives are bucketed (bandwidth only) when CostParams::bucket_gradients.
+[[nodiscard]] double sync_step_seconds(const SyncStep& s, double group_bytes, bool parameter,
+                                       const Cut& cut, const CostParams& p) noexcept;
+
+// Per-step seconds of all of a gradient's synchronisation with
+// `microbatches` microbatches.
+[[nodiscard]] double gradient_sync_seconds(double group_bytes, bool parameter, int zero_stage,
+                                           std::int64_t microbatches, const Cut& cut,
+                                           const CostParams& p) noexcept;
+
 // One collective of a redistribution.
 struct RedistStep {
   Collective collective;

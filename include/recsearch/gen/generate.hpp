@@ -52,6 +52,9 @@ struct ModelSpec {
   std::uint64_t seed = 1;     // Random: the seed
   ir::DType dtype = ir::DType::F16;
   bool training_loss = true;  // end in a loss operator
+  // GPT and BERT: one fused `Attention` operator per layer (FlashAttention)
+  // instead of the explicit scores, softmax, dropout and context products.
+  bool fused_attention = false;
 };
 
 // Family name as spelt on the command line ("gpt", "resnet", ...).

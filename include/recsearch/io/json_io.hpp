@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "recsearch/cluster.hpp"
 #include "recsearch/cost/cost_params.hpp"
@@ -35,9 +36,20 @@ void write_text_file(const std::string& path, std::string text);
 // Graph -> graph JSON (round-trips through parse_graph).
 [[nodiscard]] std::string graph_to_json(const ir::Graph& g, int indent = 1);
 
-// Cluster JSON. An optional "cost" object is read into *cost.
+// What a reader does with a key it does not know (a misspelt
+// "bandwidth_GBs"): a warning, "FILE: /levels/0/bandwidth_GBs: unknown key
+// 'bandwidth_GBs', ignored; did you mean `bandwidth_GBps`?", appended to
+// *warnings when that is not null; with strict, Error(kSchema) at that path
+// instead.
+struct UnknownKeys {
+  bool strict = false;
+  std::vector<std::string>* warnings = nullptr;
+};
+
+// Cluster JSON. An optional "cost" object is read into *cost; unknown keys
+// are handled as `unknown` says (default: ignored without a word).
 [[nodiscard]] Cluster parse_cluster(std::string_view text, const std::string& source,
-                                    CostParams* cost = nullptr);
+                                    CostParams* cost = nullptr, const UnknownKeys& unknown = {});
 [[nodiscard]] Cluster read_cluster_file(const std::string& path, CostParams* cost = nullptr);
 [[nodiscard]] std::string cluster_to_json(const Cluster& c);
 

@@ -37,17 +37,29 @@
 //  Compute: per operator, cost::compute_seconds(flops / S, touched) with S
 //  the product of all its chosen cut sizes and touched the sum of its
 //  operands' final slice bytes (each operand's bytes / product of the k of
-//  axes on which it is sharded).
-//  step_time = compute + communication (no overlap).
+//  axes on which it is sharded), plus its forward again where the plan's
+//  recomputation recomputes it.
 //
-//  Memory per device: every parameter's holder slice times
-//  cost::parameter_state_factor; in training plus every activation's and
-//  input's holder slice (all saved for backward; Partial counts as a slice);
-//  in inference plus the largest sum, over operators, of the slices of the
-//  operator's non-parameter operands in the operator's own layout.
+//  Training settings (plan/training.hpp, docs/cost-model.md, Training):
+//  with m microbatches the graph evaluated is the microbatch graph, and
+//  compute, layout, halo, output and activation-gradient events repeat m
+//  times (CommEvent::repeats); parameter gradients are synchronised as
+//  cost::gradient_sync_steps says for the plan's ZeRO stage.
+//  step_time = compute + the communication overlap does not hide
+//  (finish_step_time).
+//
+//  Memory per device: every parameter's holder slice times its state
+//  (plan::parameter_state), the ZeRO-sharded parts divided by its
+//  data-parallel ways; in training plus every activation's and input's
+//  holder slice times the bytes its consumers keep (MemoryRules::saved; a
+//  Partial holder counts as a slice) and, under full recomputation, the
+//  largest segment's; in inference plus the largest sum, over operators, of
+//  the slices of the operator's non-parameter operands in the operator's
+//  own layout.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "recsearch/cost/model.hpp"
@@ -110,6 +122,10 @@ struct Summary {
   // One microbatch's forward and backward with the collectives it repeats
   // (what a pipeline stage is busy for per microbatch).
   double microbatch_s = 0;
+  // Of communication_s, what overlap may hide: parameter collectives once
+  // per step, and those every microbatch repeats (all microbatches).
+  double parameter_comm_s = 0;
+  double parameter_comm_repeated_s = 0;
   double memory_per_device_bytes = 0;
   double parameter_bytes = 0;   // of memory_per_device_bytes: parameter state
   double gradient_bytes = 0;    // of parameter_bytes: gradients
@@ -136,5 +152,19 @@ enum class EvalDetail { Full, Summary };
 [[nodiscard]] Evaluation evaluate(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
                                   const Cluster& cluster, const Plan& p, const CostParams& params,
                                   EvalDetail detail = EvalDetail::Full);
+
+// Sets microbatch_s, exposed_communication_s and step_time_s of `s` from
+// its compute, communication and parameter-collective figures (the
+// overlap model of docs/cost-model.md): additive figures can be summed or
+// extrapolated first and the step time derived after.
+void finish_step_time(Summary& s, std::int64_t microbatches, bool overlap);
+
+// Checks a plan's training settings against the graph (ZeRO stage 0..3,
+// microbatches dividing the batch); throws Error(kPlan) with the path
+// "/training/...". evaluate() calls it.
+void check_training(const ir::Graph& g, const Plan& p);
+
+// Why graph g cannot run as m microbatches.
+[[nodiscard]] std::string microbatch_error(const ir::Graph& g, std::int64_t m);
 
 }  // namespace recsearch::plan

@@ -1,0 +1,391 @@
+// SPDX-License-Identifier: Apache-2.0
+// Memory rules of training (plan/training.hpp): what each operator kind's
+// backward keeps, which tensors recomputation drops, the bytes of parameter
+// state per optimizer preset, and the microbatch graph.
+//
+// The saved-tensor table follows what autograd kernels keep (Korthikanti et
+// al. 2022, section 4.1 counts the same tensors for a GPT layer: 34·s·b·h +
+// 5·a·s²·b bytes): a matrix product keeps the operands the other operand's
+// gradient needs, activations keep their input or output or a 1-byte mask,
+// normalisations their input and per-row statistics, shape operators and
+// additions nothing. A tensor kept by several consumers is kept once.
+#include "recsearch/plan/training.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "recsearch/cost/cost_model.hpp"
+#include "recsearch/error.hpp"
+
+namespace recsearch::plan {
+namespace {
+
+using ir::OpKind;
+
+bool is_data(const ir::Tensor& t) {
+  return t.kind == ir::TensorKind::Activation || t.kind == ir::TensorKind::Input;
+}
+
+// Per tensor: kept whole by some backward, and extra bytes per byte (masks,
+// statistics) that producers add.
+struct Keep {
+  std::vector<std::uint8_t> whole;
+  std::vector<float> extra;
+};
+
+// Bytes per byte of a 1-byte-per-element mask of tensor t.
+float mask_fraction(const ir::Tensor& t) {
+  return 1.0F / static_cast<float>(ir::dtype_size(t.dtype));
+}
+
+// Bytes per byte of `per_row` bytes per row (last dim) of tensor t.
+float row_stats_fraction(const ir::Tensor& t, double per_row) {
+  if (t.shape.empty() || t.shape.back() <= 0) return 0.0F;
+  return static_cast<float>(per_row / (static_cast<double>(t.shape.back()) *
+                                       static_cast<double>(ir::dtype_size(t.dtype))));
+}
+
+// Contractions keep each operand that another operand's gradient needs.
+void keep_contraction(const ir::Graph& g, const ir::Operator& op, std::size_t operands,
+                      Keep& k) {
+  const std::size_t n = std::min(operands, op.inputs.size());
+  for (std::size_t j = 0; j < n; ++j) {
+    bool other_needs = false;
+    for (std::size_t i = 0; i < n; ++i)
+      other_needs = other_needs || (i != j && g.tensor(op.inputs[i]).requires_grad());
+    if (other_needs) k.whole[op.inputs[j]] = 1;
+  }
+}
+
+void keep_inputs(const ir::Operator& op, Keep& k) {
+  for (const ir::TensorId t : op.inputs) k.whole[t] = 1;
+}
+
+void keep_outputs(const ir::Operator& op, Keep& k) {
+  for (const ir::TensorId t : op.outputs) k.whole[t] = 1;
+}
+
+void add_output_mask(const ir::Graph& g, const ir::Operator& op, Keep& k) {
+  for (const ir::TensorId t : op.outputs) k.extra[t] += mask_fraction(g.tensor(t));
+}
+
+// The saved-tensor table (docs/cost-model.md, Saved tensors).
+void keep_of(const ir::Graph& g, const ir::Operator& op, Keep& k) {
+  switch (op.kind) {
+    case OpKind::MatMul:
+    case OpKind::BatchMatMul:
+    case OpKind::Einsum: keep_contraction(g, op, op.inputs.size(), k); break;
+    case OpKind::Conv2D: keep_contraction(g, op, 2, k); break;  // the bias needs nothing
+    case OpKind::Mul: keep_contraction(g, op, 2, k); break;
+    case OpKind::Attention: {
+      // FlashAttention: q, k, v, the output and a float log-sum-exp per row.
+      keep_inputs(op, k);
+      keep_outputs(op, k);
+      for (const ir::TensorId t : op.outputs) k.extra[t] += row_stats_fraction(g.tensor(t), 4.0);
+      break;
+    }
+    case OpKind::Softmax:
+    case OpKind::LogSoftmax:
+    case OpKind::Sigmoid:
+    case OpKind::Tanh:
+    case OpKind::Exp:
+    case OpKind::Sqrt: keep_outputs(op, k); break;
+    case OpKind::ReLU:
+    case OpKind::Maximum:
+    case OpKind::Minimum:
+    case OpKind::Dropout: add_output_mask(g, op, k); break;
+    case OpKind::GeLU:
+    case OpKind::SiLU:
+    case OpKind::Log:
+    case OpKind::Pow:
+    case OpKind::Div:
+    case OpKind::MaxPool:
+    case OpKind::Custom: keep_inputs(op, k); break;
+    case OpKind::ReduceMax:
+      keep_inputs(op, k);
+      keep_outputs(op, k);
+      break;
+    case OpKind::LayerNorm:
+    case OpKind::RMSNorm: {
+      k.whole[op.inputs[0]] = 1;
+      const double per_row = op.kind == OpKind::LayerNorm ? 8.0 : 4.0;  // mean, 1/std (f32)
+      for (const ir::TensorId t : op.outputs)
+        k.extra[t] += row_stats_fraction(g.tensor(t), per_row);
+      break;
+    }
+    case OpKind::BatchNorm: k.whole[op.inputs[0]] = 1; break;
+    case OpKind::Gather:
+      if (op.inputs.size() > 1) k.whole[op.inputs[1]] = 1;  // the indices
+      break;
+    case OpKind::SoftmaxCrossEntropy: keep_inputs(op, k); break;  // probabilities, labels
+    default: break;  // additions, shape operators, casts, reductions: nothing
+  }
+}
+
+std::vector<float> saved_none(const ir::Graph& g) {
+  Keep k{std::vector<std::uint8_t>(g.num_tensors(), 0), std::vector<float>(g.num_tensors(), 0)};
+  for (const ir::Operator& op : g.operators()) keep_of(g, op, k);
+  std::vector<float> saved(g.num_tensors(), 0.0F);
+  for (std::size_t t = 0; t < saved.size(); ++t) {
+    if (!is_data(g.tensor(static_cast<ir::TensorId>(t)))) continue;
+    saved[t] = static_cast<float>(k.whole[t]) + k.extra[t];
+  }
+  return saved;
+}
+
+// Elementwise steps between the two products of an attention core.
+bool core_step(const ir::Graph& g, const ir::Operator& op) {
+  switch (op.kind) {
+    case OpKind::Softmax:
+    case OpKind::Dropout:
+    case OpKind::Cast:
+    case OpKind::Identity: return true;
+    case OpKind::Mul:
+    case OpKind::Div:
+    case OpKind::Add:
+    case OpKind::Sub: {
+      // A scale or a mask: at most one data operand.
+      int data = 0;
+      for (const ir::TensorId t : op.inputs) data += g.tensor(t).kind == ir::TensorKind::Activation;
+      return data <= 1;
+    }
+    default: return false;
+  }
+}
+
+bool is_product(OpKind k) { return k == OpKind::BatchMatMul || k == OpKind::Einsum; }
+
+// Attention scores: a product of two activations larger than either.
+bool scores_product(const ir::Graph& g, const ir::Operator& op) {
+  if (!is_product(op.kind) || op.inputs.size() != 2 || op.outputs.size() != 1) return false;
+  const double out = ir::num_elements(g.tensor(op.outputs[0]).shape);
+  for (const ir::TensorId t : op.inputs) {
+    const ir::Tensor& x = g.tensor(t);
+    if (x.kind != ir::TensorKind::Activation || ir::num_elements(x.shape) >= out) return false;
+  }
+  return true;
+}
+
+// Selective recomputation: from each scores product, the chain of core
+// steps up to the product that consumes it; the chain's operators are
+// recomputed and their outputs not kept.
+void mark_attention_cores(const ir::Graph& g, MemoryRules& r) {
+  for (ir::OpId o = 0; o < g.num_operators(); ++o) {
+    if (!scores_product(g, g.op(o))) continue;
+    std::vector<ir::OpId> chain{o};
+    ir::TensorId t = g.op(o).outputs[0];
+    bool closed = false;
+    while (!closed) {
+      const ir::Tensor& x = g.tensor(t);
+      if (x.consumers.size() != 1) break;
+      const ir::Operator& next = g.op(x.consumers[0]);
+      if (is_product(next.kind)) {
+        chain.push_back(x.consumers[0]);
+        closed = true;
+      } else if (core_step(g, next) && next.outputs.size() == 1) {
+        chain.push_back(x.consumers[0]);
+        t = next.outputs[0];
+      } else {
+        break;
+      }
+    }
+    if (!closed) continue;
+    for (const ir::OpId c : chain) {
+      r.recomputed[c] = 1;
+      for (const ir::TensorId out : g.op(c).outputs) r.saved[out] = 0.0F;
+    }
+  }
+}
+
+// Full recomputation (Chen et al. 2016): checkpoints at the activations
+// that alone are live between two operators in topological order, each
+// taken once the segment before it would keep at least kSegmentFactor times
+// its bytes; everything between two checkpoints is recomputed. The rule is
+// local, so a repeated block is cut the same way however many repeats the
+// graph has (folded searches extrapolate from three), and on a GPT layer
+// it checkpoints the layer input as Megatron-LM does (34·s·b·h kept per
+// layer against 2·s·b·h of input).
+constexpr double kSegmentFactor = 8.0;
+
+void mark_segments(const ir::Graph& g, MemoryRules& r) {
+  const auto& order = g.topological_order();
+  const std::size_t n = order.size();
+  std::vector<std::size_t> pos(g.num_operators());
+  for (std::size_t i = 0; i < n; ++i) pos[order[i]] = i;
+  // live[i]: activations live across the gap after position i.
+  std::vector<std::int64_t> delta(n + 1, 0);
+  std::vector<ir::TensorId> crossing(n, ir::kNone);
+  for (std::size_t t = 0; t < g.num_tensors(); ++t) {
+    const ir::Tensor& x = g.tensor(static_cast<ir::TensorId>(t));
+    if (x.kind != ir::TensorKind::Activation || x.consumers.empty()) continue;
+    std::size_t last = 0;
+    for (const ir::OpId c : x.consumers) last = std::max(last, pos[c]);
+    const std::size_t first = pos[x.producer];
+    if (last <= first) continue;
+    ++delta[first];
+    --delta[last];
+  }
+  std::int64_t live = 0;
+  std::vector<std::uint8_t> single(n, 0);
+  for (std::size_t i = 0; i + 1 < n; ++i) {
+    live += delta[i];
+    single[i] = live == 1;
+  }
+  // The one crossing activation of each single gap: an output of order[i]
+  // or of an earlier operator still live; find it by its interval.
+  for (std::size_t t = 0; t < g.num_tensors(); ++t) {
+    const ir::Tensor& x = g.tensor(static_cast<ir::TensorId>(t));
+    if (x.kind != ir::TensorKind::Activation || x.consumers.empty()) continue;
+    std::size_t last = 0;
+    for (const ir::OpId c : x.consumers) last = std::max(last, pos[c]);
+    // Only the gaps right after its producer are looked at: a single
+    // crossing activation is, at the first gap it crosses, just produced.
+    const std::size_t first = pos[x.producer];
+    if (first < n && last > first && single[first]) crossing[first] = static_cast<ir::TensorId>(t);
+  }
+  std::int32_t seg = 0;
+  double acc = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const ir::Operator& op = g.op(order[i]);
+    r.recomputed[order[i]] = 1;
+    for (const ir::TensorId t : op.outputs) {
+      if (r.saved_if_kept[t] <= 0) continue;
+      r.segment[t] = seg;
+      r.saved[t] = 0.0F;
+      acc += r.saved_if_kept[t] * g.tensor(t).bytes();
+    }
+    const ir::TensorId c = crossing[i];
+    if (c != ir::kNone && acc >= kSegmentFactor * g.tensor(c).bytes()) {
+      r.segment[c] = -1;
+      r.saved[c] = 1.0F;  // the checkpoint, kept whole
+      acc = 0;
+      ++seg;
+    }
+  }
+  r.segments = seg + 1;
+}
+
+// Batch dim of every tensor: the graph inputs' dim 0 where it is the global
+// batch, carried through each operator by the loop it maps to; -1 where
+// none.
+std::vector<int> batch_dims(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                            std::int64_t batch) {
+  std::vector<int> bd(g.num_tensors(), -1);
+  for (std::size_t t = 0; t < g.num_tensors(); ++t) {
+    const ir::Tensor& x = g.tensor(static_cast<ir::TensorId>(t));
+    if (x.kind == ir::TensorKind::Input && !x.shape.empty() && x.shape[0] == batch) bd[t] = 0;
+  }
+  for (const ir::OpId o : g.topological_order()) {
+    const ir::Operator& op = g.op(o);
+    const algebra::OpSpace& s = spaces[o];
+    int loop = algebra::kUnmapped;
+    for (std::size_t j = 0; j < op.inputs.size() && loop == algebra::kUnmapped; ++j) {
+      const int d = bd[op.inputs[j]];
+      if (d >= 0 && j < s.inputs.size() && static_cast<std::size_t>(d) < s.inputs[j].size())
+        loop = s.inputs[j][static_cast<std::size_t>(d)];
+    }
+    if (loop == algebra::kUnmapped) continue;
+    for (std::size_t j = 0; j < op.outputs.size() && j < s.outputs.size(); ++j) {
+      const auto& dims = s.outputs[j];
+      for (std::size_t d = 0; d < dims.size(); ++d) {
+        if (dims[d] == loop) {
+          bd[op.outputs[j]] = static_cast<int>(d);
+          break;
+        }
+      }
+    }
+  }
+  return bd;
+}
+
+}  // namespace
+
+std::string_view recompute_name(Recompute r) noexcept {
+  switch (r) {
+    case Recompute::None: return "none";
+    case Recompute::Selective: return "selective";
+    case Recompute::Full: return "full";
+  }
+  return "?";
+}
+
+std::optional<Recompute> parse_recompute(std::string_view s) noexcept {
+  for (const Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
+    if (s == recompute_name(r)) return r;
+  return std::nullopt;
+}
+
+MemoryRules memory_rules(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                         Recompute recompute) {
+  (void)spaces;
+  MemoryRules r;
+  r.saved = saved_none(g);
+  r.segment.assign(g.num_tensors(), -1);
+  r.recomputed.assign(g.num_operators(), 0);
+  if (recompute == Recompute::Selective) mark_attention_cores(g, r);
+  if (recompute == Recompute::Full) {
+    r.saved_if_kept = r.saved;
+    mark_segments(g, r);
+  }
+  return r;
+}
+
+ParameterState parameter_state(const CostParams& p, Mode mode, int dtype_bytes) {
+  if (mode == Mode::Infer) return {};
+  if (p.model) return {1.0, 0.0, p.model->parameter_state_factor(p, mode) - 1.0};
+  const double e = std::max(1, dtype_bytes);
+  Optimizer o = p.optimizer;
+  if (o == Optimizer::Auto) o = dtype_bytes <= 2 ? Optimizer::MixedAdam : Optimizer::AdamF32;
+  switch (o) {
+    case Optimizer::MixedAdam: return {1.0, 1.0, 12.0 / e};
+    case Optimizer::AdamF32: return {1.0, 1.0, 2.0};
+    case Optimizer::Sgd: return {1.0, 1.0, 0.0};
+    case Optimizer::SgdMomentum: return {1.0, 1.0, 1.0};
+    case Optimizer::Factors:
+    case Optimizer::Auto: break;
+  }
+  return {1.0, p.gradient_bytes_factor, p.optimizer_bytes_factor};
+}
+
+std::int64_t batch_size(const ir::Graph& g) {
+  for (const ir::Tensor& t : g.tensors())
+    if (t.kind == ir::TensorKind::Input && !t.shape.empty() && !t.consumers.empty())
+      return t.shape[0];
+  return 0;
+}
+
+std::optional<MicrobatchView> microbatch_view(const ir::Graph& g,
+                                              const std::vector<algebra::OpSpace>& spaces,
+                                              std::int64_t m) {
+  const std::int64_t batch = batch_size(g);
+  if (m < 1 || batch <= 0 || batch % m != 0) return std::nullopt;
+  const std::vector<int> bd = batch_dims(g, spaces, batch);
+  MicrobatchView v{ir::Graph(g.name()), {}};
+  v.graph.reserve(g.num_tensors(), g.num_operators());
+  for (std::size_t t = 0; t < g.num_tensors(); ++t) {
+    const ir::Tensor& x = g.tensor(static_cast<ir::TensorId>(t));
+    ir::Shape shape = x.shape;
+    if (bd[t] >= 0) {
+      auto& d = shape[static_cast<std::size_t>(bd[t])];
+      if (d % m != 0) return std::nullopt;
+      d /= m;
+    }
+    const auto kind = x.kind == ir::TensorKind::Activation ? ir::TensorKind::Input : x.kind;
+    (void)v.graph.add_tensor(x.name, std::move(shape), x.dtype, kind);
+  }
+  for (const ir::Operator& op : g.operators()) {
+    // Pinned strategies stay: where one splits the batch more than the
+    // microbatch allows, the plan check rejects this microbatch count.
+    (void)v.graph.add_operator(op);
+  }
+  try {
+    v.graph.finalize();
+    v.spaces = algebra::build_op_spaces(v.graph);
+  } catch (const Error&) {
+    return std::nullopt;  // an operator whose attributes fix the batch
+  }
+  return v;
+}
+
+}  // namespace recsearch::plan

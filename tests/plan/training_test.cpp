@@ -1,0 +1,229 @@
+// SPDX-License-Identifier: Apache-2.0
+// The training settings in the evaluator: saved activations against
+// Korthikanti et al.'s measured formulas, recomputation, ZeRO stages,
+// microbatches and overlap, each recomputed by hand from the cost model's
+// formulas.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include "fixtures.hpp"
+#include "recsearch/algebra/op_space.hpp"
+#include "recsearch/gen/generate.hpp"
+#include "recsearch/plan/evaluator.hpp"
+#include "recsearch/plan/training.hpp"
+
+using namespace recsearch;
+using namespace plan_test;
+using plan::CommReason;
+using cost::Collective;
+using cost::Phase;
+
+namespace {
+
+constexpr std::int16_t R = kReplicated;
+
+double secs(double bytes, int steps) { return bytes / kBw + steps * kLat; }
+
+// A GPT of `layers` layers, small enough to evaluate in milliseconds.
+struct Gpt {
+  std::int64_t b = 2, s = 256, h = 512, a = 8;
+  ir::Graph g;
+  std::vector<algebra::OpSpace> spaces;
+
+  Gpt(std::int64_t layers, bool fused) {
+    gen::ModelSpec m = gen::preset("gpt-350m");
+    m.layers = layers;
+    m.hidden = h;
+    m.heads = a;
+    m.seq = s;
+    m.batch = b;
+    m.vocab = 1024;
+    m.fused_attention = fused;
+    g = gen::build_graph(m);
+    spaces = algebra::build_op_spaces(g);
+  }
+
+  // Saved activations of the whole graph under a replicated plan.
+  [[nodiscard]] plan::Summary replicated(plan::Recompute rc) const {
+    plan::Plan p;
+    p.mode = Mode::Train;
+    p.training.recompute = rc;
+    p.cuts.assign(g.num_operators(), {});
+    return plan::evaluate(g, spaces, test_cluster(), p, {}).summary;
+  }
+};
+
+// Activation bytes of one layer: the difference between two depths.
+double per_layer(bool fused, plan::Recompute rc) {
+  return Gpt(3, fused).replicated(rc).activation_bytes -
+         Gpt(2, fused).replicated(rc).activation_bytes;
+}
+
+}  // namespace
+
+TEST_CASE("saved activations of a GPT layer match Korthikanti et al. (2022)") {
+  const Gpt g(1, false);
+  const double sbh = static_cast<double>(g.s * g.b * g.h);
+  const double five_as_h = 5.0 * static_cast<double>(g.a * g.s) / static_cast<double>(g.h);
+  SUBCASE("explicit attention keeps s·b·h·(34 + 5·a·s/h) bytes") {
+    const double want = sbh * (34 + five_as_h);
+    const double got = per_layer(false, plan::Recompute::None);
+    MESSAGE("explicit: " << got / sbh << " s·b·h against " << want / sbh);
+    CHECK(std::abs(got / want - 1) <= 0.10);
+  }
+  SUBCASE("selective recomputation drops the attention core: 34·s·b·h") {
+    const double got = per_layer(false, plan::Recompute::Selective);
+    MESSAGE("selective: " << got / sbh << " s·b·h");
+    CHECK(std::abs(got / (34 * sbh) - 1) <= 0.10);
+  }
+  SUBCASE("fused attention keeps statistics, not scores: 34·s·b·h") {
+    const double got = per_layer(true, plan::Recompute::None);
+    MESSAGE("fused: " << got / sbh << " s·b·h");
+    CHECK(std::abs(got / (34 * sbh) - 1) <= 0.10);
+    // Selective recomputation has no core to drop in a fused graph.
+    CHECK(per_layer(true, plan::Recompute::Selective) == doctest::Approx(got));
+  }
+  SUBCASE("full recomputation keeps the layer input and one layer at a time") {
+    // Checkpoints at the layer input (2·s·b·h) and, where the attention
+    // segment alone keeps more than 8x that, after the attention block.
+    const double layer = per_layer(true, plan::Recompute::Full);
+    CHECK(layer == doctest::Approx(2 * sbh));
+    const auto full = Gpt(4, true).replicated(plan::Recompute::Full);
+    const auto none = Gpt(4, true).replicated(plan::Recompute::None);
+    CHECK(full.activation_bytes < none.activation_bytes / 2);
+    // Every operator's forward runs again: with backward 2x forward, the
+    // recomputation is a quarter of the compute.
+    CHECK(full.recompute_s == doctest::Approx(full.compute_s / 4));
+    CHECK(full.compute_s - full.recompute_s == doctest::Approx(none.compute_s));
+  }
+}
+
+TEST_CASE("ZeRO stages shard parameter state and change the gradient collectives") {
+  // Batch 6 cut 3 ways: w1, w2 (2048 bytes each, f32: 1 + 1 + 2 per byte)
+  // are replicated, so their state is sharded over the 3 devices as far as
+  // the stage goes.
+  Mlp m(6);
+  const double w = 2048, k = 3;
+  const double rs = (k - 1) / k * w;  // reduce-scatter / all-gather bytes
+  for (int stage = 0; stage <= 3; ++stage) {
+    CAPTURE(stage);
+    auto p = make_plan({axis("c0", 3)}, {{0}, {0}});
+    p.training.zero_stage = stage;
+    const auto ev = plan::evaluate(m.g, m.spaces, test_cluster(), p, {});
+    const double weights = stage >= 3 ? w / k : w;
+    const double grads = stage >= 2 ? w / k : w;
+    const double opt = stage >= 1 ? 2 * w / k : 2 * w;
+    CHECK(ev.summary.parameter_bytes == doctest::Approx(2 * (weights + grads + opt)));
+    CHECK(ev.summary.gradient_bytes == doctest::Approx(2 * grads));
+    CHECK(ev.summary.optimizer_bytes == doctest::Approx(2 * opt));
+    // Bucketed parameter collectives: bandwidth only.
+    const std::size_t per_param = stage == 0 ? 1 : stage <= 2 ? 2 : 3;
+    REQUIRE(ev.events.size() == 2 * per_param);
+    double comm = 0;
+    for (const auto& e : ev.events) {
+      CHECK(e.reason == CommReason::Gradient);
+      comm += e.seconds;
+    }
+    if (stage == 0) {
+      CHECK(ev.events[0].collective == Collective::AllReduce);
+      CHECK(comm == doctest::Approx(2 * secs(2 * rs, 0)));
+    } else if (stage <= 2) {
+      CHECK(ev.events[0].collective == Collective::ReduceScatter);
+      CHECK(ev.events[0].phase == Phase::Backward);
+      CHECK(ev.events[1].collective == Collective::AllGather);
+      // A reduce-scatter and an all-gather move what one all-reduce does.
+      CHECK(comm == doctest::Approx(2 * secs(2 * rs, 0)));
+    } else {
+      CHECK(ev.events[0].collective == Collective::AllGather);
+      CHECK(ev.events[0].phase == Phase::Forward);
+      CHECK(ev.events[1].collective == Collective::AllGather);
+      CHECK(ev.events[1].phase == Phase::Backward);
+      CHECK(ev.events[2].collective == Collective::ReduceScatter);
+      CHECK(comm == doctest::Approx(2 * secs(3 * rs, 0)));
+    }
+  }
+}
+
+TEST_CASE("microbatches: one microbatch's activations, collectives repeated, gradients once") {
+  Mlp m(8);
+  m.spaces = algebra::build_op_spaces(m.g);  // the microbatch graph's spaces are the algebra's
+  const auto i = static_cast<std::int16_t>(m.spaces[0].find_loop("i"));
+  REQUIRE(i >= 0);
+  REQUIRE(m.spaces[1].find_loop("i") == i);
+  const auto cl = test_cluster();
+  // Data parallel on 2 devices; the batch of 8 as 1 or 4 microbatches.
+  auto p1 = make_plan({axis("c0", 2)}, {{i}, {i}});
+  auto p4 = p1;
+  p4.training.microbatches = 4;
+  CostParams serial;
+  serial.overlap = false;
+  const auto one = plan::evaluate(m.g, m.spaces, cl, p1, serial);
+  const auto four = plan::evaluate(m.g, m.spaces, cl, p4, serial);
+  // x and h, halved by the cut and quartered by the microbatches.
+  CHECK(one.summary.activation_bytes == doctest::Approx((8 * 16 + 8 * 32) * 4 / 2.0));
+  CHECK(four.summary.activation_bytes == doctest::Approx(one.summary.activation_bytes / 4));
+  CHECK(four.summary.parameter_bytes == doctest::Approx(one.summary.parameter_bytes));
+  // Parameter gradients are reduced once per step, whole.
+  REQUIRE(four.events.size() == 2);
+  for (std::size_t i = 0; i < 2; ++i) {
+    CHECK(four.events[i].repeats == 1);
+    CHECK(four.events[i].seconds == doctest::Approx(one.events[i].seconds));
+  }
+  // Four microbatches of a quarter of the flops; the weights are read by
+  // each (memory-bound here: touched bytes / HBM bandwidth).
+  double want = 0;
+  for (std::size_t o = 0; o < 2; ++o) {
+    const double flops = m.spaces[o].flops / 2 / 4;
+    const double in = o == 0 ? 8 * 16 * 4 / 8.0 : 8 * 32 * 4 / 8.0;
+    const double out = o == 0 ? 8 * 32 * 4 / 8.0 : 8 * 16 * 4 / 8.0;
+    want += 4 * 3 * std::max(flops / 50e12, (in + 2048 + out) / 1000e9);
+  }
+  CHECK(four.summary.compute_s == doctest::Approx(want));
+  CHECK(four.summary.microbatch_s == doctest::Approx(four.summary.compute_s / 4));
+
+  SUBCASE("a count that does not divide the batch is an error with its path") {
+    auto bad = p1;
+    bad.training.microbatches = 3;
+    check_error([&] { (void)plan::evaluate(m.g, m.spaces, cl, bad, {}); }, Errc::kPlan,
+                "/training/microbatches");
+    bad.training.microbatches = 8;  // microbatches of 1: the cut of 2 no longer divides
+    CHECK_THROWS_AS((void)plan::evaluate(m.g, m.spaces, cl, bad, {}), Error);
+    bad.training.microbatches = 1;
+    bad.training.zero_stage = 4;
+    check_error([&] { (void)plan::evaluate(m.g, m.spaces, cl, bad, {}); }, Errc::kPlan,
+                "/training/zero_stage");
+  }
+}
+
+TEST_CASE("overlap hides parameter collectives behind one microbatch's compute") {
+  Mlp m(6);
+  const auto cl = test_cluster();
+  const auto p = make_plan({axis("c0", 3)}, {{0}, {0}});
+  CostParams serial;
+  serial.overlap = false;
+  const auto off = plan::evaluate(m.g, m.spaces, cl, p, serial).summary;
+  const auto on = plan::evaluate(m.g, m.spaces, cl, p, {}).summary;
+  CHECK(off.step_time_s == doctest::Approx(off.compute_s + off.communication_s));
+  CHECK(on.communication_s == doctest::Approx(off.communication_s));
+  CHECK(on.parameter_comm_s == doctest::Approx(on.communication_s));
+  // Exposed: what the compute cannot cover.
+  const double exposed = std::max(0.0, on.parameter_comm_s - on.compute_s);
+  CHECK(on.exposed_communication_s == doctest::Approx(exposed));
+  CHECK(on.step_time_s == doctest::Approx(on.compute_s + exposed));
+}
+
+TEST_CASE("optimizer presets: bytes of state per parameter element") {
+  CostParams p;
+  const auto mixed = plan::parameter_state(p, Mode::Train, 2);  // f16: 2 + 2 + 12
+  CHECK(mixed.total() * 2 == doctest::Approx(16));
+  const auto f32 = plan::parameter_state(p, Mode::Train, 4);  // 4 + 4 + 8
+  CHECK(f32.total() * 4 == doctest::Approx(16));
+  p.optimizer = Optimizer::Sgd;
+  CHECK(plan::parameter_state(p, Mode::Train, 2).total() == doctest::Approx(2));
+  p.optimizer = Optimizer::SgdMomentum;
+  CHECK(plan::parameter_state(p, Mode::Train, 4).total() == doctest::Approx(3));
+  CHECK(plan::parameter_state(p, Mode::Infer, 2).total() == doctest::Approx(1));
+  const auto z = mixed.sharded(3, 8);
+  CHECK(z == doctest::Approx(mixed.total() / 8));
+}

@@ -1,0 +1,29 @@
+// SPDX-License-Identifier: Apache-2.0
+// Search options shared by the tests that compare searches with each other
+// and with the exact optimum.
+//
+// Exhaustive search and ilp optimise the operators' strategies under the
+// additive model (compute plus every collective) at one training setting.
+// Comparisons with them therefore pin the setting (no recomputation, ZeRO 0,
+// one microbatch) and turn overlap off; the training settings and overlap
+// have their own tests (tests/search/training_test.cpp).
+#pragma once
+
+#include "recsearch/plan/evaluator.hpp"
+#include "recsearch/search/options.hpp"
+
+namespace recsearch::testing {
+
+inline search::SearchOptions operator_level_options() {
+  search::SearchOptions o;
+  o.cost.overlap = false;
+  o.training.recompute = plan::Recompute::None;
+  o.training.zero_stage = 0;
+  o.training.microbatches = 1;
+  return o;
+}
+
+// The step time without overlap: what the searches' own accounts add up.
+inline double serial_step(const plan::Summary& s) { return s.compute_s + s.communication_s; }
+
+}  // namespace recsearch::testing

@@ -1,0 +1,297 @@
+// SPDX-License-Identifier: Apache-2.0
+// `recsearch export PLAN --graph GRAPH --to jax|dtensor [-o OUT]`: a plan as
+// a Python file for the framework that will run it.
+//
+//   jax      a Mesh over the plan's axes and a jax.sharding.PartitionSpec
+//            per tensor (PARAMETERS and ACTIVATIONS), with NamedShardings;
+//   dtensor  a torch DeviceMesh over the same axes and per tensor one
+//            placement per mesh axis (Shard(d), Replicate(), Partial()),
+//            with a helper that distributes a model's parameters.
+//
+// The mesh is the plan's: one axis per cut (c0, c1, ...), outermost first,
+// each named with its cluster level in a comment. Device d sits at the
+// mixed-radix coordinates of its cut digits, cut 0 most significant, which is
+// the row-major order both frameworks use for a reshaped device list, so the
+// files need no device permutation. The plan is read back and evaluated as
+// `eval` does, so the layouts are the evaluator's, not the file's text.
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "recsearch/error.hpp"
+#include "recsearch/io/json_io.hpp"
+#include "recsearch/problem.hpp"
+#include "recsearch/solution.hpp"
+#include "subcommand.hpp"
+
+namespace recsearch::cli {
+namespace {
+
+struct ExportArgs {
+  std::string plan;
+  std::string graph;
+  ReadOptions read;
+  std::string to;
+  std::string output = "-";
+  ClusterArgs cluster;
+};
+
+// A Python string literal: what JSON escapes, Python reads alike.
+std::string py_string(std::string_view s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned char>(c));
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+// `(2, 2, 2)`, `("c0", "c1")`: a Python tuple, with the trailing comma of a
+// one-element tuple.
+std::string py_tuple(const std::vector<std::string>& items) {
+  std::string out = "(";
+  for (std::size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i];
+  return out + (items.size() == 1 ? ",)" : ")");
+}
+
+// The head both files share: what was exported, the file's imports, the
+// mesh constants.
+std::string mesh_preamble(const Solution& s, const ExportArgs& a, std::string_view framework,
+                          std::string_view imports) {
+  const Cluster& c = s.cluster();
+  std::vector<std::string> sizes;
+  std::vector<std::string> names;
+  std::string levels;
+  for (const Cut& cut : c.cuts()) {
+    sizes.push_back(std::to_string(cut.size));
+    names.push_back(py_string(cut.axis));
+    levels += (levels.empty() ? "" : ", ") + cut.axis + " on " + c.levels().at(cut.level).name;
+  }
+  std::string out;
+  out += "# " + std::string(framework) + " layouts of a recsearch plan, written by\n";
+  out += "#   recsearch export " + source_name(a.plan) + " --graph " + source_name(a.graph) +
+         " --to " + a.to + "\n";
+  out += "# graph " + s.problem().graph().name() + ", " + std::to_string(c.num_devices()) +
+         " devices; " + s.summary() + ".\n";
+  out += "# Mesh axes, outermost first: " + (levels.empty() ? "none (one device)" : levels) +
+         ".\n";
+  out += "# Device d is at the row-major coordinates of d in MESH_SHAPE.\n";
+  out += imports;
+  out += "\nMESH_SHAPE = " + py_tuple(sizes) + "\n";
+  out += "MESH_AXES = " + py_tuple(names) + "\n";
+  return out;
+}
+
+// The tensors of the graph, parameters first, in graph order.
+std::vector<const ir::Tensor*> tensors_of(const Solution& s, bool parameters) {
+  std::vector<const ir::Tensor*> out;
+  for (const ir::Tensor& t : s.problem().graph().tensors())
+    if ((t.kind == ir::TensorKind::Parameter) == parameters) out.push_back(&t);
+  return out;
+}
+
+// P(None, "c0", ("c1", "c2")): per tensor dim, the axes that split it, in
+// order (major first, as PartitionSpec reads a tuple).
+std::string partition_spec(const TensorPlacement& p) {
+  std::string out = "P(";
+  for (std::size_t d = 0; d < p.dims.size(); ++d) {
+    const auto& axes = p.dims[d];
+    out += d ? ", " : "";
+    if (axes.empty()) {
+      out += "None";
+    } else if (axes.size() == 1) {
+      out += py_string(axes[0]);
+    } else {
+      std::vector<std::string> quoted;
+      for (const auto& x : axes) quoted.push_back(py_string(x));
+      out += py_tuple(quoted);
+    }
+  }
+  return out + ")";
+}
+
+std::string jax_entries(const Solution& s, bool parameters) {
+  std::string out;
+  for (const ir::Tensor* t : tensors_of(s, parameters)) {
+    const TensorPlacement p = s.sharding(t->name);
+    out += "    " + py_string(t->name) + ": " + partition_spec(p) + ",";
+    if (!p.partial.empty()) {
+      out += "  # partial sum over";
+      for (const auto& x : p.partial) out += " " + x;
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+std::string export_jax(const Solution& s, const ExportArgs& a) {
+  std::string out = mesh_preamble(s, a, "JAX", R"(
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+)");
+  out += R"(
+
+def make_mesh(devices=None):
+    """The plan's mesh over `devices` (default: jax.devices())."""
+    if devices is None:
+        import jax
+        devices = jax.devices()
+    return Mesh(np.asarray(devices).reshape(MESH_SHAPE), MESH_AXES)
+
+
+# Per parameter, its PartitionSpec. A tensor that is a partial sum over some
+# axes (PartitionSpec has no word for it) says so in a comment.
+PARAMETERS = {
+)";
+  out += jax_entries(s, true);
+  out += "}\n\n# Inputs, activations and constants, as the plan lays them out.\nACTIVATIONS = {\n";
+  out += jax_entries(s, false);
+  out += R"(}
+
+
+def shardings(mesh, specs=PARAMETERS):
+    """{tensor name: NamedSharding} on `mesh`, e.g. for jax.device_put."""
+    return {name: NamedSharding(mesh, spec) for name, spec in specs.items()}
+)";
+  return out;
+}
+
+// (Shard(1), Replicate(), Partial()): one placement per mesh axis. A dim
+// split by several axes out of mesh order cannot be said with Shard alone:
+// the comment tells which order the plan wants.
+std::string placements(const TensorPlacement& p, const std::vector<Cut>& cuts,
+                       std::string& note) {
+  std::vector<std::string> items;
+  for (const Cut& cut : cuts) {
+    std::string item = "Replicate()";
+    for (std::size_t d = 0; d < p.dims.size(); ++d)
+      for (const auto& x : p.dims[d])
+        if (x == cut.axis) item = "Shard(" + std::to_string(d) + ")";
+    for (const auto& x : p.partial)
+      if (x == cut.axis) item = "Partial()";
+    items.push_back(item);
+  }
+  const auto index = [&](const std::string& axis) {
+    for (std::size_t i = 0; i < cuts.size(); ++i)
+      if (cuts[i].axis == axis) return i;
+    return cuts.size();
+  };
+  for (std::size_t d = 0; d < p.dims.size(); ++d) {
+    const auto& axes = p.dims[d];
+    for (std::size_t i = 1; i < axes.size(); ++i) {
+      if (index(axes[i]) < index(axes[i - 1])) {
+        note = "dim " + std::to_string(d) + " is split by";
+        for (const auto& x : axes) note += " " + x;
+        note += " in this order, not the mesh's";
+      }
+    }
+  }
+  return py_tuple(items);
+}
+
+std::string dtensor_entries(const Solution& s, bool parameters) {
+  std::string out;
+  for (const ir::Tensor* t : tensors_of(s, parameters)) {
+    std::string note;
+    const std::string pl = placements(s.sharding(t->name), s.cluster().cuts(), note);
+    out += "    " + py_string(t->name) + ": " + pl + "," + (note.empty() ? "" : "  # " + note) +
+           "\n";
+  }
+  return out;
+}
+
+std::string export_dtensor(const Solution& s, const ExportArgs& a) {
+  std::string out = mesh_preamble(s, a, "PyTorch DTensor", R"(
+try:  # torch >= 2.4
+    from torch.distributed.tensor import Partial, Replicate, Shard, distribute_tensor
+except ImportError:  # torch 2.1 - 2.3
+    from torch.distributed._tensor import Replicate, Shard, distribute_tensor
+    from torch.distributed._tensor.placement_types import _Partial as Partial
+)");
+  out += R"(
+
+def make_mesh(device_type="cuda"):
+    """The plan's mesh as a named DeviceMesh (run under torchrun with
+    prod(MESH_SHAPE) ranks)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    return init_device_mesh(device_type, MESH_SHAPE, mesh_dim_names=MESH_AXES)
+
+
+# Per parameter, one placement per mesh axis (in MESH_AXES order).
+PARAMETERS = {
+)";
+  out += dtensor_entries(s, true);
+  out += "}\n\n# Inputs, activations and constants, as the plan lays them out.\nACTIVATIONS = {\n";
+  out += dtensor_entries(s, false);
+  out += R"(}
+
+
+def distribute_parameters(named_tensors, mesh, placements=PARAMETERS):
+    """{name: torch.Tensor} -> {name: DTensor} laid out as the plan says;
+    names the plan does not know are left out."""
+    return {name: distribute_tensor(t, mesh, list(placements[name]))
+            for name, t in named_tensors.items() if name in placements}
+)";
+  return out;
+}
+
+int run_export(const ExportArgs& a) {
+  if (a.cluster.count() > 1)
+    throw Error(Errc::kUsage, "give only one of --devices, --mesh and --cluster");
+  if (a.graph == "-" && a.plan == "-")
+    throw Error(Errc::kUsage, "GRAPH and PLAN cannot both be read from stdin");
+  check_output_writable(a.output);
+  const Problem problem = load_problem(a.graph, /*quiet=*/true, a.read);
+  CostParams cost = problem.cost();
+  const std::string plan_source = source_name(a.plan);
+  const std::string plan_text = io::read_text_file(a.plan);
+  const Cluster cluster = cluster_for_plan(a.cluster, plan_text, plan_source, cost);
+  const Solution solution =
+      evaluate(problem, problem.parse_plan(plan_text, plan_source, cluster), cluster, cost);
+  write_output(a.output, a.to == "jax" ? export_jax(solution, a) : export_dtensor(solution, a));
+  return 0;
+}
+
+}  // namespace
+
+void add_export_command(CLI::App& app, Registry& reg) {
+  auto a = std::make_shared<ExportArgs>();
+  auto c = std::make_shared<ClusterOptions>();
+  auto g = std::make_shared<GraphOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "export", "write PLAN's layouts for a framework: JAX PartitionSpecs or PyTorch DTensor");
+  cmd->add_option("PLAN", a->plan, "plan JSON file ('-' for stdin)")->required();
+  cmd->add_option("-g,--graph", a->graph, "the graph the plan is for (JSON or .onnx)")
+      ->required()
+      ->type_name("GRAPH");
+  cmd->add_option("--to", a->to, "jax (PartitionSpec per tensor) or dtensor (DeviceMesh and "
+                                 "placements)")
+      ->required()
+      ->check(CLI::IsMember({"jax", "dtensor"}));
+  cmd->add_option("-o,--output", a->output, "Python file ('-' for stdout, the default)")
+      ->type_name("OUT.py");
+  add_graph_options(cmd, *g);
+  add_cluster_options(cmd, *c);
+  reg.push_back({cmd, [=] {
+                   a->cluster = c->args();
+                   a->read = g->read_options();
+                   return run_export(*a);
+                 }});
+}
+
+}  // namespace recsearch::cli
