@@ -27,10 +27,12 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 
 #include "recsearch/error.hpp"
+#include "recsearch/plan/training.hpp"
 #include "search/common.hpp"
 #include "search/fold.hpp"
 
@@ -83,18 +85,6 @@ std::vector<std::size_t> balance_stages(const std::vector<double>& w, std::size_
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// The global batch: the common extent of the graph inputs' dim 0 (0 when
-// the inputs disagree or there are none), as plan::batch_size defines it.
-std::int64_t graph_batch(const ir::Graph& g) {
-  std::int64_t batch = 0;
-  for (const ir::Tensor& t : g.tensors()) {
-    if (t.kind != ir::TensorKind::Input || t.shape.empty() || t.consumers.empty()) continue;
-    if (batch != 0 && t.shape[0] != batch) return 0;
-    batch = t.shape[0];
-  }
-  return batch;
-}
 
 std::vector<std::int64_t> divisors(std::int64_t n) {
   std::vector<std::int64_t> d;
@@ -217,8 +207,13 @@ class PipelineSearch {
         break;
       }
     }
-    if (!have_) throw Error(Errc::kNoFit, no_fit_message());
-    polish_best();
+    if (!have_ && !single_) throw Error(Errc::kNoFit, no_fit_message());
+    if (have_) polish_best();
+    if (single_ && (!have_ || single_->eval.summary.step_time_s <=
+                                  best_.eval.summary.step_time_s)) {
+      best_ = std::move(*single_);
+      have_ = true;
+    }
     if (best_.plan.groups > 1) {
       best_.eval = plan::evaluate_pipeline(g_, spaces_, cluster_, best_.plan, opts_.cost,
                                            opts_.detailed_evaluation ? plan::EvalDetail::Full
@@ -293,7 +288,7 @@ class PipelineSearch {
   // nothing to split but the weights, and only cost more.
   std::vector<std::int64_t> microbatch_counts(std::int64_t p, std::int64_t v) const {
     if (opts_.training.microbatches) return {*opts_.training.microbatches};
-    const std::int64_t batch = graph_batch(g_);
+    const std::int64_t batch = plan::batch_size(g_);
     if (batch < p) return {};
     const std::int64_t outer = cluster_.levels().empty() ? 1 : cluster_.levels()[0].size;
     const std::int64_t cap = std::max(p, batch / std::max<std::int64_t>(1, outer / p));
@@ -318,19 +313,20 @@ class PipelineSearch {
       if (e.code() != Errc::kNoFit) throw;
       return false;
     }
-    if (have_ && r.eval.summary.step_time_s >= best_.eval.summary.step_time_s) return true;
-    have_ = true;
-    best_ = PipelineResult{};
-    best_.plan.groups = 1;
-    best_.plan.microbatches = r.plan.training.microbatches;
+    // Kept apart: the walk prices pipelines with settings pinned, so it is
+    // weighed against them only after the winner's stages are searched
+    // with the settings free (run()).
+    single_ = PipelineResult{};
+    single_->plan.groups = 1;
+    single_->plan.microbatches = r.plan.training.microbatches;
     plan::Stage s;
     s.first = 0;
     s.last = static_cast<ir::OpId>(g_.num_operators());
     s.plan = r.plan;
-    best_.plan.stages.push_back(std::move(s));
-    best_.eval.stages.push_back(r.eval);
-    best_.eval.summary = r.eval.summary;
-    best_.single = std::move(r);
+    single_->plan.stages.push_back(std::move(s));
+    single_->eval.stages.push_back(r.eval);
+    single_->eval.summary = r.eval.summary;
+    single_->single = std::move(r);
     return true;
   }
 
@@ -379,6 +375,14 @@ class PipelineSearch {
     // rest of a stage search together: the walk goes without it, and only
     // the winner's stages are searched again with it (polish_best).
     o.polish = polishing_ && opts_.polish;
+    // The walk pins what the user left to the search: full recomputation
+    // (the least activation memory) and ZeRO 1, so that a stage costs one
+    // memory ladder, not one per setting; the winner's stages are searched
+    // again with the settings free.
+    if (!polishing_ && opts_.mode == Mode::Train) {
+      o.training.recompute = opts_.training.recompute.value_or(plan::Recompute::Selective);
+      o.training.zero_stage = opts_.training.zero_stage.value_or(1);
+    }
     std::optional<StageResult> r;
     ++searches_;
     try {
@@ -450,10 +454,10 @@ class PipelineSearch {
     return step;
   }
 
-  // The winner's stages searched again with polish, taken when the result
-  // still fits and is faster.
+  // The winner's stages searched again with polish and the training
+  // settings free, taken when the result still fits and is faster.
   void polish_best() {
-    if (!opts_.polish || best_.plan.groups <= 1) return;
+    if (best_.plan.groups <= 1) return;
     plan::PipelinePlan pp = best_.plan;
     const Cluster group = plan::stage_cluster(cluster_, pp.groups);
     std::vector<plan::StageGraph> graphs;
@@ -517,7 +521,8 @@ class PipelineSearch {
   std::map<Key, std::optional<StageResult>> cache_;
   std::map<std::size_t, const plan::Evaluation*> stage_evals_;
   PipelineResult best_;
-  bool have_ = false;
+  bool have_ = false;  // best_ holds a pipeline
+  std::optional<PipelineResult> single_;
   bool polishing_ = false;
   std::vector<std::size_t> best_begins_, best_ends_;
   std::vector<double> best_budgets_;

@@ -5,7 +5,8 @@ runs (Narayanan et al., SC'21, Table 1) on DGX-A100 clusters.
 
 For each row: generates the GPT graph (`recsearch gen gpt`), evaluates the
 published configuration pinned (`--algo megatron`: tensor parallel on the
-8 GPUs of a node, data parallel over the nodes of a stage; `--stages PP`)
+8 GPUs of a node, data parallel over the nodes of a stage; `--stages PP`;
+`--recompute full`)
 and the search's own plan (`--stages auto`), and prints a markdown table of
 step times and TFLOP/s per GPU = 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)) /
 (step time · GPUs), with the search times. Extra search options (e.g. the
@@ -98,7 +99,8 @@ def main():
         flops = flops_per_step(batch, h, l)
         cells = [name, str(gpus), str(batch), str(published)]
         pinned, why, _, _ = search(exe, graph, cluster, a.extra,
-                                   ["--algo", "megatron", "--stages", str(pp), "-q"])
+                                   ["--algo", "megatron", "--stages", str(pp), "--recompute",
+                                    "full", "-q"])
         if pinned:
             step = pinned["summary"]["step_time_s"]
             cells += ["%.0f (%s)" % (flops / (step * gpus) / 1e12, describe(pinned)),
