@@ -40,6 +40,9 @@ struct ReadOptions {
   // has an "einsum" attribute; true keeps such a type as a custom operator
   // (replicated, with a warning) like any other unknown type.
   bool allow_custom = false;
+  // Graph JSON: unknown keys are Error(kSchema) at their JSON path instead
+  // of warnings (Problem::warnings()).
+  bool strict = false;
 };
 
 class Problem {
@@ -59,7 +62,7 @@ class Problem {
   [[nodiscard]] static Problem read(const std::string& path, const ReadOptions& options = {});
 
   // Graph JSON text; `source_name` names it in error messages. Of
-  // `options`, only allow_custom applies.
+  // `options`, allow_custom and strict apply.
   [[nodiscard]] static Problem from_json(std::string_view text, const std::string& source_name,
                                          const ReadOptions& options = {});
 
@@ -69,8 +72,9 @@ class Problem {
   [[nodiscard]] const CostParams& cost() const noexcept;
   // File name as given ("<stdin>" for "-"), the source name, or empty.
   [[nodiscard]] const std::string& source() const noexcept;
-  // Warnings found while reading: ONNX nodes imported as replicated, and
-  // operators of unknown type that run replicated. One line each.
+  // Warnings found while reading: unknown keys in graph JSON (with a "did
+  // you mean"), ONNX nodes imported as replicated, and operators of unknown
+  // type that run replicated. One line each.
   [[nodiscard]] const std::vector<std::string>& warnings() const noexcept;
 
   // Search options with this problem's cost settings: the starting point

@@ -18,6 +18,7 @@
 
 #include "recsearch/cluster.hpp"
 #include "recsearch/cost/cost_params.hpp"
+#include "recsearch/io/json_io.hpp"
 #include "recsearch/ir/graph.hpp"
 #include "recsearch/plan/evaluator.hpp"
 #include "recsearch/plan/plan.hpp"
@@ -69,9 +70,13 @@ class Solution {
   // The plan file (recsearch.plan JSON) and the human-readable table.
   [[nodiscard]] std::string to_json(int indent = 2) const;
   [[nodiscard]] std::string to_table() const;
-  // Writes the plan file (or the table) to `path`, "-" for standard output;
-  // Error(kIo) with the OS reason when it cannot.
-  void write(const std::string& path, PlanFormat format = PlanFormat::Json) const;
+  // Writes the plan file (or the table) to `path`, "-" for standard output,
+  // as it is produced (never held whole); Error(kIo) with the OS reason when
+  // it cannot. `detail`: how much of the evaluation the plan file carries
+  // (Auto: everything for graphs of up to 10^4 operators, else a summary
+  // of the redistributions).
+  void write(const std::string& path, PlanFormat format = PlanFormat::Json,
+             io::PlanDetail detail = io::PlanDetail::Auto) const;
 
  private:
   Problem problem_;

@@ -113,7 +113,21 @@ Problem::Problem(ir::Graph graph, CostParams cost, std::string source)
 
 Problem Problem::read(const std::string& path, const ReadOptions& options) {
   const std::string source = display_name(path);
-  if (!io::is_onnx_path(path)) return from_json(io::read_text_file(path), source, options);
+  if (!io::is_onnx_path(path)) {
+    // Read straight from the file (no copy of its text); unknown keys are
+    // warnings, or errors with `strict`.
+    std::vector<std::string> warnings;
+    io::GraphReadOptions read;
+    read.strict = options.strict;
+    read.warnings = &warnings;
+    read.source = source;
+    CostParams cost;
+    ir::Graph g = io::read_graph_file(path, &cost, read);
+    // Only files are checked for misspelt kinds: an ONNX model's types come
+    // from its exporter, and a graph built in code names its types on purpose.
+    return Problem(prepare(std::move(g), source, std::move(warnings), !options.allow_custom),
+                   std::move(cost));
+  }
   io::OnnxImportOptions onnx;
   onnx.dims = options.dims;
   onnx.name = options.name;
@@ -123,11 +137,14 @@ Problem Problem::read(const std::string& path, const ReadOptions& options) {
 
 Problem Problem::from_json(std::string_view text, const std::string& source_name,
                            const ReadOptions& options) {
+  std::vector<std::string> warnings;
+  io::GraphReadOptions read;
+  read.strict = options.strict;
+  read.warnings = &warnings;
   CostParams cost;
-  ir::Graph g = io::parse_graph(text, source_name, &cost);
-  // Only files are checked for misspelt kinds: an ONNX model's types come
-  // from its exporter, and a graph built in code names its types on purpose.
-  return Problem(prepare(std::move(g), source_name, {}, !options.allow_custom), std::move(cost));
+  ir::Graph g = io::parse_graph(text, source_name, &cost, read);
+  return Problem(prepare(std::move(g), source_name, std::move(warnings), !options.allow_custom),
+                 std::move(cost));
 }
 
 const ir::Graph& Problem::graph() const noexcept { return data_->graph; }

@@ -76,8 +76,13 @@ std::string Solution::to_table() const {
                            details_.eval);
 }
 
-void Solution::write(const std::string& path, PlanFormat format) const {
-  io::write_text_file(path, format == PlanFormat::Table ? to_table() : to_json());
+void Solution::write(const std::string& path, PlanFormat format, io::PlanDetail detail) const {
+  if (format == PlanFormat::Table) {
+    io::write_text_file(path, to_table());
+    return;
+  }
+  io::write_plan_file(path, problem_.graph(), problem_.spaces(), cluster_, details_.plan,
+                      details_.eval, detail);
 }
 
 Solution solve(const Problem& problem, const Cluster& cluster) {

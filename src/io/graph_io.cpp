@@ -7,13 +7,114 @@
 // produced twice, a produced parameter, cycles) are the file's paths too,
 // and those errors are only re-attributed to the file. Shapes against operator
 // kinds are the algebra's job (build_op_spaces), not the reader's.
+#include <algorithm>
 #include <cmath>
+#include <cctype>
+#include <span>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "io/graph_read.hpp"
 #include "io/json_util.hpp"
 #include "recsearch/io/json_io.hpp"
+
+namespace recsearch::io::detail {
+
+namespace {
+
+constexpr std::string_view kRootKeys[] = {"format",  "version",   "name", "description",
+                                          "tensors", "operators", "cost"};
+constexpr std::string_view kTensorKeys[] = {"name", "shape", "dtype", "kind"};
+constexpr std::string_view kOperatorKeys[] = {"name",   "type",     "inputs",  "outputs",
+                                              "attrs", "einsum", "strategy", "allowed"};
+
+std::span<const std::string_view> keys_of(GraphObject where) {
+  switch (where) {
+    case GraphObject::kTensor: return kTensorKeys;
+    case GraphObject::kOperator: return kOperatorKeys;
+    case GraphObject::kRoot: break;
+  }
+  return kRootKeys;
+}
+
+std::string_view object_name(GraphObject where) {
+  switch (where) {
+    case GraphObject::kTensor: return "a tensor";
+    case GraphObject::kOperator: return "an operator";
+    case GraphObject::kRoot: break;
+  }
+  return "the graph";
+}
+
+// Edits between two keys (insert, delete, replace, swap two neighbours:
+// "dytpe" is one from "dtype"), case ignored.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  const auto lower = [](char c) {
+    return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  };
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const bool same = lower(a[i - 1]) == lower(b[j - 1]);
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (same ? 0 : 1)});
+      if (i > 1 && j > 1 && lower(a[i - 1]) == lower(b[j - 2]) &&
+          lower(a[i - 2]) == lower(b[j - 1]))
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+// " (did you mean "attrs"?)" for the closest known key within a third of
+// its length (at least 1, at most 3 edits; case does not count), else "".
+std::string suggestion(GraphObject where, std::string_view key) {
+  std::string_view best;
+  std::size_t best_d = SIZE_MAX;
+  for (const std::string_view k : keys_of(where)) {
+    const std::size_t d = edit_distance(key, k);
+    if (d < best_d) {
+      best_d = d;
+      best = k;
+    }
+  }
+  const std::size_t limit = std::clamp<std::size_t>(best.size() / 3, 1, 3);
+  if (best_d > limit) return {};
+  return " (did you mean \"" + std::string(best) + "\"?)";
+}
+
+}  // namespace
+
+bool known_graph_key(GraphObject where, std::string_view key) noexcept {
+  const auto keys = keys_of(where);
+  return std::find(keys.begin(), keys.end(), key) != keys.end();
+}
+
+void UnknownKeys::add(GraphObject where, std::string_view key, const std::string& path) {
+  if (strict_) {
+    throw Error(Errc::kSchema,
+                "unknown key \"" + std::string(key) + "\" in " + std::string(object_name(where)) +
+                    suggestion(where, key),
+                path, source_);
+  }
+  Seen& s = seen_[{where, std::string(key)}];
+  if (s.count++ == 0) s.first_path = path;
+}
+
+std::vector<std::string> UnknownKeys::warnings() const {
+  std::vector<std::string> out;
+  for (const auto& [what, s] : seen_) {
+    std::string line = "unknown key \"" + what.second + "\" in " +
+                       std::string(object_name(what.first)) + " ignored, at " + s.first_path;
+    if (s.count > 1) line += " and " + std::to_string(s.count - 1) + " more";
+    out.push_back(line + suggestion(what.first, what.second));
+  }
+  return out;
+}
+
+}  // namespace recsearch::io::detail
 
 namespace recsearch::io {
 
@@ -123,7 +224,17 @@ ir::AttrValue read_attr(const Reader& r, const Json& j, const std::string& path)
          path);
 }
 
-void read_tensor(const Reader& r, const Json& t, std::size_t i, ir::Graph& g) {
+// Unknown keys of a record (nlohmann keeps them sorted; the warnings and
+// strict mode's error do not depend on the order).
+void check_keys(const Json& obj, detail::GraphObject where, const std::string& at,
+                detail::UnknownKeys& keys) {
+  for (const auto& [key, value] : obj.items()) {
+    if (!detail::known_graph_key(where, key)) keys.add(where, key, child(at, key));
+  }
+}
+
+void read_tensor(const Reader& r, const Json& t, std::size_t i, ir::Graph& g,
+                 detail::UnknownKeys& keys) {
   const std::string at = child("/tensors", i);
   r.expect_object(t, at);
   std::string name = r.nonempty_string(r.require(t, "name", at), child(at, "name"));
@@ -132,6 +243,7 @@ void read_tensor(const Reader& r, const Json& t, std::size_t i, ir::Graph& g) {
   if (const Json* d = r.find(t, "dtype")) dtype = read_dtype(r, *d, child(at, "dtype"));
   ir::TensorKind kind = ir::TensorKind::Input;
   if (const Json* k = r.find(t, "kind")) kind = read_kind(r, *k, child(at, "kind"));
+  check_keys(t, detail::GraphObject::kTensor, at, keys);
   // A duplicate name is reported by the graph at "/tensors/<i>/name".
   try {
     (void)g.add_tensor(std::move(name), std::move(shape), dtype, kind);
@@ -158,7 +270,8 @@ std::vector<ir::TensorId> read_tensor_refs(const Reader& r, const Json& j, const
   return ids;
 }
 
-void read_operator(const Reader& r, const Json& o, std::size_t i, ir::Graph& g) {
+void read_operator(const Reader& r, const Json& o, std::size_t i, ir::Graph& g,
+                   detail::UnknownKeys& keys) {
   const std::string at = child("/operators", i);
   r.expect_object(o, at);
   ir::Operator op;
@@ -188,6 +301,7 @@ void read_operator(const Reader& r, const Json& o, std::size_t i, ir::Graph& g) 
   if (const Json* s = r.find(o, "strategy"))
     op.strategy = detail::read_strategy(r, *s, child(at, "strategy"));
   if (const Json* s = r.find(o, "allowed")) op.allowed = r.strings(*s, child(at, "allowed"));
+  check_keys(o, detail::GraphObject::kOperator, at, keys);
   // Operators are added in file order, so the graph's "/operators/<id>"
   // paths (duplicate names, second producers, produced parameters) are
   // already the file's paths.
@@ -209,7 +323,8 @@ OrderedJson attr_json(const ir::AttrValue& v) {
 // field order still work; their early records wait in a buffer.
 class GraphStream final : public detail::StreamHandler {
  public:
-  GraphStream(const Reader& r, ir::Graph& g) : r_(r), g_(g) {}
+  GraphStream(const Reader& r, ir::Graph& g, detail::UnknownKeys& keys)
+      : r_(r), g_(g), keys_(keys) {}
 
   Mode mode(const std::string& key) override {
     return key == "tensors" || key == "operators" ? Mode::kStream : Mode::kCollect;
@@ -219,7 +334,7 @@ class GraphStream final : public detail::StreamHandler {
     if (key == "tensors") {
       tensors_seen_ = true;
       if (format_ok_ && pending_tensors_.empty()) {
-        read_tensor(r_, value, index, g_);
+        read_tensor(r_, value, index, g_, keys_);
         ++tensors_read_;
       } else {
         pending_tensors_.push_back(std::move(value));
@@ -227,7 +342,7 @@ class GraphStream final : public detail::StreamHandler {
     } else {
       operators_seen_ = true;
       if (format_ok_ && tensors_done_ && pending_tensors_.empty() && pending_ops_.empty()) {
-        read_operator(r_, value, index, g_);
+        read_operator(r_, value, index, g_, keys_);
         ++ops_read_;
       } else {
         pending_ops_.push_back(std::move(value));
@@ -236,6 +351,9 @@ class GraphStream final : public detail::StreamHandler {
   }
 
   void field_done(const std::string& key, const Json& head) override {
+    if (!detail::known_graph_key(detail::GraphObject::kRoot, key)) {
+      keys_.add(detail::GraphObject::kRoot, key, child("", key));
+    }
     if (key == "tensors" || key == "operators") {
       // A streamed key whose value was collected is not an array.
       if (const Json* v = r_.find(head, key)) (void)r_.array(*v, child("", key));
@@ -263,15 +381,20 @@ class GraphStream final : public detail::StreamHandler {
  private:
   void flush() {
     if (!format_ok_) return;
-    for (Json& t : pending_tensors_) read_tensor(r_, std::exchange(t, Json()), tensors_read_++, g_);
+    for (Json& t : pending_tensors_) {
+      read_tensor(r_, std::exchange(t, Json()), tensors_read_++, g_, keys_);
+    }
     pending_tensors_.clear();
     if (!tensors_done_) return;
-    for (Json& o : pending_ops_) read_operator(r_, std::exchange(o, Json()), ops_read_++, g_);
+    for (Json& o : pending_ops_) {
+      read_operator(r_, std::exchange(o, Json()), ops_read_++, g_, keys_);
+    }
     pending_ops_.clear();
   }
 
   const Reader& r_;
   ir::Graph& g_;
+  detail::UnknownKeys& keys_;
   bool format_ok_ = false;
   bool tensors_seen_ = false;
   bool operators_seen_ = false;
@@ -284,14 +407,17 @@ class GraphStream final : public detail::StreamHandler {
 
 }  // namespace
 
-ir::Graph parse_graph(std::string_view text, const std::string& source, CostParams* cost) {
+namespace detail {
+
+ir::Graph parse_graph_streaming(std::string_view text, const std::string& source,
+                                CostParams* cost, UnknownKeys& keys) {
   const Reader r(source);
   ir::Graph g;
   // A graph file spends roughly 140 bytes per tensor and 210 per operator
   // (fewer with short names): an estimate that saves rehashing the name
   // indexes of big graphs, and costs small ones nothing.
   if (text.size() > (std::size_t{1} << 20)) g.reserve(text.size() / 128, text.size() / 256);
-  GraphStream stream(r, g);
+  GraphStream stream(r, g, keys);
   const Json head = detail::stream_object(text, source, stream);
   stream.finish(head);
   if (const Json* n = r.find(head, "name")) g.set_name(r.string(*n, "/name"));
@@ -301,16 +427,73 @@ ir::Graph parse_graph(std::string_view text, const std::string& source, CostPara
     CostParams scratch;
     detail::read_cost_params(r, *c, "/cost", cost != nullptr ? *cost : scratch);
   }
+  return g;
+}
+
+}  // namespace detail
+
+namespace {
+
+// Whether the text ends with its closing brace: a truncated file goes to the
+// streaming reader at once, which fails at its end in constant memory.
+bool ends_like_an_object(std::string_view text) {
+  const auto first = text.find_first_not_of(" \t\r\n");
+  const auto last = text.find_last_not_of(" \t\r\n");
+  return first != std::string_view::npos && text[first] == '{' && last != first &&
+         text[last] == '}';
+}
+
+// `capacity`: readable bytes from text.data() (simdjson reads past the end).
+ir::Graph read_graph(std::string_view text, std::size_t capacity, const std::string& source,
+                     CostParams* cost, const GraphReadOptions& options) {
+  detail::UnknownKeys keys(options.strict, source);
+  ir::Graph g;
+  bool done = false;
+  if (ends_like_an_object(text)) {
+    if (text.size() > (std::size_t{1} << 20)) g.reserve(text.size() / 128, text.size() / 256);
+    CostParams fast_cost = cost != nullptr ? *cost : CostParams{};
+    done = detail::read_graph_fast(text, capacity, source, g, &fast_cost, keys);
+    if (done && cost != nullptr) *cost = fast_cost;
+  }
+  if (!done) {
+    keys.clear();
+    g = detail::parse_graph_streaming(text, source, cost, keys);
+  }
   try {
     g.finalize();
   } catch (const Error& e) {
-    r.rethrow(e);
+    throw e.in_file(source);
+  }
+  if (options.warnings != nullptr) {
+    for (std::string& w : keys.warnings()) options.warnings->push_back(std::move(w));
   }
   return g;
 }
 
+}  // namespace
+
+ir::Graph parse_graph(std::string_view text, const std::string& source, CostParams* cost,
+                      const GraphReadOptions& options) {
+  // simdjson reads up to its padding past the text: a copy with room for it.
+  std::string padded;
+  padded.reserve(text.size() + detail::graph_padding());
+  padded.assign(text);
+  return read_graph(padded, padded.capacity(), source, cost, options);
+}
+
+ir::Graph parse_graph(std::string_view text, const std::string& source, CostParams* cost) {
+  return parse_graph(text, source, cost, GraphReadOptions{});
+}
+
+ir::Graph read_graph_file(const std::string& path, CostParams* cost,
+                          const GraphReadOptions& options) {
+  const std::string text = detail::read_text_file_padded(path, detail::graph_padding());
+  const std::string source = options.source.empty() ? path : options.source;
+  return read_graph(text, text.capacity(), source, cost, options);
+}
+
 ir::Graph read_graph_file(const std::string& path, CostParams* cost) {
-  return parse_graph(read_text_file(path), path, cost);
+  return read_graph_file(path, cost, GraphReadOptions{});
 }
 
 std::string graph_to_json(const ir::Graph& g, int indent) {

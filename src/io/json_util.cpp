@@ -4,13 +4,18 @@
 // line-per-record printer for the writers.
 #include "io/json_util.hpp"
 
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <iterator>
 #include <limits>
+#include <utility>
 
 #include "recsearch/io/json_io.hpp"
 
@@ -40,6 +45,41 @@ std::string read_text_file(const std::string& path) {
   if (failed) throw Error(Errc::kIo, std::string("cannot read: ") + std::strerror(err), {}, path);
   return text;
 }
+
+namespace detail {
+
+std::string read_text_file_padded(const std::string& path, std::size_t padding) {
+  if (path == "-") {
+    std::string text = read_text_file(path);
+    text.reserve(text.size() + padding);
+    return text;
+  }
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) {
+    throw Error(Errc::kIo, std::string("cannot open: ") + std::strerror(errno), {}, path);
+  }
+  std::string text;
+  struct stat st {};
+  if (::fstat(::fileno(f), &st) == 0 && S_ISREG(st.st_mode)) {
+    text.reserve(static_cast<std::size_t>(st.st_size) + padding);
+  }
+  char buf[1 << 16];
+  for (;;) {
+    const std::size_t n = std::fread(buf, 1, sizeof buf, f);
+    text.append(buf, n);
+    if (n < sizeof buf) break;
+  }
+  // A directory opens fine on Linux and only fails here (EISDIR).
+  const bool failed = std::ferror(f) != 0;
+  const int err = errno;
+  std::fclose(f);
+  if (failed) throw Error(Errc::kIo, std::string("cannot read: ") + std::strerror(err), {}, path);
+  // A file that grew while it was read.
+  if (text.capacity() < text.size() + padding) text.reserve(text.size() + padding);
+  return text;
+}
+
+}  // namespace detail
 
 void write_text_file(const std::string& path, std::string text) {
   if (text.empty() || text.back() != '\n') text.push_back('\n');
@@ -660,61 +700,172 @@ OrderedJson number_json(double v) {
   return OrderedJson(v);
 }
 
-LayoutWriter::LayoutWriter(int indent) : indent_(indent) { out_ += '{'; }
+TextSink::TextSink(const std::string& path) : path_(path) {
+  if (path == "-") {
+    // Whatever std::cout holds goes first; then stdio writes the blocks.
+    std::cout.flush();
+    file_ = stdout;
+    return;
+  }
+  file_ = std::fopen(path.c_str(), "wb");
+  if (file_ == nullptr) {
+    throw Error(Errc::kIo, std::string("cannot open for writing: ") + std::strerror(errno), {},
+                path);
+  }
+}
+
+TextSink::~TextSink() {
+  // Only reached without close() when writing failed on the way.
+  if (file_ != nullptr && file_ != stdout) std::fclose(file_);
+}
+
+void TextSink::flush() {
+  const bool written = std::fwrite(buf_.data(), 1, buf_.size(), file_) == buf_.size();
+  buf_.clear();
+  if (written) return;
+  const int err = errno;
+  if (file_ == stdout) throw Error(Errc::kIo, "cannot write to standard output");
+  throw Error(Errc::kIo, std::string("cannot write: ") + std::strerror(err), {}, path_);
+}
+
+void TextSink::close() {
+  if (file_ == nullptr) return;
+  flush();
+  std::FILE* f = std::exchange(file_, nullptr);
+  if (f == stdout) {
+    if (std::fflush(stdout) != 0) throw Error(Errc::kIo, "cannot write to standard output");
+    return;
+  }
+  if (std::fclose(f) != 0) {
+    throw Error(Errc::kIo, std::string("cannot write: ") + std::strerror(errno), {}, path_);
+  }
+}
+
+void append_string(std::string& out, std::string_view s) {
+  // Names are nearly always printable ASCII, which JSON quotes as is;
+  // anything else (escapes, UTF-8 to check or replace) goes through nlohmann.
+  const bool plain = std::all_of(s.begin(), s.end(), [](char c) {
+    return c >= 0x20 && c < 0x7F && c != '"' && c != '\\';
+  });
+  if (!plain) {
+    out += json_quote(s);
+    return;
+  }
+  out += '"';
+  out += s;
+  out += '"';
+}
+
+void append_int(std::string& out, std::int64_t v) {
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, r.ptr);
+}
+
+void append_number(std::string& out, double v) {
+  if (std::isfinite(v) && std::trunc(v) == v && std::fabs(v) <= kExactIntLimit) {
+    append_int(out, static_cast<std::int64_t>(v));
+  } else if (!std::isfinite(v)) {
+    out += "null";  // what nlohmann prints for NaN and infinities
+  } else {
+    // nlohmann's own shortest round-trip printing, so that the bytes match dump().
+    char buf[64];
+    const char* end = nlohmann::detail::to_chars(buf, buf + sizeof buf, v);
+    out.append(buf, static_cast<std::size_t>(end - buf));
+  }
+}
+
+void append_int_array(std::string& out, const std::vector<std::int64_t>& v, bool spaced) {
+  out += '[';
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (i > 0) out += comma(spaced);
+    append_int(out, v[i]);
+  }
+  out += ']';
+}
+
+LayoutWriter::LayoutWriter(int indent) : indent_(indent), sink_(own_) { sink_.buffer() += '{'; }
+
+LayoutWriter::LayoutWriter(int indent, TextSink& sink) : indent_(indent), sink_(sink) {
+  sink_.buffer() += '{';
+}
 
 void LayoutWriter::key(std::string_view k) {
-  if (!first_field_) out_ += ',';
+  std::string& out = sink_.buffer();
+  if (!first_field_) out += ',';
   first_field_ = false;
   if (indent_ >= 0) {
-    out_ += '\n';
-    out_.append(static_cast<std::size_t>(indent_), ' ');
-    out_ += json_quote(k);
-    out_ += ": ";
+    out += '\n';
+    out.append(static_cast<std::size_t>(indent_), ' ');
+    out += json_quote(k);
+    out += ": ";
   } else {
-    out_ += json_quote(k);
-    out_ += ':';
+    out += json_quote(k);
+    out += ':';
   }
 }
 
 void LayoutWriter::field(std::string_view k, const OrderedJson& value) {
   key(k);
+  std::string& out = sink_.buffer();
   if (indent_ >= 0) {
-    dump_expanded(value, indent_, 1, 2, out_);
+    dump_expanded(value, indent_, 1, 2, out);
   } else {
-    out_ += value.dump(-1, ' ', false, Json::error_handler_t::replace);
+    out += value.dump(-1, ' ', false, Json::error_handler_t::replace);
   }
+  sink_.maybe_flush();
 }
 
 void LayoutWriter::begin_array(std::string_view k) {
   key(k);
-  out_ += '[';
+  sink_.buffer() += '[';
   first_element_ = true;
 }
 
-void LayoutWriter::element(const OrderedJson& value) {
-  if (!first_element_) out_ += ',';
+void LayoutWriter::start_element() {
+  std::string& out = sink_.buffer();
+  if (!first_element_) out += ',';
   first_element_ = false;
   if (indent_ >= 0) {
-    out_ += '\n';
-    out_.append(static_cast<std::size_t>(indent_) * 2, ' ');
-    dump_compact(value, out_);
-  } else {
-    out_ += value.dump(-1, ' ', false, Json::error_handler_t::replace);
+    out += '\n';
+    out.append(static_cast<std::size_t>(indent_) * 2, ' ');
   }
+}
+
+void LayoutWriter::element(const OrderedJson& value) {
+  start_element();
+  std::string& out = sink_.buffer();
+  if (indent_ >= 0) {
+    dump_compact(value, out);
+  } else {
+    out += value.dump(-1, ' ', false, Json::error_handler_t::replace);
+  }
+  sink_.maybe_flush();
 }
 
 void LayoutWriter::end_array() {
+  std::string& out = sink_.buffer();
   if (indent_ >= 0 && !first_element_) {
-    out_ += '\n';
-    out_.append(static_cast<std::size_t>(indent_), ' ');
+    out += '\n';
+    out.append(static_cast<std::size_t>(indent_), ' ');
   }
-  out_ += ']';
+  out += ']';
 }
 
 std::string LayoutWriter::finish() {
-  if (indent_ >= 0) out_ += first_field_ ? "}\n" : "\n}\n";
-  else out_ += '}';
-  return std::move(out_);
+  std::string& out = sink_.buffer();
+  if (indent_ >= 0) {
+    out += first_field_ ? "}\n" : "\n}\n";
+  } else {
+    out += '}';
+    // Files end with a newline, as write_text_file ends them.
+    if (&sink_ != &own_) out += '\n';
+  }
+  if (&sink_ != &own_) {
+    sink_.close();
+    return {};
+  }
+  return own_.take();
 }
 
 }  // namespace recsearch::io::detail

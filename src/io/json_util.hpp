@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,6 +28,10 @@ namespace recsearch::io::detail {
 
 using Json = nlohmann::json;
 using OrderedJson = nlohmann::ordered_json;
+
+// read_text_file with `padding` bytes of spare capacity past the text (for
+// parsers that read beyond the end), reserved before reading: no copy.
+[[nodiscard]] std::string read_text_file_padded(const std::string& path, std::size_t padding);
 
 // RFC 6901 child pointers ("~" -> "~0", "/" -> "~1" in keys).
 [[nodiscard]] std::string child(const std::string& path, std::string_view key);
@@ -121,6 +126,55 @@ void read_cost_params(const Reader& r, const Json& j, const std::string& path, C
 // as integers (65536, not 65536.0), so byte counts read naturally.
 [[nodiscard]] OrderedJson number_json(double v);
 
+// Where a writer's text goes: a string handed back at the end, or a file
+// (stdout for "-") filled in blocks of kBlock bytes, so that a writer never
+// holds a whole document. Errors are Error(kIo) naming the file and the OS
+// reason, as write_text_file's.
+class TextSink {
+ public:
+  static constexpr std::size_t kBlock = std::size_t{1} << 20;
+  TextSink() = default;  // into a string
+  // Opens `path` for writing ("-": standard output).
+  explicit TextSink(const std::string& path);
+  TextSink(const TextSink&) = delete;
+  TextSink& operator=(const TextSink&) = delete;
+  ~TextSink();
+
+  // The pending text; writers append here and call maybe_flush() between records.
+  [[nodiscard]] std::string& buffer() noexcept { return buf_; }
+  void maybe_flush() {
+    if (file_ != nullptr && buf_.size() >= kBlock) flush();
+  }
+  // Writes out what is pending and closes the file (a no-op for strings).
+  void close();
+  // The whole text of a string sink.
+  [[nodiscard]] std::string take() { return std::move(buf_); }
+
+ private:
+  void flush();
+
+  std::string buf_;
+  std::FILE* file_ = nullptr;
+  std::string path_;
+};
+
+// Appenders for writers that print records without building them as
+// nlohmann values (the big arrays of a plan): the same bytes nlohmann's
+// dump() gives. `spaced` is the indented layout's ", " and ": " (else "," and ":").
+void append_string(std::string& out, std::string_view s);
+void append_int(std::string& out, std::int64_t v);
+// number_json(v), printed.
+void append_number(std::string& out, double v);
+void append_int_array(std::string& out, const std::vector<std::int64_t>& v, bool spaced);
+inline const char* comma(bool spaced) noexcept { return spaced ? ", " : ","; }
+inline const char* colon(bool spaced) noexcept { return spaced ? ": " : ":"; }
+// '"key": ' (spaced) or '"key":'; keys are plain ASCII.
+inline void append_key(std::string& out, std::string_view key, bool spaced) {
+  out += '"';
+  out += key;
+  out += spaced ? "\": " : "\":";
+}
+
 // Writes a top-level object field by field, so that a writer never holds
 // the whole document as a DOM: the records of big arrays are built, printed
 // and dropped one at a time. Layout (indent >= 0): one field per line, the
@@ -130,21 +184,36 @@ void read_cost_params(const Reader& r, const Json& j, const std::string& path, C
 // (possible in names built through the C++ API) is replaced, never thrown.
 class LayoutWriter {
  public:
+  // Into a string (finish() returns it) or into `sink` (finish() closes it
+  // and returns an empty string).
   explicit LayoutWriter(int indent);
+  LayoutWriter(int indent, TextSink& sink);
+  LayoutWriter(const LayoutWriter&) = delete;
+  LayoutWriter& operator=(const LayoutWriter&) = delete;
   // A whole field (its containers spread over lines one level deep).
   void field(std::string_view key, const OrderedJson& value);
   // An array field written record by record, one record per line.
   void begin_array(std::string_view key);
   void element(const OrderedJson& value);
+  // A record printed by `print(out, spaced)` straight into the output:
+  // for the big arrays, whose records are not worth building as values.
+  template <class Print>
+  void element_with(Print&& print) {
+    start_element();
+    print(sink_.buffer(), indent_ >= 0);
+    sink_.maybe_flush();
+  }
   void end_array();
   // The document, with a final newline when indented.
   [[nodiscard]] std::string finish();
 
  private:
   void key(std::string_view k);
+  void start_element();
 
   int indent_;
-  std::string out_;
+  TextSink own_;
+  TextSink& sink_;
   bool first_field_ = true;
   bool first_element_ = true;
 };

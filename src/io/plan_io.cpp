@@ -12,7 +12,9 @@
 #include <cmath>
 #include <cstdio>
 #include <iterator>
+#include <map>
 #include <optional>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 
@@ -258,11 +260,6 @@ std::string axis_name(const plan::Plan& p, std::size_t a) {
   return a < p.mesh.size() ? p.mesh[a].axis : "c" + std::to_string(a);
 }
 
-OrderedJson op_name_or_null(const ir::Graph& g, ir::OpId id) {
-  if (id == ir::kNone || id >= g.num_operators()) return nullptr;
-  return g.op(id).name;
-}
-
 std::string_view mode_name(Mode m) { return m == Mode::Infer ? "infer" : "train"; }
 
 // Display width of UTF-8 text: one column per code point (names are mostly
@@ -343,7 +340,9 @@ class PlanStream final : public detail::StreamHandler {
   Mode mode(const std::string& key) override {
     if (key == "operators") return Mode::kStream;
     if (key == "tensors") return Mode::kStream;
-    if (key == "redistributions") return Mode::kSkip;
+    if (key == "redistributions" || key == "redistribution_summary" ||
+        key == "heaviest_redistributions")
+      return Mode::kSkip;
     return Mode::kCollect;
   }
 
@@ -650,78 +649,165 @@ std::int16_t cut_of(const plan::Plan& p, ir::OpId id, std::size_t a) {
   return id < p.cuts.size() && a < p.cuts[id].size() ? p.cuts[id][a] : plan::kReplicated;
 }
 
-// One record of "operators": name, type, strategy and per-axis cut dims.
-OrderedJson operator_json(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
-                          const plan::Plan& p, const plan::Evaluation& ev, ir::OpId id) {
-  const ir::Operator& op = g.op(id);
-  OrderedJson jo;
-  jo["name"] = op.name;
-  jo["type"] = op.type;
-  if (id < ev.strategies.size()) {
-    jo["strategy"] = ev.strategies[id];
-  } else if (id < spaces.size() && id < p.cuts.size()) {
-    jo["strategy"] = plan::strategy_of(spaces[id], p.mesh, p.cuts[id]);
+// Everything a section of the plan file is written from.
+struct PlanContext {
+  const ir::Graph& g;
+  const std::vector<algebra::OpSpace>& spaces;
+  const Cluster& cluster;
+  const plan::Plan& p;
+  const plan::Evaluation& ev;
+  bool full;  // PlanDetail::Full, or Auto on a small graph
+};
+
+// The loop name operator id cuts on axis a, or nullptr when it is replicated.
+const std::string* cut_dim(const std::vector<algebra::OpSpace>& spaces, const plan::Plan& p,
+                           ir::OpId id, std::size_t a) {
+  const std::int16_t loop = cut_of(p, id, a);
+  if (loop < 0 || id >= spaces.size() || static_cast<std::size_t>(loop) >= spaces[id].loops.size())
+    return nullptr;
+  return &spaces[id].loops[static_cast<std::size_t>(loop)].name;
+}
+
+void print_strategy(std::string& out, const ir::Strategy& s, bool spaced) {
+  out += '[';
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (i > 0) out += detail::comma(spaced);
+    detail::append_int_array(out, s[i], spaced);
   }
-  OrderedJson cuts = OrderedJson::array();
-  for (std::size_t a = 0; a < p.mesh.size(); ++a) {
-    OrderedJson c;
-    c["axis"] = axis_name(p, a);
-    const std::int16_t loop = cut_of(p, id, a);
-    if (loop >= 0 && id < spaces.size() &&
-        static_cast<std::size_t>(loop) < spaces[id].loops.size()) {
-      c["dim"] = spaces[id].loops[static_cast<std::size_t>(loop)].name;
+  out += ']';
+}
+
+// One record of "operators": name, type, strategy and per-axis cut dims
+// (in summary detail only the axes that cut: a replicated axis is what a
+// missing one means to the reader).
+void print_operator(std::string& out, bool spaced, const PlanContext& c, ir::OpId id) {
+  const ir::Operator& op = c.g.op(id);
+  out += '{';
+  detail::append_key(out, "name", spaced);
+  detail::append_string(out, op.name);
+  out += detail::comma(spaced);
+  detail::append_key(out, "type", spaced);
+  detail::append_string(out, op.type);
+  if (id < c.ev.strategies.size()) {
+    out += detail::comma(spaced);
+    detail::append_key(out, "strategy", spaced);
+    print_strategy(out, c.ev.strategies[id], spaced);
+  } else if (id < c.spaces.size() && id < c.p.cuts.size()) {
+    out += detail::comma(spaced);
+    detail::append_key(out, "strategy", spaced);
+    print_strategy(out, plan::strategy_of(c.spaces[id], c.p.mesh, c.p.cuts[id]), spaced);
+  }
+  out += detail::comma(spaced);
+  detail::append_key(out, "cuts", spaced);
+  out += '[';
+  bool first = true;
+  for (std::size_t a = 0; a < c.p.mesh.size(); ++a) {
+    const std::string* dim = cut_dim(c.spaces, c.p, id, a);
+    if (dim == nullptr && !c.full) continue;
+    if (!first) out += detail::comma(spaced);
+    first = false;
+    out += '{';
+    detail::append_key(out, "axis", spaced);
+    detail::append_string(out, axis_name(c.p, a));
+    out += detail::comma(spaced);
+    detail::append_key(out, "dim", spaced);
+    if (dim != nullptr) {
+      detail::append_string(out, *dim);
     } else {
-      c["dim"] = nullptr;
+      out += "null";
     }
-    cuts.push_back(std::move(c));
+    out += '}';
   }
-  jo["cuts"] = std::move(cuts);
-  return jo;
+  out += "]}";
+}
+
+void print_axis_list(std::string& out, const plan::Plan& p, const std::vector<std::uint32_t>& axes,
+                     bool spaced) {
+  out += '[';
+  for (std::size_t i = 0; i < axes.size(); ++i) {
+    if (i > 0) out += detail::comma(spaced);
+    detail::append_string(out, axis_name(p, axes[i]));
+  }
+  out += ']';
 }
 
 // One record of "tensors": name, shape, and the axes sharding each dim or
-// leaving it partial.
-OrderedJson tensor_json(const ir::Graph& g, const plan::Plan& p, const plan::Evaluation& ev,
-                        ir::TensorId t) {
-  const ir::Tensor& tensor = g.tensor(t);
-  OrderedJson jt;
-  jt["name"] = tensor.name;
-  jt["shape"] = tensor.shape;
-  OrderedJson sharding = OrderedJson::array();
-  const plan::TensorSharding* ts = t < ev.tensors.size() ? &ev.tensors[t] : nullptr;
+// leaving it partial (in summary detail "partial" only when not empty).
+void print_tensor(std::string& out, bool spaced, const PlanContext& c, ir::TensorId t) {
+  const ir::Tensor& tensor = c.g.tensor(t);
+  const plan::TensorSharding* ts = t < c.ev.tensors.size() ? &c.ev.tensors[t] : nullptr;
+  out += '{';
+  detail::append_key(out, "name", spaced);
+  detail::append_string(out, tensor.name);
+  out += detail::comma(spaced);
+  detail::append_key(out, "shape", spaced);
+  detail::append_int_array(out, tensor.shape, spaced);
+  out += detail::comma(spaced);
+  detail::append_key(out, "sharding", spaced);
+  out += '[';
+  static const std::vector<std::uint32_t> kNoAxes;
   for (std::size_t d = 0; d < tensor.rank(); ++d) {
-    OrderedJson dim = OrderedJson::array();
-    if (ts != nullptr && d < ts->dims.size()) {
-      for (const std::uint32_t a : ts->dims[d]) dim.push_back(axis_name(p, a));
-    }
-    sharding.push_back(std::move(dim));
+    if (d > 0) out += detail::comma(spaced);
+    print_axis_list(out, c.p, ts != nullptr && d < ts->dims.size() ? ts->dims[d] : kNoAxes,
+                    spaced);
   }
-  jt["sharding"] = std::move(sharding);
-  OrderedJson partial = OrderedJson::array();
-  if (ts != nullptr) {
-    for (const std::uint32_t a : ts->partial) partial.push_back(axis_name(p, a));
+  out += ']';
+  const std::vector<std::uint32_t>& partial = ts != nullptr ? ts->partial : kNoAxes;
+  if (c.full || !partial.empty()) {
+    out += detail::comma(spaced);
+    detail::append_key(out, "partial", spaced);
+    print_axis_list(out, c.p, partial, spaced);
   }
-  jt["partial"] = std::move(partial);
-  return jt;
+  out += '}';
+}
+
+void print_op_name(std::string& out, const ir::Graph& g, ir::OpId id) {
+  if (id == ir::kNone || id >= g.num_operators()) {
+    out += "null";
+  } else {
+    detail::append_string(out, g.op(id).name);
+  }
 }
 
 // One record of "redistributions".
-OrderedJson event_json(const ir::Graph& g, const plan::Plan& p, const plan::CommEvent& e) {
-  OrderedJson je;
-  if (e.tensor == ir::kNone || e.tensor >= g.num_tensors()) {
-    je["tensor"] = nullptr;
+void print_event(std::string& out, bool spaced, const PlanContext& c, const plan::CommEvent& e) {
+  out += '{';
+  detail::append_key(out, "tensor", spaced);
+  if (e.tensor == ir::kNone || e.tensor >= c.g.num_tensors()) {
+    out += "null";
   } else {
-    je["tensor"] = g.tensor(e.tensor).name;
+    detail::append_string(out, c.g.tensor(e.tensor).name);
   }
-  je["from"] = op_name_or_null(g, e.from);
-  je["to"] = op_name_or_null(g, e.to);
-  je["axis"] = axis_name(p, e.axis);
-  je["collective"] = std::string(cost::collective_name(e.collective));
-  je["phase"] = std::string(cost::phase_name(e.phase));
-  je["reason"] = std::string(plan::comm_reason_name(e.reason));
-  je["bytes"] = detail::number_json(e.bytes);
-  je["seconds"] = detail::number_json(e.seconds);
-  return je;
+  out += detail::comma(spaced);
+  detail::append_key(out, "from", spaced);
+  print_op_name(out, c.g, e.from);
+  out += detail::comma(spaced);
+  detail::append_key(out, "to", spaced);
+  print_op_name(out, c.g, e.to);
+  out += detail::comma(spaced);
+  detail::append_key(out, "axis", spaced);
+  detail::append_string(out, axis_name(c.p, e.axis));
+  out += detail::comma(spaced);
+  detail::append_key(out, "collective", spaced);
+  detail::append_string(out, cost::collective_name(e.collective));
+  out += detail::comma(spaced);
+  detail::append_key(out, "phase", spaced);
+  detail::append_string(out, cost::phase_name(e.phase));
+  out += detail::comma(spaced);
+  detail::append_key(out, "reason", spaced);
+  detail::append_string(out, plan::comm_reason_name(e.reason));
+  out += detail::comma(spaced);
+  detail::append_key(out, "bytes", spaced);
+  detail::append_number(out, e.bytes);
+  out += detail::comma(spaced);
+  detail::append_key(out, "seconds", spaced);
+  detail::append_number(out, e.seconds);
+  if (e.repeats != 1) {
+    out += detail::comma(spaced);
+    detail::append_key(out, "repeats", spaced);
+    detail::append_number(out, e.repeats);
+  }
+  out += '}';
 }
 
 OrderedJson training_json(const plan::Training& t) {
@@ -850,34 +936,172 @@ std::string summary_text(const Cluster& cluster, const plan::Plan& p, const plan
 
 }  // namespace
 
-std::string plan_to_json(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
-                         const Cluster& cluster, const plan::Plan& p, const plan::Evaluation& ev,
-                         int indent) {
-  detail::LayoutWriter w(indent);
+namespace {
+
+// The sections of a plan file, one function each, in file order. Small ones
+// are built as values; the per-operator, per-tensor and per-event arrays
+// are printed record by record straight into the output.
+void write_head(detail::LayoutWriter& w, const PlanContext& c) {
   w.field("format", "recsearch.plan");
   w.field("version", 1);
-  w.field("graph", p.graph_name.empty() ? g.name() : p.graph_name);
-  w.field("mode", std::string(mode_name(p.mode)));
-  w.field("algorithm", p.algorithm);
-  if (p.mode == Mode::Train) w.field("training", training_json(p.training));
-  w.field("mesh", mesh_json(cluster, p));
-  // The whole cluster, so that `eval` of a saved plan needs no cluster
-  // options and uses the same links the search used.
-  w.field("cluster", detail::cluster_json(cluster));
+  w.field("graph", c.p.graph_name.empty() ? c.g.name() : c.p.graph_name);
+  w.field("mode", std::string(mode_name(c.p.mode)));
+  w.field("algorithm", c.p.algorithm);
+  if (!c.full) w.field("detail", "summary");
+  if (c.p.mode == Mode::Train) w.field("training", training_json(c.p.training));
+}
 
+void write_mesh(detail::LayoutWriter& w, const PlanContext& c) {
+  w.field("mesh", mesh_json(c.cluster, c.p));
+}
+
+// The whole cluster, so that `eval` of a saved plan needs no cluster
+// options and uses the same links the search used.
+void write_cluster(detail::LayoutWriter& w, const PlanContext& c) {
+  w.field("cluster", detail::cluster_json(c.cluster));
+}
+
+void write_operators(detail::LayoutWriter& w, const PlanContext& c) {
   w.begin_array("operators");
-  for (ir::OpId id = 0; id < g.num_operators(); ++id) {
-    w.element(operator_json(g, spaces, p, ev, id));
+  for (ir::OpId id = 0; id < c.g.num_operators(); ++id) {
+    w.element_with([&](std::string& out, bool spaced) { print_operator(out, spaced, c, id); });
   }
   w.end_array();
+}
+
+void write_tensors(detail::LayoutWriter& w, const PlanContext& c) {
   w.begin_array("tensors");
-  for (ir::TensorId t = 0; t < g.num_tensors(); ++t) w.element(tensor_json(g, p, ev, t));
+  for (ir::TensorId t = 0; t < c.g.num_tensors(); ++t) {
+    w.element_with([&](std::string& out, bool spaced) { print_tensor(out, spaced, c, t); });
+  }
   w.end_array();
+}
+
+// Summary detail: the redistributions totalled per (reason, phase,
+// collective, axis), and the heaviest few in full. `eval --detail full`
+// lists them all again; they follow from the cuts.
+void write_redistribution_summary(detail::LayoutWriter& w, const PlanContext& c) {
+  struct Total {
+    std::int64_t events = 0;
+    double bytes = 0;
+    double seconds = 0;
+  };
+  std::map<std::tuple<plan::CommReason, cost::Phase, cost::Collective, std::uint32_t>, Total>
+      totals;
+  for (const plan::CommEvent& e : c.ev.events) {
+    Total& t = totals[{e.reason, e.phase, e.collective, e.axis}];
+    ++t.events;
+    t.bytes += e.bytes;
+    t.seconds += e.seconds;
+  }
+  w.begin_array("redistribution_summary");
+  for (const auto& [key, t] : totals) {
+    w.element_with([&, &k = key, &tot = t](std::string& out, bool spaced) {
+      out += '{';
+      detail::append_key(out, "reason", spaced);
+      detail::append_string(out, plan::comm_reason_name(std::get<0>(k)));
+      out += detail::comma(spaced);
+      detail::append_key(out, "phase", spaced);
+      detail::append_string(out, cost::phase_name(std::get<1>(k)));
+      out += detail::comma(spaced);
+      detail::append_key(out, "collective", spaced);
+      detail::append_string(out, cost::collective_name(std::get<2>(k)));
+      out += detail::comma(spaced);
+      detail::append_key(out, "axis", spaced);
+      detail::append_string(out, axis_name(c.p, std::get<3>(k)));
+      out += detail::comma(spaced);
+      detail::append_key(out, "events", spaced);
+      detail::append_int(out, tot.events);
+      out += detail::comma(spaced);
+      detail::append_key(out, "bytes", spaced);
+      detail::append_number(out, tot.bytes);
+      out += detail::comma(spaced);
+      detail::append_key(out, "seconds", spaced);
+      detail::append_number(out, tot.seconds);
+      out += '}';
+    });
+  }
+  w.end_array();
+  // The costliest events (ties: file order), so the largest transfers stay visible.
+  constexpr std::size_t kHeaviest = 20;
+  std::vector<std::size_t> order(c.ev.events.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  const std::size_t n = std::min(kHeaviest, order.size());
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n), order.end(),
+                    [&](std::size_t a, std::size_t b) {
+                      const double sa = c.ev.events[a].seconds;
+                      const double sb = c.ev.events[b].seconds;
+                      return sa != sb ? sa > sb : a < b;
+                    });
+  w.begin_array("heaviest_redistributions");
+  for (std::size_t i = 0; i < n; ++i) {
+    w.element_with([&](std::string& out, bool spaced) {
+      print_event(out, spaced, c, c.ev.events[order[i]]);
+    });
+  }
+  w.end_array();
+}
+
+void write_redistributions(detail::LayoutWriter& w, const PlanContext& c) {
+  if (!c.full) {
+    write_redistribution_summary(w, c);
+    return;
+  }
   w.begin_array("redistributions");
-  for (const plan::CommEvent& e : ev.events) w.element(event_json(g, p, e));
+  for (const plan::CommEvent& e : c.ev.events) {
+    w.element_with([&](std::string& out, bool spaced) { print_event(out, spaced, c, e); });
+  }
   w.end_array();
-  w.field("summary", summary_json(ev.summary));
+}
+
+void write_summary(detail::LayoutWriter& w, const PlanContext& c) {
+  w.field("summary", summary_json(c.ev.summary));
+}
+
+using PlanSection = void (*)(detail::LayoutWriter&, const PlanContext&);
+constexpr PlanSection kPlanSections[] = {
+    write_head,    write_mesh,           write_cluster, write_operators,
+    write_tensors, write_redistributions, write_summary,
+};
+
+void write_plan(detail::LayoutWriter& w, const PlanContext& c) {
+  for (const PlanSection section : kPlanSections) section(w, c);
+}
+
+bool full_detail(PlanDetail detail, const ir::Graph& g) {
+  switch (detail) {
+    case PlanDetail::Full: return true;
+    case PlanDetail::Summary: return false;
+    case PlanDetail::Auto: break;
+  }
+  return g.num_operators() <= kFullDetailMaxOperators;
+}
+
+}  // namespace
+
+std::optional<PlanDetail> parse_plan_detail(std::string_view text) {
+  if (text == "auto") return PlanDetail::Auto;
+  if (text == "full") return PlanDetail::Full;
+  if (text == "summary") return PlanDetail::Summary;
+  return std::nullopt;
+}
+
+std::string plan_to_json(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                         const Cluster& cluster, const plan::Plan& p, const plan::Evaluation& ev,
+                         int indent, PlanDetail level) {
+  detail::LayoutWriter w(indent);
+  write_plan(w, PlanContext{g, spaces, cluster, p, ev, full_detail(level, g)});
   return w.finish();
+}
+
+void write_plan_file(const std::string& path, const ir::Graph& g,
+                     const std::vector<algebra::OpSpace>& spaces, const Cluster& cluster,
+                     const plan::Plan& p, const plan::Evaluation& ev, PlanDetail level,
+                     int indent) {
+  detail::TextSink sink(path);
+  detail::LayoutWriter w(indent, sink);
+  write_plan(w, PlanContext{g, spaces, cluster, p, ev, full_detail(level, g)});
+  (void)w.finish();
 }
 
 std::string plan_to_table(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,

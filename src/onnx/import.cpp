@@ -3,12 +3,15 @@
 //
 // Steps: read the model without its weights (model_reader.hpp); bind the
 // symbolic dimensions of the graph inputs; run ONNX's shape inference with
-// data propagation; fold the nodes that only compute shapes (Shape, and
-// whatever consumes nothing but constants and produces a small tensor) into
-// constant tensors; map every other node to a recsearch operator kind; and
-// check the result with the dimension algebra, so that an import that
-// succeeds always gives a graph the search accepts. Errors name the node
-// (its name, ONNX type and index in graph.node).
+// data propagation; in one pass over the nodes, evaluate those that only
+// compute small integer tensors (shape_eval.hpp) into Constant nodes and
+// give every other node its shapes from its own inference function; fold
+// the nodes that consume nothing but constants; turn Identity copies and
+// Cast/Reshape views of weights into tensors (no operator); map every
+// other node to a recsearch operator kind; and check the result with the
+// dimension algebra, so that an import that succeeds always gives a graph
+// the search accepts. Errors name the node (its name, ONNX type and index
+// in graph.node).
 #include "recsearch/io/onnx.hpp"
 
 #include <fcntl.h>
@@ -28,180 +31,22 @@
 
 #include "io/suggest.hpp"
 #include "onnx/model_reader.hpp"
+#include "onnx/shape_eval.hpp"
 #include "recsearch/algebra/op_space.hpp"
 #include "recsearch/error.hpp"
 
 namespace recsearch::io {
 namespace {
 
+using onnx_import::count_of;
+using onnx_import::eval_int_node;
+using onnx_import::int_values;
+using onnx_import::IntTensor;
 using onnx_import::ModelSkeleton;
 
 // Folded shape computations produce at most this many elements; a larger
 // all-constant result (a weight transformed at run time) stays an operator.
 constexpr std::int64_t kFoldMaxElements = 1024;
-constexpr int kMaxFoldRounds = 16;
-
-// A small integer tensor (a shape, axes, an index) known before the model runs.
-struct IntTensor {
-  ir::Shape dims;
-  std::vector<std::int64_t> data;
-  std::int32_t elem = onnx::TensorProto::INT64;  // INT64 or INT32
-};
-
-std::int64_t count_of(const ir::Shape& dims) {
-  std::int64_t n = 1;
-  for (const auto d : dims) n *= d;
-  return n;
-}
-
-std::int64_t int_attr(const onnx::NodeProto& n, std::string_view name, std::int64_t def) {
-  for (const auto& a : n.attribute()) {
-    if (a.name() == name && a.type() == onnx::AttributeProto::INT) {
-      return static_cast<std::int64_t>(a.i());
-    }
-  }
-  return def;
-}
-
-std::optional<std::vector<std::int64_t>> ints_attr(const onnx::NodeProto& n,
-                                                   std::string_view name) {
-  for (const auto& a : n.attribute()) {
-    if (a.name() == name && a.type() == onnx::AttributeProto::INTS)
-      return std::vector<std::int64_t>(a.ints().begin(), a.ints().end());
-  }
-  return std::nullopt;
-}
-
-// The elements [b, e) of a 1-D range of length len after ONNX's negative
-// index wrap and clamping (e at least b).
-std::pair<std::int64_t, std::int64_t> clamp_range(std::int64_t b, std::int64_t e,
-                                                  std::int64_t len) {
-  if (b < 0) b += len;
-  if (e < 0) e += len;
-  b = std::clamp<std::int64_t>(b, 0, len);
-  e = std::clamp<std::int64_t>(e, b, len);
-  return {b, e};
-}
-
-std::optional<IntTensor> eval_shape(const onnx::NodeProto& n,
-                                    const std::vector<std::optional<ir::Shape>>& in_shapes) {
-  if (in_shapes.empty() || !in_shapes[0]) return std::nullopt;
-  const auto& s = *in_shapes[0];
-  const auto r = static_cast<std::int64_t>(s.size());
-  const auto [start, end] = clamp_range(int_attr(n, "start", 0), int_attr(n, "end", r), r);
-  IntTensor t{{end - start}, std::vector<std::int64_t>(s.begin() + start, s.begin() + end)};
-  return t;
-}
-
-std::optional<IntTensor> eval_cast(const onnx::NodeProto& n, const std::vector<IntTensor>& in) {
-  const std::int64_t to = int_attr(n, "to", 0);
-  if (to != onnx::TensorProto::INT64 && to != onnx::TensorProto::INT32) return std::nullopt;
-  IntTensor t = in[0];
-  t.elem = static_cast<std::int32_t>(to);
-  return t;
-}
-
-std::optional<IntTensor> eval_gather(const onnx::NodeProto& n, const std::vector<IntTensor>& in) {
-  if (in.size() != 2 || in[0].dims.size() != 1 || int_attr(n, "axis", 0) != 0) return std::nullopt;
-  IntTensor t{in[1].dims, {}, in[0].elem};
-  const auto n0 = static_cast<std::int64_t>(in[0].data.size());
-  for (std::int64_t i : in[1].data) {
-    if (i < 0) i += n0;
-    if (i < 0 || i >= n0) return std::nullopt;
-    t.data.push_back(in[0].data[static_cast<std::size_t>(i)]);
-  }
-  return t;
-}
-
-std::optional<IntTensor> eval_squeeze(const onnx::NodeProto& n, const std::vector<IntTensor>& in) {
-  if (in[0].dims.size() > 1) return std::nullopt;
-  // Only rank changes between 0-D and 1-D: the values stay the same.
-  auto axes = ints_attr(n, "axes");
-  if (!axes && in.size() > 1) axes = in[1].data;
-  if (n.op_type() == "Unsqueeze") {
-    if (!axes || axes->size() != 1 || !in[0].dims.empty()) return std::nullopt;
-    return IntTensor{{1}, in[0].data, in[0].elem};
-  }
-  if (in[0].dims != ir::Shape{1}) return std::nullopt;
-  return IntTensor{{}, in[0].data, in[0].elem};
-}
-
-std::optional<IntTensor> eval_concat(const std::vector<IntTensor>& in) {
-  IntTensor t{{0}, {}, in[0].elem};
-  for (const auto& x : in) {
-    if (x.dims.size() != 1 || x.elem != t.elem) return std::nullopt;
-    t.data.insert(t.data.end(), x.data.begin(), x.data.end());
-  }
-  t.dims[0] = static_cast<std::int64_t>(t.data.size());
-  return t;
-}
-
-std::optional<IntTensor> eval_slice(const onnx::NodeProto& n, const std::vector<IntTensor>& in) {
-  if (in[0].dims.size() != 1) return std::nullopt;
-  std::optional<std::vector<std::int64_t>> starts = ints_attr(n, "starts");
-  std::optional<std::vector<std::int64_t>> ends = ints_attr(n, "ends");
-  std::vector<std::int64_t> steps{1};
-  if (in.size() >= 3) {
-    starts = in[1].data;
-    ends = in[2].data;
-    if (in.size() >= 4 && (in[3].data.size() != 1 || (in[3].data[0] != 0 && in[3].data[0] != -1)))
-      return std::nullopt;
-    if (in.size() >= 5) steps = in[4].data;
-  }
-  if (!starts || !ends || starts->size() != 1 || ends->size() != 1 ||
-      steps != std::vector<std::int64_t>{1})
-    return std::nullopt;
-  const auto len = static_cast<std::int64_t>(in[0].data.size());
-  const auto [b, e] = clamp_range((*starts)[0], (*ends)[0], len);
-  return IntTensor{{e - b},
-                   std::vector<std::int64_t>(in[0].data.begin() + b, in[0].data.begin() + e),
-                   in[0].elem};
-}
-
-// Add, Sub, Mul, Div of two integer tensors of one shape, or one of them a
-// single value.
-std::optional<IntTensor> eval_arithmetic(const std::string& op, const std::vector<IntTensor>& in) {
-  if (in.size() != 2 || in[0].elem != in[1].elem) return std::nullopt;
-  const IntTensor& a = in[0];
-  const IntTensor& b = in[1];
-  const bool a1 = a.data.size() == 1, b1 = b.data.size() == 1;
-  if (!(a.dims == b.dims || a1 || b1)) return std::nullopt;
-  // The result has the larger rank (a scalar and a [1] give [1]).
-  IntTensor t = (a1 && !b1) || (a1 && b1 && b.dims.size() > a.dims.size()) ? b : a;
-  for (std::size_t i = 0; i < t.data.size(); ++i) {
-    const std::int64_t x = a.data[a1 ? 0 : i], y = b.data[b1 ? 0 : i];
-    if (op == "Div" && y == 0) return std::nullopt;
-    t.data[i] = op == "Add" ? x + y : op == "Sub" ? x - y : op == "Mul" ? x * y : x / y;
-  }
-  return t;
-}
-
-// Evaluates one shape-computation node over integer inputs; nullopt when
-// the node is not one of the few kinds exporters use for shapes, or its
-// inputs are not what that use looks like.
-std::optional<IntTensor> eval_int_node(const onnx::NodeProto& n, const std::vector<IntTensor>& in,
-                                       const std::vector<std::optional<ir::Shape>>& in_shapes) {
-  const std::string& op = n.op_type();
-  if (op == "Shape") return eval_shape(n, in_shapes);
-  if (op == "Size") {
-    if (in_shapes.empty() || !in_shapes[0]) return std::nullopt;
-    return IntTensor{{}, {count_of(*in_shapes[0])}};
-  }
-  if (in.empty()) return std::nullopt;
-  if (op == "Identity") return in[0];
-  if (op == "Neg") {
-    IntTensor t = in[0];
-    for (auto& v : t.data) v = -v;
-    return t;
-  }
-  if (op == "Cast") return eval_cast(n, in);
-  if (op == "Gather") return eval_gather(n, in);
-  if (op == "Unsqueeze" || op == "Squeeze") return eval_squeeze(n, in);
-  if (op == "Concat") return eval_concat(in);
-  if (op == "Slice") return eval_slice(n, in);
-  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") return eval_arithmetic(op, in);
-  return std::nullopt;
-}
 
 std::string node_label(const onnx::NodeProto& n, int index) {
   std::string s = "node ";
@@ -238,33 +83,6 @@ bool is_float_type(std::int32_t elem) {
 }
 
 // Integer values of a tensor whose payload was kept; nullopt otherwise.
-std::optional<std::vector<std::int64_t>> int_values(const onnx::TensorProto& t) {
-  using TP = onnx::TensorProto;
-  std::vector<std::int64_t> v;
-  if (t.data_type() == TP::INT64) {
-    if (t.int64_data_size() > 0)
-      return std::vector<std::int64_t>(t.int64_data().begin(), t.int64_data().end());
-    if (!t.raw_data().empty() && t.raw_data().size() % 8 == 0) {
-      v.resize(t.raw_data().size() / 8);
-      std::memcpy(v.data(), t.raw_data().data(), t.raw_data().size());  // little-endian hosts
-      return v;
-    }
-  } else if (t.data_type() == TP::INT32) {
-    if (t.int32_data_size() > 0)
-      return std::vector<std::int64_t>(t.int32_data().begin(), t.int32_data().end());
-    if (!t.raw_data().empty() && t.raw_data().size() % 4 == 0) {
-      std::vector<std::int32_t> w(t.raw_data().size() / 4);
-      std::memcpy(w.data(), t.raw_data().data(), t.raw_data().size());
-      return std::vector<std::int64_t>(w.begin(), w.end());
-    }
-  }
-  // An empty tensor (e.g. axes = []) has no payload at all.
-  std::int64_t n = 1;
-  for (const auto d : t.dims()) n *= d;
-  if (n == 0 && (t.data_type() == TP::INT64 || t.data_type() == TP::INT32)) return v;
-  return std::nullopt;
-}
-
 std::optional<double> float_value(const onnx::TensorProto& t) {
   using TP = onnx::TensorProto;
   if (t.data_type() == TP::FLOAT) {
@@ -307,23 +125,10 @@ class Importer {
     read_opset();
     bind_dims();
     infer_shapes();
-    // Shape computations that ONNX's data propagation leaves open are
-    // evaluated here and written back as Constant nodes, until nothing new
-    // resolves (each round resolves at least one more node).
-    // Should ONNX reject a round's result, the model as it stood before that
-    // round is kept: folding may only ever add shapes.
-    for (int round = 0; round < kMaxFoldRounds; ++round) {
-      onnx::ModelProto before = model_;
-      if (!evaluate_shape_nodes()) break;
-      try {
-        infer_shapes();
-      } catch (const Error&) {
-        model_ = std::move(before);
-        break;
-      }
-    }
+    fold_shapes();
     collect_values();
     mark_static();
+    mark_weight_views();
     map_nodes();
     finish();
     return std::move(result_);
@@ -450,42 +255,93 @@ class Importer {
     }
   }
 
-  // The shapes of the model's values that are fully known, and the values
-  // of its integer initializers (the start of evaluate_shape_nodes).
-  void known_at_start(std::unordered_map<std::string, ValueInfo>& shapes,
-                      std::unordered_map<std::string, IntTensor>& known) const {
-    const auto& g = graph();
-    const auto note = [&](const onnx::ValueInfoProto& v) {
-      if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape()) return;
-      ir::Shape s;
-      for (const auto& d : v.type().tensor_type().shape().dim()) {
-        if (!d.has_dim_value()) return;
-        s.push_back(d.dim_value());
-      }
-      shapes[v.name()].shape = std::move(s);
-    };
-    for (const auto& v : g.input()) note(v);
-    for (const auto& v : g.value_info()) note(v);
-    for (const auto& v : g.output()) note(v);
-    for (const auto& t : g.initializer()) {
-      shapes[t.name()].shape = ir::Shape(t.dims().begin(), t.dims().end());
-      if (const auto v = int_values(t))
-        known[t.name()] = {ir::Shape(t.dims().begin(), t.dims().end()), *v, t.data_type()};
+  // ---- shape folding -------------------------------------------------------
+  //
+  // One pass over the nodes in graph order (ONNX keeps nodes topologically
+  // sorted): a node that computes a small integer tensor from known values is
+  // evaluated and becomes a Constant node; any other node gets its output
+  // types from its own ONNX inference function, which sees every constant
+  // folded before it. Each node is visited once, so the depth of a model
+  // costs nothing (a fixed number of whole-model rounds stopped deep
+  // dynamic-batch transformers half way).
+
+  // What the pass knows so far: value types (ONNX's inference context reads
+  // them through pointers, which an unordered_map keeps stable), and the
+  // integer tensors known before the model runs.
+  struct FoldState {
+    std::unordered_map<std::string, onnx::TypeProto> types;
+    std::unordered_map<std::string, onnx::TypeProto*> type_ptrs;
+    std::unordered_map<std::string, const onnx::TensorProto*> data;
+    std::unordered_map<std::string, IntTensor> known;
+  };
+
+  // The dims of a type when all are known.
+  static std::optional<ir::Shape> full_shape(const onnx::TypeProto& t) {
+    if (!t.has_tensor_type() || !t.tensor_type().has_shape()) return std::nullopt;
+    ir::Shape s;
+    for (const auto& d : t.tensor_type().shape().dim()) {
+      if (!d.has_dim_value() || d.dim_value() < 0) return std::nullopt;
+      s.push_back(d.dim_value());
     }
+    return s;
+  }
+  static int known_dims(const onnx::TypeProto& t) {
+    if (!t.has_tensor_type() || !t.tensor_type().has_shape()) return -1;
+    int k = 0;
+    for (const auto& d : t.tensor_type().shape().dim()) k += d.has_dim_value() ? 1 : 0;
+    return k;
+  }
+
+  // Keeps the more complete of what is known and t.
+  static void note_type(FoldState& st, const std::string& name, const onnx::TypeProto& t) {
+    if (name.empty() || !t.has_tensor_type()) return;
+    const auto it = st.types.find(name);
+    if (it != st.types.end()) {
+      const onnx::TypeProto& old = it->second;
+      const bool more = !full_shape(old) && known_dims(t) > known_dims(old);
+      if (!more && (old.tensor_type().elem_type() != 0 || t.tensor_type().elem_type() == 0)) return;
+      if (!more) {
+        it->second.mutable_tensor_type()->set_elem_type(t.tensor_type().elem_type());
+        return;
+      }
+    }
+    onnx::TypeProto& slot = st.types[name];
+    const std::int32_t elem = slot.tensor_type().elem_type();
+    slot = t;
+    if (slot.tensor_type().elem_type() == 0) slot.mutable_tensor_type()->set_elem_type(elem);
+    st.type_ptrs[name] = &slot;
+  }
+
+  static onnx::TypeProto type_of_tensor(const onnx::TensorProto& t) {
+    onnx::TypeProto ty;
+    auto* tt = ty.mutable_tensor_type();
+    tt->set_elem_type(t.data_type());
+    auto* shape = tt->mutable_shape();
+    for (const auto d : t.dims()) shape->add_dim()->set_dim_value(d);
+    return ty;
+  }
+
+  // A constant tensor value of the model: its type, and its integers.
+  static void note_tensor(FoldState& st, const std::string& name, const onnx::TensorProto& t) {
+    note_type(st, name, type_of_tensor(t));
+    if (const auto v = int_values(t)) {
+      st.known[name] = {ir::Shape(t.dims().begin(), t.dims().end()), *v, t.data_type()};
+      st.data[name] = &t;
+    }
+  }
+
+  FoldState fold_start() const {
+    FoldState st;
+    const auto& g = graph();
+    for (const auto& v : g.input()) note_type(st, v.name(), v.type());
+    for (const auto& v : g.value_info()) note_type(st, v.name(), v.type());
+    for (const auto& v : g.output()) note_type(st, v.name(), v.type());
+    for (const auto& t : g.initializer()) note_tensor(st, t.name(), t);
+    return st;
   }
 
   // Turns node n into a Constant node holding r.
   static void make_constant(onnx::NodeProto& n, const IntTensor& r) {
-    onnx::TensorProto t;
-    t.set_data_type(r.elem);
-    for (const auto d : r.dims) t.add_dims(d);
-    for (const auto v : r.data) {
-      if (r.elem == onnx::TensorProto::INT32) {
-        t.add_int32_data(static_cast<std::int32_t>(v));
-      } else {
-        t.add_int64_data(v);
-      }
-    }
     const std::string out = n.output(0);
     const std::string name = n.name();
     n.Clear();
@@ -495,24 +351,22 @@ class Importer {
     auto* a = n.add_attribute();
     a->set_name("value");
     a->set_type(onnx::AttributeProto::TENSOR);
-    *a->mutable_t() = std::move(t);
+    *a->mutable_t() = onnx_import::to_tensor_proto(r);
   }
 
   // The value of node n when it only computes a small integer tensor from
   // known values (Shape and Size need only their input's shape).
-  static std::optional<IntTensor> evaluate_node(
-      const onnx::NodeProto& n, const std::unordered_map<std::string, ValueInfo>& shapes,
-      const std::unordered_map<std::string, IntTensor>& known) {
+  static std::optional<IntTensor> evaluate_node(const onnx::NodeProto& n, const FoldState& st) {
     if (n.output_size() != 1 || n.output(0).empty()) return std::nullopt;
     std::vector<IntTensor> in;
     std::vector<std::optional<ir::Shape>> in_shapes;
     bool ok = true;
     for (const auto& name : n.input()) {
       if (name.empty()) continue;
-      const auto s = shapes.find(name);
-      in_shapes.push_back(s != shapes.end() ? s->second.shape : std::nullopt);
-      const auto k = known.find(name);
-      if (k == known.end()) {
+      const auto s = st.types.find(name);
+      in_shapes.push_back(s != st.types.end() ? full_shape(s->second) : std::nullopt);
+      const auto k = st.known.find(name);
+      if (k == st.known.end()) {
         ok = false;
       } else {
         in.push_back(k->second);
@@ -527,33 +381,97 @@ class Importer {
     return r;
   }
 
-  // One round of evaluate-and-replace over the nodes (see run()). Returns
-  // whether a node became a Constant.
-  bool evaluate_shape_nodes() {
+  // Runs node i's ONNX inference function on what is known so far. Where
+  // its inputs are all known but an output stays open, the reason is kept
+  // for the error that names the node (folding gave up there).
+  void infer_node(int i, onnx::NodeProto& n, FoldState& st) {
+    bool inputs_known = true, inputs_typed = true;
+    for (const auto& in : n.input()) {
+      if (in.empty()) continue;
+      const auto it = st.types.find(in);
+      inputs_typed = inputs_typed && it != st.types.end();
+      inputs_known = inputs_known && it != st.types.end() && full_shape(it->second);
+    }
+    const auto give_up = [&](const std::string& why) {
+      if (inputs_known) gave_up_.emplace(i, why);
+    };
+    const std::string domain = n.domain() == "ai.onnx" ? std::string() : n.domain();
+    const auto* schema = ::onnx::OpSchemaRegistry::Schema(
+        n.op_type(), static_cast<int>(result_.opset), domain);
+    if (!schema || !schema->has_type_and_shape_inference_function())
+      return give_up("ONNX has no shape inference for " + n.op_type() + " at opset " +
+                     std::to_string(result_.opset));
+    if (!inputs_typed) return;
+    try {
+      ::onnx::shape_inference::InferenceContextImpl ctx(n, st.type_ptrs, st.data, {}, nullptr,
+                                                        nullptr);
+      schema->GetTypeAndShapeInferenceFunction()(ctx);
+      for (int j = 0; j < n.output_size(); ++j) {
+        note_type(st, n.output(j), *ctx.getOutputType(static_cast<std::size_t>(j)));
+      }
+    } catch (const std::exception& e) {
+      return give_up(std::string("ONNX shape inference failed: ") + e.what());
+    }
+    if (n.output_size() > 0 && !n.output(0).empty()) {
+      const auto it = st.types.find(n.output(0));
+      if (it == st.types.end() || !full_shape(it->second))
+        give_up("its output shape depends on values only known when the model runs");
+    }
+  }
+
+  // Writes what the pass learnt back into the model (value_info and the
+  // graph outputs), where collect_values reads it.
+  void fold_write_back(const FoldState& st) {
     auto* g = model_.mutable_graph();
-    std::unordered_map<std::string, ValueInfo> shapes;
-    std::unordered_map<std::string, IntTensor> known;
-    known_at_start(shapes, known);
-    bool changed = false;
+    std::unordered_set<std::string> io;
+    for (const auto& v : g->input()) io.insert(v.name());
+    for (auto& v : *g->mutable_output()) {
+      io.insert(v.name());
+      if (const auto it = st.types.find(v.name()); it != st.types.end() && full_shape(it->second))
+        *v.mutable_type() = it->second;
+    }
+    g->clear_value_info();
+    for (const auto& n : g->node()) {
+      for (const auto& o : n.output()) {
+        const auto it = st.types.find(o);
+        if (o.empty() || io.count(o) || it == st.types.end()) continue;
+        auto* v = g->add_value_info();
+        v->set_name(o);
+        *v->mutable_type() = it->second;
+      }
+    }
+  }
+
+  void fold_shapes() {
+    FoldState st = fold_start();
+    auto* g = model_.mutable_graph();
     for (int i = 0; i < g->node_size(); ++i) {
       onnx::NodeProto& n = *g->mutable_node(i);
       if (!n.domain().empty() && n.domain() != "ai.onnx") continue;
       if (n.op_type() == "Constant") {
-        if (const auto* a = find_attr(n, "value"); a && a->has_t() && n.output_size() == 1) {
-          if (const auto v = int_values(a->t())) {
-            known[n.output(0)] = {ir::Shape(a->t().dims().begin(), a->t().dims().end()), *v,
-                                  a->t().data_type()};
-          }
-        }
+        if (const auto* a = find_attr(n, "value"); a && a->has_t() && n.output_size() == 1)
+          note_tensor(st, n.output(0), a->t());
         continue;
       }
-      const auto r = evaluate_node(n, shapes, known);
-      if (!r) continue;
-      known[n.output(0)] = *r;
-      make_constant(n, *r);
-      changed = true;
+      if (const auto r = evaluate_node(n, st)) {
+        make_constant(n, *r);
+        note_tensor(st, n.output(0), find_attr(n, "value")->t());
+        continue;
+      }
+      infer_node(i, n, st);
     }
-    return changed;
+    fold_write_back(st);
+  }
+
+  // Where shape folding gave up: at node `at` itself, or first upstream.
+  std::string folding_note(int at) const {
+    if (const auto it = gave_up_.find(at); it != gave_up_.end())
+      return "; shape folding gave up at this node: " + it->second;
+    if (gave_up_.empty()) return {};
+    int first = std::numeric_limits<int>::max();
+    for (const auto& [i, why] : gave_up_) first = std::min(first, i);
+    return "; shape folding gave up first at " + node_label(graph().node(first), first) + " (" +
+           node_path(first) + "): " + gave_up_.at(first);
   }
 
   // The message strict shape inference gives for a model, if any.
@@ -656,15 +574,33 @@ class Importer {
       if (!in.empty() && !static_.count(in)) return false;
     }
     if (op == "ConstantOfShape") return true;
+    // A large result is folded too when it is built from shapes and small
+    // constants only (Swin's shifted-window masks: ConstantOfShape, then
+    // ScatterND); a weight held in a Constant node and transformed at run
+    // time stays an operator.
+    const bool from_weight = std::any_of(n.input().begin(), n.input().end(),
+                                         [&](const std::string& in) { return held_weight(in); });
+    if (!from_weight) return true;
     for (const auto& o : n.output()) {
       if (!o.empty() && !small_known(o)) return false;
     }
     return true;
   }
 
+  // A float tensor larger than a folded shape computation, held in a
+  // Constant node: a weight.
+  bool held_weight(const std::string& name) const {
+    const auto it = constants_.find(name);
+    if (it == constants_.end() || !is_float_type(it->second->data_type())) return false;
+    std::int64_t n = 1;
+    for (const auto d : it->second->dims()) n *= d;
+    return n > kFoldMaxElements;
+  }
+
   // Static values: known before the model runs. Integer initializers,
   // Constant outputs, Shape/Size of anything (shapes are known), and the
-  // small results of nodes whose inputs are all static.
+  // results of nodes whose inputs are all static (small ones only where a
+  // weight held in a Constant node is among those inputs).
   void mark_static() {
     const auto& g = graph();
     for (const auto& [name, t] : initializers_) {
@@ -681,18 +617,89 @@ class Importer {
     }
   }
 
+  // ---- weights seen through Identity, Cast and Reshape -------------------
+  //
+  // torch.onnx.export stores equal initializers once and feeds every other
+  // parameter holding the same values through an Identity node (zero biases,
+  // unit norm scales, every layer of a cloned nn.TransformerEncoder). Such
+  // an Identity's output is a parameter of its own, not an activation: the
+  // model has one more weight there, and no operator. A Cast or Reshape
+  // chain over a weight that nothing else reads is that same weight, seen
+  // with the chain's shape. Both are nodes that map to no operator.
+
+  // The initializer or Constant a weight-like tensor holds the values of.
+  std::optional<std::string> weight_root(const std::string& name) const {
+    if (const auto it = copies_.find(name); it != copies_.end()) return it->second;
+    if (const auto it = alias_.find(name); it != alias_.end()) return weight_root(it->second);
+    if (initializers_.count(name) || constants_.count(name)) return name;
+    return std::nullopt;
+  }
+
+  std::string resolve_alias(const std::string& name) const {
+    const auto it = alias_.find(name);
+    return it == alias_.end() ? name : resolve_alias(it->second);
+  }
+
+  bool is_graph_output(const std::string& name) const {
+    for (const auto& o : graph().output()) {
+      if (o.name() == name) return true;
+    }
+    return false;
+  }
+
+  // Records node i when it only copies or views a weight (see above).
+  void mark_weight_view(int i, const onnx::NodeProto& n) {
+    static const std::set<std::string, std::less<>> kViews = {"Cast", "Reshape", "Squeeze",
+                                                              "Unsqueeze", "Flatten"};
+    if (n.input_size() < 1 || n.output_size() != 1 || n.output(0).empty()) return;
+    const std::string& in = n.input(0);
+    const std::string& out = n.output(0);
+    const auto root = weight_root(in);
+    if (!root) return;
+    if (n.op_type() == "Identity") {
+      copies_[out] = *root;
+      weight_views_.insert(i);
+      return;
+    }
+    if (!kViews.count(n.op_type())) return;
+    const auto v = values_.find(out);
+    if (v == values_.end() || !v->second.shape || uses_[in] != 1 || is_graph_output(in)) return;
+    const std::string target = resolve_alias(in);
+    alias_[out] = target;
+    view_shape_[target] = *v->second.shape;
+    weight_views_.insert(i);
+  }
+
+  void mark_weight_views() {
+    const auto& g = graph();
+    for (int i = 0; i < g.node_size(); ++i) {
+      const auto& n = g.node(i);
+      if (folded_.count(i) || (!n.domain().empty() && n.domain() != "ai.onnx")) continue;
+      mark_weight_view(i, n);
+    }
+    // Running statistics of batch norm are not trained: constants, however
+    // they are fed (directly, through a copy or through a view).
+    for (const auto& n : g.node()) {
+      if (n.op_type() != "BatchNormalization") continue;
+      for (int j = 3; j < std::min(5, n.input_size()); ++j) stats_.insert(resolve_alias(n.input(j)));
+    }
+  }
+
   // ---- tensors of the recsearch graph -----------------------------------
 
   ir::TensorId tensor_for(const std::string& name, int node_index) {
+    if (const auto it = alias_.find(name); it != alias_.end())
+      return tensor_for(it->second, node_index);
     if (const auto it = tensors_.find(name); it != tensors_.end()) return it->second;
     const auto vit = values_.find(name);
-    const bool produced = producer_.count(name) && !static_.count(name);
+    const bool produced = producer_.count(name) && !static_.count(name) && !copies_.count(name);
     if (vit == values_.end() || !vit->second.shape) {
       const auto p = producer_.find(name);
       const int at = p != producer_.end() ? p->second : node_index;
       std::string why = "no shape is known for tensor '" + name + "'";
       if (p != producer_.end() && vit == values_.end() && !produced) why += " (a folded constant)";
       const std::string strict = strict_inference_message();
+      why += folding_note(at);
       if (!strict.empty()) why += "; ONNX shape inference says: " + strict;
       if (p == producer_.end() && !initializers_.count(name) &&
           std::find(graph_inputs_.begin(), graph_inputs_.end(), name) == graph_inputs_.end()) {
@@ -714,6 +721,12 @@ class Importer {
     ir::TensorKind kind = ir::TensorKind::Input;
     if (produced) {
       kind = ir::TensorKind::Activation;
+    } else if (const auto c = copies_.find(name); c != copies_.end()) {
+      const auto it = initializers_.find(c->second);
+      kind = it != initializers_.end() && is_float_type(it->second->data_type()) &&
+                     !stats_.count(name)
+                 ? ir::TensorKind::Parameter
+                 : ir::TensorKind::Constant;
     } else if (static_.count(name)) {
       kind = ir::TensorKind::Constant;
     } else if (const auto it = initializers_.find(name); it != initializers_.end()) {
@@ -721,7 +734,9 @@ class Importer {
                  ? ir::TensorKind::Parameter
                  : ir::TensorKind::Constant;
     }
-    const ir::TensorId id = g_.add_tensor(name, *vit->second.shape, *dtype, kind);
+    const auto view = view_shape_.find(name);
+    const ir::Shape& shape = view != view_shape_.end() ? view->second : *vit->second.shape;
+    const ir::TensorId id = g_.add_tensor(name, shape, *dtype, kind);
     tensors_.emplace(name, id);
     return id;
   }
@@ -864,6 +879,11 @@ class Importer {
           {"Gather", &Importer::map_gather},
           {"OneHot", &Importer::map_one_hot},
           {"SoftmaxCrossEntropyLoss", &Importer::map_softmax_cross_entropy},
+          {"Pad", &Importer::map_pad},
+          {"Expand", &Importer::map_expand},
+          {"Resize", &Importer::map_resize},
+          {"Upsample", &Importer::map_resize},
+          {"ScatterND", &Importer::map_scatter_nd},
       };
       // The elementwise families, each under one mapper.
       for (const auto& [op, kind] : unary_kinds()) t.emplace(op, &Importer::map_unary);
@@ -926,12 +946,21 @@ class Importer {
     return replicated(x, "no recsearch kind for ONNX " + x.op);
   }
 
-  static std::vector<std::string> node_inputs(const onnx::NodeProto& n) {
+  // The node's inputs, less the absent and the empty constant ones: an
+  // optional input given as a tensor of shape [0] (Resize's roi) holds
+  // nothing, and a zero-size tensor is no valid graph tensor.
+  std::vector<std::string> node_inputs(const onnx::NodeProto& n) const {
     std::vector<std::string> ins;
     for (const auto& i : n.input()) {
-      if (!i.empty()) ins.push_back(i);
+      if (!i.empty() && !empty_constant(i)) ins.push_back(i);
     }
     return ins;
+  }
+
+  bool empty_constant(const std::string& name) const {
+    if (!initializers_.count(name) && !static_.count(name)) return false;
+    const auto v = values_.find(name);
+    return v != values_.end() && v->second.shape && count_of(*v->second.shape) == 0;
   }
 
   std::vector<std::string> node_outputs(const onnx::NodeProto& n) const {
@@ -1151,13 +1180,111 @@ class Importer {
            ir::Attrs{{"reduction", red}});
   }
 
+  // ---- Pad, Expand, Resize, ScatterND ------------------------------------
+
+  // A constant tensor the importer adds (the broadcast operand of an
+  // Expand, the repeat counts of a Resize); its values never matter.
+  std::string add_synthetic(const std::string& base, std::int32_t elem, ir::Shape shape) {
+    std::string name = base;
+    for (int k = 1; values_.count(name) || tensors_.count(name); ++k)
+      name = base + "_" + std::to_string(k);
+    values_[name] = ValueInfo{elem, std::move(shape)};
+    static_.insert(name);
+    return name;
+  }
+
+  // An intermediate activation between two operators made from one node.
+  std::string add_intermediate(const NodeCtx& x, const std::string& suffix, ir::Shape shape) {
+    std::string name = x.outs[0] + suffix;
+    if (values_.count(name) || tensors_.count(name))
+      fail_node(x.index, Errc::kDuplicate, "tensor name '" + name + "' is already taken");
+    values_[name] = ValueInfo{values_.at(x.outs[0]).elem, std::move(shape)};
+    producer_[name] = x.index;
+    return name;
+  }
+
+  std::string sub_op_name(const std::string& base) {
+    std::string name = base;
+    for (int k = 1; op_names_.count(name); ++k) name = base + "_" + std::to_string(k);
+    op_names_.insert(name);
+    return name;
+  }
+
+  // Pad: all-zero pads are an Identity; constant, reflect or edge borders
+  // on the two spatial dims of a 4-D tensor are a 1x1 AvgPool with those
+  // pads (a window op whose border rows need no neighbour: the search may
+  // cut batch, channels and rows).
+  void map_pad(const NodeCtx& x) {
+    std::optional<std::vector<std::int64_t>> pads;
+    if (result_.opset >= 11) {
+      if (x.n.input_size() > 1 && !x.n.input(1).empty()) pads = known_ints(x.n.input(1));
+      if (x.n.input_size() > 3 && !x.n.input(3).empty())
+        return replicated(x, "Pad with an 'axes' input");
+    } else if (const auto* a = find_attr(x.n, "pads")) {
+      pads = std::vector<std::int64_t>(a->ints().begin(), a->ints().end());
+    }
+    if (!pads) return replicated(x, "its pads are computed at run time");
+    const auto r = rank_of(x, x.ins.at(0));
+    if (pads->size() != 2 * r) return replicated(x, "pads do not match the input's rank");
+    if (std::all_of(pads->begin(), pads->end(), [](std::int64_t p) { return p == 0; }))
+      return add_op(x.index, x.name, "Identity", {x.ins[0]}, x.outs, {});
+    if (std::any_of(pads->begin(), pads->end(), [](std::int64_t p) { return p < 0; }))
+      return replicated(x, "negative pads (a crop)");
+    const auto& p = *pads;
+    if (r != 4 || p[0] != 0 || p[1] != 0 || p[4] != 0 || p[5] != 0)
+      return replicated(x, "pads on dims other than the two spatial dims of an NCHW tensor");
+    ir::Attrs a{{"kernel_shape", std::vector<std::int64_t>{1, 1}},
+                {"strides", std::vector<std::int64_t>{1, 1}},
+                {"pads", std::vector<std::int64_t>{p[2], p[3], p[6], p[7]}}};
+    add_op(x.index, x.name, "AvgPool", {x.ins[0]}, x.outs, std::move(a));
+  }
+
+  // Expand: numpy broadcasting of x to the output's shape, written as an
+  // einsum against a constant that carries the broadcast dims, so that the
+  // search can cut the result along any dim.
+  void map_expand(const NodeCtx& x) {
+    const ir::Shape in = shape_of(x.ins.at(0), x.index);
+    const ir::Shape out = shape_of(x.outs.at(0), x.index);
+    if (in == out) return add_op(x.index, x.name, "Identity", {x.ins[0]}, x.outs, {});
+    ir::Shape wide(out.size(), 1);
+    for (std::size_t d = 0; d < out.size(); ++d) {
+      const std::size_t off = out.size() - in.size();
+      const std::int64_t have = d < off ? 1 : in[d - off];
+      if (have != out[d]) wide[d] = out[d];
+    }
+    const std::string c = add_synthetic(x.outs[0] + "/broadcast", values_.at(x.ins[0]).elem, wide);
+    add_op(x.index, x.name, "Expand", {x.ins[0], c}, x.outs, ir::Attrs{{"einsum", "...,...->..."}});
+  }
+
+  // Resize of an NCHW tensor by whole factors along H and W: each input
+  // pixel becomes an a x b block (an einsum against an [a, b] constant,
+  // whose flops are the output's elements), then a reshape folds the blocks
+  // into rows and columns. Batch, channels and input rows stay cuttable.
+  void map_resize(const NodeCtx& x) {
+    const ir::Shape in = shape_of(x.ins.at(0), x.index);
+    const ir::Shape out = shape_of(x.outs.at(0), x.index);
+    if (in.size() != 4 || in[0] != out[0] || in[1] != out[1])
+      return replicated(x, "it resizes dims other than the two spatial dims of an NCHW tensor");
+    if (out[2] % in[2] != 0 || out[3] % in[3] != 0)
+      return replicated(x, "no whole upsampling factor along H and W (" + ir::shape_to_string(in) +
+                               " -> " + ir::shape_to_string(out) + ")");
+    const std::int64_t a = out[2] / in[2], b = out[3] / in[3];
+    if (a == 1 && b == 1) return add_op(x.index, x.name, "Identity", {x.ins[0]}, x.outs, {});
+    const std::string c = add_synthetic(x.outs[0] + "/factors", values_.at(x.ins[0]).elem, {a, b});
+    const std::string mid = add_intermediate(x, "/blocks", {in[0], in[1], in[2], a, in[3], b});
+    ir::Attrs attrs = copy_attrs(x.n, {"mode"});
+    attrs.set("einsum", std::string("nchw,ij->nchiwj"));
+    add_op(x.index, x.name, "Resize", {x.ins[0], c}, {mid}, std::move(attrs));
+    add_op(x.index, sub_op_name(x.name + "/fold"), "Reshape", {mid}, x.outs, {});
+  }
+
+  void map_scatter_nd(const NodeCtx& x) {
+    replicated(x, "ScatterND writes where run-time indices say: no kind can tell which part of "
+                  "the output an update covers");
+  }
+
   void map_nodes() {
     const auto& g = graph();
-    // Running statistics of batch norm are not trained: constants.
-    for (const auto& n : g.node()) {
-      if (n.op_type() != "BatchNormalization") continue;
-      for (int j = 3; j < std::min(5, n.input_size()); ++j) stats_.insert(n.input(j));
-    }
     // Graph inputs first, in file order, so that they keep their order.
     for (const auto& name : graph_inputs_) {
       if (uses_.count(name)) (void)tensor_for(name, 0);
@@ -1165,6 +1292,10 @@ class Importer {
     for (int i = 0; i < g.node_size(); ++i) {
       if (folded_.count(i)) {
         ++result_.folded_nodes;
+        continue;
+      }
+      if (weight_views_.count(i)) {
+        ++result_.weight_view_nodes;
         continue;
       }
       map_node(i);
@@ -1221,7 +1352,12 @@ class Importer {
   std::vector<std::string> graph_inputs_;
   std::unordered_set<std::string> static_;
   std::unordered_set<std::string> stats_;
+  std::unordered_map<std::string, std::string> copies_;  // Identity output -> weight it copies
+  std::unordered_map<std::string, std::string> alias_;   // view output -> the weight it views
+  std::unordered_map<std::string, ir::Shape> view_shape_;  // weight -> the shape it is used with
+  std::unordered_set<int> weight_views_;                   // nodes that are copies or views
   std::unordered_set<int> folded_;
+  std::unordered_map<int, std::string> gave_up_;  // node -> why folding left its output open
   std::unordered_map<std::string, ir::TensorId> tensors_;
   std::unordered_set<std::string> op_names_;
   std::vector<int> op_node_;  // per recsearch operator, its ONNX node index

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Tests of the ctypes binding (tools/python/recsearch.py) over the C API.
+"""Tests of the ctypes binding (tools/python/recsearch/) over the C API.
 
 Environment: RECSEARCH_LIBRARY (the shared library), RECSEARCH_DATA (data/),
 PYTHONPATH including tools/python, and RECSEARCH_CLI (optional: the

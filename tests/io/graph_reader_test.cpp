@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -14,6 +15,7 @@
 
 #include <unistd.h>
 
+#include "io/graph_read.hpp"
 #include "recsearch/io/json_io.hpp"
 #include "support/errors.hpp"
 
@@ -566,4 +568,150 @@ TEST_CASE("read_text_file and read_graph_file") {
   }
   expect_error([&] { (void)io::read_graph_file(bad); }, Errc::kShape, "/tensors/0/shape/0", bad);
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("unknown keys are warnings with their path and a suggestion; strict makes them errors") {
+  const std::string text = graph_text(
+      R"([{"name": "x", "shape": [4, 8], "dytpe": "f16"}, {"name": "w", "shape": [8, 16], "kind": "parameter"},
+          {"name": "h", "shape": [4, 16]}, {"name": "y", "shape": [4, 16]}])",
+      R"([{"name": "mm", "type": "MatMul", "inputs": ["x", "w"], "outputs": ["h"], "attr": {"transpose_b": false}},
+          {"name": "r", "type": "ReLU", "inputs": ["h"], "outputs": ["y"], "attr": {}, "strategey": [[2, 1]]}])",
+      R"(, "zzz_notes": [1, {"a": null}])");
+  std::vector<std::string> warnings;
+  io::GraphReadOptions options;
+  options.warnings = &warnings;
+  const ir::Graph g = io::parse_graph(text, kFile, nullptr, options);
+  CHECK(g.num_operators() == 2);
+  REQUIRE(warnings.size() == 4);
+  const auto has = [&](const std::string& needle) {
+    for (const std::string& w : warnings) {
+      if (w.find(needle) != std::string::npos) return true;
+    }
+    return false;
+  };
+  CHECK(has(R"(unknown key "attr" in an operator ignored, at /operators/0/attr and 1 more (did you mean "attrs"?))"));
+  CHECK(has(R"(unknown key "strategey" in an operator ignored, at /operators/1/strategey (did you mean "strategy"?))"));
+  CHECK(has(R"(unknown key "dytpe" in a tensor ignored, at /tensors/0/dytpe (did you mean "dtype"?))"));
+  CHECK(has(R"(unknown key "zzz_notes" in the graph ignored, at /zzz_notes)"));
+  CHECK(!has("zzz_notes\" in the graph ignored, at /zzz_notes (did you mean"));
+
+  // The same warnings when the file is read by the streaming parser (here:
+  // "tensors" before "format", a layout the fast parser leaves to it).
+  const std::string tensors_etc = text.substr(text.find(R"("tensors": )"));
+  const std::string head = R"("format": "recsearch.graph", "version": 1, "name": "g")";
+  const std::string late_head = "{" + tensors_etc.substr(0, tensors_etc.size() - 1) + ", " + head + "}";
+  std::vector<std::string> warnings2;
+  options.warnings = &warnings2;
+  const ir::Graph g2 = io::parse_graph(late_head, kFile, nullptr, options);
+  check_same_graph(g, g2);
+  CHECK(warnings2 == warnings);
+
+  // Strict: the first unknown key met is the error.
+  io::GraphReadOptions strict;
+  strict.strict = true;
+  CHECK(expect_error([&] { (void)io::parse_graph(text, kFile, nullptr, strict); }, Errc::kSchema,
+                     "/tensors/0/dytpe", kFile)
+            .find(R"(did you mean "dtype")") != std::string::npos);
+  // (Here the records wait for "format", so the top-level key comes first.)
+  CHECK(expect_error([&] { (void)io::parse_graph(late_head, kFile, nullptr, strict); },
+                     Errc::kSchema, "/zzz_notes", kFile)
+            .find("unknown key") != std::string::npos);
+}
+
+TEST_CASE("the fast reader and the streaming reader build the same graph") {
+  // kTiny read as it is (fast), and with changes that only the streaming
+  // reader handles: an escaped name, a duplicate key, fields out of order.
+  const ir::Graph fast = io::parse_graph(kTiny, kFile);
+  std::string escaped = kTiny;
+  escaped.replace(escaped.find(R"("name": "x")"), 11, R"("name": "\u0078")");
+  escaped.replace(escaped.find(R"(["x", "w"])"), 10, R"(["\u0078", "w"])");
+  check_same_graph(fast, io::parse_graph(escaped, kFile));
+  std::string dup = kTiny;
+  dup.replace(dup.find(R"({"name": "y", "shape": [4, 16]})"), 31,
+              R"({"name": "y", "shape": [9], "shape": [4, 16]})");
+  check_same_graph(fast, io::parse_graph(dup, kFile));
+  CHECK(io::graph_to_json(io::parse_graph(escaped, kFile)) == io::graph_to_json(fast));
+  // Numbers as nlohmann types them: 1.0 stays a double, -3 an integer.
+  const ir::Operator& mm = fast.op(0);
+  CHECK(std::holds_alternative<double>(*mm.attrs.find("one")));
+  CHECK(std::get<std::int64_t>(*mm.attrs.find("n")) == -3);
+  CHECK(std::get<std::vector<double>>(*mm.attrs.find("scales")) == std::vector<double>{1, 0.5});
+  // A file and its text read alike.
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("recsearch_io_fast_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "g.json").string();
+  {
+    std::ofstream f(path);
+    f << kTiny;
+  }
+  check_same_graph(fast, io::read_graph_file(path));
+  std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+// Both parsers on one text: whenever the fast one accepts it, the streaming
+// one (which decides every error) must accept it too and build the same
+// graph with the same warnings and cost settings.
+// Returns whether the fast one accepted it.
+bool check_parsers_agree(const std::string& text) {
+  std::string padded;
+  padded.reserve(text.size() + io::detail::graph_padding());
+  padded.assign(text);
+  ir::Graph fast;
+  io::detail::UnknownKeys fast_keys(false, kFile);
+  CostParams fast_cost;
+  if (!io::detail::read_graph_fast(padded, padded.capacity(), kFile, fast, &fast_cost, fast_keys))
+    return false;
+  io::detail::UnknownKeys keys(false, kFile);
+  CostParams cost;
+  ir::Graph slow;
+  try {
+    slow = io::detail::parse_graph_streaming(text, kFile, &cost, keys);
+  } catch (const Error& e) {
+    const std::string why = std::string(e.what()) + "\n" + text;
+    FAIL("the fast reader accepts what the streaming reader rejects: " << why);
+    return true;
+  }
+  CHECK(io::graph_to_json(fast) == io::graph_to_json(slow));
+  CHECK(fast_keys.warnings() == keys.warnings());
+  CHECK(fast_cost.compute_efficiency == cost.compute_efficiency);
+  CHECK(fast_cost.memory_budget_bytes == cost.memory_budget_bytes);
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("the fast reader never accepts what the streaming reader rejects") {
+  // The sample graphs and the graph fuzz corpus (RECSEARCH_DATA is data/).
+  std::vector<std::string> texts = {kTiny};
+  const char* data = std::getenv("RECSEARCH_DATA");
+  REQUIRE(data != nullptr);
+  const std::filesystem::path root(data);
+  for (const char* f : {"graphs/ffn.json", "graphs/gpt2_block.json", "graphs/resnet50.json"})
+    texts.push_back(io::read_text_file((root / f).string()));
+  for (const auto& e : std::filesystem::directory_iterator(root / ".." / "tests/fuzz/corpus/graph"))
+    texts.push_back(io::read_text_file(e.path().string()));
+  // The valid files in their usual layout are the fast reader's own.
+  for (std::size_t i = 0; i < 4; ++i) CHECK(check_parsers_agree(texts[i]));
+  for (std::size_t i = 4; i < texts.size(); ++i) (void)check_parsers_agree(texts[i]);
+  // Mutations of the small file: every byte replaced, and random splices.
+  const char replacements[] = {'"', '}', ']', '{', '[', ',', ':', '0', '-', 'x', '\\', '\0',
+                               ' ', '.', 'e', '\t', '1', 'n', 't', '\x7f', '\xc3'};
+  for (std::size_t i = 0; i < kTiny.size(); ++i) {
+    for (const char r : replacements) {
+      std::string text = kTiny;
+      text[i] = r;
+      (void)check_parsers_agree(text);
+    }
+  }
+  std::mt19937 rng(2026);
+  for (int round = 0; round < 5000; ++round) {
+    std::string text = kTiny;
+    const std::size_t a = rng() % text.size();
+    const std::size_t b = rng() % text.size();
+    text.insert(a, kTiny.substr(b, rng() % 24));
+    (void)check_parsers_agree(text);
+  }
 }

@@ -4,7 +4,9 @@
 // evaluation (checked field by field against the Evaluation), read-write-read
 // identity, plan_mesh_sizes and the text table.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -363,6 +365,69 @@ TEST_CASE("plan_to_json writes the evaluation, and reads back to the same plan")
 
   // Compact output is the same document.
   CHECK(Json::parse(io::plan_to_json(f.g, f.spaces, f.cluster, p, ev, -1)) == j);
+}
+
+TEST_CASE("summary detail: redistributions totalled, null cuts left out, the same plan read back") {
+  const Fixture f;
+  const plan::Plan p = f.parse(plan_text(
+      R"([{"name": "mm", "cuts": [{"axis": "c0", "dim": "k"}, {"axis": "c1", "dim": "i"}, {"axis": "c2", "dim": "j"}]},
+          {"name": "act", "cuts": [{"axis": "c1", "dim": "d0"}]}])"));
+  const plan::Evaluation ev = plan::evaluate(f.g, f.spaces, f.cluster, p, CostParams{});
+  REQUIRE(!ev.events.empty());
+  const std::string full = io::plan_to_json(f.g, f.spaces, f.cluster, p, ev);
+  // Auto is full on a small graph.
+  CHECK(io::plan_to_json(f.g, f.spaces, f.cluster, p, ev, 2, io::PlanDetail::Auto) == full);
+  const std::string text =
+      io::plan_to_json(f.g, f.spaces, f.cluster, p, ev, 2, io::PlanDetail::Summary);
+  const Json j = Json::parse(text);
+  CHECK(j["detail"] == "summary");
+  CHECK(!j.contains("redistributions"));
+  CHECK(j["operators"][1]["cuts"] == Json::parse(R"([{"axis": "c1", "dim": "d0"}])"));
+  for (const Json& t : j["tensors"]) CHECK((!t.contains("partial") || !t["partial"].empty()));
+  std::int64_t events = 0;
+  double bytes = 0;
+  for (const Json& k : j["redistribution_summary"]) {
+    events += k["events"].get<std::int64_t>();
+    bytes += k["bytes"].get<double>();
+  }
+  double want_bytes = 0;
+  for (const plan::CommEvent& e : ev.events) want_bytes += e.bytes;
+  CHECK(events == static_cast<std::int64_t>(ev.events.size()));
+  CHECK(bytes == doctest::Approx(want_bytes));
+  REQUIRE(!j["heaviest_redistributions"].empty());
+  double heaviest = 0;
+  for (const plan::CommEvent& e : ev.events) heaviest = std::max(heaviest, e.seconds);
+  CHECK(j["heaviest_redistributions"][0]["seconds"].get<double>() == heaviest);
+  // Read back: the same cuts, hence the same evaluation and full file.
+  const plan::Plan back = f.parse(text);
+  CHECK(back.cuts == p.cuts);
+  const plan::Evaluation ev2 = plan::evaluate(f.g, f.spaces, f.cluster, back, CostParams{});
+  plan::Plan renamed = back;
+  renamed.algorithm = p.algorithm;
+  CHECK(io::plan_to_json(f.g, f.spaces, f.cluster, renamed, ev2) == full);
+  CHECK(io::parse_plan_detail("summary") == io::PlanDetail::Summary);
+  CHECK(!io::parse_plan_detail("verbose"));
+}
+
+TEST_CASE("write_plan_file streams the same text as plan_to_json") {
+  const Fixture f;
+  const plan::Plan p = f.parse(plan_text(R"([{"name": "mm", "strategy": [[2, 1], [1, 4]]}])"));
+  const plan::Evaluation ev = plan::evaluate(f.g, f.spaces, f.cluster, p, CostParams{});
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("recsearch_plan_io_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "plan.json").string();
+  for (const io::PlanDetail d : {io::PlanDetail::Full, io::PlanDetail::Summary}) {
+    io::write_plan_file(path, f.g, f.spaces, f.cluster, p, ev, d);
+    CHECK(io::read_text_file(path) == io::plan_to_json(f.g, f.spaces, f.cluster, p, ev, 2, d));
+    io::write_plan_file(path, f.g, f.spaces, f.cluster, p, ev, d, -1);
+    CHECK(io::read_text_file(path) ==
+          io::plan_to_json(f.g, f.spaces, f.cluster, p, ev, -1, d) + "\n");
+  }
+  expect_error(
+      [&] { io::write_plan_file((dir / "no" / "plan.json").string(), f.g, f.spaces, f.cluster, p, ev); },
+      Errc::kIo, "", (dir / "no" / "plan.json").string());
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("every truncation of a plan file is an Error") {

@@ -21,8 +21,6 @@ using cost::Phase;
 
 namespace {
 
-constexpr std::int16_t R = kReplicated;
-
 double secs(double bytes, int steps) { return bytes / kBw + steps * kLat; }
 
 // A GPT of `layers` layers, small enough to evaluate in milliseconds.
@@ -166,9 +164,9 @@ TEST_CASE("microbatches: one microbatch's activations, collectives repeated, gra
   CHECK(four.summary.parameter_bytes == doctest::Approx(one.summary.parameter_bytes));
   // Parameter gradients are reduced once per step, whole.
   REQUIRE(four.events.size() == 2);
-  for (std::size_t i = 0; i < 2; ++i) {
-    CHECK(four.events[i].repeats == 1);
-    CHECK(four.events[i].seconds == doctest::Approx(one.events[i].seconds));
+  for (std::size_t e = 0; e < 2; ++e) {
+    CHECK(four.events[e].repeats == 1);
+    CHECK(four.events[e].seconds == doctest::Approx(one.events[e].seconds));
   }
   // Four microbatches of a quarter of the flops; the weights are read by
   // each (memory-bound here: touched bytes / HBM bandwidth).

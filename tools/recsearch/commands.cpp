@@ -56,6 +56,11 @@ PlanFormat plan_format(const std::string& format) {
   return format == "table" ? PlanFormat::Table : PlanFormat::Json;
 }
 
+io::PlanDetail plan_detail(const std::string& detail) {
+  if (const auto d = io::parse_plan_detail(detail)) return *d;
+  throw Error(Errc::kUsage, "unknown --detail '" + detail + "' (auto, full or summary)");
+}
+
 }  // namespace
 
 Progress::Progress(bool quiet) : on_(!quiet && ::isatty(STDERR_FILENO) == 1) {}
@@ -134,7 +139,7 @@ Problem load_problem(const std::string& path, bool quiet, const ReadOptions& opt
   return problem;
 }
 
-void pin_training(const SearchArgs& a, search::TrainingChoice& t) {
+void pin_training(const TrainingArgs& a, search::TrainingChoice& t) {
   if (a.recompute != "auto") t.recompute = plan::parse_recompute(a.recompute);
   if (a.zero != "auto") t.zero_stage = std::stoi(a.zero);
   if (a.microbatches != "auto") t.microbatches = std::stoll(a.microbatches);
@@ -218,7 +223,7 @@ int run_search(const SearchArgs& a) {
     opts.cost.memory_budget_bytes = *a.memory_gib * kBytesPerGiB;
     warn_budget_over_device(*a.memory_gib, cluster, a.quiet);
   }
-  pin_training(a, opts.training);
+  pin_training(a.training, opts.training);
 
   progress.say("searching " + std::to_string(problem.graph().num_operators()) + " operators on " +
                std::to_string(cluster.num_devices()) + " devices (" + a.algo + ", " +
@@ -235,10 +240,12 @@ int run_search(const SearchArgs& a) {
   if (progress.on()) std::fputc('\n', stderr);
   if (solution.details().expert_plan)
     progress.say("the fastest fitting plan is a data x tensor parallel split");
+  // "done" comes after the plan is written: a big plan takes a moment.
+  if (a.output != "-") progress.say("writing " + a.output + "...");
+  solution.write(a.output, plan_format(a.format), plan_detail(a.detail));
   progress.say("done in " + format_double("%.2f", progress.elapsed_s()) + " s (search " +
                format_double("%.3g", solution.details().search_time_s) + " s; " +
                solution.summary() + ")");
-  solution.write(a.output, plan_format(a.format));
   return 0;
 }
 
@@ -268,7 +275,7 @@ int run_eval(const EvalArgs& a) {
   const Solution solution = evaluate(problem, std::move(p), cluster, cost);
   progress.say("done in " + format_double("%.2f", progress.elapsed_s()) + " s (" +
                solution.summary() + ")");
-  solution.write(a.output, plan_format(a.format));
+  solution.write(a.output, plan_format(a.format), plan_detail(a.detail));
   return 0;
 }
 

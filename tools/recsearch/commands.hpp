@@ -40,6 +40,13 @@ struct ClusterArgs {
   }
 };
 
+// Training settings to pin ("auto": the search chooses).
+struct TrainingArgs {
+  std::string recompute = "auto";
+  std::string zero = "auto";
+  std::string microbatches = "auto";
+};
+
 struct SearchArgs {
   std::string graph;  // "-" = stdin
   ReadOptions read;
@@ -48,13 +55,11 @@ struct SearchArgs {
   std::string mode = "train";
   std::optional<double> memory_gib;
   std::string format = "json";
+  std::string detail = "auto";  // plan file detail: auto, full or summary
   int threads = 0;
   std::string algo = "rec";
   std::optional<std::string> cost_file;
-  // Training settings to pin ("auto" or absent: the search chooses).
-  std::string recompute = "auto";
-  std::string zero = "auto";
-  std::string microbatches = "auto";
+  TrainingArgs training;
   bool quiet = false;
   std::string stages = "1";  // --stages N|auto (pipeline_cmd.hpp)
 };
@@ -67,6 +72,7 @@ struct EvalArgs {
   std::string output = "-";
   std::optional<std::string> mode;  // default: the plan file's mode
   std::string format = "json";
+  std::string detail = "auto";
   std::optional<std::string> cost_file;
   bool quiet = false;
 };
@@ -128,7 +134,7 @@ void warn_budget_over_device(double budget_gib, const Cluster& cluster, bool qui
                                    const ReadOptions& options = {});
 // Reads a `--cost FILE` JSON object over the coefficients gathered so far.
 // The --recompute, --zero and --microbatches values that are not "auto".
-void pin_training(const SearchArgs& a, search::TrainingChoice& t);
+void pin_training(const TrainingArgs& a, search::TrainingChoice& t);
 
 void apply_cost_file(const std::optional<std::string>& path, CostParams& cost);
 // The cluster of `--devices | --mesh | --cluster` (exactly one given); a

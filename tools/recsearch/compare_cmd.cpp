@@ -43,6 +43,7 @@ struct CompareArgs {
   std::string output = "-";
   int threads = 0;
   std::optional<std::string> cost_file;
+  TrainingArgs training;
   bool quiet = false;
 };
 
@@ -165,6 +166,7 @@ int run_compare(const CompareArgs& a) {
   base.threads = a.threads;
   const Cluster cluster = cluster_from_args(a.cluster, base.cost);
   apply_cost_file(a.cost_file, base.cost);
+  pin_training(a.training, base.training);
   if (a.memory_gib) {
     base.cost.memory_budget_bytes = *a.memory_gib * kGiB;
     warn_budget_over_device(*a.memory_gib, cluster, a.quiet);
@@ -283,6 +285,7 @@ void add_compare_command(CLI::App& app, Registry& reg) {
   auto cost = std::make_shared<std::string>();
   CLI::Option* cost_opt =
       cmd->add_option("--cost", *cost, "cost coefficients JSON file")->type_name("FILE");
+  add_training_options(cmd, a->training);
   cmd->add_flag("-q,--quiet", a->quiet, "no progress or warnings on stderr");
   reg.push_back({cmd, [=] {
                    a->cluster = c->args();

@@ -111,6 +111,10 @@ void add_core_commands(CLI::App& app, Registry& reg) {
           ->type_name("GiB");
   search->add_option("--format", sa->format, "json (default) or table")
       ->check(CLI::IsMember({"json", "table"}));
+  search
+      ->add_option("--detail", sa->detail,
+                   "plan file detail: auto (default: full up to 10^4 operators), full or summary")
+      ->check(CLI::IsMember({"auto", "full", "summary"}));
   search->add_option("--threads", sa->threads, "worker threads, 0 = all (the plan is the same)")
       ->check(CLI::Range(0, 65536));
   search
@@ -119,16 +123,7 @@ void add_core_commands(CLI::App& app, Registry& reg) {
       ->check(CLI::IsMember({"rec", "data-parallel", "megatron", "grid", "ilp", "exhaustive"}));
   CLI::Option* search_cost_opt =
       search->add_option("--cost", *search_cost, "cost coefficients JSON file")->type_name("FILE");
-  search
-      ->add_option("--recompute", sa->recompute,
-                   "activation recomputation: auto (default: searched), none, selective or full")
-      ->check(CLI::IsMember({"auto", "none", "selective", "full"}));
-  search->add_option("--zero", sa->zero, "ZeRO stage: auto (default: searched), 0, 1, 2 or 3")
-      ->check(CLI::IsMember({"auto", "0", "1", "2", "3"}));
-  search
-      ->add_option("--microbatches", sa->microbatches,
-                   "microbatches per step: auto (default: searched) or N dividing the batch")
-      ->check(CLI::IsMember({"auto"}) | CLI::PositiveNumber);
+  add_training_options(search, sa->training);
   search->add_flag("-q,--quiet", sa->quiet, "no progress on stderr");
   search
       ->add_option("--stages", sa->stages,
@@ -137,6 +132,7 @@ void add_core_commands(CLI::App& app, Registry& reg) {
   reg.push_back({search, [=] {
                    sa->cluster = sc->args();
                    sa->read = sg->read_options();
+                   sa->read.strict = sa->cluster.strict;  // one switch for graph and cluster
                    sa->cluster.quiet = sa->quiet;
                    if (memory_opt->count() > 0) sa->memory_gib = std::stod(*search_memory);
                    if (search_cost_opt->count() > 0) sa->cost_file = *search_cost;
@@ -161,12 +157,16 @@ void add_core_commands(CLI::App& app, Registry& reg) {
           ->check(CLI::IsMember({"train", "infer"}));
   eval->add_option("--format", ea->format, "json (default) or table")
       ->check(CLI::IsMember({"json", "table"}));
+  eval->add_option("--detail", ea->detail,
+                   "output detail: auto (default: full up to 10^4 operators), full or summary")
+      ->check(CLI::IsMember({"auto", "full", "summary"}));
   CLI::Option* eval_cost_opt =
       eval->add_option("--cost", *eval_cost, "cost coefficients JSON file")->type_name("FILE");
   eval->add_flag("-q,--quiet", ea->quiet, "no progress on stderr");
   reg.push_back({eval, [=] {
                    ea->cluster = ec->args();
                    ea->read = eg->read_options();
+                   ea->read.strict = ea->cluster.strict;
                    ea->cluster.quiet = ea->quiet;
                    if (eval_mode_opt->count() > 0) ea->mode = *eval_mode;
                    if (eval_cost_opt->count() > 0) ea->cost_file = *eval_cost;
@@ -178,8 +178,11 @@ void add_core_commands(CLI::App& app, Registry& reg) {
   validate->add_option("GRAPH", va->graph, "graph JSON file ('-' for stdin)")->required();
   auto vg = std::make_shared<GraphOptions>();
   add_graph_options(validate, *vg);
+  auto strict = std::make_shared<bool>(false);
+  validate->add_flag("--strict", *strict, "unknown keys in the graph file are errors");
   reg.push_back({validate, [=] {
                    va->read = vg->read_options();
+                   va->read.strict = *strict;
                    return run_validate(*va);
                  }});
 }

@@ -17,6 +17,18 @@
 
 namespace recsearch::cli {
 
+// Adds --recompute, --zero and --microbatches (TrainingArgs) to a command.
+inline void add_training_options(CLI::App* cmd, TrainingArgs& a) {
+  cmd->add_option("--recompute", a.recompute,
+                  "activation recomputation: auto (default: searched), none, selective or full")
+      ->check(CLI::IsMember({"auto", "none", "selective", "full"}));
+  cmd->add_option("--zero", a.zero, "ZeRO stage: auto (default: searched), 0, 1, 2 or 3")
+      ->check(CLI::IsMember({"auto", "0", "1", "2", "3"}));
+  cmd->add_option("--microbatches", a.microbatches,
+                  "microbatches per step: auto (default: searched) or N dividing the batch")
+      ->check(CLI::IsMember({"auto"}) | CLI::PositiveNumber);
+}
+
 // A declared subcommand: run() is called after parsing if app->parsed().
 struct Subcommand {
   CLI::App* app = nullptr;

@@ -7,6 +7,7 @@
 // and the problem; they never crash on any input. `source` "-" reads stdin.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,12 +28,30 @@ namespace recsearch::io {
 // naming the file and the OS reason when it cannot.
 void write_text_file(const std::string& path, std::string text);
 
+// How a graph file is read.
+struct GraphReadOptions {
+  // Unknown keys (in the graph, a tensor or an operator) are Error(kSchema)
+  // at their path instead of warnings.
+  bool strict = false;
+  // Where the warnings go, one line each ("unknown key \"attr\" in an
+  // operator ignored, at /operators/3/attr (did you mean \"attrs\"?)");
+  // nullptr: dropped.
+  std::vector<std::string>* warnings = nullptr;
+  // read_graph_file: the file's name in errors (default: the path).
+  std::string source;
+};
+
 // Graph JSON -> finalized Graph (structure checked; shapes are checked by
 // algebra::build_op_spaces, whose errors the caller attributes with
 // Error::in_file). An optional top-level "cost" object is read into *cost.
 [[nodiscard]] ir::Graph parse_graph(std::string_view text, const std::string& source,
                                     CostParams* cost = nullptr);
+[[nodiscard]] ir::Graph parse_graph(std::string_view text, const std::string& source,
+                                    CostParams* cost, const GraphReadOptions& options);
 [[nodiscard]] ir::Graph read_graph_file(const std::string& path, CostParams* cost = nullptr);
+// Reads the file without a copy of its text (parse_graph makes one).
+[[nodiscard]] ir::Graph read_graph_file(const std::string& path, CostParams* cost,
+                                        const GraphReadOptions& options);
 // Graph -> graph JSON (round-trips through parse_graph).
 [[nodiscard]] std::string graph_to_json(const ir::Graph& g, int indent = 1);
 
@@ -80,11 +99,30 @@ void parse_cost_params(std::string_view text, const std::string& source, CostPar
 // path under "/cluster".
 [[nodiscard]] std::optional<Cluster> plan_cluster(std::string_view text, const std::string& source);
 
+// How much of its evaluation a plan file carries (docs/formats.md, Plan
+// detail). Only the cuts are the plan: the rest is derived, and `eval`
+// derives it again, so no form loses anything a reader needs.
+enum class PlanDetail {
+  Auto,     // Full for graphs of up to kFullDetailMaxOperators operators, else Summary
+  Full,     // every redistribution; every mesh axis in every operator's "cuts"
+  Summary,  // redistributions totalled per kind and axis, plus the heaviest; no null cuts
+};
+inline constexpr std::size_t kFullDetailMaxOperators = 10000;
+// "auto", "full", "summary"; nullopt for anything else.
+[[nodiscard]] std::optional<PlanDetail> parse_plan_detail(std::string_view text);
+
 // Plan JSON (docs/design.md, Plan file).
 [[nodiscard]] std::string plan_to_json(const ir::Graph& g,
                                        const std::vector<algebra::OpSpace>& spaces,
                                        const Cluster& cluster, const plan::Plan& p,
-                                       const plan::Evaluation& ev, int indent = 2);
+                                       const plan::Evaluation& ev, int indent = 2,
+                                       PlanDetail detail = PlanDetail::Full);
+// The same text written to `path` ("-": stdout) as it is produced, in
+// blocks, never held whole; Error(kIo) naming the file when it cannot.
+void write_plan_file(const std::string& path, const ir::Graph& g,
+                     const std::vector<algebra::OpSpace>& spaces, const Cluster& cluster,
+                     const plan::Plan& p, const plan::Evaluation& ev,
+                     PlanDetail detail = PlanDetail::Auto, int indent = 2);
 // Human-readable table: one row per operator (name, type, strategy, cuts,
 // compute, communication), then the summary.
 [[nodiscard]] std::string plan_to_table(const ir::Graph& g,

@@ -7,8 +7,10 @@
 // shapes: large initializer payloads are skipped while the file is parsed,
 // so external-data files are not needed and a multi-gigabyte model costs
 // only the memory of its structure. Initializers become parameters (or
-// constants for integer tensors and batch-norm running statistics); nodes
-// that only compute shapes are folded away. Operators recsearch has no kind
+// constants for integer tensors and batch-norm running statistics); an
+// Identity copy of a weight (torch.onnx.export's deduplication) is a
+// parameter of its own and a Cast/Reshape view of one is that weight, with
+// no operator; nodes that only compute shapes are folded away in one pass. Operators recsearch has no kind
 // for are kept under their ONNX type, replicated, and reported in
 // `warnings`, each naming the node.
 //
@@ -40,6 +42,7 @@ struct OnnxImport {
   std::vector<std::string> warnings;     // one line per node imported as replicated
   std::int64_t opset = 0;                // of the default ("ai.onnx") domain
   std::size_t folded_nodes = 0;          // shape computations folded into constants
+  std::size_t weight_view_nodes = 0;     // Identity copies and Cast/Reshape views of weights
   std::size_t skipped_weight_bytes = 0;  // initializer payload bytes never loaded
 };
 

@@ -11,6 +11,10 @@ The shared library is found through $RECSEARCH_LIBRARY (a path), else
 ctypes.util.find_library("recsearch"), else "librecsearch.so.0" on the
 loader's path. Failures raise RecsearchError with the library's status,
 stable error id and message.
+
+recsearch.torch (tools/python/recsearch/torch.py, needs PyTorch) builds
+graphs from torch modules with torch.fx and answers per parameter in
+DTensor's terms; it is imported on first use of `recsearch.torch`.
 """
 
 import ctypes
@@ -481,3 +485,12 @@ def evaluate(graph, plan_json, cluster=None, **options):
     _check(_lib.rs_evaluate(graph, cluster, data, len(data), o, ctypes.byref(out)))
     return Plan(out.value)
 
+
+
+def __getattr__(name):
+    # recsearch.torch (the PyTorch front end) loads on first use, so that
+    # `import recsearch` never needs torch.
+    if name == "torch":
+        import importlib
+        return importlib.import_module(__name__ + ".torch")
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))

@@ -1,0 +1,480 @@
+// SPDX-License-Identifier: Apache-2.0
+// The fast graph reader (graph_read.hpp): simdjson On-Demand over the whole
+// file, building the graph record by record as the streaming reader does,
+// with no DOM and no per-record allocation beyond the graph's own.
+//
+// It gives up (returns false) rather than report anything: every check that
+// fails here, every type it does not expect and every layout it does not
+// handle sends the file to the streaming reader, which then reports the
+// error exactly as before (graph_read.hpp says why). So this file must only
+// never accept what the streaming reader rejects, and build the same graph
+// from what both accept. Where nlohmann and simdjson could disagree (escape
+// sequences, control characters, -0, integers written as floats, huge
+// numbers, duplicate keys), it gives up too.
+#include <simdjson.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "io/graph_read.hpp"
+#include "io/json_util.hpp"
+
+namespace recsearch::io::detail {
+
+namespace {
+
+namespace od = simdjson::ondemand;
+
+// Thrown inside this file only: the streaming reader takes over.
+struct GiveUp {};
+
+template <class T>
+T get(simdjson::simdjson_result<T>&& r) {
+  T v{};
+  if (std::move(r).get(v) != simdjson::SUCCESS) throw GiveUp{};
+  return v;
+}
+
+// A string value, as a view into the file's text (which outlives the
+// parser's buffer). It is still parsed (get_string), which is what moves
+// the iterator past it and checks the separator that follows. Strings with
+// escapes (where nlohmann and simdjson may treat lone surrogates
+// differently) or control characters (which simdjson does not reject) are
+// the streaming reader's.
+std::string_view text(od::value v) {
+  const std::string_view raw = v.raw_json_token();
+  const std::string_view s = get(v.get_string());
+  if (raw.size() < s.size() + 2 || raw[s.size() + 1] != '"' ||
+      raw.substr(1, s.size()).find('\\') != std::string_view::npos || raw.substr(1, s.size()) != s)
+    throw GiveUp{};
+  for (const char c : s) {
+    if (static_cast<unsigned char>(c) < 0x20) throw GiveUp{};
+  }
+  return raw.substr(1, s.size());
+}
+
+// An object key as written; keys with escapes are the streaming reader's.
+std::string_view key_of(od::field& f) {
+  const char* k = f.key().raw();
+  const char* end = std::strchr(k, '"');
+  if (end == nullptr) throw GiveUp{};
+  const std::string_view key(k, static_cast<std::size_t>(end - k));
+  if (key.find('\\') != std::string_view::npos) throw GiveUp{};
+  return key;
+}
+
+bool is_float_token(std::string_view raw) {
+  return raw.find_first_of(".eE") != std::string_view::npos;
+}
+
+// An integer written as one ("1", "-3"; not "1.0", "1e3" or "-0").
+std::int64_t integer(od::value v) {
+  const std::string_view raw = v.raw_json_token();
+  if (is_float_token(raw) || raw.substr(0, 2) == "-0") throw GiveUp{};
+  return get(v.get_int64());
+}
+
+std::int64_t positive(od::value v) {
+  const std::int64_t n = integer(v);
+  if (n <= 0) throw GiveUp{};
+  return n;
+}
+
+// Walks a value the graph does not use, so that it is validated as the
+// streaming reader validates it (that one parses everything).
+void validate(od::value v, int depth) {
+  if (depth > kMaxDepth) throw GiveUp{};
+  switch (get(v.type())) {
+    case od::json_type::object:
+      for (auto field : get(v.get_object())) {
+        od::field f = get(std::move(field));
+        (void)get(f.unescaped_key());
+        validate(f.value(), depth + 1);
+      }
+      return;
+    case od::json_type::array:
+      for (auto element : get(v.get_array())) validate(get(std::move(element)), depth + 1);
+      return;
+    case od::json_type::number: {
+      const double d = get(v.get_double());
+      if (!std::isfinite(d)) throw GiveUp{};
+      return;
+    }
+    case od::json_type::string: (void)text(v); return;
+    case od::json_type::boolean: (void)get(v.get_bool()); return;
+    case od::json_type::null:
+      if (!get(v.is_null())) throw GiveUp{};
+      return;
+  }
+  throw GiveUp{};
+}
+
+// Per record, which known keys were seen: a second one is a duplicate,
+// which nlohmann resolves by keeping the last (the streaming reader's job).
+class KeySet {
+ public:
+  void mark(int bit) {
+    if ((bits_ & (1U << bit)) != 0) throw GiveUp{};
+    bits_ |= 1U << bit;
+  }
+  [[nodiscard]] bool has(int bit) const { return (bits_ & (1U << bit)) != 0; }
+
+ private:
+  std::uint32_t bits_ = 0;
+};
+
+std::vector<std::int64_t> positive_integers(od::value v) {
+  std::vector<std::int64_t> out;
+  for (auto e : get(v.get_array())) out.push_back(positive(get(std::move(e))));
+  return out;
+}
+
+std::vector<std::string> strings(od::value v) {
+  std::vector<std::string> out;
+  for (auto e : get(v.get_array())) out.emplace_back(text(get(std::move(e))));
+  return out;
+}
+
+// Tensor names (views into the file's text) to ids: an open-addressing
+// table, because resolving every operator input through the graph's own
+// index (a node per name, a string built per lookup) was a third of the
+// reading time. It holds exactly the graph's mapping: a duplicate name makes
+// the reader give up before it is added here.
+class NameTable {
+ public:
+  explicit NameTable(std::size_t expected) {
+    std::size_t n = 16;
+    while (n < 2 * expected) n *= 2;
+    slots_.resize(n);
+  }
+  void add(std::string_view name, ir::TensorId id) {
+    if (2 * (size_ + 1) > slots_.size()) grow();
+    place(Slot{std::hash<std::string_view>{}(name), name, id});
+    ++size_;
+  }
+  [[nodiscard]] std::optional<ir::TensorId> find(std::string_view name) const {
+    const std::size_t h = std::hash<std::string_view>{}(name);
+    const std::size_t mask = slots_.size() - 1;
+    for (std::size_t i = h & mask;; i = (i + 1) & mask) {
+      const Slot& s = slots_[i];
+      if (s.id == ir::kNone) return std::nullopt;
+      if (s.hash == h && s.name == name) return s.id;
+    }
+  }
+
+ private:
+  struct Slot {
+    std::size_t hash = 0;
+    std::string_view name;
+    ir::TensorId id = ir::kNone;
+  };
+  void place(const Slot& slot) {
+    const std::size_t mask = slots_.size() - 1;
+    std::size_t i = slot.hash & mask;
+    while (slots_[i].id != ir::kNone) i = (i + 1) & mask;
+    slots_[i] = slot;
+  }
+  void grow() {
+    std::vector<Slot> old(slots_.size() * 2);
+    old.swap(slots_);
+    for (const Slot& s : old) {
+      if (s.id != ir::kNone) place(s);
+    }
+  }
+  std::vector<Slot> slots_;
+  std::size_t size_ = 0;
+};
+
+class FastGraph {
+ public:
+  FastGraph(ir::Graph& g, UnknownKeys& keys, std::size_t expected_tensors)
+      : g_(g), keys_(keys), names_(expected_tensors) {}
+
+  void tensor(od::value v, std::size_t i) {
+    enum { kName, kShape, kDtype, kKind };
+    KeySet seen;
+    std::string_view name;
+    ir::Shape shape;
+    ir::DType dtype = ir::DType::F32;
+    ir::TensorKind kind = ir::TensorKind::Input;
+    for (auto field : get(v.get_object())) {
+      od::field f = get(std::move(field));
+      const std::string_view key = key_of(f);
+      if (key == "name") {
+        seen.mark(kName);
+        name = text(f.value());
+        if (name.empty()) throw GiveUp{};
+      } else if (key == "shape") {
+        seen.mark(kShape);
+        shape = positive_integers(f.value());
+        if (!ir::checked_num_elements(shape)) throw GiveUp{};
+      } else if (key == "dtype") {
+        seen.mark(kDtype);
+        const auto t = ir::parse_dtype(text(f.value()));
+        if (!t) throw GiveUp{};
+        dtype = *t;
+      } else if (key == "kind") {
+        seen.mark(kKind);
+        kind = tensor_kind(text(f.value()));
+      } else {
+        unknown(GraphObject::kTensor, key, "/tensors", i, f.value());
+      }
+    }
+    if (!seen.has(kName) || !seen.has(kShape)) throw GiveUp{};
+    names_.add(name, g_.add_tensor(std::string(name), std::move(shape), dtype, kind));
+  }
+
+  void op(od::value v, std::size_t i) {
+    enum { kName, kType, kInputs, kOutputs, kAttrs, kEinsum, kStrategy, kAllowed };
+    KeySet seen;
+    ir::Operator op;
+    std::optional<std::string> einsum;
+    for (auto field : get(v.get_object())) {
+      od::field f = get(std::move(field));
+      const std::string_view key = key_of(f);
+      if (key == "name") {
+        seen.mark(kName);
+        op.name = text(f.value());
+      } else if (key == "type") {
+        seen.mark(kType);
+        op.type = text(f.value());
+      } else if (key == "inputs") {
+        seen.mark(kInputs);
+        op.inputs = tensor_refs(f.value());
+      } else if (key == "outputs") {
+        seen.mark(kOutputs);
+        op.outputs = tensor_refs(f.value());
+      } else if (key == "attrs") {
+        seen.mark(kAttrs);
+        attrs(f.value(), op.attrs);
+      } else if (key == "einsum") {
+        seen.mark(kEinsum);
+        einsum = std::string(text(f.value()));
+      } else if (key == "strategy") {
+        seen.mark(kStrategy);
+        ir::Strategy s;
+        for (auto e : get(f.value().get_array())) s.push_back(positive_integers(get(std::move(e))));
+        op.strategy = std::move(s);
+      } else if (key == "allowed") {
+        seen.mark(kAllowed);
+        op.allowed = strings(f.value());
+      } else {
+        unknown(GraphObject::kOperator, key, "/operators", i, f.value());
+      }
+    }
+    if (!seen.has(kName) || !seen.has(kType) || !seen.has(kInputs) || !seen.has(kOutputs) ||
+        op.name.empty() || op.type.empty())
+      throw GiveUp{};
+    if (einsum) {
+      // The streaming reader's rule: the shorthand must agree with attrs.einsum.
+      if (const ir::AttrValue* prev = op.attrs.find("einsum")) {
+        const auto* s = std::get_if<std::string>(prev);
+        if (s == nullptr || *s != *einsum) throw GiveUp{};
+      }
+      op.attrs.set("einsum", std::move(*einsum));
+    }
+    (void)g_.add_operator(std::move(op));
+  }
+
+  // A key the graph does not know: a warning (strict mode: the streaming
+  // reader raises the error), and its value validated.
+  void unknown(GraphObject where, std::string_view key, std::string_view array, std::size_t i,
+               od::value v) {
+    if (keys_.strict()) throw GiveUp{};
+    keys_.add(where, key, child(child(std::string(array), i), key));
+    validate(v, 2);
+  }
+
+  void unknown_root(std::string_view key, od::value v) {
+    if (keys_.strict()) throw GiveUp{};
+    keys_.add(GraphObject::kRoot, key, child("", key));
+    validate(v, 1);
+  }
+
+ private:
+  static ir::TensorKind tensor_kind(std::string_view s) {
+    if (s == "input" || s == "activation") return ir::TensorKind::Input;
+    if (s == "parameter") return ir::TensorKind::Parameter;
+    if (s == "constant") return ir::TensorKind::Constant;
+    throw GiveUp{};
+  }
+
+  std::vector<ir::TensorId> tensor_refs(od::value v) {
+    std::vector<ir::TensorId> ids;
+    for (auto e : get(v.get_array())) {
+      const auto id = names_.find(text(get(std::move(e))));
+      if (!id) throw GiveUp{};
+      ids.push_back(*id);
+    }
+    return ids;
+  }
+
+  // One list element as the streaming reader classifies it.
+  using Element = std::variant<std::int64_t, double, std::string>;
+
+  static ir::AttrValue attr_list(od::value v) {
+    std::vector<Element> elements;
+    bool any_float = false;
+    bool any_number = false;
+    bool any_string = false;
+    for (auto e : get(v.get_array())) {
+      od::value x = get(std::move(e));
+      const od::json_type t = get(x.type());
+      if (t == od::json_type::string) {
+        any_string = true;
+        elements.emplace_back(std::string(text(x)));
+      } else if (t == od::json_type::number) {
+        any_number = true;
+        if (is_float_token(x.raw_json_token())) {
+          any_float = true;
+          const double d = get(x.get_double());
+          if (!std::isfinite(d)) throw GiveUp{};
+          elements.emplace_back(d);
+        } else {
+          elements.emplace_back(integer(x));
+        }
+      } else {
+        throw GiveUp{};
+      }
+    }
+    if (any_string && any_number) throw GiveUp{};
+    if (any_string) {
+      std::vector<std::string> out;
+      out.reserve(elements.size());
+      for (auto& e : elements) out.push_back(std::move(std::get<std::string>(e)));
+      return out;
+    }
+    if (!any_float) {
+      std::vector<std::int64_t> out;
+      out.reserve(elements.size());
+      for (const auto& e : elements) out.push_back(std::get<std::int64_t>(e));
+      return out;
+    }
+    std::vector<double> out;
+    out.reserve(elements.size());
+    for (const auto& e : elements) {
+      out.push_back(std::holds_alternative<double>(e)
+                        ? std::get<double>(e)
+                        : static_cast<double>(std::get<std::int64_t>(e)));
+    }
+    return out;
+  }
+
+  static ir::AttrValue attr(od::value v) {
+    switch (get(v.type())) {
+      case od::json_type::boolean: return get(v.get_bool());
+      case od::json_type::number: {
+        if (!is_float_token(v.raw_json_token())) return integer(v);
+        const double d = get(v.get_double());
+        if (!std::isfinite(d)) throw GiveUp{};
+        return d;
+      }
+      case od::json_type::string: return std::string(text(v));
+      case od::json_type::array: return attr_list(v);
+      case od::json_type::object:
+      case od::json_type::null: break;
+    }
+    throw GiveUp{};
+  }
+
+  static void attrs(od::value v, ir::Attrs& out) {
+    std::vector<std::string> names;
+    for (auto field : get(v.get_object())) {
+      od::field f = get(std::move(field));
+      std::string name(key_of(f));
+      for (const std::string& n : names) {
+        if (n == name) throw GiveUp{};
+      }
+      out.set(name, attr(f.value()));
+      names.push_back(std::move(name));
+    }
+  }
+
+  ir::Graph& g_;
+  UnknownKeys& keys_;
+  NameTable names_;
+};
+
+// The whole document, in the usual field order: "format" and "version"
+// before "tensors", "tensors" before "operators".
+void read_document(std::string_view text_in, std::size_t capacity, const std::string& source,
+                   ir::Graph& g, CostParams* cost, UnknownKeys& keys) {
+  od::parser parser;
+  od::document doc =
+      get(parser.iterate(simdjson::padded_string_view(text_in.data(), text_in.size(), capacity)));
+  FastGraph fast(g, keys, text_in.size() / 128);
+  std::optional<std::string> format;
+  std::optional<std::int64_t> version;
+  std::optional<std::string> name;
+  bool tensors = false;
+  bool operators = false;
+  std::vector<std::string> top_keys;
+  for (auto field : get(doc.get_object())) {
+    od::field f = get(std::move(field));
+    const std::string_view key = key_of(f);
+    for (const std::string& k : top_keys) {
+      if (k == key) throw GiveUp{};
+    }
+    top_keys.emplace_back(key);
+    if (key == "format") {
+      format = std::string(text(f.value()));
+    } else if (key == "version") {
+      version = integer(f.value());
+    } else if (key == "name") {
+      name = std::string(text(f.value()));
+    } else if (key == "tensors") {
+      if (format != "recsearch.graph" || version != 1) throw GiveUp{};
+      std::size_t i = 0;
+      for (auto e : get(f.value().get_array())) fast.tensor(get(std::move(e)), i++);
+      tensors = true;
+    } else if (key == "operators") {
+      if (!tensors) throw GiveUp{};
+      std::size_t i = 0;
+      for (auto e : get(f.value().get_array())) fast.op(get(std::move(e)), i++);
+      operators = true;
+    } else if (key == "cost") {
+      // Small: read by the shared CostParams reader (its errors give up).
+      od::object c = get(f.value().get_object());
+      const std::string_view raw = get(c.raw_json());
+      const Reader r(source);
+      CostParams scratch;
+      read_cost_params(r, parse_json(raw, source), "/cost", cost != nullptr ? *cost : scratch);
+    } else if (key == "description") {
+      validate(f.value(), 1);
+    } else {
+      fast.unknown_root(key, f.value());
+    }
+  }
+  // Nothing may follow the object ("{} trailing" is not JSON).
+  const char* rest = nullptr;
+  if (doc.current_location().get(rest) != simdjson::OUT_OF_BOUNDS) throw GiveUp{};
+  if (!tensors || !operators) throw GiveUp{};
+  if (name) g.set_name(std::move(*name));
+}
+
+}  // namespace
+
+std::size_t graph_padding() noexcept { return simdjson::SIMDJSON_PADDING; }
+
+bool read_graph_fast(std::string_view text_in, std::size_t capacity, const std::string& source,
+                     ir::Graph& g, CostParams* cost, UnknownKeys& keys) {
+  if (capacity < text_in.size() + simdjson::SIMDJSON_PADDING) return false;
+  try {
+    read_document(text_in, capacity, source, g, cost, keys);
+    return true;
+  } catch (const GiveUp&) {
+    return false;
+  } catch (const Error&) {
+    // A graph check (duplicate name, second producer) or the cost object:
+    // the streaming reader reports it with the file's path.
+    return false;
+  }
+}
+
+}  // namespace recsearch::io::detail

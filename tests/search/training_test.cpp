@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: Apache-2.0
+// The searches with training settings: under a budget the default setting
+// cannot meet, rec chooses recomputation, ZeRO and microbatches that fit;
+// pinned settings are kept; every plan re-evaluates to what was reported;
+// the searches' own accounts agree with the evaluator at every setting.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "recsearch/algebra/op_space.hpp"
+#include "recsearch/error.hpp"
+#include "recsearch/gen/generate.hpp"
+#include "recsearch/plan/evaluator.hpp"
+#include "recsearch/search/search.hpp"
+#include "support/search_options.hpp"
+
+using namespace recsearch;
+
+namespace {
+
+struct SmallGpt {
+  ir::Graph g;
+  std::vector<algebra::OpSpace> spaces;
+  SmallGpt() {
+    gen::ModelSpec m = gen::preset("gpt-350m");
+    m.layers = 4;
+    m.hidden = 256;
+    m.heads = 4;
+    m.seq = 128;
+    m.batch = 16;
+    m.vocab = 512;
+    g = gen::build_graph(m);
+    spaces = algebra::build_op_spaces(g);
+  }
+};
+
+// The plan, evaluated again from scratch, costs what the search reported.
+void check_reevaluates(const SmallGpt& s, const Cluster& c, const search::SearchOptions& o,
+                       const search::SearchResult& r) {
+  const auto ev = plan::evaluate(s.g, s.spaces, c, r.plan, o.cost, plan::EvalDetail::Summary);
+  CHECK(ev.summary.step_time_s == doctest::Approx(r.eval.summary.step_time_s).epsilon(1e-12));
+  CHECK(ev.summary.memory_per_device_bytes ==
+        doctest::Approx(r.eval.summary.memory_per_device_bytes).epsilon(1e-12));
+}
+
+}  // namespace
+
+TEST_CASE("under a tight budget rec trades time for memory with the training settings") {
+  const SmallGpt s;
+  const Cluster c = Cluster::flat(4);
+  search::SearchOptions o;
+  const auto free = search::run(s.g, s.spaces, c, o);
+  check_reevaluates(s, c, o, free);
+  // The plain setting under a budget it cannot meet.
+  search::SearchOptions plain = testing::operator_level_options();
+  plain.cost.overlap = true;
+  const double plain_mem = search::run(s.g, s.spaces, c, plain).eval.summary.memory_per_device_bytes;
+  o.cost.memory_budget_bytes = plain_mem * 0.3;
+  plain.cost.memory_budget_bytes = o.cost.memory_budget_bytes;
+  CHECK_THROWS_AS((void)search::run(s.g, s.spaces, c, plain), Error);
+  const auto tight = search::run(s.g, s.spaces, c, o);
+  MESSAGE("recompute " << plan::recompute_name(tight.plan.training.recompute) << ", ZeRO "
+                       << tight.plan.training.zero_stage << ", "
+                       << tight.plan.training.microbatches << " microbatches");
+  CHECK(tight.eval.summary.memory_per_device_bytes <= o.cost.memory_budget_bytes);
+  CHECK(tight.eval.summary.step_time_s >= free.eval.summary.step_time_s * (1 - 1e-9));
+  const plan::Training& t = tight.plan.training;
+  CHECK((t.recompute != plan::Recompute::None || t.zero_stage == 3 || t.microbatches > 1));
+  check_reevaluates(s, c, o, tight);
+}
+
+TEST_CASE("pinned training settings are kept, and the accounts agree at each") {
+  const SmallGpt s;
+  const Cluster c = Cluster::mesh({2, 2});
+  for (const auto rc : {plan::Recompute::None, plan::Recompute::Selective, plan::Recompute::Full})
+    for (const int z : {0, 1, 3})
+      for (const std::int64_t m : {1, 4}) {
+        CAPTURE(plan::recompute_name(rc));
+        CAPTURE(z);
+        CAPTURE(m);
+        search::SearchOptions o;
+        o.training = {rc, z, m};
+        const auto r = search::run(s.g, s.spaces, c, o);
+        CHECK(r.plan.training == plan::Training{rc, z, m});
+        check_reevaluates(s, c, o, r);
+        CHECK(r.bookkept_step_time_s ==
+              doctest::Approx(testing::serial_step(r.eval.summary)).epsilon(1e-9));
+      }
+}
+
+TEST_CASE("exhaustive and ilp refuse full recomputation, whose memory they cannot express") {
+  const SmallGpt s;
+  search::SearchOptions o;
+  o.algorithm = search::Algorithm::Exhaustive;
+  o.training.recompute = plan::Recompute::Full;
+  try {
+    (void)search::run(s.g, s.spaces, Cluster::flat(2), o);
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK(e.code() == Errc::kUsage);
+    CHECK(std::string(e.what()).find("full recomputation") != std::string::npos);
+  }
+}

@@ -1,0 +1,946 @@
+# SPDX-License-Identifier: Apache-2.0
+"""PyTorch front end: a torch module in, a recsearch graph and a per-parameter
+plan out, with no ONNX involved.
+
+    import recsearch.torch as rt
+    g = rt.trace(model, (x,))                       # recsearch graph JSON (a dict)
+    p = rt.plan(model, (x,), mesh={"dp": 4, "tp": 2}, mode="train", memory_gib=80)
+    p.placements()["layers.3.linear1.weight"]       # (Shard(0), Replicate())
+
+trace() runs torch.fx over the module and records every value's shape by
+running the traced graph once on `example_inputs` (an fx Interpreter, so
+shapes are torch's own) on the meta device, where no arithmetic is done. Operators are named by the module that runs them
+("layer1.0.conv1", "layers.3.self_attn.in_proj"), parameters and buffers by
+their fully qualified names. Modules torch.fx cannot trace through (data-
+dependent control flow) and torch.nn modules recsearch has no lowering for
+raise UntraceableError naming the module; the ONNX route (torch.onnx.export,
+then `recsearch import`) handles those.
+
+nn.MultiheadAttention, nn.TransformerEncoderLayer and nn.TransformerEncoder
+are lowered here as torch computes them (torch.nn.functional's
+multi_head_attention_forward: packed projection, per-head reshape, scaled
+q k^T, softmax, the value product, the output projection), which is also
+what torch.onnx.export writes for them; fx cannot trace their shape checks.
+Values computed from no input and no parameter (masks, position indices) are
+constants, as the ONNX importer folds them.
+
+Placements use PyTorch DTensor's vocabulary, per named mesh dim: Shard(d)
+when every search axis of that mesh dim cuts tensor dim d, Replicate() when
+none does, Partial() when the tensor is a partial sum there, and Mixed([...])
+(one entry per search axis, outermost first) when the search splits one mesh
+dim between several tensor dims, which one DTensor placement cannot say.
+"""
+
+import copy
+import json
+import math
+import operator
+
+import torch
+import torch.fx
+import torch.nn as nn
+import torch.nn.functional as F
+
+import recsearch as _rs
+
+__all__ = ["UntraceableError", "Shard", "Replicate", "Partial", "Mixed", "TorchPlan", "trace",
+           "plan"]
+
+
+class UntraceableError(TypeError):
+    """torch.fx cannot trace a module, or recsearch cannot lower it."""
+
+    def __init__(self, module_path, module_type, why):
+        where = "'%s'" % module_path if module_path else "the root module"
+        super().__init__(
+            "cannot build a graph for %s (%s): %s. Use the ONNX route instead: "
+            "torch.onnx.export(model, example_inputs, 'model.onnx'), then "
+            "`recsearch import model.onnx` or `recsearch search model.onnx`."
+            % (where, module_type, why))
+        self.module_path = module_path
+        self.module_type = module_type
+
+
+# ---- placements (PyTorch DTensor's vocabulary) ------------------------------
+
+class Shard:
+    def __init__(self, dim):
+        self.dim = dim
+
+    def __eq__(self, other):
+        return isinstance(other, Shard) and other.dim == self.dim
+
+    def __hash__(self):
+        return hash(("Shard", self.dim))
+
+    def __repr__(self):
+        return "Shard(%d)" % self.dim
+
+
+class Replicate:
+    def __eq__(self, other):
+        return isinstance(other, Replicate)
+
+    def __hash__(self):
+        return hash("Replicate")
+
+    def __repr__(self):
+        return "Replicate()"
+
+
+class Partial:
+    def __eq__(self, other):
+        return isinstance(other, Partial)
+
+    def __hash__(self):
+        return hash("Partial")
+
+    def __repr__(self):
+        return "Partial()"
+
+
+class Mixed:
+    """One mesh dim split by the search into several axes that place the
+    tensor differently: per axis (outermost first), its placement."""
+
+    def __init__(self, parts):
+        self.parts = list(parts)
+
+    def __eq__(self, other):
+        return isinstance(other, Mixed) and other.parts == self.parts
+
+    def __repr__(self):
+        return "Mixed(%s)" % ", ".join(repr(p) for p in self.parts)
+
+
+# ---- the graph being built --------------------------------------------------
+
+_DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16",
+           torch.float64: "f64", torch.int64: "i64", torch.int32: "i32", torch.int16: "i16",
+           torch.int8: "i8", torch.uint8: "u8", torch.bool: "bool"}
+
+
+class _Val:
+    """What the tracer knows about a tensor value: its graph tensor name (None
+    while it is a constant not yet used), shape and dtype, whether it is
+    known before the model runs, and then its value."""
+
+    def __init__(self, name, shape, dtype, static=False, value=None):
+        self.name, self.shape, self.dtype, self.static, self.value = \
+            name, list(shape), dtype, static, value
+
+
+class _Emitter:
+    def __init__(self, name, strip=""):
+        self.name = name
+        self.strip = strip  # the prefix of a wrapped root module (see trace)
+        self.tensors = {}
+        self.order = []
+        self.ops = []
+        self.op_names = set()
+
+    def tensor(self, name, shape, dtype, kind=None):
+        if self.strip and name.startswith(self.strip):
+            name = name[len(self.strip):]
+        if name in self.tensors:
+            return name
+        t = {"name": name, "shape": [int(d) for d in shape], "dtype": _DTYPES.get(dtype, "f32")}
+        if kind:
+            t["kind"] = kind
+        self.tensors[name] = t
+        self.order.append(name)
+        return name
+
+    def fresh(self, base):
+        name, k = base, 1
+        while name in self.tensors:
+            name, k = "%s_%d" % (base, k), k + 1
+        return name
+
+    def act(self, base, shape, dtype):
+        return self.tensor(self.fresh(base), shape, dtype)
+
+    def const(self, base, shape, dtype):
+        return self.tensor(self.fresh(base), shape, dtype, "constant")
+
+    def op(self, name, type_, inputs, outputs, attrs=None):
+        if self.strip and name.startswith(self.strip):
+            name = name[len(self.strip):]
+        base, k = name, 1
+        while name in self.op_names:
+            name, k = "%s_%d" % (base, k), k + 1
+        self.op_names.add(name)
+        o = {"name": name, "type": type_, "inputs": list(inputs), "outputs": list(outputs)}
+        if attrs:
+            o["attrs"] = attrs
+        self.ops.append(o)
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def shape(self, name):
+        return self.tensors[name]["shape"]
+
+    def to_json(self):
+        return {"format": "recsearch.graph", "version": 1, "name": self.name,
+                "tensors": [self.tensors[n] for n in self.order], "operators": self.ops}
+
+
+# ---- tracing ----------------------------------------------------------------
+
+class _Tracer(torch.fx.Tracer):
+    """Keeps the modules recsearch lowers whole as leaves, and remembers in
+    which module each node was created (its operator's name)."""
+
+    def __init__(self):
+        super().__init__()
+        self.path = []
+        self.failed = None  # (qualified name, type) of the innermost module that raised
+
+    def is_leaf_module(self, m, qualname):
+        return type(m) in _MODULES or super().is_leaf_module(m, qualname)
+
+    def call_module(self, m, forward, args, kwargs):
+        self.path.append((self.path_of_module(m), type(m).__name__))
+        try:
+            return super().call_module(m, forward, args, kwargs)
+        except Exception:
+            if self.failed is None:
+                self.failed = self.path[-1]
+            raise
+        finally:
+            self.path.pop()
+
+    def create_node(self, *args, **kwargs):
+        node = super().create_node(*args, **kwargs)
+        node.meta["rs_scope"] = self.path[-1][0] if self.path else ""
+        return node
+
+
+class _Recorder(torch.fx.Interpreter):
+    """Runs the traced graph once, keeping per node its result's shape and
+    dtype (tensors) or its value (everything else)."""
+
+    def __init__(self, gm):
+        super().__init__(gm)
+        self.results = {}
+
+    def run_node(self, n):
+        r = super().run_node(n)
+        self.results[n] = r
+        return r
+
+
+def _meta_copy(module):
+    """The module with every parameter and buffer on the meta device (no
+    data is copied: deepcopy's memo hands it the meta tensors)."""
+    memo = {}
+    for p in module.parameters():
+        memo[id(p)] = nn.Parameter(torch.empty_like(p, device="meta"), p.requires_grad)
+    for b in module.buffers():
+        memo[id(b)] = torch.empty_like(b, device="meta")
+    return copy.deepcopy(module, memo)
+
+
+def _record(module, gm, example_inputs):
+    """Per node of gm's graph, its result when run on example_inputs: on the
+    meta device (shapes only, no arithmetic: a large batch costs nothing),
+    or for real where an operator has no meta kernel."""
+    try:
+        meta = torch.fx.GraphModule(_meta_copy(module), gm.graph)
+        rec = _Recorder(meta)
+        with torch.no_grad():
+            rec.run(*[x.to("meta") if isinstance(x, torch.Tensor) else x
+                      for x in example_inputs])
+        return rec.results
+    except Exception:  # noqa: BLE001  (a missing meta kernel: run for real)
+        rec = _Recorder(gm)
+        with torch.no_grad():
+            rec.run(*example_inputs)
+        return rec.results
+
+
+class _Lowering:
+    """Turns the traced graph into recsearch operators."""
+
+    def __init__(self, module, gm, results, name, strip=""):
+        self.root = module
+        self.gm = gm
+        self.results = results
+        self.em = _Emitter(name, strip)
+        self.env = {}
+        self.modules = dict(module.named_modules())
+        self.params = {n: p for n, p in module.named_parameters()}
+        self.buffers = {n: b for n, b in module.named_buffers()}
+        self.training = module.training
+        self.folded = {}      # batch norm FQN -> the conv it is folded into
+        self.aliases = {}     # folded parameter FQN -> the graph tensor holding it
+        if not self.training:
+            self.fold_batch_norms()
+
+    def fold_batch_norms(self):
+        """In eval mode a BatchNorm2d that only normalizes a Conv2d's output
+        is folded into that convolution, as torch.onnx.export does: the conv
+        gets the norm's shift as its bias (the tensor named <norm>.bias, or
+        the conv's own bias) and its weight absorbs the scale, so the norm's
+        weight is held by that bias tensor too."""
+        for n in self.gm.graph.nodes:
+            if n.op != "call_module" or not isinstance(self.modules.get(n.target), nn.BatchNorm2d):
+                continue
+            src = n.args[0]
+            if (isinstance(src, torch.fx.Node) and src.op == "call_module"
+                    and isinstance(self.modules.get(src.target), nn.Conv2d)
+                    and len(src.users) == 1 and self.modules[n.target].affine):
+                self.folded[n.target] = src.target
+    # -- values --
+
+    def weight(self, fqn):
+        """The graph tensor of a parameter or buffer, by its FQN."""
+        if fqn in self.params:
+            p = self.params[fqn]
+            return self.em.tensor(fqn, list(p.shape), p.dtype, "parameter")
+        b = self.buffers[fqn]
+        return self.em.tensor(fqn, list(b.shape), b.dtype, "constant")
+
+    def name_of(self, v, base="const"):
+        """The graph tensor of a value; a constant becomes a constant tensor
+        on first use."""
+        if isinstance(v, _Val):
+            if v.name is None:
+                v.name = self.em.const(base, v.shape, v.dtype)
+            return v.name
+        raise TypeError("not a tensor: %r" % (v,))
+
+    def scalar(self, x, dtype, base="scalar"):
+        return self.em.tensor(self.em.fresh(base), [], dtype, "constant")
+
+    def arg(self, a):
+        if isinstance(a, torch.fx.Node):
+            return self.env[a]
+        if isinstance(a, (list, tuple)):
+            return type(a)(self.arg(x) for x in a)
+        return a
+
+    # -- the graph --
+
+    def run(self):
+        for node in self.gm.graph.nodes:
+            try:
+                self.env[node] = self.lower_node(node)
+            except UntraceableError:
+                raise
+            except Exception as e:  # noqa: BLE001  (named with its module below)
+                scope = node.meta.get("rs_scope", "")
+                mod = self.modules.get(node.target) if node.op == "call_module" else None
+                path = node.target if mod is not None else scope
+                kind = type(mod or self.modules.get(scope, self.root)).__name__
+                raise UntraceableError(path, kind, "lowering %s %s failed: %s"
+                                       % (node.op, _target_name(node.target), e)) from e
+        return self.em.to_json()
+
+    def lower_node(self, node):
+        r = self.results.get(node)
+        if node.op == "placeholder":
+            if not isinstance(r, torch.Tensor):
+                return r
+            return _Val(self.em.tensor(node.name, list(r.shape), r.dtype, "input"), r.shape,
+                        r.dtype)
+        if node.op == "get_attr":
+            if isinstance(r, torch.Tensor):
+                return _Val(self.weight(node.target), r.shape, r.dtype)
+            return r
+        if node.op == "output":
+            return None
+        args = self.arg(node.args)
+        kwargs = {k: self.arg(v) for k, v in node.kwargs.items()}
+        tensors_in = [a for a in _flat(args) + _flat(list(kwargs.values())) if isinstance(a, _Val)]
+        if not isinstance(r, (torch.Tensor, tuple, list)) or \
+                (isinstance(r, (tuple, list)) and not any(isinstance(x, torch.Tensor) for x in r)):
+            return r  # sizes, shapes, Python numbers
+        if node.op == "call_module":
+            m = self.modules[node.target]
+            low = _MODULES.get(type(m))
+            if low is None:
+                raise UntraceableError(node.target, type(m).__name__,
+                                       "recsearch has no lowering for torch.nn.%s"
+                                       % type(m).__name__)
+            return low(self, node.target, m, args, kwargs, r)
+        if all(t.static for t in tensors_in) and isinstance(r, torch.Tensor) and \
+                not self.depends_on_input(node):
+            return _Val(None, r.shape, r.dtype, static=True, value=r)
+        name = _op_name(node)
+        fn = _FUNCTIONS.get(_target_key(node))
+        if fn is None:
+            return self.opaque(name, node, tensors_in, r)
+        return fn(self, name, args, kwargs, r)
+
+    def depends_on_input(self, node):
+        for a in node.all_input_nodes:
+            v = self.env.get(a)
+            if isinstance(v, _Val) and not v.static:
+                return True
+        return False
+
+    def out(self, name, r):
+        return _Val(self.em.act(name, list(r.shape), r.dtype), r.shape, r.dtype)
+
+    def opaque(self, name, node, tensors_in, r):
+        outs = r if isinstance(r, (tuple, list)) else [r]
+        vals = [self.out(name if i == 0 else "%s:%d" % (name, i), t) for i, t in enumerate(outs)
+                if isinstance(t, torch.Tensor)]
+        self.em.op(name, _target_name(node.target), [self.name_of(t) for t in tensors_in],
+                   [v.name for v in vals])
+        return vals[0] if not isinstance(r, (tuple, list)) else tuple(vals)
+
+    # -- small builders --
+
+    def emit(self, name, type_, inputs, shape, dtype, attrs=None):
+        out = self.em.act(name, shape, dtype)
+        self.em.op(name, type_, [self.name_of(i) if isinstance(i, _Val) else i for i in inputs],
+                   [out], attrs)
+        return _Val(out, shape, dtype)
+
+    def linear(self, name, x, weight_fqn, bias_fqn, out_features):
+        shape = x.shape[:-1] + [out_features]
+        y = self.emit(name + ".matmul" if bias_fqn else name, "MatMul",
+                      [x, self.weight(weight_fqn)], shape, x.dtype,
+                      {"transpose_a": False, "transpose_b": True})
+        if bias_fqn:
+            y = self.emit(name, "Add", [y, self.weight(bias_fqn)], shape, x.dtype)
+        return y
+
+
+# ---- helpers ----------------------------------------------------------------
+
+def _flat(xs):
+    out = []
+    for x in xs:
+        if isinstance(x, (list, tuple)):
+            out.extend(_flat(x))
+        else:
+            out.append(x)
+    return out
+
+
+def _target_name(t):
+    if isinstance(t, str):
+        return t
+    return getattr(t, "__name__", str(t))
+
+
+def _target_key(node):
+    if node.op == "call_method":
+        return "method:" + node.target
+    return node.target
+
+
+def _op_name(node):
+    scope = node.meta.get("rs_scope", "")
+    return "%s.%s" % (scope, node.name) if scope else node.name
+
+
+def _pair(v):
+    return list(v) if isinstance(v, (tuple, list)) else [v, v]
+
+
+def _norm_axis(a, rank):
+    return a + rank if a < 0 else a
+
+
+# ---- module lowerings -------------------------------------------------------
+
+def _conv2d(low, fqn, m, args, kwargs, r):
+    if isinstance(m.padding, str) or m.padding_mode != "zeros":
+        raise UntraceableError(fqn, "Conv2d", "padding '%s' (mode %s) is not lowered"
+                               % (m.padding, m.padding_mode))
+    ph, pw = _pair(m.padding)
+    ins = [args[0], low.weight(fqn + ".weight")]
+    norm = next((bn for bn, conv in low.folded.items() if conv == fqn), None)
+    if m.bias is not None:
+        ins.append(low.weight(fqn + ".bias"))
+    elif norm is not None:
+        ins.append(low.weight(norm + ".bias"))
+    if norm is not None:
+        for p in ("weight", "bias"):
+            low.aliases["%s.%s" % (norm, p)] = ins[2]
+    return low.emit(fqn, "Conv2D", ins, list(r.shape), r.dtype,
+                    {"strides": _pair(m.stride), "pads": [ph, pw, ph, pw],
+                     "dilations": _pair(m.dilation), "group": m.groups})
+
+
+def _batch_norm(low, fqn, m, args, kwargs, r):
+    if fqn in low.folded:
+        return args[0]  # folded into its convolution (see fold_batch_norms)
+    if not m.affine or m.running_mean is None:
+        raise UntraceableError(fqn, type(m).__name__, "only affine norms with running statistics")
+    ins = [args[0]] + [low.weight("%s.%s" % (fqn, n))
+                       for n in ("weight", "bias", "running_mean", "running_var")]
+    return low.emit(fqn, "BatchNorm", ins, list(r.shape), r.dtype, {"epsilon": m.eps})
+
+
+def _linear(low, fqn, m, args, kwargs, r):
+    return low.linear(fqn, args[0], fqn + ".weight", fqn + ".bias" if m.bias is not None else None,
+                      m.out_features)
+
+
+def _layer_norm(low, fqn, m, args, kwargs, r):
+    ins = [args[0]]
+    if m.elementwise_affine:
+        ins += [low.weight(fqn + ".weight"), low.weight(fqn + ".bias")]
+    else:
+        ins.append(low.em.const(fqn + ".scale", list(m.normalized_shape), r.dtype))
+    return low.emit(fqn, "LayerNorm", ins, list(r.shape), r.dtype,
+                    {"axis": -len(m.normalized_shape), "epsilon": m.eps})
+
+
+def _unary(kind):
+    def lower(low, fqn, m, args, kwargs, r):
+        return low.emit(fqn, kind, [args[0]], list(r.shape), r.dtype)
+    return lower
+
+
+def _dropout(low, fqn, m, args, kwargs, r):
+    # Eval mode runs no dropout (torch.onnx.export drops the node too).
+    if not low.training or m.p == 0:
+        return args[0]
+    return low.emit(fqn, "Dropout", [args[0]], list(r.shape), r.dtype, {"ratio": m.p})
+
+
+def _identity(low, fqn, m, args, kwargs, r):
+    return args[0]
+
+
+def _pool(kind):
+    def lower(low, fqn, m, args, kwargs, r):
+        k = _pair(m.kernel_size)
+        s = _pair(m.stride if m.stride is not None else m.kernel_size)
+        ph, pw = _pair(m.padding)
+        attrs = {"kernel_shape": k, "strides": s, "pads": [ph, pw, ph, pw],
+                 "ceil_mode": int(bool(m.ceil_mode))}
+        if kind == "MaxPool":
+            attrs["dilations"] = _pair(m.dilation)
+        return low.emit(fqn, kind, [args[0]], list(r.shape), r.dtype, attrs)
+    return lower
+
+
+def _adaptive_avg_pool(low, fqn, m, args, kwargs, r):
+    if _pair(m.output_size) != [1, 1]:
+        raise UntraceableError(fqn, "AdaptiveAvgPool2d", "only output size 1x1 is lowered")
+    return low.emit(fqn, "GlobalAvgPool", [args[0]], list(r.shape), r.dtype)
+
+
+def _flatten_module(low, fqn, m, args, kwargs, r):
+    return _flatten(low, fqn, args[0], m.start_dim, m.end_dim, r)
+
+
+def _flatten(low, name, x, start, end, r):
+    rank = len(x.shape)
+    if _norm_axis(end, rank) == rank - 1:
+        return low.emit(name, "Flatten", [x], list(r.shape), r.dtype,
+                        {"axis": _norm_axis(start, rank)})
+    return low.emit(name, "Reshape", [x], list(r.shape), r.dtype)
+
+
+def _embedding(low, fqn, m, args, kwargs, r):
+    return low.emit(fqn, "Gather", [low.weight(fqn + ".weight"), args[0]], list(r.shape),
+                    r.dtype, {"axis": 0})
+
+
+def _mha_lower(low, fqn, m, q, k, v, attn_mask=None, key_padding_mask=None):
+    """torch's multi_head_attention_forward for self-attention with the
+    packed projection; returns the attention output value."""
+    if not (q is k and k is v) or not m._qkv_same_embed_dim:
+        raise UntraceableError(fqn, "MultiheadAttention",
+                               "only self-attention (query is key is value) is lowered")
+    if key_padding_mask is not None or m.bias_k is not None or m.add_zero_attn:
+        raise UntraceableError(fqn, "MultiheadAttention",
+                               "key_padding_mask, bias_k/bias_v and add_zero_attn are not lowered")
+    dt = q.dtype
+    x = q
+    if m.batch_first:
+        b, s, d = x.shape
+        x = low.emit(fqn + ".transpose_in", "Transpose", [x], [s, b, d], dt, {"perm": [1, 0, 2]})
+    s, b, d = x.shape
+    h = m.num_heads
+    hd = d // h
+    has_bias = m.in_proj_bias is not None
+    proj = low.linear(fqn + ".in_proj", x, fqn + ".in_proj_weight",
+                      fqn + ".in_proj_bias" if has_bias else None, 3 * d)
+    # Three slices of the packed projection, as torch computes (and exports) them.
+    q, k, v = (low.emit("%s.%s" % (fqn, n), "Slice", [proj], [s, b, d], dt,
+                        {"starts": [i * d], "ends": [(i + 1) * d], "axes": [2]})
+               for i, n in enumerate(("q", "k", "v")))
+    heads = [low.emit("%s.%s_heads" % (fqn, n), "Reshape", [t], [s, b * h, hd], dt)
+             for n, t in (("q", q), ("k", k), ("v", v))]
+    qh = low.emit(fqn + ".q_t", "Transpose", [heads[0]], [b * h, s, hd], dt, {"perm": [1, 0, 2]})
+    qh = low.emit(fqn + ".scale", "Div", [qh, low.scalar(math.sqrt(hd), dt, fqn + ".sqrt_d")],
+                  [b * h, s, hd], dt)
+    kt = low.emit(fqn + ".k_t", "Transpose", [heads[1]], [b * h, hd, s], dt, {"perm": [1, 2, 0]})
+    vh = low.emit(fqn + ".v_t", "Transpose", [heads[2]], [b * h, s, hd], dt, {"perm": [1, 0, 2]})
+    scores = low.emit(fqn + ".scores", "MatMul", [qh, kt], [b * h, s, s], dt)
+    if attn_mask is not None:
+        mask = attn_mask
+        if mask.static and mask.dtype == torch.bool:
+            mask = _Val(None, mask.shape, dt, static=True)  # masked_fill(-inf) of zeros
+        scores = low.emit(fqn + ".mask", "Add", [scores, mask], [b * h, s, s], dt)
+    attn = low.emit(fqn + ".softmax", "Softmax", [scores], [b * h, s, s], dt, {"axis": -1})
+    if low.training and m.dropout > 0:
+        attn = low.emit(fqn + ".dropout", "Dropout", [attn], [b * h, s, s], dt,
+                        {"ratio": m.dropout})
+    ctx = low.emit(fqn + ".context", "MatMul", [attn, vh], [b * h, s, hd], dt)
+    ctx = low.emit(fqn + ".context_t", "Transpose", [ctx], [s, b * h, hd], dt, {"perm": [1, 0, 2]})
+    ctx = low.emit(fqn + ".merge_heads", "Reshape", [ctx], [s * b, d], dt)
+    out = low.linear(fqn + ".out_proj", ctx, fqn + ".out_proj.weight",
+                     fqn + ".out_proj.bias" if m.out_proj.bias is not None else None, d)
+    out = low.emit(fqn + ".unflatten", "Reshape", [out], [s, b, d], dt)
+    if m.batch_first:
+        out = low.emit(fqn + ".transpose_out", "Transpose", [out], [b, s, d], dt,
+                       {"perm": [1, 0, 2]})
+    return out
+
+
+def _mha(low, fqn, m, args, kwargs, r):
+    names = ["query", "key", "value", "key_padding_mask", "need_weights", "attn_mask"]
+    a = dict(zip(names, args))
+    a.update(kwargs)
+    out = _mha_lower(low, fqn, m, a["query"], a["key"], a["value"], a.get("attn_mask"),
+                     a.get("key_padding_mask"))
+    # The averaged attention weights (need_weights=True) are not lowered:
+    # reading them is an error when the tuple's second item is used.
+    return (out, None)
+
+
+def _activation(low, name, act, x):
+    if act is F.relu or isinstance(act, nn.ReLU):
+        return low.emit(name, "ReLU", [x], x.shape, x.dtype)
+    if act is F.gelu or isinstance(act, nn.GELU):
+        return low.emit(name, "GeLU", [x], x.shape, x.dtype)
+    raise UntraceableError(name, type(act).__name__, "activation is not lowered")
+
+
+def _encoder_layer_lower(low, fqn, m, x, mask):
+    def sa(t):
+        y = _mha_lower(low, fqn + ".self_attn", m.self_attn, t, t, t, mask)
+        return _dropout_fn(low, fqn + ".dropout1", m.dropout1.p, y)
+
+    def ff(t):
+        y = low.linear(fqn + ".linear1", t, fqn + ".linear1.weight", fqn + ".linear1.bias",
+                       m.linear1.out_features)
+        y = _activation(low, fqn + ".activation", m.activation, y)
+        y = _dropout_fn(low, fqn + ".dropout", m.dropout.p, y)
+        y = low.linear(fqn + ".linear2", y, fqn + ".linear2.weight", fqn + ".linear2.bias",
+                       m.linear2.out_features)
+        return _dropout_fn(low, fqn + ".dropout2", m.dropout2.p, y)
+
+    def norm(name, t):
+        return low.emit(fqn + "." + name, "LayerNorm",
+                        [t, low.weight(fqn + "." + name + ".weight"),
+                         low.weight(fqn + "." + name + ".bias")],
+                        t.shape, t.dtype, {"axis": -1, "epsilon": getattr(m, name).eps})
+
+    def add(name, a, b):
+        return low.emit(fqn + "." + name, "Add", [a, b], a.shape, a.dtype)
+
+    if m.norm_first:
+        x = add("add1", x, sa(norm("norm1", x)))
+        return add("add2", x, ff(norm("norm2", x)))
+    x = norm("norm1", add("add1", x, sa(x)))
+    return norm("norm2", add("add2", x, ff(x)))
+
+
+def _dropout_fn(low, name, p, x):
+    if not low.training or p == 0:
+        return x
+    return low.emit(name, "Dropout", [x], x.shape, x.dtype, {"ratio": p})
+
+
+def _encoder_layer(low, fqn, m, args, kwargs, r):
+    mask = kwargs.get("src_mask", args[1] if len(args) > 1 else None)
+    return _encoder_layer_lower(low, fqn, m, args[0], mask)
+
+
+def _encoder(low, fqn, m, args, kwargs, r):
+    mask = kwargs.get("mask", args[1] if len(args) > 1 else None)
+    x = args[0]
+    for i, layer in enumerate(m.layers):
+        x = _encoder_layer_lower(low, "%s.layers.%d" % (fqn, i), layer, x, mask)
+    if m.norm is not None:
+        x = _layer_norm(low, fqn + ".norm", m.norm, [x], {}, _Shape(x))
+    return x
+
+
+class _Shape:
+    """Stands for a torch result where a lowering only reads shape and dtype."""
+
+    def __init__(self, v):
+        self.shape, self.dtype = v.shape, v.dtype
+
+
+_MODULES = {
+    nn.Conv2d: _conv2d,
+    nn.BatchNorm2d: _batch_norm,
+    nn.Linear: _linear,
+    nn.LayerNorm: _layer_norm,
+    nn.ReLU: _unary("ReLU"),
+    nn.GELU: _unary("GeLU"),
+    nn.SiLU: _unary("SiLU"),
+    nn.Sigmoid: _unary("Sigmoid"),
+    nn.Tanh: _unary("Tanh"),
+    nn.Dropout: _dropout,
+    nn.Identity: _identity,
+    nn.MaxPool2d: _pool("MaxPool"),
+    nn.AvgPool2d: _pool("AvgPool"),
+    nn.AdaptiveAvgPool2d: _adaptive_avg_pool,
+    nn.Flatten: _flatten_module,
+    nn.Embedding: _embedding,
+    nn.MultiheadAttention: _mha,
+    nn.TransformerEncoderLayer: _encoder_layer,
+    nn.TransformerEncoder: _encoder,
+}
+
+
+# ---- function and method lowerings ------------------------------------------
+
+def _binary(kind):
+    def lower(low, name, args, kwargs, r):
+        a, b = args[0], args[1]
+        ins = []
+        for x in (a, b):
+            ins.append(x if isinstance(x, _Val) else low.scalar(x, r.dtype, name + ".scalar"))
+        return low.emit(name, kind, ins, list(r.shape), r.dtype)
+    return lower
+
+
+def _fn_unary(kind):
+    def lower(low, name, args, kwargs, r):
+        return low.emit(name, kind, [args[0]], list(r.shape), r.dtype)
+    return lower
+
+
+def _fn_flatten(low, name, args, kwargs, r):
+    start = args[1] if len(args) > 1 else kwargs.get("start_dim", 0)
+    end = args[2] if len(args) > 2 else kwargs.get("end_dim", -1)
+    return _flatten(low, name, args[0], start, end, r)
+
+
+def _fn_reshape(low, name, args, kwargs, r):
+    return low.emit(name, "Reshape", [args[0]], list(r.shape), r.dtype)
+
+
+def _fn_permute(low, name, args, kwargs, r):
+    x = args[0]
+    dims = args[1:] if len(args) > 2 or not isinstance(args[1], (list, tuple)) else args[1]
+    return low.emit(name, "Transpose", [x], list(r.shape), r.dtype,
+                    {"perm": [_norm_axis(d, len(x.shape)) for d in dims]})
+
+
+def _fn_transpose(low, name, args, kwargs, r):
+    x = args[0]
+    rank = len(x.shape)
+    perm = list(range(rank))
+    a, b = _norm_axis(args[1], rank), _norm_axis(args[2], rank)
+    perm[a], perm[b] = perm[b], perm[a]
+    return low.emit(name, "Transpose", [x], list(r.shape), r.dtype, {"perm": perm})
+
+
+def _fn_cat(low, name, args, kwargs, r):
+    xs = args[0]
+    axis = args[1] if len(args) > 1 else kwargs.get("dim", 0)
+    return low.emit(name, "Concat", list(xs), list(r.shape), r.dtype,
+                    {"axis": _norm_axis(axis, len(r.shape))})
+
+
+def _fn_softmax(low, name, args, kwargs, r):
+    axis = args[1] if len(args) > 1 else kwargs.get("dim", -1)
+    return low.emit(name, "Softmax", [args[0]], list(r.shape), r.dtype, {"axis": axis})
+
+
+def _fn_matmul(low, name, args, kwargs, r):
+    return low.emit(name, "MatMul", [args[0], args[1]], list(r.shape), r.dtype)
+
+
+def _fn_getitem(low, name, args, kwargs, r):
+    seq, idx = args[0], args[1]
+    if isinstance(seq, (tuple, list)):
+        v = seq[idx]
+        if v is None:
+            raise ValueError("item %r of this tuple is not lowered (e.g. attention weights)" % idx)
+        return v
+    return low.emit(name, "Slice", [seq], list(r.shape), r.dtype)
+
+
+def _fn_expand(low, name, args, kwargs, r):
+    x = args[0]
+    wide = [d if (i < len(r.shape) - len(x.shape) or
+                  x.shape[i - (len(r.shape) - len(x.shape))] != d) else 1
+            for i, d in enumerate(r.shape)]
+    c = low.em.const(name + ".broadcast", wide, r.dtype)
+    return low.emit(name, "Expand", [x, c], list(r.shape), r.dtype, {"einsum": "...,...->..."})
+
+
+def _fn_dropout(low, name, args, kwargs, r):
+    p = args[1] if len(args) > 1 else kwargs.get("p", 0.5)
+    training = args[2] if len(args) > 2 else kwargs.get("training", True)
+    return _dropout_fn(low, name, p if training else 0, args[0])
+
+
+def _fn_contiguous(low, name, args, kwargs, r):
+    return args[0]
+
+
+_FUNCTIONS = {}
+for _f, _k in ((operator.add, "Add"), (operator.iadd, "Add"), (torch.add, "Add"),
+               ("method:add", "Add"),
+               (operator.sub, "Sub"), (torch.sub, "Sub"), (operator.mul, "Mul"),
+               (torch.mul, "Mul"), ("method:mul", "Mul"), (operator.truediv, "Div"),
+               (torch.div, "Div")):
+    _FUNCTIONS[_f] = _binary(_k)
+for _f, _k in ((F.relu, "ReLU"), (torch.relu, "ReLU"), ("method:relu", "ReLU"),
+               (F.gelu, "GeLU"), (torch.sigmoid, "Sigmoid"), (torch.tanh, "Tanh"),
+               (F.silu, "SiLU"), (torch.exp, "Exp"), (torch.sqrt, "Sqrt")):
+    _FUNCTIONS[_f] = _fn_unary(_k)
+_FUNCTIONS.update({
+    torch.flatten: _fn_flatten, "method:flatten": _fn_flatten,
+    "method:view": _fn_reshape, "method:reshape": _fn_reshape, torch.reshape: _fn_reshape,
+    "method:permute": _fn_permute, torch.permute: _fn_permute,
+    "method:transpose": _fn_transpose, torch.transpose: _fn_transpose,
+    torch.cat: _fn_cat, torch.concat: _fn_cat,
+    F.softmax: _fn_softmax, torch.softmax: _fn_softmax, "method:softmax": _fn_softmax,
+    torch.matmul: _fn_matmul, operator.matmul: _fn_matmul, torch.bmm: _fn_matmul,
+    operator.getitem: _fn_getitem,
+    "method:expand": _fn_expand,
+    F.dropout: _fn_dropout,
+    "method:contiguous": _fn_contiguous,
+})
+
+
+# ---- entry points -----------------------------------------------------------
+
+def _trace_fx(module, concrete_args=None):
+    tracer = _Tracer()
+    try:
+        graph = tracer.trace(module, concrete_args)
+    except Exception as e:  # noqa: BLE001  (torch.fx raises many types)
+        path, kind = tracer.failed or ("", type(module).__name__)
+        raise UntraceableError(path, kind, "torch.fx cannot trace it (%s: %s)"
+                               % (type(e).__name__, e)) from e
+    return torch.fx.GraphModule(tracer.root, graph, type(module).__name__)
+
+
+def trace(module, example_inputs, name=None):
+    """The recsearch graph (a dict in the graph JSON format) of `module`
+    called on `example_inputs` (a tuple, or one tensor). A module in eval
+    mode has each BatchNorm2d that follows a Conv2d folded into it, as
+    torch.onnx.export does."""
+    return _trace(module, example_inputs, name)[0]
+
+
+def _trace(module, example_inputs, name=None):
+    if isinstance(example_inputs, torch.Tensor):
+        example_inputs = (example_inputs,)
+    name = name or type(module).__name__
+    strip = ""
+    if type(module) in _MODULES:
+        # fx always traces the root's own forward; a root recsearch lowers
+        # whole is wrapped so that it is a leaf, and the wrapper's attribute
+        # name is cut from every name again.
+        module, strip = _Wrapped(module), "root."
+    concrete = None
+    if strip:
+        concrete = {n: None for n in ("a1", "a2")[len(example_inputs) - 1:]}
+    gm = _trace_fx(module, concrete)
+    low = _Lowering(module, gm, _record(module, gm, example_inputs), name, strip)
+    graph = low.run()
+    aliases = {k[len(strip):] if strip and k.startswith(strip) else k: v
+               for k, v in low.aliases.items()}
+    return graph, aliases
+
+
+class _Wrapped(nn.Module):
+    def __init__(self, root):
+        super().__init__()
+        self.root = root
+        self.train(root.training)
+
+    # Explicit arguments: torch.fx cannot trace *args. Those the example
+    # inputs leave out are fixed to None (concrete_args).
+    def forward(self, x, a1=None, a2=None):
+        if a1 is None:
+            return self.root(x)
+        if a2 is None:
+            return self.root(x, a1)
+        return self.root(x, a1, a2)
+
+
+def _mesh(mesh):
+    if isinstance(mesh, dict):
+        return list(mesh.values()), list(mesh.keys())
+    if isinstance(mesh, int):
+        mesh = [mesh]
+    sizes = list(mesh)
+    return sizes, ["dim%d" % i for i in range(len(sizes))]
+
+
+class TorchPlan:
+    """A recsearch plan for a torch module: the plan itself (`.plan`, a
+    recsearch.Plan), its summary, and placements per parameter."""
+
+    def __init__(self, plan_, graph, mesh_names, aliases=None):
+        self.plan = plan_
+        self.graph = graph
+        self.mesh_names = mesh_names
+        self.aliases = aliases or {}
+
+    @property
+    def summary(self):
+        return self.plan.summary
+
+    @property
+    def step_time_s(self):
+        return self.plan.summary["step_time_s"]
+
+    def _placement(self, tensor):
+        dims, partial = self.plan.sharding(tensor)
+        axes = self.plan.axes
+        out = []
+        for i in range(len(self.mesh_names)):
+            parts = []
+            for a, (_, _, level) in enumerate(axes):
+                if level != "m%d" % i:
+                    continue
+                d = next((d for d, ax in enumerate(dims) if a in ax), None)
+                parts.append(Shard(d) if d is not None else
+                             Partial() if a in partial else Replicate())
+            if not parts or all(p == parts[0] for p in parts):
+                out.append(parts[0] if parts else Replicate())
+            else:
+                out.append(Mixed(parts))
+        return tuple(out)
+
+    def placements(self, parameters_only=True):
+        """{FQN: (placement per mesh dim)} for every parameter (and buffer,
+        with parameters_only=False) of the module."""
+        kinds = ("parameter",) if parameters_only else ("parameter", "constant")
+        names = [t["name"] for t in self.graph["tensors"] if t.get("kind") in kinds]
+        out = {n: self._placement(n) for n in names}
+        # Parameters folded into another tensor (a batch norm folded into
+        # its convolution in eval mode) are placed as that tensor.
+        for fqn, holder in self.aliases.items():
+            out.setdefault(fqn, out[holder])
+        return out
+
+
+def plan(module, example_inputs, mesh=8, mode="train", memory_gib=None, algorithm=None,
+         cluster=None):
+    """Searches a plan for `module`. mesh: a device count, a list of mesh
+    dim sizes, or {name: size} (names label the placements); mode "train" or
+    "infer"; memory_gib: the per-device memory budget; cluster: a
+    recsearch.Cluster to use instead of a plain mesh."""
+    graph, aliases = _trace(module, example_inputs)
+    sizes, names = _mesh(mesh)
+    g = _rs.Graph.from_json(json.dumps(graph), source=type(module).__name__)
+    c = cluster or _rs.Cluster.mesh(sizes)
+    opts = {"mode": mode}
+    if memory_gib is not None:
+        opts["memory_budget"] = float(memory_gib) * 2 ** 30
+    if algorithm is not None:
+        opts["algorithm"] = algorithm
+    return TorchPlan(_rs.search(g, c, **opts), graph, names, aliases)
