@@ -24,6 +24,7 @@
 #include <string_view>
 #include <utility>
 
+#include "pipeline_cmd.hpp"
 #include "recsearch/error.hpp"
 #include "recsearch/io/json_io.hpp"
 #include "recsearch/io/onnx.hpp"
@@ -215,6 +216,7 @@ int run_search(const SearchArgs& a) {
   opts.algorithm = *algorithm;
   opts.mode = parse_mode(a.mode);
   opts.threads = a.threads;
+  apply_stages(a.stages, opts);
   const Cluster cluster = cluster_from_args(a.cluster, opts.cost);
   apply_cost_file(a.cost_file, opts.cost);
   if (a.memory_gib) {
@@ -233,6 +235,7 @@ int run_search(const SearchArgs& a) {
       std::fflush(stderr);
     };
   }
+  if (pipeline_requested(opts)) return run_pipeline_search(problem, cluster, opts, a);
   const Solution solution = solve(problem, cluster, opts);
   if (progress.on()) std::fputc('\n', stderr);
   if (solution.details().expert_plan)
@@ -265,6 +268,8 @@ int run_eval(const EvalArgs& a) {
 
   progress.say("evaluating " + plan_source + " on " + std::to_string(cluster.num_devices()) +
                " devices...");
+  if (is_pipeline_plan(plan_text, plan_source))
+    return run_pipeline_eval(problem, cluster, cost, plan_text, plan_source, a);
   plan::Plan p = problem.parse_plan(plan_text, plan_source, cluster);
   if (a.mode) p.mode = parse_mode(*a.mode);
   const Solution solution = evaluate(problem, std::move(p), cluster, cost);

@@ -61,6 +61,7 @@ struct SearchArgs {
   std::optional<std::string> cost_file;
   TrainingArgs training;
   bool quiet = false;
+  std::string stages = "1";  // --stages N|auto (pipeline_cmd.hpp)
 };
 
 struct EvalArgs {

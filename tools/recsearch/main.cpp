@@ -125,6 +125,10 @@ void add_core_commands(CLI::App& app, Registry& reg) {
       search->add_option("--cost", *search_cost, "cost coefficients JSON file")->type_name("FILE");
   add_training_options(search, sa->training);
   search->add_flag("-q,--quiet", sa->quiet, "no progress on stderr");
+  search
+      ->add_option("--stages", sa->stages,
+                   "pipeline device groups: 1 (default, none), N, or auto (searched)")
+      ->type_name("N|auto");
   reg.push_back({search, [=] {
                    sa->cluster = sc->args();
                    sa->read = sg->read_options();

@@ -44,6 +44,14 @@ struct SearchOptions {
   CostParams cost;
   // Training mode: recomputation, ZeRO stage and microbatches to search or pin.
   TrainingChoice training;
+  // Pipeline parallelism (search::run_pipeline; docs/pipeline.md): into how
+  // many device groups, each running a contiguous stage of the graph, the
+  // cluster's outermost level is split. 1: none (the default; run_pipeline
+  // is then search::run); 0: searched among the divisors of the outermost
+  // level's size, 1 included; N: pinned.
+  std::int64_t pipeline_stages = 1;
+  // Stages per device group (interleaved 1F1B when > 1); 0: searched (1 or 2).
+  std::int64_t pipeline_virtual_stages = 1;
   // Worker threads for the parallel parts; 0 = all hardware threads. The
   // plan is identical for every value.
   int threads = 0;

@@ -1,0 +1,201 @@
+// SPDX-License-Identifier: Apache-2.0
+// The pipeline search: the stage balancing DP against brute force on
+// synthetic chains, and run_pipeline's plans (pinned and searched) on a
+// small GPT: they fit, their figures are evaluate_pipeline's, and the
+// search is never slower than the unpipelined plan it also weighs.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+
+#include "recsearch/gen/generate.hpp"
+#include "recsearch/plan/pipeline.hpp"
+#include "recsearch/search/pipeline.hpp"
+#include "recsearch/search/search.hpp"
+#include "support/errors.hpp"
+
+using namespace recsearch;
+namespace t = recsearch::testing;
+
+namespace {
+
+// The least heaviest run over every way to cut w into `parts` runs that
+// keeps each pinned unit (pins[i] >= 0) in its run.
+double brute_force(const std::vector<double>& w, std::size_t parts,
+                   const std::vector<std::int64_t>& pins = {}) {
+  const std::size_t k = w.size();
+  double best = std::numeric_limits<double>::infinity();
+  // Bit i set: a cut after unit i (i < k - 1).
+  for (std::uint32_t mask = 0; mask < (1u << (k - 1)); ++mask) {
+    if (static_cast<std::size_t>(__builtin_popcount(mask)) != parts - 1) continue;
+    double run = 0, heaviest = 0;
+    std::int64_t stage = 0;
+    bool ok = true;
+    for (std::size_t i = 0; i < k; ++i) {
+      run += w[i];
+      if (!pins.empty() && pins[i] >= 0 && pins[i] != stage) ok = false;
+      if (i + 1 == k || (mask >> i & 1u)) {
+        heaviest = std::max(heaviest, run);
+        run = 0;
+        ++stage;
+      }
+    }
+    if (ok) best = std::min(best, heaviest);
+  }
+  return best;
+}
+
+double heaviest(const std::vector<double>& w, const std::vector<std::size_t>& ends) {
+  double h = 0;
+  std::size_t begin = 0;
+  for (const std::size_t end : ends) {
+    double run = 0;
+    for (std::size_t i = begin; i < end; ++i) run += w[i];
+    h = std::max(h, run);
+    CHECK(end > begin);
+    begin = end;
+  }
+  CHECK(begin == w.size());
+  return h;
+}
+
+gen::ModelSpec gpt(std::int64_t layers) {
+  gen::ModelSpec s;
+  s.family = gen::Family::Gpt;
+  s.layers = layers;
+  s.hidden = 256;
+  s.heads = 8;
+  s.seq = 128;
+  s.vocab = 1000;
+  s.batch = 16;
+  return s;
+}
+
+Cluster nodes(std::int64_t n) {
+  return Cluster("nodes", {Level{"node", n, 25.0, 5.0}, Level{"gpu", 2, 300.0, 2.0}},
+                 DeviceSpec{312.0, 80.0, 2039.0});
+}
+
+}  // namespace
+
+TEST_CASE("stage balancing finds the brute-force optimum on synthetic chains") {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> weight(0.1, 10.0);
+  for (int trial = 0; trial < 40; ++trial) {
+    const std::size_t k = 1 + static_cast<std::size_t>(trial % 11);
+    std::vector<double> w(k);
+    for (double& x : w) x = weight(rng);
+    // A heavy head and tail, as an embedding and a loss are.
+    if (trial % 3 == 0) {
+      w.front() *= 5;
+      w.back() *= 3;
+    }
+    for (std::size_t parts = 1; parts <= k; ++parts) {
+      CAPTURE(k);
+      CAPTURE(parts);
+      const auto ends = search::balance_stages(w, parts);
+      REQUIRE(ends.size() == parts);
+      CHECK(heaviest(w, ends) == doctest::Approx(brute_force(w, parts)).epsilon(1e-12));
+    }
+  }
+  // With stages pinned: the optimum among the splits that honour them, or
+  // none when there is no such split.
+  for (int trial = 0; trial < 40; ++trial) {
+    const std::size_t k = 2 + static_cast<std::size_t>(trial % 9);
+    std::vector<double> w(k);
+    for (double& x : w) x = weight(rng);
+    std::vector<std::int64_t> pins(k, -1);
+    pins[static_cast<std::size_t>(trial) % k] = trial % 3;
+    pins[k - 1 - static_cast<std::size_t>(trial) % 2] = trial % 4;
+    for (std::size_t parts = 1; parts <= k; ++parts) {
+      CAPTURE(trial);
+      CAPTURE(parts);
+      const double expect = brute_force(w, parts, pins);
+      const auto ends = search::balance_stages(w, parts, pins);
+      if (!std::isfinite(expect)) {
+        CHECK(ends.empty());
+        continue;
+      }
+      REQUIRE(ends.size() == parts);
+      CHECK(heaviest(w, ends) == doctest::Approx(expect).epsilon(1e-12));
+      std::size_t begin = 0;
+      for (std::size_t r = 0; r < parts; ++r) {
+        for (std::size_t i = begin; i < ends[r]; ++i)
+          if (pins[i] >= 0) CHECK(pins[i] == static_cast<std::int64_t>(r));
+        begin = ends[r];
+      }
+    }
+  }
+  const std::vector<double> even(12, 1.0);
+  CHECK(search::balance_stages(even, 4) == std::vector<std::size_t>{3, 6, 9, 12});
+  t::check_error([&] { (void)search::balance_stages(even, 13); }, Errc::kUsage, "");
+  t::check_error([&] { (void)search::balance_stages(even, 0); }, Errc::kUsage, "");
+}
+
+TEST_CASE("a pinned pipeline fits, and its figures are evaluate_pipeline's") {
+  const ir::Graph g = gen::build_graph(gpt(8));
+  const auto spaces = algebra::build_op_spaces(g);
+  const Cluster c = nodes(4);
+  search::SearchOptions o;
+  o.pipeline_stages = 2;
+  const search::PipelineResult r = search::run_pipeline(g, spaces, c, o);
+  REQUIRE(r.plan.groups == 2);
+  CHECK(r.plan.num_stages() == 2);
+  CHECK(r.plan.microbatches >= 2);
+  CHECK(16 % r.plan.microbatches == 0);
+  const auto pe = plan::evaluate_pipeline(g, spaces, c, r.plan, o.cost);
+  CHECK(pe.summary.step_time_s == doctest::Approx(r.eval.summary.step_time_s).epsilon(1e-9));
+  CHECK(pe.summary.memory_per_device_bytes <= 80.0 * 1024 * 1024 * 1024);
+  // The stages split the layers, so each holds about half of the weights.
+  CHECK(r.plan.stages[0].last > g.num_operators() / 4);
+  CHECK(r.plan.stages[0].last < 3 * g.num_operators() / 4);
+
+  // Pins it cannot honour are usage errors.
+  o.pipeline_stages = 3;
+  t::check_error([&] { (void)search::run_pipeline(g, spaces, c, o); }, Errc::kUsage, "",
+                 "do not divide");
+}
+
+TEST_CASE("operators pinned to a stage by the graph stay in it") {
+  ir::Graph g = gen::build_graph(gpt(8));
+  const ir::OpId pinned = *g.find_operator("h2.fc1");
+  g.mutable_op(pinned).attrs.set("stage", std::int64_t{0});
+  g.finalize();
+  const auto spaces = algebra::build_op_spaces(g);
+  const Cluster c = nodes(4);
+  search::SearchOptions o;
+  o.pipeline_stages = 4;
+  const search::PipelineResult r = search::run_pipeline(g, spaces, c, o);
+  REQUIRE(r.plan.num_stages() == 4);
+  CHECK(r.plan.stages[0].last > pinned);
+  // A plan that moves it is refused, naming the stage.
+  plan::PipelinePlan moved = r.plan;
+  moved.stages[0].last = pinned;
+  moved.stages[1].first = pinned;
+  t::check_error([&] { plan::check_pipeline(g, c, moved); }, Errc::kPlan,
+                 "/pipeline/stages/1/range", "pinned to stage 0");
+}
+
+TEST_CASE("the searched pipeline is never slower than the plan without stages") {
+  const ir::Graph g = gen::build_graph(gpt(16));
+  const auto spaces = algebra::build_op_spaces(g);
+  const Cluster c = nodes(4);
+  search::SearchOptions o;
+  const auto single = search::run(g, spaces, c, o);
+  o.pipeline_stages = 0;
+  o.pipeline_virtual_stages = 0;
+  const search::PipelineResult r = search::run_pipeline(g, spaces, c, o);
+  CHECK(r.eval.summary.step_time_s <= single.eval.summary.step_time_s * (1 + 1e-9));
+  CHECK(r.candidates >= 2);
+  // Under a budget the whole-graph plan does not meet, stages pay for
+  // memory: each group holds its share of the weights.
+  search::SearchOptions tight = o;
+  tight.cost.memory_budget_bytes = 0.6 * single.eval.summary.memory_per_device_bytes;
+  const search::PipelineResult rt = search::run_pipeline(g, spaces, c, tight);
+  CHECK(rt.eval.summary.memory_per_device_bytes <= tight.cost.memory_budget_bytes);
+  for (const plan::GroupReport& gr : rt.eval.groups)
+    CHECK(gr.memory_bytes <= tight.cost.memory_budget_bytes);
+}
