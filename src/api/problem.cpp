@@ -77,8 +77,8 @@ void check_kind_spelling(const ir::Graph& g, const std::vector<algebra::OpSpace>
     const ir::Operator& op = g.op(static_cast<ir::OpId>(o));
     if (const auto kind = misspelt_kind(op.type)) {
       throw Error(Errc::kSchema,
-                  "unknown operator type '" + op.type + "' of '" + op.name +
-                      "'; did you mean `" + std::string(*kind) +
+                  "unknown operator type '" + op.type + "' of '" + op.name + "'; did you mean `" +
+                      std::string(*kind) +
                       "`? (a type of its own needs an \"einsum\" attribute, or --allow-custom)",
                   "/operators/" + std::to_string(o) + "/type");
     }

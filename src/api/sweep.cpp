@@ -424,9 +424,10 @@ std::string sweep_to_json(const Sweep& s) {
       j["gradient_gib"] = json_num(m.gradient_bytes / kGiB);
       j["optimizer_gib"] = json_num(m.optimizer_bytes / kGiB);
       if (p.plan.mode == Mode::Train) {
-        j["training"] = {{"recompute", std::string(plan::recompute_name(p.plan.training.recompute))},
-                         {"zero_stage", p.plan.training.zero_stage},
-                         {"microbatches", p.plan.training.microbatches}};
+        j["training"] = {
+            {"recompute", std::string(plan::recompute_name(p.plan.training.recompute))},
+            {"zero_stage", p.plan.training.zero_stage},
+            {"microbatches", p.plan.training.microbatches}};
       }
       j["samples_per_s"] = json_pos(p.samples_per_s);
       j["tokens_per_s"] = json_pos(p.tokens_per_s);

@@ -153,8 +153,10 @@ int gradient_sync_steps(bool parameter, int zero_stage, SyncStep out[3]) noexcep
 
 double sync_step_seconds(const SyncStep& s, double group_bytes, bool parameter, const Cut& cut,
                          const CostParams& p) noexcept {
-  if (s.collective == Collective::AllReduce) return gradient_seconds(group_bytes, parameter, cut, p);
-  if (!(parameter && p.bucket_gradients)) return collective_seconds(s.collective, group_bytes, cut, p);
+  if (s.collective == Collective::AllReduce)
+    return gradient_seconds(group_bytes, parameter, cut, p);
+  if (!(parameter && p.bucket_gradients))
+    return collective_seconds(s.collective, group_bytes, cut, p);
   if (cut.size <= 1) return 0.0;
   if (!p.model) return collective_bytes(s.collective, group_bytes, cut) / cut.bandwidth_Bps;
   CostParams bandwidth_only = p;

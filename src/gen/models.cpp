@@ -73,8 +73,7 @@ std::string fused_core(Builder& b, const Dims& t, const std::array<std::string, 
 
 // Multi-head self-attention on x [b,s,h]; returns the projected output
 // [b,s,h] (before dropout and residual).
-std::string attention(Builder& b, const Dims& t, const std::string& x, bool causal,
-                      bool fused) {
+std::string attention(Builder& b, const Dims& t, const std::string& x, bool causal, bool fused) {
   const V bsh{t.b, t.s, t.h};
   std::array<std::string, 3> heads;
   const std::array<const char*, 3> names = {"q", "k", "v"};
@@ -87,8 +86,8 @@ std::string attention(Builder& b, const Dims& t, const std::string& x, bool caus
     const auto r = b.act(n + "_heads", {t.b, t.s, t.heads, t.d});
     // k goes straight to [b,heads,d,s] so that scores is a plain batched matmul.
     const bool k_t = i == 1 && !fused;
-    const auto tr = k_t ? b.act(n + "_t", {t.b, t.heads, t.d, t.s})
-                        : b.act(n + "_t", {t.b, t.heads, t.s, t.d});
+    const auto tr =
+        k_t ? b.act(n + "_t", {t.b, t.heads, t.d, t.s}) : b.act(n + "_t", {t.b, t.heads, t.s, t.d});
     b.op(n + "_proj", "MatMul", {x, w}, {p});
     b.op(n + "_bias", "BiasAdd", {p, bias}, {pb});
     b.op(n + "_split_heads", "Reshape", {pb}, {r});

@@ -44,8 +44,8 @@ void check_keys(const Reader& r, const Json& obj, const std::string& at,
     const std::string path = child(at, key);
     const std::string hint = detail::did_you_mean(key, known);
     if (unknown.strict) r.fail(Errc::kSchema, "unknown key '" + key + "'" + hint, path);
-    unknown.warnings->push_back(r.source() + ": " + path + ": unknown key '" + key +
-                                "', ignored" + hint);
+    unknown.warnings->push_back(r.source() + ": " + path + ": unknown key '" + key + "', ignored" +
+                                hint);
   }
 }
 

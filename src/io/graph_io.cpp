@@ -8,8 +8,8 @@
 // and those errors are only re-attributed to the file. Shapes against operator
 // kinds are the algebra's job (build_op_spaces), not the reader's.
 #include <algorithm>
-#include <cmath>
 #include <cctype>
+#include <cmath>
 #include <span>
 #include <unordered_map>
 #include <utility>
@@ -26,7 +26,7 @@ namespace {
 constexpr std::string_view kRootKeys[] = {"format",  "version",   "name", "description",
                                           "tensors", "operators", "cost"};
 constexpr std::string_view kTensorKeys[] = {"name", "shape", "dtype", "kind"};
-constexpr std::string_view kOperatorKeys[] = {"name",   "type",     "inputs",  "outputs",
+constexpr std::string_view kOperatorKeys[] = {"name",  "type",   "inputs",   "outputs",
                                               "attrs", "einsum", "strategy", "allowed"};
 
 std::span<const std::string_view> keys_of(GraphObject where) {
@@ -409,8 +409,8 @@ class GraphStream final : public detail::StreamHandler {
 
 namespace detail {
 
-ir::Graph parse_graph_streaming(std::string_view text, const std::string& source,
-                                CostParams* cost, UnknownKeys& keys) {
+ir::Graph parse_graph_streaming(std::string_view text, const std::string& source, CostParams* cost,
+                                UnknownKeys& keys) {
   const Reader r(source);
   ir::Graph g;
   // A graph file spends roughly 140 bytes per tensor and 210 per operator

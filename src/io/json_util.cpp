@@ -629,8 +629,10 @@ namespace {
 Optimizer read_optimizer(const Reader& r, const Json& j, const std::string& path) {
   const std::string s = r.string(j, path);
   static constexpr std::pair<const char*, Optimizer> kNames[] = {
-      {"auto", Optimizer::Auto},  {"mixed-adam", Optimizer::MixedAdam},
-      {"adam-f32", Optimizer::AdamF32}, {"sgd", Optimizer::Sgd},
+      {"auto", Optimizer::Auto},
+      {"mixed-adam", Optimizer::MixedAdam},
+      {"adam-f32", Optimizer::AdamF32},
+      {"sgd", Optimizer::Sgd},
       {"sgd-momentum", Optimizer::SgdMomentum}};
   for (const auto& [name, o] : kNames)
     if (s == name) return o;
@@ -744,9 +746,8 @@ void TextSink::close() {
 void append_string(std::string& out, std::string_view s) {
   // Names are nearly always printable ASCII, which JSON quotes as is;
   // anything else (escapes, UTF-8 to check or replace) goes through nlohmann.
-  const bool plain = std::all_of(s.begin(), s.end(), [](char c) {
-    return c >= 0x20 && c < 0x7F && c != '"' && c != '\\';
-  });
+  const bool plain = std::all_of(
+      s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7F && c != '"' && c != '\\'; });
   if (!plain) {
     out += json_quote(s);
     return;

@@ -28,8 +28,8 @@ std::string stage_path(std::size_t j) { return "/pipeline/stages/" + std::to_str
 // A stage's fields that belong to its operator-level plan (the rest are the
 // pipeline's: range, group, devices, the operator names, its summary).
 bool plan_field(const std::string& key) {
-  return key != "range" && key != "group" && key != "devices" && key != "first" &&
-         key != "last" && key != "summary";
+  return key != "range" && key != "group" && key != "devices" && key != "first" && key != "last" &&
+         key != "summary";
 }
 
 std::int64_t group_devices(const Cluster& cluster, const plan::PipelinePlan& pp) {
@@ -43,8 +43,8 @@ OrderedJson stage_json(const ir::Graph& g, const std::vector<algebra::OpSpace>& 
                        const plan::PipelineEvaluation& pe, std::size_t j) {
   const plan::Stage& s = pp.stages[j];
   const plan::StageGraph sg = plan::stage_graph(g, spaces, s.first, s.last);
-  const OrderedJson whole = OrderedJson::parse(
-      plan_to_json(sg.graph, sg.spaces, group, s.plan, pe.stages[j], -1));
+  const OrderedJson whole =
+      OrderedJson::parse(plan_to_json(sg.graph, sg.spaces, group, s.plan, pe.stages[j], -1));
   OrderedJson js;
   js["range"] = {s.first, s.last};
   js["first"] = g.op(s.first).name;
@@ -191,9 +191,8 @@ plan::PipelinePlan parse_pipeline(std::string_view text, const std::string& sour
   }
   const Json& pj = r.object(r.require(root, "pipeline", "/pipeline"), "/pipeline");
   plan::PipelinePlan pp;
-  pp.groups = static_cast<std::size_t>(
-      r.positive_integer(r.require(pj, "device_groups", "/pipeline/device_groups"),
-                         "/pipeline/device_groups"));
+  pp.groups = static_cast<std::size_t>(r.positive_integer(
+      r.require(pj, "device_groups", "/pipeline/device_groups"), "/pipeline/device_groups"));
   const std::string sched =
       r.string(r.require(pj, "schedule", "/pipeline/schedule"), "/pipeline/schedule");
   const auto schedule = plan::parse_schedule(sched);
@@ -218,8 +217,8 @@ plan::PipelinePlan parse_pipeline(std::string_view text, const std::string& sour
     const Json& stage = r.object(stages[j], sp);
     plan::Stage s;
     std::tie(s.first, s.last) = read_range(r, stage, g, sp);
-    s.group = static_cast<std::size_t>(r.integer(r.require(stage, "group", sp + "/group"),
-                                                 sp + "/group"));
+    s.group = static_cast<std::size_t>(
+        r.integer(r.require(stage, "group", sp + "/group"), sp + "/group"));
     const plan::StageGraph sg = plan::stage_graph(g, spaces, s.first, s.last);
     try {
       s.plan = parse_plan(stage_plan_text(stage, mode), source, sg.graph, sg.spaces, group.cuts());
@@ -282,8 +281,8 @@ std::string pipeline_to_table(const ir::Graph& g, const std::vector<algebra::OpS
                     (pp.virtual_stages > 1 ? ", v " + std::to_string(pp.virtual_stages) : "") +
                     "), " + std::to_string(pp.microbatches) + " microbatches\n\n";
   const std::size_t w[] = {6, 8, 22, 12, 12, 12, 12, 9, 9};
-  const char* heads[] = {"group", "stages", "operators", "devices", "compute ms",
-                         "memory GiB", "bubble ms", "bubble %", "in flight"};
+  const char* heads[] = {"group",      "stages",    "operators", "devices",  "compute ms",
+                         "memory GiB", "bubble ms", "bubble %",  "in flight"};
   std::string line;
   for (std::size_t c = 0; c < std::size(w); ++c) line += pad(heads[c], w[c], c >= 4) + "  ";
   while (!line.empty() && line.back() == ' ') line.pop_back();
@@ -304,10 +303,14 @@ std::string pipeline_to_table(const ir::Graph& g, const std::vector<algebra::OpS
     char pct[32];
     std::snprintf(pct, sizeof pct, "%.1f",
                   pe.summary.step_time_s > 0 ? 100.0 * gr.bubble_s / pe.summary.step_time_s : 0.0);
-    const std::string cells[] = {std::to_string(gi),         stages,
-                                 ops,                        devices,
-                                 millis(gr.compute_s),       gib(gr.memory_bytes),
-                                 millis(gr.bubble_s),        pct,
+    const std::string cells[] = {std::to_string(gi),
+                                 stages,
+                                 ops,
+                                 devices,
+                                 millis(gr.compute_s),
+                                 gib(gr.memory_bytes),
+                                 millis(gr.bubble_s),
+                                 pct,
                                  number(gr.in_flight)};
     line.clear();
     for (std::size_t c = 0; c < std::size(w); ++c) line += pad(cells[c], w[c], c >= 4) + "  ";

@@ -165,7 +165,9 @@ plan::Training read_training(const Reader& r, const Json& root) {
     if (key == "recompute") {
       const std::string s = r.string(value, at);
       const auto rc = plan::parse_recompute(s);
-      if (!rc) r.fail(Errc::kSchema, "unknown recompute '" + s + "' (expected none, selective or full)", at);
+      if (!rc)
+        r.fail(Errc::kSchema, "unknown recompute '" + s + "' (expected none, selective or full)",
+               at);
       t.recompute = *rc;
     } else if (key == "zero_stage") {
       const std::int64_t z = r.integer(value, at);
@@ -748,8 +750,7 @@ void print_tensor(std::string& out, bool spaced, const PlanContext& c, ir::Tenso
   static const std::vector<std::uint32_t> kNoAxes;
   for (std::size_t d = 0; d < tensor.rank(); ++d) {
     if (d > 0) out += detail::comma(spaced);
-    print_axis_list(out, c.p, ts != nullptr && d < ts->dims.size() ? ts->dims[d] : kNoAxes,
-                    spaced);
+    print_axis_list(out, c.p, ts != nullptr && d < ts->dims.size() ? ts->dims[d] : kNoAxes, spaced);
   }
   out += ']';
   const std::vector<std::uint32_t>& partial = ts != nullptr ? ts->partial : kNoAxes;
@@ -915,16 +916,17 @@ std::string summary_text(const Cluster& cluster, const plan::Plan& p, const plan
   out += "\ncommunication:      " + general(s.communication_s * 1e3) + " ms";
   if (s.exposed_communication_s < s.communication_s)
     out += " (exposed " + general(s.exposed_communication_s * 1e3) + " ms)";
-  out += "\nmemory per device:  " + general(s.memory_per_device_bytes / kGiB) + " GiB (parameters " +
+  out += "\nmemory per device:  " + general(s.memory_per_device_bytes / kGiB) +
+         " GiB (parameters " +
          general((s.parameter_bytes - s.gradient_bytes - s.optimizer_bytes) / kGiB) +
          " GiB, gradients " + general(s.gradient_bytes / kGiB) + " GiB, optimizer " +
          general(s.optimizer_bytes / kGiB) + " GiB, activations " +
          general(s.activation_bytes / kGiB) + " GiB)\n";
   if (p.mode == Mode::Train) {
-    out += "training:           recompute " + std::string(plan::recompute_name(p.training.recompute)) +
-           ", ZeRO stage " + std::to_string(p.training.zero_stage) + ", " +
-           std::to_string(p.training.microbatches) + " microbatch" +
-           (p.training.microbatches == 1 ? "" : "es") + "\n";
+    out += "training:           recompute " +
+           std::string(plan::recompute_name(p.training.recompute)) + ", ZeRO stage " +
+           std::to_string(p.training.zero_stage) + ", " + std::to_string(p.training.microbatches) +
+           " microbatch" + (p.training.microbatches == 1 ? "" : "es") + "\n";
   }
   out += "devices:            " + std::to_string(p.num_devices());
   if (!mesh.empty()) out += " (" + mesh + ")";
@@ -1035,9 +1037,8 @@ void write_redistribution_summary(detail::LayoutWriter& w, const PlanContext& c)
                     });
   w.begin_array("heaviest_redistributions");
   for (std::size_t i = 0; i < n; ++i) {
-    w.element_with([&](std::string& out, bool spaced) {
-      print_event(out, spaced, c, c.ev.events[order[i]]);
-    });
+    w.element_with(
+        [&](std::string& out, bool spaced) { print_event(out, spaced, c, c.ev.events[order[i]]); });
   }
   w.end_array();
 }
@@ -1060,8 +1061,8 @@ void write_summary(detail::LayoutWriter& w, const PlanContext& c) {
 
 using PlanSection = void (*)(detail::LayoutWriter&, const PlanContext&);
 constexpr PlanSection kPlanSections[] = {
-    write_head,    write_mesh,           write_cluster, write_operators,
-    write_tensors, write_redistributions, write_summary,
+    write_head,    write_mesh, write_cluster, write_operators, write_tensors, write_redistributions,
+    write_summary,
 };
 
 void write_plan(detail::LayoutWriter& w, const PlanContext& c) {

@@ -396,8 +396,8 @@ class Importer {
       if (inputs_known) gave_up_.emplace(i, why);
     };
     const std::string domain = n.domain() == "ai.onnx" ? std::string() : n.domain();
-    const auto* schema = ::onnx::OpSchemaRegistry::Schema(
-        n.op_type(), static_cast<int>(result_.opset), domain);
+    const auto* schema =
+        ::onnx::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(result_.opset), domain);
     if (!schema || !schema->has_type_and_shape_inference_function())
       return give_up("ONNX has no shape inference for " + n.op_type() + " at opset " +
                      std::to_string(result_.opset));
@@ -681,7 +681,8 @@ class Importer {
     // they are fed (directly, through a copy or through a view).
     for (const auto& n : g.node()) {
       if (n.op_type() != "BatchNormalization") continue;
-      for (int j = 3; j < std::min(5, n.input_size()); ++j) stats_.insert(resolve_alias(n.input(j)));
+      for (int j = 3; j < std::min(5, n.input_size()); ++j)
+        stats_.insert(resolve_alias(n.input(j)));
     }
   }
 
@@ -723,10 +724,10 @@ class Importer {
       kind = ir::TensorKind::Activation;
     } else if (const auto c = copies_.find(name); c != copies_.end()) {
       const auto it = initializers_.find(c->second);
-      kind = it != initializers_.end() && is_float_type(it->second->data_type()) &&
-                     !stats_.count(name)
-                 ? ir::TensorKind::Parameter
-                 : ir::TensorKind::Constant;
+      kind =
+          it != initializers_.end() && is_float_type(it->second->data_type()) && !stats_.count(name)
+              ? ir::TensorKind::Parameter
+              : ir::TensorKind::Constant;
     } else if (static_.count(name)) {
       kind = ir::TensorKind::Constant;
     } else if (const auto it = initializers_.find(name); it != initializers_.end()) {
@@ -1279,8 +1280,9 @@ class Importer {
   }
 
   void map_scatter_nd(const NodeCtx& x) {
-    replicated(x, "ScatterND writes where run-time indices say: no kind can tell which part of "
-                  "the output an update covers");
+    replicated(x,
+               "ScatterND writes where run-time indices say: no kind can tell which part of "
+               "the output an update covers");
   }
 
   void map_nodes() {
@@ -1352,8 +1354,8 @@ class Importer {
   std::vector<std::string> graph_inputs_;
   std::unordered_set<std::string> static_;
   std::unordered_set<std::string> stats_;
-  std::unordered_map<std::string, std::string> copies_;  // Identity output -> weight it copies
-  std::unordered_map<std::string, std::string> alias_;   // view output -> the weight it views
+  std::unordered_map<std::string, std::string> copies_;    // Identity output -> weight it copies
+  std::unordered_map<std::string, std::string> alias_;     // view output -> the weight it views
   std::unordered_map<std::string, ir::Shape> view_shape_;  // weight -> the shape it is used with
   std::unordered_set<int> weight_views_;                   // nodes that are copies or views
   std::unordered_set<int> folded_;

@@ -302,8 +302,7 @@ class Evaluator {
     double once = 0, micro = 0;
     for (std::size_t i = from; i < events.size(); ++i) {
       const CommEvent& e = events[i];
-      if (e.reason != CommReason::Gradient ||
-          g_.tensor(e.tensor).kind != ir::TensorKind::Parameter)
+      if (e.reason != CommReason::Gradient || g_.tensor(e.tensor).kind != ir::TensorKind::Parameter)
         continue;
       (e.repeats == 1 ? once : micro) += e.seconds;
     }
@@ -403,8 +402,8 @@ class Evaluator {
         cost::SyncStep steps[3];
         const int n = cost::gradient_sync_steps(parameter, zero_stage_, steps);
         for (int i = 0; i < n; ++i) {
-          const double one =
-              cost::sync_step_seconds(steps[i], slice_bytes(slot), parameter, events.cut(), params_);
+          const double one = cost::sync_step_seconds(steps[i], slice_bytes(slot), parameter,
+                                                     events.cut(), params_);
           events.add(CommReason::Gradient, t, o, ir::kNone, steps[i].collective, steps[i].phase,
                      slice_bytes(slot), one, steps[i].per_microbatch ? m_ : 1);
         }
@@ -586,7 +585,9 @@ Evaluation evaluate(const ir::Graph& g, const std::vector<algebra::OpSpace>& spa
   check_training(g, p);
   if (p.mode == Mode::Train && p.training.microbatches > 1) {
     const auto view = microbatch_view(g, spaces, p.training.microbatches);
-    if (!view) throw Error(Errc::kPlan, microbatch_error(g, p.training.microbatches), "/training/microbatches");
+    if (!view)
+      throw Error(Errc::kPlan, microbatch_error(g, p.training.microbatches),
+                  "/training/microbatches");
     check_plan(view->graph, view->spaces, p);  // the cuts must divide the microbatch
     return evaluate_graph(view->graph, view->spaces, cluster, p, params, detail);
   }
@@ -618,7 +619,8 @@ void check_training(const ir::Graph& g, const Plan& p) {
     throw Error(Errc::kPlan, "ZeRO stage " + std::to_string(t.zero_stage) + " is not 0, 1, 2 or 3",
                 "/training/zero_stage");
   if (t.microbatches < 1)
-    throw Error(Errc::kPlan, "microbatches must be at least 1, got " + std::to_string(t.microbatches),
+    throw Error(Errc::kPlan,
+                "microbatches must be at least 1, got " + std::to_string(t.microbatches),
                 "/training/microbatches");
   if (t.microbatches > 1 && batch_size(g) % t.microbatches != 0)
     throw Error(Errc::kPlan, microbatch_error(g, t.microbatches), "/training/microbatches");
@@ -626,7 +628,8 @@ void check_training(const ir::Graph& g, const Plan& p) {
 
 std::string microbatch_error(const ir::Graph& g, std::int64_t m) {
   const std::int64_t b = batch_size(g);
-  if (b <= 0) return "the graph has no batch dimension to split into " + std::to_string(m) + " microbatches";
+  if (b <= 0)
+    return "the graph has no batch dimension to split into " + std::to_string(m) + " microbatches";
   return "the batch of " + std::to_string(b) + " does not split into " + std::to_string(m) +
          " microbatches (every tensor's batch dimension must divide)";
 }

@@ -77,7 +77,8 @@ StageGraph stage_graph(const ir::Graph& g, const std::vector<algebra::OpSpace>& 
     }
     for (auto& t : copy.outputs) {
       const ir::Tensor& x = g.tensor(t);
-      if (std::any_of(x.consumers.begin(), x.consumers.end(), [&](ir::OpId c) { return c >= last; }))
+      if (std::any_of(x.consumers.begin(), x.consumers.end(),
+                      [&](ir::OpId c) { return c >= last; }))
         sg.sent.push_back(t);
       t = map.get(t, ir::TensorKind::Activation);
     }
@@ -91,10 +92,10 @@ StageGraph stage_graph(const ir::Graph& g, const std::vector<algebra::OpSpace>& 
 Cluster stage_cluster(const Cluster& cluster, std::size_t p) {
   std::vector<Level> levels = cluster.levels();
   if (p == 0 || levels.empty() || levels[0].size % static_cast<std::int64_t>(p) != 0)
-    bad("/pipeline/device_groups", std::to_string(p) + " device groups do not divide the outermost level" +
-                                (levels.empty() ? std::string()
-                                                : " (" + levels[0].name + ", " +
-                                                      std::to_string(levels[0].size) + ")"));
+    bad("/pipeline/device_groups",
+        std::to_string(p) + " device groups do not divide the outermost level" +
+            (levels.empty() ? std::string()
+                            : " (" + levels[0].name + ", " + std::to_string(levels[0].size) + ")"));
   levels[0].size /= static_cast<std::int64_t>(p);
   return Cluster(cluster.name(), std::move(levels), cluster.device());
 }
@@ -113,8 +114,8 @@ void check_pipeline(const ir::Graph& g, const Cluster& cluster, const PipelinePl
   const Cluster group = stage_cluster(cluster, pp.groups);
   const std::size_t v = pp.schedule == Schedule::Interleaved ? pp.virtual_stages : 1;
   if (pp.schedule == Schedule::OneFOneB && pp.virtual_stages != 1)
-    bad("/pipeline/virtual_stages", "1f1b has one stage per device group, not " +
-                                        std::to_string(pp.virtual_stages));
+    bad("/pipeline/virtual_stages",
+        "1f1b has one stage per device group, not " + std::to_string(pp.virtual_stages));
   if (v < 1) bad("/pipeline/virtual_stages", "must be at least 1");
   if (pp.microbatches < 1) bad("/pipeline/microbatches", "must be at least 1");
   if (pp.schedule == Schedule::Interleaved &&
@@ -130,16 +131,15 @@ void check_pipeline(const ir::Graph& g, const Cluster& cluster, const PipelinePl
   for (std::size_t j = 0; j < pp.stages.size(); ++j) {
     const Stage& s = pp.stages[j];
     if (s.first != next)
-      bad(stage_path(j) + "/range",
-          "starts at operator " + std::to_string(s.first) + ", not " + std::to_string(next) +
-              " where the previous stage ends");
+      bad(stage_path(j) + "/range", "starts at operator " + std::to_string(s.first) + ", not " +
+                                        std::to_string(next) + " where the previous stage ends");
     if (s.last <= s.first || s.last > g.num_operators())
       bad(stage_path(j) + "/range", "operators [" + std::to_string(s.first) + ", " +
-                                            std::to_string(s.last) + ") is empty or past the " +
-                                            std::to_string(g.num_operators()) + " operators");
+                                        std::to_string(s.last) + ") is empty or past the " +
+                                        std::to_string(g.num_operators()) + " operators");
     if (s.group != j % pp.groups)
-      bad(stage_path(j) + "/group", "stage " + std::to_string(j) + " belongs to group " +
-                                        std::to_string(j % pp.groups));
+      bad(stage_path(j) + "/group",
+          "stage " + std::to_string(j) + " belongs to group " + std::to_string(j % pp.groups));
     if (s.plan.mesh.size() != group.cuts().size())
       bad(stage_path(j) + "/mesh", "has " + std::to_string(s.plan.mesh.size()) +
                                        " axes; the group's cluster has " +
@@ -213,8 +213,7 @@ struct StageFigures {
 StageFigures stage_figures(const Summary& s, std::int64_t microbatches) {
   const double m = static_cast<double>(microbatches);
   if (s.microbatch_s > 0)
-    return {s.microbatch_s, std::max(0.0, s.step_time_s - m * s.microbatch_s),
-            s.activation_bytes};
+    return {s.microbatch_s, std::max(0.0, s.step_time_s - m * s.microbatch_s), s.activation_bytes};
   return {s.step_time_s / m, 0.0, s.activation_bytes / m};
 }
 

@@ -49,8 +49,7 @@ float row_stats_fraction(const ir::Tensor& t, double per_row) {
 }
 
 // Contractions keep each operand that another operand's gradient needs.
-void keep_contraction(const ir::Graph& g, const ir::Operator& op, std::size_t operands,
-                      Keep& k) {
+void keep_contraction(const ir::Graph& g, const ir::Operator& op, std::size_t operands, Keep& k) {
   const std::size_t n = std::min(operands, op.inputs.size());
   for (std::size_t j = 0; j < n; ++j) {
     bool other_needs = false;

@@ -219,10 +219,9 @@ void add_cut_seconds(const Context& ctx, const ir::Operator& op, const algebra::
     const ir::Tensor& t = ctx.g.tensor(op.inputs[j]);
     if (mode == Mode::Train && t.requires_grad() && st.layout[j][a].kind == LayoutKind::Replicate)
       // Per microbatch, as every other cost: what runs once per step counts 1/m.
-      st.own += cost::gradient_sync_seconds(t.bytes() / static_cast<double>(div[j]),
-                                            t.kind == ir::TensorKind::Parameter,
-                                            ctx.training.zero_stage, ctx.training.microbatches,
-                                            cut, ctx.opts.cost) /
+      st.own += cost::gradient_sync_seconds(
+                    t.bytes() / static_cast<double>(div[j]), t.kind == ir::TensorKind::Parameter,
+                    ctx.training.zero_stage, ctx.training.microbatches, cut, ctx.opts.cost) /
                 static_cast<double>(ctx.training.microbatches);
   }
   const algebra::LoopDim& loop = s.loops[static_cast<std::size_t>(c)];
@@ -247,10 +246,9 @@ double held_memory(const Context& ctx, ir::OpId o, const std::vector<std::int64_
   for (std::size_t j = 0; j < nin; ++j) {
     const ir::TensorId id = op.inputs[j];
     const ir::Tensor& t = g.tensor(id);
-    const bool holds =
-        t.producer == ir::kNone && t.consumers.front() == o &&
-        std::find(op.inputs.begin(), op.inputs.end(), id) - op.inputs.begin() ==
-            static_cast<std::ptrdiff_t>(j);
+    const bool holds = t.producer == ir::kNone && t.consumers.front() == o &&
+                       std::find(op.inputs.begin(), op.inputs.end(), id) - op.inputs.begin() ==
+                           static_cast<std::ptrdiff_t>(j);
     if (!holds) continue;
     const double slice = t.bytes() / static_cast<double>(div[j]);
     if (t.kind == ir::TensorKind::Parameter) {

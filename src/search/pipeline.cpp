@@ -211,15 +211,15 @@ class PipelineSearch {
     }
     if (!have_ && !single_) throw Error(Errc::kNoFit, no_fit_message());
     if (have_) polish_best();
-    if (single_ && (!have_ || single_->eval.summary.step_time_s <=
-                                  best_.eval.summary.step_time_s)) {
+    if (single_ &&
+        (!have_ || single_->eval.summary.step_time_s <= best_.eval.summary.step_time_s)) {
       best_ = std::move(*single_);
       have_ = true;
     }
     if (best_.plan.groups > 1) {
-      best_.eval = plan::evaluate_pipeline(g_, spaces_, cluster_, best_.plan, opts_.cost,
-                                           opts_.detailed_evaluation ? plan::EvalDetail::Full
-                                                                     : plan::EvalDetail::Summary);
+      best_.eval = plan::evaluate_pipeline(
+          g_, spaces_, cluster_, best_.plan, opts_.cost,
+          opts_.detailed_evaluation ? plan::EvalDetail::Full : plan::EvalDetail::Summary);
     }
     best_.candidates = candidates_;
     best_.stage_searches = searches_;
@@ -246,8 +246,8 @@ class PipelineSearch {
   void note_memory(double bytes, std::int64_t p, std::int64_t v, std::int64_t m) {
     if (bytes >= smallest_) return;
     smallest_ = bytes;
-    smallest_at_ = std::to_string(p) + " groups x " + std::to_string(v) + ", " +
-                   std::to_string(m) + " microbatches";
+    smallest_at_ = std::to_string(p) + " groups x " + std::to_string(v) + ", " + std::to_string(m) +
+                   " microbatches";
   }
 
   std::vector<std::int64_t> group_counts() const {
@@ -256,12 +256,12 @@ class PipelineSearch {
     if (opts_.pipeline_stages > 0) {
       const std::int64_t p = opts_.pipeline_stages;
       if (p > 1 && (outer % p != 0 || p > units))
-        throw Error(Errc::kUsage, std::to_string(p) + " pipeline stages: " +
-                                      (outer % p != 0 ? "they do not divide the outermost level (" +
-                                                            std::to_string(outer) + " devices)"
-                                                      : "the graph has only " +
-                                                            std::to_string(units) +
-                                                            " places to cut"));
+        throw Error(Errc::kUsage,
+                    std::to_string(p) + " pipeline stages: " +
+                        (outer % p != 0
+                             ? "they do not divide the outermost level (" + std::to_string(outer) +
+                                   " devices)"
+                             : "the graph has only " + std::to_string(units) + " places to cut"));
       return {p};
     }
     std::vector<std::int64_t> out;

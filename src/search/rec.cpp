@@ -576,7 +576,8 @@ class RecSearch {
         if (flat_.in_holds[in0 + j]) {
           const plan::ParameterState& st = ctx_.state[tid];
           const bool dp = c != plan::kReplicated && lay[j].kind == LayoutKind::Replicate;
-          mem += after * (dp ? st.sharded(training_.zero_stage, static_cast<double>(k)) : st.total());
+          mem +=
+              after * (dp ? st.sharded(training_.zero_stage, static_cast<double>(k)) : st.total());
         }
       } else if (!train) {
         mem += after;

@@ -221,7 +221,8 @@ class FoldedLadder {
     whole.compute_s = ext(s3.compute_s, s4.compute_s);
     whole.communication_s = ext(s3.communication_s, s4.communication_s);
     whole.parameter_comm_s = ext(s3.parameter_comm_s, s4.parameter_comm_s);
-    whole.parameter_comm_repeated_s = ext(s3.parameter_comm_repeated_s, s4.parameter_comm_repeated_s);
+    whole.parameter_comm_repeated_s =
+        ext(s3.parameter_comm_repeated_s, s4.parameter_comm_repeated_s);
     plan::finish_step_time(whole, trial.training.microbatches, ctx_.opts.cost.overlap);
     const double step = whole.step_time_s;
     if (mem < best_mem_) {
@@ -243,8 +244,7 @@ class FoldedLadder {
   // the smallest), then polishes it.
   void finish(int rung, bool fits) {
     const detail::Context& ctx = ctx_;
-    if (!fits && !may_polish(ctx))
-      throw NoFit(ctx.budget, ctx.cluster, best_mem_);
+    if (!fits && !may_polish(ctx)) throw NoFit(ctx.budget, ctx.cluster, best_mem_);
     plan::Plan full = detail::unfold(fits ? best_ : smallest_, rep_, ctx.g.num_operators());
     plan::Evaluation ev = evaluate(ctx, full);
     // Full recomputation keeps the largest segment's activations, which
@@ -252,8 +252,7 @@ class FoldedLadder {
     // unfolded is mended by polish or reported as not fitting.
     if (fits && ev.summary.memory_per_device_bytes > ctx.budget) {
       best_mem_ = std::min(best_mem_, ev.summary.memory_per_device_bytes);
-      if (!may_polish(ctx))
-        throw NoFit(ctx.budget, ctx.cluster, best_mem_);
+      if (!may_polish(ctx)) throw NoFit(ctx.budget, ctx.cluster, best_mem_);
       fits = false;
     }
     res_.memory_rungs = rung < 0 ? kLadderRungs + 1 : rung;
@@ -268,8 +267,7 @@ class FoldedLadder {
     }
     const bool polished =
         may_polish(ctx) && take_polished(ctx, std::move(full), full_mem, fits, res_, best_mem_);
-    if (!fits && !polished)
-      throw NoFit(ctx.budget, ctx.cluster, best_mem_);
+    if (!fits && !polished) throw NoFit(ctx.budget, ctx.cluster, best_mem_);
   }
 
   const detail::Context& ctx_;
@@ -565,8 +563,8 @@ std::vector<std::vector<plan::Training>> setting_ladders(const ir::Graph& g,
 // settings it was free to choose.
 std::string tried_settings(const ir::Graph& g, const TrainingChoice& pin, bool allow_full) {
   std::vector<std::string> parts;
-  if (!pin.recompute) parts.emplace_back(allow_full ? "selective and full recomputation"
-                                                    : "selective recomputation");
+  if (!pin.recompute)
+    parts.emplace_back(allow_full ? "selective and full recomputation" : "selective recomputation");
   if (!pin.zero_stage) parts.emplace_back("ZeRO stages 1 to 3");
   if (!pin.microbatches && microbatch_counts(g, pin).size() > 1)
     parts.push_back("up to " + std::to_string(microbatch_counts(g, pin).back()) + " microbatches");
@@ -590,8 +588,7 @@ SearchResult run_training(const ir::Graph& g, const std::vector<algebra::OpSpace
                           const Cluster& cluster, const SearchOptions& opts,
                           bool allow_full = true) {
   TrainingChoice pin = opts.training;
-  const bool exact =
-      opts.algorithm == Algorithm::Ilp || opts.algorithm == Algorithm::Exhaustive;
+  const bool exact = opts.algorithm == Algorithm::Ilp || opts.algorithm == Algorithm::Exhaustive;
   if (exact) {
     if (pin.recompute == plan::Recompute::Full)
       throw Error(Errc::kUsage, std::string(algorithm_name(opts.algorithm)) +

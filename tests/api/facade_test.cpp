@@ -174,8 +174,7 @@ TEST_CASE("a user's cost model prices every account of the step time") {
       // The search's own bookkeeping and the evaluator price alike (the
       // searches add every collective; overlap is applied to the plan).
       CHECK(close(s.details().bookkept_step_time_s,
-                  s.evaluation().summary.compute_s + s.evaluation().summary.communication_s,
-                  1e-6));
+                  s.evaluation().summary.compute_s + s.evaluation().summary.communication_s, 1e-6));
       // Never worse, under the user's model, than the plan made for the default one.
       const Solution old = evaluate(problem, plain.plan(), cluster, o.cost);
       CHECK(s.evaluation().summary.step_time_s <= old.evaluation().summary.step_time_s * 1.000001);

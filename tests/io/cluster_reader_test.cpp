@@ -238,9 +238,9 @@ TEST_CASE("parse_cost_params") {
 }
 
 TEST_CASE("unknown keys: a warning with the path and the nearest key, an error when strict") {
-  const std::string text = cluster_text(
-      R"([{"name": "gpu", "size": 8, "bandwidth_GBs": 450, "latency_us": 2}])",
-      R"(, "device": {"peak_TFLOPs": 989, "memory_GB": 40}, "colour": "blue")");
+  const std::string text =
+      cluster_text(R"([{"name": "gpu", "size": 8, "bandwidth_GBs": 450, "latency_us": 2}])",
+                   R"(, "device": {"peak_TFLOPs": 989, "memory_GB": 40}, "colour": "blue")");
   std::vector<std::string> warnings;
   const Cluster c = io::parse_cluster(text, kFile, nullptr, io::UnknownKeys{.warnings = &warnings});
   // The misspelt keys are ignored: their defaults stand, as before.
@@ -252,25 +252,27 @@ TEST_CASE("unknown keys: a warning with the path and the nearest key, an error w
       if (w.find(needle) != std::string::npos) return true;
     return false;
   };
-  CHECK(has("cluster.json: /levels/0/bandwidth_GBs: unknown key 'bandwidth_GBs', ignored; "
-            "did you mean `bandwidth_GBps`?"));
-  CHECK(has("cluster.json: /device/memory_GB: unknown key 'memory_GB', ignored; "
-            "did you mean `memory_GiB`?"));
+  CHECK(
+      has("cluster.json: /levels/0/bandwidth_GBs: unknown key 'bandwidth_GBs', ignored; "
+          "did you mean `bandwidth_GBps`?"));
+  CHECK(
+      has("cluster.json: /device/memory_GB: unknown key 'memory_GB', ignored; "
+          "did you mean `memory_GiB`?"));
   // Nothing near: no suggestion, still a warning.
   CHECK(has("cluster.json: /colour: unknown key 'colour', ignored"));
   CHECK_FALSE(has("/colour: unknown key 'colour', ignored;"));
 
   // Strict: the first unknown key is an error at its path.
-  const std::string level_only = cluster_text(
-      R"([{"name": "gpu", "size": 8, "bandwidth_GBs": 450}])");
+  const std::string level_only =
+      cluster_text(R"([{"name": "gpu", "size": 8, "bandwidth_GBs": 450}])");
   const std::string detail = expect_error(
       [&] { (void)io::parse_cluster(level_only, kFile, nullptr, io::UnknownKeys{.strict = true}); },
       Errc::kSchema, "/levels/0/bandwidth_GBs", kFile);
   CHECK(detail == "unknown key 'bandwidth_GBs'; did you mean `bandwidth_GBps`?");
   expect_error(
       [&] {
-        (void)io::parse_cluster(cluster_text(kTwoLevels, R"(, "device": {"memory_GB": 40})"),
-                                kFile, nullptr, io::UnknownKeys{.strict = true});
+        (void)io::parse_cluster(cluster_text(kTwoLevels, R"(, "device": {"memory_GB": 40})"), kFile,
+                                nullptr, io::UnknownKeys{.strict = true});
       },
       Errc::kSchema, "/device/memory_GB", kFile);
 

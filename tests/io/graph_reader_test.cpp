@@ -589,9 +589,12 @@ TEST_CASE("unknown keys are warnings with their path and a suggestion; strict ma
     }
     return false;
   };
-  CHECK(has(R"(unknown key "attr" in an operator ignored, at /operators/0/attr and 1 more (did you mean "attrs"?))"));
-  CHECK(has(R"(unknown key "strategey" in an operator ignored, at /operators/1/strategey (did you mean "strategy"?))"));
-  CHECK(has(R"(unknown key "dytpe" in a tensor ignored, at /tensors/0/dytpe (did you mean "dtype"?))"));
+  CHECK(has(
+      R"(unknown key "attr" in an operator ignored, at /operators/0/attr and 1 more (did you mean "attrs"?))"));
+  CHECK(has(
+      R"(unknown key "strategey" in an operator ignored, at /operators/1/strategey (did you mean "strategy"?))"));
+  CHECK(has(
+      R"(unknown key "dytpe" in a tensor ignored, at /tensors/0/dytpe (did you mean "dtype"?))"));
   CHECK(has(R"(unknown key "zzz_notes" in the graph ignored, at /zzz_notes)"));
   CHECK(!has("zzz_notes\" in the graph ignored, at /zzz_notes (did you mean"));
 
@@ -599,7 +602,8 @@ TEST_CASE("unknown keys are warnings with their path and a suggestion; strict ma
   // "tensors" before "format", a layout the fast parser leaves to it).
   const std::string tensors_etc = text.substr(text.find(R"("tensors": )"));
   const std::string head = R"("format": "recsearch.graph", "version": 1, "name": "g")";
-  const std::string late_head = "{" + tensors_etc.substr(0, tensors_etc.size() - 1) + ", " + head + "}";
+  const std::string late_head =
+      "{" + tensors_etc.substr(0, tensors_etc.size() - 1) + ", " + head + "}";
   std::vector<std::string> warnings2;
   options.warnings = &warnings2;
   const ir::Graph g2 = io::parse_graph(late_head, kFile, nullptr, options);
@@ -697,8 +701,8 @@ TEST_CASE("the fast reader never accepts what the streaming reader rejects") {
   for (std::size_t i = 0; i < 4; ++i) CHECK(check_parsers_agree(texts[i]));
   for (std::size_t i = 4; i < texts.size(); ++i) (void)check_parsers_agree(texts[i]);
   // Mutations of the small file: every byte replaced, and random splices.
-  const char replacements[] = {'"', '}', ']', '{', '[', ',', ':', '0', '-', 'x', '\\', '\0',
-                               ' ', '.', 'e', '\t', '1', 'n', 't', '\x7f', '\xc3'};
+  const char replacements[] = {'"',  '}', ']', '{', '[',  ',', ':', '0', '-',    'x',   '\\',
+                               '\0', ' ', '.', 'e', '\t', '1', 'n', 't', '\x7f', '\xc3'};
   for (std::size_t i = 0; i < kTiny.size(); ++i) {
     for (const char r : replacements) {
       std::string text = kTiny;

@@ -49,8 +49,7 @@ Fixture searched() {
 TEST_CASE("a pipeline plan file reads back to the same stages and figures") {
   const Fixture f = searched();
   REQUIRE(f.r.plan.groups == 4);
-  const std::string text =
-      io::pipeline_to_json(f.g, f.spaces, f.cluster, f.r.plan, f.r.eval);
+  const std::string text = io::pipeline_to_json(f.g, f.spaces, f.cluster, f.r.plan, f.r.eval);
   CHECK(io::plan_has_pipeline(text, "p.json"));
   // The cluster travels with the plan, as in unpipelined plan files.
   const auto saved = io::plan_cluster(text, "p.json");
@@ -82,8 +81,7 @@ TEST_CASE("a pipeline plan file reads back to the same stages and figures") {
 
 TEST_CASE("bad stage data is an error naming the file and the JSON path") {
   const Fixture f = searched();
-  const Json good =
-      Json::parse(io::pipeline_to_json(f.g, f.spaces, f.cluster, f.r.plan, f.r.eval));
+  const Json good = Json::parse(io::pipeline_to_json(f.g, f.spaces, f.cluster, f.r.plan, f.r.eval));
   const auto expect = [&](const Json& doc, Errc code, const std::string& path) {
     const std::string text = doc.dump();
     return t::expect_error(

@@ -425,7 +425,9 @@ TEST_CASE("write_plan_file streams the same text as plan_to_json") {
           io::plan_to_json(f.g, f.spaces, f.cluster, p, ev, -1, d) + "\n");
   }
   expect_error(
-      [&] { io::write_plan_file((dir / "no" / "plan.json").string(), f.g, f.spaces, f.cluster, p, ev); },
+      [&] {
+        io::write_plan_file((dir / "no" / "plan.json").string(), f.g, f.spaces, f.cluster, p, ev);
+      },
       Errc::kIo, "", (dir / "no" / "plan.json").string());
   std::filesystem::remove_all(dir);
 }

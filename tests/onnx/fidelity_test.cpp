@@ -180,8 +180,8 @@ TEST_CASE("onnx fidelity: batch-norm statistics are constants however they are f
   b.weight("ones", {4});
   b.node("Identity", {"zeros"}, {"bn.running_mean"});
   b.node("Identity", {"ones"}, {"bn.running_var"});
-  b.node("BatchNormalization", {"x", "ones", "zeros", "bn.running_mean", "bn.running_var"},
-         {"y"}, "bn");
+  b.node("BatchNormalization", {"x", "ones", "zeros", "bn.running_mean", "bn.running_var"}, {"y"},
+         "bn");
   b.output("y");
   const io::OnnxImport r = b.import();
   const ir::Graph& g = r.graph;

@@ -78,8 +78,7 @@ struct Figures {
 Figures figures(const plan::Summary& s, std::int64_t m) {
   const double md = static_cast<double>(m);
   if (s.microbatch_s > 0)
-    return {s.microbatch_s, std::max(0.0, s.step_time_s - md * s.microbatch_s),
-            s.activation_bytes};
+    return {s.microbatch_s, std::max(0.0, s.step_time_s - md * s.microbatch_s), s.activation_bytes};
   return {s.step_time_s / md, 0.0, s.activation_bytes / md};
 }
 
@@ -132,15 +131,14 @@ TEST_CASE("1F1B step time and per-group memory follow from the stages' own evalu
       for (std::size_t j = 0; j < p; ++j) {
         const plan::Stage& s = pp.stages[j];
         const plan::StageGraph sg = plan::stage_graph(g, spaces, s.first, s.last);
-        const plan::Summary own =
-            plan::evaluate(sg.graph, sg.spaces, group, s.plan, cost).summary;
+        const plan::Summary own = plan::evaluate(sg.graph, sg.spaces, group, s.plan, cost).summary;
         const Figures f = figures(own, m);
         t[j] = f.mb + (j + 1 < p ? send : 0.0) + (j > 0 ? send : 0.0);
         sum += t[j];
         slowest = std::max(slowest, t[j]);
         per_step = std::max(per_step, f.per_step);
-        const double kept = static_cast<double>(std::min<std::int64_t>(
-            static_cast<std::int64_t>(p - j), m));
+        const double kept =
+            static_cast<double>(std::min<std::int64_t>(static_cast<std::int64_t>(p - j), m));
         CHECK(pe.groups[j].memory_bytes ==
               doctest::Approx(own.parameter_bytes + kept * f.act).epsilon(1e-12));
         CHECK(pe.groups[j].in_flight == kept);
@@ -208,8 +206,7 @@ TEST_CASE("stages that do not fit the graph or the cluster are refused with thei
   }
   {
     plan::PipelinePlan bad = even_pipeline(g, spaces, c, 2, 2, 3);
-    t::check_error([&] { plan::check_pipeline(g, c, bad); }, Errc::kPlan,
-                   "/pipeline/microbatches");
+    t::check_error([&] { plan::check_pipeline(g, c, bad); }, Errc::kPlan, "/pipeline/microbatches");
   }
   {
     plan::PipelinePlan bad = pp;

@@ -101,8 +101,7 @@ void check_invariants(const ir::Graph& g, const std::vector<OpSpace>& spaces, co
   // Overlap hides part of the communication, never more than all of it.
   CHECK(ev.summary.exposed_communication_s >= 0);
   CHECK(ev.summary.exposed_communication_s <= comm_events * (1 + 1e-12));
-  CHECK(ev.summary.step_time_s ==
-        doctest::Approx(compute + ev.summary.exposed_communication_s));
+  CHECK(ev.summary.step_time_s == doctest::Approx(compute + ev.summary.exposed_communication_s));
   CHECK(ev.summary.memory_per_device_bytes ==
         doctest::Approx(ev.summary.parameter_bytes + ev.summary.activation_bytes));
 
@@ -192,10 +191,8 @@ TEST_CASE("sample graphs under random legal plans") {
             double params = 0, acts = 0;
             for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
               const ir::Tensor& x = g.tensor(t);
-              if (x.kind == ir::TensorKind::Parameter)
-                params += ir::num_elements(x.shape) * 16.0;
-              else
-                acts += x.bytes() * rules.saved[t];
+              if (x.kind == ir::TensorKind::Parameter) params += ir::num_elements(x.shape) * 16.0;
+              else acts += x.bytes() * rules.saved[t];
             }
             CHECK(ev.summary.parameter_bytes == doctest::Approx(params));
             CHECK(ev.summary.activation_bytes == doctest::Approx(acts));

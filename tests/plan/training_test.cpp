@@ -17,9 +17,9 @@
 
 using namespace recsearch;
 using namespace plan_test;
-using plan::CommReason;
 using cost::Collective;
 using cost::Phase;
+using plan::CommReason;
 
 namespace {
 
@@ -52,11 +52,12 @@ struct Gpt {
     plan::Plan p;
     p.mode = Mode::Train;
     p.mesh = {axis("c0", t)};
-    const std::vector<std::string> column = {"q_proj", "k_proj", "v_proj", "q_bias", "k_bias",
-                                             "v_bias", "fc1",    "fc1_bias", "gelu", "merge_heads"};
+    const std::vector<std::string> column = {"q_proj", "k_proj",     "v_proj", "q_bias",
+                                             "k_bias", "v_bias",     "fc1",    "fc1_bias",
+                                             "gelu",   "merge_heads"};
     const std::vector<std::string> row = {"o_proj", "fc2"};
-    const std::vector<std::string> sequence = {"ln1",  "o_bias",       "res1_dropout", "res1",
-                                               "ln2",  "fc2_bias",     "res2_dropout", "res2"};
+    const std::vector<std::string> sequence = {"ln1", "o_bias",   "res1_dropout", "res1",
+                                               "ln2", "fc2_bias", "res2_dropout", "res2"};
     const auto is = [](const std::string& n, const std::vector<std::string>& names) {
       return std::find(names.begin(), names.end(), n) != names.end();
     };

@@ -12,10 +12,10 @@
 #include <cstdio>
 #include <limits>
 
-#include "support/search_options.hpp"
 #include "recsearch/error.hpp"
 #include "recsearch/search/search.hpp"
 #include "support/graph_factories.hpp"
+#include "support/search_options.hpp"
 
 using namespace recsearch;
 namespace t = recsearch::testing;

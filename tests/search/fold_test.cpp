@@ -7,12 +7,12 @@
 
 #include <cmath>
 
-#include "support/search_options.hpp"
 #include "recsearch/gen/generate.hpp"
 #include "recsearch/plan/evaluator.hpp"
 #include "recsearch/search/search.hpp"
 #include "search/fold.hpp"
 #include "support/graph_factories.hpp"
+#include "support/search_options.hpp"
 
 using namespace recsearch;
 namespace t = recsearch::testing;

@@ -6,9 +6,9 @@
 #include <cstdlib>
 #include <string>
 
-#include "support/search_options.hpp"
 #include "recsearch/io/json_io.hpp"
 #include "recsearch/search/search.hpp"
+#include "support/search_options.hpp"
 
 using namespace recsearch;
 

@@ -9,10 +9,10 @@
 #include <cmath>
 #include <cstdio>
 
-#include "support/search_options.hpp"
 #include "recsearch/error.hpp"
 #include "recsearch/search/search.hpp"
 #include "support/graph_factories.hpp"
+#include "support/search_options.hpp"
 
 using namespace recsearch;
 namespace t = recsearch::testing;
@@ -307,8 +307,7 @@ TEST_CASE("textbook: on a 2-level cluster the slow level carries the cheapest cu
       plan::Plan swapped = r.plan;
       for (auto& cuts : swapped.cuts) std::swap(cuts[0], cuts[fast]);
       plan::check_plan(g, spaces, swapped);
-      const auto ev =
-          plan::evaluate(g, spaces, c, swapped, testing::operator_level_options().cost);
+      const auto ev = plan::evaluate(g, spaces, c, swapped, testing::operator_level_options().cost);
       CHECK(r.eval.summary.step_time_s <= ev.summary.step_time_s * (1 + 1e-9));
       CHECK(bytes[0] <= bytes[fast] * (1 + 1e-9));
     }

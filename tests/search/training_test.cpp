@@ -54,14 +54,15 @@ TEST_CASE("under a tight budget rec trades time for memory with the training set
   // The plain setting under a budget it cannot meet.
   search::SearchOptions plain = testing::operator_level_options();
   plain.cost.overlap = true;
-  const double plain_mem = search::run(s.g, s.spaces, c, plain).eval.summary.memory_per_device_bytes;
+  const double plain_mem =
+      search::run(s.g, s.spaces, c, plain).eval.summary.memory_per_device_bytes;
   o.cost.memory_budget_bytes = plain_mem * 0.3;
   plain.cost.memory_budget_bytes = o.cost.memory_budget_bytes;
   CHECK_THROWS_AS((void)search::run(s.g, s.spaces, c, plain), Error);
   const auto tight = search::run(s.g, s.spaces, c, o);
   MESSAGE("recompute " << plan::recompute_name(tight.plan.training.recompute) << ", ZeRO "
-                       << tight.plan.training.zero_stage << ", "
-                       << tight.plan.training.microbatches << " microbatches");
+                       << tight.plan.training.zero_stage << ", " << tight.plan.training.microbatches
+                       << " microbatches");
   CHECK(tight.eval.summary.memory_per_device_bytes <= o.cost.memory_budget_bytes);
   CHECK(tight.eval.summary.step_time_s >= free.eval.summary.step_time_s * (1 - 1e-9));
   const plan::Training& t = tight.plan.training;

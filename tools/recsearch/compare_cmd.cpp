@@ -85,9 +85,8 @@ std::string json_number(double v) { return std::isfinite(v) ? fmt("%.9g", v) : "
 std::string progress_result(const Row& r) {
   if (r.status != "ok") return r.status;
   return "ok in " + fmt("%.3g", r.search_time_s) + " s: step " +
-         fmt("%.5g", r.summary.step_time_s) + " s, comm " +
-         fmt("%.5g", r.summary.communication_s) + " s, " +
-         fmt("%.4g", r.summary.memory_per_device_bytes / kGiB) + " GiB";
+         fmt("%.5g", r.summary.step_time_s) + " s, comm " + fmt("%.5g", r.summary.communication_s) +
+         " s, " + fmt("%.4g", r.summary.memory_per_device_bytes / kGiB) + " GiB";
 }
 
 // Runs one algorithm; a plan that does not fit or an algorithm that cannot

@@ -88,8 +88,7 @@ std::string mesh_preamble(const Solution& s, const ExportArgs& a, std::string_vi
          " --to " + a.to + "\n";
   out += "# graph " + s.problem().graph().name() + ", " + std::to_string(c.num_devices()) +
          " devices; " + s.summary() + ".\n";
-  out += "# Mesh axes, outermost first: " + (levels.empty() ? "none (one device)" : levels) +
-         ".\n";
+  out += "# Mesh axes, outermost first: " + (levels.empty() ? "none (one device)" : levels) + ".\n";
   out += "# Device d is at the row-major coordinates of d in MESH_SHAPE.\n";
   out += imports;
   out += "\nMESH_SHAPE = " + py_tuple(sizes) + "\n";
@@ -174,8 +173,7 @@ def shardings(mesh, specs=PARAMETERS):
 // (Shard(1), Replicate(), Partial()): one placement per mesh axis. A dim
 // split by several axes out of mesh order cannot be said with Shard alone:
 // the comment tells which order the plan wants.
-std::string placements(const TensorPlacement& p, const std::vector<Cut>& cuts,
-                       std::string& note) {
+std::string placements(const TensorPlacement& p, const std::vector<Cut>& cuts, std::string& note) {
   std::vector<std::string> items;
   for (const Cut& cut : cuts) {
     std::string item = "Replicate()";
@@ -209,8 +207,8 @@ std::string dtensor_entries(const Solution& s, bool parameters) {
   for (const ir::Tensor* t : tensors_of(s, parameters)) {
     std::string note;
     const std::string pl = placements(s.sharding(t->name), s.cluster().cuts(), note);
-    out += "    " + py_string(t->name) + ": " + pl + "," + (note.empty() ? "" : "  # " + note) +
-           "\n";
+    out +=
+        "    " + py_string(t->name) + ": " + pl + "," + (note.empty() ? "" : "  # " + note) + "\n";
   }
   return out;
 }
@@ -279,8 +277,9 @@ void add_export_command(CLI::App& app, Registry& reg) {
   cmd->add_option("-g,--graph", a->graph, "the graph the plan is for (JSON or .onnx)")
       ->required()
       ->type_name("GRAPH");
-  cmd->add_option("--to", a->to, "jax (PartitionSpec per tensor) or dtensor (DeviceMesh and "
-                                 "placements)")
+  cmd->add_option("--to", a->to,
+                  "jax (PartitionSpec per tensor) or dtensor (DeviceMesh and "
+                  "placements)")
       ->required()
       ->check(CLI::IsMember({"jax", "dtensor"}));
   cmd->add_option("-o,--output", a->output, "Python file ('-' for stdout, the default)")

@@ -220,9 +220,9 @@ void check_command_name(CLI::App& app, int argc, char** argv) {
   for (const auto& n : names)
     if (n == word) return;
   const auto near = recsearch::io::detail::closest(word, names);
-  throw Error(Errc::kUsage,
-              "unknown command '" + word + "'" +
-                  (near ? "; did you mean `" + *near + "`?" : "; the commands are " + joined(names)));
+  throw Error(Errc::kUsage, "unknown command '" + word + "'" +
+                                (near ? "; did you mean `" + *near + "`?"
+                                      : "; the commands are " + joined(names)));
 }
 
 // The long option names of `cmd` ("--devices"), for "did you mean".

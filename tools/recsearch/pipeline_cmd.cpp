@@ -35,8 +35,7 @@ bool pipeline_requested(const search::SearchOptions& opts) noexcept {
 
 int run_pipeline_search(const Problem& problem, const Cluster& cluster,
                         const search::SearchOptions& opts, const SearchArgs& a) {
-  search::PipelineResult r =
-      search::run_pipeline(problem.graph(), problem.spaces(), cluster, opts);
+  search::PipelineResult r = search::run_pipeline(problem.graph(), problem.spaces(), cluster, opts);
   if (!a.quiet)
     std::cerr << "recsearch: pipeline search: " << r.candidates << " candidates, "
               << r.stage_searches << " stage searches, " << r.search_time_s << " s; "
@@ -49,10 +48,9 @@ int run_pipeline_search(const Problem& problem, const Cluster& cluster,
     return 0;
   }
   const ir::Graph& g = problem.graph();
-  write_output(a.output,
-               a.format == "table"
-                   ? io::pipeline_to_table(g, problem.spaces(), cluster, r.plan, r.eval)
-                   : io::pipeline_to_json(g, problem.spaces(), cluster, r.plan, r.eval));
+  write_output(a.output, a.format == "table"
+                             ? io::pipeline_to_table(g, problem.spaces(), cluster, r.plan, r.eval)
+                             : io::pipeline_to_json(g, problem.spaces(), cluster, r.plan, r.eval));
   return 0;
 }
 

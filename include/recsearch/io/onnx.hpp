@@ -10,9 +10,9 @@
 // constants for integer tensors and batch-norm running statistics); an
 // Identity copy of a weight (torch.onnx.export's deduplication) is a
 // parameter of its own and a Cast/Reshape view of one is that weight, with
-// no operator; nodes that only compute shapes are folded away in one pass. Operators recsearch has no kind
-// for are kept under their ONNX type, replicated, and reported in
-// `warnings`, each naming the node.
+// no operator; nodes that only compute shapes are folded away in one pass. Operators recsearch has
+// no kind for are kept under their ONNX type, replicated, and reported in `warnings`, each naming
+// the node.
 //
 // Built only with the `onnx` feature (Debian's libonnx-dev); without it
 // onnx_import_available() is false and the readers throw Error(kUsage).

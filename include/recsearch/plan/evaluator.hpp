@@ -87,7 +87,7 @@ struct CommEvent {
   cost::Collective collective = cost::Collective::AllGather;
   cost::Phase phase = cost::Phase::Forward;
   CommReason reason = CommReason::Layout;
-  double bytes = 0;  // per device sent, per occurrence
+  double bytes = 0;    // per device sent, per occurrence
   double seconds = 0;  // per step: all its occurrences
   // Occurrences per step: microbatches for what each microbatch repeats,
   // 1 for what happens once per step (parameter gradients up to ZeRO 1).

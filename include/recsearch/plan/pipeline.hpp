@@ -125,8 +125,8 @@ struct PipelineEvaluation {
   // parameter and activation parts (activation_bytes: all k_g microbatches);
   // microbatch_s: the slowest group's t_g.
   Summary summary;
-  double pipelined_s = 0;        // the pipelined part of the step
-  double bubble_fraction = 0;    // of the pipelined part, the slowest group idle
+  double pipelined_s = 0;         // the pipelined part of the step
+  double bubble_fraction = 0;     // of the pipelined part, the slowest group idle
   double p2p_bytes_per_step = 0;  // per device of the busiest sender
 };
 

@@ -25,8 +25,8 @@ struct PipelineResult {
   // The operator-level search of the whole graph when that is the answer
   // (plan.groups == 1: one stage, its plan is single.plan).
   SearchResult single;
-  std::size_t candidates = 0;       // (groups, microbatches, v) priced
-  std::size_t stage_searches = 0;   // search::run calls on stage graphs
+  std::size_t candidates = 0;      // (groups, microbatches, v) priced
+  std::size_t stage_searches = 0;  // search::run calls on stage graphs
   double search_time_s = 0;
 };
 
