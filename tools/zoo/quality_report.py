@@ -26,6 +26,7 @@ import glob
 import json
 import os
 import subprocess
+import tempfile
 import sys
 import time
 
@@ -50,12 +51,20 @@ def cluster_args(m):
     return ["--mesh", m["mesh"]] if "mesh" in m else ["--devices", str(m["devices"])]
 
 
-def compare(exe, m, ilp_limit):
+# The operator level: ilp and exhaustive prove optimality over the
+# operators' strategies at one training setting under the additive model
+# (docs/cost-model.md, Training), so the table compares every algorithm
+# there: no recomputation, ZeRO 0, one microbatch, no overlap.
+OPERATOR_LEVEL = ["--recompute", "none", "--zero", "0", "--microbatches", "1"]
+
+
+def compare(exe, m, ilp_limit, level_args):
     graph = os.path.join(ZOO, m["name"] + ".json")
     if not os.path.exists(graph):
         subprocess.run([exe, "gen"] + m["gen"] + ["-o", graph], check=True)
     cmd = [exe, "compare", graph] + cluster_args(m) + ["--format", "json",
                                                       "--ilp-time-limit", str(ilp_limit)]
+    cmd += level_args
     t0 = time.time()
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
@@ -63,7 +72,7 @@ def compare(exe, m, ilp_limit):
     doc = json.loads(p.stdout)
     doc["wall_s"] = time.time() - t0
     doc["command"] = "recsearch compare data/graphs/zoo/%s.json %s" % (
-        m["name"], " ".join(cluster_args(m)))
+        m["name"], " ".join(cluster_args(m) + [os.path.basename(x) for x in level_args]))
     return doc
 
 
@@ -152,8 +161,18 @@ def main():
     ap.add_argument("--doc", help="replace the marked table in this markdown file "
                     "(docs/quality.md)")
     ap.add_argument("--json", help="also write the raw compare results here")
+    ap.add_argument("--level", choices=["operator", "training"], default="operator",
+                    help="operator (default): every algorithm at no recomputation, ZeRO 0, one "
+                    "microbatch and no overlap, where ilp's optimum is proven; training: the "
+                    "settings left to the searches")
     a = ap.parse_args()
     exe = find_exe(a.recsearch)
+    level_args = []
+    if a.level == "operator":
+        cost = os.path.join(tempfile.mkdtemp(prefix="quality_report"), "serial.json")
+        with open(cost, "w") as f:
+            json.dump({"overlap": False}, f)
+        level_args = OPERATOR_LEVEL + ["--cost", cost]
     with open(os.path.join(ZOO, "zoo.json")) as f:
         models = json.load(f)["models"]
     if a.models:
@@ -163,7 +182,7 @@ def main():
     for m in models:
         print("quality_report: %s on %s devices..." % (m["name"], m["devices"]),
               file=sys.stderr, flush=True)
-        docs.append(compare(exe, m, a.ilp_time_limit))
+        docs.append(compare(exe, m, a.ilp_time_limit, level_args))
     text = report(models, docs)
     if a.json:
         with open(a.json, "w") as f:
