@@ -120,11 +120,12 @@ if [[ " $which " == *" asan "* ]]; then
   setup "$asan_dir" -Db_sanitize=address,undefined -Db_lundef=false -Dbenchmarks=false \
     -Dbuildtype=debugoptimized -Dmpi=disabled -Dcuda=disabled -Dnccl=disabled
   # Every unit, CLI, fuzz-replay and adversarial test. Left out: tests that
-  # load the library into another program (Python ctypes, an installed or
-  # subproject copy: ASan must be that program's first library), drive a
+  # load the library into another program (Python ctypes: the binding and
+  # its torch.fx front end; an installed or subproject copy: ASan must be
+  # that program's first library), drive a
   # browser, or run under mpirun (the execution layer's own runs), and the
   # Python check of the sample data (no code of ours).
-  skip='^(capi_python|capi_install|capi_subproject|report_browser|exec_.*|data_.*)$'
+  skip='^(capi_python|onnx_torch_fx|capi_install|capi_subproject|report_browser|exec_.*|data_.*)$'
   mapfile -t names < <(meson test -C "$asan_dir" --no-rebuild --list 2>/dev/null |
     sed -n 's/^recsearch:[^ ]* \/ //p' | grep -Ev "$skip")
   if ((${#names[@]} == 0)); then
