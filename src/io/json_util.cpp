@@ -27,23 +27,7 @@ std::string read_text_file(const std::string& path) {
     if (std::cin.bad()) throw Error(Errc::kIo, "cannot read standard input", {}, path);
     return text;
   }
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) {
-    throw Error(Errc::kIo, std::string("cannot open: ") + std::strerror(errno), {}, path);
-  }
-  std::string text;
-  char buf[1 << 16];
-  for (;;) {
-    const std::size_t n = std::fread(buf, 1, sizeof buf, f);
-    text.append(buf, n);
-    if (n < sizeof buf) break;
-  }
-  // A directory opens fine on Linux and only fails here (EISDIR).
-  const bool failed = std::ferror(f) != 0;
-  const int err = errno;
-  std::fclose(f);
-  if (failed) throw Error(Errc::kIo, std::string("cannot read: ") + std::strerror(err), {}, path);
-  return text;
+  return detail::read_text_file_padded(path, 0);  // one file reader
 }
 
 namespace detail {
