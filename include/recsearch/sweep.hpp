@@ -25,6 +25,7 @@
 
 #include "recsearch/cluster.hpp"
 #include "recsearch/plan/evaluator.hpp"
+#include "recsearch/plan/pipeline.hpp"
 #include "recsearch/plan/plan.hpp"
 #include "recsearch/problem.hpp"
 #include "recsearch/search/options.hpp"
@@ -54,6 +55,13 @@ struct SweepPoint {
   plan::Plan plan;
   plan::Summary summary;
   std::size_t found_at = 0;
+  // With options.pipeline_stages != 1 (search::run_pipeline): the pipeline
+  // plan when the search cut the graph into stages (pipeline.groups > 1;
+  // `plan` is then its first stage's plan, for the training settings), and
+  // the idle time of the slowest group in the pipelined part of the step.
+  // groups == 1 and no stages otherwise.
+  plan::PipelinePlan pipeline;
+  double bubble_s = 0;
   // Wall time of this point's own search (its plan may come from another).
   double search_time_s = 0;
 
@@ -91,6 +99,7 @@ struct Sweep {
 
 // Searches `problem` on `cluster` at every budget (bytes, > 0, finite; sorted
 // ascending, duplicates removed). options.cost's own budget is ignored.
+// options.pipeline_stages other than 1 searches stages too (run_pipeline).
 // Error(kUsage) for an empty list or a bad budget; any search error other
 // than kNoFit propagates.
 [[nodiscard]] Sweep sweep_memory(const Problem& problem, const Cluster& cluster,

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>  // the JSON writer only
 
 #include "recsearch/error.hpp"
+#include "recsearch/search/pipeline.hpp"
 #include "recsearch/solution.hpp"
 #include "sweep_html.hpp"
 
@@ -91,6 +92,7 @@ double smallest_from_message(const std::string& detail, double budget) {
 
 struct Found {
   plan::Plan plan;
+  plan::PipelinePlan pipeline;  // groups > 1 when the plan has stages
   double memory = 0;
   double step = 0;
   std::size_t at = 0;
@@ -105,6 +107,24 @@ struct Outcome {
   double time_s = 0;
 };
 
+Found search_plain(const Problem& problem, const Cluster& cluster,
+                   const search::SearchOptions& opts) {
+  const Solution sol = solve(problem, cluster, opts);
+  const plan::Summary& m = sol.evaluation().summary;
+  return {sol.plan(), {}, m.memory_per_device_bytes, m.step_time_s, 0};
+}
+
+// The pipeline search decides whether stages pay; one group is a plain plan.
+Found search_pipeline(const Problem& problem, const Cluster& cluster,
+                      const search::SearchOptions& opts) {
+  search::PipelineResult r = search::run_pipeline(problem.graph(), problem.spaces(), cluster, opts);
+  const plan::Summary& m = r.eval.summary;
+  if (r.plan.groups == 1)
+    return {std::move(r.single.plan), {}, m.memory_per_device_bytes, m.step_time_s, 0};
+  plan::Plan first = r.plan.stages.front().plan;
+  return {std::move(first), std::move(r.plan), m.memory_per_device_bytes, m.step_time_s, 0};
+}
+
 Outcome search_point(const Problem& problem, const Cluster& cluster, search::SearchOptions opts,
                      double budget, std::size_t index) {
   opts.cost.memory_budget_bytes = budget;
@@ -112,10 +132,10 @@ Outcome search_point(const Problem& problem, const Cluster& cluster, search::Sea
   Outcome out;
   const auto start = std::chrono::steady_clock::now();
   try {
-    const Solution sol = solve(problem, cluster, opts);
+    out.found = opts.pipeline_stages != 1 ? search_pipeline(problem, cluster, opts)
+                                          : search_plain(problem, cluster, opts);
+    out.found.at = index;
     out.fits = true;
-    out.found = {sol.plan(), sol.evaluation().summary.memory_per_device_bytes,
-                 sol.evaluation().summary.step_time_s, index};
   } catch (const Error& e) {
     if (e.code() != Errc::kNoFit) throw;
     out.no_fit = e.detail();
@@ -145,6 +165,15 @@ void report_plan(const Problem& problem, const Cluster& cluster, const search::S
   p.fits = true;
   p.plan = f.plan;
   p.found_at = f.at;
+  if (f.pipeline.groups > 1) {
+    p.pipeline = f.pipeline;
+    const plan::PipelineEvaluation pe =
+        plan::evaluate_pipeline(problem.graph(), problem.spaces(), cluster, f.pipeline, opts.cost,
+                                plan::EvalDetail::Summary);
+    p.summary = pe.summary;
+    p.bubble_s = pe.pipelined_s * pe.bubble_fraction;
+    return;
+  }
   p.summary = plan::evaluate(problem.graph(), problem.spaces(), cluster, f.plan, opts.cost,
                              plan::EvalDetail::Summary)
                   .summary;
@@ -364,7 +393,8 @@ std::string sweep_to_csv(const Sweep& s) {
       "budget_gib,devices,mesh,fits,step_time_s,compute_s,communication_s,memory_gib,"
       "parameter_gib,activation_gib,samples_per_s,tokens_per_s,model_tflops_per_device,"
       "scaling_efficiency,found_at_budget_gib,search_time_s,smallest_gib,note,"
-      "exposed_communication_s,gradient_gib,optimizer_gib,recompute,zero_stage,microbatches\n";
+      "exposed_communication_s,gradient_gib,optimizer_gib,recompute,zero_stage,microbatches,"
+      "bubble_s,stages,virtual_stages\n";
   for (const SweepPoint& p : s.points) {
     std::vector<std::string> f = {csv_num(p.budget_bytes, kGiB), std::to_string(p.devices), p.mesh,
                                   p.fits ? "yes" : "no"};
@@ -394,8 +424,11 @@ std::string sweep_to_csv(const Sweep& s) {
       f.push_back(train ? std::string(plan::recompute_name(t.recompute)) : std::string());
       f.push_back(train ? std::to_string(t.zero_stage) : std::string());
       f.push_back(train ? std::to_string(t.microbatches) : std::string());
+      f.push_back(csv_num(p.bubble_s));
+      f.push_back(std::to_string(p.pipeline.groups));
+      f.push_back(std::to_string(p.pipeline.virtual_stages));
     } else {
-      f.insert(f.end(), 6, "");
+      f.insert(f.end(), 9, "");
     }
     for (std::size_t i = 0; i < f.size(); ++i) out += (i ? "," : "") + f[i];
     out += '\n';
@@ -429,6 +462,9 @@ std::string sweep_to_json(const Sweep& s) {
             {"zero_stage", p.plan.training.zero_stage},
             {"microbatches", p.plan.training.microbatches}};
       }
+      j["bubble_s"] = json_num(p.bubble_s);
+      j["stages"] = p.pipeline.groups;
+      j["virtual_stages"] = p.pipeline.virtual_stages;
       j["samples_per_s"] = json_pos(p.samples_per_s);
       j["tokens_per_s"] = json_pos(p.tokens_per_s);
       j["model_tflops_per_device"] = json_pos(p.model_tflops_per_device);

@@ -286,11 +286,28 @@ std::string cell(double v, const char* f = "%.4g") {
   return "<td>" + (std::isfinite(v) && v > 0 ? fmt(f, v) : std::string("&ndash;")) + "</td>";
 }
 
+// The memory-saving dimensions a plan uses, in words ("selective, ZeRO 2,
+// 4 microbatches, 8 stages x 2"); empty in inference and when it uses none.
+std::string savings(const SweepPoint& p) {
+  if (p.plan.mode != Mode::Train) return {};
+  const plan::Training& t = p.plan.training;
+  std::string o;
+  const auto add = [&o](const std::string& part) { o += (o.empty() ? "" : ", ") + part; };
+  if (t.recompute != plan::Recompute::None) add(std::string(plan::recompute_name(t.recompute)));
+  if (t.zero_stage > 0) add("ZeRO " + std::to_string(t.zero_stage));
+  if (t.microbatches > 1) add(std::to_string(t.microbatches) + " microbatches");
+  if (p.pipeline.groups > 1)
+    add(std::to_string(p.pipeline.groups) + " stages" +
+        (p.pipeline.virtual_stages > 1 ? " x " + std::to_string(p.pipeline.virtual_stages) : ""));
+  return o;
+}
+
 std::string table(const Sweep& s) {
   std::string o =
       "<table>\n<tr><th>budget (GiB)</th><th>devices</th><th>mesh</th><th>step (s)</th>"
       "<th>compute (s)</th><th>comm (s)</th><th>memory (GiB)</th><th>params (GiB)</th>"
-      "<th>activations (GiB)</th><th>samples/s</th><th>TFLOP/s per device</th>";
+      "<th>activations (GiB)</th><th>bubble (s)</th><th>samples/s</th><th>TFLOP/s per device</th>"
+      "<th>memory savings</th>";
   o += s.kind == SweepKind::Devices ? "<th>efficiency</th>" : "<th>plan found at (GiB)</th>";
   o += "<th>note</th></tr>\n";
   for (std::size_t i = 0; i < s.points.size(); ++i) {
@@ -302,15 +319,15 @@ std::string table(const Sweep& s) {
       const plan::Summary& m = p.summary;
       o += cell(m.step_time_s) + cell(m.compute_s) + cell(m.communication_s) +
            cell(m.memory_per_device_bytes / kGiB) + cell(m.parameter_bytes / kGiB) +
-           cell(m.activation_bytes / kGiB) + cell(p.samples_per_s) +
-           cell(p.model_tflops_per_device, "%.3g");
+           cell(m.activation_bytes / kGiB) + cell(p.bubble_s) + cell(p.samples_per_s) +
+           cell(p.model_tflops_per_device, "%.3g") + "<td>" + esc(savings(p)) + "</td>";
       o += s.kind == SweepKind::Devices ? cell(p.scaling_efficiency, "%.3f")
                                         : cell(s.points[p.found_at].budget_bytes / kGiB);
       o += "<td>" +
            std::string(i == s.knee ? (s.kind == SweepKind::Memory ? "knee" : "fastest") : "") +
            "</td>";
     } else {
-      o += "<td colspan=\"9\" class=\"nofitrow\">no plan fits; smallest reached " +
+      o += "<td colspan=\"11\" class=\"nofitrow\">no plan fits; smallest reached " +
            (std::isfinite(p.smallest_bytes) ? fmt("%.4g", p.smallest_bytes / kGiB) + " GiB"
                                             : std::string("unknown")) +
            "</td><td class=\"note\">" + esc(p.no_fit) + "</td>";

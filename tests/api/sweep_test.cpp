@@ -15,6 +15,8 @@
 #include <doctest/doctest.h>
 
 #include "recsearch/error.hpp"
+#include "recsearch/gen/generate.hpp"
+#include "recsearch/plan/pipeline.hpp"
 #include "recsearch/solution.hpp"
 #include "support/graph_factories.hpp"
 
@@ -196,7 +198,7 @@ TEST_CASE("a budget that fits nothing is a point of its own") {
   REQUIRE(csv.size() == 2);
   const auto row = csv_fields(csv[1]);
   CHECK(row[3] == "no");
-  REQUIRE(row.size() == 24);
+  REQUIRE(row.size() == 27);
   CHECK(row[17].find("no plan fits") != std::string::npos);  // the note
 }
 
@@ -226,6 +228,49 @@ TEST_CASE("cluster sweep: each point its own search, efficiency against the firs
     CHECK(s.points[s.knee].summary.step_time_s <= p.summary.step_time_s);
 }
 
+TEST_CASE("cluster sweep with stages: pipelined points re-evaluate, bubble included") {
+  gen::ModelSpec spec;
+  spec.family = gen::Family::Gpt;
+  spec.layers = 8;
+  spec.hidden = 256;
+  spec.heads = 8;
+  spec.seq = 128;
+  spec.vocab = 1000;
+  spec.batch = 16;
+  const Problem problem(gen::build_graph(spec));
+  const auto nodes = [](std::int64_t n) {
+    return Cluster("nodes", {Level{"node", n, 25.0, 5.0}, Level{"gpu", 2, 300.0, 2.0}},
+                   DeviceSpec{312.0, 80.0, 2039.0});
+  };
+  search::SearchOptions opts = problem.options();
+  opts.pipeline_stages = 2;  // pinned, so that every point is pipelined
+  const Sweep s = sweep_clusters(problem, {nodes(2), nodes(4)}, opts);
+  REQUIRE(s.points.size() == 2);
+  for (std::size_t i = 0; i < 2; ++i) {
+    CAPTURE(i);
+    const SweepPoint& p = s.points[i];
+    REQUIRE(p.fits);
+    REQUIRE(p.pipeline.groups == 2);
+    const Cluster c = nodes(i == 0 ? 2 : 4);
+    const plan::PipelineEvaluation pe =
+        plan::evaluate_pipeline(problem.graph(), problem.spaces(), c, p.pipeline, opts.cost);
+    CHECK(p.summary.step_time_s == doctest::Approx(pe.summary.step_time_s).epsilon(1e-12));
+    CHECK(p.summary.memory_per_device_bytes ==
+          doctest::Approx(pe.summary.memory_per_device_bytes).epsilon(1e-12));
+    CHECK(p.bubble_s == doctest::Approx(pe.pipelined_s * pe.bubble_fraction).epsilon(1e-12));
+    CHECK(p.bubble_s > 0);  // two stages always leave one idle at the ends
+    CHECK(p.plan.training.microbatches == p.pipeline.microbatches);
+  }
+  const std::vector<std::string> csv = lines(sweep_to_csv(s));
+  REQUIRE(csv.size() == 3);
+  const auto row = csv_fields(csv[1]);
+  REQUIRE(row.size() == 27);
+  CHECK(row[25] == "2");
+  CHECK(std::stod(row[24]) == doctest::Approx(s.points[0].bubble_s).epsilon(1e-5));
+  CHECK(sweep_to_html(s).find("2 stages") != std::string::npos);
+  CHECK(sweep_to_json(s).find("\"stages\": 2") != std::string::npos);
+}
+
 TEST_CASE("writers: CSV rows and columns, JSON fields, a self-contained page") {
   const Problem problem = block_problem();
   const Cluster cluster = Cluster::mesh({2, 4});
@@ -235,7 +280,9 @@ TEST_CASE("writers: CSV rows and columns, JSON fields, a self-contained page") {
   const std::vector<std::string> csv = lines(sweep_to_csv(s));
   REQUIRE(csv.size() == s.points.size() + 1);
   const auto header = csv_fields(csv[0]);
-  CHECK(header.size() == 24);
+  CHECK(header.size() == 27);
+  CHECK(header[24] == "bubble_s");
+  CHECK(header[25] == "stages");
   CHECK(header[17] == "note");
   CHECK(header[21] == "recompute");
   CHECK(header[0] == "budget_gib");

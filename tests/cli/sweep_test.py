@@ -30,7 +30,7 @@ COLUMNS = ["budget_gib", "devices", "mesh", "fits", "step_time_s", "compute_s",
            "tokens_per_s", "model_tflops_per_device", "scaling_efficiency",
            "found_at_budget_gib", "search_time_s", "smallest_gib", "note",
            "exposed_communication_s", "gradient_gib", "optimizer_gib", "recompute", "zero_stage",
-           "microbatches"]
+           "microbatches", "bubble_s", "stages", "virtual_stages"]
 
 EXE = None
 FAILURES = []
@@ -161,6 +161,37 @@ def device_sweeps():
           "device json: %r" % doc)
 
 
+def training_and_stages():
+    # Pinned training settings hold at every point.
+    rows = rows_of(run(["sweep", GRAPH, "--devices", "8", "--memory", "40,80", "--zero", "0",
+                        "--recompute", "none", "--microbatches", "1"]).stdout)
+    for r in rows:
+        check((r["zero_stage"], r["recompute"], r["microbatches"]) == ("0", "none", "1"),
+              "pinned training settings: %r" % r)
+    # Two pinned pipeline stages on a small GPT: every point is pipelined,
+    # with a bubble, and its step time is what `search --stages 2` reports.
+    gpt = os.path.join(TMP, "gpt.json")
+    run(["gen", "gpt", "--layers", "4", "--hidden", "256", "--heads", "8", "--seq", "128",
+         "--vocab", "1000", "--batch", "16", "-o", gpt])
+    rows = rows_of(run(["sweep", gpt, "--cluster", CLUSTER, "--nodes", "2,4",
+                        "--stages", "2"]).stdout)
+    check([r["stages"] for r in rows] == ["2", "2"], "--stages 2: %r" % rows)
+    for r in rows:
+        check(float(r["bubble_s"]) > 0, "a pipelined point has a bubble: %r" % r)
+        out = os.path.join(TMP, "staged.json")
+        cluster = os.path.join(TMP, "c%s.json" % r["devices"])
+        with open(CLUSTER) as f:
+            doc = json.load(f)
+        doc["levels"][0]["size"] = int(r["devices"]) // 8
+        with open(cluster, "w") as f:
+            json.dump(doc, f)
+        run(["search", gpt, "--cluster", cluster, "--stages", "2", "-q", "-o", out])
+        with open(out) as f:
+            plan = json.load(f)
+        check(close(float(r["step_time_s"]), plan["summary"]["step_time_s"], 1e-5),
+              "stages: sweep %s, search %r" % (r["step_time_s"], plan["summary"]))
+
+
 def usage_errors():
     cases = [
         (["--devices", "8", "--memory", "80:10"], "--memory"),
@@ -173,6 +204,7 @@ def usage_errors():
         (["--devices", "8", "--nodes", "1:4", "--memory", "1:2"], "--nodes"),
         (["--devices", "2,4", "--memory", "1:2"], "one thing at a time"),
         (["--mesh", "2y4,2x2"], "--mesh"),
+        (["--devices", "2,4", "--stages", "two"], "--stages"),
     ]
     for args, word in cases:
         p = run(["sweep", GRAPH] + args, expect=2)
@@ -189,6 +221,7 @@ def main():
         TMP = tmp
         budget_sweep()
         device_sweeps()
+        training_and_stages()
         usage_errors()
     if FAILURES:
         print("%d check(s) failed" % len(FAILURES))

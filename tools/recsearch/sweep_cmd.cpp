@@ -14,8 +14,10 @@
 #include <utility>
 #include <vector>
 
+#include "pipeline_cmd.hpp"
 #include "recsearch/error.hpp"
 #include "recsearch/sweep.hpp"
+#include "subcommand.hpp"
 
 namespace recsearch::cli {
 namespace {
@@ -33,6 +35,8 @@ struct SweepArgs {
   std::string algo = "rec";
   int threads = 0;
   std::optional<std::string> cost_file;
+  TrainingArgs training;
+  std::string stages = "1";
   std::string format = "csv";
   std::string output = "-";
   bool quiet = false;
@@ -87,6 +91,8 @@ int run_sweep(const SweepArgs& a) {
   opts.algorithm = *algorithm;
   opts.mode = a.mode == "infer" ? Mode::Infer : Mode::Train;
   opts.threads = a.threads;
+  pin_training(a.training, opts.training);
+  apply_stages(a.stages, opts);
   const std::vector<Cluster> clusters = sweep_clusters_of(a, opts.cost);
   apply_cost_file(a.cost_file, opts.cost);
 
@@ -151,6 +157,10 @@ void add_sweep_command(CLI::App& app, Registry& reg) {
       ->check(CLI::Range(0, 65536));
   CLI::Option* cost_opt =
       cmd->add_option("--cost", *cost, "cost coefficients JSON file")->type_name("FILE");
+  add_training_options(cmd, a->training);
+  cmd->add_option("--stages", a->stages,
+                  "pipeline device groups: 1 (default, none), N, or auto (searched)")
+      ->type_name("N|auto");
   cmd->add_option("--format", a->format, "csv (default), json or html")
       ->check(CLI::IsMember({"csv", "json", "html"}));
   cmd->add_option("-o,--output", a->output, "output file ('-' for stdout, the default)")
