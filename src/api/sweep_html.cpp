@@ -210,12 +210,19 @@ std::string figure(const Chart& c, const std::string& caption) {
   return "<figure>\n" + Plot(c).svg() + "<figcaption>" + caption + "</figcaption>\n</figure>\n";
 }
 
+// The bubble is drawn only where some point has stages.
+bool has_bubble(const Sweep& s) {
+  return std::any_of(s.points.begin(), s.points.end(),
+                     [](const SweepPoint& p) { return p.fits && p.bubble_s > 0; });
+}
+
 std::string budget_charts(const Sweep& s) {
   Chart step{"Step time against memory budget", "memory budget per device (GiB)", "seconds"};
   Chart mem{"Memory per device against budget", "memory budget per device (GiB)", "GiB"};
   Series total{"step time", "#1f5fa8"}, compute{"compute", "#3a9a4a"},
-      comm{"communication", "#d0802a"};
+      comm{"communication", "#d0802a"}, bubble{"pipeline bubble", "#b03a5a"};
   Series used{"memory", "#1f5fa8"}, params{"parameter state", "#8a4fb0"},
+      grads{"of which gradients", "#8a4fb0", true}, optim{"of which optimizer", "#c9a0dc", true},
       acts{"activations", "#3a9a4a"}, budget{"budget", "#999999", true};
   for (const SweepPoint& p : s.points) {
     const double b = p.budget_bytes / kGiB;
@@ -228,12 +235,18 @@ std::string budget_charts(const Sweep& s) {
     total.points.emplace_back(b, p.summary.step_time_s);
     compute.points.emplace_back(b, p.summary.compute_s);
     comm.points.emplace_back(b, p.summary.communication_s);
+    bubble.points.emplace_back(b, p.bubble_s);
     used.points.emplace_back(b, p.summary.memory_per_device_bytes / kGiB);
     params.points.emplace_back(b, p.summary.parameter_bytes / kGiB);
+    grads.points.emplace_back(b, p.summary.gradient_bytes / kGiB);
+    optim.points.emplace_back(b, p.summary.optimizer_bytes / kGiB);
     acts.points.emplace_back(b, p.summary.activation_bytes / kGiB);
   }
   step.series = {total, compute, comm};
-  mem.series = {used, params, acts, budget};
+  if (has_bubble(s)) step.series.push_back(bubble);
+  mem.series = {used, params};
+  if (s.mode == Mode::Train) mem.series.insert(mem.series.end(), {grads, optim});
+  mem.series.insert(mem.series.end(), {acts, budget});
   std::string caption = "No knee: no budget fits a plan.";
   if (s.knee < s.points.size()) {
     const SweepPoint& k = s.points[s.knee];
@@ -255,7 +268,8 @@ std::string device_charts(const Sweep& s) {
             true};
   Chart step{"Step time against devices", "devices", "seconds", true};
   Series t{samples ? "samples/s" : "steps/s", "#1f5fa8"}, e{"efficiency", "#3a9a4a"},
-      st{"step time", "#1f5fa8"}, compute{"compute", "#3a9a4a"}, comm{"communication", "#d0802a"};
+      st{"step time", "#1f5fa8"}, compute{"compute", "#3a9a4a"}, comm{"communication", "#d0802a"},
+      bubble{"pipeline bubble", "#b03a5a"};
   for (const SweepPoint& p : s.points) {
     const double d = static_cast<double>(p.devices);
     if (!p.fits) {
@@ -267,10 +281,12 @@ std::string device_charts(const Sweep& s) {
     st.points.emplace_back(d, p.summary.step_time_s);
     compute.points.emplace_back(d, p.summary.compute_s);
     comm.points.emplace_back(d, p.summary.communication_s);
+    bubble.points.emplace_back(d, p.bubble_s);
   }
   thr.series = {t};
   eff.series = {e};
   step.series = {st, compute, comm};
+  if (has_bubble(s)) step.series.push_back(bubble);
   if (s.knee < s.points.size()) {
     step.mark_x = thr.mark_x = static_cast<double>(s.points[s.knee].devices);
     step.mark_label = thr.mark_label = "fastest";

@@ -267,7 +267,9 @@ TEST_CASE("cluster sweep with stages: pipelined points re-evaluate, bubble inclu
   REQUIRE(row.size() == 27);
   CHECK(row[25] == "2");
   CHECK(std::stod(row[24]) == doctest::Approx(s.points[0].bubble_s).epsilon(1e-5));
-  CHECK(sweep_to_html(s).find("2 stages") != std::string::npos);
+  const std::string html = sweep_to_html(s);
+  CHECK(html.find("2 stages") != std::string::npos);
+  CHECK(html.find("pipeline bubble") != std::string::npos);
   CHECK(sweep_to_json(s).find("\"stages\": 2") != std::string::npos);
 }
 
