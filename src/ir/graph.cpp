@@ -50,58 +50,63 @@ TensorId Graph::add_tensor(std::string name, Shape shape, DType dtype, TensorKin
     throw Error(Errc::kSchema, "too many tensors", "/tensors/" + std::to_string(id));
   if (name.empty())
     throw Error(Errc::kSchema, "tensor name must not be empty", "/tensors/" + std::to_string(id));
-  auto [it, inserted] = tensor_index_.try_emplace(name, id);
-  if (!inserted)
+  const std::uint32_t h = detail::NameIndex::hash(name);
+  if (const auto prev = tensor_index_.find(name, h, tensor_name()))
     throw Error(
         Errc::kDuplicate,
-        "tensor '" + name + "' is already defined (as /tensors/" + std::to_string(it->second) + ")",
+        "tensor '" + name + "' is already defined (as /tensors/" + std::to_string(*prev) + ")",
         "/tensors/" + std::to_string(id) + "/name");
   tensors_.push_back(Tensor{std::move(name), std::move(shape), dtype, kind, kNone, {}});
+  tensor_index_.add(h, id);
   finalized_ = false;
   return id;
 }
 
 OpId Graph::add_operator(Operator op) {
   const auto id = static_cast<OpId>(ops_.size());
-  const std::string path = op_path(id);
-  if (ops_.size() >= kNone - 1) throw Error(Errc::kSchema, "too many operators", path);
+  // Paths are built only for an error: a million operators read in a row
+  // should not allocate one each.
+  const auto path = [id](std::string_view rest, std::size_t j) {
+    return op_path(id) + std::string(rest) + std::to_string(j);
+  };
+  if (ops_.size() >= kNone - 1) throw Error(Errc::kSchema, "too many operators", op_path(id));
   if (op.name.empty())
-    throw Error(Errc::kSchema, "operator name must not be empty", path + "/name");
-  if (op_index_.contains(op.name))
-    throw Error(
-        Errc::kDuplicate,
-        "operator '" + op.name + "' is already defined (as " + op_path(op_index_.at(op.name)) + ")",
-        path + "/name");
+    throw Error(Errc::kSchema, "operator name must not be empty", op_path(id) + "/name");
+  const std::uint32_t h = detail::NameIndex::hash(op.name);
+  if (const auto prev = op_index_.find(op.name, h, op_name()))
+    throw Error(Errc::kDuplicate,
+                "operator '" + op.name + "' is already defined (as " + op_path(*prev) + ")",
+                op_path(id) + "/name");
   for (std::size_t j = 0; j < op.inputs.size(); ++j)
     if (op.inputs[j] >= tensors_.size())
       throw Error(Errc::kUnknownName, "unknown tensor id " + std::to_string(op.inputs[j]),
-                  path + "/inputs/" + std::to_string(j));
+                  path("/inputs/", j));
   for (std::size_t j = 0; j < op.outputs.size(); ++j) {
     const TensorId t = op.outputs[j];
-    const std::string opath = path + "/outputs/" + std::to_string(j);
     if (t >= tensors_.size())
-      throw Error(Errc::kUnknownName, "unknown tensor id " + std::to_string(t), opath);
+      throw Error(Errc::kUnknownName, "unknown tensor id " + std::to_string(t),
+                  path("/outputs/", j));
     const Tensor& tensor = tensors_[t];
     if (tensor.producer != kNone)
       throw Error(Errc::kDuplicate,
                   "tensor '" + tensor.name + "' is already produced by operator '" +
                       ops_[tensor.producer].name + "'",
-                  opath);
+                  path("/outputs/", j));
     if (tensor.kind == TensorKind::Parameter || tensor.kind == TensorKind::Constant)
       throw Error(Errc::kSchema,
                   "tensor '" + tensor.name + "' is declared " +
                       std::string(tensor_kind_name(tensor.kind)) +
                       " but is produced by an operator",
-                  opath);
+                  path("/outputs/", j));
     for (std::size_t i = 0; i < j; ++i)
       if (op.outputs[i] == t)
         throw Error(Errc::kDuplicate, "tensor '" + tensor.name + "' is listed twice as an output",
-                    opath);
+                    path("/outputs/", j));
     for (std::size_t i = 0; i < op.inputs.size(); ++i)
       if (op.inputs[i] == t)
         throw Error(Errc::kCycle,
                     "operator '" + op.name + "' consumes its own output '" + tensor.name + "'",
-                    opath);
+                    path("/outputs/", j));
   }
   op.kind = parse_op_kind(op.type);
   for (TensorId t : op.outputs) {
@@ -109,22 +114,18 @@ OpId Graph::add_operator(Operator op) {
     tensors_[t].kind = TensorKind::Activation;
   }
   for (TensorId t : op.inputs) tensors_[t].consumers.push_back(id);
-  op_index_.emplace(op.name, id);
   ops_.push_back(std::move(op));
+  op_index_.add(h, id);
   finalized_ = false;
   return id;
 }
 
 std::optional<TensorId> Graph::find_tensor(std::string_view name) const {
-  auto it = tensor_index_.find(std::string(name));
-  if (it == tensor_index_.end()) return std::nullopt;
-  return it->second;
+  return tensor_index_.find(name, detail::NameIndex::hash(name), tensor_name());
 }
 
 std::optional<OpId> Graph::find_operator(std::string_view name) const {
-  auto it = op_index_.find(std::string(name));
-  if (it == op_index_.end()) return std::nullopt;
-  return it->second;
+  return op_index_.find(name, detail::NameIndex::hash(name), op_name());
 }
 
 void Graph::finalize() {

@@ -17,14 +17,15 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "recsearch/ir/attrs.hpp"
+#include "recsearch/ir/detail/name_index.hpp"
 #include "recsearch/ir/op_kind.hpp"
 #include "recsearch/ir/tensor.hpp"
 
@@ -88,11 +89,19 @@ class Graph {
   [[nodiscard]] const std::vector<OpId>& topological_order() const;
 
  private:
+  // The names the indexes compare against.
+  [[nodiscard]] auto tensor_name() const {
+    return [this](std::uint32_t id) -> std::string_view { return tensors_[id].name; };
+  }
+  [[nodiscard]] auto op_name() const {
+    return [this](std::uint32_t id) -> std::string_view { return ops_[id].name; };
+  }
+
   std::string name_;
   std::vector<Tensor> tensors_;
   std::vector<Operator> ops_;
-  std::unordered_map<std::string, TensorId> tensor_index_;
-  std::unordered_map<std::string, OpId> op_index_;
+  detail::NameIndex tensor_index_;
+  detail::NameIndex op_index_;
   std::vector<OpId> topo_;
   bool finalized_ = false;
 };
