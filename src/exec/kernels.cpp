@@ -5,9 +5,6 @@
 // whatever the thread count.
 #include "exec/kernels.hpp"
 
-#include <oneapi/tbb/blocked_range.h>
-#include <oneapi/tbb/parallel_for.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -17,8 +14,6 @@
 #include "recsearch/error.hpp"
 
 namespace recsearch::exec::detail {
-namespace {
-
 using ir::OpKind;
 using ir::Shape;
 
@@ -28,20 +23,10 @@ std::int64_t numel(const Shape& s) {
   return n;
 }
 
-template <class F>
-void parallel_rows(std::int64_t n, F&& f) {
-  oneapi::tbb::parallel_for(oneapi::tbb::blocked_range<std::int64_t>(0, n),
-                            [&](const oneapi::tbb::blocked_range<std::int64_t>& r) {
-                              for (std::int64_t i = r.begin(); i < r.end(); ++i) f(i);
-                            });
-}
-
 std::int64_t norm_axis(std::int64_t axis, std::size_t rank) {
   return axis < 0 ? axis + static_cast<std::int64_t>(rank) : axis;
 }
 
-// Strides of `s` broadcast (right-aligned) onto an output of rank r: 0 where
-// the operand lacks the dim or has size 1.
 std::vector<std::int64_t> broadcast_strides(const Shape& s, const Shape& out) {
   std::vector<std::int64_t> st(out.size(), 0);
   std::int64_t stride = 1;
@@ -67,6 +52,8 @@ float unary(OpKind k, float x) {
     default: return x;  // Identity, Dropout (inference)
   }
 }
+
+namespace {
 
 float binary(OpKind k, float x, float y) {
   switch (k) {
@@ -203,7 +190,9 @@ void k_norm(const KernelArgs& a) {
   });
 }
 
-void k_matmul(const KernelArgs& a) {
+}  // namespace
+
+GemmBatch matmul_batch(const KernelArgs& a) {
   const Shape& as = a.in_shapes[0];
   const Shape& bs = a.in_shapes[1];
   const Shape& os = a.out_shapes[0];
@@ -240,6 +229,13 @@ void k_matmul(const KernelArgs& a) {
     g.b_off.push_back(ob * g.k * g.n);
     g.c_off.push_back(i * g.m * g.n);
   }
+  return g;
+}
+
+namespace {
+
+void k_matmul(const KernelArgs& a) {
+  const GemmBatch g = matmul_batch(a);
   if (a.use_gpu) {
     gemm_gpu(g, a.in[0]->data(), a.in[0]->size(), a.in[1]->data(), a.in[1]->size(),
              a.out[0]->data(), a.out[0]->size());
@@ -248,11 +244,8 @@ void k_matmul(const KernelArgs& a) {
   }
 }
 
-// "ab,bc->ac": operands' letters and the output's.
-struct Equation {
-  std::vector<std::string> in;
-  std::string out;
-};
+
+}  // namespace
 
 std::optional<Equation> parse_equation(std::string eq) {
   eq.erase(std::remove(eq.begin(), eq.end(), ' '), eq.end());
@@ -271,6 +264,8 @@ std::optional<Equation> parse_equation(std::string eq) {
   }
   return e;
 }
+
+namespace {
 
 void k_einsum(const KernelArgs& a) {
   const auto eq = parse_equation(a.op->attrs.get_string("equation", ""));
@@ -467,17 +462,7 @@ void k_cross_entropy(const KernelArgs& a) {
   y[0] = static_cast<float>(reduction == "mean" ? sum / full_rows : sum);
 }
 
-// One rank's attention block, read once per call: Q is [b,h,s,d], K [b,h,t,d], V [b,h,t,e];
-// the optional mask broadcasts onto the scores [b,h,s,t] through `ms`.
-struct AttentionBlock {
-  std::int64_t nb = 0, nh = 0, ns = 0, nd = 0, nt = 0, ne = 0;
-  std::int64_t first_query = 0;  // key position of local query row 0 (the causal limit)
-  bool causal = false;
-  const Buf* mask = nullptr;
-  bool bool_mask = false;
-  std::vector<std::int64_t> ms;
-  double scale = 1.0;
-};
+}  // namespace
 
 AttentionBlock attention_block(const KernelArgs& a) {
   const Shape& qs = a.in_shapes[0];
@@ -517,6 +502,8 @@ double attention_score(const AttentionBlock& g, const Buf& q, const Buf& k, std:
   if (!g.bool_mask) return x + mv;
   return mv == 0.0f ? -std::numeric_limits<double>::infinity() : x;
 }
+
+namespace {
 
 // One query row: scores, softmax (a fully hidden row gives zeros), then the weighted sum of V.
 void attention_row(const AttentionBlock& g, const KernelArgs& a, std::int64_t r) {
