@@ -519,6 +519,7 @@ bool check_training(std::ostream& out, const ExecArgs& a, const Inputs& in, Exec
     ref_run = run_training(*ref, *solo, a.steps, optimizer_settings(a));
   }
   constexpr double kTolerance = 1e-4;
+  constexpr double kGradTolerance = 1e-3;
   bool ok = true;
   if (rank == 0) {
     double worst = -1;
@@ -539,21 +540,38 @@ bool check_training(std::ostream& out, const ExecArgs& a, const Inputs& in, Exec
     out << "  check loss of " << run.losses.size() << " step(s): worst error relative to "
         << "1+|ref| " << fmt("%.3g", worst) << " (step " << worst_step << ")\n";
   }
-  double param_worst = 0;
+  // The last step's gradients, each against its own size (a wrong gradient
+  // times a small learning rate can hide inside the parameters' tolerance),
+  // then the parameters after every step.
+  double grad_worst = 0, param_worst = 0;
   for (const ir::TensorId t : ex.trained()) {
-    const std::vector<float> got = ex.gather_full(t);  // collective: every rank takes part
+    const std::vector<float> grad = ex.gather_gradient(t);  // collectives: every rank
+    const std::vector<float> got = ex.gather_full(t);
     if (rank != 0) continue;
-    double max_abs = 0;
+    const std::string name = g.tensor(t).name + " " + ir::shape_to_string(g.tensor(t).shape);
+    double max_abs = 0, ref_max = 0;
+    for (const float v : ref->gradient(t).data) ref_max = std::max(ref_max, std::abs(double{v}));
+    const double gerr = normwise_error(ref->gradient(t).data, grad, &max_abs) * (1.0 + ref_max) /
+                        std::max(ref_max, 1e-6);
+    grad_worst = std::max(grad_worst, gerr);
+    if (!(gerr <= kGradTolerance)) {
+      ok = false;
+      out << "  check gradient of " << name << " in step " << a.steps << ": max abs error "
+          << fmt("%.3g", max_abs) << ", relative to max|ref| " << fmt("%.3g", gerr)
+          << " FAILED (tolerance 1e-3)\n";
+    }
     const double err = normwise_error(ref->block(t).data, got, &max_abs);
     param_worst = std::max(param_worst, err);
     if (!(err <= kTolerance)) {
       ok = false;
-      out << "  check parameter " << g.tensor(t).name << " " << ir::shape_to_string(g.tensor(t).shape)
-          << " after " << a.steps << " step(s): max abs error " << fmt("%.3g", max_abs)
-          << ", relative to 1+max|ref| " << fmt("%.3g", err) << " FAILED (tolerance 1e-4)\n";
+      out << "  check parameter " << name << " after " << a.steps << " step(s): max abs error "
+          << fmt("%.3g", max_abs) << ", relative to 1+max|ref| " << fmt("%.3g", err)
+          << " FAILED (tolerance 1e-4)\n";
     }
   }
   if (rank == 0) {
+    out << "  check " << ex.trained().size() << " gradient(s) of step " << a.steps
+        << ": max error relative to max|ref| " << fmt("%.3g", grad_worst) << "\n";
     out << "  check " << ex.trained().size() << " parameter(s) after " << a.steps
         << " step(s): max error relative to 1+max|ref| " << fmt("%.3g", param_worst) << "\n";
   }

@@ -523,8 +523,17 @@ const LocalTensor& Executor::block(ir::TensorId t) const {
   return *held_[t];
 }
 
-std::vector<float> Executor::gather_full(ir::TensorId t) {
-  const LocalTensor& b = block(t);
+std::vector<float> Executor::gather_full(ir::TensorId t) { return gather(block(t)); }
+
+const LocalTensor& Executor::gradient(ir::TensorId t) const {
+  if (t >= grads_.size() || !grads_[t])
+    throw Error(Errc::kInternal, "no gradient for tensor " + std::to_string(t));
+  return *grads_[t];
+}
+
+std::vector<float> Executor::gather_gradient(ir::TensorId t) { return gather(gradient(t)); }
+
+std::vector<float> Executor::gather(const LocalTensor& b) {
   const auto& mesh = layouts_.mesh;
   for (const auto& x : b.layout) {
     if (x.kind == cost::LayoutKind::Partial)

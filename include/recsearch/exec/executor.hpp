@@ -87,6 +87,10 @@ class Executor {
   // The full tensor on rank 0 (empty elsewhere), assembled from every
   // rank's block; collective (uncounted).
   [[nodiscard]] std::vector<float> gather_full(ir::TensorId t);
+  // The same for a trained parameter's synchronised gradient (after sync_gradients()).
+  [[nodiscard]] std::vector<float> gather_gradient(ir::TensorId t);
+  // This rank's block of that gradient.
+  [[nodiscard]] const LocalTensor& gradient(ir::TensorId t) const;
   [[nodiscard]] const PlanLayouts& layouts() const noexcept { return layouts_; }
 
   // Training (docs/exec.md, Training). The loss of a step is the sum over
@@ -112,6 +116,7 @@ class Executor {
  private:
   void make_inputs();
   void run_op(ir::OpId o);
+  std::vector<float> gather(const LocalTensor& b);
   // The kernel arguments of operator o on the blocks the forward pass used
   // (inputs redistributed to the operator's layouts, made if missing).
   detail::KernelArgs op_args(ir::OpId o);
