@@ -394,7 +394,7 @@ PhaseBytes minus(const PhaseBytes& after, const PhaseBytes& before) {
 enum TrainPhase { kForward, kBackward, kSync, kOptimizer, kPhases };
 
 struct TrainRun {
-  std::vector<double> losses;            // per step, on rank 0
+  std::vector<double> losses;             // per step, on rank 0
   std::array<double, kPhases> seconds{};  // summed over steps, slowest rank per phase
   double min_step_s = 1e300;
   std::array<PhaseBytes, 3> bytes;  // forward, backward, sync: the last step's
@@ -443,7 +443,8 @@ std::pair<double, double> model_backward_bytes(const ir::Graph& g, const plan::E
     if (e.phase != cost::Phase::Backward || e.tensor == ir::kNone) continue;
     const ir::Tensor& t = g.tensor(e.tensor);
     const double b = e.bytes * 4.0 / static_cast<double>(ir::dtype_size(t.dtype));
-    const bool param = t.kind == ir::TensorKind::Parameter && e.reason == plan::CommReason::Gradient;
+    const bool param =
+        t.kind == ir::TensorKind::Parameter && e.reason == plan::CommReason::Gradient;
     (param ? sync : backward) += b;
   }
   return {backward, sync};
@@ -458,9 +459,8 @@ void report_training(std::ostream& out, const ExecArgs& a, const Inputs& in, Com
   for (std::size_t i = 0; i < p.mesh.size(); ++i)
     mesh_text += (i ? "x" : "") + std::to_string(p.mesh[i].size);
   out << "recsearch exec: " << g.name() << " on " << comm.size() << " rank(s), mesh "
-      << (mesh_text.empty() ? "1" : mesh_text) << ", backend " << comm.backend_name()
-      << ", train " << a.steps << " step(s), optimizer " << a.optimizer << " (lr "
-      << fmt("%g", a.lr) << ")\n";
+      << (mesh_text.empty() ? "1" : mesh_text) << ", backend " << comm.backend_name() << ", train "
+      << a.steps << " step(s), optimizer " << a.optimizer << " (lr " << fmt("%g", a.lr) << ")\n";
   out << "  loss (sum of one-element outputs and 1/2 mean(y^2) of the others):";
   for (std::size_t s = 0; s < r.losses.size(); ++s)
     out << (s % 6 == 0 ? "\n   " : "") << " " << fmt("%.7g", r.losses[s]);
@@ -584,13 +584,14 @@ int execute_training(const ExecArgs& a, const Inputs& in, Executor& ex, Communic
                      int rank) {
   const ir::Graph& g = in.problem->graph();
   const TrainBytePrediction tp = predict_train_bytes(g, ex.layouts());
-  const std::array<BytePrediction, 3> predicted = {predict_exec_bytes(g, ex.layouts()),
-                                                   tp.backward, tp.gradient_sync};
+  const std::array<BytePrediction, 3> predicted = {predict_exec_bytes(g, ex.layouts()), tp.backward,
+                                                   tp.gradient_sync};
   const TrainRun run = run_training(ex, comm, a.steps, optimizer_settings(a));
   bool bytes_ok = true;
   for (std::size_t ph = 0; ph < 3; ++ph) {
     for (std::size_t ax = 0; ax < predicted[ph].per_axis.size(); ++ax)
-      bytes_ok = bytes_ok && std::abs(run.bytes[ph].per_axis[ax] - predicted[ph].per_axis[ax]) <= 0.5;
+      bytes_ok =
+          bytes_ok && std::abs(run.bytes[ph].per_axis[ax] - predicted[ph].per_axis[ax]) <= 0.5;
   }
   const bool all_bytes_ok = comm.max_over_ranks(bytes_ok ? 0.0 : 1.0) == 0.0;
   std::ostringstream out;

@@ -112,8 +112,8 @@ std::vector<std::uint32_t> loss_class_axes(const ir::Graph& g, const ir::Operato
 // loss / group size, and the sum the layout promises is the loss.
 void class_parallel_cross_entropy(const detail::KernelArgs& a, Communicator& comm,
                                   const std::vector<std::int64_t>& mesh,
-                                  const std::vector<std::uint32_t>& axes,
-                                  std::int64_t class_offset, std::vector<float>& lse_out) {
+                                  const std::vector<std::uint32_t>& axes, std::int64_t class_offset,
+                                  std::vector<float>& lse_out) {
   const ir::Shape& ls = a.in_shapes[0];
   const std::int64_t c = ls.back();
   const std::int64_t classes = a.full_in_shapes[0].back();

@@ -244,7 +244,6 @@ void k_matmul(const KernelArgs& a) {
   }
 }
 
-
 }  // namespace
 
 std::optional<Equation> parse_equation(std::string eq) {

@@ -144,7 +144,8 @@ void b_softmax(const KernelArgs& a, const Buf& dy, Buf* dx) {
     for (std::int64_t i = 0; i < n; ++i) m = std::max(m, static_cast<double>(x[at(i)]));
     std::vector<double> p(static_cast<std::size_t>(n));
     double s = 0;
-    for (std::int64_t i = 0; i < n; ++i) s += p[static_cast<std::size_t>(i)] = std::exp(x[at(i)] - m);
+    for (std::int64_t i = 0; i < n; ++i)
+      s += p[static_cast<std::size_t>(i)] = std::exp(x[at(i)] - m);
     double dot = 0;  // softmax: sum dy*y; log-softmax: sum dy
     for (std::int64_t i = 0; i < n; ++i) {
       p[static_cast<std::size_t>(i)] /= s;
@@ -214,7 +215,8 @@ void b_matmul(const KernelArgs& a, const Buf& dy, Buf* da, Buf* db) {
   for (std::size_t e = 0; e < g.c_off.size(); ++e) {
     for (std::int64_t i = 0; i < g.m; ++i) {
       for (std::int64_t k = 0; k < g.k; ++k) {
-        const auto ia = static_cast<std::size_t>(g.a_off[e] + (g.trans_a ? k * g.m + i : i * g.k + k));
+        const auto ia =
+            static_cast<std::size_t>(g.a_off[e] + (g.trans_a ? k * g.m + i : i * g.k + k));
         double acc_a = 0;
         const double av = A[ia];
         for (std::int64_t j = 0; j < g.n; ++j) {
@@ -426,7 +428,7 @@ void b_cross_entropy(const KernelArgs& a, const Buf& dy, Buf* dx) {
       for (std::int64_t i = 0; i < c; ++i) s += std::exp(x[base + static_cast<std::size_t>(i)] - m);
       lse = m + std::log(s);
     }
-    const double w = reduction == "none"  ? dy[static_cast<std::size_t>(r)]
+    const double w = reduction == "none"   ? dy[static_cast<std::size_t>(r)]
                      : reduction == "mean" ? dy[0] / full_rows
                                            : dy[0];
     const std::int64_t label =

@@ -489,8 +489,7 @@ GradientLayouts gradient_layouts(const ir::Graph& g, const PlanLayouts& pl) {
   }
   gl.target.resize(g.num_tensors());
   for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
-    gl.target[t] =
-        g.tensor(t).producer == ir::kNone ? pl.holders[t] : dual(pl.holders[t]);
+    gl.target[t] = g.tensor(t).producer == ir::kNone ? pl.holders[t] : dual(pl.holders[t]);
   }
   gl.input.resize(g.num_operators());
   for (ir::OpId o = 0; o < g.num_operators(); ++o) {

@@ -36,9 +36,10 @@ void add_exec_command(CLI::App& app, Registry& reg) {
                   "seconds a collective may take before every rank stops (default 60, 0 = none)")
       ->check(CLI::Range(0.0, 1e9));
   CLI::Option* fault_opt =
-      cmd->add_option("--fault", *fault,
-                      "testing: RANK:KIND[:OP], KIND throw, kill or stall before operator OP, or grad (OP's "
-                      "backward gives doubled gradients)")
+      cmd->add_option(
+             "--fault", *fault,
+             "testing: RANK:KIND[:OP], KIND throw, kill or stall before operator OP, or grad (OP's "
+             "backward gives doubled gradients)")
           ->type_name("RANK:KIND[:OP]");
   reg.push_back({cmd, [=] {
                    if (!a->train && (cmd->count("--optimizer") > 0 || cmd->count("--lr") > 0))

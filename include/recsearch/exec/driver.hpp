@@ -16,8 +16,8 @@ struct ExecArgs {
   std::string graph;
   std::string plan;
   Backend backend = Backend::Mpi;
-  bool check = false;      // compare with a one-device run on rank 0, bytes with the prediction
-  int steps = 1;           // forward passes (or training steps) timed
+  bool check = false;  // compare with a one-device run on rank 0, bytes with the prediction
+  int steps = 1;       // forward passes (or training steps) timed
   // Training (--train): each step is a forward pass, the backward pass, the
   // gradient synchronisation and an optimizer step (docs/exec.md, Training).
   bool train = false;

@@ -16,9 +16,9 @@
 
 #include <cstdint>
 #include <deque>
-#include <optional>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,7 +52,7 @@ struct ExecOptions {
   std::function<void(ir::OpId)> before_op;
   // Testing: this operator's backward doubles the gradients it gives its
   // inputs on this rank (a wrong gradient that --check must catch).
-  std::optional<ir::OpId> corrupt_backward_op;
+  std::optional<ir::OpId> corrupt_backward_op = std::nullopt;
 };
 
 // The optimizer step of exec --train, applied elementwise to each rank's

@@ -117,7 +117,6 @@ struct BytePrediction {
 [[nodiscard]] BytePrediction predict_exec_bytes(const ir::Graph& g, const PlanLayouts& pl,
                                                 double element_bytes = 4.0);
 
-
 // Where gradients live in a training step (docs/exec.md, Training). The
 // gradient of an operator's output is taken in the dual of its layout (a
 // partial sum's gradient is replicated: every rank's term gets the whole
@@ -130,8 +129,8 @@ struct BytePrediction {
 // R->S a slice): for activations the dual of the holder's layout, for
 // parameters the holder's layout itself (the gradient synchronisation).
 struct GradientLayouts {
-  std::vector<bool> needs_grad;           // per tensor: floating and downstream of a parameter
-  std::vector<Layout> target;             // per tensor: where its summed gradient lives
+  std::vector<bool> needs_grad;  // per tensor: floating and downstream of a parameter
+  std::vector<Layout> target;    // per tensor: where its summed gradient lives
   // Per op, per input: its contribution's layout (none when the input gets no gradient).
   std::vector<std::vector<std::optional<Layout>>> input;
 };
