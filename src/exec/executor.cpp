@@ -80,6 +80,7 @@ float input_value(const ir::Graph& g, ir::TensorId t, std::int64_t index, std::u
         !g.tensor(op.inputs[0]).shape.empty()) {
       limit = g.tensor(op.inputs[0]).shape.back();
     }
+    if (op.kind == ir::OpKind::OneHot && op.inputs[0] == t) limit = op.attrs.get_int("depth", 0);
     if (limit > 0) bound = bound == 0 ? limit : std::min(bound, limit);
   }
   if (bound == 0) bound = tensor.dtype == ir::DType::Bool ? 2 : 16;
@@ -316,6 +317,13 @@ detail::KernelArgs Executor::op_args(ir::OpId o) {
     if (axis < 0) axis += static_cast<std::int64_t>(args.full_in_shapes[0].size());
     args.gather_offset = local_offsets(args.full_in_shapes[0], ol.inputs[0], mesh, coords_)
                              .at(static_cast<std::size_t>(axis));
+  }
+  if (op.kind == ir::OpKind::OneHot) {
+    const ir::Shape& full = g_.tensor(op.outputs[0]).shape;
+    std::int64_t axis = op.attrs.get_int("axis", -1);
+    if (axis < 0) axis += static_cast<std::int64_t>(full.size());
+    args.depth_offset =
+        local_offsets(full, ol.outputs[0], mesh, coords_).at(static_cast<std::size_t>(axis));
   }
   if (op.kind == ir::OpKind::Attention) {
     args.query_offset = local_offsets(args.full_in_shapes[0], ol.inputs[0], mesh, coords_).at(2);

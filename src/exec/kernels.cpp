@@ -427,6 +427,72 @@ void k_split(const KernelArgs& a) {
   }
 }
 
+// Joins the inputs along `axis` (never cut: each block holds the whole axis).
+void k_concat(const KernelArgs& a) {
+  const Shape& ys = a.out_shapes[0];
+  const auto axis = static_cast<std::size_t>(norm_axis(a.op->attrs.get_int("axis", 0), ys.size()));
+  std::int64_t outer = 1, inner = 1;
+  for (std::size_t d = 0; d < axis; ++d) outer *= ys[d];
+  for (std::size_t d = axis + 1; d < ys.size(); ++d) inner *= ys[d];
+  Buf& y = *a.out[0];
+  std::int64_t start = 0;
+  for (std::size_t j = 0; j < a.in.size(); ++j) {
+    const std::int64_t n = a.in_shapes[j][axis];
+    const Buf& x = *a.in[j];
+    for (std::int64_t o = 0; o < outer; ++o) {
+      const auto src = x.begin() + o * n * inner;
+      std::copy(src, src + n * inner, y.begin() + (o * ys[axis] + start) * inner);
+    }
+    start += n;
+  }
+}
+
+// Visits the output elements of a Slice block: f(output index, input index).
+template <class F>
+void for_each_sliced(const KernelArgs& a, F&& f) {
+  const SliceDims sd = slice_dims(*a.op, a.full_in_shapes[0]);
+  const Shape& xs = a.in_shapes[0];
+  const Shape& ys = a.out_shapes[0];
+  std::vector<std::int64_t> stride(xs.size(), 1);
+  for (std::size_t d = xs.size(); d-- > 1;) stride[d - 1] = stride[d] * xs[d];
+  for (std::int64_t o = 0; o < numel(ys); ++o) {
+    std::int64_t rest = o, off = 0;
+    for (std::size_t d = ys.size(); d-- > 0;) {
+      off += (sd.start[d] + (rest % ys[d]) * sd.step[d]) * stride[d];
+      rest /= ys[d];
+    }
+    f(static_cast<std::size_t>(o), static_cast<std::size_t>(off));
+  }
+}
+
+void k_slice(const KernelArgs& a) {
+  const Buf& x = *a.in[0];
+  Buf& y = *a.out[0];
+  for_each_sliced(a, [&](std::size_t o, std::size_t i) { y[o] = x[i]; });
+}
+
+// One-hot of integer indices (negative ones count from the depth's end, as
+// in ONNX; out of range: all off); the depth dim may be cut (depth_offset).
+void k_one_hot(const KernelArgs& a) {
+  const Shape& ys = a.out_shapes[0];
+  const auto axis = static_cast<std::size_t>(norm_axis(a.op->attrs.get_int("axis", -1), ys.size()));
+  const std::int64_t depth = a.op->attrs.get_int("depth", 0);
+  std::int64_t outer = 1, inner = 1;
+  for (std::size_t d = 0; d < axis; ++d) outer *= ys[d];
+  for (std::size_t d = axis + 1; d < ys.size(); ++d) inner *= ys[d];
+  const std::int64_t n = ys[axis];
+  const Buf& idx = *a.in[0];
+  Buf& y = *a.out[0];
+  parallel_rows(outer * inner, [&](std::int64_t r) {
+    const std::int64_t o = r / inner, i = r % inner;
+    auto c = static_cast<std::int64_t>(idx[static_cast<std::size_t>(r)]);
+    if (c < 0) c += depth;
+    for (std::int64_t k = 0; k < n; ++k) {
+      y[static_cast<std::size_t>((o * n + k) * inner + i)] = c == k + a.depth_offset ? 1.0f : 0.0f;
+    }
+  });
+}
+
 // Cross-entropy of logits [..., C] against class indices [...]: per row,
 // logsumexp - logit[label]; "mean" divides by the full batch, so a block's
 // sum is its partial share.
@@ -564,6 +630,38 @@ void gemm_cpu(const GemmBatch& g, const float* a, const float* b, float* c) {
   });
 }
 
+SliceDims slice_dims(const ir::Operator& op, const ir::Shape& full_in) {
+  SliceDims sd;
+  sd.start.assign(full_in.size(), 0);
+  sd.step.assign(full_in.size(), 1);
+  const auto starts = op.attrs.get_ints("starts");
+  const auto ends = op.attrs.get_ints("ends");
+  if (!starts || !ends) return sd;
+  std::vector<std::int64_t> axes(starts->size());
+  for (std::size_t i = 0; i < axes.size(); ++i) axes[i] = static_cast<std::int64_t>(i);
+  if (const auto ax = op.attrs.get_ints("axes")) axes = *ax;
+  const auto steps = op.attrs.get_ints("steps");
+  for (std::size_t i = 0; i < starts->size(); ++i) {
+    const auto d = static_cast<std::size_t>(norm_axis(axes[i], full_in.size()));
+    const std::int64_t dim = full_in[d];
+    const std::int64_t step = steps ? (*steps)[i] : 1;
+    std::int64_t start = (*starts)[i], end = (*ends)[i];
+    if (start < 0) start += dim;
+    if (end < 0) end += dim;
+    if (step > 0) {
+      start = std::clamp<std::int64_t>(start, 0, dim);
+      end = std::clamp<std::int64_t>(end, 0, dim);
+    } else {
+      start = std::clamp<std::int64_t>(start, 0, dim - 1);
+    }
+    // The whole dim in order is no slice: the block's own extent is kept.
+    if (step == 1 && start == 0 && end == dim) continue;
+    sd.start[d] = start;
+    sd.step[d] = step;
+  }
+  return sd;
+}
+
 void run_kernel(const KernelArgs& a) {
   const OpKind k = a.op->kind;
   if (ir::is_unary_elementwise(k) || k == OpKind::Cast || k == OpKind::Dropout) return k_unary(a);
@@ -588,6 +686,9 @@ void run_kernel(const KernelArgs& a) {
     case OpKind::ReduceMax: return k_reduce(a);
     case OpKind::Attention: return k_attention(a);
     case OpKind::Split: return k_split(a);
+    case OpKind::Concat: return k_concat(a);
+    case OpKind::Slice: return k_slice(a);
+    case OpKind::OneHot: return k_one_hot(a);
     case OpKind::SoftmaxCrossEntropy: return k_cross_entropy(a);
     default: throw Error(Errc::kInternal, "no kernel for " + a.op->type);
   }
@@ -617,10 +718,19 @@ std::string kernel_support(const ir::Graph& g, const ir::Operator& op) {
     case OpKind::ReduceMax:
     case OpKind::Attention:
     case OpKind::Split:
+    case OpKind::Concat:
       if ((k == OpKind::ReduceSum || k == OpKind::ReduceMean || k == OpKind::ReduceMax) &&
           op.inputs.size() > 1) {
         return "axes given as an input";
       }
+      return {};
+    case OpKind::Slice:
+      if (op.inputs.size() > 1 || !op.attrs.get_ints("starts"))
+        return "slice bounds given as inputs have no kernel";
+      return {};
+    case OpKind::OneHot:
+      if (op.inputs.size() > 1) return "depth and values given as inputs have no kernel";
+      if (op.attrs.has("values")) return "one-hot values other than 0 and 1 have no kernel";
       return {};
     case OpKind::SoftmaxCrossEntropy: {
       if (op.inputs.size() != 2) return "class weights have no kernel";

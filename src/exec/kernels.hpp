@@ -47,6 +47,7 @@ struct KernelArgs {
   std::vector<ir::Shape> full_in_shapes;  // whole tensors (ReduceMean counts, Attention causal)
   std::int64_t gather_offset = 0;         // first table row held (Gather)
   std::int64_t query_offset = 0;          // first query position held (Attention)
+  std::int64_t depth_offset = 0;          // first class held on the depth dim (OneHot)
   bool bool_mask = false;                 // Attention mask holds keep flags, not addends
   bool use_gpu = false;                   // GEMMs through cuBLAS
   // SoftmaxCrossEntropy with its class dim cut: every row's log-sum-exp over
@@ -99,6 +100,14 @@ struct AttentionBlock {
 // -inf where causality or a boolean mask hides the key.
 [[nodiscard]] double attention_score(const AttentionBlock& g, const Buf& q, const Buf& k,
                                      std::int64_t r, std::int64_t t);
+
+// ONNX Slice of a block: per dim, the first element taken and the step
+// (dims the slice keeps whole: 0 and 1, whatever the block's extent, so that
+// a dim cut across ranks stays whole on each).
+struct SliceDims {
+  std::vector<std::int64_t> start, step;
+};
+[[nodiscard]] SliceDims slice_dims(const ir::Operator& op, const ir::Shape& full_in);
 
 // Runs the kernel of args.op->kind. Outputs must be sized already.
 void run_kernel(const KernelArgs& args);

@@ -401,6 +401,46 @@ void b_split(const KernelArgs& a, const std::vector<const Buf*>& dy, Buf* dx) {
   }
 }
 
+// Each input gets its range of the concat axis back.
+void b_concat(const KernelArgs& a, const Buf& dy, const std::vector<Buf*>& dx) {
+  const Shape& ys = a.out_shapes[0];
+  const auto axis = static_cast<std::size_t>(norm_axis(a.op->attrs.get_int("axis", 0), ys.size()));
+  std::int64_t outer = 1, inner = 1;
+  for (std::size_t d = 0; d < axis; ++d) outer *= ys[d];
+  for (std::size_t d = axis + 1; d < ys.size(); ++d) inner *= ys[d];
+  std::int64_t start = 0;
+  for (std::size_t j = 0; j < a.in.size(); ++j) {
+    const std::int64_t n = a.in_shapes[j][axis];
+    if (j < dx.size() && dx[j] != nullptr) {
+      for (std::int64_t o = 0; o < outer; ++o) {
+        for (std::int64_t i = 0; i < n * inner; ++i) {
+          (*dx[j])[static_cast<std::size_t>(o * n * inner + i)] +=
+              dy[static_cast<std::size_t>((o * ys[axis] + start) * inner + i)];
+        }
+      }
+    }
+    start += n;
+  }
+}
+
+// The elements a Slice took get dy back; the others nothing.
+void b_slice(const KernelArgs& a, const Buf& dy, Buf* dx) {
+  if (dx == nullptr) return;
+  const SliceDims sd = slice_dims(*a.op, a.full_in_shapes[0]);
+  const Shape& xs = a.in_shapes[0];
+  const Shape& ys = a.out_shapes[0];
+  std::vector<std::int64_t> stride(xs.size(), 1);
+  for (std::size_t d = xs.size(); d-- > 1;) stride[d - 1] = stride[d] * xs[d];
+  for (std::int64_t o = 0; o < numel(ys); ++o) {
+    std::int64_t rest = o, off = 0;
+    for (std::size_t d = ys.size(); d-- > 0;) {
+      off += (sd.start[d] + (rest % ys[d]) * sd.step[d]) * stride[d];
+      rest /= ys[d];
+    }
+    (*dx)[static_cast<std::size_t>(off)] += dy[static_cast<std::size_t>(o)];
+  }
+}
+
 // d loss / d logit = (softmax - one-hot(label)) times the row's weight
 // (dy, divided by the full row count for "mean"). With the class dim cut the
 // softmax uses the whole row's log-sum-exp the forward pass gathered.
@@ -532,6 +572,9 @@ void run_backward_kernel(const KernelArgs& a, const std::vector<const Buf*>& dy,
     case OpKind::ReduceMax: return b_reduce(a, d0, in(0));
     case OpKind::Attention: return b_attention(a, d0, dx);
     case OpKind::Split: return b_split(a, dy, in(0));
+    case OpKind::Concat: return b_concat(a, d0, dx);
+    case OpKind::Slice: return b_slice(a, d0, in(0));
+    case OpKind::OneHot: return;  // integer indices: no gradient
     case OpKind::SoftmaxCrossEntropy: return b_cross_entropy(a, d0, in(0));
     default: throw Error(Errc::kInternal, "no backward kernel for " + a.op->type);
   }

@@ -231,6 +231,21 @@ TEST_CASE("exec backward: contractions and data movement against finite differen
                    ir::Attrs{{"perm", std::vector<std::int64_t>{2, 0, 1}}}});
   check_gradients({"Reshape", {{"x", {2, 6}}}, {{3, 4}}, {}});
   check_gradients({"Split", {{"x", {2, 5}}}, {{2, 2}, {2, 3}}, ir::Attrs{{"axis", 1}}});
+  check_gradients({"Concat", {{"a", {2, 2}}, {"b", {2, 3}}}, {{2, 5}}, ir::Attrs{{"axis", 1}}});
+  check_gradients({"Slice",
+                   {{"x", {3, 6}}},
+                   {{3, 2}},
+                   ir::Attrs{{"starts", std::vector<std::int64_t>{1}},
+                             {"ends", std::vector<std::int64_t>{5}},
+                             {"axes", std::vector<std::int64_t>{1}},
+                             {"steps", std::vector<std::int64_t>{2}}}});
+  check_gradients({"Slice",
+                   {{"x", {4, 3}}},
+                   {{2, 3}},
+                   ir::Attrs{{"starts", std::vector<std::int64_t>{-1}},
+                             {"ends", std::vector<std::int64_t>{-5}},
+                             {"axes", std::vector<std::int64_t>{0}},
+                             {"steps", std::vector<std::int64_t>{-2}}}});
   for (const char* type : {"ReduceSum", "ReduceMean", "ReduceMax"}) {
     Case c{type,
            {{"x", {3, 4}}},
@@ -265,4 +280,36 @@ TEST_CASE("exec backward: losses and attention against finite differences") {
        {{"q", {1, 1, 2, 2}}, {"k", {1, 1, 3, 2}}, {"v", {1, 1, 3, 3}}, {"mask", {2, 3}}},
        {{1, 1, 2, 3}},
        {}});
+}
+
+TEST_CASE("exec: one-hot, slice and concat kernels on one rank") {
+  ir::Graph g("oh");
+  auto ids = g.add_tensor("ids", {3}, ir::DType::I64, ir::TensorKind::Input);
+  auto y = g.add_tensor("y", {3, 4}, ir::DType::F32, ir::TensorKind::Activation);
+  ir::Operator op;
+  op.name = "oh";
+  op.type = "OneHot";
+  op.inputs = {ids};
+  op.outputs = {y};
+  op.attrs = ir::Attrs{{"depth", 4}};
+  g.add_operator(std::move(op));
+  g.finalize();
+  const Buf idx = {2, -1, 7};  // -1: the last class; 7: out of range, all off
+  Buf out(12, -1.0f);
+  exec::detail::KernelArgs a;
+  a.op = &g.op(0);
+  a.in = {&idx};
+  a.in_shapes = {{3}};
+  a.full_in_shapes = {{3}};
+  a.out = {&out};
+  a.out_shapes = {{3, 4}};
+  exec::detail::run_kernel(a);
+  CHECK(out == Buf{0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0});
+  // The depth dim cut in two: the second half of the classes.
+  Buf half(6, -1.0f);
+  a.out = {&half};
+  a.out_shapes = {{3, 2}};
+  a.depth_offset = 2;
+  exec::detail::run_kernel(a);
+  CHECK(half == Buf{1, 0, 0, 1, 0, 0});
 }

@@ -467,8 +467,54 @@ def case_train():
         check(rc == 2 and "does not run ZeRO stage 1" in err, f"ZeRO 1 not refused: rc {rc}\n{out}\n{err}")
 
 
+def layout_kinds_graph(m, k, n, depth):
+    """x[m,k] @ w[k,n] -> h; a = Slice(h, dim 1 from 2, step 2); b = ReLU(h);
+    c = Concat(a, b, dim 1); oh = OneHot(ids[m], depth); y = c + oh."""
+    t = lambda name, shape, kind=None, dtype="f32": dict(name=name, shape=shape, dtype=dtype,
+                                                         **({"kind": kind} if kind else {}))
+    half = (n - 2 + 1) // 2
+    width = half + n
+    assert depth == width
+    return {"format": "recsearch.graph", "version": 1, "name": "layout_kinds",
+            "tensors": [t("x", [m, k], "input"), t("w", [k, n], "parameter"), t("ids", [m], "input", "i64"),
+                        t("h", [m, n]), t("a", [m, half]), t("b", [m, n]), t("c", [m, width]),
+                        t("oh", [m, depth]), t("y", [m, width])],
+            "operators": [dict(name="mm", type="MatMul", inputs=["x", "w"], outputs=["h"]),
+                          dict(name="sl", type="Slice", inputs=["h"], outputs=["a"],
+                               attrs={"starts": [2], "ends": [n], "axes": [1], "steps": [2]}),
+                          dict(name="act", type="ReLU", inputs=["h"], outputs=["b"]),
+                          dict(name="cat", type="Concat", inputs=["a", "b"], outputs=["c"], attrs={"axis": 1}),
+                          dict(name="oh", type="OneHot", inputs=["ids"], outputs=["oh"], attrs={"depth": depth}),
+                          dict(name="add", type="Add", inputs=["c", "oh"], outputs=["y"])]}
+
+
+def case_layout_kinds():
+    """Concat, Slice and OneHot: hand-written plans (the one-hot's depth dim
+    cut, the slice and the concat cut across rows) and searched ones, forward
+    and training steps, on 2 and 4 ranks."""
+    m, k, n = 8, 6, 10
+    g = layout_kinds_graph(m, k, n, 14)
+    gp = write("layout_kinds.json", g)
+    one = {"mm": ["i"], "sl": ["d0"], "act": ["d1"], "cat": ["d0"], "oh": ["d1"], "add": ["d1"]}
+    two = {"mm": ["j", "i"], "sl": ["d0", None], "act": ["d1", "d0"], "cat": ["d0", "d0"],
+           "oh": ["d1", "d0"], "add": ["d0", "d1"]}
+    for label, mesh, cuts in (("one axis", [2], one), ("2x2", [2, 2], two)):
+        ranks = mesh[0] * (mesh[1] if len(mesh) > 1 else 1)
+        pp = write(f"layout_kinds_{ranks}.plan.json", plan_json(g, mesh, cuts))
+        run_ok(f"concat, slice, one-hot on {label}", ranks, gp, pp)
+        train_ok(f"concat, slice, one-hot on {label}", ranks, gp, pp, backward_traffic=True)
+    cost = write("layout_kinds_no_latency.json", {"count_latency": False})
+    for algo, ranks in (("rec", 4), ("megatron", 2)):
+        plan = os.path.join(TMP, f"layout_kinds.{algo}.{ranks}.plan.json")
+        s = subprocess.run([BIN, "search", gp, "--devices", str(ranks), "--algo", algo, "--zero", "0",
+                            "--microbatches", "1", "--cost", cost, "-q", "-o", plan], capture_output=True, text=True)
+        if check(s.returncode == 0, f"search layout_kinds {algo} {ranks}: {s.stderr}"):
+            run_ok(f"concat, slice, one-hot {algo} on {ranks}", ranks, gp, plan)
+            train_ok(f"concat, slice, one-hot {algo} on {ranks}", ranks, gp, plan, optimizer="adam")
+
+
 CASES = {"kinds": case_kinds, "vocab": case_vocab_parallel, "bundled": case_bundled, "failures": case_failures, "nccl": case_nccl,
-         "train": case_train}
+         "train": case_train, "layout_kinds": case_layout_kinds}
 
 
 def main(argv):
