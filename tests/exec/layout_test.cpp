@@ -308,3 +308,53 @@ TEST_CASE("exec: unsupported operators are named before anything runs") {
   auto comm = exec::make_local_communicator();
   CHECK_THROWS_AS(exec::Executor(g, spaces, p, *comm, exec::ExecOptions{}), recsearch::Error);
 }
+
+TEST_CASE(
+    "exec: predicted gradient sync equals the cost model's on one axis, for every legal plan") {
+  // Training: on one axis of size 2 and of size 3, every parameter
+  // gradient's synchronisation (its contributions moved to the parameter's
+  // holder layout) sends what the evaluator's parameter-gradient events
+  // count.
+  const ir::Graph g = chain(12, 18, 24);
+  const auto spaces = algebra::build_op_spaces(g);
+  for (const std::int64_t k : {2, 3}) {
+    const Cluster cluster = Cluster::flat(k);
+    std::vector<std::vector<std::int16_t>> choices(g.num_operators());
+    for (ir::OpId o = 0; o < g.num_operators(); ++o) {
+      choices[o].push_back(plan::kReplicated);
+      const std::vector<std::int64_t> splits(spaces[o].loops.size(), 1);
+      for (int l = 0; l < static_cast<int>(spaces[o].loops.size()); ++l) {
+        if (algebra::can_cut(g, g.op(o), spaces[o], splits, l, k)) {
+          choices[o].push_back(static_cast<std::int16_t>(l));
+        }
+      }
+    }
+    std::size_t combos = 1;
+    for (const auto& c : choices) combos *= c.size();
+    std::size_t syncing = 0;
+    for (std::size_t code = 0; code < combos; ++code) {
+      plan::Plan p;
+      p.mode = Mode::Train;
+      p.mesh = cluster.cuts();
+      std::size_t rest = code;
+      for (ir::OpId o = 0; o < g.num_operators(); ++o) {
+        p.cuts.push_back({choices[o][rest % choices[o].size()]});
+        rest /= choices[o].size();
+      }
+      const auto ev = plan::evaluate(g, spaces, cluster, p, CostParams{});
+      double model_sync = 0;
+      for (const auto& e : ev.events) {
+        if (e.phase == cost::Phase::Backward && e.reason == plan::CommReason::Gradient &&
+            g.tensor(e.tensor).kind == ir::TensorKind::Parameter) {
+          model_sync += e.bytes;
+        }
+      }
+      const auto pl = exec::plan_layouts(g, spaces, p);
+      const double predicted = exec::predict_train_bytes(g, pl).gradient_sync.total;
+      CAPTURE(code);
+      CHECK(predicted == doctest::Approx(model_sync));
+      if (predicted > 0) ++syncing;
+    }
+    CHECK(syncing > 0);
+  }
+}
