@@ -93,8 +93,9 @@ std::optional<double> stated_forward_bytes(const std::string& text, const std::s
 // The execution layer runs the whole batch's forward pass with whole
 // weights: a plan that needs ZeRO-3 weight gathers or microbatches is
 // refused (exit 2) rather than run as something else. Recomputation and
-// ZeRO 1 and 2 change only the backward pass and the optimizer step.
-void refuse_unsupported_training(const plan::Plan& p, const std::string& source, bool train) {
+// ZeRO 1 and 2 change only the backward pass and the optimizer step (which
+// --train runs: docs/exec.md, Training).
+void refuse_unsupported_training(const plan::Plan& p, const std::string& source) {
   if (p.mode != Mode::Train) return;
   if (p.training.zero_stage >= 3)
     throw Error(Errc::kUsage,
@@ -107,14 +108,6 @@ void refuse_unsupported_training(const plan::Plan& p, const std::string& source,
                     std::to_string(p.training.microbatches) +
                     "); search with --microbatches 1 to execute the plan",
                 "/training/microbatches", source);
-  // The training step synchronises each gradient with one all-reduce (or the
-  // reduce-scatter a sharded holder needs) and keeps whole optimizer state.
-  if (train && p.training.zero_stage > 0)
-    throw Error(Errc::kUsage,
-                "exec --train does not run ZeRO stage " + std::to_string(p.training.zero_stage) +
-                    " yet (sharded gradients and optimizer state); search with --zero 0 to "
-                    "train the plan",
-                "/training/zero_stage", source);
 }
 
 // Forward bytes per device the cost model counts (layout and output
@@ -190,7 +183,7 @@ Inputs load_inputs(const ExecArgs& a, int world_size) {
   in.cluster = plan_file_cluster(ptext, psrc);
   if (!in.cluster) throw Error(Errc::kPlan, "the plan has no mesh", "/mesh", psrc);
   in.plan = in.problem->parse_plan(ptext, psrc, *in.cluster);
-  refuse_unsupported_training(in.plan, psrc, a.train);
+  refuse_unsupported_training(in.plan, psrc);
   if (a.train && a.optimizer != "sgd" && a.optimizer != "sgd-momentum" && a.optimizer != "adam")
     throw Error(Errc::kUsage, "--optimizer '" + a.optimizer + "': sgd, sgd-momentum or adam");
   if (a.train && !(a.lr > 0)) throw Error(Errc::kUsage, "--lr must be positive");
@@ -409,7 +402,7 @@ TrainRun run_training(Executor& ex, Communicator& comm, int steps, const Optimiz
     comm.reset_counters();
     comm.barrier();
     std::array<double, kPhases> local{};
-    std::array<PhaseBytes, 4> marks;
+    std::array<PhaseBytes, kPhases + 1> marks;
     marks[0] = counters(comm);
     const std::array<std::function<void()>, kPhases> phases = {
         [&] { ex.run(); }, [&] { ex.backward(); }, [&] { ex.sync_gradients(); },
@@ -419,7 +412,7 @@ TrainRun run_training(Executor& ex, Communicator& comm, int steps, const Optimiz
       phases[static_cast<std::size_t>(p)]();
       local[static_cast<std::size_t>(p)] =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (p < 3) marks[static_cast<std::size_t>(p) + 1] = counters(comm);
+      marks[static_cast<std::size_t>(p) + 1] = counters(comm);
     }
     double step = 0;
     for (int p = 0; p < kPhases; ++p) {
@@ -428,7 +421,11 @@ TrainRun run_training(Executor& ex, Communicator& comm, int steps, const Optimiz
       step += slowest;
     }
     r.min_step_s = std::min(r.min_step_s, step);
-    for (std::size_t p = 0; p < 3; ++p) r.bytes[p] = minus(marks[p + 1], marks[p]);
+    // The gradient sync includes ZeRO's all-gather of the updated shards,
+    // which runs inside the optimizer step.
+    r.bytes[0] = minus(marks[1], marks[0]);
+    r.bytes[1] = minus(marks[2], marks[1]);
+    r.bytes[2] = minus(marks[4], marks[2]);
     r.losses.push_back(ex.loss());
   }
   return r;
@@ -436,16 +433,19 @@ TrainRun run_training(Executor& ex, Communicator& comm, int steps, const Optimiz
 
 // The cost model's per-device bytes of a training step's backward, at 4
 // bytes an element: layout duals and activation gradients (backward), and
-// parameter gradients (sync).
+// parameter gradients with ZeRO's all-gathers (sync).
 std::pair<double, double> model_backward_bytes(const ir::Graph& g, const plan::Evaluation& ev) {
   double backward = 0, sync = 0;
   for (const auto& e : ev.events) {
-    if (e.phase != cost::Phase::Backward || e.tensor == ir::kNone) continue;
+    if (e.tensor == ir::kNone) continue;
     const ir::Tensor& t = g.tensor(e.tensor);
     const double b = e.bytes * 4.0 / static_cast<double>(ir::dtype_size(t.dtype));
-    const bool param =
-        t.kind == ir::TensorKind::Parameter && e.reason == plan::CommReason::Gradient;
-    (param ? sync : backward) += b;
+    // ZeRO's all-gather of the updated shards is a forward-phase event.
+    if (t.kind == ir::TensorKind::Parameter && e.reason == plan::CommReason::Gradient) {
+      sync += b;
+    } else if (e.phase == cost::Phase::Backward) {
+      backward += b;
+    }
   }
   return {backward, sync};
 }
@@ -460,7 +460,11 @@ void report_training(std::ostream& out, const ExecArgs& a, const Inputs& in, Com
     mesh_text += (i ? "x" : "") + std::to_string(p.mesh[i].size);
   out << "recsearch exec: " << g.name() << " on " << comm.size() << " rank(s), mesh "
       << (mesh_text.empty() ? "1" : mesh_text) << ", backend " << comm.backend_name() << ", train "
-      << a.steps << " step(s), optimizer " << a.optimizer << " (lr " << fmt("%g", a.lr) << ")\n";
+      << a.steps << " step(s), optimizer " << a.optimizer
+      << (p.mode == Mode::Train && p.training.zero_stage > 0
+              ? ", ZeRO stage " + std::to_string(p.training.zero_stage)
+              : std::string())
+      << " (lr " << fmt("%g", a.lr) << ")\n";
   out << "  loss (sum of one-element outputs and 1/2 mean(y^2) of the others):";
   for (std::size_t s = 0; s < r.losses.size(); ++s)
     out << (s % 6 == 0 ? "\n   " : "") << " " << fmt("%.7g", r.losses[s]);
@@ -583,7 +587,8 @@ bool check_training(std::ostream& out, const ExecArgs& a, const Inputs& in, Exec
 int execute_training(const ExecArgs& a, const Inputs& in, Executor& ex, Communicator& comm,
                      int rank) {
   const ir::Graph& g = in.problem->graph();
-  const TrainBytePrediction tp = predict_train_bytes(g, ex.layouts());
+  const TrainBytePrediction tp = predict_train_bytes(
+      g, ex.layouts(), in.plan.mode == Mode::Train ? in.plan.training.zero_stage : 0);
   const std::array<BytePrediction, 3> predicted = {predict_exec_bytes(g, ex.layouts()), tp.backward,
                                                    tp.gradient_sync};
   const TrainRun run = run_training(ex, comm, a.steps, optimizer_settings(a));

@@ -234,7 +234,7 @@ Executor::Executor(const ir::Graph& g, const std::vector<algebra::OpSpace>& spac
   held_.resize(g.num_tensors());
   copies_.resize(g.num_tensors());
   row_lse_.resize(g.num_operators());
-  grads_layout_ = exec::gradient_layouts(g, layouts_);
+  grads_layout_ = exec::gradient_layouts(g, layouts_, p.training.zero_stage);
   for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
     const ir::Tensor& tensor = g.tensor(t);
     if (grads_layout_.needs_grad[t] && tensor.producer == ir::kNone && !tensor.consumers.empty())
@@ -499,7 +499,12 @@ void Executor::optimizer_step(const OptimizerSettings& s) {
   const double c2 = 1 - std::pow(s.beta2, static_cast<double>(optimizer_steps_));
   for (const ir::TensorId t : trained_) {
     if (!grads_[t]) throw Error(Errc::kInternal, "optimizer step before the gradients");
-    std::vector<float>& w = held_[t]->data;
+    // Under ZeRO the gradient is a shard: its block of the parameter (a
+    // local slice) is updated and gathered back.
+    const bool sharded = grads_[t]->layout != held_[t]->layout;
+    LocalTensor shard;
+    if (sharded) shard = redist_.redistribute(*held_[t], grads_[t]->layout);
+    std::vector<float>& w = sharded ? shard.data : held_[t]->data;
     const std::vector<float>& gr = grads_[t]->data;
     std::vector<float>& m = moment1_[t];
     std::vector<float>& v = moment2_[t];
@@ -522,6 +527,7 @@ void Executor::optimizer_step(const OptimizerSettings& s) {
         }
       }
     }
+    if (sharded) *held_[t] = redist_.redistribute(shard, held_[t]->layout);
   }
 }
 

@@ -472,7 +472,39 @@ bool differentiable_input(const ir::Graph& g, const ir::Operator& op, std::size_
   return true;
 }
 
-GradientLayouts gradient_layouts(const ir::Graph& g, const PlanLayouts& pl) {
+namespace {
+
+// The ZeRO shard of parameter t's gradient (see GradientLayouts), or its
+// holder layout when it has no data-parallel axis or no dim to shard.
+Layout zero_shard(const ir::Graph& g, const PlanLayouts& pl, ir::TensorId t) {
+  const Layout& holder = pl.holders[t];
+  const ir::Tensor& tensor = g.tensor(t);
+  ir::OpId first = ir::kNone;
+  for (const ir::OpId o : tensor.consumers) first = std::min(first, o);
+  // The innermost data-parallel axis: the partial sums over the outer ones
+  // are then reduced on the shard (reduce-scatter inside, all-reduce of the
+  // piece outside), the hierarchical reduction's bytes without its gather.
+  std::optional<std::size_t> dp;
+  for (std::size_t a = 0; first != ir::kNone && a < holder.size(); ++a) {
+    if (holder[a].kind == LayoutKind::Replicate && cut_on(pl, first, a)) dp = a;
+  }
+  if (!dp) return holder;
+  const std::int64_t ways = pl.mesh[*dp];
+  for (std::size_t d = 0; d < tensor.shape.size(); ++d) {
+    const bool split = std::any_of(holder.begin(), holder.end(), [&](const AxisLayout& x) {
+      return x.kind == LayoutKind::Shard && x.dim == static_cast<int>(d);
+    });
+    if (split || tensor.shape[d] % ways != 0) continue;
+    Layout shard = holder;
+    shard[*dp] = AxisLayout::shard(static_cast<int>(d));
+    return shard;
+  }
+  return holder;
+}
+
+}  // namespace
+
+GradientLayouts gradient_layouts(const ir::Graph& g, const PlanLayouts& pl, int zero_stage) {
   GradientLayouts gl;
   gl.needs_grad.assign(g.num_tensors(), false);
   for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
@@ -489,7 +521,14 @@ GradientLayouts gradient_layouts(const ir::Graph& g, const PlanLayouts& pl) {
   }
   gl.target.resize(g.num_tensors());
   for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
-    gl.target[t] = g.tensor(t).producer == ir::kNone ? pl.holders[t] : dual(pl.holders[t]);
+    const ir::Tensor& tensor = g.tensor(t);
+    if (tensor.producer != ir::kNone) {
+      gl.target[t] = dual(pl.holders[t]);
+    } else if (zero_stage > 0 && gl.needs_grad[t]) {
+      gl.target[t] = zero_shard(g, pl, t);
+    } else {
+      gl.target[t] = pl.holders[t];
+    }
   }
   gl.input.resize(g.num_operators());
   for (ir::OpId o = 0; o < g.num_operators(); ++o) {
@@ -510,20 +549,24 @@ GradientLayouts gradient_layouts(const ir::Graph& g, const PlanLayouts& pl) {
   return gl;
 }
 
-TrainBytePrediction predict_train_bytes(const ir::Graph& g, const PlanLayouts& pl,
+TrainBytePrediction predict_train_bytes(const ir::Graph& g, const PlanLayouts& pl, int zero_stage,
                                         double element_bytes) {
   TrainBytePrediction out;
   out.backward.per_axis.assign(pl.mesh.size(), 0.0);
   out.gradient_sync.per_axis.assign(pl.mesh.size(), 0.0);
-  const GradientLayouts gl = gradient_layouts(g, pl);
+  const GradientLayouts gl = gradient_layouts(g, pl, zero_stage);
   for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
     if (!gl.needs_grad[t]) continue;
     const ir::Tensor& tensor = g.tensor(t);
     BytePrediction& into =
         tensor.kind == ir::TensorKind::Parameter ? out.gradient_sync : out.backward;
-    for (const Layout& from : contribution_layouts(g, gl, t)) {
-      if (from != gl.target[t]) charge(into, pl, element_bytes, tensor, from, gl.target[t]);
+    const std::vector<Layout> from = contribution_layouts(g, gl, t);
+    for (const Layout& l : from) {
+      if (l != gl.target[t]) charge(into, pl, element_bytes, tensor, l, gl.target[t]);
     }
+    // ZeRO: the updated shard is gathered back into the holder's layout.
+    if (tensor.producer == ir::kNone && !from.empty() && gl.target[t] != pl.holders[t])
+      charge(into, pl, element_bytes, tensor, gl.target[t], pl.holders[t]);
   }
   return out;
 }

@@ -424,8 +424,8 @@ def case_train():
     redistribution kind, forward and backward, on 1 and 2 axes, partial sums
     reduced hierarchically), a vocabulary-parallel loss, and searched,
     data-parallel and tensor-parallel (megatron) plans of an MLP and a
-    transformer block; then a wrong gradient on one rank must fail the check,
-    and a ZeRO plan must be refused."""
+    transformer block; ZeRO 1 and 2; then a wrong gradient on one rank must
+    fail the check, and a ZeRO 3 plan must be refused."""
     m, k, n, p = 24, 48, 36, 12
     g = chain_graph(m, k, n, p)
     gp = write("chain_train.json", g)
@@ -457,14 +457,26 @@ def case_train():
     rc, out, err, _ = mpirun(2, [gp, pp, "--train", "--steps", "2", "--check", "--fault", "1:grad:6"])
     check(rc not in (0, None) and "check: FAILED" in out and "check gradient of w3" in out,
           f"wrong gradient not caught: rc {rc}\n{out}\n{err}")
-    # Training settings exec does not run are refused before any traffic.
+    # ZeRO 1 and 2: the gradient reduce-scattered into shards, the optimizer
+    # on the shard, the parameter gathered back: the same bytes as the
+    # all-reduce, which the cost model counts exactly on data-parallel plans.
     gpt = os.path.join(ROOT, "tests/exec/graphs/gpt2_block_small.json")
-    zplan = os.path.join(TMP, "zero1.plan.json")
-    s = subprocess.run([BIN, "search", gpt, "--devices", "2", "--algo", "data-parallel", "--zero", "1",
+    for zero in ("1", "2"):
+        for ranks in (2, 4):
+            zplan = os.path.join(TMP, f"zero{zero}.{ranks}.plan.json")
+            s = subprocess.run([BIN, "search", gpt, "--devices", str(ranks), "--algo", "data-parallel",
+                                "--zero", zero, "--microbatches", "1", "-q", "-o", zplan],
+                               capture_output=True, text=True)
+            if check(s.returncode == 0, f"search --zero {zero}: {s.stderr}"):
+                train_ok(f"ZeRO {zero} data-parallel on {ranks}", ranks, gpt, zplan, optimizer="adam", steps=2,
+                         sync_model_equal=True)
+    # Training settings exec does not run are refused before any traffic.
+    zplan = os.path.join(TMP, "zero3.plan.json")
+    s = subprocess.run([BIN, "search", gpt, "--devices", "2", "--algo", "data-parallel", "--zero", "3",
                         "--microbatches", "1", "-q", "-o", zplan], capture_output=True, text=True)
-    if check(s.returncode == 0, f"search --zero 1: {s.stderr}"):
+    if check(s.returncode == 0, f"search --zero 3: {s.stderr}"):
         rc, out, err, _ = mpirun(2, [gpt, zplan, "--train"])
-        check(rc == 2 and "does not run ZeRO stage 1" in err, f"ZeRO 1 not refused: rc {rc}\n{out}\n{err}")
+        check(rc == 2 and "does not run ZeRO stage 3" in err, f"ZeRO 3 not refused: rc {rc}\n{out}\n{err}")
 
 
 def layout_kinds_graph(m, k, n, depth):

@@ -314,7 +314,7 @@ TEST_CASE(
   // Training: on one axis of size 2 and of size 3, every parameter
   // gradient's synchronisation (its contributions moved to the parameter's
   // holder layout) sends what the evaluator's parameter-gradient events
-  // count.
+  // count, under ZeRO stages 0, 1 and 2.
   const ir::Graph g = chain(12, 18, 24);
   const auto spaces = algebra::build_op_spaces(g);
   for (const std::int64_t k : {2, 3}) {
@@ -350,10 +350,25 @@ TEST_CASE(
         }
       }
       const auto pl = exec::plan_layouts(g, spaces, p);
-      const double predicted = exec::predict_train_bytes(g, pl).gradient_sync.total;
       CAPTURE(code);
-      CHECK(predicted == doctest::Approx(model_sync));
-      if (predicted > 0) ++syncing;
+      // ZeRO 1 and 2 (a reduce-scatter and the all-gather of the updated
+      // shard, the latter a forward-phase event) send the all-reduce's bytes.
+      for (const int zero : {0, 1, 2}) {
+        CAPTURE(zero);
+        const double predicted = exec::predict_train_bytes(g, pl, zero).gradient_sync.total;
+        CHECK(predicted == doctest::Approx(model_sync));
+        if (predicted > 0) ++syncing;
+      }
+      p.training.zero_stage = 1;
+      const auto ev1 = plan::evaluate(g, spaces, cluster, p, CostParams{});
+      double model_zero = 0;
+      for (const auto& e : ev1.events) {
+        if (e.reason == plan::CommReason::Gradient &&
+            g.tensor(e.tensor).kind == ir::TensorKind::Parameter) {
+          model_zero += e.bytes;
+        }
+      }
+      CHECK(exec::predict_train_bytes(g, pl, 1).gradient_sync.total == doctest::Approx(model_zero));
     }
     CHECK(syncing > 0);
   }
