@@ -2,14 +2,16 @@
 // `recsearch exec` on every rank (exec/driver.hpp), in four steps: load
 // (the graph as a recsearch::Problem, the plan on its own cluster), validate
 // (without traffic), agree (one all-reduce, so that bad input ends every
-// rank before the first collective), execute (the forward pass `steps`
-// times; with --check the outputs against a one-device run on rank 0 and
+// rank before the first collective), execute (the forward pass, or with
+// --train whole training steps, `steps` times; with --check the outputs, or
+// the losses and trained parameters, against a one-device run on rank 0 and
 // the bytes each rank sent against the bytes predicted from the plan).
 #include "recsearch/exec/driver.hpp"
 
 #include <oneapi/tbb/global_control.h>
 #include <nlohmann/json.hpp>  // reads the plan file's stated redistributions
 
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -56,8 +58,8 @@ Fault parse_fault(const std::string& s) {
   } catch (const std::exception&) {
     throw Error(Errc::kUsage, "--fault '" + s + "': expected RANK:KIND[:OP]");
   }
-  if (f.kind != "throw" && f.kind != "kill" && f.kind != "stall") {
-    throw Error(Errc::kUsage, "--fault '" + s + "': KIND is throw, kill or stall");
+  if (f.kind != "throw" && f.kind != "kill" && f.kind != "stall" && f.kind != "grad") {
+    throw Error(Errc::kUsage, "--fault '" + s + "': KIND is throw, kill, stall or grad");
   }
   return f;
 }
@@ -91,7 +93,8 @@ std::optional<double> stated_forward_bytes(const std::string& text, const std::s
 // The execution layer runs the whole batch's forward pass with whole
 // weights: a plan that needs ZeRO-3 weight gathers or microbatches is
 // refused (exit 2) rather than run as something else. Recomputation and
-// ZeRO 1 and 2 change only the backward pass and the optimizer step.
+// ZeRO 1 and 2 change only the backward pass and the optimizer step (which
+// --train runs: docs/exec.md, Training).
 void refuse_unsupported_training(const plan::Plan& p, const std::string& source) {
   if (p.mode != Mode::Train) return;
   if (p.training.zero_stage >= 3)
@@ -181,6 +184,9 @@ Inputs load_inputs(const ExecArgs& a, int world_size) {
   if (!in.cluster) throw Error(Errc::kPlan, "the plan has no mesh", "/mesh", psrc);
   in.plan = in.problem->parse_plan(ptext, psrc, *in.cluster);
   refuse_unsupported_training(in.plan, psrc);
+  if (a.train && a.optimizer != "sgd" && a.optimizer != "sgd-momentum" && a.optimizer != "adam")
+    throw Error(Errc::kUsage, "--optimizer '" + a.optimizer + "': sgd, sgd-momentum or adam");
+  if (a.train && !(a.lr > 0)) throw Error(Errc::kUsage, "--lr must be positive");
   if (in.plan.num_devices() != world_size) {
     throw Error(Errc::kPlan,
                 "the plan is for " + std::to_string(in.plan.num_devices()) + " devices but " +
@@ -189,9 +195,12 @@ Inputs load_inputs(const ExecArgs& a, int world_size) {
                 "/mesh", psrc);
   }
   // Default coefficients: only the bytes of the evaluation are used here,
-  // and they do not depend on them.
-  in.eval =
-      plan::evaluate(in.problem->graph(), in.problem->spaces(), *in.cluster, in.plan, CostParams{});
+  // and they do not depend on them. A training run is compared with the
+  // model's training step whatever mode the plan was searched for.
+  plan::Plan evaluated = in.plan;
+  if (a.train) evaluated.mode = Mode::Train;
+  in.eval = plan::evaluate(in.problem->graph(), in.problem->spaces(), *in.cluster, evaluated,
+                           CostParams{});
   check_stated_bytes(in.problem->graph(), in.eval, ptext, psrc);
   check_runnable(a, *in.problem, in.plan);
   return in;
@@ -199,6 +208,7 @@ Inputs load_inputs(const ExecArgs& a, int world_size) {
 
 // The hook that makes one rank fail on purpose (--fault) before an operator.
 std::function<void(ir::OpId)> fault_hook(const Fault& f) {
+  if (f.kind == "grad") return {};  // a wrong backward, not a failure
   return [f](ir::OpId o) {
     if (static_cast<std::int64_t>(o) != f.op) return;
     if (f.kind == "throw")
@@ -307,7 +317,7 @@ bool check_against_one_device(std::ostream& out, const ExecArgs& a, const Inputs
   if (rank == 0) {
     solo = make_local_communicator();
     ref = std::make_unique<Executor>(g, in.problem->spaces(), one, *solo,
-                                     ExecOptions{a.seed, false, {}});
+                                     ExecOptions{a.seed, false, {}, {}});
     ref->run();
   }
   bool ok = true;
@@ -343,6 +353,270 @@ bool check_against_one_device(std::ostream& out, const ExecArgs& a, const Inputs
   return ok;
 }
 
+// ---- training (--train) ----
+
+OptimizerSettings optimizer_settings(const ExecArgs& a) {
+  OptimizerSettings s;
+  s.kind = a.optimizer == "adam"           ? Optimizer::Adam
+           : a.optimizer == "sgd-momentum" ? Optimizer::SgdMomentum
+                                           : Optimizer::Sgd;
+  s.lr = a.lr;
+  return s;
+}
+
+// What one rank's Communicator counted in one phase of a step.
+struct PhaseBytes {
+  std::vector<double> per_axis;
+  std::array<std::int64_t, 4> calls{};
+  [[nodiscard]] double total() const {
+    double t = 0;
+    for (const double b : per_axis) t += b;
+    return t;
+  }
+};
+
+PhaseBytes counters(const Communicator& c) { return {c.bytes_per_axis(), c.calls()}; }
+
+PhaseBytes minus(const PhaseBytes& after, const PhaseBytes& before) {
+  PhaseBytes d = after;
+  for (std::size_t i = 0; i < d.per_axis.size(); ++i) d.per_axis[i] -= before.per_axis[i];
+  for (std::size_t i = 0; i < d.calls.size(); ++i) d.calls[i] -= before.calls[i];
+  return d;
+}
+
+enum TrainPhase { kForward, kBackward, kSync, kOptimizer, kPhases };
+
+struct TrainRun {
+  std::vector<double> losses;             // per step, on rank 0
+  std::array<double, kPhases> seconds{};  // summed over steps, slowest rank per phase
+  double min_step_s = 1e300;
+  std::array<PhaseBytes, 3> bytes;  // forward, backward, sync: the last step's
+};
+
+// `steps` training steps: forward, backward, gradient synchronisation and
+// optimizer step, each timed on the slowest rank and its traffic counted;
+// the loss is read after the clock stops (its gather is not plan traffic).
+TrainRun run_training(Executor& ex, Communicator& comm, int steps, const OptimizerSettings& opt) {
+  TrainRun r;
+  for (int s = 0; s < steps; ++s) {
+    comm.reset_counters();
+    comm.barrier();
+    std::array<double, kPhases> local{};
+    std::array<PhaseBytes, kPhases + 1> marks;
+    marks[0] = counters(comm);
+    const std::array<std::function<void()>, kPhases> phases = {
+        [&] { ex.run(); }, [&] { ex.backward(); }, [&] { ex.sync_gradients(); },
+        [&] { ex.optimizer_step(opt); }};
+    for (int p = 0; p < kPhases; ++p) {
+      const auto t0 = std::chrono::steady_clock::now();
+      phases[static_cast<std::size_t>(p)]();
+      local[static_cast<std::size_t>(p)] =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      marks[static_cast<std::size_t>(p) + 1] = counters(comm);
+    }
+    double step = 0;
+    for (int p = 0; p < kPhases; ++p) {
+      const double slowest = comm.max_over_ranks(local[static_cast<std::size_t>(p)]);
+      r.seconds[static_cast<std::size_t>(p)] += slowest;
+      step += slowest;
+    }
+    r.min_step_s = std::min(r.min_step_s, step);
+    // The gradient sync includes ZeRO's all-gather of the updated shards,
+    // which runs inside the optimizer step.
+    r.bytes[0] = minus(marks[1], marks[0]);
+    r.bytes[1] = minus(marks[2], marks[1]);
+    r.bytes[2] = minus(marks[4], marks[2]);
+    r.losses.push_back(ex.loss());
+  }
+  return r;
+}
+
+// The cost model's per-device bytes of a training step's backward, at 4
+// bytes an element: layout duals and activation gradients (backward), and
+// parameter gradients with ZeRO's all-gathers (sync).
+std::pair<double, double> model_backward_bytes(const ir::Graph& g, const plan::Evaluation& ev) {
+  double backward = 0, sync = 0;
+  for (const auto& e : ev.events) {
+    if (e.tensor == ir::kNone) continue;
+    const ir::Tensor& t = g.tensor(e.tensor);
+    const double b = e.bytes * 4.0 / static_cast<double>(ir::dtype_size(t.dtype));
+    // ZeRO's all-gather of the updated shards is a forward-phase event.
+    if (t.kind == ir::TensorKind::Parameter && e.reason == plan::CommReason::Gradient) {
+      sync += b;
+    } else if (e.phase == cost::Phase::Backward) {
+      backward += b;
+    }
+  }
+  return {backward, sync};
+}
+
+void report_training(std::ostream& out, const ExecArgs& a, const Inputs& in, Communicator& comm,
+                     const TrainRun& r, const std::array<BytePrediction, 3>& predicted,
+                     bool all_bytes_ok) {
+  const plan::Plan& p = in.plan;
+  const ir::Graph& g = in.problem->graph();
+  std::string mesh_text;
+  for (std::size_t i = 0; i < p.mesh.size(); ++i)
+    mesh_text += (i ? "x" : "") + std::to_string(p.mesh[i].size);
+  out << "recsearch exec: " << g.name() << " on " << comm.size() << " rank(s), mesh "
+      << (mesh_text.empty() ? "1" : mesh_text) << ", backend " << comm.backend_name() << ", train "
+      << a.steps << " step(s), optimizer " << a.optimizer
+      << (p.mode == Mode::Train && p.training.zero_stage > 0
+              ? ", ZeRO stage " + std::to_string(p.training.zero_stage)
+              : std::string())
+      << " (lr " << fmt("%g", a.lr) << ")\n";
+  out << "  loss (sum of one-element outputs and 1/2 mean(y^2) of the others):";
+  for (std::size_t s = 0; s < r.losses.size(); ++s)
+    out << (s % 6 == 0 ? "\n   " : "") << " " << fmt("%.7g", r.losses[s]);
+  out << "\n";
+  const double n = a.steps;
+  double total = 0;
+  for (const double s : r.seconds) total += s;
+  out << "  step time (slowest rank per phase): mean " << fmt("%.3f", total / n * 1e3)
+      << " ms, min " << fmt("%.3f", r.min_step_s * 1e3) << " ms; forward "
+      << fmt("%.3f", r.seconds[kForward] / n * 1e3) << ", backward "
+      << fmt("%.3f", r.seconds[kBackward] / n * 1e3) << ", gradient sync "
+      << fmt("%.3f", r.seconds[kSync] / n * 1e3) << ", optimizer "
+      << fmt("%.3f", r.seconds[kOptimizer] / n * 1e3) << " ms\n";
+  const auto [model_bwd, model_sync] = model_backward_bytes(g, in.eval);
+  const std::array<double, 3> model = {model_forward_bytes(g, in.eval, true), model_bwd,
+                                       model_sync};
+  const std::array<const char*, 3> names = {"forward", "backward", "gradient sync"};
+  out << "  bytes sent per rank, one training step, f32 elements (measured on rank 0, predicted "
+         "from the plan layouts, cost model):\n";
+  for (std::size_t ph = 0; ph < 3; ++ph) {
+    const auto& c = r.bytes[ph].calls;
+    out << "    " << names[ph] << ": measured " << fmt("%.0f", r.bytes[ph].total())
+        << ", predicted " << fmt("%.0f", predicted[ph].total) << ", cost model "
+        << fmt("%.0f", model[ph])
+        << (std::abs(model[ph] - predicted[ph].total) <= 0.5 ? " (equal)" : " (differs)")
+        << "; collectives: all-gather " << c[0] << ", all-reduce " << c[1] << ", reduce-scatter "
+        << c[2] << ", all-to-all " << c[3] << "\n";
+  }
+  out << "    predicted" << (all_bytes_ok ? ": every rank matches" : ": MISMATCH on some rank")
+      << "\n";
+  for (std::size_t ax = 0; ax < p.mesh.size(); ++ax) {
+    out << "    axis " << p.mesh[ax].axis << " (size " << p.mesh[ax].size << "):";
+    for (std::size_t ph = 0; ph < 3; ++ph) {
+      out << (ph ? "," : "") << " " << names[ph] << " " << fmt("%.0f", r.bytes[ph].per_axis[ax])
+          << "/" << fmt("%.0f", predicted[ph].per_axis[ax]);
+    }
+    out << " (measured/predicted)\n";
+  }
+}
+
+// --check of a training run: rank 0 runs the same steps on one device; the
+// loss of every step and every trained parameter afterwards must agree.
+bool check_training(std::ostream& out, const ExecArgs& a, const Inputs& in, Executor& ex,
+                    const TrainRun& run, int rank) {
+  const ir::Graph& g = in.problem->graph();
+  std::unique_ptr<Communicator> solo;
+  std::unique_ptr<Executor> ref;
+  TrainRun ref_run;
+  plan::Plan one = in.plan;
+  one.mesh.clear();
+  for (auto& c : one.cuts) c.clear();
+  if (rank == 0) {
+    solo = make_local_communicator();
+    ref = std::make_unique<Executor>(g, in.problem->spaces(), one, *solo,
+                                     ExecOptions{a.seed, false, {}, {}});
+    ref_run = run_training(*ref, *solo, a.steps, optimizer_settings(a));
+  }
+  constexpr double kTolerance = 1e-4;
+  constexpr double kGradTolerance = 1e-3;
+  bool ok = true;
+  if (rank == 0) {
+    double worst = -1;
+    int worst_step = 1;
+    for (std::size_t s = 0; s < run.losses.size(); ++s) {
+      const double err =
+          std::abs(run.losses[s] - ref_run.losses[s]) / (1.0 + std::abs(ref_run.losses[s]));
+      if (!(err <= worst)) {
+        worst = err;
+        worst_step = static_cast<int>(s) + 1;
+      }
+      if (!(err <= kTolerance)) {
+        ok = false;
+        out << "  check loss of step " << s + 1 << ": " << fmt("%.7g", run.losses[s])
+            << ", one device " << fmt("%.7g", ref_run.losses[s]) << " FAILED (tolerance 1e-4)\n";
+      }
+    }
+    out << "  check loss of " << run.losses.size() << " step(s): worst error relative to "
+        << "1+|ref| " << fmt("%.3g", worst) << " (step " << worst_step << ")\n";
+  }
+  // The last step's gradients, each against its own size (a wrong gradient
+  // times a small learning rate can hide inside the parameters' tolerance),
+  // then the parameters after every step.
+  double grad_worst = 0, param_worst = 0;
+  for (const ir::TensorId t : ex.trained()) {
+    const std::vector<float> grad = ex.gather_gradient(t);  // collectives: every rank
+    const std::vector<float> got = ex.gather_full(t);
+    if (rank != 0) continue;
+    const std::string name = g.tensor(t).name + " " + ir::shape_to_string(g.tensor(t).shape);
+    double max_abs = 0, ref_max = 0;
+    for (const float v : ref->gradient(t).data) ref_max = std::max(ref_max, std::abs(double{v}));
+    const double gerr = normwise_error(ref->gradient(t).data, grad, &max_abs) * (1.0 + ref_max) /
+                        std::max(ref_max, 1e-6);
+    grad_worst = std::max(grad_worst, gerr);
+    if (!(gerr <= kGradTolerance)) {
+      ok = false;
+      out << "  check gradient of " << name << " in step " << a.steps << ": max abs error "
+          << fmt("%.3g", max_abs) << ", relative to max|ref| " << fmt("%.3g", gerr)
+          << " FAILED (tolerance 1e-3)\n";
+    }
+    const double err = normwise_error(ref->block(t).data, got, &max_abs);
+    param_worst = std::max(param_worst, err);
+    if (!(err <= kTolerance)) {
+      ok = false;
+      out << "  check parameter " << name << " after " << a.steps << " step(s): max abs error "
+          << fmt("%.3g", max_abs) << ", relative to 1+max|ref| " << fmt("%.3g", err)
+          << " FAILED (tolerance 1e-4)\n";
+    }
+  }
+  if (rank == 0) {
+    out << "  check " << ex.trained().size() << " gradient(s) of step " << a.steps
+        << ": max error relative to max|ref| " << fmt("%.3g", grad_worst) << "\n";
+    out << "  check " << ex.trained().size() << " parameter(s) after " << a.steps
+        << " step(s): max error relative to 1+max|ref| " << fmt("%.3g", param_worst) << "\n";
+  }
+  return ok;
+}
+
+// Runs --train: the steps, the byte comparison of every phase on every rank,
+// the report and with --check the one-device comparison. Returns the exit code.
+int execute_training(const ExecArgs& a, const Inputs& in, Executor& ex, Communicator& comm,
+                     int rank) {
+  const ir::Graph& g = in.problem->graph();
+  const TrainBytePrediction tp = predict_train_bytes(
+      g, ex.layouts(), in.plan.mode == Mode::Train ? in.plan.training.zero_stage : 0);
+  const std::array<BytePrediction, 3> predicted = {predict_exec_bytes(g, ex.layouts()), tp.backward,
+                                                   tp.gradient_sync};
+  const TrainRun run = run_training(ex, comm, a.steps, optimizer_settings(a));
+  bool bytes_ok = true;
+  for (std::size_t ph = 0; ph < 3; ++ph) {
+    for (std::size_t ax = 0; ax < predicted[ph].per_axis.size(); ++ax)
+      bytes_ok =
+          bytes_ok && std::abs(run.bytes[ph].per_axis[ax] - predicted[ph].per_axis[ax]) <= 0.5;
+  }
+  const bool all_bytes_ok = comm.max_over_ranks(bytes_ok ? 0.0 : 1.0) == 0.0;
+  std::ostringstream out;
+  report_training(out, a, in, comm, run, predicted, all_bytes_ok);
+  int code = all_bytes_ok ? 0 : exit_code(Errc::kRuntime);
+  if (a.check) {
+    const bool ok = check_training(out, a, in, ex, run, rank);
+    const bool all_ok = comm.max_over_ranks(ok && all_bytes_ok ? 0.0 : 1.0) == 0.0;
+    if (!all_ok) code = exit_code(Errc::kRuntime);
+    if (rank == 0) out << "  check: " << (all_ok ? "passed" : "FAILED") << "\n";
+  }
+  if (rank == 0) std::cout << out.str() << std::flush;
+  if (!all_bytes_ok && !bytes_ok) {
+    std::cerr << ("recsearch exec: [rank " + std::to_string(rank) +
+                  "] sent other bytes in a training step than the plan predicts\n")
+              << std::flush;
+  }
+  return code;
+}
+
 // Executes the agreed inputs and reports on rank 0; returns the exit code.
 // Traffic the plan does not account for is a failure, check or not.
 int execute(const ExecArgs& a, const Inputs& in, std::unique_ptr<Communicator>& comm, int rank) {
@@ -353,8 +627,16 @@ int execute(const ExecArgs& a, const Inputs& in, std::unique_ptr<Communicator>& 
   ExecOptions opts;
   opts.seed = a.seed;
   opts.use_gpu = a.backend == Backend::Nccl;
-  if (in.fault && in.fault->rank == rank) opts.before_op = fault_hook(*in.fault);
+  if (in.fault && in.fault->rank == rank) {
+    opts.before_op = fault_hook(*in.fault);
+    if (in.fault->kind == "grad") opts.corrupt_backward_op = static_cast<ir::OpId>(in.fault->op);
+  }
   Executor ex(in.problem->graph(), in.problem->spaces(), in.plan, *comm, opts);
+  if (a.train) {
+    const int code = execute_training(a, in, ex, *comm, rank);
+    comm.reset();
+    return code;
+  }
   const BytePrediction predicted = predict_exec_bytes(in.problem->graph(), ex.layouts());
 
   const Timing timing = run_steps(ex, *comm, a.steps);

@@ -80,6 +80,7 @@ float input_value(const ir::Graph& g, ir::TensorId t, std::int64_t index, std::u
         !g.tensor(op.inputs[0]).shape.empty()) {
       limit = g.tensor(op.inputs[0]).shape.back();
     }
+    if (op.kind == ir::OpKind::OneHot && op.inputs[0] == t) limit = op.attrs.get_int("depth", 0);
     if (limit > 0) bound = bound == 0 ? limit : std::min(bound, limit);
   }
   if (bound == 0) bound = tensor.dtype == ir::DType::Bool ? 2 : 16;
@@ -112,8 +113,8 @@ std::vector<std::uint32_t> loss_class_axes(const ir::Graph& g, const ir::Operato
 // loss / group size, and the sum the layout promises is the loss.
 void class_parallel_cross_entropy(const detail::KernelArgs& a, Communicator& comm,
                                   const std::vector<std::int64_t>& mesh,
-                                  const std::vector<std::uint32_t>& axes,
-                                  std::int64_t class_offset) {
+                                  const std::vector<std::uint32_t>& axes, std::int64_t class_offset,
+                                  std::vector<float>& lse_out) {
   const ir::Shape& ls = a.in_shapes[0];
   const std::int64_t c = ls.back();
   const std::int64_t classes = a.full_in_shapes[0].back();
@@ -152,6 +153,7 @@ void class_parallel_cross_entropy(const detail::KernelArgs& a, Communicator& com
     comm.all_reduce(axis, picked.data(), n);
     group *= static_cast<double>(k);
   }
+  lse_out = lse;  // the backward's softmax over the whole row
   std::vector<float>& y = *a.out[0];
   const std::string reduction = a.op->attrs.get_string("reduction", "mean");
   if (reduction == "none") {
@@ -231,6 +233,13 @@ Executor::Executor(const ir::Graph& g, const std::vector<algebra::OpSpace>& spac
   }
   held_.resize(g.num_tensors());
   copies_.resize(g.num_tensors());
+  row_lse_.resize(g.num_operators());
+  grads_layout_ = exec::gradient_layouts(g, layouts_, p.training.zero_stage);
+  for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
+    const ir::Tensor& tensor = g.tensor(t);
+    if (grads_layout_.needs_grad[t] && tensor.producer == ir::kNone && !tensor.consumers.empty())
+      trained_.push_back(t);
+  }
   make_inputs();
   for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
     const ir::Tensor& tensor = g.tensor(t);
@@ -273,7 +282,7 @@ void Executor::run() {
   for (const ir::TensorId t : outputs_) redist_.reduce_partial(*held_[t]);
 }
 
-void Executor::run_op(ir::OpId o) {
+detail::KernelArgs Executor::op_args(ir::OpId o) {
   const ir::Operator& op = g_.op(o);
   const OpLayouts& ol = layouts_.ops[o];
   const auto& mesh = layouts_.mesh;
@@ -301,36 +310,225 @@ void Executor::run_op(ir::OpId o) {
     args.full_in_shapes.push_back(src->full);
   }
   // copies_ entries stay put from here on (deque), so the pointers hold.
-  std::vector<std::unique_ptr<LocalTensor>> outs;
-  for (std::size_t j = 0; j < op.outputs.size(); ++j) {
-    auto lt = std::make_unique<LocalTensor>();
-    lt->full = g_.tensor(op.outputs[j]).shape;
-    lt->layout = ol.outputs[j];
-    const ir::Shape local = local_shape(lt->full, lt->layout, mesh);
-    lt->data.assign(static_cast<std::size_t>(ir::num_elements(local)), 0.0f);
-    args.out_shapes.push_back(local);
-    outs.push_back(std::move(lt));
-  }
-  for (auto& lt : outs) args.out.push_back(&lt->data);
+  for (std::size_t j = 0; j < op.outputs.size(); ++j)
+    args.out_shapes.push_back(local_shape(g_.tensor(op.outputs[j]).shape, ol.outputs[j], mesh));
   if (op.kind == ir::OpKind::Gather) {
     std::int64_t axis = op.attrs.get_int("axis", 0);
     if (axis < 0) axis += static_cast<std::int64_t>(args.full_in_shapes[0].size());
     args.gather_offset = local_offsets(args.full_in_shapes[0], ol.inputs[0], mesh, coords_)
                              .at(static_cast<std::size_t>(axis));
   }
+  if (op.kind == ir::OpKind::OneHot) {
+    const ir::Shape& full = g_.tensor(op.outputs[0]).shape;
+    std::int64_t axis = op.attrs.get_int("axis", -1);
+    if (axis < 0) axis += static_cast<std::int64_t>(full.size());
+    args.depth_offset =
+        local_offsets(full, ol.outputs[0], mesh, coords_).at(static_cast<std::size_t>(axis));
+  }
   if (op.kind == ir::OpKind::Attention) {
     args.query_offset = local_offsets(args.full_in_shapes[0], ol.inputs[0], mesh, coords_).at(2);
     args.bool_mask = op.inputs.size() > 3 && g_.tensor(op.inputs[3]).dtype == ir::DType::Bool;
   }
+  return args;
+}
+
+void Executor::run_op(ir::OpId o) {
+  const ir::Operator& op = g_.op(o);
+  const OpLayouts& ol = layouts_.ops[o];
+  const auto& mesh = layouts_.mesh;
+  detail::KernelArgs args = op_args(o);
+  std::vector<std::unique_ptr<LocalTensor>> outs;
+  for (std::size_t j = 0; j < op.outputs.size(); ++j) {
+    auto lt = std::make_unique<LocalTensor>();
+    lt->full = g_.tensor(op.outputs[j]).shape;
+    lt->layout = ol.outputs[j];
+    lt->data.assign(static_cast<std::size_t>(ir::num_elements(args.out_shapes[j])), 0.0f);
+    outs.push_back(std::move(lt));
+  }
+  for (auto& lt : outs) args.out.push_back(&lt->data);
   const std::vector<std::uint32_t> class_axes = loss_class_axes(g_, op, ol);
   if (class_axes.empty()) {
     detail::run_kernel(args);
   } else {
     class_parallel_cross_entropy(
         args, comm_, mesh, class_axes,
-        local_offsets(args.full_in_shapes[0], ol.inputs[0], mesh, coords_).back());
+        local_offsets(args.full_in_shapes[0], ol.inputs[0], mesh, coords_).back(), row_lse_[o]);
   }
   for (std::size_t j = 0; j < op.outputs.size(); ++j) held_[op.outputs[j]] = std::move(outs[j]);
+}
+
+double Executor::loss() {
+  double total = 0;
+  for (const ir::TensorId t : outputs_) {
+    const std::vector<float> y = gather_full(t);  // collective: every rank takes part
+    if (y.size() == 1) {
+      total += y[0];
+      continue;
+    }
+    double sq = 0;
+    for (const float v : y) sq += static_cast<double>(v) * v;
+    if (!y.empty()) total += 0.5 * sq / static_cast<double>(y.size());
+  }
+  return total;
+}
+
+namespace {
+
+LocalTensor zeros(const ir::Shape& full, const Layout& layout,
+                  const std::vector<std::int64_t>& mesh) {
+  LocalTensor z;
+  z.full = full;
+  z.layout = layout;
+  z.data.assign(static_cast<std::size_t>(ir::num_elements(local_shape(full, layout, mesh))), 0.0f);
+  return z;
+}
+
+void add_into(std::vector<float>& acc, const std::vector<float>& x) {
+  for (std::size_t i = 0; i < acc.size(); ++i) acc[i] += x[i];
+}
+
+}  // namespace
+
+void Executor::backward() {
+  const std::size_t n = g_.num_tensors();
+  contributions_.assign(n, {});
+  grads_.clear();
+  grads_.resize(n);
+  // d loss / d y: 1 for a one-element output, y / |y| for the ½·mean(y²)
+  // of any other, on the block each rank holds (the output is no longer
+  // partial: run() summed it, and the dual of a partial sum is replicated).
+  for (const ir::TensorId t : outputs_) {
+    if (!grads_layout_.needs_grad[t]) continue;
+    const LocalTensor& y = *held_[t];
+    if (y.layout != grads_layout_.target[t])
+      throw Error(Errc::kInternal, "output '" + g_.tensor(t).name + "' not in its gradient layout");
+    LocalTensor dy = zeros(y.full, y.layout, layouts_.mesh);
+    const auto total = static_cast<double>(ir::num_elements(y.full));
+    for (std::size_t i = 0; i < dy.data.size(); ++i)
+      dy.data[i] = total == 1 ? 1.0f : static_cast<float>(y.data[i] / total);
+    contributions_[t].push_back(std::move(dy));
+  }
+  const std::vector<ir::OpId> order = g_.topological_order();
+  for (auto it = order.rbegin(); it != order.rend(); ++it) backward_op(*it);
+}
+
+void Executor::backward_op(ir::OpId o) {
+  const ir::Operator& op = g_.op(o);
+  const std::vector<std::optional<Layout>>& dx_layouts = grads_layout_.input[o];
+  if (std::none_of(dx_layouts.begin(), dx_layouts.end(),
+                   [](const std::optional<Layout>& l) { return l.has_value(); }))
+    return;
+  const auto& mesh = layouts_.mesh;
+  const OpLayouts& ol = layouts_.ops[o];
+  detail::KernelArgs args = op_args(o);
+  std::vector<LocalTensor> no_grad;  // outputs without a gradient (integers): zeros
+  no_grad.reserve(op.outputs.size());
+  std::vector<const detail::Buf*> dy;
+  for (std::size_t j = 0; j < op.outputs.size(); ++j) {
+    const ir::TensorId t = op.outputs[j];
+    if (grads_layout_.needs_grad[t]) {
+      dy.push_back(&collect_gradient(t).data);
+    } else {
+      Layout l = ol.outputs[j];
+      for (auto& x : l) {
+        if (x.kind == cost::LayoutKind::Partial) x = cost::AxisLayout::replicate();
+      }
+      no_grad.push_back(zeros(g_.tensor(t).shape, l, mesh));
+      dy.push_back(&no_grad.back().data);
+    }
+  }
+  std::vector<LocalTensor> dx(op.inputs.size());
+  std::vector<detail::Buf*> dx_bufs(op.inputs.size(), nullptr);
+  for (std::size_t j = 0; j < op.inputs.size(); ++j) {
+    if (!dx_layouts[j]) continue;
+    // A partial contribution's block has the shape of the replicated input it stands for.
+    dx[j] = zeros(g_.tensor(op.inputs[j]).shape, ol.inputs[j], mesh);
+    dx[j].layout = *dx_layouts[j];
+    dx_bufs[j] = &dx[j].data;
+  }
+  if (!loss_class_axes(g_, op, ol).empty()) {
+    args.row_lse = &row_lse_[o];
+    args.class_offset = local_offsets(args.full_in_shapes[0], ol.inputs[0], mesh, coords_).back();
+  }
+  detail::run_backward_kernel(args, dy, dx_bufs);
+  for (std::size_t j = 0; j < op.inputs.size(); ++j) {
+    if (dx_bufs[j] == nullptr) continue;
+    if (options_.corrupt_backward_op == o) {
+      for (float& v : dx[j].data) v *= 2.0f;
+    }
+    contributions_[op.inputs[j]].push_back(std::move(dx[j]));
+  }
+}
+
+LocalTensor& Executor::collect_gradient(ir::TensorId t) {
+  if (grads_[t]) return *grads_[t];
+  const Layout& target = grads_layout_.target[t];
+  auto sum = std::make_unique<LocalTensor>(zeros(g_.tensor(t).shape, target, layouts_.mesh));
+  std::vector<LocalTensor>& parts = contributions_[t];
+  // Contributions in one layout add up locally; each distinct layout then
+  // moves once (the order of first arrival, as predict_train_bytes counts).
+  std::vector<bool> used(parts.size(), false);
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (used[i]) continue;
+    LocalTensor group = std::move(parts[i]);
+    for (std::size_t k = i + 1; k < parts.size(); ++k) {
+      if (used[k] || parts[k].layout != group.layout) continue;
+      add_into(group.data, parts[k].data);
+      used[k] = true;
+    }
+    if (group.layout == target) {
+      add_into(sum->data, group.data);
+    } else {
+      add_into(sum->data, redist_.redistribute(group, target).data);
+    }
+  }
+  parts.clear();
+  grads_[t] = std::move(sum);
+  return *grads_[t];
+}
+
+void Executor::sync_gradients() {
+  for (const ir::TensorId t : trained_) (void)collect_gradient(t);
+}
+
+void Executor::optimizer_step(const OptimizerSettings& s) {
+  ++optimizer_steps_;
+  moment1_.resize(g_.num_tensors());
+  moment2_.resize(g_.num_tensors());
+  const double c1 = 1 - std::pow(s.beta1, static_cast<double>(optimizer_steps_));
+  const double c2 = 1 - std::pow(s.beta2, static_cast<double>(optimizer_steps_));
+  for (const ir::TensorId t : trained_) {
+    if (!grads_[t]) throw Error(Errc::kInternal, "optimizer step before the gradients");
+    // Under ZeRO the gradient is a shard: its block of the parameter (a
+    // local slice) is updated and gathered back.
+    const bool sharded = grads_[t]->layout != held_[t]->layout;
+    LocalTensor shard;
+    if (sharded) shard = redist_.redistribute(*held_[t], grads_[t]->layout);
+    std::vector<float>& w = sharded ? shard.data : held_[t]->data;
+    const std::vector<float>& gr = grads_[t]->data;
+    std::vector<float>& m = moment1_[t];
+    std::vector<float>& v = moment2_[t];
+    m.resize(w.size(), 0.0f);
+    v.resize(w.size(), 0.0f);
+    for (std::size_t i = 0; i < w.size(); ++i) {
+      const double g = gr[i];
+      switch (s.kind) {
+        case Optimizer::Sgd: w[i] = static_cast<float>(w[i] - s.lr * g); break;
+        case Optimizer::SgdMomentum:
+          m[i] = static_cast<float>(s.momentum * m[i] + g);
+          w[i] = static_cast<float>(w[i] - s.lr * m[i]);
+          break;
+        case Optimizer::Adam: {
+          m[i] = static_cast<float>(s.beta1 * m[i] + (1 - s.beta1) * g);
+          v[i] = static_cast<float>(s.beta2 * v[i] + (1 - s.beta2) * g * g);
+          const double mh = m[i] / c1, vh = v[i] / c2;
+          w[i] = static_cast<float>(w[i] - s.lr * mh / (std::sqrt(vh) + s.eps));
+          break;
+        }
+      }
+    }
+    if (sharded) *held_[t] = redist_.redistribute(shard, held_[t]->layout);
+  }
 }
 
 const LocalTensor& Executor::block(ir::TensorId t) const {
@@ -339,8 +537,17 @@ const LocalTensor& Executor::block(ir::TensorId t) const {
   return *held_[t];
 }
 
-std::vector<float> Executor::gather_full(ir::TensorId t) {
-  const LocalTensor& b = block(t);
+std::vector<float> Executor::gather_full(ir::TensorId t) { return gather(block(t)); }
+
+const LocalTensor& Executor::gradient(ir::TensorId t) const {
+  if (t >= grads_.size() || !grads_[t])
+    throw Error(Errc::kInternal, "no gradient for tensor " + std::to_string(t));
+  return *grads_[t];
+}
+
+std::vector<float> Executor::gather_gradient(ir::TensorId t) { return gather(gradient(t)); }
+
+std::vector<float> Executor::gather(const LocalTensor& b) {
   const auto& mesh = layouts_.mesh;
   for (const auto& x : b.layout) {
     if (x.kind == cost::LayoutKind::Partial)

@@ -5,9 +5,6 @@
 // whatever the thread count.
 #include "exec/kernels.hpp"
 
-#include <oneapi/tbb/blocked_range.h>
-#include <oneapi/tbb/parallel_for.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -17,8 +14,6 @@
 #include "recsearch/error.hpp"
 
 namespace recsearch::exec::detail {
-namespace {
-
 using ir::OpKind;
 using ir::Shape;
 
@@ -28,20 +23,10 @@ std::int64_t numel(const Shape& s) {
   return n;
 }
 
-template <class F>
-void parallel_rows(std::int64_t n, F&& f) {
-  oneapi::tbb::parallel_for(oneapi::tbb::blocked_range<std::int64_t>(0, n),
-                            [&](const oneapi::tbb::blocked_range<std::int64_t>& r) {
-                              for (std::int64_t i = r.begin(); i < r.end(); ++i) f(i);
-                            });
-}
-
 std::int64_t norm_axis(std::int64_t axis, std::size_t rank) {
   return axis < 0 ? axis + static_cast<std::int64_t>(rank) : axis;
 }
 
-// Strides of `s` broadcast (right-aligned) onto an output of rank r: 0 where
-// the operand lacks the dim or has size 1.
 std::vector<std::int64_t> broadcast_strides(const Shape& s, const Shape& out) {
   std::vector<std::int64_t> st(out.size(), 0);
   std::int64_t stride = 1;
@@ -67,6 +52,8 @@ float unary(OpKind k, float x) {
     default: return x;  // Identity, Dropout (inference)
   }
 }
+
+namespace {
 
 float binary(OpKind k, float x, float y) {
   switch (k) {
@@ -203,7 +190,9 @@ void k_norm(const KernelArgs& a) {
   });
 }
 
-void k_matmul(const KernelArgs& a) {
+}  // namespace
+
+GemmBatch matmul_batch(const KernelArgs& a) {
   const Shape& as = a.in_shapes[0];
   const Shape& bs = a.in_shapes[1];
   const Shape& os = a.out_shapes[0];
@@ -240,6 +229,13 @@ void k_matmul(const KernelArgs& a) {
     g.b_off.push_back(ob * g.k * g.n);
     g.c_off.push_back(i * g.m * g.n);
   }
+  return g;
+}
+
+namespace {
+
+void k_matmul(const KernelArgs& a) {
+  const GemmBatch g = matmul_batch(a);
   if (a.use_gpu) {
     gemm_gpu(g, a.in[0]->data(), a.in[0]->size(), a.in[1]->data(), a.in[1]->size(),
              a.out[0]->data(), a.out[0]->size());
@@ -248,11 +244,7 @@ void k_matmul(const KernelArgs& a) {
   }
 }
 
-// "ab,bc->ac": operands' letters and the output's.
-struct Equation {
-  std::vector<std::string> in;
-  std::string out;
-};
+}  // namespace
 
 std::optional<Equation> parse_equation(std::string eq) {
   eq.erase(std::remove(eq.begin(), eq.end(), ' '), eq.end());
@@ -271,6 +263,8 @@ std::optional<Equation> parse_equation(std::string eq) {
   }
   return e;
 }
+
+namespace {
 
 void k_einsum(const KernelArgs& a) {
   const auto eq = parse_equation(a.op->attrs.get_string("equation", ""));
@@ -433,6 +427,72 @@ void k_split(const KernelArgs& a) {
   }
 }
 
+// Joins the inputs along `axis` (never cut: each block holds the whole axis).
+void k_concat(const KernelArgs& a) {
+  const Shape& ys = a.out_shapes[0];
+  const auto axis = static_cast<std::size_t>(norm_axis(a.op->attrs.get_int("axis", 0), ys.size()));
+  std::int64_t outer = 1, inner = 1;
+  for (std::size_t d = 0; d < axis; ++d) outer *= ys[d];
+  for (std::size_t d = axis + 1; d < ys.size(); ++d) inner *= ys[d];
+  Buf& y = *a.out[0];
+  std::int64_t start = 0;
+  for (std::size_t j = 0; j < a.in.size(); ++j) {
+    const std::int64_t n = a.in_shapes[j][axis];
+    const Buf& x = *a.in[j];
+    for (std::int64_t o = 0; o < outer; ++o) {
+      const auto src = x.begin() + o * n * inner;
+      std::copy(src, src + n * inner, y.begin() + (o * ys[axis] + start) * inner);
+    }
+    start += n;
+  }
+}
+
+// Visits the output elements of a Slice block: f(output index, input index).
+template <class F>
+void for_each_sliced(const KernelArgs& a, F&& f) {
+  const SliceDims sd = slice_dims(*a.op, a.full_in_shapes[0]);
+  const Shape& xs = a.in_shapes[0];
+  const Shape& ys = a.out_shapes[0];
+  std::vector<std::int64_t> stride(xs.size(), 1);
+  for (std::size_t d = xs.size(); d-- > 1;) stride[d - 1] = stride[d] * xs[d];
+  for (std::int64_t o = 0; o < numel(ys); ++o) {
+    std::int64_t rest = o, off = 0;
+    for (std::size_t d = ys.size(); d-- > 0;) {
+      off += (sd.start[d] + (rest % ys[d]) * sd.step[d]) * stride[d];
+      rest /= ys[d];
+    }
+    f(static_cast<std::size_t>(o), static_cast<std::size_t>(off));
+  }
+}
+
+void k_slice(const KernelArgs& a) {
+  const Buf& x = *a.in[0];
+  Buf& y = *a.out[0];
+  for_each_sliced(a, [&](std::size_t o, std::size_t i) { y[o] = x[i]; });
+}
+
+// One-hot of integer indices (negative ones count from the depth's end, as
+// in ONNX; out of range: all off); the depth dim may be cut (depth_offset).
+void k_one_hot(const KernelArgs& a) {
+  const Shape& ys = a.out_shapes[0];
+  const auto axis = static_cast<std::size_t>(norm_axis(a.op->attrs.get_int("axis", -1), ys.size()));
+  const std::int64_t depth = a.op->attrs.get_int("depth", 0);
+  std::int64_t outer = 1, inner = 1;
+  for (std::size_t d = 0; d < axis; ++d) outer *= ys[d];
+  for (std::size_t d = axis + 1; d < ys.size(); ++d) inner *= ys[d];
+  const std::int64_t n = ys[axis];
+  const Buf& idx = *a.in[0];
+  Buf& y = *a.out[0];
+  parallel_rows(outer * inner, [&](std::int64_t r) {
+    const std::int64_t o = r / inner, i = r % inner;
+    auto c = static_cast<std::int64_t>(idx[static_cast<std::size_t>(r)]);
+    if (c < 0) c += depth;
+    for (std::int64_t k = 0; k < n; ++k) {
+      y[static_cast<std::size_t>((o * n + k) * inner + i)] = c == k + a.depth_offset ? 1.0f : 0.0f;
+    }
+  });
+}
+
 // Cross-entropy of logits [..., C] against class indices [...]: per row,
 // logsumexp - logit[label]; "mean" divides by the full batch, so a block's
 // sum is its partial share.
@@ -467,17 +527,7 @@ void k_cross_entropy(const KernelArgs& a) {
   y[0] = static_cast<float>(reduction == "mean" ? sum / full_rows : sum);
 }
 
-// One rank's attention block, read once per call: Q is [b,h,s,d], K [b,h,t,d], V [b,h,t,e];
-// the optional mask broadcasts onto the scores [b,h,s,t] through `ms`.
-struct AttentionBlock {
-  std::int64_t nb = 0, nh = 0, ns = 0, nd = 0, nt = 0, ne = 0;
-  std::int64_t first_query = 0;  // key position of local query row 0 (the causal limit)
-  bool causal = false;
-  const Buf* mask = nullptr;
-  bool bool_mask = false;
-  std::vector<std::int64_t> ms;
-  double scale = 1.0;
-};
+}  // namespace
 
 AttentionBlock attention_block(const KernelArgs& a) {
   const Shape& qs = a.in_shapes[0];
@@ -517,6 +567,8 @@ double attention_score(const AttentionBlock& g, const Buf& q, const Buf& k, std:
   if (!g.bool_mask) return x + mv;
   return mv == 0.0f ? -std::numeric_limits<double>::infinity() : x;
 }
+
+namespace {
 
 // One query row: scores, softmax (a fully hidden row gives zeros), then the weighted sum of V.
 void attention_row(const AttentionBlock& g, const KernelArgs& a, std::int64_t r) {
@@ -578,6 +630,38 @@ void gemm_cpu(const GemmBatch& g, const float* a, const float* b, float* c) {
   });
 }
 
+SliceDims slice_dims(const ir::Operator& op, const ir::Shape& full_in) {
+  SliceDims sd;
+  sd.start.assign(full_in.size(), 0);
+  sd.step.assign(full_in.size(), 1);
+  const auto starts = op.attrs.get_ints("starts");
+  const auto ends = op.attrs.get_ints("ends");
+  if (!starts || !ends) return sd;
+  std::vector<std::int64_t> axes(starts->size());
+  for (std::size_t i = 0; i < axes.size(); ++i) axes[i] = static_cast<std::int64_t>(i);
+  if (const auto ax = op.attrs.get_ints("axes")) axes = *ax;
+  const auto steps = op.attrs.get_ints("steps");
+  for (std::size_t i = 0; i < starts->size(); ++i) {
+    const auto d = static_cast<std::size_t>(norm_axis(axes[i], full_in.size()));
+    const std::int64_t dim = full_in[d];
+    const std::int64_t step = steps ? (*steps)[i] : 1;
+    std::int64_t start = (*starts)[i], end = (*ends)[i];
+    if (start < 0) start += dim;
+    if (end < 0) end += dim;
+    if (step > 0) {
+      start = std::clamp<std::int64_t>(start, 0, dim);
+      end = std::clamp<std::int64_t>(end, 0, dim);
+    } else {
+      start = std::clamp<std::int64_t>(start, 0, dim - 1);
+    }
+    // The whole dim in order is no slice: the block's own extent is kept.
+    if (step == 1 && start == 0 && end == dim) continue;
+    sd.start[d] = start;
+    sd.step[d] = step;
+  }
+  return sd;
+}
+
 void run_kernel(const KernelArgs& a) {
   const OpKind k = a.op->kind;
   if (ir::is_unary_elementwise(k) || k == OpKind::Cast || k == OpKind::Dropout) return k_unary(a);
@@ -602,6 +686,9 @@ void run_kernel(const KernelArgs& a) {
     case OpKind::ReduceMax: return k_reduce(a);
     case OpKind::Attention: return k_attention(a);
     case OpKind::Split: return k_split(a);
+    case OpKind::Concat: return k_concat(a);
+    case OpKind::Slice: return k_slice(a);
+    case OpKind::OneHot: return k_one_hot(a);
     case OpKind::SoftmaxCrossEntropy: return k_cross_entropy(a);
     default: throw Error(Errc::kInternal, "no kernel for " + a.op->type);
   }
@@ -631,10 +718,19 @@ std::string kernel_support(const ir::Graph& g, const ir::Operator& op) {
     case OpKind::ReduceMax:
     case OpKind::Attention:
     case OpKind::Split:
+    case OpKind::Concat:
       if ((k == OpKind::ReduceSum || k == OpKind::ReduceMean || k == OpKind::ReduceMax) &&
           op.inputs.size() > 1) {
         return "axes given as an input";
       }
+      return {};
+    case OpKind::Slice:
+      if (op.inputs.size() > 1 || !op.attrs.get_ints("starts"))
+        return "slice bounds given as inputs have no kernel";
+      return {};
+    case OpKind::OneHot:
+      if (op.inputs.size() > 1) return "depth and values given as inputs have no kernel";
+      if (op.attrs.has("values")) return "one-hot values other than 0 and 1 have no kernel";
       return {};
     case OpKind::SoftmaxCrossEntropy: {
       if (op.inputs.size() != 2) return "class weights have no kernel";

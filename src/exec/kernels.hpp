@@ -10,6 +10,11 @@
 #include <string>
 #include <vector>
 
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/parallel_for.h>
+
+#include <optional>
+
 #include "recsearch/ir/graph.hpp"
 
 namespace recsearch::exec::detail {
@@ -42,12 +47,79 @@ struct KernelArgs {
   std::vector<ir::Shape> full_in_shapes;  // whole tensors (ReduceMean counts, Attention causal)
   std::int64_t gather_offset = 0;         // first table row held (Gather)
   std::int64_t query_offset = 0;          // first query position held (Attention)
+  std::int64_t depth_offset = 0;          // first class held on the depth dim (OneHot)
   bool bool_mask = false;                 // Attention mask holds keep flags, not addends
   bool use_gpu = false;                   // GEMMs through cuBLAS
+  // SoftmaxCrossEntropy with its class dim cut: every row's log-sum-exp over
+  // all classes (kept by the forward pass) and the first class held.
+  const Buf* row_lse = nullptr;
+  std::int64_t class_offset = 0;
 };
+
+// Shared by the forward and backward kernels.
+[[nodiscard]] std::int64_t numel(const ir::Shape& s);
+[[nodiscard]] std::int64_t norm_axis(std::int64_t axis, std::size_t rank);
+// Strides of `s` broadcast (right-aligned) onto `out`: 0 where the operand
+// lacks the dim or has size 1.
+[[nodiscard]] std::vector<std::int64_t> broadcast_strides(const ir::Shape& s, const ir::Shape& out);
+[[nodiscard]] float unary(ir::OpKind k, float x);
+
+// f(i) for i in [0, n), split over oneTBB tasks.
+template <class F>
+void parallel_rows(std::int64_t n, F&& f) {
+  oneapi::tbb::parallel_for(oneapi::tbb::blocked_range<std::int64_t>(0, n),
+                            [&](const oneapi::tbb::blocked_range<std::int64_t>& r) {
+                              for (std::int64_t i = r.begin(); i < r.end(); ++i) f(i);
+                            });
+}
+
+// The batched GEMM a MatMul or BatchMatMul runs on its blocks.
+[[nodiscard]] GemmBatch matmul_batch(const KernelArgs& a);
+
+// "ab,bc->ac": operands' letters and the output's.
+struct Equation {
+  std::vector<std::string> in;
+  std::string out;
+};
+[[nodiscard]] std::optional<Equation> parse_equation(std::string eq);
+
+// One rank's attention block, read once per call: Q is [b,h,s,d], K [b,h,t,d], V [b,h,t,e];
+// the optional mask broadcasts onto the scores [b,h,s,t] through `ms`.
+struct AttentionBlock {
+  std::int64_t nb = 0, nh = 0, ns = 0, nd = 0, nt = 0, ne = 0;
+  std::int64_t first_query = 0;  // key position of local query row 0 (the causal limit)
+  bool causal = false;
+  const Buf* mask = nullptr;
+  bool bool_mask = false;
+  std::vector<std::int64_t> ms;
+  double scale = 1.0;
+};
+
+[[nodiscard]] AttentionBlock attention_block(const KernelArgs& a);
+// Scaled score of query row r (= (b*nh + h)*ns + s) against key t, with the mask applied;
+// -inf where causality or a boolean mask hides the key.
+[[nodiscard]] double attention_score(const AttentionBlock& g, const Buf& q, const Buf& k,
+                                     std::int64_t r, std::int64_t t);
+
+// ONNX Slice of a block: per dim, the first element taken and the step
+// (dims the slice keeps whole: 0 and 1, whatever the block's extent, so that
+// a dim cut across ranks stays whole on each).
+struct SliceDims {
+  std::vector<std::int64_t> start, step;
+};
+[[nodiscard]] SliceDims slice_dims(const ir::Operator& op, const ir::Shape& full_in);
 
 // Runs the kernel of args.op->kind. Outputs must be sized already.
 void run_kernel(const KernelArgs& args);
+
+// The backward of args.op on the same blocks the forward kernel saw (its
+// inputs; outputs unused: what a gradient formula needs is recomputed from
+// the inputs). dy[j] is the gradient of output j in the output's block
+// shape (every output given); dx[j] accumulates (+=) the gradient of input
+// j, sized like its block, or is nullptr when input j needs none. On the
+// CPU, in double where a sum spans many terms.
+void run_backward_kernel(const KernelArgs& args, const std::vector<const Buf*>& dy,
+                         const std::vector<Buf*>& dx);
 
 // Empty when the kind (with these attributes) has a kernel, else why not.
 [[nodiscard]] std::string kernel_support(const ir::Graph& g, const ir::Operator& op);

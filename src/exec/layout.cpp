@@ -417,7 +417,159 @@ void charge_tensor(BytePrediction& out, const ir::Graph& g, const PlanLayouts& p
   if (partial) charge(out, pl, element_bytes, tensor, pl.holders[t], whole);
 }
 
+bool floating(ir::DType d) {
+  switch (d) {
+    case ir::DType::I64:
+    case ir::DType::I32:
+    case ir::DType::I16:
+    case ir::DType::I8:
+    case ir::DType::U8:
+    case ir::DType::Bool: return false;
+    default: return true;
+  }
+}
+
+// The gradient of a tensor in layout l is taken in l's dual: partial -> replicated.
+Layout dual(Layout l) {
+  for (auto& x : l) {
+    if (x.kind == LayoutKind::Partial) x = AxisLayout::replicate();
+  }
+  return l;
+}
+
+// Operator o is cut on axis a when one of its outputs is not replicated there
+// (a cut parallel loop reaches every output, a cut reduction leaves it partial).
+bool cut_on(const PlanLayouts& pl, ir::OpId o, std::size_t a) {
+  for (const Layout& l : pl.ops[o].outputs) {
+    if (l[a].kind != LayoutKind::Replicate) return true;
+  }
+  return false;
+}
+
+// The distinct layouts of a tensor's gradient contributions, in the order
+// the executor's reverse pass meets them.
+std::vector<Layout> contribution_layouts(const ir::Graph& g, const GradientLayouts& gl,
+                                         ir::TensorId t) {
+  std::vector<Layout> out;
+  const std::vector<ir::OpId> order = g.topological_order();
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const ir::Operator& op = g.op(*it);
+    for (std::size_t j = 0; j < op.inputs.size(); ++j) {
+      const std::optional<Layout>& l = gl.input[*it][j];
+      if (op.inputs[j] != t || !l) continue;
+      if (std::find(out.begin(), out.end(), *l) == out.end()) out.push_back(*l);
+    }
+  }
+  return out;
+}
+
 }  // namespace
+
+bool differentiable_input(const ir::Graph& g, const ir::Operator& op, std::size_t j) {
+  if (!floating(g.tensor(op.inputs[j]).dtype)) return false;
+  if ((op.kind == ir::OpKind::Gather || op.kind == ir::OpKind::SoftmaxCrossEntropy) && j > 0)
+    return false;
+  return true;
+}
+
+namespace {
+
+// The ZeRO shard of parameter t's gradient (see GradientLayouts), or its
+// holder layout when it has no data-parallel axis or no dim to shard.
+Layout zero_shard(const ir::Graph& g, const PlanLayouts& pl, ir::TensorId t) {
+  const Layout& holder = pl.holders[t];
+  const ir::Tensor& tensor = g.tensor(t);
+  ir::OpId first = ir::kNone;
+  for (const ir::OpId o : tensor.consumers) first = std::min(first, o);
+  // The innermost data-parallel axis: the partial sums over the outer ones
+  // are then reduced on the shard (reduce-scatter inside, all-reduce of the
+  // piece outside), the hierarchical reduction's bytes without its gather.
+  std::optional<std::size_t> dp;
+  for (std::size_t a = 0; first != ir::kNone && a < holder.size(); ++a) {
+    if (holder[a].kind == LayoutKind::Replicate && cut_on(pl, first, a)) dp = a;
+  }
+  if (!dp) return holder;
+  const std::int64_t ways = pl.mesh[*dp];
+  for (std::size_t d = 0; d < tensor.shape.size(); ++d) {
+    const bool split = std::any_of(holder.begin(), holder.end(), [&](const AxisLayout& x) {
+      return x.kind == LayoutKind::Shard && x.dim == static_cast<int>(d);
+    });
+    if (split || tensor.shape[d] % ways != 0) continue;
+    Layout shard = holder;
+    shard[*dp] = AxisLayout::shard(static_cast<int>(d));
+    return shard;
+  }
+  return holder;
+}
+
+}  // namespace
+
+GradientLayouts gradient_layouts(const ir::Graph& g, const PlanLayouts& pl, int zero_stage) {
+  GradientLayouts gl;
+  gl.needs_grad.assign(g.num_tensors(), false);
+  for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
+    const ir::Tensor& tensor = g.tensor(t);
+    gl.needs_grad[t] = tensor.kind == ir::TensorKind::Parameter && floating(tensor.dtype);
+  }
+  for (const ir::OpId o : g.topological_order()) {
+    const ir::Operator& op = g.op(o);
+    bool any = false;
+    for (std::size_t j = 0; j < op.inputs.size(); ++j)
+      any = any || (gl.needs_grad[op.inputs[j]] && differentiable_input(g, op, j));
+    for (const ir::TensorId out : op.outputs)
+      gl.needs_grad[out] = any && floating(g.tensor(out).dtype);
+  }
+  gl.target.resize(g.num_tensors());
+  for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
+    const ir::Tensor& tensor = g.tensor(t);
+    if (tensor.producer != ir::kNone) {
+      gl.target[t] = dual(pl.holders[t]);
+    } else if (zero_stage > 0 && gl.needs_grad[t]) {
+      gl.target[t] = zero_shard(g, pl, t);
+    } else {
+      gl.target[t] = pl.holders[t];
+    }
+  }
+  gl.input.resize(g.num_operators());
+  for (ir::OpId o = 0; o < g.num_operators(); ++o) {
+    const ir::Operator& op = g.op(o);
+    gl.input[o].resize(op.inputs.size());
+    bool out_grad = false;
+    for (const ir::TensorId out : op.outputs) out_grad = out_grad || gl.needs_grad[out];
+    if (!out_grad) continue;
+    for (std::size_t j = 0; j < op.inputs.size(); ++j) {
+      if (!gl.needs_grad[op.inputs[j]] || !differentiable_input(g, op, j)) continue;
+      Layout l = pl.ops[o].inputs[j];
+      for (std::size_t a = 0; a < l.size(); ++a) {
+        if (l[a].kind == LayoutKind::Replicate && cut_on(pl, o, a)) l[a] = AxisLayout::partial();
+      }
+      gl.input[o][j] = std::move(l);
+    }
+  }
+  return gl;
+}
+
+TrainBytePrediction predict_train_bytes(const ir::Graph& g, const PlanLayouts& pl, int zero_stage,
+                                        double element_bytes) {
+  TrainBytePrediction out;
+  out.backward.per_axis.assign(pl.mesh.size(), 0.0);
+  out.gradient_sync.per_axis.assign(pl.mesh.size(), 0.0);
+  const GradientLayouts gl = gradient_layouts(g, pl, zero_stage);
+  for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
+    if (!gl.needs_grad[t]) continue;
+    const ir::Tensor& tensor = g.tensor(t);
+    BytePrediction& into =
+        tensor.kind == ir::TensorKind::Parameter ? out.gradient_sync : out.backward;
+    const std::vector<Layout> from = contribution_layouts(g, gl, t);
+    for (const Layout& l : from) {
+      if (l != gl.target[t]) charge(into, pl, element_bytes, tensor, l, gl.target[t]);
+    }
+    // ZeRO: the updated shard is gathered back into the holder's layout.
+    if (tensor.producer == ir::kNone && !from.empty() && gl.target[t] != pl.holders[t])
+      charge(into, pl, element_bytes, tensor, gl.target[t], pl.holders[t]);
+  }
+  return out;
+}
 
 BytePrediction predict_exec_bytes(const ir::Graph& g, const PlanLayouts& pl, double element_bytes) {
   BytePrediction out;

@@ -379,7 +379,154 @@ def case_nccl():
     return 0
 
 
-CASES = {"kinds": case_kinds, "vocab": case_vocab_parallel, "bundled": case_bundled, "failures": case_failures, "nccl": case_nccl}
+# ---- training steps (--train) ---------------------------------------------
+
+def train_numbers(out):
+    """Per phase of a training step: (measured, predicted, model, calls)."""
+    nums = {}
+    for phase in ("forward", "backward", "gradient sync"):
+        m = re.search(phase + r": measured (\d+), predicted (\d+), cost model (\d+) \((?:equal|differs)\); "
+                      r"collectives: all-gather (\d+), all-reduce (\d+), reduce-scatter (\d+), all-to-all (\d+)", out)
+        nums[phase] = (int(m.group(1)), int(m.group(2)), int(m.group(3)),
+                       tuple(int(x) for x in m.groups()[3:])) if m else None
+    return nums
+
+
+def train_ok(label, n, graph_path, plan_path, optimizer="sgd-momentum", steps=3, backward_traffic=False,
+             sync_model_equal=False, extra=()):
+    """--train --check must pass: every step's loss and the trained
+    parameters equal a one-device run, and every phase's bytes the
+    prediction from the layouts (the command checks both, on every rank)."""
+    args = [graph_path, plan_path, "--train", "--steps", str(steps), "--check", "--optimizer", optimizer,
+            "--lr", "0.001" if optimizer == "adam" else "0.01", "--timeout", "60"] + list(extra)
+    rc, out, err, secs = mpirun(n, args)
+    print(f"train {label}: {n} ranks, rc {rc}, {secs:.1f} s", flush=True)
+    if not check(rc == 0 and "check: passed" in out, f"train {label}: rc {rc}\n{out}\n{err}"):
+        return
+    nums = train_numbers(out)
+    if not check(all(nums.values()), f"train {label}: report unreadable\n{out}"):
+        return
+    for phase, (measured, predicted, _, _) in nums.items():
+        check(measured == predicted, f"train {label}: {phase} measured {measured} != predicted {predicted}")
+    losses = re.search(r"loss \(sum of one-element outputs and 1/2 mean\(y\^2\) of the others\):\s+([^\n]+)", out)
+    check(losses is not None and len(losses.group(1).split()) == steps, f"train {label}: {steps} losses\n{out}")
+    if backward_traffic:
+        check(nums["backward"][0] > 0, f"train {label}: the backward pass sent nothing\n{out}")
+    if sync_model_equal:
+        measured, _, model, _ = nums["gradient sync"]
+        check(measured > 0 and measured == model,
+              f"train {label}: gradient sync measured {measured}, cost model {model}\n{out}")
+    print(out, end="", flush=True)
+
+
+def case_train():
+    """Training steps: the chain graph's hand-written plans (every
+    redistribution kind, forward and backward, on 1 and 2 axes, partial sums
+    reduced hierarchically), a vocabulary-parallel loss, and searched,
+    data-parallel and tensor-parallel (megatron) plans of an MLP and a
+    transformer block; ZeRO 1 and 2; then a wrong gradient on one rank must
+    fail the check, and a ZeRO 3 plan must be refused."""
+    m, k, n, p = 24, 48, 36, 12
+    g = chain_graph(m, k, n, p)
+    gp = write("chain_train.json", g)
+    for label, mesh, cuts in (("one axis", [2], ONE_AXIS), ("two axes", [2, 2], TWO_AXES),
+                              ("hierarchical", [2, 2], HIERARCHICAL)):
+        pp = write(f"chain_train_{label}.plan.json", plan_json(g, mesh, cuts))
+        train_ok(f"chain {label}", mesh[0] * (mesh[1] if len(mesh) > 1 else 1), gp, pp, backward_traffic=True)
+    cost = write("train_no_latency.json", {"count_latency": False})  # plans that cut
+    lg = loss_graph(8, 12, 20, "mean")
+    lgp = write("loss_train.json", lg)
+    pp = write("loss_train.plan.json", plan_json(lg, [2, 2], {"mm": ["i", "j"], "ce": ["b0", "c"]}))
+    train_ok("vocabulary-parallel loss", 4, lgp, pp, optimizer="sgd")
+    for gpath in (os.path.join(ROOT, "data/graphs/ffn.json"),
+                  os.path.join(ROOT, "tests/exec/graphs/gpt2_block_small.json")):
+        for algo, ranks in (("rec", 4), ("data-parallel", 2), ("megatron", 2), ("megatron", 4)):
+            plan = os.path.join(TMP, f"{os.path.basename(gpath)}.{algo}.{ranks}.train.plan.json")
+            s = subprocess.run([BIN, "search", gpath, "--devices", str(ranks), "--algo", algo, "--zero", "0",
+                                "--microbatches", "1", "--cost", cost, "-q", "-o", plan],
+                               capture_output=True, text=True)
+            if not check(s.returncode == 0, f"search {gpath} {algo} {ranks}: {s.stderr}"):
+                continue
+            train_ok(f"{os.path.basename(gpath)} {algo} on {ranks}", ranks, gpath, plan, optimizer="adam",
+                     steps=2, backward_traffic=algo == "megatron", sync_model_equal=algo == "data-parallel")
+    # A wrong backward on one rank (mm3's gradients doubled there; mm3 is
+    # operator 6, and the gradients before the Softmax vanish in this graph,
+    # whose rows of softmax weights sum to one) must fail the check, with the
+    # gradient and parameter named.
+    pp = write("chain_train_fault.plan.json", plan_json(g, [2], ONE_AXIS))
+    rc, out, err, _ = mpirun(2, [gp, pp, "--train", "--steps", "2", "--check", "--fault", "1:grad:6"])
+    check(rc not in (0, None) and "check: FAILED" in out and "check gradient of w3" in out,
+          f"wrong gradient not caught: rc {rc}\n{out}\n{err}")
+    # ZeRO 1 and 2: the gradient reduce-scattered into shards, the optimizer
+    # on the shard, the parameter gathered back: the same bytes as the
+    # all-reduce, which the cost model counts exactly on data-parallel plans.
+    gpt = os.path.join(ROOT, "tests/exec/graphs/gpt2_block_small.json")
+    for zero in ("1", "2"):
+        for ranks in (2, 4):
+            zplan = os.path.join(TMP, f"zero{zero}.{ranks}.plan.json")
+            s = subprocess.run([BIN, "search", gpt, "--devices", str(ranks), "--algo", "data-parallel",
+                                "--zero", zero, "--microbatches", "1", "-q", "-o", zplan],
+                               capture_output=True, text=True)
+            if check(s.returncode == 0, f"search --zero {zero}: {s.stderr}"):
+                train_ok(f"ZeRO {zero} data-parallel on {ranks}", ranks, gpt, zplan, optimizer="adam", steps=2,
+                         sync_model_equal=True)
+    # Training settings exec does not run are refused before any traffic.
+    zplan = os.path.join(TMP, "zero3.plan.json")
+    s = subprocess.run([BIN, "search", gpt, "--devices", "2", "--algo", "data-parallel", "--zero", "3",
+                        "--microbatches", "1", "-q", "-o", zplan], capture_output=True, text=True)
+    if check(s.returncode == 0, f"search --zero 3: {s.stderr}"):
+        rc, out, err, _ = mpirun(2, [gpt, zplan, "--train"])
+        check(rc == 2 and "does not run ZeRO stage 3" in err, f"ZeRO 3 not refused: rc {rc}\n{out}\n{err}")
+
+
+def layout_kinds_graph(m, k, n, depth):
+    """x[m,k] @ w[k,n] -> h; a = Slice(h, dim 1 from 2, step 2); b = ReLU(h);
+    c = Concat(a, b, dim 1); oh = OneHot(ids[m], depth); y = c + oh."""
+    t = lambda name, shape, kind=None, dtype="f32": dict(name=name, shape=shape, dtype=dtype,
+                                                         **({"kind": kind} if kind else {}))
+    half = (n - 2 + 1) // 2
+    width = half + n
+    assert depth == width
+    return {"format": "recsearch.graph", "version": 1, "name": "layout_kinds",
+            "tensors": [t("x", [m, k], "input"), t("w", [k, n], "parameter"), t("ids", [m], "input", "i64"),
+                        t("h", [m, n]), t("a", [m, half]), t("b", [m, n]), t("c", [m, width]),
+                        t("oh", [m, depth]), t("y", [m, width])],
+            "operators": [dict(name="mm", type="MatMul", inputs=["x", "w"], outputs=["h"]),
+                          dict(name="sl", type="Slice", inputs=["h"], outputs=["a"],
+                               attrs={"starts": [2], "ends": [n], "axes": [1], "steps": [2]}),
+                          dict(name="act", type="ReLU", inputs=["h"], outputs=["b"]),
+                          dict(name="cat", type="Concat", inputs=["a", "b"], outputs=["c"], attrs={"axis": 1}),
+                          dict(name="oh", type="OneHot", inputs=["ids"], outputs=["oh"], attrs={"depth": depth}),
+                          dict(name="add", type="Add", inputs=["c", "oh"], outputs=["y"])]}
+
+
+def case_layout_kinds():
+    """Concat, Slice and OneHot: hand-written plans (the one-hot's depth dim
+    cut, the slice and the concat cut across rows) and searched ones, forward
+    and training steps, on 2 and 4 ranks."""
+    m, k, n = 8, 6, 10
+    g = layout_kinds_graph(m, k, n, 14)
+    gp = write("layout_kinds.json", g)
+    one = {"mm": ["i"], "sl": ["d0"], "act": ["d1"], "cat": ["d0"], "oh": ["d1"], "add": ["d1"]}
+    two = {"mm": ["j", "i"], "sl": ["d0", None], "act": ["d1", "d0"], "cat": ["d0", "d0"],
+           "oh": ["d1", "d0"], "add": ["d0", "d1"]}
+    for label, mesh, cuts in (("one axis", [2], one), ("2x2", [2, 2], two)):
+        ranks = mesh[0] * (mesh[1] if len(mesh) > 1 else 1)
+        pp = write(f"layout_kinds_{ranks}.plan.json", plan_json(g, mesh, cuts))
+        run_ok(f"concat, slice, one-hot on {label}", ranks, gp, pp)
+        train_ok(f"concat, slice, one-hot on {label}", ranks, gp, pp, backward_traffic=True)
+    cost = write("layout_kinds_no_latency.json", {"count_latency": False})
+    for algo, ranks in (("rec", 4), ("megatron", 2)):
+        plan = os.path.join(TMP, f"layout_kinds.{algo}.{ranks}.plan.json")
+        s = subprocess.run([BIN, "search", gp, "--devices", str(ranks), "--algo", algo, "--zero", "0",
+                            "--microbatches", "1", "--cost", cost, "-q", "-o", plan], capture_output=True, text=True)
+        if check(s.returncode == 0, f"search layout_kinds {algo} {ranks}: {s.stderr}"):
+            run_ok(f"concat, slice, one-hot {algo} on {ranks}", ranks, gp, plan)
+            train_ok(f"concat, slice, one-hot {algo} on {ranks}", ranks, gp, plan, optimizer="adam")
+
+
+CASES = {"kinds": case_kinds, "vocab": case_vocab_parallel, "bundled": case_bundled, "failures": case_failures, "nccl": case_nccl,
+         "train": case_train, "layout_kinds": case_layout_kinds}
 
 
 def main(argv):

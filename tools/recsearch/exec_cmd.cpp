@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "recsearch/error.hpp"
 #include "recsearch/exec/driver.hpp"
 #include "subcommand.hpp"
 
@@ -22,17 +23,27 @@ void add_exec_command(CLI::App& app, Registry& reg) {
       ->check(CLI::IsMember({"mpi", "nccl"}));
   cmd->add_flag("--check", a->check,
                 "compare the outputs with a one-device run, and the bytes sent with the plan's");
-  cmd->add_option("--steps", a->steps, "forward passes to time (default 1)")
+  cmd->add_option("--steps", a->steps, "forward passes, or training steps, to time (default 1)")
       ->check(CLI::Range(1, 1000000));
+  cmd->add_flag("--train", a->train,
+                "run training steps: forward, backward, gradient synchronisation, optimizer step");
+  cmd->add_option("--optimizer", a->optimizer, "with --train: sgd (default), sgd-momentum or adam")
+      ->check(CLI::IsMember({"sgd", "sgd-momentum", "adam"}));
+  cmd->add_option("--lr", a->lr, "with --train: learning rate (default 0.01)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--seed", a->seed, "seed of the random inputs and parameters (default 1)");
   cmd->add_option("--timeout", a->timeout_s,
                   "seconds a collective may take before every rank stops (default 60, 0 = none)")
       ->check(CLI::Range(0.0, 1e9));
   CLI::Option* fault_opt =
-      cmd->add_option("--fault", *fault,
-                      "testing: RANK:KIND[:OP], KIND throw, kill or stall before operator OP")
+      cmd->add_option(
+             "--fault", *fault,
+             "testing: RANK:KIND[:OP], KIND throw, kill or stall before operator OP, or grad (OP's "
+             "backward gives doubled gradients)")
           ->type_name("RANK:KIND[:OP]");
   reg.push_back({cmd, [=] {
+                   if (!a->train && (cmd->count("--optimizer") > 0 || cmd->count("--lr") > 0))
+                     throw Error(Errc::kUsage, "--optimizer and --lr need --train");
                    a->backend = *backend == "nccl" ? exec::Backend::Nccl : exec::Backend::Mpi;
                    if (fault_opt->count() > 0) a->fault = *fault;
                    return exec::run_exec(*a, nullptr, nullptr);

@@ -16,13 +16,19 @@ struct ExecArgs {
   std::string graph;
   std::string plan;
   Backend backend = Backend::Mpi;
-  bool check = false;      // compare with a one-device run on rank 0, bytes with the prediction
-  int steps = 1;           // forward passes timed
+  bool check = false;  // compare with a one-device run on rank 0, bytes with the prediction
+  int steps = 1;       // forward passes (or training steps) timed
+  // Training (--train): each step is a forward pass, the backward pass, the
+  // gradient synchronisation and an optimizer step (docs/exec.md, Training).
+  bool train = false;
+  std::string optimizer = "sgd";  // sgd, sgd-momentum or adam
+  double lr = 0.01;
   std::uint64_t seed = 1;  // input values
   double timeout_s = 60;   // per collective; 0 = wait forever
   // Testing failure handling: "RANK:KIND[:OP]" with KIND throw (an error on
   // that rank before operator OP), kill (SIGKILL there) or stall (that rank
-  // sleeps there, its peers time out).
+  // sleeps there, its peers time out); with --train also grad (operator OP's
+  // backward gives doubled gradients on that rank, which --check must catch).
   std::optional<std::string> fault;
 };
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The executor: runs the forward pass (inference semantics: Dropout is the
-// identity) of a planned graph on each rank's blocks.
+// identity) of a planned graph on each rank's blocks, and in training the
+// backward pass, the gradient synchronisation and an optimizer step.
 //
 // Every tensor lives in its holder's layout (exec/layout.hpp). Before an
 // operator runs, each input is brought to the layout the operator's cuts
@@ -17,6 +18,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +30,9 @@
 #include "recsearch/plan/plan.hpp"
 
 namespace recsearch::exec {
+namespace detail {
+struct KernelArgs;
+}
 
 // Operators the executor cannot run under `p`, one line each ("name (Type):
 // why"): kinds without a kernel, and cuts whose blocks a kernel cannot
@@ -45,6 +50,20 @@ struct ExecOptions {
   bool use_gpu = false;  // GEMMs on the GPU (cuBLAS), elementwise kernels in CUDA
   // Called before each operator runs (tests inject failures through it).
   std::function<void(ir::OpId)> before_op;
+  // Testing: this operator's backward doubles the gradients it gives its
+  // inputs on this rank (a wrong gradient that --check must catch).
+  std::optional<ir::OpId> corrupt_backward_op = std::nullopt;
+};
+
+// The optimizer step of exec --train, applied elementwise to each rank's
+// block of every parameter with the synchronised gradient (so a sharded
+// parameter's update is its block of the one-device update).
+enum class Optimizer : std::uint8_t { Sgd, SgdMomentum, Adam };
+struct OptimizerSettings {
+  Optimizer kind = Optimizer::Sgd;
+  double lr = 0.01;
+  double momentum = 0.9;                          // SgdMomentum: v = momentum·v + g; w -= lr·v
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // Adam, bias-corrected
 };
 
 class Executor {
@@ -68,11 +87,43 @@ class Executor {
   // The full tensor on rank 0 (empty elsewhere), assembled from every
   // rank's block; collective (uncounted).
   [[nodiscard]] std::vector<float> gather_full(ir::TensorId t);
+  // The same for a trained parameter's synchronised gradient (after sync_gradients()).
+  [[nodiscard]] std::vector<float> gather_gradient(ir::TensorId t);
+  // This rank's block of that gradient.
+  [[nodiscard]] const LocalTensor& gradient(ir::TensorId t) const;
   [[nodiscard]] const PlanLayouts& layouts() const noexcept { return layouts_; }
+
+  // Training (docs/exec.md, Training). The loss of a step is the sum over
+  // graph outputs of the output itself when it has one element (a loss the
+  // graph computes) and of ½·mean(y²) otherwise. loss() after run():
+  // collective (uncounted), the value on rank 0 (0 elsewhere).
+  [[nodiscard]] double loss();
+  // After run(): seeds every output's gradient from the loss and runs each
+  // operator's backward in reverse topological order, moving gradients
+  // between layouts as GradientLayouts says (counted traffic). Parameter
+  // gradients are left as per-rank contributions for sync_gradients().
+  void backward();
+  // Sums every parameter's contributions into its holder layout: the
+  // all-reduce over its replicated (data-parallel) axes, reduce-scatter
+  // where it is sharded but a use left partial sums.
+  void sync_gradients();
+  // One optimizer step on every parameter's block (after sync_gradients()).
+  void optimizer_step(const OptimizerSettings& s);
+  // Parameters that get a gradient, in tensor id order.
+  [[nodiscard]] const std::vector<ir::TensorId>& trained() const noexcept { return trained_; }
+  [[nodiscard]] const GradientLayouts& gradient_layouts() const noexcept { return grads_layout_; }
 
  private:
   void make_inputs();
   void run_op(ir::OpId o);
+  std::vector<float> gather(const LocalTensor& b);
+  // The kernel arguments of operator o on the blocks the forward pass used
+  // (inputs redistributed to the operator's layouts, made if missing).
+  detail::KernelArgs op_args(ir::OpId o);
+  void backward_op(ir::OpId o);
+  // Tensor t's gradient in its GradientLayouts target: the sum of its
+  // contributions, each distinct layout summed locally and moved once.
+  LocalTensor& collect_gradient(ir::TensorId t);
 
   const ir::Graph& g_;
   const std::vector<algebra::OpSpace>& spaces_;
@@ -84,6 +135,14 @@ class Executor {
   std::vector<std::unique_ptr<LocalTensor>> held_;  // per tensor, holder layout
   std::vector<std::deque<LocalTensor>> copies_;     // per tensor, other layouts made
   std::vector<ir::TensorId> outputs_;
+  // Training state.
+  GradientLayouts grads_layout_;
+  std::vector<ir::TensorId> trained_;
+  std::vector<std::vector<LocalTensor>> contributions_;  // per tensor, in arrival order
+  std::vector<std::unique_ptr<LocalTensor>> grads_;      // per tensor, summed
+  std::vector<std::vector<float>> row_lse_;              // per op: a cut loss's log-sum-exps
+  std::vector<std::vector<float>> moment1_, moment2_;    // per tensor: optimizer state
+  std::int64_t optimizer_steps_ = 0;
 };
 
 }  // namespace recsearch::exec

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -115,5 +116,50 @@ struct BytePrediction {
 };
 [[nodiscard]] BytePrediction predict_exec_bytes(const ir::Graph& g, const PlanLayouts& pl,
                                                 double element_bytes = 4.0);
+
+// Where gradients live in a training step (docs/exec.md, Training). The
+// gradient of an operator's output is taken in the dual of its layout (a
+// partial sum's gradient is replicated: every rank's term gets the whole
+// gradient; shards and copies stay as they are). The local backward kernel
+// then leaves each input's gradient contribution in the input's layout,
+// except on an axis where the operator is cut but the input is replicated:
+// there each rank holds its share of a sum (partial). Contributions of a
+// tensor are brought to its gradient layout with the same collectives as
+// the forward pass (P->R all-reduce, P->S reduce-scatter, S->R all-gather,
+// R->S a slice): for activations the dual of the holder's layout, for
+// parameters the holder's layout itself (the gradient synchronisation).
+// Under ZeRO stage 1 or 2 a parameter's gradient is reduce-scattered over
+// its innermost data-parallel axis (of those on which its holding operator,
+// its first use, is cut while it is replicated; the outer ones all-reduce
+// the shard) into a shard along its first dim that no axis splits and that
+// the axis divides; the optimizer updates that shard and all-gathers the
+// parameter back (a parameter without such a dim is all-reduced as in
+// stage 0: the same bytes).
+struct GradientLayouts {
+  std::vector<bool> needs_grad;  // per tensor: floating and downstream of a parameter
+  std::vector<Layout> target;    // per tensor: where its summed gradient lives (a ZeRO shard)
+  // Per op, per input: its contribution's layout (none when the input gets no gradient).
+  std::vector<std::vector<std::optional<Layout>>> input;
+};
+[[nodiscard]] GradientLayouts gradient_layouts(const ir::Graph& g, const PlanLayouts& pl,
+                                               int zero_stage = 0);
+
+// Whether input j of op receives a gradient from the operator's backward
+// kernel (floating operands other than indices and labels).
+[[nodiscard]] bool differentiable_input(const ir::Graph& g, const ir::Operator& op, std::size_t j);
+
+// Bytes one rank sends in the backward pass of a training step of the
+// execution layer, from the layouts alone: the activation gradients'
+// redistributions (`backward`) and the parameter gradients' (`gradient_sync`,
+// with ZeRO's all-gather of the updated shards): each distinct contribution
+// layout of a tensor is summed locally and moved once to the tensor's
+// gradient layout.
+struct TrainBytePrediction {
+  BytePrediction backward;
+  BytePrediction gradient_sync;
+};
+[[nodiscard]] TrainBytePrediction predict_train_bytes(const ir::Graph& g, const PlanLayouts& pl,
+                                                      int zero_stage = 0,
+                                                      double element_bytes = 4.0);
 
 }  // namespace recsearch::exec

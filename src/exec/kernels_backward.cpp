@@ -1,0 +1,583 @@
+// SPDX-License-Identifier: Apache-2.0
+// Backward kernels of the executor (exec/kernels.hpp, run_backward_kernel):
+// the vector-Jacobian product of each forward kernel on one rank's blocks.
+// Because every forward kernel is a function of its local blocks alone (the
+// layouts make it so), its exact local backward, fed with the output
+// gradient in the dual layout, gives each input's gradient contribution; the
+// executor sums the contributions across ranks (exec/layout.hpp,
+// GradientLayouts). Whatever a formula needs (softmax weights, norms' means,
+// a maximum's position) is recomputed from the inputs. Loops that scatter
+// into a broadcast operand run serially, so sums keep one order.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "exec/kernels.hpp"
+#include "recsearch/error.hpp"
+
+namespace recsearch::exec::detail {
+namespace {
+
+using ir::OpKind;
+using ir::Shape;
+
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;
+
+// d unary(k, x) / dx.
+double unary_derivative(OpKind k, double x, bool tanh_gelu) {
+  switch (k) {
+    case OpKind::ReLU: return x > 0 ? 1.0 : 0.0;
+    case OpKind::GeLU: {
+      if (tanh_gelu) {
+        const double c = 0.7978845608028654;
+        const double t = std::tanh(c * (x + 0.044715 * x * x * x));
+        return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * c * (1 + 3 * 0.044715 * x * x);
+      }
+      return 0.5 * (1 + std::erf(x * 0.70710678118654752)) + x * kInvSqrt2Pi * std::exp(-x * x / 2);
+    }
+    case OpKind::SiLU: {
+      const double s = 1 / (1 + std::exp(-x));
+      return s + x * s * (1 - s);
+    }
+    case OpKind::Sigmoid: {
+      const double s = 1 / (1 + std::exp(-x));
+      return s * (1 - s);
+    }
+    case OpKind::Tanh: {
+      const double t = std::tanh(x);
+      return 1 - t * t;
+    }
+    case OpKind::Exp: return std::exp(x);
+    case OpKind::Log: return 1 / x;
+    case OpKind::Sqrt: return 0.5 / std::sqrt(x);
+    case OpKind::Neg: return -1;
+    default: return 1;  // Identity, Dropout (inference), a floating Cast
+  }
+}
+
+void b_unary(const KernelArgs& a, const Buf& dy, Buf* dx) {
+  if (dx == nullptr) return;
+  const Buf& x = *a.in[0];
+  const OpKind kind = a.op->kind;
+  const bool tanh_gelu =
+      kind == OpKind::GeLU && a.op->attrs.get_string("approximate", "none") == "tanh";
+  parallel_rows(static_cast<std::int64_t>(x.size()), [&](std::int64_t i) {
+    const auto at = static_cast<std::size_t>(i);
+    (*dx)[at] += static_cast<float>(dy[at] * unary_derivative(kind, x[at], tanh_gelu));
+  });
+}
+
+// Partial derivatives of binary(k, x, y) with respect to x and y.
+std::pair<double, double> binary_derivatives(OpKind k, double x, double y) {
+  switch (k) {
+    case OpKind::Add: return {1, 1};
+    case OpKind::Sub: return {1, -1};
+    case OpKind::Mul: return {y, x};
+    case OpKind::Div: return {1 / y, -x / (y * y)};
+    case OpKind::Pow: {
+      const double p = std::pow(x, y);
+      return {y * std::pow(x, y - 1), x > 0 ? p * std::log(x) : 0.0};
+    }
+    // Ties go to x, as std::max and std::min pick it.
+    case OpKind::Maximum: return x >= y ? std::pair{1.0, 0.0} : std::pair{0.0, 1.0};
+    case OpKind::Minimum: return x <= y ? std::pair{1.0, 0.0} : std::pair{0.0, 1.0};
+    default: return {0, 0};
+  }
+}
+
+void b_binary(const KernelArgs& a, const Buf& dy, Buf* dx0, Buf* dx1) {
+  const Shape& out = a.out_shapes[0];
+  const auto sx = broadcast_strides(a.in_shapes[0], out);
+  const auto sy = broadcast_strides(a.in_shapes[1], out);
+  const Buf& x = *a.in[0];
+  const Buf& y = *a.in[1];
+  std::vector<double> gx(dx0 != nullptr ? x.size() : 0), gy(dx1 != nullptr ? y.size() : 0);
+  for (std::int64_t i = 0; i < numel(out); ++i) {
+    std::int64_t rest = i, ox = 0, oy = 0;
+    for (std::size_t d = out.size(); d-- > 0;) {
+      const std::int64_t c = rest % out[d];
+      rest /= out[d];
+      ox += c * sx[d];
+      oy += c * sy[d];
+    }
+    const auto [px, py] = binary_derivatives(a.op->kind, x[static_cast<std::size_t>(ox)],
+                                             y[static_cast<std::size_t>(oy)]);
+    const double g = dy[static_cast<std::size_t>(i)];
+    if (dx0 != nullptr) gx[static_cast<std::size_t>(ox)] += g * px;
+    if (dx1 != nullptr) gy[static_cast<std::size_t>(oy)] += g * py;
+  }
+  for (std::size_t i = 0; i < gx.size(); ++i) (*dx0)[i] += static_cast<float>(gx[i]);
+  for (std::size_t i = 0; i < gy.size(); ++i) (*dx1)[i] += static_cast<float>(gy[i]);
+}
+
+void b_bias_add(const KernelArgs& a, const Buf& dy, Buf* dx, Buf* db) {
+  const Shape& xs = a.in_shapes[0];
+  const auto axis = static_cast<std::size_t>(norm_axis(a.op->attrs.get_int("axis", -1), xs.size()));
+  std::int64_t inner = 1;
+  for (std::size_t d = axis + 1; d < xs.size(); ++d) inner *= xs[d];
+  const std::int64_t c = xs[axis];
+  if (dx != nullptr) {
+    for (std::size_t i = 0; i < dy.size(); ++i) (*dx)[i] += dy[i];
+  }
+  if (db == nullptr) return;
+  std::vector<double> g(static_cast<std::size_t>(c), 0.0);
+  for (std::size_t i = 0; i < dy.size(); ++i)
+    g[static_cast<std::size_t>((static_cast<std::int64_t>(i) / inner) % c)] += dy[i];
+  for (std::size_t i = 0; i < g.size(); ++i) (*db)[i] += static_cast<float>(g[i]);
+}
+
+void b_softmax(const KernelArgs& a, const Buf& dy, Buf* dx) {
+  if (dx == nullptr) return;
+  const Shape& xs = a.in_shapes[0];
+  const auto axis = static_cast<std::size_t>(norm_axis(a.op->attrs.get_int("axis", -1), xs.size()));
+  std::int64_t outer = 1, inner = 1;
+  for (std::size_t d = 0; d < axis; ++d) outer *= xs[d];
+  for (std::size_t d = axis + 1; d < xs.size(); ++d) inner *= xs[d];
+  const std::int64_t n = xs[axis];
+  const bool log = a.op->kind == OpKind::LogSoftmax;
+  const Buf& x = *a.in[0];
+  parallel_rows(outer * inner, [&](std::int64_t r) {
+    const std::int64_t base = (r / inner) * n * inner + r % inner;
+    const auto at = [&](std::int64_t i) { return static_cast<std::size_t>(base + i * inner); };
+    double m = -std::numeric_limits<double>::infinity();
+    for (std::int64_t i = 0; i < n; ++i) m = std::max(m, static_cast<double>(x[at(i)]));
+    std::vector<double> p(static_cast<std::size_t>(n));
+    double s = 0;
+    for (std::int64_t i = 0; i < n; ++i)
+      s += p[static_cast<std::size_t>(i)] = std::exp(x[at(i)] - m);
+    double dot = 0;  // softmax: sum dy*y; log-softmax: sum dy
+    for (std::int64_t i = 0; i < n; ++i) {
+      p[static_cast<std::size_t>(i)] /= s;
+      dot += log ? dy[at(i)] : dy[at(i)] * p[static_cast<std::size_t>(i)];
+    }
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double pi = p[static_cast<std::size_t>(i)];
+      (*dx)[at(i)] += static_cast<float>(log ? dy[at(i)] - pi * dot : pi * (dy[at(i)] - dot));
+    }
+  });
+}
+
+// LayerNorm / RMSNorm over the dims from `axis` on: with x̂ = (x - mean)·inv
+// and g = dy·scale, dx = inv·(g - mean(g) - x̂·mean(g·x̂)) (RMSNorm drops
+// mean(g)); dscale = Σ dy·x̂, dbias = Σ dy over the rows.
+void b_norm(const KernelArgs& a, const Buf& dy, const std::vector<Buf*>& dx) {
+  const Shape& xs = a.in_shapes[0];
+  const auto axis = static_cast<std::size_t>(norm_axis(a.op->attrs.get_int("axis", -1), xs.size()));
+  std::int64_t outer = 1, n = 1;
+  for (std::size_t d = 0; d < axis; ++d) outer *= xs[d];
+  for (std::size_t d = axis; d < xs.size(); ++d) n *= xs[d];
+  const double eps = a.op->attrs.get_float("epsilon", 1e-5);
+  const bool rms = a.op->kind == OpKind::RMSNorm;
+  const Buf& x = *a.in[0];
+  const Buf* scale = a.in.size() > 1 ? a.in[1] : nullptr;
+  Buf* dscale = dx.size() > 1 ? dx[1] : nullptr;
+  Buf* dbias = dx.size() > 2 ? dx[2] : nullptr;
+  std::vector<double> gs(dscale != nullptr ? dscale->size() : 0, 0.0);
+  std::vector<double> gb(dbias != nullptr ? dbias->size() : 0, 0.0);
+  std::vector<double> xhat(static_cast<std::size_t>(n)), g(static_cast<std::size_t>(n));
+  for (std::int64_t r = 0; r < outer; ++r) {
+    const auto base = static_cast<std::size_t>(r * n);
+    double mean = 0, sq = 0;
+    for (std::int64_t i = 0; i < n; ++i) mean += x[base + static_cast<std::size_t>(i)];
+    mean = rms ? 0 : mean / static_cast<double>(n);
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double d = x[base + static_cast<std::size_t>(i)] - mean;
+      sq += d * d;
+    }
+    const double inv = 1.0 / std::sqrt(sq / static_cast<double>(n) + eps);
+    double mean_g = 0, mean_gx = 0;
+    for (std::size_t i = 0; i < static_cast<std::size_t>(n); ++i) {
+      xhat[i] = (x[base + i] - mean) * inv;
+      g[i] = dy[base + i] * (scale != nullptr ? (*scale)[i % scale->size()] : 1.0f);
+      mean_g += g[i];
+      mean_gx += g[i] * xhat[i];
+      if (dscale != nullptr) gs[i % gs.size()] += dy[base + i] * xhat[i];
+      if (dbias != nullptr) gb[i % gb.size()] += dy[base + i];
+    }
+    mean_g = rms ? 0 : mean_g / static_cast<double>(n);
+    mean_gx /= static_cast<double>(n);
+    if (dx[0] == nullptr) continue;
+    for (std::size_t i = 0; i < static_cast<std::size_t>(n); ++i)
+      (*dx[0])[base + i] += static_cast<float>(inv * (g[i] - mean_g - xhat[i] * mean_gx));
+  }
+  for (std::size_t i = 0; i < gs.size(); ++i) (*dscale)[i] += static_cast<float>(gs[i]);
+  for (std::size_t i = 0; i < gb.size(); ++i) (*dbias)[i] += static_cast<float>(gb[i]);
+}
+
+// C = op(A)·op(B) per batch entry: dA = dC·op(B)ᵀ, dB = op(A)ᵀ·dC, summed
+// over the entries that share a broadcast operand.
+void b_matmul(const KernelArgs& a, const Buf& dy, Buf* da, Buf* db) {
+  const GemmBatch g = matmul_batch(a);
+  const Buf& A = *a.in[0];
+  const Buf& B = *a.in[1];
+  std::vector<double> ga(da != nullptr ? A.size() : 0), gb(db != nullptr ? B.size() : 0);
+  for (std::size_t e = 0; e < g.c_off.size(); ++e) {
+    for (std::int64_t i = 0; i < g.m; ++i) {
+      for (std::int64_t k = 0; k < g.k; ++k) {
+        const auto ia =
+            static_cast<std::size_t>(g.a_off[e] + (g.trans_a ? k * g.m + i : i * g.k + k));
+        double acc_a = 0;
+        const double av = A[ia];
+        for (std::int64_t j = 0; j < g.n; ++j) {
+          const auto ib =
+              static_cast<std::size_t>(g.b_off[e] + (g.trans_b ? j * g.k + k : k * g.n + j));
+          const double d = dy[static_cast<std::size_t>(g.c_off[e] + i * g.n + j)];
+          acc_a += d * B[ib];
+          if (db != nullptr) gb[ib] += av * d;
+        }
+        if (da != nullptr) ga[ia] += acc_a;
+      }
+    }
+  }
+  for (std::size_t i = 0; i < ga.size(); ++i) (*da)[i] += static_cast<float>(ga[i]);
+  for (std::size_t i = 0; i < gb.size(); ++i) (*db)[i] += static_cast<float>(gb[i]);
+}
+
+// Every term of the einsum's sum in turn: each operand's gradient gets dy
+// times the other operands' factors at that point (repeated letters included).
+void b_einsum(const KernelArgs& a, const Buf& dy, const std::vector<Buf*>& dx) {
+  const auto eq = parse_equation(a.op->attrs.get_string("equation", ""));
+  if (!eq) throw Error(Errc::kInternal, "einsum equation unreadable at run time");
+  std::map<char, std::int64_t> size;
+  for (std::size_t j = 0; j < eq->in.size(); ++j) {
+    for (std::size_t d = 0; d < eq->in[j].size(); ++d) size[eq->in[j][d]] = a.in_shapes[j][d];
+  }
+  std::string letters = eq->out;
+  for (const auto& [c, n] : size) {
+    if (eq->out.find(c) == std::string::npos) letters += c;
+  }
+  std::vector<std::int64_t> extent;
+  std::int64_t total = 1;
+  for (const char c : letters) {
+    extent.push_back(size[c]);
+    total *= size[c];
+  }
+  const std::size_t nin = eq->in.size();
+  std::vector<std::vector<std::int64_t>> stride(nin, std::vector<std::int64_t>(letters.size(), 0));
+  for (std::size_t j = 0; j < nin; ++j) {
+    std::int64_t s = 1;
+    for (std::size_t d = eq->in[j].size(); d-- > 0;) {
+      stride[j][letters.find(eq->in[j][d])] += s;
+      s *= a.in_shapes[j][d];
+    }
+  }
+  std::int64_t inner = 1;
+  for (std::size_t l = eq->out.size(); l < letters.size(); ++l) inner *= extent[l];
+  std::vector<std::vector<double>> g(nin);
+  for (std::size_t j = 0; j < nin; ++j) g[j].assign(dx[j] != nullptr ? a.in[j]->size() : 0, 0.0);
+  std::vector<std::int64_t> off(nin);
+  for (std::int64_t p = 0; p < total; ++p) {
+    std::int64_t rest = p;
+    std::fill(off.begin(), off.end(), 0);
+    for (std::size_t l = letters.size(); l-- > 0;) {
+      const std::int64_t c = rest % extent[l];
+      rest /= extent[l];
+      for (std::size_t j = 0; j < nin; ++j) off[j] += c * stride[j][l];
+    }
+    const double d = dy[static_cast<std::size_t>(p / inner)];
+    for (std::size_t j = 0; j < nin; ++j) {
+      if (dx[j] == nullptr) continue;
+      double prod = d;
+      for (std::size_t i = 0; i < nin; ++i) {
+        if (i != j) prod *= (*a.in[i])[static_cast<std::size_t>(off[i])];
+      }
+      g[j][static_cast<std::size_t>(off[j])] += prod;
+    }
+  }
+  for (std::size_t j = 0; j < nin; ++j) {
+    for (std::size_t i = 0; i < g[j].size(); ++i) (*dx[j])[i] += static_cast<float>(g[j][i]);
+  }
+}
+
+// Rows of the table picked by the indices get dy back (rows held elsewhere: nothing).
+void b_gather(const KernelArgs& a, const Buf& dy, Buf* dt) {
+  if (dt == nullptr) return;
+  const Shape& ts = a.in_shapes[0];
+  const auto axis = static_cast<std::size_t>(norm_axis(a.op->attrs.get_int("axis", 0), ts.size()));
+  std::int64_t pre = 1, post = 1;
+  for (std::size_t d = 0; d < axis; ++d) pre *= ts[d];
+  for (std::size_t d = axis + 1; d < ts.size(); ++d) post *= ts[d];
+  const std::int64_t v_local = ts[axis];
+  const std::int64_t v_full = a.full_in_shapes[0][axis];
+  const std::int64_t n_idx = numel(a.in_shapes[1]);
+  const Buf& idx = *a.in[1];
+  for (std::int64_t r = 0; r < pre * n_idx; ++r) {
+    const std::int64_t p = r / n_idx, q = r % n_idx;
+    auto gi = static_cast<std::int64_t>(idx[static_cast<std::size_t>(q)]);
+    if (gi < 0) gi += v_full;
+    const std::int64_t row = gi - a.gather_offset;
+    if (row < 0 || row >= v_local) continue;
+    for (std::int64_t h = 0; h < post; ++h) {
+      (*dt)[static_cast<std::size_t>((p * v_local + row) * post + h)] +=
+          dy[static_cast<std::size_t>(r * post + h)];
+    }
+  }
+}
+
+void b_transpose(const KernelArgs& a, const Buf& dy, Buf* dx) {
+  if (dx == nullptr) return;
+  const Shape& xs = a.in_shapes[0];
+  std::vector<std::int64_t> perm;
+  if (const auto p = a.op->attrs.get_ints("perm")) {
+    perm = *p;
+  } else {
+    for (std::size_t d = xs.size(); d-- > 0;) perm.push_back(static_cast<std::int64_t>(d));
+  }
+  const Shape& os = a.out_shapes[0];
+  std::vector<std::int64_t> in_stride(xs.size(), 1);
+  for (std::size_t d = xs.size(); d-- > 1;) in_stride[d - 1] = in_stride[d] * xs[d];
+  parallel_rows(numel(os), [&](std::int64_t o) {
+    std::int64_t rest = o, off = 0;
+    for (std::size_t d = os.size(); d-- > 0;) {
+      off += (rest % os[d]) * in_stride[static_cast<std::size_t>(norm_axis(perm[d], xs.size()))];
+      rest /= os[d];
+    }
+    (*dx)[static_cast<std::size_t>(off)] += dy[static_cast<std::size_t>(o)];
+  });
+}
+
+// Sum and mean spread dy over what they reduced; max sends it to the first
+// element that holds the maximum (the cut of a reduced dim is refused, so the
+// block's maximum is the tensor's).
+void b_reduce(const KernelArgs& a, const Buf& dy, Buf* dx) {
+  if (dx == nullptr) return;
+  const Shape& xs = a.in_shapes[0];
+  std::vector<bool> reduced(xs.size(), true);
+  if (const auto axes = a.op->attrs.get_ints("axes")) {
+    std::fill(reduced.begin(), reduced.end(), false);
+    for (const auto ax : *axes) reduced[static_cast<std::size_t>(norm_axis(ax, xs.size()))] = true;
+  }
+  double count = 1;
+  for (std::size_t d = 0; d < xs.size(); ++d) {
+    if (reduced[d]) count *= static_cast<double>(a.full_in_shapes[0][d]);
+  }
+  const Buf& x = *a.in[0];
+  std::vector<std::size_t> out_of(x.size());
+  for (std::int64_t i = 0; i < numel(xs); ++i) {
+    std::int64_t rest = i, out = 0, mul = 1;
+    for (std::size_t d = xs.size(); d-- > 0;) {
+      const std::int64_t c = rest % xs[d];
+      rest /= xs[d];
+      if (!reduced[d]) {
+        out += c * mul;
+        mul *= xs[d];
+      }
+    }
+    out_of[static_cast<std::size_t>(i)] = static_cast<std::size_t>(out);
+  }
+  if (a.op->kind != OpKind::ReduceMax) {
+    const double f = a.op->kind == OpKind::ReduceMean ? 1.0 / count : 1.0;
+    for (std::size_t i = 0; i < x.size(); ++i) (*dx)[i] += static_cast<float>(dy[out_of[i]] * f);
+    return;
+  }
+  std::vector<float> best(dy.size(), -std::numeric_limits<float>::infinity());
+  for (std::size_t i = 0; i < x.size(); ++i) best[out_of[i]] = std::max(best[out_of[i]], x[i]);
+  std::vector<bool> given(dy.size(), false);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (given[out_of[i]] || x[i] != best[out_of[i]]) continue;
+    given[out_of[i]] = true;
+    (*dx)[i] += dy[out_of[i]];
+  }
+}
+
+void b_split(const KernelArgs& a, const std::vector<const Buf*>& dy, Buf* dx) {
+  if (dx == nullptr) return;
+  const Shape& xs = a.in_shapes[0];
+  const auto axis = static_cast<std::size_t>(norm_axis(a.op->attrs.get_int("axis", 0), xs.size()));
+  std::int64_t outer = 1, inner = 1;
+  for (std::size_t d = 0; d < axis; ++d) outer *= xs[d];
+  for (std::size_t d = axis + 1; d < xs.size(); ++d) inner *= xs[d];
+  std::int64_t start = 0;
+  for (std::size_t j = 0; j < dy.size(); ++j) {
+    const std::int64_t n = a.out_shapes[j][axis];
+    for (std::int64_t o = 0; o < outer; ++o) {
+      for (std::int64_t i = 0; i < n * inner; ++i) {
+        (*dx)[static_cast<std::size_t>((o * xs[axis] + start) * inner + i)] +=
+            (*dy[j])[static_cast<std::size_t>(o * n * inner + i)];
+      }
+    }
+    start += n;
+  }
+}
+
+// Each input gets its range of the concat axis back.
+void b_concat(const KernelArgs& a, const Buf& dy, const std::vector<Buf*>& dx) {
+  const Shape& ys = a.out_shapes[0];
+  const auto axis = static_cast<std::size_t>(norm_axis(a.op->attrs.get_int("axis", 0), ys.size()));
+  std::int64_t outer = 1, inner = 1;
+  for (std::size_t d = 0; d < axis; ++d) outer *= ys[d];
+  for (std::size_t d = axis + 1; d < ys.size(); ++d) inner *= ys[d];
+  std::int64_t start = 0;
+  for (std::size_t j = 0; j < a.in.size(); ++j) {
+    const std::int64_t n = a.in_shapes[j][axis];
+    if (j < dx.size() && dx[j] != nullptr) {
+      for (std::int64_t o = 0; o < outer; ++o) {
+        for (std::int64_t i = 0; i < n * inner; ++i) {
+          (*dx[j])[static_cast<std::size_t>(o * n * inner + i)] +=
+              dy[static_cast<std::size_t>((o * ys[axis] + start) * inner + i)];
+        }
+      }
+    }
+    start += n;
+  }
+}
+
+// The elements a Slice took get dy back; the others nothing.
+void b_slice(const KernelArgs& a, const Buf& dy, Buf* dx) {
+  if (dx == nullptr) return;
+  const SliceDims sd = slice_dims(*a.op, a.full_in_shapes[0]);
+  const Shape& xs = a.in_shapes[0];
+  const Shape& ys = a.out_shapes[0];
+  std::vector<std::int64_t> stride(xs.size(), 1);
+  for (std::size_t d = xs.size(); d-- > 1;) stride[d - 1] = stride[d] * xs[d];
+  for (std::int64_t o = 0; o < numel(ys); ++o) {
+    std::int64_t rest = o, off = 0;
+    for (std::size_t d = ys.size(); d-- > 0;) {
+      off += (sd.start[d] + (rest % ys[d]) * sd.step[d]) * stride[d];
+      rest /= ys[d];
+    }
+    (*dx)[static_cast<std::size_t>(off)] += dy[static_cast<std::size_t>(o)];
+  }
+}
+
+// d loss / d logit = (softmax - one-hot(label)) times the row's weight
+// (dy, divided by the full row count for "mean"). With the class dim cut the
+// softmax uses the whole row's log-sum-exp the forward pass gathered.
+void b_cross_entropy(const KernelArgs& a, const Buf& dy, Buf* dx) {
+  if (dx == nullptr) return;
+  const Shape& ls = a.in_shapes[0];
+  const std::int64_t c = ls.back();
+  const std::int64_t rows = numel(ls) / std::max<std::int64_t>(c, 1);
+  const std::int64_t classes = a.full_in_shapes[0].back();
+  const Buf& x = *a.in[0];
+  const Buf& labels = *a.in[1];
+  const std::string reduction = a.op->attrs.get_string("reduction", "mean");
+  const double full_rows =
+      static_cast<double>(ir::num_elements(a.full_in_shapes[0])) / static_cast<double>(classes);
+  parallel_rows(rows, [&](std::int64_t r) {
+    const auto base = static_cast<std::size_t>(r * c);
+    double lse = 0;
+    if (a.row_lse != nullptr) {
+      lse = (*a.row_lse)[static_cast<std::size_t>(r)];
+    } else {
+      double m = -std::numeric_limits<double>::infinity();
+      for (std::int64_t i = 0; i < c; ++i)
+        m = std::max(m, static_cast<double>(x[base + static_cast<std::size_t>(i)]));
+      double s = 0;
+      for (std::int64_t i = 0; i < c; ++i) s += std::exp(x[base + static_cast<std::size_t>(i)] - m);
+      lse = m + std::log(s);
+    }
+    const double w = reduction == "none"   ? dy[static_cast<std::size_t>(r)]
+                     : reduction == "mean" ? dy[0] / full_rows
+                                           : dy[0];
+    const std::int64_t label =
+        std::clamp<std::int64_t>(static_cast<std::int64_t>(labels[static_cast<std::size_t>(r)]), 0,
+                                 classes - 1) -
+        a.class_offset;
+    for (std::int64_t i = 0; i < c; ++i) {
+      const auto at = base + static_cast<std::size_t>(i);
+      const double p = std::exp(x[at] - lse) - (i == label ? 1.0 : 0.0);
+      (*dx)[at] += static_cast<float>(w * p);
+    }
+  });
+}
+
+// Per query row, with p the attention weights and dy the output's gradient:
+// dV += p·dy, dp = dy·Vᵀ, ds = p·(dp - Σ p·dp), dQ += ds·K·scale,
+// dK += dsᵀ·Q·scale, and an additive mask gets ds. Serial: rows share K and V.
+void b_attention(const KernelArgs& a, const Buf& dy, const std::vector<Buf*>& dx) {
+  const AttentionBlock g = attention_block(a);
+  const Buf& q = *a.in[0];
+  const Buf& k = *a.in[1];
+  const Buf& v = *a.in[2];
+  Buf* dmask = dx.size() > 3 && !g.bool_mask ? dx[3] : nullptr;
+  std::vector<double> p(static_cast<std::size_t>(g.nt)), dp(p.size());
+  for (std::int64_t r = 0; r < g.nb * g.nh * g.ns; ++r) {
+    const std::int64_t bh = r / g.ns;
+    double m = -std::numeric_limits<double>::infinity();
+    for (std::int64_t t = 0; t < g.nt; ++t) {
+      p[static_cast<std::size_t>(t)] = attention_score(g, q, k, r, t);
+      m = std::max(m, p[static_cast<std::size_t>(t)]);
+    }
+    if (std::isinf(m)) continue;  // a fully hidden row outputs zeros
+    double sum = 0;
+    for (auto& x : p) sum += x = std::exp(x - m);
+    double dot = 0;
+    for (std::int64_t t = 0; t < g.nt; ++t) {
+      const auto ti = static_cast<std::size_t>(t);
+      p[ti] /= sum;
+      double acc = 0;
+      for (std::int64_t e = 0; e < g.ne; ++e) {
+        const auto vi = static_cast<std::size_t>((bh * g.nt + t) * g.ne + e);
+        const double d = dy[static_cast<std::size_t>(r * g.ne + e)];
+        acc += d * v[vi];
+        if (dx[2] != nullptr) (*dx[2])[vi] += static_cast<float>(p[ti] * d);
+      }
+      dp[ti] = acc;
+      dot += p[ti] * acc;
+    }
+    for (std::int64_t t = 0; t < g.nt; ++t) {
+      const auto ti = static_cast<std::size_t>(t);
+      const double ds = p[ti] * (dp[ti] - dot);
+      if (ds == 0) continue;
+      for (std::int64_t d = 0; d < g.nd; ++d) {
+        const auto qi = static_cast<std::size_t>(r * g.nd + d);
+        const auto ki = static_cast<std::size_t>((bh * g.nt + t) * g.nd + d);
+        if (dx[0] != nullptr) (*dx[0])[qi] += static_cast<float>(ds * g.scale * k[ki]);
+        if (dx[1] != nullptr) (*dx[1])[ki] += static_cast<float>(ds * g.scale * q[qi]);
+      }
+      if (dmask != nullptr) {
+        const std::int64_t s = r % g.ns, h = bh % g.nh, b = bh / g.nh;
+        const auto mi =
+            static_cast<std::size_t>(b * g.ms[0] + h * g.ms[1] + s * g.ms[2] + t * g.ms[3]);
+        (*dmask)[mi] += static_cast<float>(ds);
+      }
+    }
+  }
+}
+
+void b_copy(const Buf& dy, Buf* dx) {
+  if (dx == nullptr) return;
+  for (std::size_t i = 0; i < dy.size(); ++i) (*dx)[i] += dy[i];
+}
+
+}  // namespace
+
+void run_backward_kernel(const KernelArgs& a, const std::vector<const Buf*>& dy,
+                         const std::vector<Buf*>& dx) {
+  const OpKind k = a.op->kind;
+  const Buf& d0 = *dy.at(0);
+  const auto in = [&](std::size_t j) { return j < dx.size() ? dx[j] : nullptr; };
+  if (ir::is_unary_elementwise(k) || k == OpKind::Cast || k == OpKind::Dropout)
+    return b_unary(a, d0, in(0));
+  if (ir::is_binary_elementwise(k)) return b_binary(a, d0, in(0), in(1));
+  switch (k) {
+    case OpKind::BiasAdd: return b_bias_add(a, d0, in(0), in(1));
+    case OpKind::Softmax:
+    case OpKind::LogSoftmax: return b_softmax(a, d0, in(0));
+    case OpKind::LayerNorm:
+    case OpKind::RMSNorm: return b_norm(a, d0, dx);
+    case OpKind::MatMul:
+    case OpKind::BatchMatMul: return b_matmul(a, d0, in(0), in(1));
+    case OpKind::Einsum: return b_einsum(a, d0, dx);
+    case OpKind::Gather: return b_gather(a, d0, in(0));
+    case OpKind::Transpose: return b_transpose(a, d0, in(0));
+    case OpKind::Reshape:
+    case OpKind::Flatten:
+    case OpKind::Squeeze:
+    case OpKind::Unsqueeze: return b_copy(d0, in(0));
+    case OpKind::ReduceSum:
+    case OpKind::ReduceMean:
+    case OpKind::ReduceMax: return b_reduce(a, d0, in(0));
+    case OpKind::Attention: return b_attention(a, d0, dx);
+    case OpKind::Split: return b_split(a, dy, in(0));
+    case OpKind::Concat: return b_concat(a, d0, dx);
+    case OpKind::Slice: return b_slice(a, d0, in(0));
+    case OpKind::OneHot: return;  // integer indices: no gradient
+    case OpKind::SoftmaxCrossEntropy: return b_cross_entropy(a, d0, in(0));
+    default: throw Error(Errc::kInternal, "no backward kernel for " + a.op->type);
+  }
+}
+
+}  // namespace recsearch::exec::detail
