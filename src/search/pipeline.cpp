@@ -15,12 +15,20 @@
 // count that does not fit ends the walk, and so do two in a row that are
 // not faster than the best of the same p. Interleaving (v = 2) is priced at
 // the count plain 1F1B liked best. Group counts go up from 1; two fitting
-// ones in a row that do not beat the best end that walk too. Stage
-// searches skip polish (most of a small search's time) and pin the training
-// settings the user left open (selective recomputation, ZeRO 1); the
-// winner's stages are searched again with polish and the settings free,
-// and only then weighed against the unpipelined plan. GPT-1T on 384x8
-// DGX-A100: 21 candidates, 149 stage searches, 10.4 s (docs/pipeline.md).
+// ones in a row that do not beat the best end that walk too. A candidate's
+// stages are searched middle first, and it is dropped as soon as the
+// groups' busy times found so far bound its step above the best it must
+// beat (the schedule's step grows with every group's busy time). Searches
+// of a stage are remembered by budget, and a larger budget where nothing
+// fit answers for a smaller one. Stage searches skip polish (most of a
+// small search's time) and pin the training settings the user left open
+// (selective recomputation, ZeRO 1); so is the unpipelined plan priced
+// first, and searched with the settings free only when that price is
+// within kSingleMargin of the best pipeline's. The winner's stages are
+// searched again with polish and the settings free (the settings chosen
+// without polish, then polished at that recomputation and microbatch
+// count), and only then weighed against the unpipelined plan. GPT-1T on
+// 384x8 DGX-A100: 24 candidates, 92 stage searches (docs/pipeline.md).
 #include "recsearch/search/pipeline.hpp"
 
 #include <algorithm>
@@ -99,6 +107,38 @@ std::vector<std::int64_t> divisors(std::int64_t n) {
   return d;
 }
 
+// search::run with polish where opts ask for it, in two passes: the
+// training settings the options leave open are chosen without polish (a
+// polished search polishes the first fitting setting of every
+// recomputation ladder, and mends each one that does not fit), then the
+// chosen recomputation and microbatch count are pinned and searched again
+// with polish, the ZeRO stage still free (polish may make a smaller one
+// fit). The faster of the two results is returned. When nothing fits
+// without polish, the one polished search (polish may mend a plan).
+SearchResult run_polished(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                          const Cluster& cluster, const SearchOptions& opts) {
+  if (!opts.polish || opts.mode != Mode::Train) return search::run(g, spaces, cluster, opts);
+  SearchOptions quick = opts;
+  quick.polish = false;
+  SearchResult first;
+  try {
+    first = search::run(g, spaces, cluster, quick);
+  } catch (const Error& e) {
+    if (e.code() != Errc::kNoFit) throw;
+    return search::run(g, spaces, cluster, opts);
+  }
+  SearchOptions pinned = opts;
+  pinned.training.recompute = first.plan.training.recompute;
+  pinned.training.microbatches = first.plan.training.microbatches;
+  try {
+    SearchResult second = search::run(g, spaces, cluster, pinned);
+    if (second.eval.summary.step_time_s <= first.eval.summary.step_time_s) return second;
+  } catch (const Error& e) {
+    if (e.code() != Errc::kNoFit) throw;
+  }
+  return first;
+}
+
 // The units: their operator boundaries (bounds[0] = 0, bounds.back() = ops)
 // and whether they are repeated blocks (stages of equal shape are equal).
 struct Units {
@@ -167,6 +207,11 @@ struct StageResult {
   plan::Evaluation eval;  // summary detail
 };
 
+// How much slower than the fastest pipeline the unpipelined plan may be,
+// both with the walk's pinned settings, and still be searched with the
+// settings free (PipelineSearch::single_may_win).
+constexpr double kSingleMargin = 1.25;
+
 class PipelineSearch {
  public:
   PipelineSearch(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
@@ -193,14 +238,16 @@ class PipelineSearch {
       bool fits = false;
       if (p == 1) {
         if (max_pin_ > 0) continue;  // pins ask for stages
-        fits = single();
+        walked_single_ = true;
+        fits = single_pinned();
       } else {
         const auto vs = virtual_counts(p);
         std::int64_t m_best = 0;
         fits = walk_microbatches(p, vs.front(), m_best);
         // Interleaving only at the microbatch count plain 1F1B liked best.
         for (std::size_t i = 1; i < vs.size() && m_best > 0; ++i)
-          if (m_best % p == 0) fits = std::isfinite(candidate(p, vs[i], m_best)) || fits;
+          if (m_best % p == 0)
+            fits = std::isfinite(candidate(p, vs[i], m_best, best_step())) || fits;
       }
       if (!fits || !have_) continue;
       if (best_.eval.summary.step_time_s < before) {
@@ -209,6 +256,7 @@ class PipelineSearch {
         break;
       }
     }
+    if (walked_single_ && single_may_win()) single();
     if (!have_ && !single_) throw Error(Errc::kNoFit, no_fit_message());
     if (have_) polish_best();
     if (single_ &&
@@ -303,14 +351,43 @@ class PipelineSearch {
     return out;
   }
 
-  // search::run on the whole graph; whether it fits.
+  // The unpipelined plan priced as the walk prices a stage (training
+  // settings pinned, no polish); whether it fits. Only a rough price: the
+  // plan itself comes from single() after the walk.
+  bool single_pinned() {
+    SearchOptions o = opts_;
+    pin_walk_settings(o);
+    o.polish = false;
+    o.detailed_evaluation = false;
+    o.on_progress = nullptr;
+    ++searches_;
+    ++candidates_;
+    try {
+      single_pinned_s_ = search::run(g_, spaces_, cluster_, o).eval.summary.step_time_s;
+    } catch (const Error& e) {
+      if (e.code() != Errc::kNoFit) throw;
+      return false;
+    }
+    return true;
+  }
+
+  // Whether the unpipelined plan is worth its search with the settings
+  // free: always, unless it fitted with them pinned and was slower by more
+  // than kSingleMargin than the fastest pipeline priced the same way (free
+  // settings gain less: no recomputation instead of the selective one, a
+  // ZeRO stage that saves no time).
+  bool single_may_win() const {
+    if (!have_ || !std::isfinite(single_pinned_s_)) return true;
+    return single_pinned_s_ <= kSingleMargin * best_.eval.summary.step_time_s;
+  }
+
+  // search::run on the whole graph with the settings free; whether it fits.
   bool single() {
     SearchOptions o = opts_;
     ++searches_;
-    ++candidates_;
     SearchResult r;
     try {
-      r = search::run(g_, spaces_, cluster_, o);
+      r = run_polished(g_, spaces_, cluster_, o);
     } catch (const Error& e) {
       if (e.code() != Errc::kNoFit) throw;
       return false;
@@ -338,9 +415,16 @@ class PipelineSearch {
     double best_here = infinity();
     int worse = 0;
     for (const std::int64_t m : microbatch_counts(p, v)) {
-      const double step = candidate(p, v, m);
+      // The bound prunes against this walk's best, or the best so far
+      // before it has one: a pruned candidate is not faster than either.
+      const double cutoff = std::isfinite(best_here) ? best_here : best_step();
+      const double step = candidate(p, v, m, cutoff);
       if (!std::isfinite(step)) break;  // fewer microbatches need more memory
-      if (step < best_here) {
+      if (pruned_ && !std::isfinite(best_here)) {
+        // Not faster than the best of an earlier p: no start for this walk.
+        if (m_best == 0) m_best = m;
+        if (++worse == 2) break;
+      } else if (step < best_here) {
         best_here = step;
         m_best = m;
         worse = 0;
@@ -348,23 +432,37 @@ class PipelineSearch {
         break;
       }
     }
-    return std::isfinite(best_here);
+    return m_best > 0;
   }
 
-  // A stage covering units [a, b): its cache key. Middle stages of repeated
-  // blocks depend only on their block count.
-  using Key = std::tuple<std::size_t, std::size_t, std::int64_t, std::int64_t, double, bool>;
-  Key key(std::size_t a, std::size_t b, std::int64_t p, std::int64_t m, double budget) const {
+  // A stage covering units [a, b): its cache key (the budget apart: see
+  // recall). Middle stages of repeated blocks depend only on their block
+  // count.
+  using Key = std::tuple<std::size_t, std::size_t, std::int64_t, std::int64_t, bool>;
+  Key key(std::size_t a, std::size_t b, std::int64_t p, std::int64_t m) const {
     const std::size_t k = units_.count();
-    if (units_.repeated && a > 0 && b < k) return {b - a, k + 1, p, m, budget, polishing_};
-    return {a, b, p, m, budget, polishing_};
+    if (units_.repeated && a > 0 && b < k) return {b - a, k + 1, p, m, polishing_};
+    return {a, b, p, m, polishing_};
+  }
+
+  // A search of the same stage that answers for one at `budget`: one at
+  // this budget, or one at a larger budget where nothing fit (nothing fits
+  // in less: the memory ladder tries the same prices). A plan found at a
+  // larger budget is not reused even where it fits this one: the search
+  // at a lower budget may trade time for memory differently, which is what
+  // a group over the budget asks of it.
+  std::optional<const std::optional<StageResult>*> recall(const Key& k, double budget) const {
+    const auto it = cache_.find(k);
+    if (it == cache_.end()) return std::nullopt;
+    for (auto e = it->second.lower_bound(budget); e != it->second.end(); ++e)
+      if (e->first == budget || !e->second) return &e->second;
+    return std::nullopt;
   }
 
   // search::run on the stage graph at `budget`; nullptr when nothing fits.
   const StageResult* stage(const plan::StageGraph& sg, const Cluster& group, const Key& k,
                            std::int64_t m, double budget) {
-    const auto it = cache_.find(k);
-    if (it != cache_.end()) return it->second ? &*it->second : nullptr;
+    if (const auto hit = recall(k, budget)) return **hit ? &***hit : nullptr;
     SearchOptions o = opts_;
     o.training.microbatches = m;
     o.cost.memory_budget_bytes = budget;
@@ -381,27 +479,34 @@ class PipelineSearch {
     // (the least activation memory) and ZeRO 1, so that a stage costs one
     // memory ladder, not one per setting; the winner's stages are searched
     // again with the settings free.
-    if (!polishing_ && opts_.mode == Mode::Train) {
-      o.training.recompute = opts_.training.recompute.value_or(plan::Recompute::Selective);
-      o.training.zero_stage = opts_.training.zero_stage.value_or(1);
-    }
+    if (!polishing_) pin_walk_settings(o);
     std::optional<StageResult> r;
     ++searches_;
     try {
-      SearchResult sr = search::run(sg.graph, sg.spaces, group, o);
+      SearchResult sr = run_polished(sg.graph, sg.spaces, group, o);
       r = StageResult{std::move(sr.plan), std::move(sr.eval)};
     } catch (const Error& e) {
       if (e.code() != Errc::kNoFit) throw;
     }
-    auto& slot = cache_[k];
+    auto& slot = cache_[k][budget];
     slot = std::move(r);
     return slot ? &*slot : nullptr;
   }
 
+  // The training settings the walk pins where the user left them open.
+  void pin_walk_settings(SearchOptions& o) const {
+    if (opts_.mode != Mode::Train) return;
+    o.training.recompute = opts_.training.recompute.value_or(plan::Recompute::Selective);
+    o.training.zero_stage = opts_.training.zero_stage.value_or(1);
+  }
+
   // Searches and prices one candidate; its step time, or infinity when some
-  // group does not fit.
-  double candidate(std::int64_t p, std::int64_t v, std::int64_t m) {
+  // group does not fit, or `cutoff` as soon as the stages searched so far
+  // show that it cannot be faster than that (its stages are then left
+  // unsearched).
+  double candidate(std::int64_t p, std::int64_t v, std::int64_t m, double cutoff) {
     ++candidates_;
+    pruned_ = false;
     const std::size_t parts = static_cast<std::size_t>(p * v);
     const std::vector<std::size_t> ends = balance_stages(weights_, parts, pins_);
     if (ends.empty()) return infinity();  // the pins need other stage counts
@@ -427,9 +532,22 @@ class PipelineSearch {
     std::vector<double> budgets(parts, budget_);
     plan::PipelineEvaluation pe;
     for (int round = 0; round < 3; ++round) {
-      if (!fill(pp, graphs, group, begins, ends, budgets, m)) return infinity();
+      const Filled f = fill(pp, graphs, group, begins, ends, budgets, m, cutoff);
+      if (f == Filled::kNoFit) return infinity();
+      // Not faster than the cutoff whatever the stages not searched: a
+      // lower budget only slows the stages.
+      if (f == Filled::kPruned) {
+        pruned_ = true;
+        return cutoff;
+      }
       pe = price(pp, graphs);
       note_memory(pe.summary.memory_per_device_bytes, p, v, m);
+      // Searching groups over the budget again at lower budgets only slows
+      // them: a candidate already not faster than the cutoff stops here.
+      if (pe.summary.step_time_s >= cutoff) {
+        pruned_ = true;
+        return cutoff;
+      }
       bool over = false;
       for (std::size_t gi = 0; gi < pe.groups.size(); ++gi) {
         const plan::GroupReport& gr = pe.groups[gi];
@@ -466,8 +584,8 @@ class PipelineSearch {
     for (const plan::Stage& s : pp.stages)
       graphs.push_back(plan::stage_graph(g_, spaces_, s.first, s.last));
     polishing_ = true;
-    const bool found =
-        fill(pp, graphs, group, best_begins_, best_ends_, best_budgets_, pp.microbatches);
+    const bool found = fill(pp, graphs, group, best_begins_, best_ends_, best_budgets_,
+                            pp.microbatches) == Filled::kAll;
     polishing_ = false;
     if (!found) return;
     plan::PipelineEvaluation pe = price(pp, graphs);
@@ -479,23 +597,53 @@ class PipelineSearch {
   }
 
   static double infinity() { return std::numeric_limits<double>::infinity(); }
+  double best_step() const { return have_ ? best_.eval.summary.step_time_s : infinity(); }
 
   // Searches (or recalls) every stage's plan into pp at its budget.
-  bool fill(plan::PipelinePlan& pp, const std::vector<plan::StageGraph>& graphs,
-            const Cluster& group, const std::vector<std::size_t>& begins,
-            const std::vector<std::size_t>& ends, const std::vector<double>& budgets,
-            std::int64_t m) {
-    for (std::size_t j = 0; j < pp.stages.size(); ++j) {
-      if (budgets[j] <= 0) return false;
-      const Key k = key(begins[j], ends[j], static_cast<std::int64_t>(pp.groups), m, budgets[j]);
+  enum class Filled { kAll, kNoFit, kPruned };
+  Filled fill(plan::PipelinePlan& pp, const std::vector<plan::StageGraph>& graphs,
+              const Cluster& group, const std::vector<std::size_t>& begins,
+              const std::vector<std::size_t>& ends, const std::vector<double>& budgets,
+              std::int64_t m, double cutoff = infinity()) {
+    // Middle stages first: on a repeated graph they are one search for most
+    // groups, so the bound below is strong after the first search.
+    const std::size_t parts = pp.stages.size();
+    std::vector<std::size_t> order;
+    for (std::size_t j = 1; j + 1 < parts; ++j) order.push_back(j);
+    order.push_back(0);
+    if (parts > 1) order.push_back(parts - 1);
+    std::vector<double> known(pp.groups, 0.0);
+    for (const std::size_t j : order) {
+      if (budgets[j] <= 0) return Filled::kNoFit;
+      const Key k = key(begins[j], ends[j], static_cast<std::int64_t>(pp.groups), m);
       const StageResult* r = stage(graphs[j], group, k, m, budgets[j]);
-      if (r == nullptr) return false;
+      if (r == nullptr) return Filled::kNoFit;
       pp.stages[j].plan = r->plan;
       pp.stages[j].plan.graph_name = graphs[j].graph.name();
       pp.stages[j].plan.training.microbatches = m;
       stage_evals_[j] = &r->eval;
+      const plan::Summary& sum = r->eval.summary;
+      known[pp.stages[j].group] +=
+          sum.microbatch_s > 0 ? sum.microbatch_s : sum.step_time_s / static_cast<double>(m);
+      if (pipelined_bound(pp, known) >= cutoff) return Filled::kPruned;
     }
-    return true;
+    return Filled::kAll;
+  }
+
+  // A lower bound on the pipelined part of the step from the groups' busy
+  // times known so far (the schedule's formula, plan/pipeline.hpp, grows
+  // with every group's busy time; stages not yet searched and the sends
+  // only add to it).
+  static double pipelined_bound(const plan::PipelinePlan& pp, const std::vector<double>& t) {
+    double sum = 0, most = 0;
+    for (const double x : t) {
+      sum += x;
+      most = std::max(most, x);
+    }
+    const double v = pp.schedule == plan::Schedule::Interleaved
+                         ? static_cast<double>(std::max<std::size_t>(pp.virtual_stages, 1))
+                         : 1.0;
+    return static_cast<double>(pp.microbatches) * most + (sum - most) / v;
   }
 
   plan::PipelineEvaluation price(const plan::PipelinePlan& pp,
@@ -520,11 +668,16 @@ class PipelineSearch {
   const std::vector<double> weights_;
   const std::vector<std::int64_t> pins_;
   const std::int64_t max_pin_;  // -1: nothing pinned
-  std::map<Key, std::optional<StageResult>> cache_;
+  // Per stage, its searches by budget (map nodes stay put: stage_evals_
+  // points into them).
+  std::map<Key, std::map<double, std::optional<StageResult>>> cache_;
   std::map<std::size_t, const plan::Evaluation*> stage_evals_;
   PipelineResult best_;
   bool have_ = false;  // best_ holds a pipeline
   std::optional<PipelineResult> single_;
+  bool pruned_ = false;         // the last candidate was cut off by the bound
+  bool walked_single_ = false;  // p = 1 is among the group counts
+  double single_pinned_s_ = std::numeric_limits<double>::infinity();
   bool polishing_ = false;
   std::vector<std::size_t> best_begins_, best_ends_;
   std::vector<double> best_budgets_;

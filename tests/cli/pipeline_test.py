@@ -6,7 +6,8 @@ Run by meson as `pipeline_test.py RECSEARCH_EXE`. Standard library only.
 `search --stages N` writes a plan file with a "pipeline" section; `eval`
 reads it back and reports the same figures; the table shows the stage
 strip; a damaged stage is refused with exit 1 naming the file and the JSON
-path; a bad --stages is a usage error (exit 2). All failures are listed
+path; `--stages NxV` pins the interleaved schedule; a bad --stages is a
+usage error (exit 2). All failures are listed
 before the test fails.
 """
 
@@ -81,6 +82,15 @@ def main():
     check("--stages" in p.stderr, "a bad --stages names the option: %s" % p.stderr)
     p = run(["search", graph, "--mesh", "4x2", "--stages", "3", "-q"], expect=2)
     check("divide" in p.stderr, "3 groups do not divide 4 nodes: %s" % p.stderr)
+    # NxV pins the interleaved schedule with V stages per group.
+    inter = json.loads(run(["search", graph, "--mesh", "4x2", "--stages", "2x2",
+                            "--microbatches", "4", "-q"]).stdout).get("pipeline", {})
+    check(inter.get("schedule") == "interleaved" and inter.get("virtual_stages") == 2 and
+          len(inter.get("stages", [])) == 4 and inter.get("microbatches") == 4,
+          "--stages 2x2 pins 2 groups x 2 interleaved stages: %s" %
+          {k: inter.get(k) for k in ("schedule", "virtual_stages", "microbatches")})
+    p = run(["search", graph, "--mesh", "4x2", "--stages", "2x", "-q"], expect=2)
+    check("NxV" in p.stderr, "a bad --stages NxV names the form: %s" % p.stderr)
 
     # auto never does worse than no stages.
     single = json.loads(run(["search", graph, "--mesh", "4x2", "-q"]).stdout)

@@ -126,9 +126,11 @@ void add_core_commands(CLI::App& app, Registry& reg) {
   add_training_options(search, sa->training);
   search->add_flag("-q,--quiet", sa->quiet, "no progress on stderr");
   search
-      ->add_option("--stages", sa->stages,
-                   "pipeline device groups: 1 (default, none), N, or auto (searched)")
-      ->type_name("N|auto");
+      ->add_option(
+          "--stages", sa->stages,
+          "pipeline device groups: 1 (default, none), N, NxV (V interleaved stages per group), "
+          "or auto (searched)")
+      ->type_name("N|NxV|auto");
   reg.push_back({search, [=] {
                    sa->cluster = sc->args();
                    sa->read = sg->read_options();

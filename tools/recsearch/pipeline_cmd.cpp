@@ -22,11 +22,22 @@ void apply_stages(const std::string& text, search::SearchOptions& opts) {
     opts.pipeline_virtual_stages = 0;
     return;
   }
-  std::int64_t n = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-  if (ec != std::errc{} || end != text.data() + text.size() || n < 1)
-    throw Error(Errc::kUsage, "--stages '" + text + "': expected a positive integer or 'auto'");
-  opts.pipeline_stages = n;
+  // N, or NxV: N device groups with V interleaved stages each (Megatron-LM's
+  // virtual pipeline stages), both pinned.
+  const auto bad = [&] {
+    return Error(Errc::kUsage,
+                 "--stages '" + text + "': expected a positive integer, NxV or 'auto'");
+  };
+  const std::size_t x = text.find('x');
+  const auto number = [&](std::string_view s) {
+    std::int64_t n = 0;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+    if (ec != std::errc{} || end != s.data() + s.size() || n < 1) throw bad();
+    return n;
+  };
+  const std::string_view all(text);
+  opts.pipeline_stages = number(all.substr(0, x));
+  if (x != std::string::npos) opts.pipeline_virtual_stages = number(all.substr(x + 1));
 }
 
 bool pipeline_requested(const search::SearchOptions& opts) noexcept {

@@ -55,7 +55,11 @@ inline constexpr std::size_t kMaxPipelineUnits = 512;
 // balance_stages over the units' compute, searches each stage with
 // search::run on its stage graph and group cluster, prices the schedule
 // (plan::schedule_pipeline), and keeps the fastest plan whose every group
-// fits the memory budget. p = 1 is search::run on the whole graph.
+// fits the memory budget. p = 1 is search::run on the whole graph (the
+// settings chosen without polish, then polished), done when its price with
+// the walk's pinned settings is within 25% of the best pipeline's. A
+// candidate is dropped once its stages searched so far bound its step
+// above the best it must beat.
 // Operators pinned to a stage by the graph (plan::pinned_stage) stay in it;
 // pins inside one repeated block must agree (Error(kPlan) otherwise). Stages
 // of the same shape (the same count of middle blocks) are searched once.
