@@ -776,6 +776,7 @@ def case_errors():
         check("[E301]" in r.err and r.err.startswith("recsearch: "), "no-fit message: %s" % r)
     r = run(["search", mlp, "--devices", "2", "--memory", "0.0001"], expect=3)
     check("[E301]" in r.err, "no-fit message: %s" % r)
+    check_no_fit_message()
 
     # The exhaustive search refuses large graphs as a usage error.
     if os.path.exists(bert):
@@ -789,6 +790,55 @@ def case_errors():
           "search --help: %r" % r.out)
     r = run(["--version"])
     check(re.search(r"\d+\.\d+\.\d+", r.out), "--version: %r" % r.out)
+
+
+def gib_figures(text, label):
+    """The GiB figure after `label` in a no-fit message, as a string."""
+    m = re.search(re.escape(label) + r" ([0-9.e+-]+) GiB", text)
+    return m.group(1) if m else None
+
+
+def check_no_fit_message():
+    """Issue 18, item 11: a no-fit message breaks the smallest plan's memory
+    into parameters, gradients, optimizer state and activations with 3-4
+    significant digits (never "0.001 GiB ... needs 0.001 GiB"), says what
+    would fit, and names the savings the options ruled out."""
+    ffn = graph_path("ffn.json")
+    r = run(["search", ffn, "--devices", "8", "--memory", "0.001", "-q"], expect=3)
+    err = r.err
+    budget = gib_figures(err, "memory budget of")
+    need = gib_figures(err, "the smallest found needs")
+    check(budget is not None and need is not None and budget != need,
+          "no-fit: budget and need must differ in print: %s" % err)
+    if need is not None:
+        digits = len(need.replace("0.", "", 1).lstrip("0").replace(".", ""))
+        check(3 <= digits <= 4 or "e" in need, "no-fit: 3-4 significant digits: %s" % need)
+    parts = {}
+    for label in ("parameters", "gradients", "optimizer state", "activations"):
+        v = gib_figures(err, label)
+        check(v is not None, "no-fit: no %s in %s" % (label, err))
+        parts[label] = float(v) if v is not None else 0.0
+    if need is not None and len(parts) == 4:
+        total = sum(parts.values())
+        check(abs(total - float(need)) <= 1e-3 * float(need) + 1e-9,
+              "no-fit: the parts (%g) add up to the need (%s): %s" % (total, need, err))
+    check("it would fit a budget of " + str(need) + " GiB" in err, "no-fit: what fits: %s" % err)
+    m = re.search(r"or about (\d+) devices", err)
+    check(m is not None and int(m.group(1)) > 8, "no-fit: a device count over 8: %s" % err)
+    check("not allowed" not in err, "no-fit: nothing was pinned: %s" % err)
+    # Pinned settings are named as the savings not tried, and so are the
+    # pipeline stages on a cluster whose outer level has devices to split.
+    r = run(["search", graph_path("gpt2_block.json"), "--mesh", "2x4", "--memory", "0.001",
+             "--zero", "1", "--recompute", "none", "-q"], expect=3)
+    check("not allowed: full recomputation (--recompute none), ZeRO stage 3 (--zero 1)" in r.err,
+          "no-fit: pinned savings: %s" % r.err)
+    check("pipeline stages were not tried (--stages auto)" in r.err,
+          "no-fit: pipeline stages: %s" % r.err)
+    # A fixed plan says what it needs, by kind.
+    r = run(["search", ffn, "--devices", "8", "--memory", "0.0001", "--algo", "data-parallel",
+             "-q"], expect=3)
+    check(re.search(r"the data-parallel plan needs [0-9.e+-]+ GiB per device \(parameters ", r.err),
+          "no-fit: data-parallel breakdown: %s" % r.err)
 
 
 def case_stdio():

@@ -61,6 +61,22 @@ io::PlanDetail plan_detail(const std::string& detail) {
   throw Error(Errc::kUsage, "unknown --detail '" + detail + "' (auto, full or summary)");
 }
 
+// solve(), with a no-fit message that also names the saving the command
+// line left out: pipeline stages are tried only with --stages, and they split
+// the outermost level, so they are named only where it has devices to split.
+Solution solve_or_explain(const Problem& problem, const Cluster& cluster,
+                          const search::SearchOptions& opts) {
+  try {
+    return solve(problem, cluster, opts);
+  } catch (const Error& e) {
+    const bool stages_possible = opts.mode == Mode::Train && !cluster.levels().empty() &&
+                                 cluster.levels().front().size > 1;
+    if (e.code() != Errc::kNoFit || !stages_possible) throw;
+    throw Error(e.code(), e.detail() + "; pipeline stages were not tried (--stages auto)",
+                e.json_path(), e.file());
+  }
+}
+
 }  // namespace
 
 Progress::Progress(bool quiet) : on_(!quiet && ::isatty(STDERR_FILENO) == 1) {}
@@ -236,7 +252,7 @@ int run_search(const SearchArgs& a) {
     };
   }
   if (pipeline_requested(opts)) return run_pipeline_search(problem, cluster, opts, a);
-  const Solution solution = solve(problem, cluster, opts);
+  const Solution solution = solve_or_explain(problem, cluster, opts);
   if (progress.on()) std::fputc('\n', stderr);
   if (solution.details().expert_plan)
     progress.say("the fastest fitting plan is a data x tensor parallel split");
