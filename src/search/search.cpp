@@ -134,8 +134,8 @@ struct MemoryParts {
 
 // "parameters 1.2 GiB, gradients ..., optimizer state ..., activations ...".
 std::string memory_parts_text(const MemoryParts& m) {
-  return "parameters " + gib(m.weights) + ", gradients " + gib(m.gradients) +
-         ", optimizer state " + gib(m.optimizer) + ", activations " + gib(m.activations);
+  return "parameters " + gib(m.weights) + ", gradients " + gib(m.gradients) + ", optimizer state " +
+         gib(m.optimizer) + ", activations " + gib(m.activations);
 }
 
 // What would make the smallest plan fit: the budget it needs, and the device
@@ -333,7 +333,7 @@ class FoldedLadder {
   const detail::Repetition& rep_;
   SearchResult& res_;
   const detail::Folded f3_, f4_;
-  const double extra_;  // blocks past the 3-copy fold
+  const double extra_;    // blocks past the 3-copy fold
   MemoryParts best_mem_;  // the least memory seen, by kind
   plan::Plan best_;
   double best_step_ = std::numeric_limits<double>::infinity();
@@ -359,8 +359,7 @@ class RecLadder {
     // Polish the fastest fitting plan, or mend the smallest one.
     if (may_polish(ctx_)) {
       plan::Plan start = have_ ? res_.plan : std::move(smallest_);
-      const double start_mem =
-          have_ ? res_.eval.summary.memory_per_device_bytes : best_mem_.total;
+      const double start_mem = have_ ? res_.eval.summary.memory_per_device_bytes : best_mem_.total;
       if (take_polished(ctx_, std::move(start), start_mem, have_, res_, best_mem_)) have_ = true;
     }
     if (!have_) throw NoFit(ctx_.budget, ctx_.cluster, best_mem_);
@@ -417,7 +416,7 @@ class RecLadder {
   SearchResult& res_;
   bool have_ = false;
   MemoryParts best_mem_;  // the least memory seen, by kind
-  plan::Plan smallest_;  // the least memory seen, for polish to mend
+  plan::Plan smallest_;   // the least memory seen, for polish to mend
 };
 
 void run_algorithm(const detail::Context& ctx, SearchResult& res);
@@ -461,8 +460,7 @@ void run_fixed(const detail::Context& ctx, SearchResult& res) {
     const auto [budget_text, need_text] = gib_pair(ctx.budget, need.total);
     throw Error(Errc::kNoFit, "the " + std::string(algorithm_name(ctx.opts.algorithm)) +
                                   " plan needs " + need_text + " per device (" +
-                                  memory_parts_text(need) + "), over the budget of " +
-                                  budget_text);
+                                  memory_parts_text(need) + "), over the budget of " + budget_text);
   }
 }
 
