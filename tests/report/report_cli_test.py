@@ -193,6 +193,37 @@ def dot(tmp, plan_path, ev):
     red = svg.count('stroke="#d62728"')
     # Each red edge draws its line and its arrow head.
     check(red == 2 * len(layout_pairs(ev)), "red strokes %d, layout moves %d" % (red, len(layout_pairs(ev))))
+    return dot_large(tmp, exe)
+
+
+def dot_large(tmp, exe):
+    """BERT-large: by default the repeated block is drawn once, and Graphviz
+    renders it within a minute; --whole-graph writes every operator, each
+    copy of the block in a cluster of its own (not rendered: too large)."""
+    bert = os.path.join(DATA, "graphs", "bert_large.json")
+    plan_path = os.path.join(tmp, "bert.plan.json")
+    run(["search", bert, "--mesh", "16x8", "-o", plan_path])
+    n = len(json.load(open(plan_path))["operators"])
+    path = os.path.join(tmp, "bert.dot")
+    run(["show", plan_path, "--graph", bert, "--dot", path])
+    text = open(path).read()
+    nodes = text.count(" [label=") - text.count("legend") - text.count(" -> ") - text.count("[shape=ellipse")
+    check(0 < nodes < n / 4, "folded DOT draws %d of %d operators" % (nodes, n))
+    check("subgraph cluster_block0 {" in text and "subgraph cluster_block1 {" not in text,
+          "folded DOT: one block cluster")
+    try:
+        p = subprocess.run([exe, "-Tsvg", path], capture_output=True, text=True, timeout=60)
+        check(p.returncode == 0 and "<svg" in p.stdout, "dot -Tsvg of folded BERT: %s" % p.stderr[-2000:])
+    except subprocess.TimeoutExpired:
+        check(False, "dot -Tsvg of folded BERT took over a minute")
+    whole = os.path.join(tmp, "bert_whole.dot")
+    run(["show", plan_path, "--graph", bert, "--dot", whole, "--whole-graph"])
+    text = open(whole).read()
+    for i in range(n):
+        if "  op%d [label=" % i not in text:
+            check(False, "--whole-graph lacks op%d" % i)
+            break
+    check(text.count("subgraph cluster_block") >= 3, "--whole-graph: a cluster per block")
     return 0
 
 

@@ -280,3 +280,39 @@ TEST_CASE("report: the table puts the summary first and folds repeated blocks") 
   const report::ReportInput ein{f.g, f.spaces, f.cluster, f.res.plan, evaluated};
   CHECK(report::plan_to_table(ein).find("search time") == std::string::npos);
 }
+
+TEST_CASE("report: DOT of a large graph draws a repeated block once, or every copy clustered") {
+  Fixture f(io::read_graph_file(data_path("graphs/bert_large.json")), Cluster::mesh({4, 8}));
+  REQUIRE(f.g.num_operators() > report::kFoldDotOperators);
+  const auto fold = report::find_fold(f.input(), report::kFoldTableOperators);
+  REQUIRE(fold.has_value());
+  const std::regex node_re("\n +op[0-9]+ \\[label=");
+  const auto node_count = [&](const std::string& dot) {
+    return std::distance(std::sregex_iterator(dot.begin(), dot.end(), node_re),
+                         std::sregex_iterator());
+  };
+  const auto has_node = [](const std::string& dot, std::size_t o) {
+    return std::regex_search(dot, std::regex("\n +op" + std::to_string(o) + " \\[label="));
+  };
+  // Folded (the default past kFoldDotOperators): the first copy only, in one
+  // cluster, each node tagged with the copy count.
+  const std::string folded = report::plan_to_dot(f.input());
+  const std::size_t shown = f.g.num_operators() - fold->period * (fold->repeats - 1);
+  CHECK(static_cast<std::size_t>(node_count(folded)) == shown);
+  CHECK(has_node(folded, fold->start));
+  CHECK_FALSE(has_node(folded, fold->start + fold->period));  // the second copy
+  CHECK(folded.find("subgraph cluster_block0 {") != std::string::npos);
+  CHECK(folded.find("subgraph cluster_block1 {") == std::string::npos);
+  CHECK(folded.find("[x" + std::to_string(fold->repeats) + "] ") != std::string::npos);
+  CHECK(folded.find("(into the next block)") != std::string::npos);
+  // No edge points at an operator that is not drawn.
+  const std::regex edge_re("-> op([0-9]+) ");
+  for (std::sregex_iterator it(folded.begin(), folded.end(), edge_re), end; it != end; ++it)
+    CHECK(has_node(folded, std::stoul((*it)[1].str())));
+  // Whole: a node per operator, a cluster per copy.
+  const std::string whole = report::plan_to_dot(f.input(), {.whole_graph = true});
+  CHECK(static_cast<std::size_t>(node_count(whole)) == f.g.num_operators());
+  for (std::size_t b = 0; b < fold->repeats; ++b)
+    CHECK(whole.find("subgraph cluster_block" + std::to_string(b) + " {") != std::string::npos);
+  CHECK(whole.find("(into the next block)") == std::string::npos);
+}

@@ -32,6 +32,7 @@ struct ShowArgs {
   std::optional<std::string> dot;
   ClusterArgs cluster;
   std::optional<std::string> cost_file;
+  bool whole_graph = false;  // DOT: every copy of a repeated block
 };
 
 int run_show(const ShowArgs& a) {
@@ -56,7 +57,7 @@ int run_show(const ShowArgs& a) {
   const report::ReportInput in{problem.graph(), problem.spaces(), cluster, solution.plan(),
                                solution.evaluation()};
   if (a.html) write_output(*a.html, report::plan_to_html(in));
-  if (a.dot) write_output(*a.dot, report::plan_to_dot(in));
+  if (a.dot) write_output(*a.dot, report::plan_to_dot(in, {.whole_graph = a.whole_graph}));
   return 0;
 }
 
@@ -79,6 +80,9 @@ void add_show_command(CLI::App& app, Registry& reg) {
           ->type_name("OUT.html");
   CLI::Option* dot_opt = cmd->add_option("--dot", *dot, "write the DOT graph here ('-' for stdout)")
                              ->type_name("OUT.dot");
+  cmd->add_flag("--whole-graph", a->whole_graph,
+                "DOT: draw every copy of a repeated block (by default a graph of more than " +
+                    std::to_string(report::kFoldDotOperators) + " operators draws one)");
   auto g = std::make_shared<GraphOptions>();
   add_graph_options(cmd, *g);
   add_cluster_options(cmd, *c);

@@ -123,8 +123,14 @@ struct TableOptions {
 
 // The HTML report (UTF-8, one file, no external resources).
 [[nodiscard]] std::string plan_to_html(const ReportInput& in);
-// The Graphviz DOT graph.
-[[nodiscard]] std::string plan_to_dot(const ReportInput& in);
+// The Graphviz DOT graph. A repeated block (find_fold) is drawn in a
+// cluster per copy; past kFoldDotOperators operators only its first copy is
+// drawn, standing for all of them (edges of later copies mapped onto it, an
+// edge into the next copy dashed), unless whole_graph.
+struct DotOptions {
+  bool whole_graph = false;
+};
+[[nodiscard]] std::string plan_to_dot(const ReportInput& in, const DotOptions& opts = {});
 
 // Text escaped for HTML element content and double-quoted attributes (&, <,
 // >, "): what every page the project writes (plan reports, sweep charts)
