@@ -112,6 +112,78 @@ ColourClasses colour_classes(const ReportInput& in) {
   return c;
 }
 
+namespace {
+
+// Shades of the layout families, darkest first; kReplicatedColour and
+// kOtherColour as for the strategy classes.
+constexpr const char* kDpShades[] = {"#4e79a7", "#a0cbe8", "#2a5783", "#7aa6d6"};
+constexpr const char* kTpShades[] = {"#f28e2b", "#ffbe7d", "#b85f0d", "#f7a35c"};
+constexpr const char* kMixedShades[] = {"#59a14f", "#8cd17d", "#2f6b28", "#b6e3a8"};
+
+}  // namespace
+
+std::string layout_class(const ReportInput& in, ir::OpId op) {
+  const ir::Operator& o = in.graph.op(op);
+  if (o.outputs.empty() || o.outputs[0] >= in.eval.tensors.size()) return cut_signature(in, op);
+  const plan::TensorSharding& ts = in.eval.tensors[o.outputs[0]];
+  std::vector<std::uint32_t> dp, tp;
+  for (std::size_t d = 0; d < ts.dims.size(); ++d)
+    (d == 0 ? dp : tp).insert((d == 0 ? dp : tp).end(), ts.dims[d].begin(), ts.dims[d].end());
+  tp.insert(tp.end(), ts.partial.begin(), ts.partial.end());
+  std::sort(tp.begin(), tp.end());
+  tp.erase(std::unique(tp.begin(), tp.end()), tp.end());
+  std::string out;
+  if (!dp.empty()) out = "DP " + io::mesh_dims_text(in.cluster, in.plan, dp);
+  if (!tp.empty())
+    out += (out.empty() ? "" : " + ") + std::string("TP ") +
+           io::mesh_dims_text(in.cluster, in.plan, tp);
+  return out.empty() ? "replicated" : out;
+}
+
+ColourClasses layout_classes(const ReportInput& in) {
+  const std::size_t n = in.graph.num_operators();
+  std::vector<std::string> name(n);
+  std::unordered_map<std::string, std::pair<std::size_t, std::size_t>> count;  // count, first
+  std::vector<std::string> order;
+  for (std::size_t o = 0; o < n; ++o) {
+    name[o] = layout_class(in, static_cast<ir::OpId>(o));
+    auto [it, fresh] = count.try_emplace(name[o], 0, o);
+    if (fresh) order.push_back(name[o]);
+    ++it->second.first;
+  }
+  std::stable_sort(order.begin(), order.end(), [&](const std::string& a, const std::string& b) {
+    return count[a].first > count[b].first;
+  });
+  ColourClasses c;
+  std::unordered_map<std::string, std::size_t> index;
+  std::size_t dp = 0, tp = 0, mixed = 0;
+  const auto shade = [](const auto& shades, std::size_t& used) -> const char* {
+    return used < std::size(shades) ? shades[used++] : nullptr;
+  };
+  for (const std::string& cls : order) {
+    const bool has_dp = cls.rfind("DP ", 0) == 0, has_tp = cls.find("TP ") != std::string::npos;
+    const char* colour = cls == "replicated" ? kReplicatedColour
+                         : has_dp && has_tp  ? shade(kMixedShades, mixed)
+                         : has_dp            ? shade(kDpShades, dp)
+                         : has_tp            ? shade(kTpShades, tp)
+                                             : nullptr;
+    if (colour == nullptr) continue;  // its family is out of shades: "other"
+    index[cls] = c.names.size();
+    c.names.push_back(cls);
+    c.colours.push_back(colour);
+  }
+  if (index.size() < order.size()) {
+    c.names.push_back("other");
+    c.colours.push_back(kOtherColour);
+  }
+  c.of_op.resize(n);
+  for (std::size_t o = 0; o < n; ++o) {
+    const auto it = index.find(name[o]);
+    c.of_op[o] = it != index.end() ? it->second : c.names.size() - 1;
+  }
+  return c;
+}
+
 Parallelism parallelism(const ReportInput& in) {
   Parallelism p;
   const std::size_t axes = in.plan.mesh.size();

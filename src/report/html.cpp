@@ -7,13 +7,16 @@
 // page stays a viewer.
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include <nlohmann/json.hpp>  // the page's data block
 
 #include "recsearch/cost/cost_params.hpp"
 #include "recsearch/cost/model.hpp"
+#include "recsearch/io/mesh_names.hpp"
 #include "recsearch/report/report.hpp"
 #include "report/text.hpp"
 
@@ -113,6 +116,8 @@ json operators_data(const ReportInput& in, const ColourClasses& classes) {
                    {"type", op.type},
                    {"strategy", strategy_text(ev.strategies.at(o))},
                    {"cuts", cut_signature(in, static_cast<ir::OpId>(o))},
+                   {"split", op_split_text(in, static_cast<ir::OpId>(o))},
+                   {"layout", classes.names[classes.of_op[o]]},
                    {"class", classes.of_op[o]},
                    {"flops", num(in.spaces.at(o).flops)},
                    {"compute_s", num(ev.op_costs.at(o).compute_s)},
@@ -149,6 +154,12 @@ json edges_data(const ReportInput& in) {
   return edges;
 }
 
+std::string level_of(const ReportInput& in, std::uint32_t axis) {
+  const std::size_t l = in.plan.mesh.at(axis).level;
+  return l < in.cluster.levels().size() ? in.cluster.levels()[l].name : in.plan.mesh[axis].axis;
+}
+
+// Every collective, in the evaluator's order (the page lists them by time).
 json redistributions_data(const ReportInput& in) {
   const ir::Graph& g = in.graph;
   json red = json::array();
@@ -158,6 +169,7 @@ json redistributions_data(const ReportInput& in) {
                    {"from", op_name(e.from)},
                    {"to", op_name(e.to)},
                    {"axis", in.plan.mesh.at(e.axis).axis},
+                   {"level", level_of(in, e.axis)},
                    {"collective", cost::collective_name(e.collective)},
                    {"phase", cost::phase_name(e.phase)},
                    {"reason", plan::comm_reason_name(e.reason)},
@@ -167,9 +179,35 @@ json redistributions_data(const ReportInput& in) {
   return red;
 }
 
+// Communication totals by reason x collective x level, the costliest first:
+// the page's breakdown chart.
+json comm_groups_data(const ReportInput& in) {
+  std::map<std::tuple<std::string, std::string, std::string>, std::pair<double, double>> totals;
+  for (const plan::CommEvent& e : in.eval.events) {
+    auto& t = totals[{std::string(plan::comm_reason_name(e.reason)),
+                      std::string(cost::collective_name(e.collective)), level_of(in, e.axis)}];
+    t.first += e.seconds;
+    t.second += e.bytes * e.repeats;
+  }
+  std::vector<
+      std::pair<std::tuple<std::string, std::string, std::string>, std::pair<double, double>>>
+      rows(totals.begin(), totals.end());
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+  json out = json::array();
+  for (const auto& [k, t] : rows) {
+    out.push_back({{"reason", std::get<0>(k)},
+                   {"collective", std::get<1>(k)},
+                   {"level", std::get<2>(k)},
+                   {"seconds", num(t.first)},
+                   {"bytes", num(t.second)}});
+  }
+  return out;
+}
+
 json page_data(const ReportInput& in) {
   const ir::Graph& g = in.graph;
-  const ColourClasses classes = colour_classes(in);
+  const ColourClasses classes = layout_classes(in);
   const bool drawn = g.num_operators() <= kMaxDrawnOperators;
 
   json d;
@@ -191,6 +229,9 @@ json page_data(const ReportInput& in) {
   d["operators"] = operators_data(in, classes);
   d["edges"] = drawn ? edges_data(in) : json::array();
   d["redistributions"] = redistributions_data(in);
+  d["comm_groups"] = comm_groups_data(in);
+  d["axis_levels"] = io::axis_levels_text(in.cluster, in.plan);
+  d["parallelism"] = parallelism_text(in);
   return d;
 }
 
@@ -227,18 +268,28 @@ tr.sel td { background: #fff3bf; }
 .bar div { height: 100%; }
 .scroll { max-height: 60vh; overflow: auto; }
 .note { color: #666; font-size: 0.85em; }
+.legend-row { display: flex; flex-wrap: wrap; gap: 0.4em 1em; margin: 0.4em 0; font-size: 0.85em; }
+.crow { display: flex; align-items: center; gap: 0.6em; font-size: 0.82em; margin: 0.1em 0; }
+.crow .lab { width: 22em; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+.crow .cbar { height: 0.9em; background: #e15759; }
+.crow .val { font-variant-numeric: tabular-nums; color: #444; }
 </style>
 </head>
 <body>
 <h1 id="title">@TITLE@</h1>
 <p class="sub" id="subtitle"></p>
 <div id="summary"></div>
-<h2>Graph, coloured by strategy</h2>
+<p class="sub" id="mesh-line"></p>
+<h2>Graph, coloured by output layout</h2>
+<p class="note">Each operator's colour is its output's layout on the cluster's levels: DP (blues) splits only the leading, batch, dimension; TP (oranges) splits other dimensions or leaves partial sums; DP + TP (greens) both; grey is replicated.</p>
 <div id="legend"></div>
 <div id="graph-wrap"></div>
 <p class="note">Red edges carry a redistribution. Click an operator to find it in the table.</p>
 <h2>Memory per device</h2>
 <div id="memory"></div>
+<div id="memory-legend" class="legend-row"></div>
+<h2>Communication by reason, collective and level</h2>
+<div id="comm-chart"></div>
 <h2>Operators</h2>
 <p class="note">Seconds per training or inference step; communication split by reason. Click a heading to sort.</p>
 <div class="scroll"><table id="operators"><thead><tr>
@@ -249,8 +300,9 @@ tr.sel td { background: #fff3bf; }
 </tr></thead><tbody></tbody></table></div>
 <h2>Redistributions</h2>
 <p class="note" id="redistribution-note"></p>
+<p class="note">Sorted by time, the costliest first; click a heading to sort otherwise.</p>
 <div class="scroll"><table id="redistributions"><thead><tr>
-<th data-col="tensor">tensor</th><th data-col="from">from</th><th data-col="to">to</th><th data-col="axis">axis</th>
+<th data-col="tensor">tensor</th><th data-col="from">from</th><th data-col="to">to</th><th data-col="axis">axis</th><th data-col="level">level</th>
 <th data-col="collective">collective</th><th data-col="phase">phase</th><th data-col="reason">reason</th>
 <th data-col="bytes">bytes per device</th><th data-col="seconds">seconds</th>
 </tr></thead><tbody></tbody></table></div>
@@ -307,6 +359,8 @@ tr.sel td { background: #fff3bf; }
                ["memory_per_device_bytes", "memory per device", fmtB],
                ["parameter_bytes", "of which parameters", fmtB],
                ["activation_bytes", "of which activations", fmtB]];
+  document.getElementById("mesh-line").textContent = "Mesh axes: " + D.axis_levels +
+    ". Parallelism: " + D.parallelism + ".";
   var summary = document.getElementById("summary");
   cards.forEach(function (c) {
     var card = el("div", {"class": "card", "data-key": c[0], "data-value": String(S[c[0]])});
@@ -358,9 +412,16 @@ tr.sel td { background: #fff3bf; }
   // Redistribution table.
   var rbody = document.querySelector("#redistributions tbody");
   var rRows = [];
-  D.redistributions.forEach(function (r, i) {
+  // The costliest first; ties keep the evaluator's order.
+  var byTime = D.redistributions.map(function (r, i) { return i; });
+  byTime.sort(function (a, b) {
+    var x = D.redistributions[a].seconds, y = D.redistributions[b].seconds;
+    return x > y ? -1 : x < y ? 1 : a - b;
+  });
+  byTime.forEach(function (i) {
+    var r = D.redistributions[i];
     var tr = el("tr", {"id": "redist-" + i});
-    ["tensor", "from", "to", "axis", "collective", "phase", "reason"].forEach(function (k) {
+    ["tensor", "from", "to", "axis", "level", "collective", "phase", "reason"].forEach(function (k) {
       tr.appendChild(el("td", {"data-col": k}, r[k]));
     });
     var b = numCell(r.bytes, fmtB); b.setAttribute("data-col", "bytes"); tr.appendChild(b);
@@ -395,15 +456,36 @@ tr.sel td { background: #fff3bf; }
   var cap = D.memory.capacity_bytes, used = S.memory_per_device_bytes;
   var scale = Math.max(cap, used);
   var bar = el("div", {"class": "bar", "id": "memory-bar"});
-  [["parameter_bytes", "#4e79a7"], ["activation_bytes", "#f28e2b"]].forEach(function (p) {
-    bar.appendChild(el("div", {"data-key": p[0], "style": "width:" + (100 * S[p[0]] / scale) + "%;background:" + p[1],
-                              "title": p[0] + " " + fmtB(S[p[0]])}));
+  var weights = S.parameter_bytes - S.gradient_bytes - S.optimizer_bytes;
+  var memLegend = document.getElementById("memory-legend");
+  [["weights", "parameters", weights, "#4e79a7"], ["gradient_bytes", "gradients", S.gradient_bytes, "#76b7b2"],
+   ["optimizer_bytes", "optimizer state", S.optimizer_bytes, "#b07aa1"],
+   ["activation_bytes", "activations", S.activation_bytes, "#f28e2b"]].forEach(function (p) {
+    bar.appendChild(el("div", {"data-key": p[0], "style": "width:" + (100 * p[2] / scale) + "%;background:" + p[3],
+                              "title": p[1] + " " + fmtB(p[2])}));
+    var item = el("span", {"class": "memory-legend-item", "data-key": p[0], "data-value": String(p[2])});
+    item.appendChild(el("span", {"class": "swatch", "style": "background:" + p[3]}));
+    item.appendChild(document.createTextNode(p[1] + " " + fmtB(p[2])));
+    memLegend.appendChild(item);
   });
   mem.appendChild(bar);
   mem.appendChild(el("p", {"id": "memory-text", "data-used": String(used), "data-capacity": String(cap)},
     "Each of the " + D.devices + " devices holds " + fmtB(used) + " (parameters and their state " +
     fmtB(S.parameter_bytes) + ", activations " + fmtB(S.activation_bytes) + ") of " + fmtB(cap) +
     " (" + (100 * used / cap).toFixed(1) + " %)."));
+
+  // Communication breakdown: one bar per reason x collective x level.
+  var chart = document.getElementById("comm-chart");
+  var cmax = D.comm_groups.length ? D.comm_groups[0].seconds : 0;
+  if (!D.comm_groups.length) chart.appendChild(el("p", {"class": "note"}, "No collectives."));
+  D.comm_groups.forEach(function (c, i) {
+    var row = el("div", {"class": "crow", "id": "comm-" + i, "data-seconds": String(c.seconds)});
+    row.appendChild(el("span", {"class": "lab"}, c.reason + " \u00b7 " + c.collective + " \u00b7 " + c.level));
+    row.appendChild(el("span", {"class": "cbar", "style": "width:" + (cmax > 0 ? 30 * c.seconds / cmax : 0) + "em"}));
+    row.appendChild(el("span", {"class": "val"}, fmtS(c.seconds) + ", " + fmtB(c.bytes) + " per device (" +
+      (S.communication_s > 0 ? (100 * c.seconds / S.communication_s).toFixed(1) : "0") + " %)"));
+    chart.appendChild(row);
+  });
 
   // Graph: layered drawing, left to right.
   var wrap = document.getElementById("graph-wrap");
@@ -432,10 +514,11 @@ tr.sel td { background: #fff3bf; }
                        "transform": "translate(" + px(o) + "," + py(o) + ")"});
       g.appendChild(sv("rect", {"width": W, "height": H, "fill": D.classes[o["class"]].colour}));
       var t1 = sv("text", {"x": 4, "y": 12}); t1.textContent = o.name.length > 22 ? o.name.slice(0, 21) + "\u2026" : o.name;
-      var t2 = sv("text", {"x": 4, "y": 24}); t2.textContent = o.type + " " + o.cuts;
+      var t2 = sv("text", {"x": 4, "y": 24}); t2.textContent = o.type + " " + o.split;
       g.appendChild(t1); g.appendChild(t2);
       var tip = sv("title");
-      tip.textContent = o.name + " (" + o.type + ")\nstrategy " + o.strategy + "\ncuts " + o.cuts +
+      tip.textContent = o.name + " (" + o.type + ")\nlayout " + o.layout + "\nsplit " + o.split +
+        "\nstrategy " + o.strategy + "\ncuts " + o.cuts +
         "\ncompute " + fmtS(o.compute_s) + ", communication " + fmtS(o.communication_s);
       g.appendChild(tip);
       g.addEventListener("click", function () {

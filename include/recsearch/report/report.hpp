@@ -60,6 +60,15 @@ struct ColourClasses {
 };
 [[nodiscard]] ColourClasses colour_classes(const ReportInput& in);
 
+// The layout class the HTML report colours an operator by, from its first
+// output's sharding on the named mesh: "DP m0,m1" (only the leading, batch,
+// dim is split), "TP m1" (only other dims are split, or the output is
+// partial), "DP m0 + TP m1" (both), "replicated". layout_classes groups
+// them like colour_classes, in colour families: DP blues, TP oranges, mixed
+// greens, replicated grey; shades within a family by decreasing count.
+[[nodiscard]] std::string layout_class(const ReportInput& in, ir::OpId op);
+[[nodiscard]] ColourClasses layout_classes(const ReportInput& in);
+
 // Graphs with more operators than this are listed in the HTML tables but
 // not drawn (a browser would struggle with the SVG).
 inline constexpr std::size_t kMaxDrawnOperators = 5000;
