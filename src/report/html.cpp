@@ -205,6 +205,26 @@ json comm_groups_data(const ReportInput& in) {
   return out;
 }
 
+json strip_data(const PipelineStrip& strip) {
+  json stages = json::array();
+  for (const PipelineStrip::Stage& st : strip.stages) {
+    stages.push_back({{"first", st.first_op},
+                      {"last", st.last_op},
+                      {"operators", st.operators},
+                      {"group", st.group},
+                      {"compute_s", num(st.compute_s)},
+                      {"memory_bytes", num(st.memory_bytes)},
+                      {"busy_s", num(st.busy_s)},
+                      {"bubble_s", num(st.bubble_s)}});
+  }
+  return {{"stages", stages},
+          {"schedule", strip.schedule},
+          {"microbatches", strip.microbatches},
+          {"step_time_s", num(strip.step_time_s)},
+          {"bubble_fraction", num(strip.bubble_fraction)},
+          {"shown", strip.shown}};
+}
+
 json page_data(const ReportInput& in) {
   const ir::Graph& g = in.graph;
   const ColourClasses classes = layout_classes(in);
@@ -273,6 +293,11 @@ tr.sel td { background: #fff3bf; }
 .crow .lab { width: 22em; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
 .crow .cbar { height: 0.9em; background: #e15759; }
 .crow .val { font-variant-numeric: tabular-nums; color: #444; }
+#pipeline .strip { display: flex; gap: 0.4em; margin: 0.4em 0; }
+#pipeline .stage { border: 1px solid #999; border-radius: 4px; padding: 0.3em 0.5em; font-size: 0.8em; min-width: 8em; }
+#pipeline .stage.shown { border: 2px solid #000; }
+#pipeline .busy { height: 0.6em; background: #4e79a7; display: inline-block; }
+#pipeline .idle { height: 0.6em; background: #e15759; display: inline-block; }
 </style>
 </head>
 <body>
@@ -280,6 +305,7 @@ tr.sel td { background: #fff3bf; }
 <p class="sub" id="subtitle"></p>
 <div id="summary"></div>
 <p class="sub" id="mesh-line"></p>
+<div id="pipeline"></div>
 <h2>Graph, coloured by output layout</h2>
 <p class="note">Each operator's colour is its output's layout on the cluster's levels: DP (blues) splits only the leading, batch, dimension; TP (oranges) splits other dimensions or leaves partial sums; DP + TP (greens) both; grey is replicated.</p>
 <div id="legend"></div>
@@ -474,6 +500,35 @@ tr.sel td { background: #fff3bf; }
     fmtB(S.parameter_bytes) + ", activations " + fmtB(S.activation_bytes) + ") of " + fmtB(cap) +
     " (" + (100 * used / cap).toFixed(1) + " %)."));
 
+  // Pipeline stage strip: per stage its operators, group, compute, memory
+  // and its group's busy and bubble time (one bar, bubble in red).
+  if (D.pipeline) {
+    var P = D.pipeline, pw = document.getElementById("pipeline");
+    pw.appendChild(el("h2", {}, "Pipeline stages"));
+    pw.appendChild(el("p", {"class": "note", "id": "pipeline-note"}, P.stages.length + " stages, " + P.schedule + ", " +
+      P.microbatches + " microbatches; step " + fmtS(P.step_time_s) + ", bubble " + (100 * P.bubble_fraction).toFixed(1) +
+      " % of the pipelined part. The graph and tables below are stage " + P.shown + "'s."));
+    var strip = el("div", {"class": "strip"});
+    var tmax = 0;
+    P.stages.forEach(function (st) { tmax = Math.max(tmax, st.busy_s + st.bubble_s); });
+    P.stages.forEach(function (st, j) {
+      var box = el("div", {"class": "stage" + (j === P.shown ? " shown" : ""), "id": "stage-" + j,
+                           "data-compute": String(st.compute_s), "data-memory": String(st.memory_bytes),
+                           "data-bubble": String(st.bubble_s)});
+      box.appendChild(el("div", {}, "stage " + j + " \u00b7 group " + st.group));
+      box.appendChild(el("div", {"class": "note"}, st.operators + " ops: " + st.first + " \u2026 " + st.last));
+      box.appendChild(el("div", {}, "compute " + fmtS(st.compute_s)));
+      box.appendChild(el("div", {}, "memory " + fmtB(st.memory_bytes)));
+      box.appendChild(el("div", {}, "bubble " + fmtS(st.bubble_s)));
+      var b = el("div", {});
+      b.appendChild(el("span", {"class": "busy", "style": "width:" + (tmax > 0 ? 7 * st.busy_s / tmax : 0) + "em"}));
+      b.appendChild(el("span", {"class": "idle", "style": "width:" + (tmax > 0 ? 7 * st.bubble_s / tmax : 0) + "em"}));
+      box.appendChild(b);
+      strip.appendChild(box);
+    });
+    pw.appendChild(strip);
+  }
+
   // Communication breakdown: one bar per reason x collective x level.
   var chart = document.getElementById("comm-chart");
   var cmax = D.comm_groups.length ? D.comm_groups[0].seconds : 0;
@@ -549,8 +604,39 @@ void replace_all(std::string& s, const std::string& from, const std::string& to)
 
 }  // namespace
 
-std::string plan_to_html(const ReportInput& in) {
-  std::string data = page_data(in).dump(-1, ' ', false, json::error_handler_t::replace);
+PipelineStrip pipeline_strip(const ir::Graph& g, const plan::PipelinePlan& pp,
+                             const plan::PipelineEvaluation& pe, std::size_t shown) {
+  PipelineStrip strip;
+  strip.schedule = std::string(plan::schedule_name(pp.schedule));
+  strip.microbatches = pp.microbatches;
+  strip.step_time_s = pe.summary.step_time_s;
+  strip.bubble_fraction = pe.bubble_fraction;
+  strip.shown = shown;
+  for (std::size_t j = 0; j < pp.stages.size(); ++j) {
+    const plan::Stage& st = pp.stages[j];
+    PipelineStrip::Stage row;
+    if (st.first < st.last && st.last <= g.num_operators()) {
+      row.first_op = g.op(st.first).name;
+      row.last_op = g.op(st.last - 1).name;
+      row.operators = st.last - st.first;
+    }
+    row.group = st.group;
+    if (j < pe.stages.size()) row.compute_s = pe.stages[j].summary.compute_s;
+    if (st.group < pe.groups.size()) {
+      const plan::GroupReport& gr = pe.groups[st.group];
+      row.memory_bytes = gr.memory_bytes;
+      row.busy_s = gr.busy_s;
+      row.bubble_s = gr.bubble_s;
+    }
+    strip.stages.push_back(std::move(row));
+  }
+  return strip;
+}
+
+std::string plan_to_html(const ReportInput& in, const PipelineStrip* strip) {
+  json d = page_data(in);
+  if (strip != nullptr) d["pipeline"] = strip_data(*strip);
+  std::string data = d.dump(-1, ' ', false, json::error_handler_t::replace);
   // Inside <script>, "</script>" or "<!--" in a name must not end the block:
   // '<' only occurs inside JSON strings, where \u003c means the same.
   replace_all(data, "<", "\\u003c");

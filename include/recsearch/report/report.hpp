@@ -19,6 +19,7 @@
 #include "recsearch/cluster.hpp"
 #include "recsearch/ir/graph.hpp"
 #include "recsearch/plan/evaluator.hpp"
+#include "recsearch/plan/pipeline.hpp"
 #include "recsearch/plan/plan.hpp"
 
 namespace recsearch::report {
@@ -130,8 +131,32 @@ struct TableOptions {
 };
 [[nodiscard]] std::string plan_to_table(const ReportInput& in, const TableOptions& opts = {});
 
-// The HTML report (UTF-8, one file, no external resources).
-[[nodiscard]] std::string plan_to_html(const ReportInput& in);
+// A pipelined plan's stages, for the HTML page's stage strip: per stage its
+// operator range, device group, compute, and its group's memory and bubble.
+struct PipelineStrip {
+  struct Stage {
+    std::string first_op, last_op;  // names of its first and last operator
+    std::size_t operators = 0;
+    std::size_t group = 0;
+    double compute_s = 0;     // the stage's, per step
+    double memory_bytes = 0;  // per device of its group
+    double busy_s = 0;        // its group's, per step
+    double bubble_s = 0;      // its group's idle time in the pipelined part
+  };
+  std::vector<Stage> stages;
+  std::string schedule;  // "1f1b", "interleaved"
+  std::int64_t microbatches = 1;
+  double step_time_s = 0;
+  double bubble_fraction = 0;
+  std::size_t shown = 0;  // the stage whose operators the page draws
+};
+[[nodiscard]] PipelineStrip pipeline_strip(const ir::Graph& g, const plan::PipelinePlan& pp,
+                                           const plan::PipelineEvaluation& pe, std::size_t shown);
+
+// The HTML report (UTF-8, one file, no external resources). With a
+// pipeline strip, the page opens with the stages (compute, memory, bubble
+// per stage) and its graph and tables are those of stage strip->shown.
+[[nodiscard]] std::string plan_to_html(const ReportInput& in, const PipelineStrip* strip = nullptr);
 // The Graphviz DOT graph. A repeated block (find_fold) is drawn in a
 // cluster per copy; past kFoldDotOperators operators only its first copy is
 // drawn, standing for all of them (edges of later copies mapped onto it, an
