@@ -132,13 +132,28 @@ json operators_data(const ReportInput& in, const ColourClasses& classes) {
   return ops;
 }
 
+std::string level_of(const ReportInput& in, std::uint32_t axis) {
+  const std::size_t l = in.plan.mesh.at(axis).level;
+  return l < in.cluster.levels().size() ? in.cluster.levels()[l].name : in.plan.mesh[axis].axis;
+}
+
+std::string e_axis_name(const ReportInput& in, std::uint32_t axis) {
+  return in.plan.mesh.at(axis).axis;
+}
+
 // Producer -> consumer edges, each marked when the tensor is redistributed
-// on its way.
+// on its way, with its collectives for the tooltip (phase, collective,
+// level, MiB).
 json edges_data(const ReportInput& in) {
   const ir::Graph& g = in.graph;
-  std::set<std::pair<ir::TensorId, ir::OpId>> moved;
+  // Per (tensor, consumer): its collectives, "all_gather@m1 1.5 MiB, ...".
+  std::map<std::pair<ir::TensorId, ir::OpId>, std::string> moved;
   for (const plan::CommEvent& e : in.eval.events) {
-    if (e.reason == plan::CommReason::Layout) moved.insert({e.tensor, e.to});
+    if (e.reason != plan::CommReason::Layout) continue;
+    std::string& text = moved[{e.tensor, e.to}];
+    text += (text.empty() ? "" : ", ") + std::string(cost::phase_name(e.phase)) + " " +
+            std::string(cost::collective_name(e.collective)) + " on " + level_of(in, e.axis) +
+            " (" + e_axis_name(in, e.axis) + ") " + sig(e.bytes / (1024.0 * 1024.0)) + " MiB";
   }
   json edges = json::array();
   for (std::size_t t = 0; t < g.num_tensors(); ++t) {
@@ -147,16 +162,12 @@ json edges_data(const ReportInput& in) {
     std::set<ir::OpId> seen;
     for (const ir::OpId c : ts.consumers) {
       if (!seen.insert(c).second) continue;
-      edges.push_back(
-          {ts.producer, c, ts.name, moved.count({static_cast<ir::TensorId>(t), c}) > 0});
+      const auto it = moved.find({static_cast<ir::TensorId>(t), c});
+      edges.push_back({ts.producer, c, ts.name, it != moved.end(),
+                       it != moved.end() ? it->second : std::string()});
     }
   }
   return edges;
-}
-
-std::string level_of(const ReportInput& in, std::uint32_t axis) {
-  const std::size_t l = in.plan.mesh.at(axis).level;
-  return l < in.cluster.levels().size() ? in.cluster.levels()[l].name : in.plan.mesh[axis].axis;
 }
 
 // Every collective, in the evaluator's order (the page lists them by time).
@@ -560,7 +571,7 @@ tr.sel td { background: #fff3bf; }
       var x1 = px(a) + W, y1 = py(a) + H / 2, x2 = px(b), y2 = py(b) + H / 2;
       var path = sv("path", {"class": "edge" + (e[3] ? " moved" : ""), "data-tensor": e[2],
                              "d": "M" + x1 + "," + y1 + " C" + (x1 + GX / 2) + "," + y1 + " " + (x2 - GX / 2) + "," + y2 + " " + x2 + "," + y2});
-      var t = sv("title"); t.textContent = e[2] + (e[3] ? " (redistributed)" : ""); path.appendChild(t);
+      var t = sv("title"); t.textContent = e[2] + (e[3] ? " (redistributed: " + e[4] + ")" : ""); path.appendChild(t);
       svg.appendChild(path);
     });
     var selected = null;

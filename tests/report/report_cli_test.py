@@ -182,6 +182,11 @@ def browser(tmp, plan_path, ev):
     moved = {e["attrs"]["data-tensor"] for e in dom.find("path", within="graph-wrap") if has_class(e, "moved")}
     check(len(layout_pairs(ev)) > 0, "test setup: the plan has no layout redistribution")
     check(moved == {t for t, _ in layout_pairs(ev)}, "red edges %s, eval layout moves %s" % (sorted(moved), sorted(layout_pairs(ev))))
+    # Their tooltips name the collectives, levels and sizes.
+    for e in dom.find("path", within="graph-wrap"):
+        if has_class(e, "moved"):
+            check(re.search(r"redistributed: (forward|backward) (all_gather|reduce_scatter|all_reduce|all_to_all|halo) "
+                            r"on \S+ \(c\d+\) [0-9.]+ MiB", e["text"]), "edge tooltip: %r" % e["text"])
     # Legend: one entry per output layout class (DP / TP / mixed on the
     # named mesh), the class of each node from its output's mesh_sharding.
     legend = [e for e in dom.find("span", within="legend") if has_class(e, "legend-item")]
