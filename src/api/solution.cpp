@@ -9,6 +9,7 @@
 
 #include "recsearch/error.hpp"
 #include "recsearch/io/json_io.hpp"
+#include "recsearch/report/report.hpp"
 
 namespace recsearch {
 namespace {
@@ -72,8 +73,8 @@ std::string Solution::to_json(int indent) const {
 }
 
 std::string Solution::to_table() const {
-  return io::plan_to_table(problem_.graph(), problem_.spaces(), cluster_, details_.plan,
-                           details_.eval);
+  return report::plan_to_table(
+      {problem_.graph(), problem_.spaces(), cluster_, details_.plan, details_.eval});
 }
 
 void Solution::write(const std::string& path, PlanFormat format, io::PlanDetail detail) const {

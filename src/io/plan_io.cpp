@@ -21,6 +21,7 @@
 #include "io/cluster_json.hpp"
 #include "io/json_util.hpp"
 #include "recsearch/io/json_io.hpp"
+#include "recsearch/io/mesh_names.hpp"
 
 namespace recsearch::io {
 
@@ -679,6 +680,36 @@ void print_strategy(std::string& out, const ir::Strategy& s, bool spaced) {
   out += ']';
 }
 
+void print_name_list(std::string& out, const std::vector<std::string>& names, bool spaced) {
+  out += '[';
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) out += detail::comma(spaced);
+    detail::append_string(out, names[i]);
+  }
+  out += ']';
+}
+
+// An operator's "mesh_split": per loop that is cut, the user's named mesh
+// dims that cut it (io/mesh_names.hpp), e.g. {"i": ["node"], "j": ["gpu"]}.
+void print_mesh_split(std::string& out, bool spaced, const PlanContext& c, ir::OpId id) {
+  out += detail::comma(spaced);
+  detail::append_key(out, "mesh_split", spaced);
+  out += '{';
+  if (id < c.spaces.size()) {
+    const auto& loops = c.spaces[id].loops;
+    const auto axes = loop_axes(c.p, loops.size(), id);
+    bool first = true;
+    for (std::size_t l = 0; l < loops.size(); ++l) {
+      if (axes[l].empty()) continue;
+      if (!first) out += detail::comma(spaced);
+      first = false;
+      detail::append_key(out, loops[l].name, spaced);
+      print_name_list(out, mesh_dim_names(c.cluster, c.p, axes[l]), spaced);
+    }
+  }
+  out += '}';
+}
+
 // One record of "operators": name, type, strategy and per-axis cut dims
 // (in summary detail only the axes that cut: a replicated axis is what a
 // missing one means to the reader).
@@ -720,7 +751,9 @@ void print_operator(std::string& out, bool spaced, const PlanContext& c, ir::OpI
     }
     out += '}';
   }
-  out += "]}";
+  out += ']';
+  print_mesh_split(out, spaced, c, id);
+  out += '}';
 }
 
 void print_axis_list(std::string& out, const plan::Plan& p, const std::vector<std::uint32_t>& axes,
@@ -758,6 +791,23 @@ void print_tensor(std::string& out, bool spaced, const PlanContext& c, ir::Tenso
     out += detail::comma(spaced);
     detail::append_key(out, "partial", spaced);
     print_axis_list(out, c.p, partial, spaced);
+  }
+  // The same on the user's named mesh dims (io/mesh_names.hpp).
+  out += detail::comma(spaced);
+  detail::append_key(out, "mesh_sharding", spaced);
+  out += '[';
+  for (std::size_t d = 0; d < tensor.rank(); ++d) {
+    if (d > 0) out += detail::comma(spaced);
+    print_name_list(out,
+                    mesh_dim_names(c.cluster, c.p,
+                                   ts != nullptr && d < ts->dims.size() ? ts->dims[d] : kNoAxes),
+                    spaced);
+  }
+  out += ']';
+  if (!partial.empty()) {
+    out += detail::comma(spaced);
+    detail::append_key(out, "mesh_partial", spaced);
+    print_name_list(out, mesh_dim_names(c.cluster, c.p, partial), spaced);
   }
   out += '}';
 }

@@ -2,10 +2,14 @@
 // Shared parts of the plan reports: strategy classes and their colours, the
 // split of each operator's communication by reason, and strategies as text.
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <unordered_map>
 
+#include "recsearch/io/mesh_names.hpp"
 #include "recsearch/report/report.hpp"
 #include "report/text.hpp"
+#include "search/fold.hpp"
 
 namespace recsearch::report {
 namespace {
@@ -44,6 +48,20 @@ std::string strategy_text(const ir::Strategy& s) {
   }
   return out + "]";
 }
+
+std::string sig(double v, int digits) {
+  // Below 1e-9 is rounding noise of a sum (an exposed time of 1e-17 s).
+  if (std::abs(v) < 1e-9 || !std::isfinite(v)) return std::isfinite(v) ? "0" : std::to_string(v);
+  const int magnitude = static_cast<int>(std::floor(std::log10(std::abs(v))));
+  const int decimals = std::clamp(digits - 1 - magnitude, 0, 12);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+std::string ms_text(double seconds) { return sig(seconds * 1e3) + " ms"; }
+
+std::string gib_text(double bytes) { return sig(bytes / (1024.0 * 1024.0 * 1024.0)) + " GiB"; }
 
 std::string cut_signature(const ReportInput& in, ir::OpId op) {
   std::string s;
@@ -92,6 +110,143 @@ ColourClasses colour_classes(const ReportInput& in) {
     c.of_op[o] = it != index.end() ? it->second : c.names.size() - 1;
   }
   return c;
+}
+
+namespace {
+
+// Shades of the layout families, darkest first; kReplicatedColour and
+// kOtherColour as for the strategy classes.
+constexpr const char* kDpShades[] = {"#4e79a7", "#a0cbe8", "#2a5783", "#7aa6d6"};
+constexpr const char* kTpShades[] = {"#f28e2b", "#ffbe7d", "#b85f0d", "#f7a35c"};
+constexpr const char* kMixedShades[] = {"#59a14f", "#8cd17d", "#2f6b28", "#b6e3a8"};
+
+}  // namespace
+
+std::string layout_class(const ReportInput& in, ir::OpId op) {
+  const ir::Operator& o = in.graph.op(op);
+  if (o.outputs.empty() || o.outputs[0] >= in.eval.tensors.size()) return cut_signature(in, op);
+  const plan::TensorSharding& ts = in.eval.tensors[o.outputs[0]];
+  std::vector<std::uint32_t> dp, tp;
+  for (std::size_t d = 0; d < ts.dims.size(); ++d)
+    (d == 0 ? dp : tp).insert((d == 0 ? dp : tp).end(), ts.dims[d].begin(), ts.dims[d].end());
+  tp.insert(tp.end(), ts.partial.begin(), ts.partial.end());
+  std::sort(tp.begin(), tp.end());
+  tp.erase(std::unique(tp.begin(), tp.end()), tp.end());
+  std::string out;
+  if (!dp.empty()) out = "DP " + io::mesh_dims_text(in.cluster, in.plan, dp);
+  if (!tp.empty())
+    out += (out.empty() ? "" : " + ") + std::string("TP ") +
+           io::mesh_dims_text(in.cluster, in.plan, tp);
+  return out.empty() ? "replicated" : out;
+}
+
+ColourClasses layout_classes(const ReportInput& in) {
+  const std::size_t n = in.graph.num_operators();
+  std::vector<std::string> name(n);
+  std::unordered_map<std::string, std::pair<std::size_t, std::size_t>> count;  // count, first
+  std::vector<std::string> order;
+  for (std::size_t o = 0; o < n; ++o) {
+    name[o] = layout_class(in, static_cast<ir::OpId>(o));
+    auto [it, fresh] = count.try_emplace(name[o], 0, o);
+    if (fresh) order.push_back(name[o]);
+    ++it->second.first;
+  }
+  std::stable_sort(order.begin(), order.end(), [&](const std::string& a, const std::string& b) {
+    return count[a].first > count[b].first;
+  });
+  ColourClasses c;
+  std::unordered_map<std::string, std::size_t> index;
+  std::size_t dp = 0, tp = 0, mixed = 0;
+  const auto shade = [](const auto& shades, std::size_t& used) -> const char* {
+    return used < std::size(shades) ? shades[used++] : nullptr;
+  };
+  for (const std::string& cls : order) {
+    const bool has_dp = cls.rfind("DP ", 0) == 0, has_tp = cls.find("TP ") != std::string::npos;
+    const char* colour = cls == "replicated" ? kReplicatedColour
+                         : has_dp && has_tp  ? shade(kMixedShades, mixed)
+                         : has_dp            ? shade(kDpShades, dp)
+                         : has_tp            ? shade(kTpShades, tp)
+                                             : nullptr;
+    if (colour == nullptr) continue;  // its family is out of shades: "other"
+    index[cls] = c.names.size();
+    c.names.push_back(cls);
+    c.colours.push_back(colour);
+  }
+  if (index.size() < order.size()) {
+    c.names.push_back("other");
+    c.colours.push_back(kOtherColour);
+  }
+  c.of_op.resize(n);
+  for (std::size_t o = 0; o < n; ++o) {
+    const auto it = index.find(name[o]);
+    c.of_op[o] = it != index.end() ? it->second : c.names.size() - 1;
+  }
+  return c;
+}
+
+Parallelism parallelism(const ReportInput& in) {
+  Parallelism p;
+  const std::size_t axes = in.plan.mesh.size();
+  p.devices = in.plan.num_devices();
+  p.axis_share.assign(axes, 0);
+  std::vector<bool> used(axes, false);
+  double total = 0, weighted = 0;
+  for (std::size_t o = 0; o < in.graph.num_operators() && o < in.plan.cuts.size(); ++o) {
+    const double c = o < in.eval.op_costs.size() ? in.eval.op_costs[o].compute_s : 0;
+    double degree = 1;
+    for (std::size_t a = 0; a < axes && a < in.plan.cuts[o].size(); ++a) {
+      if (in.plan.cuts[o][a] == plan::kReplicated) continue;
+      used[a] = true;
+      degree *= static_cast<double>(in.plan.mesh[a].size);
+      p.axis_share[a] += c;
+    }
+    total += c;
+    weighted += c * degree;
+  }
+  if (total > 0) {
+    p.effective = weighted / total;
+    for (double& s : p.axis_share) s /= total;
+  }
+  for (std::size_t a = 0; a < axes; ++a)
+    if (!used[a]) p.idle_axes.push_back(static_cast<std::uint32_t>(a));
+  return p;
+}
+
+std::string parallelism_text(const ReportInput& in) {
+  const Parallelism p = parallelism(in);
+  const std::string devices = std::to_string(p.devices);
+  if (p.devices > 1 && p.idle_axes.size() == in.plan.mesh.size())
+    return "fully replicated: no operator is cut, all " + devices +
+           " devices compute the same thing";
+  std::string out = sig(p.effective, 3) + " of " + devices + " devices (compute-weighted)";
+  if (p.idle_axes.empty()) return out;
+  std::string axes;
+  std::int64_t idle = 1;
+  for (const std::uint32_t a : p.idle_axes) {
+    if (!axes.empty()) axes += ", ";
+    axes += in.plan.mesh[a].axis + " (" + io::mesh_dims_text(in.cluster, in.plan, {a}) + ")";
+    idle *= in.plan.mesh[a].size;
+  }
+  return out + "; " + axes + (p.idle_axes.size() == 1 ? " cuts" : " cut") +
+         " no operator: every device has " + std::to_string(idle - 1) +
+         (idle == 2 ? " replica" : " replicas") + " doing the same work";
+}
+
+std::optional<Fold> find_fold(const ReportInput& in, std::size_t min_operators) {
+  if (in.graph.num_operators() <= min_operators) return std::nullopt;
+  const auto rep = search::detail::find_repetition(in.graph, 3);
+  if (!rep || rep->period == 0 || rep->repeats < 3) return std::nullopt;
+  Fold f{rep->start, rep->period, rep->repeats, 0};
+  for (std::size_t b = 1; b < f.repeats; ++b) {
+    for (std::size_t k = 0; k < f.period; ++k) {
+      const std::size_t o = f.start + b * f.period + k;
+      if (o < in.plan.cuts.size() && in.plan.cuts[o] != in.plan.cuts[f.start + k]) {
+        ++f.differing_blocks;
+        break;
+      }
+    }
+  }
+  return f;
 }
 
 }  // namespace recsearch::report

@@ -7,13 +7,16 @@
 // page stays a viewer.
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include <nlohmann/json.hpp>  // the page's data block
 
 #include "recsearch/cost/cost_params.hpp"
 #include "recsearch/cost/model.hpp"
+#include "recsearch/io/mesh_names.hpp"
 #include "recsearch/report/report.hpp"
 #include "report/text.hpp"
 
@@ -113,6 +116,8 @@ json operators_data(const ReportInput& in, const ColourClasses& classes) {
                    {"type", op.type},
                    {"strategy", strategy_text(ev.strategies.at(o))},
                    {"cuts", cut_signature(in, static_cast<ir::OpId>(o))},
+                   {"split", op_split_text(in, static_cast<ir::OpId>(o))},
+                   {"layout", classes.names[classes.of_op[o]]},
                    {"class", classes.of_op[o]},
                    {"flops", num(in.spaces.at(o).flops)},
                    {"compute_s", num(ev.op_costs.at(o).compute_s)},
@@ -127,13 +132,28 @@ json operators_data(const ReportInput& in, const ColourClasses& classes) {
   return ops;
 }
 
+std::string level_of(const ReportInput& in, std::uint32_t axis) {
+  const std::size_t l = in.plan.mesh.at(axis).level;
+  return l < in.cluster.levels().size() ? in.cluster.levels()[l].name : in.plan.mesh[axis].axis;
+}
+
+std::string e_axis_name(const ReportInput& in, std::uint32_t axis) {
+  return in.plan.mesh.at(axis).axis;
+}
+
 // Producer -> consumer edges, each marked when the tensor is redistributed
-// on its way.
+// on its way, with its collectives for the tooltip (phase, collective,
+// level, MiB).
 json edges_data(const ReportInput& in) {
   const ir::Graph& g = in.graph;
-  std::set<std::pair<ir::TensorId, ir::OpId>> moved;
+  // Per (tensor, consumer): its collectives, "all_gather@m1 1.5 MiB, ...".
+  std::map<std::pair<ir::TensorId, ir::OpId>, std::string> moved;
   for (const plan::CommEvent& e : in.eval.events) {
-    if (e.reason == plan::CommReason::Layout) moved.insert({e.tensor, e.to});
+    if (e.reason != plan::CommReason::Layout) continue;
+    std::string& text = moved[{e.tensor, e.to}];
+    text += (text.empty() ? "" : ", ") + std::string(cost::phase_name(e.phase)) + " " +
+            std::string(cost::collective_name(e.collective)) + " on " + level_of(in, e.axis) +
+            " (" + e_axis_name(in, e.axis) + ") " + sig(e.bytes / (1024.0 * 1024.0)) + " MiB";
   }
   json edges = json::array();
   for (std::size_t t = 0; t < g.num_tensors(); ++t) {
@@ -142,13 +162,15 @@ json edges_data(const ReportInput& in) {
     std::set<ir::OpId> seen;
     for (const ir::OpId c : ts.consumers) {
       if (!seen.insert(c).second) continue;
-      edges.push_back(
-          {ts.producer, c, ts.name, moved.count({static_cast<ir::TensorId>(t), c}) > 0});
+      const auto it = moved.find({static_cast<ir::TensorId>(t), c});
+      edges.push_back({ts.producer, c, ts.name, it != moved.end(),
+                       it != moved.end() ? it->second : std::string()});
     }
   }
   return edges;
 }
 
+// Every collective, in the evaluator's order (the page lists them by time).
 json redistributions_data(const ReportInput& in) {
   const ir::Graph& g = in.graph;
   json red = json::array();
@@ -158,6 +180,7 @@ json redistributions_data(const ReportInput& in) {
                    {"from", op_name(e.from)},
                    {"to", op_name(e.to)},
                    {"axis", in.plan.mesh.at(e.axis).axis},
+                   {"level", level_of(in, e.axis)},
                    {"collective", cost::collective_name(e.collective)},
                    {"phase", cost::phase_name(e.phase)},
                    {"reason", plan::comm_reason_name(e.reason)},
@@ -167,9 +190,55 @@ json redistributions_data(const ReportInput& in) {
   return red;
 }
 
+// Communication totals by reason x collective x level, the costliest first:
+// the page's breakdown chart.
+json comm_groups_data(const ReportInput& in) {
+  std::map<std::tuple<std::string, std::string, std::string>, std::pair<double, double>> totals;
+  for (const plan::CommEvent& e : in.eval.events) {
+    auto& t = totals[{std::string(plan::comm_reason_name(e.reason)),
+                      std::string(cost::collective_name(e.collective)), level_of(in, e.axis)}];
+    t.first += e.seconds;
+    t.second += e.bytes * e.repeats;
+  }
+  std::vector<
+      std::pair<std::tuple<std::string, std::string, std::string>, std::pair<double, double>>>
+      rows(totals.begin(), totals.end());
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+  json out = json::array();
+  for (const auto& [k, t] : rows) {
+    out.push_back({{"reason", std::get<0>(k)},
+                   {"collective", std::get<1>(k)},
+                   {"level", std::get<2>(k)},
+                   {"seconds", num(t.first)},
+                   {"bytes", num(t.second)}});
+  }
+  return out;
+}
+
+json strip_data(const PipelineStrip& strip) {
+  json stages = json::array();
+  for (const PipelineStrip::Stage& st : strip.stages) {
+    stages.push_back({{"first", st.first_op},
+                      {"last", st.last_op},
+                      {"operators", st.operators},
+                      {"group", st.group},
+                      {"compute_s", num(st.compute_s)},
+                      {"memory_bytes", num(st.memory_bytes)},
+                      {"busy_s", num(st.busy_s)},
+                      {"bubble_s", num(st.bubble_s)}});
+  }
+  return {{"stages", stages},
+          {"schedule", strip.schedule},
+          {"microbatches", strip.microbatches},
+          {"step_time_s", num(strip.step_time_s)},
+          {"bubble_fraction", num(strip.bubble_fraction)},
+          {"shown", strip.shown}};
+}
+
 json page_data(const ReportInput& in) {
   const ir::Graph& g = in.graph;
-  const ColourClasses classes = colour_classes(in);
+  const ColourClasses classes = layout_classes(in);
   const bool drawn = g.num_operators() <= kMaxDrawnOperators;
 
   json d;
@@ -191,6 +260,9 @@ json page_data(const ReportInput& in) {
   d["operators"] = operators_data(in, classes);
   d["edges"] = drawn ? edges_data(in) : json::array();
   d["redistributions"] = redistributions_data(in);
+  d["comm_groups"] = comm_groups_data(in);
+  d["axis_levels"] = io::axis_levels_text(in.cluster, in.plan);
+  d["parallelism"] = parallelism_text(in);
   return d;
 }
 
@@ -227,18 +299,34 @@ tr.sel td { background: #fff3bf; }
 .bar div { height: 100%; }
 .scroll { max-height: 60vh; overflow: auto; }
 .note { color: #666; font-size: 0.85em; }
+.legend-row { display: flex; flex-wrap: wrap; gap: 0.4em 1em; margin: 0.4em 0; font-size: 0.85em; }
+.crow { display: flex; align-items: center; gap: 0.6em; font-size: 0.82em; margin: 0.1em 0; }
+.crow .lab { width: 22em; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+.crow .cbar { height: 0.9em; background: #e15759; }
+.crow .val { font-variant-numeric: tabular-nums; color: #444; }
+#pipeline .strip { display: flex; gap: 0.4em; margin: 0.4em 0; }
+#pipeline .stage { border: 1px solid #999; border-radius: 4px; padding: 0.3em 0.5em; font-size: 0.8em; min-width: 8em; }
+#pipeline .stage.shown { border: 2px solid #000; }
+#pipeline .busy { height: 0.6em; background: #4e79a7; display: inline-block; }
+#pipeline .idle { height: 0.6em; background: #e15759; display: inline-block; }
 </style>
 </head>
 <body>
 <h1 id="title">@TITLE@</h1>
 <p class="sub" id="subtitle"></p>
 <div id="summary"></div>
-<h2>Graph, coloured by strategy</h2>
+<p class="sub" id="mesh-line"></p>
+<div id="pipeline"></div>
+<h2>Graph, coloured by output layout</h2>
+<p class="note">Each operator's colour is its output's layout on the cluster's levels: DP (blues) splits only the leading, batch, dimension; TP (oranges) splits other dimensions or leaves partial sums; DP + TP (greens) both; grey is replicated.</p>
 <div id="legend"></div>
 <div id="graph-wrap"></div>
 <p class="note">Red edges carry a redistribution. Click an operator to find it in the table.</p>
 <h2>Memory per device</h2>
 <div id="memory"></div>
+<div id="memory-legend" class="legend-row"></div>
+<h2>Communication by reason, collective and level</h2>
+<div id="comm-chart"></div>
 <h2>Operators</h2>
 <p class="note">Seconds per training or inference step; communication split by reason. Click a heading to sort.</p>
 <div class="scroll"><table id="operators"><thead><tr>
@@ -249,8 +337,9 @@ tr.sel td { background: #fff3bf; }
 </tr></thead><tbody></tbody></table></div>
 <h2>Redistributions</h2>
 <p class="note" id="redistribution-note"></p>
+<p class="note">Sorted by time, the costliest first; click a heading to sort otherwise.</p>
 <div class="scroll"><table id="redistributions"><thead><tr>
-<th data-col="tensor">tensor</th><th data-col="from">from</th><th data-col="to">to</th><th data-col="axis">axis</th>
+<th data-col="tensor">tensor</th><th data-col="from">from</th><th data-col="to">to</th><th data-col="axis">axis</th><th data-col="level">level</th>
 <th data-col="collective">collective</th><th data-col="phase">phase</th><th data-col="reason">reason</th>
 <th data-col="bytes">bytes per device</th><th data-col="seconds">seconds</th>
 </tr></thead><tbody></tbody></table></div>
@@ -307,6 +396,8 @@ tr.sel td { background: #fff3bf; }
                ["memory_per_device_bytes", "memory per device", fmtB],
                ["parameter_bytes", "of which parameters", fmtB],
                ["activation_bytes", "of which activations", fmtB]];
+  document.getElementById("mesh-line").textContent = "Mesh axes: " + D.axis_levels +
+    ". Parallelism: " + D.parallelism + ".";
   var summary = document.getElementById("summary");
   cards.forEach(function (c) {
     var card = el("div", {"class": "card", "data-key": c[0], "data-value": String(S[c[0]])});
@@ -358,9 +449,16 @@ tr.sel td { background: #fff3bf; }
   // Redistribution table.
   var rbody = document.querySelector("#redistributions tbody");
   var rRows = [];
-  D.redistributions.forEach(function (r, i) {
+  // The costliest first; ties keep the evaluator's order.
+  var byTime = D.redistributions.map(function (r, i) { return i; });
+  byTime.sort(function (a, b) {
+    var x = D.redistributions[a].seconds, y = D.redistributions[b].seconds;
+    return x > y ? -1 : x < y ? 1 : a - b;
+  });
+  byTime.forEach(function (i) {
+    var r = D.redistributions[i];
     var tr = el("tr", {"id": "redist-" + i});
-    ["tensor", "from", "to", "axis", "collective", "phase", "reason"].forEach(function (k) {
+    ["tensor", "from", "to", "axis", "level", "collective", "phase", "reason"].forEach(function (k) {
       tr.appendChild(el("td", {"data-col": k}, r[k]));
     });
     var b = numCell(r.bytes, fmtB); b.setAttribute("data-col", "bytes"); tr.appendChild(b);
@@ -395,15 +493,65 @@ tr.sel td { background: #fff3bf; }
   var cap = D.memory.capacity_bytes, used = S.memory_per_device_bytes;
   var scale = Math.max(cap, used);
   var bar = el("div", {"class": "bar", "id": "memory-bar"});
-  [["parameter_bytes", "#4e79a7"], ["activation_bytes", "#f28e2b"]].forEach(function (p) {
-    bar.appendChild(el("div", {"data-key": p[0], "style": "width:" + (100 * S[p[0]] / scale) + "%;background:" + p[1],
-                              "title": p[0] + " " + fmtB(S[p[0]])}));
+  var weights = S.parameter_bytes - S.gradient_bytes - S.optimizer_bytes;
+  var memLegend = document.getElementById("memory-legend");
+  [["weights", "parameters", weights, "#4e79a7"], ["gradient_bytes", "gradients", S.gradient_bytes, "#76b7b2"],
+   ["optimizer_bytes", "optimizer state", S.optimizer_bytes, "#b07aa1"],
+   ["activation_bytes", "activations", S.activation_bytes, "#f28e2b"]].forEach(function (p) {
+    bar.appendChild(el("div", {"data-key": p[0], "style": "width:" + (100 * p[2] / scale) + "%;background:" + p[3],
+                              "title": p[1] + " " + fmtB(p[2])}));
+    var item = el("span", {"class": "memory-legend-item", "data-key": p[0], "data-value": String(p[2])});
+    item.appendChild(el("span", {"class": "swatch", "style": "background:" + p[3]}));
+    item.appendChild(document.createTextNode(p[1] + " " + fmtB(p[2])));
+    memLegend.appendChild(item);
   });
   mem.appendChild(bar);
   mem.appendChild(el("p", {"id": "memory-text", "data-used": String(used), "data-capacity": String(cap)},
     "Each of the " + D.devices + " devices holds " + fmtB(used) + " (parameters and their state " +
     fmtB(S.parameter_bytes) + ", activations " + fmtB(S.activation_bytes) + ") of " + fmtB(cap) +
     " (" + (100 * used / cap).toFixed(1) + " %)."));
+
+  // Pipeline stage strip: per stage its operators, group, compute, memory
+  // and its group's busy and bubble time (one bar, bubble in red).
+  if (D.pipeline) {
+    var P = D.pipeline, pw = document.getElementById("pipeline");
+    pw.appendChild(el("h2", {}, "Pipeline stages"));
+    pw.appendChild(el("p", {"class": "note", "id": "pipeline-note"}, P.stages.length + " stages, " + P.schedule + ", " +
+      P.microbatches + " microbatches; step " + fmtS(P.step_time_s) + ", bubble " + (100 * P.bubble_fraction).toFixed(1) +
+      " % of the pipelined part. The graph and tables below are stage " + P.shown + "'s."));
+    var strip = el("div", {"class": "strip"});
+    var tmax = 0;
+    P.stages.forEach(function (st) { tmax = Math.max(tmax, st.busy_s + st.bubble_s); });
+    P.stages.forEach(function (st, j) {
+      var box = el("div", {"class": "stage" + (j === P.shown ? " shown" : ""), "id": "stage-" + j,
+                           "data-compute": String(st.compute_s), "data-memory": String(st.memory_bytes),
+                           "data-bubble": String(st.bubble_s)});
+      box.appendChild(el("div", {}, "stage " + j + " \u00b7 group " + st.group));
+      box.appendChild(el("div", {"class": "note"}, st.operators + " ops: " + st.first + " \u2026 " + st.last));
+      box.appendChild(el("div", {}, "compute " + fmtS(st.compute_s)));
+      box.appendChild(el("div", {}, "memory " + fmtB(st.memory_bytes)));
+      box.appendChild(el("div", {}, "bubble " + fmtS(st.bubble_s)));
+      var b = el("div", {});
+      b.appendChild(el("span", {"class": "busy", "style": "width:" + (tmax > 0 ? 7 * st.busy_s / tmax : 0) + "em"}));
+      b.appendChild(el("span", {"class": "idle", "style": "width:" + (tmax > 0 ? 7 * st.bubble_s / tmax : 0) + "em"}));
+      box.appendChild(b);
+      strip.appendChild(box);
+    });
+    pw.appendChild(strip);
+  }
+
+  // Communication breakdown: one bar per reason x collective x level.
+  var chart = document.getElementById("comm-chart");
+  var cmax = D.comm_groups.length ? D.comm_groups[0].seconds : 0;
+  if (!D.comm_groups.length) chart.appendChild(el("p", {"class": "note"}, "No collectives."));
+  D.comm_groups.forEach(function (c, i) {
+    var row = el("div", {"class": "crow", "id": "comm-" + i, "data-seconds": String(c.seconds)});
+    row.appendChild(el("span", {"class": "lab"}, c.reason + " \u00b7 " + c.collective + " \u00b7 " + c.level));
+    row.appendChild(el("span", {"class": "cbar", "style": "width:" + (cmax > 0 ? 30 * c.seconds / cmax : 0) + "em"}));
+    row.appendChild(el("span", {"class": "val"}, fmtS(c.seconds) + ", " + fmtB(c.bytes) + " per device (" +
+      (S.communication_s > 0 ? (100 * c.seconds / S.communication_s).toFixed(1) : "0") + " %)"));
+    chart.appendChild(row);
+  });
 
   // Graph: layered drawing, left to right.
   var wrap = document.getElementById("graph-wrap");
@@ -423,7 +571,7 @@ tr.sel td { background: #fff3bf; }
       var x1 = px(a) + W, y1 = py(a) + H / 2, x2 = px(b), y2 = py(b) + H / 2;
       var path = sv("path", {"class": "edge" + (e[3] ? " moved" : ""), "data-tensor": e[2],
                              "d": "M" + x1 + "," + y1 + " C" + (x1 + GX / 2) + "," + y1 + " " + (x2 - GX / 2) + "," + y2 + " " + x2 + "," + y2});
-      var t = sv("title"); t.textContent = e[2] + (e[3] ? " (redistributed)" : ""); path.appendChild(t);
+      var t = sv("title"); t.textContent = e[2] + (e[3] ? " (redistributed: " + e[4] + ")" : ""); path.appendChild(t);
       svg.appendChild(path);
     });
     var selected = null;
@@ -432,10 +580,11 @@ tr.sel td { background: #fff3bf; }
                        "transform": "translate(" + px(o) + "," + py(o) + ")"});
       g.appendChild(sv("rect", {"width": W, "height": H, "fill": D.classes[o["class"]].colour}));
       var t1 = sv("text", {"x": 4, "y": 12}); t1.textContent = o.name.length > 22 ? o.name.slice(0, 21) + "\u2026" : o.name;
-      var t2 = sv("text", {"x": 4, "y": 24}); t2.textContent = o.type + " " + o.cuts;
+      var t2 = sv("text", {"x": 4, "y": 24}); t2.textContent = o.type + " " + o.split;
       g.appendChild(t1); g.appendChild(t2);
       var tip = sv("title");
-      tip.textContent = o.name + " (" + o.type + ")\nstrategy " + o.strategy + "\ncuts " + o.cuts +
+      tip.textContent = o.name + " (" + o.type + ")\nlayout " + o.layout + "\nsplit " + o.split +
+        "\nstrategy " + o.strategy + "\ncuts " + o.cuts +
         "\ncompute " + fmtS(o.compute_s) + ", communication " + fmtS(o.communication_s);
       g.appendChild(tip);
       g.addEventListener("click", function () {
@@ -466,8 +615,39 @@ void replace_all(std::string& s, const std::string& from, const std::string& to)
 
 }  // namespace
 
-std::string plan_to_html(const ReportInput& in) {
-  std::string data = page_data(in).dump(-1, ' ', false, json::error_handler_t::replace);
+PipelineStrip pipeline_strip(const ir::Graph& g, const plan::PipelinePlan& pp,
+                             const plan::PipelineEvaluation& pe, std::size_t shown) {
+  PipelineStrip strip;
+  strip.schedule = std::string(plan::schedule_name(pp.schedule));
+  strip.microbatches = pp.microbatches;
+  strip.step_time_s = pe.summary.step_time_s;
+  strip.bubble_fraction = pe.bubble_fraction;
+  strip.shown = shown;
+  for (std::size_t j = 0; j < pp.stages.size(); ++j) {
+    const plan::Stage& st = pp.stages[j];
+    PipelineStrip::Stage row;
+    if (st.first < st.last && st.last <= g.num_operators()) {
+      row.first_op = g.op(st.first).name;
+      row.last_op = g.op(st.last - 1).name;
+      row.operators = st.last - st.first;
+    }
+    row.group = st.group;
+    if (j < pe.stages.size()) row.compute_s = pe.stages[j].summary.compute_s;
+    if (st.group < pe.groups.size()) {
+      const plan::GroupReport& gr = pe.groups[st.group];
+      row.memory_bytes = gr.memory_bytes;
+      row.busy_s = gr.busy_s;
+      row.bubble_s = gr.bubble_s;
+    }
+    strip.stages.push_back(std::move(row));
+  }
+  return strip;
+}
+
+std::string plan_to_html(const ReportInput& in, const PipelineStrip* strip) {
+  json d = page_data(in);
+  if (strip != nullptr) d["pipeline"] = strip_data(*strip);
+  std::string data = d.dump(-1, ' ', false, json::error_handler_t::replace);
   // Inside <script>, "</script>" or "<!--" in a name must not end the block:
   // '<' only occurs inside JSON strings, where \u003c means the same.
   replace_all(data, "<", "\\u003c");

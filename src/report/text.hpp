@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Text shared by the report writers (private to src/report): written once so
-// that the DOT labels and the HTML tables spell a strategy the same way.
+// that the DOT labels, the HTML tables and the text table spell a strategy
+// and a number the same way.
 #pragma once
 
 #include <string>
@@ -11,5 +12,13 @@ namespace recsearch::report {
 
 // A MindSpore-style strategy as text: "[[2, 1], [1, 4]]".
 [[nodiscard]] std::string strategy_text(const ir::Strategy& s);
+
+// v to `digits` significant digits in fixed notation (never an exponent, so
+// that a column reads as one format): 1234, 12.34, 0.001234; "0" for 0.
+[[nodiscard]] std::string sig(double v, int digits = 4);
+// Seconds as milliseconds and bytes as GiB, each with its unit: "12.34 ms",
+// "1.5 GiB".
+[[nodiscard]] std::string ms_text(double seconds);
+[[nodiscard]] std::string gib_text(double bytes);
 
 }  // namespace recsearch::report

@@ -8,6 +8,9 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "recsearch/error.hpp"
 #include "search/common.hpp"
@@ -40,10 +43,21 @@ namespace {
 
 constexpr int kLadderRungs = 24;  // lambda grows 4x a rung: 4^24 ~ 3e14
 
-std::string gib(double bytes) {
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// Bytes in GiB to `digits` significant digits: fixed decimals made a small
+// budget and the smallest plan both "0.001 GiB".
+std::string gib(double bytes, int digits = 4) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.3f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+  std::snprintf(buf, sizeof buf, "%.*g GiB", digits, bytes / kGiB);
   return buf;
+}
+
+// The budget and the need, with as many digits as it takes to tell them apart.
+std::pair<std::string, std::string> gib_pair(double budget, double need) {
+  int digits = 4;
+  while (digits < 9 && gib(budget, digits) == gib(need, digits)) ++digits;
+  return {gib(budget, digits), gib(need, digits)};
 }
 
 // Extra searches that narrow the memory price once a rung fits: the first
@@ -102,25 +116,68 @@ int climb_ladder(const std::vector<Cut>& mesh, Attempt&& attempt, int bisect) {
   return -1;
 }
 
-std::string no_fit_message(double budget, const Cluster& cluster, double smallest) {
-  return "no plan fits the memory budget of " + gib(budget) + " per device on " +
-         std::to_string(cluster.num_devices()) + " devices; the smallest found needs " +
-         gib(smallest);
+// The per-device memory of a plan by kind: what a no-fit message breaks the
+// smallest plan found into. total is infinite until a plan is seen.
+struct MemoryParts {
+  double total = std::numeric_limits<double>::infinity();
+  double weights = 0, gradients = 0, optimizer = 0, activations = 0;
+
+  static MemoryParts of(const plan::Summary& s) {
+    return {s.memory_per_device_bytes, s.parameter_bytes - s.gradient_bytes - s.optimizer_bytes,
+            s.gradient_bytes, s.optimizer_bytes, s.activation_bytes};
+  }
+  // Keeps the smaller of the two.
+  void take_min(const MemoryParts& o) {
+    if (o.total < total) *this = o;
+  }
+};
+
+// "parameters 1.2 GiB, gradients ..., optimizer state ..., activations ...".
+std::string memory_parts_text(const MemoryParts& m) {
+  return "parameters " + gib(m.weights) + ", gradients " + gib(m.gradients) + ", optimizer state " +
+         gib(m.optimizer) + ", activations " + gib(m.activations);
 }
 
-// The rec ladders' no-fit error, with the smallest memory they reached, so
+// What would make the smallest plan fit: the budget it needs, and the device
+// count at which its memory would fit if it fell in proportion to the
+// devices (an estimate: replicated parts do not fall).
+std::string would_fit_text(double budget, const Cluster& cluster, const MemoryParts& m) {
+  const double devices =
+      std::ceil(static_cast<double>(cluster.num_devices()) * m.total / budget - 1e-9);
+  std::string out = "; it would fit a budget of " + gib_pair(budget, m.total).second;
+  if (std::isfinite(devices) && devices > static_cast<double>(cluster.num_devices()) &&
+      devices < 1e12) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.0f", devices);
+    out += std::string(", or about ") + buf +
+           " devices if its memory per device fell in proportion to the device count";
+  }
+  return out;
+}
+
+std::string no_fit_message(double budget, const Cluster& cluster, const MemoryParts& smallest) {
+  const auto [budget_text, need_text] = gib_pair(budget, smallest.total);
+  std::string out = "no plan fits the memory budget of " + budget_text + " per device on " +
+                    std::to_string(cluster.num_devices()) + " devices; the smallest found needs " +
+                    need_text;
+  if (!std::isfinite(smallest.total)) return out;
+  return out + " (" + memory_parts_text(smallest) + ")" + would_fit_text(budget, cluster, smallest);
+}
+
+// The rec ladders' no-fit error, with the smallest plan's memory by kind, so
 // that a search over training settings can report the smallest of all.
 class NoFit : public Error {
  public:
-  NoFit(double budget, const Cluster& cluster, double smallest)
+  NoFit(double budget, const Cluster& cluster, const MemoryParts& smallest)
       : Error(Errc::kNoFit, no_fit_message(budget, cluster, smallest)),
         budget_(budget),
         smallest_(smallest) {}
   [[nodiscard]] double budget() const noexcept { return budget_; }
-  [[nodiscard]] double smallest() const noexcept { return smallest_; }
+  [[nodiscard]] const MemoryParts& smallest() const noexcept { return smallest_; }
 
  private:
-  double budget_, smallest_;
+  double budget_;
+  MemoryParts smallest_;
 };
 
 bool may_polish(const detail::Context& ctx) {
@@ -142,12 +199,12 @@ plan::Evaluation evaluate(const detail::Context& ctx, const plan::Plan& p) {
 // into `res` when it fits and beats what res holds (`have`). `smallest`
 // learns the polished plan's memory.
 bool take_polished(const detail::Context& ctx, plan::Plan start, double start_mem, bool have,
-                   SearchResult& res, double& smallest) {
+                   SearchResult& res, MemoryParts& smallest) {
   const detail::PolishResult pr =
       detail::polish(ctx.g, ctx.spaces, ctx.cluster, ctx.opts, ctx.budget, start, start_mem);
   if (!pr.changed) return false;
   plan::Evaluation ev = evaluate(ctx, start);
-  smallest = std::min(smallest, ev.summary.memory_per_device_bytes);
+  smallest.take_min(MemoryParts::of(ev.summary));
   if (ev.summary.memory_per_device_bytes > ctx.budget) return false;
   if (have && ev.summary.step_time_s >= res.eval.summary.step_time_s) return false;
   res.plan = std::move(start);
@@ -225,8 +282,10 @@ class FoldedLadder {
         ext(s3.parameter_comm_repeated_s, s4.parameter_comm_repeated_s);
     plan::finish_step_time(whole, trial.training.microbatches, ctx_.opts.cost.overlap);
     const double step = whole.step_time_s;
-    if (mem < best_mem_) {
-      best_mem_ = mem;
+    if (mem < best_mem_.total) {
+      const double grads = ext(s3.gradient_bytes, s4.gradient_bytes);
+      const double optim = ext(s3.optimizer_bytes, s4.optimizer_bytes);
+      best_mem_ = {mem, params - grads - optim, grads, optim, acts};
       smallest_ = trial;
     }
     // A hair under the budget, so that rounding in the extrapolation cannot
@@ -251,7 +310,7 @@ class FoldedLadder {
     // the folds extrapolate only approximately: a plan over the budget once
     // unfolded is mended by polish or reported as not fitting.
     if (fits && ev.summary.memory_per_device_bytes > ctx.budget) {
-      best_mem_ = std::min(best_mem_, ev.summary.memory_per_device_bytes);
+      best_mem_.take_min(MemoryParts::of(ev.summary));
       if (!may_polish(ctx)) throw NoFit(ctx.budget, ctx.cluster, best_mem_);
       fits = false;
     }
@@ -274,8 +333,8 @@ class FoldedLadder {
   const detail::Repetition& rep_;
   SearchResult& res_;
   const detail::Folded f3_, f4_;
-  const double extra_;  // blocks past the 3-copy fold
-  double best_mem_ = std::numeric_limits<double>::infinity();
+  const double extra_;    // blocks past the 3-copy fold
+  MemoryParts best_mem_;  // the least memory seen, by kind
   plan::Plan best_;
   double best_step_ = std::numeric_limits<double>::infinity();
   bool best_expert_ = false;
@@ -300,7 +359,7 @@ class RecLadder {
     // Polish the fastest fitting plan, or mend the smallest one.
     if (may_polish(ctx_)) {
       plan::Plan start = have_ ? res_.plan : std::move(smallest_);
-      const double start_mem = have_ ? res_.eval.summary.memory_per_device_bytes : best_mem_;
+      const double start_mem = have_ ? res_.eval.summary.memory_per_device_bytes : best_mem_.total;
       if (take_polished(ctx_, std::move(start), start_mem, have_, res_, best_mem_)) have_ = true;
     }
     if (!have_) throw NoFit(ctx_.budget, ctx_.cluster, best_mem_);
@@ -308,9 +367,9 @@ class RecLadder {
   }
 
  private:
-  void note_memory(const plan::Plan& trial, double mem) {
-    if (mem >= best_mem_) return;
-    best_mem_ = mem;
+  void note_memory(const plan::Plan& trial, const plan::Summary& sum) {
+    if (sum.memory_per_device_bytes >= best_mem_.total) return;
+    best_mem_ = MemoryParts::of(sum);
     if (may_polish(ctx_)) smallest_ = trial;
   }
 
@@ -320,7 +379,7 @@ class RecLadder {
     const double bookkept = detail::rec_search(ctx_.g, ctx_.spaces, ctx_.cluster, ctx_.opts, lambda,
                                                trial, nullptr, rung);
     plan::Evaluation ev = evaluate(ctx_, trial);
-    note_memory(trial, ev.summary.memory_per_device_bytes);
+    note_memory(trial, ev.summary);
     if (ev.summary.memory_per_device_bytes > ctx_.budget) return false;
     if (!have_ || ev.summary.step_time_s < res_.eval.summary.step_time_s) {
       have_ = true;
@@ -341,7 +400,7 @@ class RecLadder {
       const auto sum = plan::evaluate(ctx.g, ctx.spaces, ctx.cluster, trial, ctx.opts.cost,
                                       plan::EvalDetail::Summary)
                            .summary;
-      note_memory(trial, sum.memory_per_device_bytes);
+      note_memory(trial, sum);
       if (sum.memory_per_device_bytes > ctx.budget ||
           (have_ && sum.step_time_s >= res_.eval.summary.step_time_s))
         continue;
@@ -356,8 +415,8 @@ class RecLadder {
   const detail::Context& ctx_;
   SearchResult& res_;
   bool have_ = false;
-  double best_mem_ = std::numeric_limits<double>::infinity();
-  plan::Plan smallest_;  // the least memory seen, for polish to mend
+  MemoryParts best_mem_;  // the least memory seen, by kind
+  plan::Plan smallest_;   // the least memory seen, for polish to mend
 };
 
 void run_algorithm(const detail::Context& ctx, SearchResult& res);
@@ -396,17 +455,22 @@ void run_fixed(const detail::Context& ctx, SearchResult& res) {
     detail::tensor_parallel(ctx.g, ctx.spaces, ctx.cluster,
                             detail::innermost_level_axis(ctx.cluster), p);
   res.eval = evaluate(ctx, p);
-  if (res.eval.summary.memory_per_device_bytes > ctx.budget)
+  const MemoryParts need = MemoryParts::of(res.eval.summary);
+  if (need.total > ctx.budget) {
+    const auto [budget_text, need_text] = gib_pair(ctx.budget, need.total);
     throw Error(Errc::kNoFit, "the " + std::string(algorithm_name(ctx.opts.algorithm)) +
-                                  " plan needs " + gib(res.eval.summary.memory_per_device_bytes) +
-                                  " per device, over the budget of " + gib(ctx.budget));
+                                  " plan needs " + need_text + " per device (" +
+                                  memory_parts_text(need) + "), over the budget of " + budget_text);
+  }
 }
 
 void run_grid(const detail::Context& ctx, SearchResult& res) {
   double smallest = 0;
   if (!detail::grid(ctx.g, ctx.spaces, ctx.cluster, ctx.opts, ctx.budget, res.plan, smallest))
-    throw Error(Errc::kNoFit, "no DP x TP split fits the memory budget of " + gib(ctx.budget) +
-                                  " per device; the smallest needs " + gib(smallest));
+    throw Error(Errc::kNoFit, "no DP x TP split fits the memory budget of " +
+                                  gib_pair(ctx.budget, smallest).first +
+                                  " per device; the smallest needs " +
+                                  gib_pair(ctx.budget, smallest).second);
   res.eval = evaluate(ctx, res.plan);
 }
 
@@ -575,6 +639,25 @@ std::string tried_settings(const ir::Graph& g, const TrainingChoice& pin, bool a
   return out + ")";
 }
 
+// The memory savings the user's pins ruled out, for a message that fits
+// nothing: " (not allowed: ZeRO stage 3 (--zero 1), ...)"; empty when every
+// saving was free. `allow_full`: whether full recomputation was an option.
+std::string untried_savings(const TrainingChoice& user, bool allow_full) {
+  std::vector<std::string> parts;
+  if (user.recompute && *user.recompute != plan::Recompute::Full && allow_full)
+    parts.push_back("full recomputation (--recompute " +
+                    std::string(plan::recompute_name(*user.recompute)) + ")");
+  if (user.zero_stage && *user.zero_stage < 3)
+    parts.push_back("ZeRO stage 3 (--zero " + std::to_string(*user.zero_stage) + ")");
+  if (user.microbatches)
+    parts.push_back("other microbatch counts (--microbatches " +
+                    std::to_string(*user.microbatches) + ")");
+  if (parts.empty()) return {};
+  std::string out = " (not allowed: ";
+  for (std::size_t i = 0; i < parts.size(); ++i) out += (i == 0 ? "" : ", ") + parts[i];
+  return out + ")";
+}
+
 // Whether graph g has an attention core for selective recomputation to drop.
 bool has_attention_core(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces) {
   const plan::MemoryRules r = plan::memory_rules(g, spaces, plan::Recompute::Selective);
@@ -612,7 +695,7 @@ SearchResult run_training(const ir::Graph& g, const std::vector<algebra::OpSpace
   const bool selective = has_attention_core(g, spaces);
   std::optional<SearchResult> best;
   std::optional<Error> first_error;
-  double smallest = std::numeric_limits<double>::infinity();
+  MemoryParts smallest;
   bool unconstrained = false;
   for (const auto& ladder : setting_ladders(g, pin, allow_full && !exact)) {
     if (!selective && !pin.recompute && ladder.front().recompute == plan::Recompute::Selective)
@@ -630,7 +713,7 @@ SearchResult run_training(const ir::Graph& g, const std::vector<algebra::OpSpace
           best = std::move(r);
         break;
       } catch (const NoFit& e) {
-        smallest = std::min(smallest, e.smallest());
+        smallest.take_min(e.smallest());
         if (!first_error) first_error = e;
       } catch (const Error& e) {
         if (e.code() != Errc::kNoFit) throw;
@@ -641,10 +724,11 @@ SearchResult run_training(const ir::Graph& g, const std::vector<algebra::OpSpace
   if (!best) {
     // The smallest memory over every setting tried, where the ladders said.
     const std::string first =
-        std::isfinite(smallest)
+        std::isfinite(smallest.total)
             ? no_fit_message(detail::memory_budget(cluster, opts), cluster, smallest)
             : first_error->detail();
-    throw Error(Errc::kNoFit, first + tried_settings(g, pin, allow_full && !exact));
+    throw Error(Errc::kNoFit, first + tried_settings(g, pin, allow_full && !exact) +
+                                  untried_savings(opts.training, allow_full && !exact));
   }
   return std::move(*best);
 }

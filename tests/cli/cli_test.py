@@ -776,6 +776,7 @@ def case_errors():
         check("[E301]" in r.err and r.err.startswith("recsearch: "), "no-fit message: %s" % r)
     r = run(["search", mlp, "--devices", "2", "--memory", "0.0001"], expect=3)
     check("[E301]" in r.err, "no-fit message: %s" % r)
+    check_no_fit_message()
 
     # The exhaustive search refuses large graphs as a usage error.
     if os.path.exists(bert):
@@ -789,6 +790,55 @@ def case_errors():
           "search --help: %r" % r.out)
     r = run(["--version"])
     check(re.search(r"\d+\.\d+\.\d+", r.out), "--version: %r" % r.out)
+
+
+def gib_figures(text, label):
+    """The GiB figure after `label` in a no-fit message, as a string."""
+    m = re.search(re.escape(label) + r" ([0-9.e+-]+) GiB", text)
+    return m.group(1) if m else None
+
+
+def check_no_fit_message():
+    """Issue 18, item 11: a no-fit message breaks the smallest plan's memory
+    into parameters, gradients, optimizer state and activations with 3-4
+    significant digits (never "0.001 GiB ... needs 0.001 GiB"), says what
+    would fit, and names the savings the options ruled out."""
+    ffn = graph_path("ffn.json")
+    r = run(["search", ffn, "--devices", "8", "--memory", "0.001", "-q"], expect=3)
+    err = r.err
+    budget = gib_figures(err, "memory budget of")
+    need = gib_figures(err, "the smallest found needs")
+    check(budget is not None and need is not None and budget != need,
+          "no-fit: budget and need must differ in print: %s" % err)
+    if need is not None:
+        digits = len(need.replace("0.", "", 1).lstrip("0").replace(".", ""))
+        check(3 <= digits <= 4 or "e" in need, "no-fit: 3-4 significant digits: %s" % need)
+    parts = {}
+    for label in ("parameters", "gradients", "optimizer state", "activations"):
+        v = gib_figures(err, label)
+        check(v is not None, "no-fit: no %s in %s" % (label, err))
+        parts[label] = float(v) if v is not None else 0.0
+    if need is not None and len(parts) == 4:
+        total = sum(parts.values())
+        check(abs(total - float(need)) <= 1e-3 * float(need) + 1e-9,
+              "no-fit: the parts (%g) add up to the need (%s): %s" % (total, need, err))
+    check("it would fit a budget of " + str(need) + " GiB" in err, "no-fit: what fits: %s" % err)
+    m = re.search(r"or about (\d+) devices", err)
+    check(m is not None and int(m.group(1)) > 8, "no-fit: a device count over 8: %s" % err)
+    check("not allowed" not in err, "no-fit: nothing was pinned: %s" % err)
+    # Pinned settings are named as the savings not tried, and so are the
+    # pipeline stages on a cluster whose outer level has devices to split.
+    r = run(["search", graph_path("gpt2_block.json"), "--mesh", "2x4", "--memory", "0.001",
+             "--zero", "1", "--recompute", "none", "-q"], expect=3)
+    check("not allowed: full recomputation (--recompute none), ZeRO stage 3 (--zero 1)" in r.err,
+          "no-fit: pinned savings: %s" % r.err)
+    check("pipeline stages were not tried (--stages auto)" in r.err,
+          "no-fit: pipeline stages: %s" % r.err)
+    # A fixed plan says what it needs, by kind.
+    r = run(["search", ffn, "--devices", "8", "--memory", "0.0001", "--algo", "data-parallel",
+             "-q"], expect=3)
+    check(re.search(r"the data-parallel plan needs [0-9.e+-]+ GiB per device \(parameters ", r.err),
+          "no-fit: data-parallel breakdown: %s" % r.err)
 
 
 def case_stdio():
@@ -843,18 +893,121 @@ def case_determinism():
 
 
 def case_table():
+    # --all-operators lists every operator; by default a repeated block of a
+    # big graph is listed once (issue 18, item 8), tagged [xN].
     for gp in all_graphs():
         g = load_graph(gp)
-        r = run(["search", gp, "--devices", "8", "--format", "table"])
+        r = run(["search", gp, "--devices", "8", "--format", "table", "--all-operators"])
         missing = [o["name"] for o in g["operators"] if o["name"] not in r.out]
         check(not missing, "table of %s lacks operators %s" % (gp, missing[:5]))
         check(not r.out.lstrip().startswith("{"), "table of %s looks like JSON" % gp)
+        check(r.out.startswith("plan of "), "table of %s starts with the summary" % gp)
+        folded = run(["search", gp, "--devices", "8", "--format", "table"])
+        if len(g["operators"]) > 100 and "[x" in folded.out:
+            check(folded.out.count("\n") < r.out.count("\n"),
+                  "the folded table of %s is shorter" % gp)
+            check("--all-operators lists every operator" in folded.out,
+                  "the folded table of %s names the option" % gp)
+        else:
+            same = [re.sub(r"\nsearch time .*\n", "\n", x) for x in (folded.out, r.out)]
+            check(same[0] == same[1], "unfolded graph %s: the same table either way" % gp)
+    check_table_summary()
+    check_mesh_names()
     ffn = graph_path("ffn.json")
     plan = os.path.join(TMP, "ffn_plan.json")
     if run(["search", ffn, "--devices", "8", "-o", plan]).rc == 0:
         r = run(["eval", ffn, plan, "--format", "table"])
         missing = [o["name"] for o in load_graph(ffn)["operators"] if o["name"] not in r.out]
         check(not missing, "eval table lacks operators %s" % missing[:5])
+
+
+def check_table_summary():
+    """The summary comes first: step time split into compute and
+    communication, memory against the budget, the mesh axes on their levels,
+    the effective parallelism; then communication, the top lists, the
+    operators. Times in ms and memory in GiB, never in exponent form."""
+    bert = graph_path("bert_large.json")
+    r = run(["search", bert, "--mesh", "16x8", "--memory", "40", "--format", "table"])
+    lines = r.out.split("\n")
+    check(lines[0] == "plan of bert_large (training, rec) on 128 devices of mesh 16x8",
+          "table title: %r" % lines[0])
+    check(re.match(r"step time +[0-9.]+ ms = compute [0-9.]+ ms \([0-9.]+%\)"
+                   r"(, of it recomputation [0-9.]+ ms)? \+ communication [0-9.]+ ms", lines[2]),
+          "step time line: %r" % lines[2])
+    check(re.match(r"memory +[0-9.]+ GiB per device of a 40.00 GiB budget \([0-9.]+%\)$",
+                   lines[3]), "memory line: %r" % lines[3])
+    check(re.match(r" +parameters [0-9.]+ GiB, gradients [0-9.]+ GiB, optimizer [0-9.]+ GiB, "
+                   r"activations [0-9.]+ GiB$", lines[4]), "memory parts: %r" % lines[4])
+    check("mesh axes       c0-c3 m0 (16), c4-c6 m1 (8)" in lines, "mesh axes: %s" % lines[:10])
+    check(any(re.match(r"parallelism +[0-9.]+ of 128 devices", x) for x in lines),
+          "parallelism line: %s" % lines[:10])
+    check(any(re.match(r"search time +[0-9.]+ s$", x) for x in lines), "search time line")
+    order = [r.out.find(k) for k in ("\nstep time", "\ncommunication by reason",
+                                     "\ntop 10 operators by time", "\ntop 10 tensors",
+                                     "\noperators")]
+    check(-1 not in order and order == sorted(order), "table section order: %s" % order)
+    check(not re.search(r"[0-9]e[-+][0-9]", r.out), "an exponent in the table")
+    m = re.search(r"\n(reason +collective +level +events +MiB/device +ms +share)\n", r.out)
+    check(m is not None, "communication header: %s" % r.out[:2000])
+    # eval prints no "search time: 0 s".
+    plan = os.path.join(TMP, "bert_plan.json")
+    if run(["search", bert, "--mesh", "16x8", "-o", plan]).rc == 0:
+        e = run(["eval", bert, plan, "--format", "table"])
+        check("search time" not in e.out, "eval table has a search time: %s" % e.out[:800])
+        check(e.out.startswith("plan of bert_large"), "eval table title")
+
+
+def check_mesh_names():
+    """Issue 18, item 6: shardings and splits also on the user's named mesh
+    dims, in the plan file (mesh_sharding, mesh_split) and the table; the
+    parallelism line says when the devices only duplicate work."""
+    ffn = graph_path("ffn.json")
+    # Megatron on 2 x 4: the batch on the outer level, hidden dims on the
+    # whole inner level; the old fields stay.
+    r = run(["search", ffn, "--mesh", "2x4", "--algo", "megatron"])
+    p = parse_json(r)
+    if p:
+        ops = {o["name"]: o for o in p["operators"]}
+        ts = {t["name"]: t for t in p["tensors"]}
+        check(ops["dense1.matmul"]["mesh_split"] == {"i": ["m0"], "j": ["m1"]},
+              "megatron mesh_split: %s" % ops["dense1.matmul"])
+        check(ops["dense1.matmul"]["cuts"][0] == {"axis": "c0", "dim": "i"}, "cuts kept")
+        check(ts["dense1.weight"]["mesh_sharding"] == [[], ["m1"]],
+              "weight mesh_sharding: %s" % ts["dense1.weight"])
+        check(ts["dense1.weight"]["sharding"] == [[], ["c1", "c2"]], "sharding kept")
+        check(ts["x"]["mesh_sharding"] == [["m0"], []], "x mesh_sharding: %s" % ts["x"])
+        check(ts["dense2.mm"].get("mesh_partial") == ["m1"] or not ts["dense2.mm"]["partial"],
+              "mesh_partial: %s" % ts["dense2.mm"])
+    # A hand-written plan cutting part of a level: c1 alone is the outer
+    # half of m1 (index / 2), c2 alone the inner half (index mod 2).
+    plan = os.path.join(TMP, "ffn_partial_level.json")
+    with open(plan, "w") as f:
+        json.dump({"format": "recsearch.plan", "version": 1, "graph": "ffn", "mode": "train",
+                   "operators": [{"name": "dense1.matmul",
+                                  "cuts": [{"axis": "c0", "dim": "i"},
+                                           {"axis": "c1", "dim": "j"},
+                                           {"axis": "c2", "dim": "i"}]}]}, f)
+    r = run(["eval", ffn, plan, "--mesh", "2x4"])
+    p = parse_json(r)
+    if p:
+        ops = {o["name"]: o for o in p["operators"]}
+        check(ops["dense1.matmul"]["mesh_split"] == {"i": ["m0", "m1%2"], "j": ["m1/2"]},
+              "partial-level mesh_split: %s" % ops["dense1.matmul"])
+        ts = {t["name"]: t for t in p["tensors"]}
+        check(ts["dense1.weight"]["mesh_sharding"] == [[], ["m1/2"]],
+              "partial-level weight: %s" % ts["dense1.weight"])
+    t = run(["eval", ffn, plan, "--mesh", "2x4", "--format", "table"])
+    check(re.search(r"\ndense1\.matmul +MatMul .* i=m0,m1%2 j=m1/2 ", t.out),
+          "table mesh split: %s" % t.out)
+    check("mesh axes       c0 m0 (2), c1-c2 m1 (4)" in t.out, "table mesh axes: %s" % t.out)
+    # ffn on 7 devices: nothing divides by 7, every device computes the same.
+    for algo in ("rec", "data-parallel"):
+        r = run(["search", ffn, "--devices", "7", "--algo", algo, "--format", "table"])
+        check(algo != "data-parallel" or
+              "parallelism     fully replicated: no operator is cut, all 7 devices compute "
+              "the same thing" in r.out, "7 devices, %s: %s" % (algo, r.out[:600]))
+        check(re.search(r"\nparallelism +(fully replicated|[0-9.]+ of 7 devices)", r.out),
+              "7 devices, %s: a parallelism line" % algo)
 
 
 def case_devices():

@@ -13,6 +13,7 @@ before the test fails.
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -68,6 +69,33 @@ def main():
               "eval's %s equals the search's" % key)
     table = run(["eval", graph, plan, "-q", "--format", "table"]).stdout
     check("bubble ms" in table and "memory GiB" in table, "the table has the stage strip")
+
+    # show: the HTML page of a pipelined plan opens with the stage strip
+    # (issue 18, item 9): per stage its operators, group, compute, and its
+    # group's memory and bubble, as eval computes them; the graph is the
+    # chosen stage's.
+    page = os.path.join(tmp, "plan.html")
+    run(["show", plan, "--graph", graph, "--html", page, "--stage", "1"])
+    with open(page) as f:
+        html = f.read()
+    m = re.search(r'<script type="application/json" id="plan-data">(.*?)</script>', html, re.S)
+    data = json.loads(m.group(1)) if m else {}
+    strip = data.get("pipeline", {})
+    figures = evaluated.get("pipeline", {}).get("group_figures", [])
+    check(len(strip.get("stages", [])) == 4 and strip.get("shown") == 1, "stage strip: %s" % strip)
+    for st, ref in zip(strip.get("stages", []), evaluated.get("pipeline", {}).get("stages", [])):
+        check(st["first"] == ref["first"] and st["last"] == ref["last"] and st["group"] == ref["group"],
+              "strip stage %s vs eval %s" % (st, {k: ref[k] for k in ("first", "last", "group")}))
+        fig = figures[ref["group"]] if ref["group"] < len(figures) else {}
+        check(close(st["memory_bytes"], fig.get("memory_bytes", -1)) and
+              close(st["bubble_s"], fig.get("bubble_s", -1)), "strip memory and bubble: %s" % st)
+    check(close(strip.get("bubble_fraction", -1), evaluated["summary"]["bubble_fraction"]),
+          "strip bubble fraction")
+    stage1 = evaluated.get("pipeline", {}).get("stages", [{}, {}])[1]
+    check(len(data.get("operators", [])) == stage1.get("range", [0, 0])[1] - stage1.get("range", [0, 0])[0],
+          "the page draws stage 1's operators")
+    p = run(["show", plan, "--graph", graph, "--html", page, "--stage", "9"], expect=2)
+    check("--stage 9" in p.stderr, "a stage past the last: %s" % p.stderr)
 
     # A damaged stage: exit 1, the file and the JSON path in the message.
     searched["pipeline"]["stages"][2]["range"][0] += 1

@@ -15,6 +15,7 @@
 
 #include "recsearch/algebra/op_space.hpp"
 #include "recsearch/io/json_io.hpp"
+#include "recsearch/io/mesh_names.hpp"
 #include "recsearch/report/report.hpp"
 #include "recsearch/search/search.hpp"
 
@@ -162,4 +163,156 @@ TEST_CASE("report: DOT has a node per operator and marks redistributed edges") {
   REQUIRE(!moved.empty());
   CHECK(red == moved.size());
   CHECK(dot.rfind("}\n") == dot.size() - 2);
+}
+
+namespace {
+
+// A plan header on the cut schedule of `cluster` (no operators).
+plan::Plan mesh_plan(const Cluster& cluster) {
+  plan::Plan p;
+  p.mesh = cluster.cuts();
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("mesh names: plan axes on the cluster's named levels") {
+  // 16 x 8: c0-c3 cut `node` (16), c4-c6 cut `gpu` (8), each a factor 2.
+  const Cluster c("2 levels", {{"node", 16, 50, 5}, {"gpu", 8, 450, 2}});
+  const plan::Plan p = mesh_plan(c);
+  using V = std::vector<std::string>;
+  CHECK(io::mesh_dim_names(c, p, {0, 1, 2, 3}) == V{"node"});
+  CHECK(io::mesh_dim_names(c, p, {4, 5, 6}) == V{"gpu"});
+  CHECK(io::mesh_dim_names(c, p, {0, 1, 2, 3, 4, 5, 6}) == V{"node", "gpu"});
+  CHECK(io::mesh_dim_names(c, p, {4}) == V{"gpu/4"});     // the outer 2 of 8
+  CHECK(io::mesh_dim_names(c, p, {5, 6}) == V{"gpu%4"});  // the inner 4
+  CHECK(io::mesh_dim_names(c, p, {5}) == V{"gpu/2%2"});   // a middle digit
+  CHECK(io::mesh_dim_names(c, p, {0, 1}) == V{"node/4"});
+  // Order is kept; a run breaks where the next axis is not the next cut.
+  CHECK(io::mesh_dim_names(c, p, {3, 4}) == V{"node%2", "gpu/4"});
+  CHECK(io::mesh_dim_names(c, p, {6, 4}) == V{"gpu%2", "gpu/4"});
+  CHECK(io::mesh_dims_text(c, p, {0, 1, 2, 3, 4}) == "node,gpu/4");
+  CHECK(io::mesh_dims_text(c, p, {}).empty());
+  CHECK(io::axis_levels_text(c, p) == "c0-c3 node (16), c4-c6 gpu (8)");
+  // A level of 12 is cut 2, 2, 3: the 3 is the innermost digit.
+  const Cluster flat = Cluster::flat(12);
+  const plan::Plan q = mesh_plan(flat);
+  CHECK(io::mesh_dim_names(flat, q, {2}) == V{"device%3"});
+  CHECK(io::mesh_dim_names(flat, q, {0}) == V{"device/6"});
+  CHECK(io::axis_levels_text(flat, q) == "c0-c2 device (12)");
+}
+
+TEST_CASE("report: shardings and splits on the named mesh, effective parallelism") {
+  // Megatron on 2 x 4: the batch on m0, the hidden dim on the whole of m1.
+  const Cluster c = Cluster::mesh({2, 4});
+  ir::Graph g = io::read_graph_file(data_path("graphs/ffn.json"));
+  const auto spaces = algebra::build_op_spaces(g);
+  search::SearchOptions o;
+  o.algorithm = search::Algorithm::Megatron;
+  const search::SearchResult r = search::run(g, spaces, c, o);
+  const report::ReportInput in{g, spaces, c, r.plan, r.eval};
+  const ir::OpId dense1 = *g.find_operator("dense1.matmul");
+  CHECK(report::op_split_text(in, dense1) == "i=m0 j=m1");
+  CHECK(report::tensor_sharding_text(in, *g.find_tensor("dense1.weight")) == "[-, m1]");
+  CHECK(report::tensor_sharding_text(in, *g.find_tensor("x")) == "[m0, -]");
+  const report::Parallelism par = report::parallelism(in);
+  CHECK(par.devices == 8);
+  CHECK(par.effective > 1.0);
+  CHECK(par.effective <= 8.0);
+  CHECK(par.idle_axes.empty());
+
+  // Seven devices cannot split a batch of 32 or any ffn dim: data
+  // parallelism replicates everything, and the line says so.
+  const Cluster seven = Cluster::flat(7);
+  o.algorithm = search::Algorithm::DataParallel;
+  const search::SearchResult r7 = search::run(g, spaces, seven, o);
+  const report::ReportInput in7{g, spaces, seven, r7.plan, r7.eval};
+  CHECK(report::parallelism(in7).effective == doctest::Approx(1.0));
+  CHECK(report::parallelism_text(in7) ==
+        "fully replicated: no operator is cut, all 7 devices compute the same thing");
+}
+
+TEST_CASE("report: the table puts the summary first and folds repeated blocks") {
+  Fixture f(io::read_graph_file(data_path("graphs/bert_large.json")), Cluster::mesh({4, 8}));
+  const std::string t = report::plan_to_table(f.input());
+  // Summary first, in this order, before any operator row.
+  const std::size_t step = t.find("\nstep time "), memory = t.find("\nmemory "),
+                    axes = t.find("\nmesh axes       c0-c1 m0 (4), c2-c4 m1 (8)\n"),
+                    par = t.find("\nparallelism "), comm = t.find("\ncommunication by reason"),
+                    top = t.find("\ntop 10 operators by time\n"),
+                    tensors = t.find("\ntop 10 tensors by communication\n"),
+                    ops = t.find("\noperators");
+  REQUIRE(step != std::string::npos);
+  CHECK(step < memory);
+  CHECK(memory < axes);
+  CHECK(axes < par);
+  CHECK(par < comm);
+  CHECK(comm < top);
+  CHECK(top < tensors);
+  CHECK(tensors < ops);
+  CHECK(ops != std::string::npos);
+  CHECK(t.find(" of a 80.00 GiB budget (") != std::string::npos);
+  // No exponent anywhere: one number format per column.
+  CHECK_FALSE(std::regex_search(t, std::regex("[0-9]e[-+][0-9]")));
+  // Folded: the block's operators once, tagged with the block count; the
+  // layers past the first block are not listed, and the rows are fewer.
+  const auto rep = report::find_fold(f.input(), report::kFoldTableOperators);
+  REQUIRE(rep.has_value());
+  CHECK(rep->repeats >= 3);
+  const std::string tag = "[x" + std::to_string(rep->repeats) + "] ";
+  const std::string last_block_op =
+      f.g.op(static_cast<ir::OpId>(rep->start + rep->period * (rep->repeats - 1))).name;
+  const std::size_t rows_folded = static_cast<std::size_t>(std::count(t.begin(), t.end(), '\n'));
+  CHECK(t.find(tag + f.g.op(static_cast<ir::OpId>(rep->start)).name) != std::string::npos);
+  CHECK(t.find(last_block_op + " ") == std::string::npos);
+  report::TableOptions all;
+  all.every_operator = true;
+  const std::string every = report::plan_to_table(f.input(), all);
+  CHECK(every.find(last_block_op + " ") != std::string::npos);
+  const std::size_t rows_every =
+      static_cast<std::size_t>(std::count(every.begin(), every.end(), '\n'));
+  CHECK(rows_every >= rows_folded + rep->period * (rep->repeats - 1) - 20);
+  // A searched plan says its search time; the same plan evaluated does not
+  // print "search time: 0 s".
+  CHECK(t.find("\nsearch time ") != std::string::npos);
+  plan::Evaluation evaluated = f.res.eval;
+  evaluated.summary.search_time_s = 0;
+  const report::ReportInput ein{f.g, f.spaces, f.cluster, f.res.plan, evaluated};
+  CHECK(report::plan_to_table(ein).find("search time") == std::string::npos);
+}
+
+TEST_CASE("report: DOT of a large graph draws a repeated block once, or every copy clustered") {
+  Fixture f(io::read_graph_file(data_path("graphs/bert_large.json")), Cluster::mesh({4, 8}));
+  REQUIRE(f.g.num_operators() > report::kFoldDotOperators);
+  const auto fold = report::find_fold(f.input(), report::kFoldTableOperators);
+  REQUIRE(fold.has_value());
+  const std::regex node_re("\n +op[0-9]+ \\[label=");
+  const auto node_count = [&](const std::string& dot) {
+    return std::distance(std::sregex_iterator(dot.begin(), dot.end(), node_re),
+                         std::sregex_iterator());
+  };
+  const auto has_node = [](const std::string& dot, std::size_t o) {
+    return std::regex_search(dot, std::regex("\n +op" + std::to_string(o) + " \\[label="));
+  };
+  // Folded (the default past kFoldDotOperators): the first copy only, in one
+  // cluster, each node tagged with the copy count.
+  const std::string folded = report::plan_to_dot(f.input());
+  const std::size_t shown = f.g.num_operators() - fold->period * (fold->repeats - 1);
+  CHECK(static_cast<std::size_t>(node_count(folded)) == shown);
+  CHECK(has_node(folded, fold->start));
+  CHECK_FALSE(has_node(folded, fold->start + fold->period));  // the second copy
+  CHECK(folded.find("subgraph cluster_block0 {") != std::string::npos);
+  CHECK(folded.find("subgraph cluster_block1 {") == std::string::npos);
+  CHECK(folded.find("[x" + std::to_string(fold->repeats) + "] ") != std::string::npos);
+  CHECK(folded.find("(into the next block)") != std::string::npos);
+  // No edge points at an operator that is not drawn.
+  const std::regex edge_re("-> op([0-9]+) ");
+  for (std::sregex_iterator it(folded.begin(), folded.end(), edge_re), end; it != end; ++it)
+    CHECK(has_node(folded, std::stoul((*it)[1].str())));
+  // Whole: a node per operator, a cluster per copy.
+  const std::string whole = report::plan_to_dot(f.input(), {.whole_graph = true});
+  CHECK(static_cast<std::size_t>(node_count(whole)) == f.g.num_operators());
+  for (std::size_t b = 0; b < fold->repeats; ++b)
+    CHECK(whole.find("subgraph cluster_block" + std::to_string(b) + " {") != std::string::npos);
+  CHECK(whole.find("(into the next block)") == std::string::npos);
 }

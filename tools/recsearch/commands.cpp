@@ -29,6 +29,7 @@
 #include "recsearch/io/json_io.hpp"
 #include "recsearch/io/onnx.hpp"
 #include "recsearch/problem.hpp"
+#include "recsearch/report/report.hpp"
 #include "recsearch/solution.hpp"
 
 namespace recsearch::cli {
@@ -59,6 +60,35 @@ PlanFormat plan_format(const std::string& format) {
 io::PlanDetail plan_detail(const std::string& detail) {
   if (const auto d = io::parse_plan_detail(detail)) return *d;
   throw Error(Errc::kUsage, "unknown --detail '" + detail + "' (auto, full or summary)");
+}
+
+// The plan file, or with --format table the report's table (the summary
+// first, a repeated block folded unless table.every_operator).
+void write_solution(const Solution& solution, const std::string& path, const std::string& format,
+                    const std::string& detail, const report::TableOptions& table) {
+  if (plan_format(format) != PlanFormat::Table) {
+    solution.write(path, PlanFormat::Json, plan_detail(detail));
+    return;
+  }
+  const report::ReportInput in{solution.problem().graph(), solution.problem().spaces(),
+                               solution.cluster(), solution.plan(), solution.evaluation()};
+  io::write_text_file(path, report::plan_to_table(in, table));
+}
+
+// solve(), with a no-fit message that also names the saving the command
+// line left out: pipeline stages are tried only with --stages, and they split
+// the outermost level, so they are named only where it has devices to split.
+Solution solve_or_explain(const Problem& problem, const Cluster& cluster,
+                          const search::SearchOptions& opts) {
+  try {
+    return solve(problem, cluster, opts);
+  } catch (const Error& e) {
+    const bool stages_possible =
+        opts.mode == Mode::Train && !cluster.levels().empty() && cluster.levels().front().size > 1;
+    if (e.code() != Errc::kNoFit || !stages_possible) throw;
+    throw Error(e.code(), e.detail() + "; pipeline stages were not tried (--stages auto)",
+                e.json_path(), e.file());
+  }
 }
 
 }  // namespace
@@ -236,13 +266,15 @@ int run_search(const SearchArgs& a) {
     };
   }
   if (pipeline_requested(opts)) return run_pipeline_search(problem, cluster, opts, a);
-  const Solution solution = solve(problem, cluster, opts);
+  const Solution solution = solve_or_explain(problem, cluster, opts);
   if (progress.on()) std::fputc('\n', stderr);
   if (solution.details().expert_plan)
     progress.say("the fastest fitting plan is a data x tensor parallel split");
   // "done" comes after the plan is written: a big plan takes a moment.
   if (a.output != "-") progress.say("writing " + a.output + "...");
-  solution.write(a.output, plan_format(a.format), plan_detail(a.detail));
+  write_solution(
+      solution, a.output, a.format, a.detail,
+      {.every_operator = a.all_operators, .memory_budget_bytes = opts.cost.memory_budget_bytes});
   progress.say("done in " + format_double("%.2f", progress.elapsed_s()) + " s (search " +
                format_double("%.3g", solution.details().search_time_s) + " s; " +
                solution.summary() + ")");
@@ -275,7 +307,9 @@ int run_eval(const EvalArgs& a) {
   const Solution solution = evaluate(problem, std::move(p), cluster, cost);
   progress.say("done in " + format_double("%.2f", progress.elapsed_s()) + " s (" +
                solution.summary() + ")");
-  solution.write(a.output, plan_format(a.format), plan_detail(a.detail));
+  write_solution(
+      solution, a.output, a.format, a.detail,
+      {.every_operator = a.all_operators, .memory_budget_bytes = cost.memory_budget_bytes});
   return 0;
 }
 

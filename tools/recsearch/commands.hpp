@@ -56,6 +56,7 @@ struct SearchArgs {
   std::optional<double> memory_gib;
   std::string format = "json";
   std::string detail = "auto";  // plan file detail: auto, full or summary
+  bool all_operators = false;   // table: every operator, no folded block
   int threads = 0;
   std::string algo = "rec";
   std::optional<std::string> cost_file;
@@ -73,6 +74,7 @@ struct EvalArgs {
   std::optional<std::string> mode;  // default: the plan file's mode
   std::string format = "json";
   std::string detail = "auto";
+  bool all_operators = false;
   std::optional<std::string> cost_file;
   bool quiet = false;
 };

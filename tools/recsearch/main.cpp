@@ -111,6 +111,8 @@ void add_core_commands(CLI::App& app, Registry& reg) {
           ->type_name("GiB");
   search->add_option("--format", sa->format, "json (default) or table")
       ->check(CLI::IsMember({"json", "table"}));
+  search->add_flag("--all-operators", sa->all_operators,
+                   "table: one row per operator, a repeated block not folded");
   search
       ->add_option("--detail", sa->detail,
                    "plan file detail: auto (default: full up to 10^4 operators), full or summary")
@@ -159,6 +161,8 @@ void add_core_commands(CLI::App& app, Registry& reg) {
           ->check(CLI::IsMember({"train", "infer"}));
   eval->add_option("--format", ea->format, "json (default) or table")
       ->check(CLI::IsMember({"json", "table"}));
+  eval->add_flag("--all-operators", ea->all_operators,
+                 "table: one row per operator, a repeated block not folded");
   eval->add_option("--detail", ea->detail,
                    "output detail: auto (default: full up to 10^4 operators), full or summary")
       ->check(CLI::IsMember({"auto", "full", "summary"}));

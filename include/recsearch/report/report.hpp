@@ -10,6 +10,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,7 @@
 #include "recsearch/cluster.hpp"
 #include "recsearch/ir/graph.hpp"
 #include "recsearch/plan/evaluator.hpp"
+#include "recsearch/plan/pipeline.hpp"
 #include "recsearch/plan/plan.hpp"
 
 namespace recsearch::report {
@@ -58,14 +61,110 @@ struct ColourClasses {
 };
 [[nodiscard]] ColourClasses colour_classes(const ReportInput& in);
 
+// The layout class the HTML report colours an operator by, from its first
+// output's sharding on the named mesh: "DP m0,m1" (only the leading, batch,
+// dim is split), "TP m1" (only other dims are split, or the output is
+// partial), "DP m0 + TP m1" (both), "replicated". layout_classes groups
+// them like colour_classes, in colour families: DP blues, TP oranges, mixed
+// greens, replicated grey; shades within a family by decreasing count.
+[[nodiscard]] std::string layout_class(const ReportInput& in, ir::OpId op);
+[[nodiscard]] ColourClasses layout_classes(const ReportInput& in);
+
 // Graphs with more operators than this are listed in the HTML tables but
 // not drawn (a browser would struggle with the SVG).
 inline constexpr std::size_t kMaxDrawnOperators = 5000;
 
-// The HTML report (UTF-8, one file, no external resources).
-[[nodiscard]] std::string plan_to_html(const ReportInput& in);
-// The Graphviz DOT graph.
-[[nodiscard]] std::string plan_to_dot(const ReportInput& in);
+// On the user's named mesh dims (io/mesh_names.hpp): a tensor's sharding
+// per dim ("[node,gpu/4, -, gpu%4]", "partial gpu" appended when partial)
+// and an operator's split per cut loop ("i=node j=gpu"; "replicated").
+[[nodiscard]] std::string tensor_sharding_text(const ReportInput& in, ir::TensorId t);
+[[nodiscard]] std::string op_split_text(const ReportInput& in, ir::OpId op);
+
+// How much of the mesh a plan puts to work. Each operator runs on
+// `degree` = the product of the sizes of the axes that cut it, the other
+// devices computing copies; weighted by each operator's compute time per
+// device, effective = sum(compute * degree) / sum(compute): the speed-up over
+// one device the compute sees (num_devices when every operator is cut on
+// every axis, 1 when all of them are replicated).
+struct Parallelism {
+  double effective = 1;
+  std::int64_t devices = 1;
+  // Per mesh axis: the share of compute time on operators the axis cuts.
+  std::vector<double> axis_share;
+  // Axes that cut no operator: their devices only duplicate work.
+  std::vector<std::uint32_t> idle_axes;
+};
+[[nodiscard]] Parallelism parallelism(const ReportInput& in);
+// One line: "5.2 of 8 devices (compute-weighted); c2 (m1%2) cuts no operator:
+// its devices duplicate all work", or "fully replicated: ..." when nothing
+// is cut.
+[[nodiscard]] std::string parallelism_text(const ReportInput& in);
+
+// A repeated block of the graph (search::detail::find_repetition): ops
+// [start, start + period * repeats) are `repeats` blocks of `period`.
+struct Fold {
+  std::size_t start = 0;
+  std::size_t period = 0;
+  std::size_t repeats = 0;
+  // Blocks whose cuts differ from block 0's (listed only as block 0 when
+  // folded, so the table says how many differ).
+  std::size_t differing_blocks = 0;
+};
+// The fold of a graph of more than min_operators operators with at least
+// three repeated blocks; nullopt otherwise.
+[[nodiscard]] std::optional<Fold> find_fold(const ReportInput& in, std::size_t min_operators);
+// Graphs above this many operators are folded in the table and the DOT graph.
+inline constexpr std::size_t kFoldTableOperators = 100;
+inline constexpr std::size_t kFoldDotOperators = 300;
+
+// The text table of `--format table`: a summary first (step time with its
+// compute and communication split, memory against the budget, mesh axes on
+// their levels, effective parallelism), then where communication goes (by
+// reason x collective x level), the top operators and tensors, and the
+// operators, one row per operator of a repeated block (folded) unless
+// every_operator. Times in ms, memory in GiB, 4 significant digits.
+struct TableOptions {
+  bool every_operator = false;
+  std::size_t top = 10;
+  // The per-device budget the plan was made under (0: the device's memory).
+  double memory_budget_bytes = 0;
+};
+[[nodiscard]] std::string plan_to_table(const ReportInput& in, const TableOptions& opts = {});
+
+// A pipelined plan's stages, for the HTML page's stage strip: per stage its
+// operator range, device group, compute, and its group's memory and bubble.
+struct PipelineStrip {
+  struct Stage {
+    std::string first_op, last_op;  // names of its first and last operator
+    std::size_t operators = 0;
+    std::size_t group = 0;
+    double compute_s = 0;     // the stage's, per step
+    double memory_bytes = 0;  // per device of its group
+    double busy_s = 0;        // its group's, per step
+    double bubble_s = 0;      // its group's idle time in the pipelined part
+  };
+  std::vector<Stage> stages;
+  std::string schedule;  // "1f1b", "interleaved"
+  std::int64_t microbatches = 1;
+  double step_time_s = 0;
+  double bubble_fraction = 0;
+  std::size_t shown = 0;  // the stage whose operators the page draws
+};
+[[nodiscard]] PipelineStrip pipeline_strip(const ir::Graph& g, const plan::PipelinePlan& pp,
+                                           const plan::PipelineEvaluation& pe, std::size_t shown);
+
+// The HTML report (UTF-8, one file, no external resources). With a
+// pipeline strip, the page opens with the stages (compute, memory, bubble
+// per stage) and its graph and tables are those of stage strip->shown.
+[[nodiscard]] std::string plan_to_html(const ReportInput& in, const PipelineStrip* strip = nullptr);
+// The Graphviz DOT graph. A repeated block (find_fold) is drawn in a
+// cluster per copy; past kFoldDotOperators operators only its first copy is
+// drawn, standing for all of them (edges of later copies mapped onto it, an
+// edge into the next copy dashed), unless whole_graph.
+struct DotOptions {
+  bool whole_graph = false;
+};
+[[nodiscard]] std::string plan_to_dot(const ReportInput& in, const DotOptions& opts = {});
 
 // Text escaped for HTML element content and double-quoted attributes (&, <,
 // >, "): what every page the project writes (plan reports, sweep charts)
