@@ -72,9 +72,9 @@ void fill_throughput(const Sweep& s, SweepPoint& p) {
     p.model_tflops_per_device = s.step_flops / step / static_cast<double>(p.devices) / 1e12;
 }
 
-// The messages print GiB with three decimals: a value read back is within
-// half a thousandth of a GiB of the search's own.
-constexpr double kMessageRounding = 0.0005 * kGiB;
+// The messages print GiB with at least four significant digits: a value
+// read back is within half a unit of the fourth digit of the search's own.
+constexpr double kMessageRounding = 5e-4;  // relative
 
 // The smallest per-device memory a no-fit message at `budget` reports ("...
 // needs 3.250 GiB" in every algorithm's message that knows one), NaN when it
@@ -154,7 +154,7 @@ double smallest_reached(const std::vector<Outcome>& outcomes) {
     if (o.fits) exact = std::min(exact, o.found.memory);
     else if (std::isfinite(o.smallest)) rounded = std::min(rounded, o.smallest);
   }
-  if (rounded + kMessageRounding < exact || !std::isfinite(exact))
+  if (rounded * (1 + kMessageRounding) < exact || !std::isfinite(exact))
     return std::isfinite(rounded) ? rounded : NAN;
   return exact;
 }
