@@ -63,6 +63,9 @@ constexpr std::size_t kBisectSmallGraph = 10'000;
 // already be far too dear when the budget is only just short, and the
 // fastest plan that fits then lies at a much lower price.
 constexpr double kFirstRungSpan = 64;
+// Operators x mesh axes up to which every plan of the ladder is polished,
+// not only the fastest fitting one (RecLadder::multi_start).
+constexpr std::size_t kMultiStartWork = 2'000;
 // Past this many operators (unfolded) each search takes seconds: one step.
 constexpr std::size_t kBisectLargeGraph = 100'000;
 
@@ -302,13 +305,37 @@ class RecLadder {
       plan::Plan start = have_ ? res_.plan : std::move(smallest_);
       const double start_mem = have_ ? res_.eval.summary.memory_per_device_bytes : best_mem_;
       if (take_polished(ctx_, std::move(start), start_mem, have_, res_, best_mem_)) have_ = true;
+      // On small graphs, every other plan the ladder and the splits made is
+      // polished too (see multi_start()).
+      for (auto& [plan, mem] : starts_)
+        if (take_polished(ctx_, std::move(plan), mem, have_, res_, best_mem_)) have_ = true;
     }
     if (!have_) throw NoFit(ctx_.budget, ctx_.cluster, best_mem_);
     res_.memory_rungs = rung < 0 ? kLadderRungs + 1 : rung;
   }
 
  private:
+  // Polish's moves are local: from the fastest fitting plan it cannot
+  // reach an optimum that differs in several operators at once, which under
+  // a budget on latency-bound graphs (every collective costs its latency)
+  // is the rule. Where operators x mesh axes is small, each distinct plan
+  // of the ladder's prices and of the splits (over the budget or within
+  // it) is kept as a start of its own: at most kLadderRungs + kBisectSmall +
+  // axes + 1 polishes of a small graph.
+  [[nodiscard]] bool multi_start() const {
+    return may_polish(ctx_) &&
+           ctx_.g.num_operators() * std::max<std::size_t>(ctx_.mesh.size(), 1) <= kMultiStartWork;
+  }
+
+  void note_start(const plan::Plan& trial, double mem) {
+    if (!multi_start()) return;
+    for (const auto& [p, m] : starts_)
+      if (p.cuts == trial.cuts) return;
+    starts_.emplace_back(trial, mem);
+  }
+
   void note_memory(const plan::Plan& trial, double mem) {
+    note_start(trial, mem);
     if (mem >= best_mem_) return;
     best_mem_ = mem;
     if (may_polish(ctx_)) smallest_ = trial;
@@ -358,6 +385,7 @@ class RecLadder {
   bool have_ = false;
   double best_mem_ = std::numeric_limits<double>::infinity();
   plan::Plan smallest_;  // the least memory seen, for polish to mend
+  std::vector<std::pair<plan::Plan, double>> starts_;  // multi_start(): plans and their memory
 };
 
 void run_algorithm(const detail::Context& ctx, SearchResult& res);
