@@ -19,6 +19,12 @@ namespace recsearch::search::detail {
 // would cost far more than the search it refines.
 inline constexpr std::size_t kPolishMaxWork = 20'000;
 
+// Operators x mesh axes up to which a graph counts as small, where bounded
+// extra work buys plan quality: rec climbs its memory ladder to the top and
+// polishes every plan of it, not only the fastest fitting one
+// (search/search.cpp, RecLadder).
+inline constexpr std::size_t kSmallGraphWork = 2'000;
+
 // Whether polish runs on g with this many mesh axes.
 [[nodiscard]] inline bool polish_applies(const ir::Graph& g, std::size_t axes) {
   const std::size_t ops = g.num_operators();

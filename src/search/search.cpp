@@ -63,9 +63,6 @@ constexpr std::size_t kBisectSmallGraph = 10'000;
 // already be far too dear when the budget is only just short, and the
 // fastest plan that fits then lies at a much lower price.
 constexpr double kFirstRungSpan = 64;
-// Operators x mesh axes up to which every plan of the ladder is polished,
-// not only the fastest fitting one (RecLadder::multi_start).
-constexpr std::size_t kMultiStartWork = 2'000;
 // Past this many operators (unfolded) each search takes seconds: one step.
 constexpr std::size_t kBisectLargeGraph = 100'000;
 
@@ -80,12 +77,17 @@ int bisect_steps(std::size_t operators) {
 // the plan fits (keeping the fastest fitting one). Once a rung fits, its
 // price interval is bisected (geometrically) `bisect` times. Returns the
 // first fitting rung, or -1.
-template <class Attempt>
-int climb_ladder(const std::vector<Cut>& mesh, Attempt&& attempt, int bisect) {
+// The price of a byte on a rung of the ladder.
+double ladder_price(const std::vector<Cut>& mesh, int rung) {
   double slowest = std::numeric_limits<double>::infinity();
   for (const Cut& c : mesh) slowest = std::min(slowest, c.bandwidth_Bps);
   const double base = std::isfinite(slowest) ? 1.0 / slowest : 1e-11;
-  const auto price = [&](int rung) { return rung == 0 ? 0.0 : base * std::pow(4.0, rung - 1); };
+  return rung == 0 ? 0.0 : base * std::pow(4.0, rung - 1);
+}
+
+template <class Attempt>
+int climb_ladder(const std::vector<Cut>& mesh, Attempt&& attempt, int bisect) {
+  const auto price = [&](int rung) { return ladder_price(mesh, rung); };
   for (int rung = 0; rung <= kLadderRungs; ++rung) {
     if (!attempt(price(rung), rung)) continue;
     if (rung > 0) {
@@ -297,6 +299,7 @@ class RecLadder {
     const int rung = climb_ladder(
         res_.plan.mesh, [&](double lambda, int r) { return attempt(lambda, r); },
         bisect_steps(ops));
+    if (rung >= 0) climb_on(rung);
     // The expert splits (one evaluation each): on small graphs, and on
     // any graph when nothing else fits.
     if (ctx_.opts.expert_candidates && (ops <= kBisectSmallGraph || rung < 0)) expert_splits();
@@ -324,7 +327,23 @@ class RecLadder {
   // axes + 1 polishes of a small graph.
   [[nodiscard]] bool multi_start() const {
     return may_polish(ctx_) &&
-           ctx_.g.num_operators() * std::max<std::size_t>(ctx_.mesh.size(), 1) <= kMultiStartWork;
+           ctx_.g.num_operators() * std::max<std::size_t>(ctx_.mesh.size(), 1) <=
+               detail::kSmallGraphWork;
+  }
+
+  // Small graphs: the rungs above the first that fits, each plan a start of
+  // polish. A tighter budget climbs to them and polishes them; so that a
+  // looser budget never returns a slower plan than a tighter one, it sees
+  // them too (its polish then has more room). Until two rungs in a row add
+  // no new plan: at most kLadderRungs searches of a small graph.
+  void climb_on(int fitted) {
+    if (!multi_start()) return;
+    int idle = 0;
+    for (int r = fitted + 1; r <= kLadderRungs && idle < 2; ++r) {
+      const std::size_t before = starts_.size();
+      (void)attempt(ladder_price(res_.plan.mesh, r), r);
+      idle = starts_.size() > before ? 0 : idle + 1;
+    }
   }
 
   void note_start(const plan::Plan& trial, double mem) {
