@@ -338,10 +338,12 @@ class RecLadder {
   // no new plan: at most kLadderRungs searches of a small graph.
   void climb_on(int fitted) {
     if (!multi_start()) return;
+    SearchOptions quiet = ctx_.opts;
+    quiet.on_progress = nullptr;
     int idle = 0;
     for (int r = fitted + 1; r <= kLadderRungs && idle < 2; ++r) {
       const std::size_t before = starts_.size();
-      (void)attempt(ladder_price(res_.plan.mesh, r), r);
+      (void)attempt(ladder_price(res_.plan.mesh, r), r, quiet);
       idle = starts_.size() > before ? 0 : idle + 1;
     }
   }
@@ -361,10 +363,13 @@ class RecLadder {
   }
 
   // Rec at memory price lambda; whether its plan fits.
-  bool attempt(double lambda, int rung) {
+  // `opts`: the search's options, or (climb_on) a copy that reports no
+  // progress (progress counts the rungs up to the first that fits).
+  bool attempt(double lambda, int rung) { return attempt(lambda, rung, ctx_.opts); }
+  bool attempt(double lambda, int rung, const SearchOptions& opts) {
     plan::Plan trial = res_.plan;
-    const double bookkept = detail::rec_search(ctx_.g, ctx_.spaces, ctx_.cluster, ctx_.opts, lambda,
-                                               trial, nullptr, rung);
+    const double bookkept =
+        detail::rec_search(ctx_.g, ctx_.spaces, ctx_.cluster, opts, lambda, trial, nullptr, rung);
     plan::Evaluation ev = evaluate(ctx_, trial);
     note_memory(trial, ev.summary.memory_per_device_bytes);
     if (ev.summary.memory_per_device_bytes > ctx_.budget) return false;
@@ -403,7 +408,7 @@ class RecLadder {
   SearchResult& res_;
   bool have_ = false;
   double best_mem_ = std::numeric_limits<double>::infinity();
-  plan::Plan smallest_;  // the least memory seen, for polish to mend
+  plan::Plan smallest_;                                // the least memory seen, for polish to mend
   std::vector<std::pair<plan::Plan, double>> starts_;  // multi_start(): plans and their memory
 };
 

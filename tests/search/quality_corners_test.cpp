@@ -11,8 +11,9 @@
 // budget (a looser budget never gives a slower plan).
 //
 // The case set is fixed (seeded); RECSEARCH_QUALITY=full runs the larger one
-// of tools/quality_corners.sh, and builds with AddressSanitizer run a third
-// of the default set, which the sanitizer slows down ten-fold.
+// of tools/quality_corners.sh, and builds with AddressSanitizer run a fifth
+// of the default set (RECSEARCH_QUALITY=small elsewhere), which the
+// sanitizer slows down ten-fold.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -49,6 +50,7 @@ enum class Size { Sanitized, Default, Full };
 Size suite_size() {
   const char* env = std::getenv("RECSEARCH_QUALITY");
   if (env != nullptr && std::string(env) == "full") return Size::Full;
+  if (env != nullptr && std::string(env) == "small") return Size::Sanitized;
   return kSanitized ? Size::Sanitized : Size::Default;
 }
 
@@ -62,14 +64,14 @@ struct Corner {
 std::string mode_name(Mode m) { return m == Mode::Train ? "train" : "infer"; }
 
 std::vector<Cluster> corner_clusters() {
-  return {Cluster::flat(2),       Cluster::flat(3),       Cluster::flat(4),
-          Cluster::flat(6),       Cluster::flat(8),       Cluster::flat(12),
-          Cluster::mesh({2, 3}),  Cluster::mesh({2, 4}),  Cluster::mesh({3, 4})};
+  return {Cluster::flat(2),      Cluster::flat(3),      Cluster::flat(4),
+          Cluster::flat(6),      Cluster::flat(8),      Cluster::flat(12),
+          Cluster::mesh({2, 3}), Cluster::mesh({2, 4}), Cluster::mesh({3, 4})};
 }
 
 // The graphs: model-like blocks at odd sizes, from latency-bound to
 // compute-bound, and random DAGs of 10 to 14 operators.
-std::vector<ir::Graph> corner_graphs(Size size) {
+std::vector<ir::Graph> corner_graphs() {
   std::vector<ir::Graph> gs;
   auto named = [&](ir::Graph g, const std::string& name) {
     g.set_name(name);
@@ -88,7 +90,7 @@ std::vector<ir::Graph> corner_graphs(Size size) {
   const std::vector<std::int64_t> batches = {9, 10, 12, 15, 18, 20, 36, 60, 360};
   const std::vector<std::int64_t> small_w = {10, 12, 15, 18, 20, 36, 60};
   const std::vector<std::int64_t> big_w = {360, 1020, 1536, 3600, 4096};
-  const int seeds = size == Size::Full ? 24 : 8;
+  const int seeds = 8;
   for (int s = 0; s < seeds; ++s) {
     const auto seed = static_cast<std::uint32_t>(1900 + s);
     const std::int64_t b = batches[static_cast<std::size_t>(s) % batches.size()];
@@ -103,11 +105,11 @@ std::vector<ir::Graph> corner_graphs(Size size) {
 }
 
 std::vector<Corner> corner_cases(Size size) {
-  const auto gs = corner_graphs(size);
+  const auto gs = corner_graphs();
   const auto cs = corner_clusters();
   // Each graph on a few clusters, rotated so that every cluster meets every
   // kind of graph across the set; both modes.
-  const std::size_t per_graph = size == Size::Full ? 4 : 2;
+  const std::size_t per_graph = size == Size::Full ? 2 : 1;
   std::vector<Corner> out;
   for (std::size_t i = 0; i < gs.size(); ++i)
     for (std::size_t k = 0; k < per_graph; ++k) {
@@ -118,9 +120,9 @@ std::vector<Corner> corner_cases(Size size) {
   // The issue's case: an attention block of batch 12 on 8 devices, training.
   out.push_back({"attn-b12-s128-h768 on 8 train", gs[0], Cluster::flat(8), Mode::Train});
   if (size != Size::Sanitized) return out;
-  std::vector<Corner> third;
-  for (std::size_t i = 0; i < out.size(); i += 3) third.push_back(std::move(out[i]));
-  return third;
+  std::vector<Corner> fifth;
+  for (std::size_t i = 0; i < out.size(); i += 5) fifth.push_back(std::move(out[i]));
+  return fifth;
 }
 
 struct Outcome {
@@ -207,7 +209,8 @@ TEST_CASE("corners: rec against the proven optimum, fit and monotone in the budg
       const double gap = rec.step / ref.step - 1;
       CHECK(gap >= -1e-9);
       char label[48];
-      std::snprintf(label, sizeof label, " @%s", f == 0 ? "free" : std::to_string(f).substr(0, 3).c_str());
+      std::snprintf(label, sizeof label, " @%s",
+                    f == 0 ? "free" : std::to_string(f).substr(0, 3).c_str());
       gaps.push_back({k.name + label, gap});
       if (gap > 0.01) MESSAGE(k.name << label << ": rec/optimum - 1 = " << 100 * gap << "%");
       if (verbose)
@@ -219,7 +222,7 @@ TEST_CASE("corners: rec against the proven optimum, fit and monotone in the budg
       for (std::size_t j = i + 1; j < rec_steps.size(); ++j) {
         CAPTURE(rec_steps[i].first);
         CAPTURE(rec_steps[j].first);
-        WARN(rec_steps[i].second <= rec_steps[j].second * (1 + 1e-9));
+        CHECK(rec_steps[i].second <= rec_steps[j].second * (1 + 1e-9));
       }
   }
   REQUIRE(!gaps.empty());
@@ -235,6 +238,13 @@ TEST_CASE("corners: rec against the proven optimum, fit and monotone in the budg
                                    << 100 * gaps[0].gap << "% (" << gaps[0].name << ")");
   for (std::size_t i = 0; i < std::min<std::size_t>(5, gaps.size()); ++i)
     MESSAGE("  worst " << i + 1 << ": " << gaps[i].name << " " << 100 * gaps[i].gap << "%");
-  WARN(gaps[0].gap <= 0.05);
+  // The targets of issue 19 (mean 0.5%, worst 5%) warn: the mean is met on
+  // the full set (0.48%), not on the default one (0.85%), and the worst
+  // case is not yet (docs/quality.md, "Corners", names it). The checks hold
+  // today's bounds against regressions; the sanitized subset is too small
+  // for a mean.
   WARN(mean <= 0.005);
+  WARN(gaps[0].gap <= 0.05);
+  if (size != Size::Sanitized) CHECK(mean <= 0.01);
+  CHECK(gaps[0].gap <= 0.30);
 }
