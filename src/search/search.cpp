@@ -71,12 +71,6 @@ int bisect_steps(std::size_t operators) {
   return operators <= kBisectLargeGraph ? kBisect : 1;
 }
 
-// The memory ladder: prices of a byte of per-device memory in seconds,
-// starting at 0, then the time to send that byte over the slowest link, then
-// 4x per rung. attempt(lambda, rung) searches at that price and says whether
-// the plan fits (keeping the fastest fitting one). Once a rung fits, its
-// price interval is bisected (geometrically) `bisect` times. Returns the
-// first fitting rung, or -1.
 // The price of a byte on a rung of the ladder.
 double ladder_price(const std::vector<Cut>& mesh, int rung) {
   double slowest = std::numeric_limits<double>::infinity();
@@ -85,6 +79,12 @@ double ladder_price(const std::vector<Cut>& mesh, int rung) {
   return rung == 0 ? 0.0 : base * std::pow(4.0, rung - 1);
 }
 
+// The memory ladder: prices of a byte of per-device memory in seconds,
+// starting at 0, then the time to send that byte over the slowest link, then
+// 4x per rung. attempt(lambda, rung) searches at that price and says whether
+// the plan fits (keeping the fastest fitting one). Once a rung fits, its
+// price interval is bisected (geometrically) `bisect` times. Returns the
+// first fitting rung, or -1.
 template <class Attempt>
 int climb_ladder(const std::vector<Cut>& mesh, Attempt&& attempt, int bisect) {
   const auto price = [&](int rung) { return ladder_price(mesh, rung); };
