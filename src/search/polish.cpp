@@ -13,7 +13,10 @@
 //
 // Moves change one operator on one axis, or swap its choices on two axes;
 // once single moves are spent, region moves change an operator and let the
-// operators around it answer (regions()). Over budget, the move that frees
+// operators around it answer (regions()); on small graphs (kSmallGraphWork)
+// also by propagation, the answer that moves the fewest seconds of
+// redistribution toward the region whatever it costs on its own, and over
+// the budget as well (propagated()). Over budget, the move that frees
 // the most memory per second it adds is taken, until the plan fits; within
 // budget, the move that saves the most time and still fits. Sweeps visit
 // operators in id order (after the first, only those next to a change) and
@@ -48,6 +51,9 @@ constexpr std::size_t kMaxUses = 256;
 // kRegionWork over the squared number of mesh axes (4096 tries on 6 axes).
 constexpr std::size_t kRegionAttempts = 4096;
 constexpr std::size_t kRegionWork = 4096 * 36;
+// Region depth and size on small graphs (kSmallGraphWork).
+constexpr int kSmallRegionDepth = 16;
+constexpr std::size_t kSmallRegionOps = 64;
 
 class Polish {
  public:
@@ -84,7 +90,10 @@ class Polish {
   }
 
   bool run(plan::Plan& plan, double untouched) {
-    bool any = sweeps(untouched);
+    // Small graphs over the budget: propagated regions first, which can
+    // make the plan fit without the collective a single move would add.
+    bool any = small_ && held_ + peak_ + untouched > ctx_.budget && regions(untouched);
+    any = sweeps(untouched) || any;
     // Region moves, once the plan fits and single moves are spent; then
     // single moves again around what they changed.
     if (held_ + peak_ + untouched <= ctx_.budget && regions(untouched)) {
@@ -152,7 +161,8 @@ class Polish {
       for (auto& cuts : neighbours(o, true)) {
         if (attempts == 0) break;
         --attempts;
-        if (region_move(o, cuts, untouched, gain)) {
+        if (region_move(o, cuts, untouched, gain, false) ||
+            (small_ && region_move(o, cuts, untouched, gain, true))) {
           any = true;
           break;
         }
@@ -161,22 +171,30 @@ class Polish {
     return any;
   }
 
-  bool region_move(ir::OpId o, const std::vector<std::int16_t>& cuts, double untouched,
-                   double gain) {
+  // propagate: the responders take the strategy that moves the fewest
+  // seconds of redistribution (their own cost breaks ties), whatever its
+  // own cost and memory, the way a sharding propagates through a chain;
+  // the region stays if the plan then fits and is faster, or fits where it
+  // did not before. Under collective latencies a chain changed one
+  // operator at a time pays the same collective at every step, so only
+  // the chain as a whole shows its gain.
+  bool region_move(ir::OpId o, const std::vector<std::int16_t>& cuts, double untouched, double gain,
+                   bool propagate) {
     undo_.clear();
+    const bool was_over = !fits(untouched);
     region_.clear();
     double delta = apply(o, make_strategy(ctx_, o, cuts));
     region_.emplace_back(o, 0);
     enqueue(o, 0);
-    for (std::size_t head = 1; head < region_.size() && undo_.size() < kRegionOps; ++head) {
+    for (std::size_t head = 1; head < region_.size() && undo_.size() < region_ops_; ++head) {
       const auto [n, depth] = region_[head];
       if (!movable_[n]) continue;
       OpStrategy r;
-      if (!best_response(n, untouched, gain, r)) continue;
+      if (!(propagate ? propagated(n, r) : best_response(n, untouched, gain, r))) continue;
       delta += apply(n, std::move(r));
       enqueue(n, depth);
     }
-    if (delta < -gain && fits(untouched)) {
+    if ((delta < -gain || (propagate && was_over)) && fits(untouched)) {
       if (ctx_.opts.mode == Mode::Infer) rebuild_peak();
       return true;
     }
@@ -191,7 +209,7 @@ class Polish {
 
   // Operators sharing a tensor with n, one hop further than `depth`.
   void enqueue(ir::OpId n, int depth) {
-    if (depth >= kRegionDepth) return;
+    if (depth >= region_depth_) return;
     for_each_adjacent(n, [&](ir::OpId m) {
       for (const auto& [r, d] : region_)
         if (r == m) return;
@@ -261,6 +279,39 @@ class Polish {
       const double dt = alt.own + edges_alt - now.own - edges_now;
       if (dt >= best) continue;
       best = dt;
+      out = std::move(alt);
+      found = true;
+    }
+    return found;
+  }
+
+  // n's strategy with the least redistribution seconds on its tensors, own
+  // cost breaking ties; false when that is its current one.
+  bool propagated(ir::OpId n, OpStrategy& out) const {
+    // Only the tensors n shares with the region's changed operators count:
+    // the sharding comes from there; the edges further on are the next
+    // responders' to answer.
+    std::vector<ir::TensorId> ts;
+    for (ir::TensorId t : touched(n)) {
+      bool shared = false;
+      for (const auto& [op, old] : undo_)
+        for (ir::TensorId u : touched(op)) shared = shared || u == t;
+      if (shared) ts.push_back(t);
+    }
+    double best_edges = 0;
+    for (ir::TensorId t : ts) best_edges += edge_[t];
+    if (best_edges <= 0) return false;  // the region asks nothing of n
+    double best_own = cur_[n].own;
+    bool found = false;
+    for (auto& cuts : neighbours(n, false)) {
+      OpStrategy alt = make_strategy(ctx_, n, cuts);
+      double edges_alt = 0;
+      for (ir::TensorId t : ts) edges_alt += tensor_edge(t, n, &alt);
+      if (edges_alt > best_edges * (1 - 1e-12) &&
+          !(edges_alt <= best_edges * (1 + 1e-12) && alt.own < best_own * (1 - 1e-12)))
+        continue;
+      best_edges = edges_alt;
+      best_own = alt.own;
       out = std::move(alt);
       found = true;
     }
@@ -418,6 +469,14 @@ class Polish {
   }
 
   const Context ctx_;
+  // Small graphs (kSmallGraphWork): propagated regions as well, over the
+  // budget too, spanning up to kSmallRegionDepth hops and kSmallRegionOps
+  // operators (a sharding that pays only from one end of an attention
+  // block to the other).
+  const bool small_ =
+      ctx_.g.num_operators() * std::max<std::size_t>(ctx_.mesh.size(), 1) <= kSmallGraphWork;
+  const int region_depth_ = small_ ? kSmallRegionDepth : kRegionDepth;
+  const std::size_t region_ops_ = small_ ? kSmallRegionOps : kRegionOps;
   FlatGraph flat_;  // holders, uses and touched tensors
   std::vector<OpStrategy> cur_;
   std::vector<std::uint8_t> movable_;

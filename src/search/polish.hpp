@@ -19,6 +19,15 @@ namespace recsearch::search::detail {
 // would cost far more than the search it refines.
 inline constexpr std::size_t kPolishMaxWork = 20'000;
 
+// Operators x mesh axes up to which a graph counts as small (the blocks and
+// random DAGs of up to ~16 operators of tests/search/quality_corners_test.cpp,
+// on up to 4 axes; no graph of the zoo), where bounded extra work buys plan
+// quality: rec climbs its memory ladder to the top and polishes every plan
+// of it, not only the fastest fitting one (search/search.cpp, RecLadder),
+// and polish adds propagated regions that span the graph (polish.cpp). At
+// 2,000 these made a 177-operator Wide-ResNet on 8x8 take minutes.
+inline constexpr std::size_t kSmallGraphWork = 128;
+
 // Whether polish runs on g with this many mesh axes.
 [[nodiscard]] inline bool polish_applies(const ir::Graph& g, std::size_t axes) {
   const std::size_t ops = g.num_operators();

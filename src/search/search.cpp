@@ -85,6 +85,14 @@ int bisect_steps(std::size_t operators) {
   return operators <= kBisectLargeGraph ? kBisect : 1;
 }
 
+// The price of a byte on a rung of the ladder.
+double ladder_price(const std::vector<Cut>& mesh, int rung) {
+  double slowest = std::numeric_limits<double>::infinity();
+  for (const Cut& c : mesh) slowest = std::min(slowest, c.bandwidth_Bps);
+  const double base = std::isfinite(slowest) ? 1.0 / slowest : 1e-11;
+  return rung == 0 ? 0.0 : base * std::pow(4.0, rung - 1);
+}
+
 // The memory ladder: prices of a byte of per-device memory in seconds,
 // starting at 0, then the time to send that byte over the slowest link, then
 // 4x per rung. attempt(lambda, rung) searches at that price and says whether
@@ -93,10 +101,7 @@ int bisect_steps(std::size_t operators) {
 // first fitting rung, or -1.
 template <class Attempt>
 int climb_ladder(const std::vector<Cut>& mesh, Attempt&& attempt, int bisect) {
-  double slowest = std::numeric_limits<double>::infinity();
-  for (const Cut& c : mesh) slowest = std::min(slowest, c.bandwidth_Bps);
-  const double base = std::isfinite(slowest) ? 1.0 / slowest : 1e-11;
-  const auto price = [&](int rung) { return rung == 0 ? 0.0 : base * std::pow(4.0, rung - 1); };
+  const auto price = [&](int rung) { return ladder_price(mesh, rung); };
   for (int rung = 0; rung <= kLadderRungs; ++rung) {
     if (!attempt(price(rung), rung)) continue;
     if (rung > 0) {
@@ -353,6 +358,7 @@ class RecLadder {
     const int rung = climb_ladder(
         res_.plan.mesh, [&](double lambda, int r) { return attempt(lambda, r); },
         bisect_steps(ops));
+    if (rung >= 0) climb_on(rung);
     // The expert splits (one evaluation each): on small graphs, and on
     // any graph when nothing else fits.
     if (ctx_.opts.expert_candidates && (ops <= kBisectSmallGraph || rung < 0)) expert_splits();
@@ -361,23 +367,68 @@ class RecLadder {
       plan::Plan start = have_ ? res_.plan : std::move(smallest_);
       const double start_mem = have_ ? res_.eval.summary.memory_per_device_bytes : best_mem_.total;
       if (take_polished(ctx_, std::move(start), start_mem, have_, res_, best_mem_)) have_ = true;
+      // On small graphs, every other plan the ladder and the splits made is
+      // polished too (see multi_start()).
+      for (auto& [plan, mem] : starts_)
+        if (take_polished(ctx_, std::move(plan), mem, have_, res_, best_mem_)) have_ = true;
     }
     if (!have_) throw NoFit(ctx_.budget, ctx_.cluster, best_mem_);
     res_.memory_rungs = rung < 0 ? kLadderRungs + 1 : rung;
   }
 
  private:
+  // Polish's moves are local: from the fastest fitting plan it cannot
+  // reach an optimum that differs in several operators at once, which under
+  // a budget on latency-bound graphs (every collective costs its latency)
+  // is the rule. Where operators x mesh axes is small, each distinct plan
+  // of the ladder's prices and of the splits (over the budget or within
+  // it) is kept as a start of its own: at most kLadderRungs + kBisectSmall +
+  // axes + 1 polishes of a small graph.
+  [[nodiscard]] bool multi_start() const {
+    return may_polish(ctx_) &&
+           ctx_.g.num_operators() * std::max<std::size_t>(ctx_.mesh.size(), 1) <=
+               detail::kSmallGraphWork;
+  }
+
+  // Small graphs: the rungs above the first that fits, each plan a start of
+  // polish. A tighter budget climbs to them and polishes them; so that a
+  // looser budget never returns a slower plan than a tighter one, it sees
+  // them too (its polish then has more room). Until two rungs in a row add
+  // no new plan: at most kLadderRungs searches of a small graph.
+  void climb_on(int fitted) {
+    if (!multi_start()) return;
+    SearchOptions quiet = ctx_.opts;
+    quiet.on_progress = nullptr;
+    int idle = 0;
+    for (int r = fitted + 1; r <= kLadderRungs && idle < 2; ++r) {
+      const std::size_t before = starts_.size();
+      (void)attempt(ladder_price(res_.plan.mesh, r), r, quiet);
+      idle = starts_.size() > before ? 0 : idle + 1;
+    }
+  }
+
+  void note_start(const plan::Plan& trial, double mem) {
+    if (!multi_start()) return;
+    for (const auto& [p, m] : starts_)
+      if (p.cuts == trial.cuts) return;
+    starts_.emplace_back(trial, mem);
+  }
+
   void note_memory(const plan::Plan& trial, const plan::Summary& sum) {
+    note_start(trial, sum.memory_per_device_bytes);
     if (sum.memory_per_device_bytes >= best_mem_.total) return;
     best_mem_ = MemoryParts::of(sum);
     if (may_polish(ctx_)) smallest_ = trial;
   }
 
   // Rec at memory price lambda; whether its plan fits.
-  bool attempt(double lambda, int rung) {
+  // `opts`: the search's options, or (climb_on) a copy that reports no
+  // progress (progress counts the rungs up to the first that fits).
+  bool attempt(double lambda, int rung) { return attempt(lambda, rung, ctx_.opts); }
+  bool attempt(double lambda, int rung, const SearchOptions& opts) {
     plan::Plan trial = res_.plan;
-    const double bookkept = detail::rec_search(ctx_.g, ctx_.spaces, ctx_.cluster, ctx_.opts, lambda,
-                                               trial, nullptr, rung);
+    const double bookkept =
+        detail::rec_search(ctx_.g, ctx_.spaces, ctx_.cluster, opts, lambda, trial, nullptr, rung);
     plan::Evaluation ev = evaluate(ctx_, trial);
     note_memory(trial, ev.summary);
     if (ev.summary.memory_per_device_bytes > ctx_.budget) return false;
@@ -417,6 +468,7 @@ class RecLadder {
   bool have_ = false;
   MemoryParts best_mem_;  // the least memory seen, by kind
   plan::Plan smallest_;   // the least memory seen, for polish to mend
+  std::vector<std::pair<plan::Plan, double>> starts_;  // multi_start(): plans and their memory
 };
 
 void run_algorithm(const detail::Context& ctx, SearchResult& res);
