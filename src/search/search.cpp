@@ -508,7 +508,7 @@ SearchResult run_setting(const ir::Graph& g, const std::vector<algebra::OpSpace>
   p.algorithm = std::string(algorithm_name(opts.algorithm));
   p.mode = opts.mode;
   p.mesh = cluster.cuts();
-  if (opts.mode == Mode::Train) p.training = {t.recompute, t.zero_stage, 1};
+  if (opts.mode == Mode::Train) p.training = {t.recompute, t.zero_stage, 1, {}};
   const detail::Context ctx(sg, ss, cluster, o, detail::memory_budget(cluster, o));
   run_algorithm(ctx, res);
   if (view) {
@@ -552,7 +552,7 @@ std::vector<std::vector<plan::Training>> setting_ladders(const ir::Graph& g,
     for (const std::int64_t m : ms) {
       std::vector<int> stages = m == 1 ? std::vector<int>{2, 3} : std::vector<int>{1, 2, 3};
       if (pin.zero_stage) stages = {*pin.zero_stage};
-      for (const int z : stages) ladder.push_back({rc, z, m});
+      for (const int z : stages) ladder.push_back({rc, z, m, {}});
     }
     ladders.push_back(std::move(ladder));
   }
@@ -651,13 +651,52 @@ SearchResult run_training(const ir::Graph& g, const std::vector<algebra::OpSpace
 
 }  // namespace
 
+namespace {
+
+// The options with the graph's training pins where the options leave a
+// setting unset: the options (command line, API) override the graph.
+SearchOptions with_graph_pins(const ir::Graph& g, const SearchOptions& opts) {
+  SearchOptions o = opts;
+  const ir::TrainingPins& pins = g.training_pins();
+  if (!o.training.recompute) o.training.recompute = pins.recompute;
+  if (!o.training.zero_stage) o.training.zero_stage = pins.zero_stage;
+  if (!o.training.microbatches) o.training.microbatches = pins.microbatches;
+  return o;
+}
+
+// The exact searches count recomputation none and selective only (see
+// run_training); an operator pinned to full is refused like the option.
+void check_exact_pins(const ir::Graph& g, const SearchOptions& opts) {
+  if (opts.algorithm != Algorithm::Ilp && opts.algorithm != Algorithm::Exhaustive) return;
+  for (const ir::Operator& op : g.operators())
+    if (op.recompute == plan::Recompute::Full)
+      throw Error(Errc::kUsage, std::string(algorithm_name(opts.algorithm)) +
+                                    " counts the memory of recomputation none and selective "
+                                    "only, but operator '" +
+                                    op.name + "' is pinned to full recomputation");
+}
+
+// The plan's recomputation per operator where the graph's pins make it
+// differ from the plan-wide one, so that the plan file says what the
+// evaluator priced.
+void record_pins(const ir::Graph& g, plan::Plan& p) {
+  if (p.mode != Mode::Train || !p.training.per_op.empty() || !plan::mixed_recompute(g, p.training))
+    return;
+  p.training.per_op = plan::operator_recompute(g, p.training);
+}
+
+}  // namespace
+
 SearchResult run(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
-                 const Cluster& cluster, const SearchOptions& opts) {
+                 const Cluster& cluster, const SearchOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   if (spaces.size() != g.num_operators())
     throw Error(Errc::kUsage, "search::run: one OpSpace per operator is required");
+  const SearchOptions opts = with_graph_pins(g, options);
+  if (opts.mode == Mode::Train) check_exact_pins(g, opts);
   SearchResult res = opts.mode == Mode::Train ? run_training(g, spaces, cluster, opts)
                                               : run_setting(g, spaces, cluster, opts, {});
+  record_pins(g, res.plan);
   res.search_time_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   res.eval.summary.search_time_s = res.search_time_s;

@@ -82,7 +82,7 @@ TEST_CASE("pinned training settings are kept, and the accounts agree at each") {
         search::SearchOptions o;
         o.training = {rc, z, m};
         const auto r = search::run(s.g, s.spaces, c, o);
-        CHECK(r.plan.training == plan::Training{rc, z, m});
+        CHECK(r.plan.training == plan::Training{rc, z, m, {}});
         check_reevaluates(s, c, o, r);
         CHECK(r.bookkept_step_time_s ==
               doctest::Approx(testing::serial_step(r.eval.summary)).epsilon(1e-9));
@@ -101,4 +101,47 @@ TEST_CASE("exhaustive and ilp refuse full recomputation, whose memory they canno
     CHECK(e.code() == Errc::kUsage);
     CHECK(std::string(e.what()).find("full recomputation") != std::string::npos);
   }
+}
+
+TEST_CASE("a graph's training pins are honoured, and the options override them") {
+  SmallGpt s;
+  const Cluster c = Cluster::mesh({2, 2});
+  s.g.set_training_pins({plan::Recompute::Selective, 3, 4});
+  search::SearchOptions o;
+  const auto r = search::run(s.g, s.spaces, c, o);
+  CHECK(r.plan.training == plan::Training{plan::Recompute::Selective, 3, 4, {}});
+  check_reevaluates(s, c, o, r);
+  o.training.zero_stage = 1;
+  const auto over = search::run(s.g, s.spaces, c, o);
+  CHECK(over.plan.training == plan::Training{plan::Recompute::Selective, 1, 4, {}});
+}
+
+TEST_CASE("operators pinned to a recomputation keep it in the plan, and the accounts agree") {
+  SmallGpt s;
+  // The last layer (operators "h3.*") recomputed fully, the rest as chosen.
+  for (ir::OpId o = 0; o < s.g.num_operators(); ++o)
+    if (s.g.op(o).name.rfind("h3.", 0) == 0) s.g.mutable_op(o).recompute = plan::Recompute::Full;
+  const Cluster c = Cluster::mesh({2, 2});
+  for (const auto rc : {plan::Recompute::None, plan::Recompute::Selective}) {
+    CAPTURE(plan::recompute_name(rc));
+    search::SearchOptions o;
+    o.training = {rc, 2, 1};
+    const auto r = search::run(s.g, s.spaces, c, o);
+    const plan::Training& t = r.plan.training;
+    CHECK(t.recompute == rc);
+    REQUIRE(t.per_op.size() == s.g.num_operators());
+    for (ir::OpId op = 0; op < s.g.num_operators(); ++op) {
+      CAPTURE(s.g.op(op).name);
+      CHECK(t.per_op[op] == s.g.op(op).recompute.value_or(rc));
+    }
+    check_reevaluates(s, c, o, r);
+    CHECK(r.eval.summary.recompute_s > 0);
+    CHECK(r.bookkept_step_time_s ==
+          doctest::Approx(testing::serial_step(r.eval.summary)).epsilon(1e-9));
+  }
+  // The exact searches refuse a pinned full recomputation like the option.
+  search::SearchOptions o;
+  o.algorithm = search::Algorithm::Exhaustive;
+  o.training = {plan::Recompute::None, 2, 1};
+  CHECK_THROWS_AS((void)search::run(s.g, s.spaces, Cluster::flat(2), o), Error);
 }
