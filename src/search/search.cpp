@@ -581,6 +581,72 @@ bool has_attention_core(const ir::Graph& g, const std::vector<algebra::OpSpace>&
   return std::any_of(r.recomputed.begin(), r.recomputed.end(), [](std::uint8_t x) { return x; });
 }
 
+// Per-block recomputation (docs/cost-model.md, What the searches do with
+// them): where plan-wide full recomputation won, full recomputation of only
+// the last k blocks of the repeated stack, the others at `rest`, may fit at
+// less recomputed work. One segment is live at a time, so memory falls with
+// k; the smallest fitting k is bisected between 2 (one block alone saves
+// nothing) and all blocks but one, each k searched on a copy of g whose
+// blocks' operators are pinned (so a fold sees the recomputed blocks as a
+// tail of their own). Past kBlockSearchMaxOps operators the log2(blocks)
+// extra searches, each copying the graph, are not made.
+constexpr std::size_t kBlockSearchMaxOps = 50000;
+constexpr std::size_t kBlockSearchMinRepeats = 3;
+
+// g with the operators of its last k blocks pinned to full recomputation
+// (operators the graph pins keep their pins).
+ir::Graph pin_last_blocks(const ir::Graph& g, const detail::Repetition& rep, std::size_t k) {
+  ir::Graph copy = g;
+  const std::size_t end = rep.start + rep.period * rep.repeats;
+  for (std::size_t o = end - rep.period * k; o < end; ++o) {
+    ir::Operator& op = copy.mutable_op(static_cast<ir::OpId>(o));
+    if (!op.recompute) op.recompute = plan::Recompute::Full;
+  }
+  return copy;
+}
+
+std::optional<SearchResult> run_blocks(const ir::Graph& g,
+                                       const std::vector<algebra::OpSpace>& spaces,
+                                       const Cluster& cluster, const SearchOptions& opts,
+                                       const plan::Training& won, plan::Recompute rest) {
+  if (g.num_operators() > kBlockSearchMaxOps) return std::nullopt;
+  const auto rep = detail::find_repetition(g, kBlockSearchMinRepeats);
+  if (!rep) return std::nullopt;
+  const plan::Training t{rest, won.zero_stage, won.microbatches, {}};
+  std::optional<SearchResult> best;
+  std::size_t lo = 2, hi = rep->repeats - 1;  // the smallest fitting k is in [lo, hi]
+  std::size_t fitting = rep->repeats;
+  while (lo <= hi) {
+    const std::size_t k = lo + (hi - lo) / 2;
+    const ir::Graph pinned = pin_last_blocks(g, *rep, k);
+    try {
+      SearchResult r = run_setting(pinned, spaces, cluster, opts, t);
+      r.plan.training.per_op = plan::operator_recompute(pinned, r.plan.training);
+      best = std::move(r);
+      fitting = k;
+      hi = k - 1;
+    } catch (const Error& e) {
+      if (e.code() != Errc::kNoFit) throw;
+      lo = k + 1;
+    }
+  }
+  // The smallest fitting k recomputes least but may fit only with cuts that
+  // cost more than the recomputation saved: more blocks while that pays.
+  for (std::size_t k = fitting + 1; best && k < rep->repeats; ++k) {
+    const ir::Graph pinned = pin_last_blocks(g, *rep, k);
+    std::optional<SearchResult> r;
+    try {
+      r = run_setting(pinned, spaces, cluster, opts, t);
+    } catch (const Error& e) {
+      if (e.code() != Errc::kNoFit) throw;
+    }
+    if (!r || r->eval.summary.step_time_s >= best->eval.summary.step_time_s) break;
+    r->plan.training.per_op = plan::operator_recompute(pinned, r->plan.training);
+    best = std::move(r);
+  }
+  return best;
+}
+
 // Training: every ladder climbed to its first fitting setting, the fastest
 // of those kept. Ilp and exhaustive search at the setting rec chooses
 // (they prove optimality over the operators' strategies, not the settings).
@@ -637,6 +703,12 @@ SearchResult run_training(const ir::Graph& g, const std::vector<algebra::OpSpace
         if (!first_error) first_error = e;
       }
     }
+  }
+  if (best && best->plan.training.recompute == plan::Recompute::Full && !pin.recompute && !exact) {
+    const plan::Recompute rest = selective ? plan::Recompute::Selective : plan::Recompute::None;
+    auto blocks = run_blocks(g, spaces, cluster, opts, best->plan.training, rest);
+    if (blocks && blocks->eval.summary.step_time_s < best->eval.summary.step_time_s)
+      best = std::move(blocks);
   }
   if (!best) {
     // The smallest memory over every setting tried, where the ladders said.

@@ -5,6 +5,7 @@
 // the searches' own accounts agree with the evaluator at every setting.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "recsearch/algebra/op_space.hpp"
@@ -144,4 +145,45 @@ TEST_CASE("operators pinned to a recomputation keep it in the plan, and the acco
   o.algorithm = search::Algorithm::Exhaustive;
   o.training = {plan::Recompute::None, 2, 1};
   CHECK_THROWS_AS((void)search::run(s.g, s.spaces, Cluster::flat(2), o), Error);
+}
+
+TEST_CASE("where full recomputation wins, rec recomputes only the last blocks that it must") {
+  const SmallGpt s;
+  const Cluster c = Cluster::mesh({2, 2});
+  search::SearchOptions o;
+  o.training = {plan::Recompute::Full, 2, 1};
+  const auto full = search::run(s.g, s.spaces, c, o);
+  o.training = {plan::Recompute::Selective, 2, 1};
+  const auto sel = search::run(s.g, s.spaces, c, o);
+  const double full_mem = full.eval.summary.memory_per_device_bytes;
+  const double sel_mem = sel.eval.summary.memory_per_device_bytes;
+  REQUIRE(full_mem < sel_mem);
+  // A budget that full recomputation meets and selective does not: the
+  // plan-wide ladders choose full, the blocks' search fewer recomputed layers.
+  o.training = {std::nullopt, 2, 1};
+  o.cost.memory_budget_bytes = sel_mem - 0.4 * (sel_mem - full_mem);
+  const auto r = search::run(s.g, s.spaces, c, o);
+  const plan::Training& t = r.plan.training;
+  MESSAGE("recompute " << plan::recompute_name(t.recompute) << ", per operator "
+                       << t.per_op.size());
+  CHECK(r.eval.summary.memory_per_device_bytes <= o.cost.memory_budget_bytes);
+  CHECK(r.eval.summary.step_time_s <= full.eval.summary.step_time_s * (1 + 1e-9));
+  REQUIRE(t.per_op.size() == s.g.num_operators());
+  CHECK(t.recompute == plan::Recompute::Selective);
+  // Full on a suffix of the layers, fewer than all of them.
+  const auto layer_of = [&](ir::OpId op) {
+    const std::string& n = s.g.op(op).name;
+    return n[0] == 'h' && n.find('.') != std::string::npos ? std::stoi(n.substr(1)) : -1;
+  };
+  int first_full = 99;
+  for (ir::OpId op = 0; op < s.g.num_operators(); ++op)
+    if (t.per_op[op] == plan::Recompute::Full) first_full = std::min(first_full, layer_of(op));
+  CHECK(first_full >= 1);
+  CHECK(first_full <= 2);
+  for (ir::OpId op = 0; op < s.g.num_operators(); ++op) {
+    const int l = layer_of(op);
+    if (l >= 0) CHECK((t.per_op[op] == plan::Recompute::Full) == (l >= first_full));
+  }
+  CHECK(r.eval.summary.recompute_s < full.eval.summary.recompute_s);
+  check_reevaluates(s, c, o, r);
 }
