@@ -585,8 +585,8 @@ bool has_attention_core(const ir::Graph& g, const std::vector<algebra::OpSpace>&
 // them): where plan-wide full recomputation won, full recomputation of only
 // the last k blocks of the repeated stack, the others at `rest`, may fit at
 // less recomputed work. One segment is live at a time, so memory falls with
-// k; the smallest fitting k is bisected between 2 (one block alone saves
-// nothing) and all blocks but one, each k searched on a copy of g whose
+// k; k is bisected between 2 (one block alone saves nothing) and all
+// blocks but one, each k searched on a copy of g whose
 // blocks' operators are pinned (so a fold sees the recomputed blocks as a
 // tail of their own). Past kBlockSearchMaxOps operators the log2(blocks)
 // extra searches, each copying the graph, are not made.
@@ -614,35 +614,28 @@ std::optional<SearchResult> run_blocks(const ir::Graph& g,
   if (!rep) return std::nullopt;
   const plan::Training t{rest, won.zero_stage, won.microbatches, {}};
   std::optional<SearchResult> best;
-  std::size_t lo = 2, hi = rep->repeats - 1;  // the smallest fitting k is in [lo, hi]
-  std::size_t fitting = rep->repeats;
+  // Bisected: the smallest k whose plan fits with no price on memory (past
+  // it, more blocks only add work). Plans that fit under a price are kept
+  // too when faster: fewer blocks recomputed may pay for dearer cuts.
+  std::size_t lo = 2, hi = rep->repeats - 1;
   while (lo <= hi) {
     const std::size_t k = lo + (hi - lo) / 2;
     const ir::Graph pinned = pin_last_blocks(g, *rep, k);
+    bool free = false;
     try {
       SearchResult r = run_setting(pinned, spaces, cluster, opts, t);
+      free = r.memory_rungs == 0;
       r.plan.training.per_op = plan::operator_recompute(pinned, r.plan.training);
-      best = std::move(r);
-      fitting = k;
-      hi = k - 1;
+      if (!best || r.eval.summary.step_time_s < best->eval.summary.step_time_s)
+        best = std::move(r);
     } catch (const Error& e) {
       if (e.code() != Errc::kNoFit) throw;
+    }
+    if (free) {
+      hi = k - 1;
+    } else {
       lo = k + 1;
     }
-  }
-  // The smallest fitting k recomputes least but may fit only with cuts that
-  // cost more than the recomputation saved: more blocks while that pays.
-  for (std::size_t k = fitting + 1; best && k < rep->repeats; ++k) {
-    const ir::Graph pinned = pin_last_blocks(g, *rep, k);
-    std::optional<SearchResult> r;
-    try {
-      r = run_setting(pinned, spaces, cluster, opts, t);
-    } catch (const Error& e) {
-      if (e.code() != Errc::kNoFit) throw;
-    }
-    if (!r || r->eval.summary.step_time_s >= best->eval.summary.step_time_s) break;
-    r->plan.training.per_op = plan::operator_recompute(pinned, r->plan.training);
-    best = std::move(r);
   }
   return best;
 }
