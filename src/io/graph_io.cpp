@@ -18,16 +18,17 @@
 #include "io/graph_read.hpp"
 #include "io/json_util.hpp"
 #include "recsearch/io/json_io.hpp"
+#include "recsearch/plan/training.hpp"
 
 namespace recsearch::io::detail {
 
 namespace {
 
 constexpr std::string_view kRootKeys[] = {"format",  "version",   "name", "description",
-                                          "tensors", "operators", "cost"};
+                                          "tensors", "operators", "cost", "training"};
 constexpr std::string_view kTensorKeys[] = {"name", "shape", "dtype", "kind"};
-constexpr std::string_view kOperatorKeys[] = {"name",  "type",   "inputs",   "outputs",
-                                              "attrs", "einsum", "strategy", "allowed"};
+constexpr std::string_view kOperatorKeys[] = {"name",   "type",     "inputs",  "outputs",  "attrs",
+                                              "einsum", "strategy", "allowed", "recompute"};
 
 std::span<const std::string_view> keys_of(GraphObject where) {
   switch (where) {
@@ -301,6 +302,8 @@ void read_operator(const Reader& r, const Json& o, std::size_t i, ir::Graph& g,
   if (const Json* s = r.find(o, "strategy"))
     op.strategy = detail::read_strategy(r, *s, child(at, "strategy"));
   if (const Json* s = r.find(o, "allowed")) op.allowed = r.strings(*s, child(at, "allowed"));
+  if (const Json* s = r.find(o, "recompute"))
+    op.recompute = detail::read_recompute(r, *s, child(at, "recompute"));
   check_keys(o, detail::GraphObject::kOperator, at, keys);
   // Operators are added in file order, so the graph's "/operators/<id>"
   // paths (duplicate names, second producers, produced parameters) are
@@ -421,6 +424,8 @@ ir::Graph parse_graph_streaming(std::string_view text, const std::string& source
   const Json head = detail::stream_object(text, source, stream);
   stream.finish(head);
   if (const Json* n = r.find(head, "name")) g.set_name(r.string(*n, "/name"));
+  if (const Json* t = r.find(head, "training"))
+    g.set_training_pins(detail::read_training_pins(r, *t, "/training"));
   if (const Json* c = r.find(head, "cost")) {
     // Checked even when the caller does not want the values: a misspelt
     // coefficient must not pass `validate` silently.
@@ -501,6 +506,14 @@ std::string graph_to_json(const ir::Graph& g, int indent) {
   w.field("format", "recsearch.graph");
   w.field("version", 1);
   w.field("name", g.name());
+  if (!g.training_pins().empty()) {
+    const ir::TrainingPins& pins = g.training_pins();
+    OrderedJson jt = OrderedJson::object();
+    if (pins.recompute) jt["recompute"] = std::string(plan::recompute_name(*pins.recompute));
+    if (pins.zero_stage) jt["zero_stage"] = *pins.zero_stage;
+    if (pins.microbatches) jt["microbatches"] = *pins.microbatches;
+    w.field("training", jt);
+  }
   w.begin_array("tensors");
   for (const ir::Tensor& t : g.tensors()) {
     OrderedJson jt;
@@ -529,6 +542,7 @@ std::string graph_to_json(const ir::Graph& g, int indent) {
     }
     if (op.strategy) jo["strategy"] = *op.strategy;
     if (op.allowed) jo["allowed"] = *op.allowed;
+    if (op.recompute) jo["recompute"] = std::string(plan::recompute_name(*op.recompute));
     w.element(jo);
   }
   w.end_array();

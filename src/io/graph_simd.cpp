@@ -23,6 +23,7 @@
 
 #include "io/graph_read.hpp"
 #include "io/json_util.hpp"
+#include "recsearch/plan/training.hpp"
 
 namespace recsearch::io::detail {
 
@@ -234,7 +235,7 @@ class FastGraph {
   }
 
   void op(od::value v, std::size_t i) {
-    enum { kName, kType, kInputs, kOutputs, kAttrs, kEinsum, kStrategy, kAllowed };
+    enum { kName, kType, kInputs, kOutputs, kAttrs, kEinsum, kStrategy, kAllowed, kRecompute };
     KeySet seen;
     ir::Operator op;
     std::optional<std::string> einsum;
@@ -267,6 +268,12 @@ class FastGraph {
       } else if (key == "allowed") {
         seen.mark(kAllowed);
         op.allowed = strings(f.value());
+      } else if (key == "recompute") {
+        seen.mark(kRecompute);
+        // A bad value: the streaming reader reports it with its path.
+        const auto rc = plan::parse_recompute(text(f.value()));
+        if (!rc) throw GiveUp{};
+        op.recompute = *rc;
       } else {
         unknown(GraphObject::kOperator, key, "/operators", i, f.value());
       }
@@ -448,6 +455,11 @@ void read_document(std::string_view text_in, std::size_t capacity, const std::st
       const Reader r(source);
       CostParams scratch;
       read_cost_params(r, parse_json(raw, source), "/cost", cost != nullptr ? *cost : scratch);
+    } else if (key == "training") {
+      // Small, like "cost": the shared reader (its errors give up).
+      od::object t = get(f.value().get_object());
+      const std::string_view raw = get(t.raw_json());
+      g.set_training_pins(read_training_pins(Reader(source), parse_json(raw, source), "/training"));
     } else if (key == "description") {
       validate(f.value(), 1);
     } else {

@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "recsearch/io/json_io.hpp"
+#include "recsearch/plan/training.hpp"
 
 namespace recsearch::io {
 
@@ -605,6 +606,41 @@ ir::Strategy read_strategy(const Reader& r, const Json& j, const std::string& pa
   s.reserve(j.size());
   for (std::size_t i = 0; i < j.size(); ++i) s.push_back(r.positive_integers(j[i], child(path, i)));
   return s;
+}
+
+ir::Recompute read_recompute(const Reader& r, const Json& j, const std::string& path) {
+  const std::string s = r.string(j, path);
+  const auto rc = plan::parse_recompute(s);
+  if (!rc)
+    r.fail(Errc::kSchema, "unknown recompute '" + s + "' (expected none, selective or full)", path);
+  return *rc;
+}
+
+int read_zero_stage(const Reader& r, const Json& j, const std::string& path) {
+  const std::int64_t z = r.integer(j, path);
+  if (z < 0 || z > plan::kMaxZeroStage)
+    r.fail(Errc::kSchema, "ZeRO stage must be 0, 1, 2 or 3, got " + std::to_string(z), path);
+  return static_cast<int>(z);
+}
+
+ir::TrainingPins read_training_pins(const Reader& r, const Json& j, const std::string& path) {
+  r.expect_object(j, path);
+  ir::TrainingPins t;
+  for (const auto& [key, value] : j.items()) {
+    const std::string at = child(path, key);
+    if (key == "recompute") {
+      t.recompute = read_recompute(r, value, at);
+    } else if (key == "zero_stage") {
+      t.zero_stage = read_zero_stage(r, value, at);
+    } else if (key == "microbatches") {
+      t.microbatches = r.positive_integer(value, at);
+    } else {
+      r.fail(Errc::kSchema,
+             "unknown training setting '" + key + "' (known: recompute, zero_stage, microbatches)",
+             at);
+    }
+  }
+  return t;
 }
 
 namespace {

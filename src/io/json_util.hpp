@@ -115,6 +115,17 @@ class Reader {
 // A MindSpore-style strategy: an array of arrays of positive integers.
 [[nodiscard]] ir::Strategy read_strategy(const Reader& r, const Json& j, const std::string& path);
 
+// A recomputation name: "none", "selective" or "full" (kSchema otherwise).
+[[nodiscard]] ir::Recompute read_recompute(const Reader& r, const Json& j, const std::string& path);
+
+// A ZeRO stage, 0 to 3 (kSchema otherwise).
+[[nodiscard]] int read_zero_stage(const Reader& r, const Json& j, const std::string& path);
+
+// A graph's "training" object: recompute, zero_stage and microbatches, each
+// optional; unknown keys are errors (they would silently pin nothing).
+[[nodiscard]] ir::TrainingPins read_training_pins(const Reader& r, const Json& j,
+                                                  const std::string& path);
+
 // Whether j holds an integer that integer() would accept, and its value.
 [[nodiscard]] bool as_int64(const Json& j, std::int64_t& out) noexcept;
 

@@ -154,9 +154,31 @@ Mode read_mode(const Reader& r, const Json& root) {
   r.fail(Errc::kSchema, "unknown mode '" + s + "' (expected train or infer)", "/mode");
 }
 
-// The "training" object: recompute, zero_stage and microbatches, each
-// optional (defaults: none, 0, 1); unknown keys are errors.
-plan::Training read_training(const Reader& r, const Json& root) {
+// "recompute_ops": operator name to recomputation, for the operators whose
+// recomputation is not the plan-wide one. An operator the graph pins must
+// be given its pin (the evaluator prices the pin).
+void read_recompute_ops(const Reader& r, const Json& j, const std::string& path, const ir::Graph& g,
+                        plan::Training& t) {
+  r.expect_object(j, path);
+  for (const auto& [name, value] : j.items()) {
+    const std::string at = child(path, name);
+    const auto o = g.find_operator(name);
+    if (!o) r.fail(Errc::kUnknownName, "unknown operator '" + name + "'", at);
+    const plan::Recompute rc = detail::read_recompute(r, value, at);
+    const auto& pin = g.op(*o).recompute;
+    if (pin && *pin != rc)
+      r.fail(Errc::kSchema,
+             "operator '" + name + "' is pinned to recompute " +
+                 std::string(plan::recompute_name(*pin)) + " in the graph",
+             at);
+    t.per_op[*o] = rc;
+  }
+}
+
+// The "training" object: recompute, zero_stage, microbatches and
+// recompute_ops, each optional (defaults: none, 0, 1, none); unknown keys
+// are errors.
+plan::Training read_training(const Reader& r, const Json& root, const ir::Graph& g) {
   plan::Training t;
   const Json* j = r.find(root, "training");
   if (j == nullptr) return t;
@@ -164,24 +186,24 @@ plan::Training read_training(const Reader& r, const Json& root) {
   for (const auto& [key, value] : j->items()) {
     const std::string at = "/training/" + key;
     if (key == "recompute") {
-      const std::string s = r.string(value, at);
-      const auto rc = plan::parse_recompute(s);
-      if (!rc)
-        r.fail(Errc::kSchema, "unknown recompute '" + s + "' (expected none, selective or full)",
-               at);
-      t.recompute = *rc;
+      t.recompute = detail::read_recompute(r, value, at);
     } else if (key == "zero_stage") {
-      const std::int64_t z = r.integer(value, at);
-      if (z < 0 || z > plan::kMaxZeroStage)
-        r.fail(Errc::kSchema, "ZeRO stage must be 0, 1, 2 or 3, got " + std::to_string(z), at);
-      t.zero_stage = static_cast<int>(z);
+      t.zero_stage = detail::read_zero_stage(r, value, at);
     } else if (key == "microbatches") {
       t.microbatches = r.positive_integer(value, at);
-    } else {
+    } else if (key != "recompute_ops") {
       r.fail(Errc::kSchema,
-             "unknown training setting '" + key + "' (known: recompute, zero_stage, microbatches)",
+             "unknown training setting '" + key +
+                 "' (known: recompute, zero_stage, microbatches, recompute_ops)",
              at);
     }
+  }
+  // After "recompute", whatever the key order: the plan-wide value fills the
+  // operators recompute_ops does not name.
+  if (const Json* ops = r.find(*j, "recompute_ops")) {
+    t.per_op = plan::operator_recompute(g, t);  // the pins among them
+    read_recompute_ops(r, *ops, "/training/recompute_ops", g, t);
+    if (!plan::mixed_recompute(g, t)) t.per_op.clear();
   }
   return t;
 }
@@ -378,7 +400,7 @@ class PlanStream final : public detail::StreamHandler {
     if (!ready_) start(head);
     if (const Json* n = r_.find(head, "graph")) p_.graph_name = r_.string(*n, "/graph");
     p_.mode = read_mode(r_, head);
-    p_.training = read_training(r_, head);
+    p_.training = read_training(r_, head, g_);
     pin_absent();
     try {
       plan::check_plan(g_, spaces_, p_);
@@ -861,11 +883,20 @@ void print_event(std::string& out, bool spaced, const PlanContext& c, const plan
   out += '}';
 }
 
-OrderedJson training_json(const plan::Training& t) {
+// The training settings; "recompute_ops" lists the operators whose
+// recomputation (their pins included) is not the plan-wide one.
+OrderedJson training_json(const ir::Graph& g, const plan::Training& t) {
   OrderedJson j;
   j["recompute"] = std::string(plan::recompute_name(t.recompute));
   j["zero_stage"] = t.zero_stage;
   j["microbatches"] = t.microbatches;
+  if (plan::mixed_recompute(g, t)) {
+    const std::vector<plan::Recompute> rc = plan::operator_recompute(g, t);
+    OrderedJson ops = OrderedJson::object();
+    for (ir::OpId o = 0; o < g.num_operators(); ++o)
+      if (rc[o] != t.recompute) ops[g.op(o).name] = std::string(plan::recompute_name(rc[o]));
+    j["recompute_ops"] = std::move(ops);
+  }
   return j;
 }
 
@@ -951,8 +982,25 @@ std::string table_text(const TableRow& headers, const std::vector<TableRow>& row
   return out;
 }
 
+// Where the recomputation differs per operator: how many operators run
+// each, e.g. " (per operator: full 69, none 1032)".
+std::string recompute_counts(const ir::Graph& g, const plan::Training& t) {
+  if (!plan::mixed_recompute(g, t)) return {};
+  std::size_t count[3] = {0, 0, 0};
+  for (const plan::Recompute rc : plan::operator_recompute(g, t)) ++count[static_cast<int>(rc)];
+  std::string out;
+  for (const plan::Recompute rc :
+       {plan::Recompute::Full, plan::Recompute::Selective, plan::Recompute::None}) {
+    if (count[static_cast<int>(rc)] == 0) continue;
+    out += (out.empty() ? " (per operator: " : ", ") + std::string(plan::recompute_name(rc)) + " " +
+           std::to_string(count[static_cast<int>(rc)]);
+  }
+  return out + ")";
+}
+
 // The lines under the table: times, memory, devices and search time.
-std::string summary_text(const Cluster& cluster, const plan::Plan& p, const plan::Summary& s) {
+std::string summary_text(const ir::Graph& g, const Cluster& cluster, const plan::Plan& p,
+                         const plan::Summary& s) {
   constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   std::string mesh;
   for (std::size_t a = 0; a < p.mesh.size(); ++a) {
@@ -974,7 +1022,8 @@ std::string summary_text(const Cluster& cluster, const plan::Plan& p, const plan
          general(s.activation_bytes / kGiB) + " GiB)\n";
   if (p.mode == Mode::Train) {
     out += "training:           recompute " +
-           std::string(plan::recompute_name(p.training.recompute)) + ", ZeRO stage " +
+           std::string(plan::recompute_name(p.training.recompute)) +
+           recompute_counts(g, p.training) + ", ZeRO stage " +
            std::to_string(p.training.zero_stage) + ", " + std::to_string(p.training.microbatches) +
            " microbatch" + (p.training.microbatches == 1 ? "" : "es") + "\n";
   }
@@ -1000,7 +1049,7 @@ void write_head(detail::LayoutWriter& w, const PlanContext& c) {
   w.field("mode", std::string(mode_name(c.p.mode)));
   w.field("algorithm", c.p.algorithm);
   if (!c.full) w.field("detail", "summary");
-  if (c.p.mode == Mode::Train) w.field("training", training_json(c.p.training));
+  if (c.p.mode == Mode::Train) w.field("training", training_json(c.g, c.p.training));
 }
 
 void write_mesh(detail::LayoutWriter& w, const PlanContext& c) {
@@ -1163,7 +1212,7 @@ std::string plan_to_table(const ir::Graph& g, const std::vector<algebra::OpSpace
   for (ir::OpId id = 0; id < g.num_operators(); ++id) {
     rows.push_back(table_row(g, spaces, p, ev, id));
   }
-  return table_text(headers, rows) + summary_text(cluster, p, ev.summary);
+  return table_text(headers, rows) + summary_text(g, cluster, p, ev.summary);
 }
 
 }  // namespace recsearch::io

@@ -214,7 +214,7 @@ class Evaluator {
       loop_begin_[o + 1] = loop_begin_[o] + spaces[o].loops.size();
     loop_split_.assign(loop_begin_[n_ops_], 1);
     zero_ways_.assign(n_tensors_, 1);
-    if (train_) rules_ = memory_rules(g, spaces, p.training.recompute);
+    if (train_) rules_ = memory_rules(g, spaces, operator_recompute(g, p.training));
   }
 
   // The strategies and empty shardings a Full evaluation reports.

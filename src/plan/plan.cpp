@@ -263,6 +263,12 @@ void check_plan_shape(const ir::Graph& g, const std::vector<algebra::OpSpace>& s
     throw Error(Errc::kInternal, "got " + std::to_string(spaces.size()) + " operator spaces for " +
                                      std::to_string(n_ops) + " operators");
   }
+  if (!p.training.per_op.empty() && p.training.per_op.size() != n_ops) {
+    throw Error(Errc::kPlan,
+                "plan has a recomputation for " + std::to_string(p.training.per_op.size()) +
+                    " operators but graph " + quoted(g.name()) + " has " + std::to_string(n_ops),
+                "/training/recompute_ops");
+  }
   for (std::size_t a = 0; a < p.mesh.size(); ++a) {
     if (p.mesh[a].size < 1) {
       throw Error(

@@ -173,10 +173,10 @@ bool scores_product(const ir::Graph& g, const ir::Operator& op) {
 
 // Selective recomputation: from each scores product, the chain of core
 // steps up to the product that consumes it; the chain's operators are
-// recomputed and their outputs not kept.
-void mark_attention_cores(const ir::Graph& g, MemoryRules& r) {
+// recomputed and their outputs not kept, where all of them are selective.
+void mark_attention_cores(const ir::Graph& g, const std::vector<Recompute>& rc, MemoryRules& r) {
   for (ir::OpId o = 0; o < g.num_operators(); ++o) {
-    if (!scores_product(g, g.op(o))) continue;
+    if (rc[o] != Recompute::Selective || !scores_product(g, g.op(o))) continue;
     std::vector<ir::OpId> chain{o};
     ir::TensorId t = g.op(o).outputs[0];
     bool closed = false;
@@ -195,6 +195,9 @@ void mark_attention_cores(const ir::Graph& g, MemoryRules& r) {
       }
     }
     if (!closed) continue;
+    if (!std::all_of(chain.begin(), chain.end(),
+                     [&](ir::OpId c) { return rc[c] == Recompute::Selective; }))
+      continue;
     for (const ir::OpId c : chain) {
       r.recomputed[c] = 1;
       for (const ir::TensorId out : g.op(c).outputs) r.saved[out] = 0.0F;
@@ -212,7 +215,26 @@ void mark_attention_cores(const ir::Graph& g, MemoryRules& r) {
 // layer against 2·s·b·h of input).
 constexpr double kSegmentFactor = 8.0;
 
-void mark_segments(const ir::Graph& g, MemoryRules& r) {
+// Whether activation t, produced by a full operator, is read by an operator
+// that is not: that one's backward runs before the segment is recomputed,
+// so t stays kept by the rule without recomputation.
+bool leaves_full(const ir::Graph& g, const std::vector<Recompute>& rc, ir::TensorId t) {
+  const auto& cs = g.tensor(t).consumers;
+  return std::any_of(cs.begin(), cs.end(), [&](ir::OpId c) { return rc[c] != Recompute::Full; });
+}
+
+// An activation a full operator reads from an operator that is not full is
+// its segment's starting point: kept whole.
+void keep_segment_inputs(const ir::Graph& g, const std::vector<Recompute>& rc,
+                         const ir::Operator& op, MemoryRules& r) {
+  for (const ir::TensorId t : op.inputs) {
+    const ir::Tensor& x = g.tensor(t);
+    if (x.kind == ir::TensorKind::Activation && rc[x.producer] != Recompute::Full)
+      r.saved[t] = std::max(r.saved[t], 1.0F);
+  }
+}
+
+void mark_segments(const ir::Graph& g, const std::vector<Recompute>& rc, MemoryRules& r) {
   const auto& order = g.topological_order();
   const std::size_t n = order.size();
   std::vector<std::size_t> pos(g.num_operators());
@@ -250,11 +272,21 @@ void mark_segments(const ir::Graph& g, MemoryRules& r) {
   }
   std::int32_t seg = 0;
   double acc = 0;
+  bool open = false;  // the current segment has a full operator
   for (std::size_t i = 0; i < n; ++i) {
     const ir::Operator& op = g.op(order[i]);
+    if (rc[order[i]] != Recompute::Full) {
+      // A segment ends where an operator that is not full comes.
+      if (open) ++seg;
+      open = false;
+      acc = 0;
+      continue;
+    }
+    open = true;
     r.recomputed[order[i]] = 1;
+    keep_segment_inputs(g, rc, op, r);
     for (const ir::TensorId t : op.outputs) {
-      if (r.saved_if_kept[t] <= 0) continue;
+      if (r.saved_if_kept[t] <= 0 || leaves_full(g, rc, t)) continue;
       r.segment[t] = seg;
       r.saved[t] = 0.0F;
       acc += r.saved_if_kept[t] * g.tensor(t).bytes();
@@ -267,7 +299,7 @@ void mark_segments(const ir::Graph& g, MemoryRules& r) {
       ++seg;
     }
   }
-  r.segments = seg + 1;
+  r.segments = open ? seg + 1 : seg;
 }
 
 // Batch dim of every tensor: the graph inputs' dim 0 where it is the global
@@ -322,17 +354,44 @@ std::optional<Recompute> parse_recompute(std::string_view s) noexcept {
 
 MemoryRules memory_rules(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
                          Recompute recompute) {
+  return memory_rules(g, spaces, std::vector<Recompute>(g.num_operators(), recompute));
+}
+
+MemoryRules memory_rules(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                         const std::vector<Recompute>& per_op) {
   (void)spaces;
+  if (per_op.size() != g.num_operators())
+    throw Error(Errc::kInternal, "memory_rules: one recomputation per operator is required");
   MemoryRules r;
   r.saved = saved_none(g);
   r.segment.assign(g.num_tensors(), -1);
   r.recomputed.assign(g.num_operators(), 0);
-  if (recompute == Recompute::Selective) mark_attention_cores(g, r);
-  if (recompute == Recompute::Full) {
+  const auto any = [&](Recompute x) {
+    return std::find(per_op.begin(), per_op.end(), x) != per_op.end();
+  };
+  if (any(Recompute::Selective)) mark_attention_cores(g, per_op, r);
+  if (any(Recompute::Full)) {
     r.saved_if_kept = r.saved;
-    mark_segments(g, r);
+    mark_segments(g, per_op, r);
   }
   return r;
+}
+
+std::vector<Recompute> operator_recompute(const ir::Graph& g, const Training& t) {
+  std::vector<Recompute> rc(g.num_operators(), t.recompute);
+  if (!t.per_op.empty()) {
+    if (t.per_op.size() != rc.size())
+      throw Error(Errc::kInternal, "training: one recomputation per operator is required");
+    rc = t.per_op;
+  }
+  for (ir::OpId o = 0; o < g.num_operators(); ++o)
+    if (g.op(o).recompute) rc[o] = *g.op(o).recompute;
+  return rc;
+}
+
+bool mixed_recompute(const ir::Graph& g, const Training& t) {
+  const std::vector<Recompute> rc = operator_recompute(g, t);
+  return std::any_of(rc.begin(), rc.end(), [&](Recompute x) { return x != t.recompute; });
 }
 
 ParameterState parameter_state(const CostParams& p, Mode mode, int dtype_bytes) {

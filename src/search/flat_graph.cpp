@@ -16,7 +16,7 @@ Context::Context(const ir::Graph& graph, const std::vector<algebra::OpSpace>& op
       budget(memory_budget),
       training(pinned_training(o)) {
   const bool train = o.mode == Mode::Train;
-  if (train) rules = plan::memory_rules(g, spaces, training.recompute);
+  if (train) rules = plan::memory_rules(g, spaces, plan::operator_recompute(g, training));
   held_factor.assign(g.num_tensors(), 1.0);
   state.assign(g.num_tensors(), plan::ParameterState{});
   for (std::size_t t = 0; t < g.num_tensors(); ++t) {

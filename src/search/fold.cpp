@@ -97,6 +97,10 @@ std::uint64_t signature(const ir::Graph& g, ir::OpId o) {
   if (op.allowed) {
     for (const auto& s : *op.allowed) h.str(s);
   }
+  // A pinned recomputation is a constraint like a pinned strategy: blocks
+  // pinned differently are not copies of one another.
+  h.pod(op.recompute.has_value());
+  if (op.recompute) h.pod(*op.recompute);
   return h.value();
 }
 

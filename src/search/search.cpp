@@ -624,7 +624,7 @@ SearchResult run_setting(const ir::Graph& g, const std::vector<algebra::OpSpace>
   p.algorithm = std::string(algorithm_name(opts.algorithm));
   p.mode = opts.mode;
   p.mesh = cluster.cuts();
-  if (opts.mode == Mode::Train) p.training = {t.recompute, t.zero_stage, 1};
+  if (opts.mode == Mode::Train) p.training = {t.recompute, t.zero_stage, 1, {}};
   const detail::Context ctx(sg, ss, cluster, o, detail::memory_budget(cluster, o));
   run_algorithm(ctx, res);
   if (view) {
@@ -668,7 +668,7 @@ std::vector<std::vector<plan::Training>> setting_ladders(const ir::Graph& g,
     for (const std::int64_t m : ms) {
       std::vector<int> stages = m == 1 ? std::vector<int>{2, 3} : std::vector<int>{1, 2, 3};
       if (pin.zero_stage) stages = {*pin.zero_stage};
-      for (const int z : stages) ladder.push_back({rc, z, m});
+      for (const int z : stages) ladder.push_back({rc, z, m, {}});
     }
     ladders.push_back(std::move(ladder));
   }
@@ -714,6 +714,65 @@ std::string untried_savings(const TrainingChoice& user, bool allow_full) {
 bool has_attention_core(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces) {
   const plan::MemoryRules r = plan::memory_rules(g, spaces, plan::Recompute::Selective);
   return std::any_of(r.recomputed.begin(), r.recomputed.end(), [](std::uint8_t x) { return x; });
+}
+
+// Per-block recomputation (docs/cost-model.md, What the searches do with
+// them): where plan-wide full recomputation won, full recomputation of only
+// the last k blocks of the repeated stack, the others at `rest`, may fit at
+// less recomputed work. One segment is live at a time, so memory falls with
+// k; k is bisected between 2 (one block alone saves nothing) and all
+// blocks but one, each k searched on a copy of g whose
+// blocks' operators are pinned (so a fold sees the recomputed blocks as a
+// tail of their own). Past kBlockSearchMaxOps operators the log2(blocks)
+// extra searches, each copying the graph, are not made.
+constexpr std::size_t kBlockSearchMaxOps = 50000;
+constexpr std::size_t kBlockSearchMinRepeats = 3;
+
+// g with the operators of its last k blocks pinned to full recomputation
+// (operators the graph pins keep their pins).
+ir::Graph pin_last_blocks(const ir::Graph& g, const detail::Repetition& rep, std::size_t k) {
+  ir::Graph copy = g;
+  const std::size_t end = rep.start + rep.period * rep.repeats;
+  for (std::size_t o = end - rep.period * k; o < end; ++o) {
+    ir::Operator& op = copy.mutable_op(static_cast<ir::OpId>(o));
+    if (!op.recompute) op.recompute = plan::Recompute::Full;
+  }
+  return copy;
+}
+
+std::optional<SearchResult> run_blocks(const ir::Graph& g,
+                                       const std::vector<algebra::OpSpace>& spaces,
+                                       const Cluster& cluster, const SearchOptions& opts,
+                                       const plan::Training& won, plan::Recompute rest) {
+  if (g.num_operators() > kBlockSearchMaxOps) return std::nullopt;
+  const auto rep = detail::find_repetition(g, kBlockSearchMinRepeats);
+  if (!rep) return std::nullopt;
+  const plan::Training t{rest, won.zero_stage, won.microbatches, {}};
+  std::optional<SearchResult> best;
+  // Bisected: the smallest k whose plan fits with no price on memory (past
+  // it, more blocks only add work). Plans that fit under a price are kept
+  // too when faster: fewer blocks recomputed may pay for dearer cuts.
+  std::size_t lo = 2, hi = rep->repeats - 1;
+  while (lo <= hi) {
+    const std::size_t k = lo + (hi - lo) / 2;
+    const ir::Graph pinned = pin_last_blocks(g, *rep, k);
+    bool free = false;
+    try {
+      SearchResult r = run_setting(pinned, spaces, cluster, opts, t);
+      free = r.memory_rungs == 0;
+      r.plan.training.per_op = plan::operator_recompute(pinned, r.plan.training);
+      if (!best || r.eval.summary.step_time_s < best->eval.summary.step_time_s)
+        best = std::move(r);
+    } catch (const Error& e) {
+      if (e.code() != Errc::kNoFit) throw;
+    }
+    if (free) {
+      hi = k - 1;
+    } else {
+      lo = k + 1;
+    }
+  }
+  return best;
 }
 
 // Training: every ladder climbed to its first fitting setting, the fastest
@@ -773,6 +832,12 @@ SearchResult run_training(const ir::Graph& g, const std::vector<algebra::OpSpace
       }
     }
   }
+  if (best && best->plan.training.recompute == plan::Recompute::Full && !pin.recompute && !exact) {
+    const plan::Recompute rest = selective ? plan::Recompute::Selective : plan::Recompute::None;
+    auto blocks = run_blocks(g, spaces, cluster, opts, best->plan.training, rest);
+    if (blocks && blocks->eval.summary.step_time_s < best->eval.summary.step_time_s)
+      best = std::move(blocks);
+  }
   if (!best) {
     // The smallest memory over every setting tried, where the ladders said.
     const std::string first =
@@ -787,13 +852,52 @@ SearchResult run_training(const ir::Graph& g, const std::vector<algebra::OpSpace
 
 }  // namespace
 
+namespace {
+
+// The options with the graph's training pins where the options leave a
+// setting unset: the options (command line, API) override the graph.
+SearchOptions with_graph_pins(const ir::Graph& g, const SearchOptions& opts) {
+  SearchOptions o = opts;
+  const ir::TrainingPins& pins = g.training_pins();
+  if (!o.training.recompute) o.training.recompute = pins.recompute;
+  if (!o.training.zero_stage) o.training.zero_stage = pins.zero_stage;
+  if (!o.training.microbatches) o.training.microbatches = pins.microbatches;
+  return o;
+}
+
+// The exact searches count recomputation none and selective only (see
+// run_training); an operator pinned to full is refused like the option.
+void check_exact_pins(const ir::Graph& g, const SearchOptions& opts) {
+  if (opts.algorithm != Algorithm::Ilp && opts.algorithm != Algorithm::Exhaustive) return;
+  for (const ir::Operator& op : g.operators())
+    if (op.recompute == plan::Recompute::Full)
+      throw Error(Errc::kUsage, std::string(algorithm_name(opts.algorithm)) +
+                                    " counts the memory of recomputation none and selective "
+                                    "only, but operator '" +
+                                    op.name + "' is pinned to full recomputation");
+}
+
+// The plan's recomputation per operator where the graph's pins make it
+// differ from the plan-wide one, so that the plan file says what the
+// evaluator priced.
+void record_pins(const ir::Graph& g, plan::Plan& p) {
+  if (p.mode != Mode::Train || !p.training.per_op.empty() || !plan::mixed_recompute(g, p.training))
+    return;
+  p.training.per_op = plan::operator_recompute(g, p.training);
+}
+
+}  // namespace
+
 SearchResult run(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
-                 const Cluster& cluster, const SearchOptions& opts) {
+                 const Cluster& cluster, const SearchOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   if (spaces.size() != g.num_operators())
     throw Error(Errc::kUsage, "search::run: one OpSpace per operator is required");
+  const SearchOptions opts = with_graph_pins(g, options);
+  if (opts.mode == Mode::Train) check_exact_pins(g, opts);
   SearchResult res = opts.mode == Mode::Train ? run_training(g, spaces, cluster, opts)
                                               : run_setting(g, spaces, cluster, opts, {});
+  record_pins(g, res.plan);
   res.search_time_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   res.eval.summary.search_time_s = res.search_time_s;

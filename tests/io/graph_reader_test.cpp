@@ -29,7 +29,7 @@ const std::string kFile = "tiny.json";
 // Every feature of the format once, no trailing whitespace (so that every
 // proper prefix is invalid JSON).
 const std::string kTiny = R"({"format": "recsearch.graph", "version": 1, "name": "tiny",
- "description": "ignored", "tensors": [
+ "description": "ignored", "training": {"zero_stage": 2, "microbatches": 4}, "tensors": [
   {"name": "x", "shape": [4, 8]},
   {"name": "w", "shape": [8, 16], "dtype": "bf16", "kind": "parameter"},
   {"name": "c", "shape": [16], "dtype": "i32", "kind": "constant"},
@@ -43,7 +43,7 @@ const std::string kTiny = R"({"format": "recsearch.graph", "version": 1, "name":
              "scales": [1, 0.5], "names": ["a", "b"], "mode": "fast", "empty": []},
    "strategy": [[2, 1], [1, 4]]},
   {"name": "act", "type": "MyOp", "inputs": ["h", "c", "s"], "outputs": ["y"], "allowed": ["d0"],
-   "einsum": "ij,j,->ij"}
+   "einsum": "ij,j,->ij", "recompute": "full"}
  ]})";
 
 // A graph file around the given tensors and operators arrays.
@@ -84,7 +84,9 @@ void check_same_graph(const ir::Graph& a, const ir::Graph& b) {
     CHECK(x.attrs.items() == y.attrs.items());
     CHECK(x.strategy == y.strategy);
     CHECK(x.allowed == y.allowed);
+    CHECK(x.recompute == y.recompute);
   }
+  CHECK(a.training_pins() == b.training_pins());
 }
 
 }  // namespace
@@ -139,6 +141,10 @@ TEST_CASE("a valid graph file becomes a finalized graph") {
   CHECK(*act.allowed == std::vector<std::string>{"d0"});
   // Operator-level "einsum" is the attribute.
   CHECK(act.attrs.get_string("einsum", "") == "ij,j,->ij");
+  // Training pins: the operator's recomputation and the graph's settings.
+  CHECK(act.recompute == ir::Recompute::Full);
+  CHECK_FALSE(mm.recompute.has_value());
+  CHECK(g.training_pins() == ir::TrainingPins{std::nullopt, 2, 4});
 }
 
 TEST_CASE("graph_to_json round-trips") {
@@ -203,16 +209,17 @@ TEST_CASE("fields may come in any order") {
                "scales": [1, 0.5], "names": ["a", "b"], "mode": "fast", "empty": []},
      "strategy": [[2, 1], [1, 4]]},
     {"name": "act", "type": "MyOp", "inputs": ["h", "c", "s"], "outputs": ["y"], "allowed": ["d0"],
-     "einsum": "ij,j,->ij"}])";
+     "recompute": "full", "einsum": "ij,j,->ij"}])";
   // Operators first, format last: everything waits until it can be read.
-  check_same_graph(want,
-                   io::parse_graph(R"({"name": "tiny", "operators": )" + ops + R"(, "tensors": )" +
-                                       tensors + R"(, "version": 1, "format": "recsearch.graph"})",
-                                   kFile));
+  check_same_graph(want, io::parse_graph(R"({"name": "tiny", "operators": )" + ops +
+                                             R"(, "tensors": )" + tensors +
+                                             R"(, "version": 1, "format": "recsearch.graph",
+                                             "training": {"microbatches": 4, "zero_stage": 2}})",
+                                         kFile));
   // Tensors before the format, operators after.
   check_same_graph(want,
                    io::parse_graph(R"({"tensors": )" + tensors + R"(, "version": 1, "name": "tiny",
-      "format": "recsearch.graph", "operators": )" +
+      "training": {"zero_stage": 2, "microbatches": 4}, "format": "recsearch.graph", "operators": )" +
                                        ops + "}",
                                    kFile));
   // A wrong format is reported before any record is looked at.
@@ -410,6 +417,22 @@ TEST_CASE("graph errors name the file and the exact JSON path") {
        "/operators/0/allowed"},
       {"allowed element not a string", graph_text(kXW, one_op(R"(, "allowed": ["i", 1])")),
        Errc::kSchema, "/operators/0/allowed/1"},
+      {"recompute not a string", graph_text(kXW, one_op(R"(, "recompute": 1)")), Errc::kSchema,
+       "/operators/0/recompute"},
+      {"recompute unknown", graph_text(kXW, one_op(R"(, "recompute": "most")")), Errc::kSchema,
+       "/operators/0/recompute"},
+      {"training not an object", graph_text(kXW, one_op(""), R"(, "training": "full")"),
+       Errc::kSchema, "/training"},
+      {"training recompute unknown",
+       graph_text(kXW, one_op(""), R"(, "training": {"recompute": "half"})"), Errc::kSchema,
+       "/training/recompute"},
+      {"training ZeRO stage 4", graph_text(kXW, one_op(""), R"(, "training": {"zero_stage": 4})"),
+       Errc::kSchema, "/training/zero_stage"},
+      {"training microbatches zero",
+       graph_text(kXW, one_op(""), R"(, "training": {"microbatches": 0})"), Errc::kSchema,
+       "/training/microbatches"},
+      {"training unknown setting", graph_text(kXW, one_op(""), R"(, "training": {"zero": 1})"),
+       Errc::kSchema, "/training/zero"},
       {"cost not an object", graph_text(kXW, one_op(""), R"(, "cost": [])"), Errc::kSchema,
        "/cost"},
       {"cost count_latency not a bool",

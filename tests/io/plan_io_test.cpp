@@ -166,6 +166,14 @@ TEST_CASE("plan errors name the file and the exact JSON path") {
       {"devices", plan_text("[]", R"("mesh": {"devices": 16}, )"), Errc::kPlan, "/mesh/devices"},
       {"mode", plan_text("[]", R"("mode": "training", )"), Errc::kSchema, "/mode"},
       {"graph not a string", plan_text("[]", R"("graph": 1, )"), Errc::kSchema, "/graph"},
+      {"recompute_ops not an object", plan_text("[]", R"("training": {"recompute_ops": ["mm"]}, )"),
+       Errc::kSchema, "/training/recompute_ops"},
+      {"recompute_ops unknown operator",
+       plan_text("[]", R"("training": {"recompute_ops": {"nope": "full"}}, )"), Errc::kUnknownName,
+       "/training/recompute_ops/nope"},
+      {"recompute_ops unknown value",
+       plan_text("[]", R"("training": {"recompute_ops": {"mm": "most"}}, )"), Errc::kSchema,
+       "/training/recompute_ops/mm"},
       {"operators not an array", plan_text("{}"), Errc::kSchema, "/operators"},
       {"operator not an object", plan_text("[1]"), Errc::kSchema, "/operators/0"},
       {"operator name missing", plan_text(R"([{"cuts": []}])"), Errc::kSchema, "/operators/0/name"},
@@ -558,4 +566,35 @@ TEST_CASE("sample graphs: a replicated plan writes and reads back") {
     CHECK(back.cuts == p.cuts);
     CHECK_FALSE(io::plan_to_table(g, spaces, cluster, p, ev).empty());
   }
+}
+
+TEST_CASE("per-operator recomputation and graph pins round-trip through the plan file") {
+  const Fixture f(R"(, "recompute": "full")");
+  const plan::Plan p = f.parse(
+      plan_text("[]", kMesh + R"(, "training": {"recompute_ops": {"act": "selective"}}, )"));
+  REQUIRE(p.training.per_op.size() == 2);
+  // The pin of mm is its value whether or not the file names it.
+  CHECK(p.training.per_op[0] == plan::Recompute::Full);
+  CHECK(p.training.per_op[1] == plan::Recompute::Selective);
+  CHECK(plan::operator_recompute(f.g, p.training) == p.training.per_op);
+  const auto ev = plan::evaluate(f.g, f.spaces, f.cluster, p, {});
+  const std::string text = io::plan_to_json(f.g, f.spaces, f.cluster, p, ev, 2);
+  const Json j = Json::parse(text);
+  CHECK(j["training"]["recompute_ops"] == Json{{"mm", "full"}, {"act", "selective"}});
+  CHECK(f.parse(text).training == p.training);
+  // A file contradicting the graph's pin is an error at the entry.
+  expect_error(
+      [&] {
+        (void)f.parse(
+            plan_text("[]", kMesh + R"(, "training": {"recompute_ops": {"mm": "none"}}, )"));
+      },
+      Errc::kSchema, "/training/recompute_ops/mm", kFile);
+  // Without pins or per-operator values the file names none.
+  const Fixture plain;
+  const plan::Plan q = plain.parse(plan_text("[]"));
+  CHECK(q.training.per_op.empty());
+  const auto qev = plan::evaluate(plain.g, plain.spaces, plain.cluster, q, {});
+  CHECK_FALSE(
+      Json::parse(io::plan_to_json(plain.g, plain.spaces, plain.cluster, q, qev, 2))["training"]
+          .contains("recompute_ops"));
 }

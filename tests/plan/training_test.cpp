@@ -96,6 +96,30 @@ struct Gpt {
     p.cuts.assign(g.num_operators(), {});
     return plan::evaluate(g, spaces, test_cluster(), p, {}).summary;
   }
+
+  // The same with one recomputation per operator.
+  [[nodiscard]] plan::Summary replicated(const std::vector<plan::Recompute>& per_op) const {
+    plan::Plan p;
+    p.mode = Mode::Train;
+    p.training.per_op = per_op;
+    p.cuts.assign(g.num_operators(), {});
+    return plan::evaluate(g, spaces, test_cluster(), p, {}).summary;
+  }
+
+  // `inside` for the operators of the last `k` layers (named "h<i>."),
+  // `outside` for the rest.
+  [[nodiscard]] std::vector<plan::Recompute> last_layers(std::int64_t layers, std::int64_t k,
+                                                         plan::Recompute inside,
+                                                         plan::Recompute outside) const {
+    std::vector<plan::Recompute> rc(g.num_operators(), outside);
+    for (ir::OpId o = 0; o < g.num_operators(); ++o) {
+      const std::string& name = g.op(o).name;
+      const auto dot = name.find('.');
+      if (name[0] != 'h' || dot == std::string::npos) continue;
+      if (std::stoll(name.substr(1, dot - 1)) >= layers - k) rc[o] = inside;
+    }
+    return rc;
+  }
 };
 
 // Activation bytes of one layer: the difference between two depths.
@@ -157,6 +181,47 @@ TEST_CASE("saved activations of a GPT layer match Korthikanti et al. (2022)") {
     CHECK(full.recompute_s == doctest::Approx(full.compute_s / 4));
     CHECK(full.compute_s - full.recompute_s == doctest::Approx(none.compute_s));
   }
+}
+
+TEST_CASE("recomputation per operator: uniform values are the plan-wide rule, blocks mix") {
+  const Gpt g(4, true);
+  const auto n = g.g.num_operators();
+  for (const auto rc : {plan::Recompute::None, plan::Recompute::Selective, plan::Recompute::Full}) {
+    CAPTURE(plan::recompute_name(rc));
+    const auto wide = g.replicated(rc);
+    const auto each = g.replicated(std::vector<plan::Recompute>(n, rc));
+    CHECK(each.activation_bytes == wide.activation_bytes);
+    CHECK(each.recompute_s == wide.recompute_s);
+    CHECK(each.step_time_s == wide.step_time_s);
+  }
+  const auto none = g.replicated(plan::Recompute::None);
+  const auto full = g.replicated(plan::Recompute::Full);
+  const auto last = g.replicated(g.last_layers(4, 1, plan::Recompute::Full, plan::Recompute::None));
+  const auto first3 =
+      g.replicated(g.last_layers(4, 3, plan::Recompute::Full, plan::Recompute::None));
+  // Recomputed layers add their forward again and, past the first, save
+  // memory: one segment's saved bytes are live while its backward runs, so
+  // one layer alone recomputed among kept ones saves nothing at the peak.
+  CHECK(full.activation_bytes < first3.activation_bytes);
+  CHECK(first3.activation_bytes < last.activation_bytes);
+  CHECK(last.activation_bytes == doctest::Approx(none.activation_bytes));
+  CHECK(0 < last.recompute_s);
+  CHECK(last.recompute_s < first3.recompute_s);
+  CHECK(first3.recompute_s < full.recompute_s);
+  // Three layers recomputed: two layers' 34·s·b·h saved, less what each
+  // keeps (its input, the checkpoint it restarts from).
+  const double sbh = static_cast<double>(g.s * g.b * g.h);
+  CHECK(none.activation_bytes - first3.activation_bytes > 40 * sbh);
+  // A graph that pins the operators prices the same as the plan's values.
+  Gpt pinned(4, true);
+  const auto rc = g.last_layers(4, 3, plan::Recompute::Full, plan::Recompute::None);
+  for (ir::OpId o = 0; o < n; ++o)
+    if (rc[o] == plan::Recompute::Full) pinned.g.mutable_op(o).recompute = plan::Recompute::Full;
+  const auto by_pin = pinned.replicated(plan::Recompute::None);
+  CHECK(by_pin.activation_bytes == first3.activation_bytes);
+  CHECK(by_pin.recompute_s == first3.recompute_s);
+  CHECK(plan::mixed_recompute(pinned.g, plan::Training{}));
+  CHECK(plan::operator_recompute(pinned.g, plan::Training{}) == rc);
 }
 
 TEST_CASE("ZeRO stages shard parameter state and change the gradient collectives") {

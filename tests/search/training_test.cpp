@@ -5,6 +5,7 @@
 // the searches' own accounts agree with the evaluator at every setting.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "recsearch/algebra/op_space.hpp"
@@ -82,7 +83,7 @@ TEST_CASE("pinned training settings are kept, and the accounts agree at each") {
         search::SearchOptions o;
         o.training = {rc, z, m};
         const auto r = search::run(s.g, s.spaces, c, o);
-        CHECK(r.plan.training == plan::Training{rc, z, m});
+        CHECK(r.plan.training == plan::Training{rc, z, m, {}});
         check_reevaluates(s, c, o, r);
         CHECK(r.bookkept_step_time_s ==
               doctest::Approx(testing::serial_step(r.eval.summary)).epsilon(1e-9));
@@ -101,4 +102,88 @@ TEST_CASE("exhaustive and ilp refuse full recomputation, whose memory they canno
     CHECK(e.code() == Errc::kUsage);
     CHECK(std::string(e.what()).find("full recomputation") != std::string::npos);
   }
+}
+
+TEST_CASE("a graph's training pins are honoured, and the options override them") {
+  SmallGpt s;
+  const Cluster c = Cluster::mesh({2, 2});
+  s.g.set_training_pins({plan::Recompute::Selective, 3, 4});
+  search::SearchOptions o;
+  const auto r = search::run(s.g, s.spaces, c, o);
+  CHECK(r.plan.training == plan::Training{plan::Recompute::Selective, 3, 4, {}});
+  check_reevaluates(s, c, o, r);
+  o.training.zero_stage = 1;
+  const auto over = search::run(s.g, s.spaces, c, o);
+  CHECK(over.plan.training == plan::Training{plan::Recompute::Selective, 1, 4, {}});
+}
+
+TEST_CASE("operators pinned to a recomputation keep it in the plan, and the accounts agree") {
+  SmallGpt s;
+  // The last layer (operators "h3.*") recomputed fully, the rest as chosen.
+  for (ir::OpId o = 0; o < s.g.num_operators(); ++o)
+    if (s.g.op(o).name.rfind("h3.", 0) == 0) s.g.mutable_op(o).recompute = plan::Recompute::Full;
+  const Cluster c = Cluster::mesh({2, 2});
+  for (const auto rc : {plan::Recompute::None, plan::Recompute::Selective}) {
+    CAPTURE(plan::recompute_name(rc));
+    search::SearchOptions o;
+    o.training = {rc, 2, 1};
+    const auto r = search::run(s.g, s.spaces, c, o);
+    const plan::Training& t = r.plan.training;
+    CHECK(t.recompute == rc);
+    REQUIRE(t.per_op.size() == s.g.num_operators());
+    for (ir::OpId op = 0; op < s.g.num_operators(); ++op) {
+      CAPTURE(s.g.op(op).name);
+      CHECK(t.per_op[op] == s.g.op(op).recompute.value_or(rc));
+    }
+    check_reevaluates(s, c, o, r);
+    CHECK(r.eval.summary.recompute_s > 0);
+    CHECK(r.bookkept_step_time_s ==
+          doctest::Approx(testing::serial_step(r.eval.summary)).epsilon(1e-9));
+  }
+  // The exact searches refuse a pinned full recomputation like the option.
+  search::SearchOptions o;
+  o.algorithm = search::Algorithm::Exhaustive;
+  o.training = {plan::Recompute::None, 2, 1};
+  CHECK_THROWS_AS((void)search::run(s.g, s.spaces, Cluster::flat(2), o), Error);
+}
+
+TEST_CASE("where full recomputation wins, rec recomputes only the last blocks that it must") {
+  const SmallGpt s;
+  const Cluster c = Cluster::mesh({2, 2});
+  search::SearchOptions o;
+  o.training = {plan::Recompute::Full, 2, 1};
+  const auto full = search::run(s.g, s.spaces, c, o);
+  o.training = {plan::Recompute::Selective, 2, 1};
+  const auto sel = search::run(s.g, s.spaces, c, o);
+  const double full_mem = full.eval.summary.memory_per_device_bytes;
+  const double sel_mem = sel.eval.summary.memory_per_device_bytes;
+  REQUIRE(full_mem < sel_mem);
+  // A budget that full recomputation meets and selective does not: the
+  // plan-wide ladders choose full, the blocks' search fewer recomputed layers.
+  o.training = {std::nullopt, 2, 1};
+  o.cost.memory_budget_bytes = sel_mem - 0.4 * (sel_mem - full_mem);
+  const auto r = search::run(s.g, s.spaces, c, o);
+  const plan::Training& t = r.plan.training;
+  MESSAGE("recompute " << plan::recompute_name(t.recompute) << ", per operator "
+                       << t.per_op.size());
+  CHECK(r.eval.summary.memory_per_device_bytes <= o.cost.memory_budget_bytes);
+  CHECK(r.eval.summary.step_time_s <= full.eval.summary.step_time_s * (1 + 1e-9));
+  REQUIRE(t.per_op.size() == s.g.num_operators());
+  CHECK(t.recompute == plan::Recompute::Selective);
+  // Full on a suffix of the layers, fewer than all of them.
+  const auto layer_of = [&](ir::OpId op) {
+    const std::string& n = s.g.op(op).name;
+    return n[0] == 'h' && n.find('.') != std::string::npos ? std::stoi(n.substr(1)) : -1;
+  };
+  int first_full = 99;
+  for (ir::OpId op = 0; op < s.g.num_operators(); ++op)
+    if (t.per_op[op] == plan::Recompute::Full) first_full = std::min(first_full, layer_of(op));
+  CHECK(first_full >= 1);
+  CHECK(first_full <= 2);
+  for (ir::OpId op = 0; op < s.g.num_operators(); ++op) {
+    const int l = layer_of(op);
+    if (l >= 0) CHECK((t.per_op[op] == plan::Recompute::Full) == (l >= first_full));
+  }
+  CHECK(r.eval.summary.recompute_s < full.eval.summary.recompute_s);
+  check_reevaluates(s, c, o, r);
 }

@@ -18,14 +18,20 @@
 namespace recsearch::cli {
 
 // Adds --recompute, --zero and --microbatches (TrainingArgs) to a command.
+// A value other than auto overrides the graph file's "training" pin of the
+// same setting; operators' own "recompute" pins stay.
 inline void add_training_options(CLI::App* cmd, TrainingArgs& a) {
   cmd->add_option("--recompute", a.recompute,
-                  "activation recomputation: auto (default: searched), none, selective or full")
+                  "activation recomputation: auto (default: the graph's pin, else searched), none, "
+                  "selective or full (operators' own pins stay)")
       ->check(CLI::IsMember({"auto", "none", "selective", "full"}));
-  cmd->add_option("--zero", a.zero, "ZeRO stage: auto (default: searched), 0, 1, 2 or 3")
+  cmd->add_option("--zero", a.zero,
+                  "ZeRO stage: auto (default: the graph's pin, else searched), 0, 1, 2 or 3")
       ->check(CLI::IsMember({"auto", "0", "1", "2", "3"}));
-  cmd->add_option("--microbatches", a.microbatches,
-                  "microbatches per step: auto (default: searched) or N dividing the batch")
+  cmd->add_option(
+         "--microbatches", a.microbatches,
+         "microbatches per step: auto (default: the graph's pin, else searched) or N dividing "
+         "the batch")
       ->check(CLI::IsMember({"auto"}) | CLI::PositiveNumber);
 }
 

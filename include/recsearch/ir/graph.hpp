@@ -28,6 +28,7 @@
 #include "recsearch/ir/detail/name_index.hpp"
 #include "recsearch/ir/op_kind.hpp"
 #include "recsearch/ir/tensor.hpp"
+#include "recsearch/ir/training_pins.hpp"
 
 namespace recsearch::ir {
 
@@ -43,6 +44,7 @@ struct Operator {
   Attrs attrs;
   std::optional<Strategy> strategy;                 // pinned by the user
   std::optional<std::vector<std::string>> allowed;  // loop dims the search may cut
+  std::optional<Recompute> recompute;               // training: pinned recomputation
   OpKind kind = OpKind::Custom;                     // derived from type by add_operator
 };
 
@@ -76,6 +78,11 @@ class Graph {
   [[nodiscard]] std::span<const Tensor> tensors() const noexcept { return tensors_; }
   [[nodiscard]] std::span<const Operator> operators() const noexcept { return ops_; }
 
+  // Training settings the graph pins for the whole plan (its operators'
+  // own pins are Operator::recompute).
+  [[nodiscard]] const TrainingPins& training_pins() const noexcept { return training_pins_; }
+  void set_training_pins(TrainingPins pins) { training_pins_ = pins; }
+
   [[nodiscard]] std::optional<TensorId> find_tensor(std::string_view name) const;
   [[nodiscard]] std::optional<OpId> find_operator(std::string_view name) const;
 
@@ -103,6 +110,7 @@ class Graph {
   detail::NameIndex tensor_index_;
   detail::NameIndex op_index_;
   std::vector<OpId> topo_;
+  TrainingPins training_pins_;
   bool finalized_ = false;
 };
 

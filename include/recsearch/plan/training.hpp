@@ -21,7 +21,7 @@
 
 namespace recsearch::plan {
 
-// Activation recomputation (Korthikanti et al. 2022):
+// Activation recomputation (Korthikanti et al. 2022), per operator:
 //  None       every tensor an operator's backward needs is kept;
 //  Selective  the attention core (scores, softmax, dropout between the two
 //             batched products of a self-attention) is recomputed from the
@@ -30,13 +30,16 @@ namespace recsearch::plan {
 //             forward pass from one part of the graph to the next, about
 //             sqrt(n) of them), and each segment is recomputed in the
 //             backward pass.
-enum class Recompute : std::uint8_t { None, Selective, Full };
+// The enum lives in the graph's vocabulary (ir/training_pins.hpp) because a
+// graph file may pin it.
+using Recompute = ir::Recompute;
 
 [[nodiscard]] std::string_view recompute_name(Recompute r) noexcept;
 [[nodiscard]] std::optional<Recompute> parse_recompute(std::string_view s) noexcept;
 
 // The plan-wide training settings. Meaningful in Mode::Train only.
 struct Training {
+  // The recomputation of every operator per_op does not name.
   Recompute recompute = Recompute::None;
   // ZeRO / FSDP over each parameter's data-parallel axes (the axes on which
   // its holding operator is cut while the parameter is replicated):
@@ -45,11 +48,25 @@ struct Training {
   // Microbatches per step (gradient accumulation): the step's batch runs as
   // this many slices of the batch dimension in sequence.
   std::int64_t microbatches = 1;
+  // Per operator (empty: `recompute` everywhere): the recomputation of each,
+  // e.g. full for the last blocks of a stack and selective for the others.
+  // Operators the graph pins (ir::Operator::recompute) carry their pin.
+  std::vector<Recompute> per_op;
 
   friend bool operator==(const Training&, const Training&) = default;
 };
 
 inline constexpr int kMaxZeroStage = 3;
+
+// The recomputation of each operator of g under t: per_op where set, else
+// t.recompute, and an operator's own pin (ir::Operator::recompute) over
+// both. The one definition the evaluator, the searches and the plan file
+// share.
+[[nodiscard]] std::vector<Recompute> operator_recompute(const ir::Graph& g, const Training& t);
+
+// Whether t, read against g, recomputes anything other than t.recompute
+// (per-operator values or pins that differ): the plan file then lists them.
+[[nodiscard]] bool mixed_recompute(const ir::Graph& g, const Training& t);
 
 // Per-tensor and per-operator memory rules of one graph under one training
 // setting (docs/cost-model.md, Saved tensors):
@@ -72,6 +89,16 @@ struct MemoryRules {
 [[nodiscard]] MemoryRules memory_rules(const ir::Graph& g,
                                        const std::vector<algebra::OpSpace>& spaces,
                                        Recompute recompute);
+// The same with one recomputation per operator (operator_recompute): the
+// attention cores whose operators are all selective or full drop their
+// saved tensors; full operators form segments among themselves (a segment
+// ends where an operator that is not full comes in topological order), and
+// an activation a full operator reads from one that is not is kept whole,
+// the checkpoint its segment restarts from. Uniform values give exactly the
+// rules of memory_rules(g, spaces, recompute).
+[[nodiscard]] MemoryRules memory_rules(const ir::Graph& g,
+                                       const std::vector<algebra::OpSpace>& spaces,
+                                       const std::vector<Recompute>& per_op);
 
 // Bytes of parameter state per byte of weights: the weights, their
 // gradients and the optimizer state (cost settings' optimizer preset for a
