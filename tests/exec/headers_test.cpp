@@ -2,6 +2,7 @@
 // The execution layer's public headers are self-contained and keep MPI,
 // CUDA, NCCL, oneTBB and nlohmann_json out (they live in src/exec only).
 #include "recsearch/error.hpp"
+#include "recsearch/exec/calibrate.hpp"
 #include "recsearch/exec/communicator.hpp"
 #include "recsearch/exec/driver.hpp"
 #include "recsearch/exec/executor.hpp"

@@ -291,6 +291,7 @@ int run(int argc, char** argv) {
   recsearch::cli::add_show_command(app, reg);
   recsearch::cli::add_gen_command(app, reg);
   recsearch::cli::add_exec_command(app, reg);
+  recsearch::cli::add_calibrate_command(app, reg);
   recsearch::cli::add_compare_command(app, reg);
   recsearch::cli::add_export_command(app, reg);
   recsearch::cli::add_sweep_command(app, reg);

@@ -86,6 +86,8 @@ void add_show_command(CLI::App& app, Registry& reg);
 void add_gen_command(CLI::App& app, Registry& reg);
 // exec (exec_cmd.cpp).
 void add_exec_command(CLI::App& app, Registry& reg);
+// calibrate (calibrate_cmd.cpp).
+void add_calibrate_command(CLI::App& app, Registry& reg);
 // compare (compare_cmd.cpp).
 void add_compare_command(CLI::App& app, Registry& reg);
 // export (export_cmd.cpp).

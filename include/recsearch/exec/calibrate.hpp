@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: Apache-2.0
+// `recsearch calibrate`: measures the machine an MPI job runs on and writes
+// a cluster file (docs/formats.md) whose coefficients are what the exec
+// layer achieves there (docs/exec.md, Calibration): per-process GEMM FLOP/s
+// with the executor's own CPU kernel, memory bandwidth of a streaming copy,
+// and the four collectives over every rank at a few message sizes, fitted
+// to the cost model's form time = steps·latency + bytes/bandwidth.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "recsearch/exec/communicator.hpp"
+
+namespace recsearch::exec {
+
+struct CalibrateArgs {
+  std::string output;      // cluster file to write (rank 0); empty: none
+  std::string samples;     // the measurements and fits as JSON (rank 0); empty: none
+  int expected_ranks = 0;  // --np: the world size must equal it (0: any)
+  int reps = 7;            // timed repetitions per measurement (the median is kept)
+  double timeout_s = 60;   // per collective; 0 = wait forever
+};
+
+// One timed collective: the kind, the f32 elements each rank contributes,
+// the bytes each rank sends under the ring algorithms (as the communicator
+// counts them and the cost model prices them), the latency steps the cost
+// model charges (⌈log2 k⌉, twice for all-reduce), the median over the
+// repetitions of the slowest rank's time, and the time the fits give.
+struct CollectiveSample {
+  std::string kind;  // all-reduce, all-gather, reduce-scatter, all-to-all
+  double elements = 0;
+  double bytes = 0;
+  double steps = 0;
+  double seconds = 0;
+  double fit_seconds = 0;      // the per-kind fit
+  double cluster_seconds = 0;  // the joint fit the cluster file holds
+};
+
+// time = latency_s · steps + bytes / bandwidth_Bps, by least squares of the
+// absolute error (the large messages, which dominate a step, fit best).
+struct LinkFit {
+  double latency_s = 0;
+  double bandwidth_Bps = 0;
+};
+
+struct GemmSample {
+  long long size = 0;  // square m = n = k
+  double seconds = 0;  // median, slowest rank
+  double flops_per_s = 0;
+};
+
+struct Calibration {
+  int ranks = 1;
+  std::vector<GemmSample> gemm;
+  double gemm_flops_per_s = 0;  // per process: the median over the sizes
+  double copy_bytes = 0;        // bytes read and written by one copy
+  double memory_Bps = 0;        // per process, read + write bytes per second
+  std::vector<CollectiveSample> collectives;
+  std::vector<std::pair<std::string, LinkFit>> kind_fits;  // one per collective kind
+  LinkFit link;                                            // all kinds together
+  double memory_GiB = 0;                                   // physical memory / ranks
+};
+
+// Least-squares fit of t = latency·steps + bytes/bandwidth minimising the
+// absolute residuals; latency clamped at 0 (then bandwidth alone is fitted).
+// Error(kRuntime) when no positive bandwidth fits the samples.
+[[nodiscard]] LinkFit fit_link(const std::vector<CollectiveSample>& samples);
+
+// Runs every measurement on every rank of comm (a one-axis mesh of all
+// ranks); the figures are the same on every rank.
+[[nodiscard]] Calibration calibrate(Communicator& comm, int reps);
+
+// The cluster file: one level of `ranks` devices at the fitted link, the
+// measured device, and a cost object with compute_efficiency 1 (the peak
+// is what the kernel achieves) and overlap false (exec does not overlap).
+[[nodiscard]] std::string calibration_cluster_json(const Calibration& c);
+// The measurements and fits, for tests and benchmarks.
+[[nodiscard]] std::string calibration_samples_json(const Calibration& c);
+
+// Runs under mpirun on every rank; returns the exit code (0 ok, 1 bad
+// output path, 2 usage: no MPI in this build or --np not the world size,
+// 4 a runtime failure, which ends every rank).
+[[nodiscard]] int run_calibrate(const CalibrateArgs& a, int* argc, char*** argv);
+
+}  // namespace recsearch::exec

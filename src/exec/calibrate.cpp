@@ -1,0 +1,349 @@
+// SPDX-License-Identifier: Apache-2.0
+// `recsearch calibrate` (docs/exec.md, Calibration): times the executor's
+// own GEMM kernel, a streaming copy and the communicator's four collectives
+// on every rank of an MPI job, fits the collectives to the cost model's
+// latency + bytes/bandwidth form, and writes the figures as a cluster file.
+// Every rank runs every measurement at once, as exec's ranks do, so that
+// the figures include the contention of N processes on one machine; a
+// timed figure is the slowest rank's, the median over repetitions.
+#include "recsearch/exec/calibrate.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <new>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <oneapi/tbb/global_control.h>
+#include <nlohmann/json.hpp>
+
+#include "exec/kernels.hpp"
+#include "recsearch/cluster.hpp"
+#include "recsearch/error.hpp"
+#include "recsearch/io/json_io.hpp"
+
+namespace recsearch::exec {
+
+namespace {
+
+// Threads per rank as the exec driver sets them: the cores shared evenly by
+// the ranks on this node, so GEMM figures match what exec's kernels get.
+std::size_t threads_per_rank() {
+  int local_ranks = 1;
+  if (const char* v = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"))
+    local_ranks = std::max(1, std::atoi(v));
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return static_cast<std::size_t>(std::max(1, cores / local_ranks));
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// The median over reps of the slowest rank's seconds for `op`, after one
+// untimed run (first-touch page faults, lazy connection setup).
+double time_on_all_ranks(Communicator& comm, int reps, const std::function<void()>& op) {
+  comm.barrier();
+  op();
+  std::vector<double> times;
+  for (int r = 0; r < reps; ++r) {
+    comm.barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    op();
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    times.push_back(comm.max_over_ranks(dt));
+  }
+  return median(std::move(times));
+}
+
+std::vector<GemmSample> measure_gemm(Communicator& comm, int reps) {
+  std::vector<GemmSample> out;
+  for (const long long s : {128LL, 256LL, 512LL}) {
+    const auto n = static_cast<std::size_t>(s * s);
+    std::vector<float> a(n), b(n), c(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      a[i] = static_cast<float>(i % 7) * 0.25f;
+      b[i] = static_cast<float>(i % 5) * 0.5f;
+    }
+    detail::GemmBatch g;
+    g.m = g.n = g.k = s;
+    g.a_off = g.b_off = g.c_off = {0};
+    GemmSample gs;
+    gs.size = s;
+    gs.seconds =
+        time_on_all_ranks(comm, reps, [&] { detail::gemm_cpu(g, a.data(), b.data(), c.data()); });
+    gs.flops_per_s =
+        2.0 * static_cast<double>(s) * static_cast<double>(s) * static_cast<double>(s) / gs.seconds;
+    out.push_back(gs);
+  }
+  return out;
+}
+
+// A parallel copy over the rank's threads, as the elementwise kernels run.
+double measure_copy(Communicator& comm, int reps, double* bytes) {
+  const std::size_t n = std::size_t{8} << 20;  // 32 MiB of f32, far past the caches
+  std::vector<float> src(n, 1.0f), dst(n, 0.0f);
+  const double s = time_on_all_ranks(comm, reps, [&] {
+    oneapi::tbb::parallel_for(oneapi::tbb::blocked_range<std::size_t>(0, n, std::size_t{1} << 16),
+                              [&](const oneapi::tbb::blocked_range<std::size_t>& r) {
+                                std::copy(src.begin() + static_cast<std::ptrdiff_t>(r.begin()),
+                                          src.begin() + static_cast<std::ptrdiff_t>(r.end()),
+                                          dst.begin() + static_cast<std::ptrdiff_t>(r.begin()));
+                              });
+  });
+  *bytes = 2.0 * static_cast<double>(n * sizeof(float));  // read and written
+  return *bytes / s;
+}
+
+// The latency steps the cost model charges a collective over k ranks.
+double latency_steps(const std::string& kind, int k) {
+  const double steps = std::ceil(std::log2(static_cast<double>(k)));
+  return kind == "all-reduce" ? 2 * steps : steps;
+}
+
+std::vector<CollectiveSample> measure_collectives(Communicator& comm, int reps) {
+  const int k = comm.size();
+  const auto ku = static_cast<std::size_t>(k);
+  std::vector<CollectiveSample> out;
+  for (const std::string kind : {"all-reduce", "all-gather", "reduce-scatter", "all-to-all"}) {
+    // 1 KiB to 4 MiB per rank: the tensors the exec benchmarks move (docs/exec.md, Calibration).
+    for (const std::size_t count : {std::size_t{256}, std::size_t{4096}, std::size_t{65536},
+                                    std::size_t{1} << 18, std::size_t{1} << 20}) {
+      std::vector<float> send(count * ku, 1.0f), recv(count * ku, 0.0f);
+      const std::function<void()> op = [&] {
+        if (kind == "all-reduce") comm.all_reduce(0, send.data(), count);
+        else if (kind == "all-gather") comm.all_gather(0, send.data(), recv.data(), count);
+        else if (kind == "reduce-scatter") comm.reduce_scatter(0, send.data(), recv.data(), count);
+        else comm.all_to_all(0, send.data(), recv.data(), count);
+      };
+      CollectiveSample cs;
+      cs.kind = kind;
+      cs.elements = static_cast<double>(count);
+      comm.reset_counters();
+      cs.seconds = time_on_all_ranks(comm, reps, op);
+      cs.bytes = comm.bytes_sent() / static_cast<double>(reps + 1);
+      cs.steps = latency_steps(kind, k);
+      out.push_back(cs);
+    }
+  }
+  comm.reset_counters();
+  return out;
+}
+
+double physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;
+}
+
+}  // namespace
+
+LinkFit fit_link(const std::vector<CollectiveSample>& samples) {
+  // Normal equations of min sum (a·s + beta·x - t)^2 over a and beta = 1/bandwidth.
+  // Absolute, not relative, residuals: a step time is a sum of collective
+  // times, so the large messages that dominate it must fit best (this
+  // machine's MPI is far slower per byte above ~1 MiB than below).
+  double ss = 0, sx = 0, xx = 0, st = 0, xt = 0;
+  for (const auto& c : samples) {
+    if (!(c.seconds > 0)) continue;
+    const double w = 1.0;
+    ss += w * c.steps * c.steps;
+    sx += w * c.steps * c.bytes;
+    xx += w * c.bytes * c.bytes;
+    st += w * c.steps * c.seconds;
+    xt += w * c.bytes * c.seconds;
+  }
+  if (!(xx > 0)) throw Error(Errc::kRuntime, "calibrate: no collective moved any bytes");
+  LinkFit f;
+  double beta = xt / xx;  // latency 0
+  const double det = ss * xx - sx * sx;
+  if (ss > 0 && det > 1e-12 * ss * xx) {
+    const double a = (st * xx - sx * xt) / det;
+    const double b = (ss * xt - sx * st) / det;
+    if (a >= 0 && b > 0) {
+      f.latency_s = a;
+      beta = b;
+    }
+  }
+  if (!(beta > 0) || !std::isfinite(beta))
+    throw Error(Errc::kRuntime, "calibrate: the collective times fit no positive bandwidth");
+  f.bandwidth_Bps = 1.0 / beta;
+  return f;
+}
+
+Calibration calibrate(Communicator& comm, int reps) {
+  const oneapi::tbb::global_control threads(oneapi::tbb::global_control::max_allowed_parallelism,
+                                            threads_per_rank());
+  Calibration c;
+  c.ranks = comm.size();
+  c.gemm = measure_gemm(comm, reps);
+  std::vector<double> rates;
+  for (const auto& g : c.gemm) rates.push_back(g.flops_per_s);
+  c.gemm_flops_per_s = median(rates);
+  c.memory_Bps = measure_copy(comm, reps, &c.copy_bytes);
+  c.collectives = measure_collectives(comm, reps);
+  for (const std::string kind : {"all-reduce", "all-gather", "reduce-scatter", "all-to-all"}) {
+    std::vector<CollectiveSample> of_kind;
+    for (const auto& s : c.collectives)
+      if (s.kind == kind) of_kind.push_back(s);
+    const LinkFit f = fit_link(of_kind);
+    c.kind_fits.emplace_back(kind, f);
+    for (auto& s : c.collectives)
+      if (s.kind == kind) s.fit_seconds = f.latency_s * s.steps + s.bytes / f.bandwidth_Bps;
+  }
+  c.link = fit_link(c.collectives);
+  for (auto& s : c.collectives)
+    s.cluster_seconds = c.link.latency_s * s.steps + s.bytes / c.link.bandwidth_Bps;
+  c.memory_GiB = physical_memory_bytes() / static_cast<double>(c.ranks) / (1024.0 * 1024 * 1024);
+  return c;
+}
+
+std::string calibration_cluster_json(const Calibration& c) {
+  const Level level{"rank", c.ranks, c.link.bandwidth_Bps / 1e9, c.link.latency_s * 1e6};
+  const DeviceSpec dev{c.gemm_flops_per_s / 1e12, c.memory_GiB, c.memory_Bps / 1e9};
+  char host[256] = "host";
+  if (gethostname(host, sizeof host) != 0) std::snprintf(host, sizeof host, "host");
+  host[sizeof host - 1] = '\0';
+  // Built through Cluster so that the file satisfies the reader's checks.
+  const Cluster cluster("calibrated " + std::to_string(c.ranks) + " x " + host + " (mpi)", {level},
+                        dev);
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(io::cluster_to_json(cluster));
+  // The device figure is what the kernel achieves, not a peak to derate; and
+  // the exec layer runs its collectives between the kernels, never behind them.
+  j["cost"] = {{"compute_efficiency", 1.0}, {"overlap", false}};
+  return j.dump(2);
+}
+
+std::string calibration_samples_json(const Calibration& c) {
+  nlohmann::ordered_json j;
+  j["ranks"] = c.ranks;
+  j["gemm_flops_per_s"] = c.gemm_flops_per_s;
+  j["gemm"] = nlohmann::ordered_json::array();
+  for (const auto& g : c.gemm)
+    j["gemm"].push_back({{"size", g.size}, {"seconds", g.seconds}, {"flops_per_s", g.flops_per_s}});
+  j["copy_bytes"] = c.copy_bytes;
+  j["memory_Bps"] = c.memory_Bps;
+  j["link"] = {{"latency_s", c.link.latency_s}, {"bandwidth_Bps", c.link.bandwidth_Bps}};
+  j["kind_fits"] = nlohmann::ordered_json::object();
+  for (const auto& [kind, f] : c.kind_fits)
+    j["kind_fits"][kind] = {{"latency_s", f.latency_s}, {"bandwidth_Bps", f.bandwidth_Bps}};
+  j["collectives"] = nlohmann::ordered_json::array();
+  for (const auto& s : c.collectives) {
+    j["collectives"].push_back({{"kind", s.kind},
+                                {"elements", s.elements},
+                                {"bytes", s.bytes},
+                                {"steps", s.steps},
+                                {"seconds", s.seconds},
+                                {"fit_seconds", s.fit_seconds},
+                                {"cluster_seconds", s.cluster_seconds}});
+  }
+  return j.dump(2);
+}
+
+namespace {
+
+void print_report(const Calibration& c) {
+  std::string s;
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "recsearch calibrate: %d rank(s), backend mpi, %zu thread(s) per rank\n", c.ranks,
+                threads_per_rank());
+  s += line;
+  for (const auto& g : c.gemm) {
+    std::snprintf(line, sizeof line, "  gemm %lld^3: %.3f ms, %.2f GFLOP/s per rank\n", g.size,
+                  g.seconds * 1e3, g.flops_per_s / 1e9);
+    s += line;
+  }
+  std::snprintf(line, sizeof line,
+                "  device: %.2f GFLOP/s (median), copy %.2f GB/s (read + write), %.1f GiB\n",
+                c.gemm_flops_per_s / 1e9, c.memory_Bps / 1e9, c.memory_GiB);
+  s += line;
+  s += "  collective      elements   bytes/rank   measured ms   fit ms   cluster ms\n";
+  for (const auto& x : c.collectives) {
+    std::snprintf(line, sizeof line, "  %-14s %9.0f %12.0f %13.4f %8.4f %12.4f\n", x.kind.c_str(),
+                  x.elements, x.bytes, x.seconds * 1e3, x.fit_seconds * 1e3,
+                  x.cluster_seconds * 1e3);
+    s += line;
+  }
+  for (const auto& [kind, f] : c.kind_fits) {
+    std::snprintf(line, sizeof line, "  fit %-14s latency %.2f us/step, bandwidth %.3f GB/s\n",
+                  kind.c_str(), f.latency_s * 1e6, f.bandwidth_Bps / 1e9);
+    s += line;
+  }
+  std::snprintf(line, sizeof line,
+                "  link (all kinds): latency %.2f us/step, bandwidth %.3f GB/s\n",
+                c.link.latency_s * 1e6, c.link.bandwidth_Bps / 1e9);
+  s += line;
+  std::cout << s << std::flush;
+}
+
+int fail(Communicator* comm, int rank, const std::string& msg, int code) {
+  std::cerr << ("recsearch calibrate: [rank " + std::to_string(rank) + "] " + msg + "\n")
+            << std::flush;
+  if (comm != nullptr) comm->abort_all(code);
+  Runtime::abort_all(code);
+}
+
+}  // namespace
+
+int run_calibrate(const CalibrateArgs& a, int* argc, char*** argv) {
+  if (!backend_available(Backend::Mpi)) {
+    std::cerr << "recsearch calibrate: this build has no MPI backend [E201]\n";
+    return exit_code(Errc::kUsage);
+  }
+  Runtime rt(argc, argv);
+  const int rank = rt.world_rank();
+  const int size = rt.world_size();
+  // Every rank sees the same world size, so all return the same code here.
+  if (a.expected_ranks > 0 && a.expected_ranks != size) {
+    if (rank == 0)
+      std::cerr << "recsearch calibrate: --np " << a.expected_ranks << " but mpirun started "
+                << size << " rank(s) [E201]\n";
+    return exit_code(Errc::kUsage);
+  }
+  if (size < 2) {
+    if (rank == 0)
+      std::cerr << "recsearch calibrate: the collectives need at least 2 ranks (mpirun -np N) "
+                   "[E201]\n";
+    return exit_code(Errc::kUsage);
+  }
+  std::unique_ptr<Communicator> comm;
+  try {
+    comm = make_communicator(Backend::Mpi, {static_cast<std::int64_t>(size)});
+    comm->set_timeout(a.timeout_s);
+    const Calibration c = calibrate(*comm, a.reps);
+    int code = 0;
+    if (rank == 0) {
+      print_report(c);
+      try {
+        if (!a.output.empty()) io::write_text_file(a.output, calibration_cluster_json(c));
+        if (!a.samples.empty()) io::write_text_file(a.samples, calibration_samples_json(c));
+      } catch (const Error& e) {
+        std::cerr << "recsearch calibrate: " << e.what() << "\n";
+        code = exit_code(e.code());
+      }
+    }
+    code = static_cast<int>(comm->max_over_ranks(code));
+    comm.reset();
+    return code;
+  } catch (const Error& e) {
+    return fail(comm.get(), rank, e.what(), exit_code(e.code()));
+  } catch (const std::bad_alloc&) {
+    return fail(comm.get(), rank, "out of memory", 4);
+  } catch (const std::exception& e) {
+    return fail(comm.get(), rank, std::string("internal error: ") + e.what(), 4);
+  }
+}
+
+}  // namespace recsearch::exec

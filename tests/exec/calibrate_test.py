@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""`recsearch calibrate` under mpirun -np 2 (meson suite `exec`).
+
+The cluster file it writes must pass the cluster reader (`search --cluster
+FILE --strict`, so an unknown key fails too), hold positive finite figures,
+and the fits must reproduce the measured collective times of the sizes
+they were fitted on. The fit is absolute least squares (the large messages
+dominate a step) of a line, and this machine's MPI is about ten times slower
+per byte above ~1 MiB than below, so the tolerance has a relative and an
+absolute part: each kind's own fit within 50% of every measured time plus
+20% of that kind's largest measured time, and the cluster's joint fit (one
+latency and bandwidth for all four kinds, as the file holds) within 100%
+plus 40% of the largest time of all. A wrong --np is a usage error (exit 2)
+on every rank.
+Exit 77 (skipped) when mpirun is absent.
+
+usage: calibrate_test.py RECSEARCH SOURCE_ROOT
+"""
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+           OMPI_MCA_rmaps_base_oversubscribe="1",
+           OMPI_MCA_btl_vader_single_copy_mechanism="none")
+FAILURES = []
+
+
+def check(cond, what):
+    if not cond:
+        FAILURES.append(what)
+        print("FAIL:", what, flush=True)
+    return cond
+
+
+def positive_finite(x):
+    return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
+
+
+def main():
+    if len(sys.argv) != 3:
+        print(__doc__)
+        return 2
+    binary, root = sys.argv[1], sys.argv[2]
+    if shutil.which("mpirun") is None:
+        print("mpirun not found: skipped")
+        return 77
+    tmp = tempfile.mkdtemp(prefix="rs_calibrate_")
+    cluster = os.path.join(tmp, "cluster.json")
+    samples = os.path.join(tmp, "samples.json")
+    base = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", binary, "calibrate"]
+    p = subprocess.run(base + ["--np", "2", "-o", cluster, "--samples", samples, "--reps", "5"],
+                       capture_output=True, text=True, env=ENV, timeout=120)
+    print(p.stdout, p.stderr, flush=True)
+    if not check(p.returncode == 0, f"calibrate exit {p.returncode}"):
+        return 1
+
+    # The cluster reader accepts it, strictly, and a search runs on it.
+    plan = os.path.join(tmp, "plan.json")
+    s = subprocess.run([binary, "search", os.path.join(root, "data/graphs/ffn.json"), "--cluster",
+                        cluster, "--strict", "-o", plan], capture_output=True, text=True,
+                       timeout=120)
+    check(s.returncode == 0, f"search --cluster --strict exit {s.returncode}: {s.stderr}")
+
+    with open(cluster) as f:
+        c = json.load(f)
+    check(c["format"] == "recsearch.cluster" and c["version"] == 1, "format and version")
+    check(len(c["levels"]) == 1 and c["levels"][0]["size"] == 2, f"one level of 2: {c['levels']}")
+    lv = c["levels"][0]
+    check(positive_finite(lv["bandwidth_GBps"]), f"bandwidth {lv['bandwidth_GBps']}")
+    check(math.isfinite(lv["latency_us"]) and lv["latency_us"] >= 0, f"latency {lv['latency_us']}")
+    for key in ("peak_TFLOPs", "memory_GiB", "memory_bandwidth_GBps"):
+        check(positive_finite(c["device"][key]), f"device {key} {c['device'][key]}")
+    check(c.get("cost", {}) == {"compute_efficiency": 1, "overlap": False}, f"cost {c.get('cost')}")
+
+    with open(samples) as f:
+        m = json.load(f)
+    kinds = {x["kind"] for x in m["collectives"]}
+    check(kinds == {"all-reduce", "all-gather", "reduce-scatter", "all-to-all"}, f"kinds {kinds}")
+    check(len(m["collectives"]) >= 12, "a few sizes of each kind")
+    check(abs(m["link"]["bandwidth_Bps"] / 1e9 - lv["bandwidth_GBps"]) <=
+          1e-9 * lv["bandwidth_GBps"], "the file holds the joint fit")
+    top = max(x["seconds"] for x in m["collectives"])
+    for x in m["collectives"]:
+        what = f"{x['kind']} {x['elements']:.0f} elements"
+        check(positive_finite(x["seconds"]) and positive_finite(x["bytes"]), f"{what}: measured")
+        kind_top = max(y["seconds"] for y in m["collectives"] if y["kind"] == x["kind"])
+        check(abs(x["fit_seconds"] - x["seconds"]) <= 0.5 * x["seconds"] + 0.2 * kind_top,
+              f"{what}: own fit {x['fit_seconds']:.3g} s vs measured {x['seconds']:.3g} s")
+        check(abs(x["cluster_seconds"] - x["seconds"]) <= x["seconds"] + 0.4 * top,
+              f"{what}: joint fit {x['cluster_seconds']:.3g} s vs measured {x['seconds']:.3g} s")
+        # The communicator's ring bytes on 2 ranks of n f32 elements contributed (2 blocks of n
+        # for reduce-scatter and all-to-all): n elements each.
+        want = 4 * x["elements"]
+        check(abs(x["bytes"] - want) <= 0.5, f"{what}: bytes {x['bytes']} vs {want}")
+
+    # --np that is not the world size: usage error, exit 2.
+    p = subprocess.run(base + ["--np", "3"], capture_output=True, text=True, env=ENV, timeout=60)
+    check(p.returncode == 2, f"--np 3 on 2 ranks: exit {p.returncode}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    if FAILURES:
+        print(f"{len(FAILURES)} failure(s)")
+        return 1
+    print("ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
