@@ -466,8 +466,8 @@ class RecLadder {
   const detail::Context& ctx_;
   SearchResult& res_;
   bool have_ = false;
-  MemoryParts best_mem_;  // the least memory seen, by kind
-  plan::Plan smallest_;   // the least memory seen, for polish to mend
+  MemoryParts best_mem_;                               // the least memory seen, by kind
+  plan::Plan smallest_;                                // the least memory seen, for polish to mend
   std::vector<std::pair<plan::Plan, double>> starts_;  // multi_start(): plans and their memory
 };
 
@@ -761,8 +761,7 @@ std::optional<SearchResult> run_blocks(const ir::Graph& g,
       SearchResult r = run_setting(pinned, spaces, cluster, opts, t);
       free = r.memory_rungs == 0;
       r.plan.training.per_op = plan::operator_recompute(pinned, r.plan.training);
-      if (!best || r.eval.summary.step_time_s < best->eval.summary.step_time_s)
-        best = std::move(r);
+      if (!best || r.eval.summary.step_time_s < best->eval.summary.step_time_s) best = std::move(r);
     } catch (const Error& e) {
       if (e.code() != Errc::kNoFit) throw;
     }
