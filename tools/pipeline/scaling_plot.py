@@ -35,8 +35,9 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SEQ, VOCAB = 2048, 51200
+# The model constants, the TFLOP formula and the binary lookup are the
+# Megatron table's (this directory is on sys.path when run as a script).
+from megatron_table import ROOT, SEQ, VOCAB, find_exe, flops_per_step  # noqa: E402
 
 # name, hidden, layers, heads, TP, PP, V, microbatch size, GPUs, batch,
 # published TFLOP/s per GPU (None: not a published run). TP, PP, V and the
@@ -55,20 +56,6 @@ ROWS = [
     ("529.6b", 20480, 105, 128, 8, 35, 1, 1, 2520, 2520, 163),
     ("1t", 25600, 128, 160, 8, 64, 1, 1, 3072, 3072, 163),
 ]
-
-
-def find_exe(given):
-    if given:
-        return given
-    for build in ("build", "build-release"):
-        exe = os.path.join(ROOT, build, "tools", "recsearch", "recsearch")
-        if os.path.exists(exe):
-            return exe
-    sys.exit("recsearch not found: build it or pass --recsearch")
-
-
-def flops_per_step(b, h, l):
-    return 96.0 * b * SEQ * l * h * h * (1 + SEQ / (6.0 * h) + VOCAB / (16.0 * l * h))
 
 
 def write_cluster(path, nodes, tp):
