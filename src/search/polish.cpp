@@ -473,8 +473,7 @@ class Polish {
   // budget too, spanning up to kSmallRegionDepth hops and kSmallRegionOps
   // operators (a sharding that pays only from one end of an attention
   // block to the other).
-  const bool small_ =
-      ctx_.g.num_operators() * std::max<std::size_t>(ctx_.mesh.size(), 1) <= kSmallGraphWork;
+  const bool small_ = small_graph(ctx_.g, ctx_.mesh.size());
   const int region_depth_ = small_ ? kSmallRegionDepth : kRegionDepth;
   const std::size_t region_ops_ = small_ ? kSmallRegionOps : kRegionOps;
   FlatGraph flat_;  // holders, uses and touched tensors

@@ -12,15 +12,16 @@
 
 namespace recsearch::search::detail {
 
-// Polish runs where operators x mesh axes is at most this: each sweep
-// builds every operator's neighbouring strategies (about axes x loops of
-// them, each over every axis), a cost that grows with the square of the
-// axes where rec's passes grow with their number; past this bound polish
-// would cost far more than the search it refines.
+// Polish runs where its work (polish_work: about operators x mesh axes) is
+// at most this: each sweep builds every operator's neighbouring strategies
+// (about axes x loops of them, each over every axis), a cost that grows
+// with the square of the axes where rec's passes grow with their number;
+// past this bound polish would cost far more than the search it refines.
 inline constexpr std::size_t kPolishMaxWork = 20'000;
 
-// Operators x mesh axes up to which a graph counts as small (the blocks and
-// random DAGs of up to ~16 operators of tests/search/quality_corners_test.cpp,
+// Polish work (about operators x mesh axes) up to which a graph counts as
+// small (the blocks and random DAGs of up to ~16 operators of
+// tests/search/quality_corners_test.cpp,
 // on up to 4 axes; no graph of the zoo), where bounded extra work buys plan
 // quality: rec climbs its memory ladder to the top and polishes every plan
 // of it, not only the fastest fitting one (search/search.cpp, RecLadder),
@@ -28,10 +29,32 @@ inline constexpr std::size_t kPolishMaxWork = 20'000;
 // 2,000 these made a 177-operator Wide-ResNet on 8x8 take minutes.
 inline constexpr std::size_t kSmallGraphWork = 128;
 
+// An operator's tensors up to which it counts as one unit of polish work.
+inline constexpr std::size_t kPolishUnitArity = 4;
+
+// Polish's work on g: operators x mesh axes, where an operator with more
+// than kPolishUnitArity inputs and outputs counts each one beyond as an
+// operator of its own. A move re-prices every tensor of the operator, so a
+// Concat of 10^4 inputs costs what 10^4 operators do; counted as one, it
+// made a one-operator graph polish for minutes.
+[[nodiscard]] inline std::size_t polish_work(const ir::Graph& g, std::size_t axes) {
+  std::size_t units = 0;
+  for (std::size_t o = 0; o < g.num_operators(); ++o) {
+    const ir::Operator& op = g.op(static_cast<ir::OpId>(o));
+    const std::size_t arity = op.inputs.size() + op.outputs.size();
+    units += 1 + (arity > kPolishUnitArity ? arity - kPolishUnitArity : 0);
+  }
+  return units * std::max<std::size_t>(axes, 1);
+}
+
 // Whether polish runs on g with this many mesh axes.
 [[nodiscard]] inline bool polish_applies(const ir::Graph& g, std::size_t axes) {
-  const std::size_t ops = g.num_operators();
-  return ops > 0 && ops * std::max<std::size_t>(axes, 1) <= kPolishMaxWork;
+  return g.num_operators() > 0 && polish_work(g, axes) <= kPolishMaxWork;
+}
+
+// Whether g counts as small (kSmallGraphWork) on this many mesh axes.
+[[nodiscard]] inline bool small_graph(const ir::Graph& g, std::size_t axes) {
+  return polish_work(g, axes) <= kSmallGraphWork;
 }
 
 struct PolishResult {

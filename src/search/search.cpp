@@ -385,9 +385,7 @@ class RecLadder {
   // it) is kept as a start of its own: at most kLadderRungs + kBisectSmall +
   // axes + 1 polishes of a small graph.
   [[nodiscard]] bool multi_start() const {
-    return may_polish(ctx_) &&
-           ctx_.g.num_operators() * std::max<std::size_t>(ctx_.mesh.size(), 1) <=
-               detail::kSmallGraphWork;
+    return may_polish(ctx_) && detail::small_graph(ctx_.g, ctx_.mesh.size());
   }
 
   // Small graphs: the rungs above the first that fits, each plan a start of
