@@ -73,6 +73,8 @@ TEST_CASE("a graph built in code needs no finalize() before it becomes a Problem
   CHECK(s.summary().find("GiB per device") != std::string::npos);
 }
 
+// One solve serves every check below: blocks, not SUBCASEs, since doctest
+// reruns the whole case (and its search) once per SUBCASE.
 TEST_CASE("solve equals the search and the writer below it") {
   const Problem problem = Problem::read(data_path("graphs/gpt2_block.json"));
   const Cluster cluster = Cluster::mesh({2, 4});
@@ -85,21 +87,24 @@ TEST_CASE("solve equals the search and the writer below it") {
   CHECK(s.to_json() ==
         io::plan_to_json(problem.graph(), problem.spaces(), cluster, s.plan(), s.evaluation()));
 
-  SUBCASE("evaluate reproduces the search's evaluation") {
+  {
+    INFO("evaluate reproduces the search's evaluation");
     const Solution again = evaluate(problem, s.plan(), cluster);
     CHECK(again.evaluation().summary.step_time_s == s.evaluation().summary.step_time_s);
     CHECK(again.evaluation().summary.memory_per_device_bytes ==
           s.evaluation().summary.memory_per_device_bytes);
     CHECK(again.details().search_time_s == 0);
   }
-  SUBCASE("the plan file reads back into the same plan") {
+  {
+    INFO("the plan file reads back into the same plan");
     const plan::Plan back = problem.parse_plan(s.to_json(), "plan.json", cluster);
     CHECK(back.cuts == s.plan().cuts);
     const auto saved = plan_file_cluster(s.to_json(), "plan.json");
     REQUIRE(saved.has_value());
     CHECK(saved->num_devices() == 8);
   }
-  SUBCASE("answers by name follow the plan") {
+  {
+    INFO("answers by name follow the plan");
     for (ir::OpId o = 0; o < problem.graph().num_operators(); ++o) {
       const OpStrategy st = s.strategy(problem.graph().op(o).name);
       CHECK(st.splits == s.evaluation().strategies[o]);

@@ -34,6 +34,10 @@ COLUMNS = ["budget_gib", "devices", "mesh", "fits", "step_time_s", "compute_s",
 
 EXE = None
 FAILURES = []
+# Under the sanitizers (tools/sanitize.sh) the budget sweep's rows are
+# cross-checked against their own `search` on every third row only: the
+# checks of the sweep's own output stay on every row.
+REDUCED = os.environ.get("RECSEARCH_TEST_REDUCED", "0") not in ("", "0")
 
 
 def check(cond, msg):
@@ -83,15 +87,17 @@ def budget_sweep():
     rows = rows_of(run(["sweep", GRAPH, "--devices", "8", "--memory", spec]).stdout)
     check(len(rows) >= 13, "budget sweep: %d rows for %s" % (len(rows), spec))
     last, seen_fit = math.inf, False
-    for r in rows:
+    for i, r in enumerate(rows):
         b = float(r["budget_gib"])
+        cross_check = not REDUCED or i % 3 == 0
         if r["fits"] == "no":
             check(not seen_fit, "budget %g: no fit after a fitting budget" % b)
             check("no plan fits" in r["note"], "budget %g: no-fit note %r" % (b, r["note"]))
             check(r["smallest_gib"] and float(r["smallest_gib"]) > b,
                   "budget %g: smallest %r" % (b, r["smallest_gib"]))
-            check(search_step(["--devices", "8"], b) is None,
-                  "budget %g: search fits where the sweep says none does" % b)
+            if cross_check:
+                check(search_step(["--devices", "8"], b) is None,
+                      "budget %g: search fits where the sweep says none does" % b)
             continue
         seen_fit = True
         s = float(r["step_time_s"])
@@ -104,7 +110,7 @@ def budget_sweep():
         check(float(r["exposed_communication_s"]) <= float(r["communication_s"]) * (1 + 1e-6),
               "budget %g: more communication exposed than there is" % b)
         check(float(r["found_at_budget_gib"]) > 0, "budget %g: found_at" % b)
-        own = search_step(["--devices", "8"], b)
+        own = search_step(["--devices", "8"], b) if cross_check else None
         if own is not None:
             check(s <= own["step_time_s"] * (1 + 1e-5),
                   "budget %g: sweep step %g slower than search's %g" % (b, s, own["step_time_s"]))

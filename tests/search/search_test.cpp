@@ -12,6 +12,7 @@
 #include "recsearch/error.hpp"
 #include "recsearch/search/search.hpp"
 #include "support/graph_factories.hpp"
+#include "support/reduced.hpp"
 #include "support/search_options.hpp"
 
 using namespace recsearch;
@@ -82,9 +83,14 @@ std::vector<Cluster> clusters() {
 }  // namespace
 
 TEST_CASE("rec's bookkeeping equals the independent evaluator, and plans are valid") {
-  for (const auto& g : factory_graphs())
-    for (const auto& c : clusters())
+  const auto gs = factory_graphs();
+  const auto cs = clusters();
+  for (std::size_t gi = 0; gi < gs.size(); ++gi)
+    for (std::size_t ci = 0; ci < cs.size(); ++ci)
       for (Mode mode : {Mode::Train, Mode::Infer}) {
+        if (!testing::keep_pair(gi, ci)) continue;
+        const ir::Graph& g = gs[gi];
+        const Cluster& c = cs[ci];
         CAPTURE(g.name());
         CAPTURE(c.name());
         const auto r = run(g, c, search::Algorithm::Rec, mode);
@@ -111,8 +117,13 @@ TEST_CASE("rec's bookkeeping equals the independent evaluator, and plans are val
 }
 
 TEST_CASE("rec is never worse than data parallelism") {
-  for (const auto& g : factory_graphs())
-    for (const auto& c : clusters()) {
+  const auto gs = factory_graphs();
+  const auto cs = clusters();
+  for (std::size_t gi = 0; gi < gs.size(); ++gi)
+    for (std::size_t ci = 0; ci < cs.size(); ++ci) {
+      if (!testing::keep_pair(gi, ci)) continue;
+      const ir::Graph& g = gs[gi];
+      const Cluster& c = cs[ci];
       CAPTURE(g.name());
       CAPTURE(c.name());
       const double rec = run(g, c, search::Algorithm::Rec).eval.summary.step_time_s;
