@@ -708,6 +708,30 @@ std::string untried_savings(const TrainingChoice& user, bool allow_full) {
   return out + ")";
 }
 
+// The parameter state per device were every parameter's state spread over
+// all devices: no plan at any training setting needs less, since each byte
+// of it lives on some device. A budget below it fits nothing.
+double parameter_state_floor(const ir::Graph& g, const Cluster& cluster,
+                             const SearchOptions& opts) {
+  double total = 0;
+  for (const ir::Tensor& t : g.tensors())
+    if (t.kind == ir::TensorKind::Parameter)
+      total += t.bytes() * plan::parameter_state(opts.cost, opts.mode,
+                                                 static_cast<int>(ir::dtype_size(t.dtype)))
+                               .total();
+  return total / static_cast<double>(std::max<std::size_t>(cluster.num_devices(), 1));
+}
+
+// Why a search below the floor searched one setting only, for its message.
+std::string floor_note(double floor, const Cluster& cluster, const plan::Training& t) {
+  return " (the parameter state alone takes " + gib(floor) + " per device spread over all " +
+         std::to_string(cluster.num_devices()) +
+         " devices, so no training setting fits; searched at the most saving one allowed: " +
+         std::string(plan::recompute_name(t.recompute)) + " recomputation, ZeRO stage " +
+         std::to_string(t.zero_stage) + ", " + std::to_string(t.microbatches) + " microbatch" +
+         (t.microbatches == 1 ? "" : "es") + ")";
+}
+
 // Whether graph g has an attention core for selective recomputation to drop.
 bool has_attention_core(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces) {
   const plan::MemoryRules r = plan::memory_rules(g, spaces, plan::Recompute::Selective);
@@ -805,7 +829,13 @@ SearchResult run_training(const ir::Graph& g, const std::vector<algebra::OpSpace
   std::optional<Error> first_error;
   MemoryParts smallest;
   bool unconstrained = false;
-  for (const auto& ladder : setting_ladders(g, pin, allow_full && !exact)) {
+  auto ladders = setting_ladders(g, pin, allow_full && !exact);
+  // Below the floor every setting fails: the most saving one alone gives
+  // the message its smallest plan (one search, not one per setting).
+  const double floor = parameter_state_floor(g, cluster, opts);
+  const bool below_floor = floor > detail::memory_budget(cluster, opts);
+  if (below_floor) ladders = {{ladders.back().back()}};
+  for (const auto& ladder : ladders) {
     if (!selective && !pin.recompute && ladder.front().recompute == plan::Recompute::Selective)
       continue;  // the same memory and time as no recomputation
     // A plan that fitted with no price on memory at the cheapest setting
@@ -841,8 +871,9 @@ SearchResult run_training(const ir::Graph& g, const std::vector<algebra::OpSpace
         std::isfinite(smallest.total)
             ? no_fit_message(detail::memory_budget(cluster, opts), cluster, smallest)
             : first_error->detail();
-    throw Error(Errc::kNoFit, first + tried_settings(g, pin, allow_full && !exact) +
-                                  untried_savings(opts.training, allow_full && !exact));
+    const std::string tried = below_floor ? floor_note(floor, cluster, ladders.back().back())
+                                          : tried_settings(g, pin, allow_full && !exact);
+    throw Error(Errc::kNoFit, first + tried + untried_savings(opts.training, allow_full && !exact));
   }
   return std::move(*best);
 }

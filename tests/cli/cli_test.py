@@ -840,6 +840,20 @@ def check_no_fit_message():
     m = re.search(r"or about (\d+) devices", err)
     check(m is not None and int(m.group(1)) > 8, "no-fit: a device count over 8: %s" % err)
     check("not allowed" not in err, "no-fit: nothing was pinned: %s" % err)
+    # Below the parameter state spread over every device nothing can fit:
+    # the message says so, with the floor worked out here (Adam: 2e + 12
+    # bytes per element of e <= 2 bytes, else 4e), and one setting searched.
+    g = load_graph(ffn)
+    state = 0
+    for t in g["tensors"]:
+        if t.get("kind") == "parameter":
+            e = DTYPE_BYTES[t.get("dtype", "f32")]
+            state += prod(t["shape"]) * (2 * e + 12 if e <= 2 else 4 * e)
+    floor = gib_figures(err, "the parameter state alone takes")
+    check(floor is not None and close(float(floor), state / 8 / GIB, 1e-3),
+          "no-fit: the floor %r GiB against %g worked out: %s" % (floor, state / 8 / GIB, err))
+    check("so no training setting fits" in err and "also tried" not in err,
+          "no-fit: below the floor one setting is searched: %s" % err)
     # Pinned settings are named as the savings not tried, and so are the
     # pipeline stages on a cluster whose outer level has devices to split.
     r = run(["search", graph_path("gpt2_block.json"), "--mesh", "2x4", "--memory", "0.001",
