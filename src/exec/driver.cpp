@@ -23,6 +23,7 @@
 #include <sstream>
 #include <thread>
 
+#include "exec/guard.hpp"
 #include "recsearch/error.hpp"
 #include "recsearch/exec/executor.hpp"
 #include "recsearch/exec/layout.hpp"
@@ -121,13 +122,6 @@ double model_forward_bytes(const ir::Graph& g, const plan::Evaluation& ev, bool 
     sum += f32_elements ? e.bytes * 4.0 / width : e.bytes;
   }
   return sum;
-}
-
-int fail(Communicator* comm, int rank, const std::string& msg, int code) {
-  // One write per message, so that ranks' lines do not interleave.
-  std::cerr << ("recsearch exec: [rank " + std::to_string(rank) + "] " + msg + "\n") << std::flush;
-  if (comm != nullptr) comm->abort_all(code);
-  Runtime::abort_all(code);
 }
 
 // Everything a rank needs before the first collective, read and checked
@@ -683,25 +677,19 @@ int run_exec(const ExecArgs& a, int* argc, char*** argv) {
     return worst;
   };
   Inputs in;
-  try {
-    in = load_inputs(a, rt.world_size());
-  } catch (const Error& e) {
-    return agree_on_input(exit_code(e.code()), e.what());
-  } catch (const std::bad_alloc&) {
-    return agree_on_input(4, "out of memory");
-  } catch (const std::exception& e) {
-    return agree_on_input(4, std::string("internal error: ") + e.what());
-  }
+  // A rank that failed to read has told the others in agree_on_input (a non-zero result).
+  const int read = detail::guarded(
+      [&] {
+        in = load_inputs(a, rt.world_size());
+        return 0;
+      },
+      [&](const std::string& msg, int code) { return agree_on_input(code, msg); });
+  if (read != 0) return read;
   if (const int worst = agree_on_input(0, {}); worst != 0) return worst;
-  try {
-    return execute(a, in, comm, rank);
-  } catch (const Error& e) {
-    return fail(comm.get(), rank, e.what(), exit_code(e.code()));
-  } catch (const std::bad_alloc&) {
-    return fail(comm.get(), rank, "out of memory", 4);
-  } catch (const std::exception& e) {
-    return fail(comm.get(), rank, std::string("internal error: ") + e.what(), 4);
-  }
+  return detail::guarded([&] { return execute(a, in, comm, rank); },
+                         [&](const std::string& msg, int code) -> int {
+                           detail::fail_every_rank(comm.get(), "recsearch exec", rank, msg, code);
+                         });
 }
 
 }  // namespace recsearch::exec
