@@ -27,6 +27,7 @@
 #include "recsearch/error.hpp"
 #include "recsearch/exec/executor.hpp"
 #include "recsearch/exec/layout.hpp"
+#include "recsearch/exec/phases.hpp"
 #include "recsearch/io/json_io.hpp"
 #include "recsearch/plan/evaluator.hpp"
 #include "recsearch/problem.hpp"
@@ -38,6 +39,11 @@ std::string fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
   return buf;
+}
+
+// measured / predicted, or "-" where the model predicts no time.
+std::string ratio_text(double measured, double predicted) {
+  return predicted > 0 ? fmt("%.2f", measured / predicted) : std::string("-");
 }
 
 struct Fault {
@@ -132,6 +138,10 @@ struct Inputs {
   plan::Plan plan;
   plan::Evaluation eval;
   std::optional<Fault> fault;
+  // The cost model's time per phase of a step (a forward pass without
+  // --train), on the cluster named by `cluster_source`.
+  PhaseTimes predicted;
+  std::string cluster_source;
 };
 
 // The plan's stated redistributions, if it lists any, must be the ones its
@@ -174,8 +184,15 @@ Inputs load_inputs(const ExecArgs& a, int world_size) {
   const std::string psrc = a.plan == "-" ? "<stdin>" : a.plan;
   in.problem = Problem::read(a.graph);
   const std::string ptext = io::read_text_file(a.plan);
-  in.cluster = plan_file_cluster(ptext, psrc);
-  if (!in.cluster) throw Error(Errc::kPlan, "the plan has no mesh", "/mesh", psrc);
+  CostParams cost = in.problem->cost();
+  if (a.cluster.empty()) {
+    in.cluster = plan_file_cluster(ptext, psrc);
+    if (!in.cluster) throw Error(Errc::kPlan, "the plan has no mesh", "/mesh", psrc);
+    in.cluster_source = "the plan's cluster";
+  } else {
+    in.cluster = io::read_cluster_file(a.cluster, &cost);
+    in.cluster_source = "cluster " + a.cluster;
+  }
   in.plan = in.problem->parse_plan(ptext, psrc, *in.cluster);
   refuse_unsupported_training(in.plan, psrc);
   if (a.train && a.optimizer != "sgd" && a.optimizer != "sgd-momentum" && a.optimizer != "adam")
@@ -195,6 +212,13 @@ Inputs load_inputs(const ExecArgs& a, int world_size) {
   if (a.train) evaluated.mode = Mode::Train;
   in.eval = plan::evaluate(in.problem->graph(), in.problem->spaces(), *in.cluster, evaluated,
                            CostParams{});
+  // The times: a forward pass alone is an inference step's forward.
+  plan::Plan timed = in.plan;
+  timed.mode = a.train ? Mode::Train : Mode::Infer;
+  in.predicted = predicted_phase_times(
+      in.problem->graph(),
+      plan::evaluate(in.problem->graph(), in.problem->spaces(), *in.cluster, timed, cost),
+      timed.mode, cost);
   check_stated_bytes(in.problem->graph(), in.eval, ptext, psrc);
   check_runnable(a, *in.problem, in.plan);
   return in;
@@ -257,6 +281,9 @@ void report_run(std::ostream& out, const ExecArgs& a, const Inputs& in, Communic
       << comm.backend_name() << ", " << a.steps << " step(s)\n";
   out << "  step time (forward, slowest rank): mean " << fmt("%.3f", t.total_s / a.steps * 1e3)
       << " ms, min " << fmt("%.3f", t.min_s * 1e3) << " ms\n";
+  out << "  predicted by the cost model (" << in.cluster_source << "): forward "
+      << fmt("%.3f", in.predicted.forward_s * 1e3) << " ms; measured/predicted "
+      << ratio_text(t.total_s / a.steps, in.predicted.forward_s) << "\n";
   out << "  bytes sent per rank, one forward pass, f32 elements:\n"
       << "    measured (rank 0)              " << fmt("%.0f", measured) << "\n"
       << "    predicted from the plan layouts " << fmt("%.0f", predicted.total)
@@ -472,6 +499,17 @@ void report_training(std::ostream& out, const ExecArgs& a, const Inputs& in, Com
       << fmt("%.3f", r.seconds[kBackward] / n * 1e3) << ", gradient sync "
       << fmt("%.3f", r.seconds[kSync] / n * 1e3) << ", optimizer "
       << fmt("%.3f", r.seconds[kOptimizer] / n * 1e3) << " ms\n";
+  const PhaseTimes& pt = in.predicted;
+  out << "  predicted by the cost model (" << in.cluster_source << "): step "
+      << fmt("%.3f", pt.step_s * 1e3) << " ms; forward " << fmt("%.3f", pt.forward_s * 1e3)
+      << ", backward " << fmt("%.3f", pt.backward_s * 1e3) << ", gradient sync "
+      << fmt("%.3f", pt.sync_s * 1e3) << ", optimizer " << fmt("%.3f", pt.optimizer_s * 1e3)
+      << " ms\n";
+  out << "  measured/predicted: step " << ratio_text(total / n, pt.step_s) << ", forward "
+      << ratio_text(r.seconds[kForward] / n, pt.forward_s) << ", backward "
+      << ratio_text(r.seconds[kBackward] / n, pt.backward_s) << ", gradient sync "
+      << ratio_text(r.seconds[kSync] / n, pt.sync_s) << ", optimizer "
+      << ratio_text(r.seconds[kOptimizer] / n, pt.optimizer_s) << "\n";
   const auto [model_bwd, model_sync] = model_backward_bytes(g, in.eval);
   const std::array<double, 3> model = {model_forward_bytes(g, in.eval, true), model_bwd,
                                        model_sync};

@@ -31,6 +31,10 @@ void add_exec_command(CLI::App& app, Registry& reg) {
       ->check(CLI::IsMember({"sgd", "sgd-momentum", "adam"}));
   cmd->add_option("--lr", a->lr, "with --train: learning rate (default 0.01)")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--cluster", a->cluster,
+                  "cluster file (e.g. from `recsearch calibrate`) the predicted times are "
+                  "computed on (default: the plan's saved cluster)")
+      ->type_name("FILE");
   cmd->add_option("--seed", a->seed, "seed of the random inputs and parameters (default 1)");
   cmd->add_option("--timeout", a->timeout_s,
                   "seconds a collective may take before every rank stops (default 60, 0 = none)")
