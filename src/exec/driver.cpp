@@ -198,6 +198,8 @@ Inputs load_inputs(const ExecArgs& a, int world_size) {
   if (a.train && a.optimizer != "sgd" && a.optimizer != "sgd-momentum" && a.optimizer != "adam")
     throw Error(Errc::kUsage, "--optimizer '" + a.optimizer + "': sgd, sgd-momentum or adam");
   if (a.train && !(a.lr > 0)) throw Error(Errc::kUsage, "--lr must be positive");
+  if (!(a.bucket_mib >= 0) || a.bucket_mib > 1e6)
+    throw Error(Errc::kUsage, "--bucket-mb must be between 0 and 1e6");
   if (in.plan.num_devices() != world_size) {
     throw Error(Errc::kPlan,
                 "the plan is for " + std::to_string(in.plan.num_devices()) + " devices but " +
@@ -485,7 +487,11 @@ void report_training(std::ostream& out, const ExecArgs& a, const Inputs& in, Com
       << (p.mode == Mode::Train && p.training.zero_stage > 0
               ? ", ZeRO stage " + std::to_string(p.training.zero_stage)
               : std::string())
-      << " (lr " << fmt("%g", a.lr) << ")\n";
+      << " (lr " << fmt("%g", a.lr) << "), "
+      << (a.bucket_mib > 0
+              ? "gradients all-reduced in buckets of " + fmt("%g", a.bucket_mib) + " MiB"
+              : std::string("one gradient collective per parameter"))
+      << "\n";
   out << "  loss (sum of one-element outputs and 1/2 mean(y^2) of the others):";
   for (std::size_t s = 0; s < r.losses.size(); ++s)
     out << (s % 6 == 0 ? "\n   " : "") << " " << fmt("%.7g", r.losses[s]);
@@ -659,6 +665,7 @@ int execute(const ExecArgs& a, const Inputs& in, std::unique_ptr<Communicator>& 
   ExecOptions opts;
   opts.seed = a.seed;
   opts.use_gpu = a.backend == Backend::Nccl;
+  opts.bucket_elements = static_cast<std::size_t>(a.bucket_mib * 1024 * 1024 / sizeof(float));
   if (in.fault && in.fault->rank == rank) {
     opts.before_op = fault_hook(*in.fault);
     if (in.fault->kind == "grad") opts.corrupt_backward_op = static_cast<ir::OpId>(in.fault->op);

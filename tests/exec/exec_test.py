@@ -638,8 +638,46 @@ def case_phases():
     predicted_ok("chain training, the plan's cluster", 2, gp, pp, True)
 
 
+def case_buckets():
+    """Bucketed gradient synchronisation: a data-parallel training plan of
+    ffn.json on 2 ranks passes --check with one all-reduce per parameter
+    (--bucket-mb 0), with every gradient in one bucket (the default 25 MiB)
+    and with buckets of 0.5 MiB; the gradient sync sends the same bytes,
+    equal to the prediction and the cost model's, in fewer collectives."""
+    ffn = os.path.join(ROOT, "data/graphs/ffn.json")
+    plan = os.path.join(TMP, "ffn.dp.buckets.plan.json")
+    s = subprocess.run([BIN, "search", ffn, "--devices", "2", "--algo", "data-parallel", "--zero", "0",
+                        "--microbatches", "1", "-q", "-o", plan], capture_output=True, text=True)
+    if not check(s.returncode == 0, f"search ffn data-parallel: {s.stderr}"):
+        return
+    with open(ffn) as f:
+        params = sum(1 for t in json.load(f)["tensors"] if t.get("kind") == "parameter")
+    syncs = {}
+    for mib in ("0", "25", "0.5"):
+        args = [ffn, plan, "--train", "--steps", "2", "--check", "--bucket-mb", mib, "--timeout", "60"]
+        rc, out, err, secs = mpirun(2, args)
+        print(f"buckets {mib} MiB: rc {rc}, {secs:.1f} s", flush=True)
+        if not check(rc == 0 and "check: passed" in out, f"buckets {mib} MiB: rc {rc}\n{out}\n{err}"):
+            continue
+        nums = train_numbers(out)
+        if not check(nums["gradient sync"] is not None, f"buckets {mib} MiB: report unreadable\n{out}"):
+            continue
+        measured, predicted, model, calls = nums["gradient sync"]
+        check(measured == predicted == model and measured > 0,
+              f"buckets {mib} MiB: sync measured {measured}, predicted {predicted}, model {model}")
+        syncs[mib] = (measured, calls[1])
+    if len(syncs) == 3:
+        check(len({b for b, _ in syncs.values()}) == 1, f"bucketing changed the bytes: {syncs}")
+        check(syncs["0"][1] == params, f"one all-reduce per parameter ({params}): {syncs}")
+        check(syncs["25"][1] == 1, f"every gradient in one 25 MiB bucket: {syncs}")
+        check(1 < syncs["0.5"][1] < params, f"0.5 MiB buckets between: {syncs}")
+    rc, out, err, _ = mpirun(2, [ffn, plan, "--bucket-mb", "1"])
+    check(rc == 2 and "need --train" in err, f"--bucket-mb without --train: rc {rc}\n{err}")
+
+
 CASES = {"kinds": case_kinds, "vocab": case_vocab_parallel, "bundled": case_bundled, "failures": case_failures, "nccl": case_nccl,
-         "train": case_train, "layout_kinds": case_layout_kinds, "phases": case_phases}
+         "train": case_train, "layout_kinds": case_layout_kinds, "phases": case_phases,
+         "buckets": case_buckets}
 
 
 def main(argv):

@@ -53,6 +53,12 @@ struct ExecOptions {
   // Testing: this operator's backward doubles the gradients it gives its
   // inputs on this rank (a wrong gradient that --check must catch).
   std::optional<ir::OpId> corrupt_backward_op = std::nullopt;
+  // Training: parameter gradients that only need all-reduces (data
+  // parallelism) are fused into buckets of up to this many f32 elements,
+  // one all-reduce per bucket and axis, as DDP fuses them and the cost
+  // model prices them (CostParams::bucket_gradients); 0: one collective
+  // per parameter. The bytes are the same either way.
+  std::size_t bucket_elements = 0;
 };
 
 // The optimizer step of exec --train, applied elementwise to each rank's
@@ -105,7 +111,8 @@ class Executor {
   void backward();
   // Sums every parameter's contributions into its holder layout: the
   // all-reduce over its replicated (data-parallel) axes, reduce-scatter
-  // where it is sharded but a use left partial sums.
+  // where it is sharded but a use left partial sums. All-reduces of
+  // parameters in trained() order are fused per ExecOptions::bucket_elements.
   void sync_gradients();
   // One optimizer step on every parameter's block (after sync_gradients()).
   void optimizer_step(const OptimizerSettings& s);
@@ -124,6 +131,8 @@ class Executor {
   // Tensor t's gradient in its GradientLayouts target: the sum of its
   // contributions, each distinct layout summed locally and moved once.
   LocalTensor& collect_gradient(ir::TensorId t);
+  // Tensor t's contributions summed per distinct layout, in order of first arrival.
+  std::vector<LocalTensor> contributions_by_layout(ir::TensorId t);
 
   const ir::Graph& g_;
   const std::vector<algebra::OpSpace>& spaces_;
