@@ -265,10 +265,20 @@ void Executor::make_inputs() {
     for_each_element(tensor.shape, local, local_offsets(tensor.shape, lt->layout, mesh, coords_),
                      [&](std::int64_t i, std::int64_t global) {
                        lt->data[static_cast<std::size_t>(i)] =
-                           input_value(g_, t, global, options_.seed);
+                           options_.value ? options_.value(t, global)
+                                          : input_value(g_, t, global, options_.seed);
                      });
     held_[t] = std::move(lt);
   }
+}
+
+void Executor::set_input(ir::TensorId t, std::vector<float> data) {
+  if (t >= held_.size() || g_.tensor(t).producer != ir::kNone || !held_[t] ||
+      held_[t]->data.size() != data.size())
+    throw Error(Errc::kInternal, "set_input: '" + g_.tensor(t).name +
+                                     "' is not an input block of " + std::to_string(data.size()) +
+                                     " elements");
+  held_[t]->data = std::move(data);
 }
 
 void Executor::run() {

@@ -675,9 +675,61 @@ def case_buckets():
     check(rc == 2 and "need --train" in err, f"--bucket-mb without --train: rc {rc}\n{err}")
 
 
+def case_pipeline():
+    """Pipelined plans (a "pipeline" section: 2 stages on 2 device groups of
+    2 ranks, 2 microbatches, searched on a cluster of 2 nodes of 2): the 1F1B
+    forward pass with --check (every output of every microbatch against a
+    one-device run), point-to-point bytes equal to the prediction from the
+    plan and to the cost model's, the stages' collectives to the prediction;
+    a killed stage rank and a stalled one end every rank; --train is refused."""
+    cluster = write("two_by_two.json", {
+        "format": "recsearch.cluster", "version": 1, "name": "two nodes of two",
+        "levels": [{"name": "node", "size": 2, "bandwidth_GBps": 10, "latency_us": 5},
+                   {"name": "gpu", "size": 2, "bandwidth_GBps": 100, "latency_us": 2}],
+        "device": {"peak_TFLOPs": 10, "memory_GiB": 16, "memory_bandwidth_GBps": 100}})
+    plans = {}
+    for gpath in (os.path.join(ROOT, "data/graphs/ffn.json"),
+                  os.path.join(ROOT, "tests/exec/graphs/gpt2_block_small.json")):
+        name = os.path.basename(gpath)
+        plan = os.path.join(TMP, f"{name}.pipeline.plan.json")
+        s = subprocess.run([BIN, "search", gpath, "--cluster", cluster, "--stages", "2", "--microbatches", "2",
+                            "-q", "-o", plan], capture_output=True, text=True)
+        if not check(s.returncode == 0, f"search --stages 2 {name}: {s.stderr}"):
+            continue
+        with open(plan) as f:
+            pp = json.load(f).get("pipeline")
+        if not check(pp is not None and pp["device_groups"] == 2 and len(pp["stages"]) == 2,
+                     f"{name}: no 2-stage pipeline plan"):
+            continue
+        plans[name] = (gpath, plan, pp)
+        rc, out, err, secs = mpirun(4, [gpath, plan, "--check", "--timeout", "60"])
+        print(f"pipeline {name}: 4 ranks, rc {rc}, {secs:.1f} s\n{out}", end="", flush=True)
+        if not check(rc == 0 and "check: passed" in out, f"pipeline {name}: rc {rc}\n{out}\n{err}"):
+            continue
+        m = re.search(r"point to point: measured (\d+), predicted (\d+), cost model (\d+) \(equal on every rank\)", out)
+        check(m is not None and int(m.group(1)) == int(m.group(2)) == int(m.group(3)) > 0,
+              f"pipeline {name}: point-to-point bytes\n{out}")
+        m = re.search(r"stage collectives: measured (\d+), predicted (\d+)", out)
+        check(m is not None and m.group(1) == m.group(2), f"pipeline {name}: collective bytes\n{out}")
+        check("1F1B forward over 2 microbatch(es)" in out and "every rank matches" in out,
+              f"pipeline {name}: report\n{out}")
+    if "gpt2_block_small.json" not in plans:
+        return
+    gpath, plan, pp = plans["gpt2_block_small.json"]
+    op = pp["stages"][1]["range"][0] + 1  # an operator of the second stage (ranks 2 and 3)
+    rc, out, err, secs = mpirun(4, [gpath, plan, "--fault", f"3:kill:{op}", "--timeout", "30"], timeout=120)
+    check(rc not in (0, None) and secs < 60, f"pipeline: kill stage rank 3: rc {rc}, {secs:.0f} s\n{err}")
+    op0 = pp["stages"][0]["range"][0] + 1
+    rc, out, err, secs = mpirun(4, [gpath, plan, "--fault", f"0:stall:{op0}", "--timeout", "3"], timeout=120)
+    check(rc == 4 and "did not finish within" in err and secs < 60,
+          f"pipeline: stall on stage rank 0: rc {rc}, {secs:.0f} s\n{err}")
+    rc, out, err, _ = mpirun(4, [gpath, plan, "--train"])
+    check(rc == 2 and "forward pass only" in err, f"pipeline --train not refused: rc {rc}\n{err}")
+
+
 CASES = {"kinds": case_kinds, "vocab": case_vocab_parallel, "bundled": case_bundled, "failures": case_failures, "nccl": case_nccl,
          "train": case_train, "layout_kinds": case_layout_kinds, "phases": case_phases,
-         "buckets": case_buckets}
+         "buckets": case_buckets, "pipeline": case_pipeline}
 
 
 def main(argv):

@@ -59,6 +59,10 @@ struct ExecOptions {
   // model prices them (CostParams::bucket_gradients); 0: one collective
   // per parameter. The bytes are the same either way.
   std::size_t bucket_elements = 0;
+  // The value of element `index` (row-major in the full tensor) of input or
+  // parameter t; empty: input_value(g, t, index, seed). A pipeline stage
+  // reads its microbatch's slice of the whole graph's values through it.
+  std::function<float(ir::TensorId, std::int64_t)> value = {};
 };
 
 // The optimizer step of exec --train, applied elementwise to each rank's
@@ -98,6 +102,10 @@ class Executor {
   // This rank's block of that gradient.
   [[nodiscard]] const LocalTensor& gradient(ir::TensorId t) const;
   [[nodiscard]] const PlanLayouts& layouts() const noexcept { return layouts_; }
+  // Replaces this rank's block of graph input t (in its holder layout, as
+  // block(t) holds it) before run(): a pipeline stage's received boundary
+  // tensor. Error(kInternal) when t is not an input or the size differs.
+  void set_input(ir::TensorId t, std::vector<float> data);
 
   // Training (docs/exec.md, Training). The loss of a step is the sum over
   // graph outputs of the output itself when it has one element (a loss the

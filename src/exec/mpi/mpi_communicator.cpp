@@ -87,18 +87,38 @@ namespace {
 
 class MpiCommunicator final : public Communicator {
  public:
-  explicit MpiCommunicator(std::vector<std::int64_t> mesh) : Communicator(std::move(mesh)) {
-    world_for_mesh(this->mesh(), rank_, size_);
+  MpiCommunicator(std::vector<std::int64_t> mesh, int groups) : Communicator(std::move(mesh)) {
+    if (groups <= 1) {
+      world_for_mesh(this->mesh(), rank_, size_);
+    } else {
+      // A pipeline's device group: the world's block of consecutive ranks.
+      int world_rank = 0, world_size = 0;
+      RS_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
+      RS_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size));
+      std::int64_t n = 1;
+      for (const auto k : this->mesh()) n *= k;
+      if (n * groups != world_size)
+        throw Error(Errc::kPlan, std::to_string(groups) + " device groups of " + std::to_string(n) +
+                                     " devices but " + std::to_string(world_size) +
+                                     " MPI ranks run them");
+      RS_MPI_CHECK(
+          MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(world_rank / n), world_rank, &base_));
+      RS_MPI_CHECK(MPI_Comm_set_errhandler(base_, MPI_ERRORS_RETURN));
+      rank_ = static_cast<int>(world_rank % n);
+      size_ = static_cast<int>(n);
+    }
     for (std::size_t a = 0; a < this->mesh().size(); ++a) {
       const AxisSplit s = axis_split(rank_, this->mesh(), a);
       MPI_Comm c = MPI_COMM_NULL;
-      RS_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, s.color, s.key, &c));
+      RS_MPI_CHECK(MPI_Comm_split(base_, s.color, s.key, &c));
       RS_MPI_CHECK(MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN));
       groups_.push_back(c);
     }
   }
   ~MpiCommunicator() override {
+    for (MPI_Request& r : sends_) (void)MPI_Request_free(&r);
     for (MPI_Comm& c : groups_) (void)MPI_Comm_free(&c);
+    if (base_ != MPI_COMM_WORLD) (void)MPI_Comm_free(&base_);
   }
   MpiCommunicator(const MpiCommunicator&) = delete;
   MpiCommunicator& operator=(const MpiCommunicator&) = delete;
@@ -145,23 +165,39 @@ class MpiCommunicator final : public Communicator {
   }
   void barrier() override {
     MPI_Request r = MPI_REQUEST_NULL;
-    RS_MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &r));
+    RS_MPI_CHECK(MPI_Ibarrier(base_, &r));
     wait(r, "barrier", kWorld);
   }
   void gather_to_root(const float* send, float* recv, std::size_t n) override {
     MPI_Request r = MPI_REQUEST_NULL;
-    RS_MPI_CHECK(
-        MPI_Igather(send, to_int(n), MPI_FLOAT, recv, to_int(n), MPI_FLOAT, 0, MPI_COMM_WORLD, &r));
+    RS_MPI_CHECK(MPI_Igather(send, to_int(n), MPI_FLOAT, recv, to_int(n), MPI_FLOAT, 0, base_, &r));
     wait(r, "gather", kWorld, static_cast<double>(n) * sizeof(float));
   }
   double max_over_ranks(double v) override {
     double out = v;
     MPI_Request r = MPI_REQUEST_NULL;
-    RS_MPI_CHECK(MPI_Iallreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &r));
+    RS_MPI_CHECK(MPI_Iallreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, base_, &r));
     wait(r, "max over ranks", kWorld);
     return out;
   }
   [[noreturn]] void abort_all(int code) override { Runtime::abort_all(code); }
+
+  void send(int world_rank, const float* data, std::size_t n, int tag) override {
+    MPI_Request r = MPI_REQUEST_NULL;
+    RS_MPI_CHECK(MPI_Isend(data, to_int(n), MPI_FLOAT, world_rank, tag, MPI_COMM_WORLD, &r));
+    sends_.push_back(r);
+    count_p2p(static_cast<double>(n) * sizeof(float));
+  }
+  void recv(int world_rank, float* data, std::size_t n, int tag) override {
+    MPI_Request r = MPI_REQUEST_NULL;
+    RS_MPI_CHECK(MPI_Irecv(data, to_int(n), MPI_FLOAT, world_rank, tag, MPI_COMM_WORLD, &r));
+    wait(r, ("receive from rank " + std::to_string(world_rank)).c_str(), kWorld,
+         static_cast<double>(n) * sizeof(float));
+  }
+  void finish_sends() override {
+    for (MPI_Request& r : sends_) wait(r, "send", kWorld);
+    sends_.clear();
+  }
 
  private:
   static constexpr std::uint32_t kWorld = 0xFFFFFFFFu;
@@ -211,13 +247,15 @@ class MpiCommunicator final : public Communicator {
 
   int rank_ = 0;
   int size_ = 1;
+  MPI_Comm base_ = MPI_COMM_WORLD;  // the world, or this rank's device group
   std::vector<MPI_Comm> groups_;
+  std::vector<MPI_Request> sends_;  // point-to-point sends not yet waited for
 };
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_mpi_communicator(std::vector<std::int64_t> mesh) {
-  return std::make_unique<MpiCommunicator>(std::move(mesh));
+std::unique_ptr<Communicator> make_mpi_communicator(std::vector<std::int64_t> mesh, int groups) {
+  return std::make_unique<MpiCommunicator>(std::move(mesh), groups);
 }
 
 }  // namespace detail
