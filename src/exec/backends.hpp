@@ -22,7 +22,8 @@ inline constexpr bool kHaveNccl = true;
 inline constexpr bool kHaveNccl = false;
 #endif
 
-std::unique_ptr<Communicator> make_mpi_communicator(std::vector<std::int64_t> mesh);
+// groups > 1: over this rank's block of world size / groups consecutive ranks.
+std::unique_ptr<Communicator> make_mpi_communicator(std::vector<std::int64_t> mesh, int groups = 1);
 std::unique_ptr<Communicator> make_nccl_communicator(std::vector<std::int64_t> mesh);
 
 // Splits the world into one group per mesh axis (MPI or NCCL alike): the

@@ -26,6 +26,7 @@
 #include <oneapi/tbb/global_control.h>
 #include <nlohmann/json.hpp>
 
+#include "exec/guard.hpp"
 #include "exec/kernels.hpp"
 #include "recsearch/cluster.hpp"
 #include "recsearch/error.hpp"
@@ -288,13 +289,6 @@ void print_report(const Calibration& c) {
   std::cout << s << std::flush;
 }
 
-int fail(Communicator* comm, int rank, const std::string& msg, int code) {
-  std::cerr << ("recsearch calibrate: [rank " + std::to_string(rank) + "] " + msg + "\n")
-            << std::flush;
-  if (comm != nullptr) comm->abort_all(code);
-  Runtime::abort_all(code);
-}
-
 }  // namespace
 
 int run_calibrate(const CalibrateArgs& a, int* argc, char*** argv) {
@@ -319,7 +313,7 @@ int run_calibrate(const CalibrateArgs& a, int* argc, char*** argv) {
     return exit_code(Errc::kUsage);
   }
   std::unique_ptr<Communicator> comm;
-  try {
+  const auto work = [&] {
     comm = make_communicator(Backend::Mpi, {static_cast<std::int64_t>(size)});
     comm->set_timeout(a.timeout_s);
     const Calibration c = calibrate(*comm, a.reps);
@@ -337,13 +331,10 @@ int run_calibrate(const CalibrateArgs& a, int* argc, char*** argv) {
     code = static_cast<int>(comm->max_over_ranks(code));
     comm.reset();
     return code;
-  } catch (const Error& e) {
-    return fail(comm.get(), rank, e.what(), exit_code(e.code()));
-  } catch (const std::bad_alloc&) {
-    return fail(comm.get(), rank, "out of memory", 4);
-  } catch (const std::exception& e) {
-    return fail(comm.get(), rank, std::string("internal error: ") + e.what(), 4);
-  }
+  };
+  return detail::guarded(work, [&](const std::string& msg, int code) -> int {
+    detail::fail_every_rank(comm.get(), "recsearch calibrate", rank, msg, code);
+  });
 }
 
 }  // namespace recsearch::exec

@@ -21,7 +21,16 @@ double Communicator::bytes_sent() const noexcept {
 void Communicator::reset_counters() noexcept {
   bytes_.assign(mesh_.size(), 0.0);
   calls_.fill(0);
+  p2p_bytes_ = 0;
 }
+
+void Communicator::send(int, const float*, std::size_t, int) {
+  throw Error(Errc::kUsage, "point-to-point sends need the MPI backend");
+}
+void Communicator::recv(int, float*, std::size_t, int) {
+  throw Error(Errc::kUsage, "point-to-point sends need the MPI backend");
+}
+void Communicator::finish_sends() {}
 
 void Communicator::count(std::uint32_t axis, double bytes, CallKind kind) noexcept {
   if (axis >= bytes_.size() || mesh_[axis] < 2) return;
@@ -94,6 +103,14 @@ std::unique_ptr<Communicator> make_communicator(Backend b, std::vector<std::int6
   }
   return b == Backend::Mpi ? detail::make_mpi_communicator(std::move(mesh))
                            : detail::make_nccl_communicator(std::move(mesh));
+}
+
+std::unique_ptr<Communicator> make_group_communicator(Backend b, std::vector<std::int64_t> mesh,
+                                                      int groups) {
+  if (b != Backend::Mpi)
+    throw Error(Errc::kUsage, "pipelined plans run on the MPI backend (--backend mpi)");
+  if (!backend_available(b)) throw Error(Errc::kUsage, "this build has no MPI backend");
+  return detail::make_mpi_communicator(std::move(mesh), groups);
 }
 
 }  // namespace recsearch::exec

@@ -17,17 +17,24 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <functional>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <thread>
 
+#include "exec/guard.hpp"
 #include "recsearch/error.hpp"
 #include "recsearch/exec/executor.hpp"
 #include "recsearch/exec/layout.hpp"
+#include "recsearch/exec/phases.hpp"
 #include "recsearch/io/json_io.hpp"
+#include "recsearch/io/pipeline_io.hpp"
 #include "recsearch/plan/evaluator.hpp"
+#include "recsearch/plan/pipeline.hpp"
+#include "recsearch/plan/training.hpp"
 #include "recsearch/problem.hpp"
 
 namespace recsearch::exec {
@@ -37,6 +44,11 @@ std::string fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
   return buf;
+}
+
+// measured / predicted, or "-" where the model predicts no time.
+std::string ratio_text(double measured, double predicted) {
+  return predicted > 0 ? fmt("%.2f", measured / predicted) : std::string("-");
 }
 
 struct Fault {
@@ -123,13 +135,6 @@ double model_forward_bytes(const ir::Graph& g, const plan::Evaluation& ev, bool 
   return sum;
 }
 
-int fail(Communicator* comm, int rank, const std::string& msg, int code) {
-  // One write per message, so that ranks' lines do not interleave.
-  std::cerr << ("recsearch exec: [rank " + std::to_string(rank) + "] " + msg + "\n") << std::flush;
-  if (comm != nullptr) comm->abort_all(code);
-  Runtime::abort_all(code);
-}
-
 // Everything a rank needs before the first collective, read and checked
 // without traffic.
 struct Inputs {
@@ -138,6 +143,12 @@ struct Inputs {
   plan::Plan plan;
   plan::Evaluation eval;
   std::optional<Fault> fault;
+  // The cost model's time per phase of a step (a forward pass without
+  // --train), on the cluster named by `cluster_source`.
+  PhaseTimes predicted;
+  std::string cluster_source;
+  // A plan with a "pipeline" section (docs/pipeline.md): its stages.
+  std::optional<plan::PipelinePlan> pipeline;
 };
 
 // The plan's stated redistributions, if it lists any, must be the ones its
@@ -170,6 +181,43 @@ void check_runnable(const ExecArgs& a, const Problem& problem, const plan::Plan&
   }
 }
 
+// A pipelined plan: its stages on the whole cluster, what exec runs of it
+// (the 1F1B forward pass on MPI), the world size and every stage's operators.
+void load_pipeline(const ExecArgs& a, Inputs& in, const std::string& ptext, const std::string& psrc,
+                   int world_size) {
+  const ir::Graph& g = in.problem->graph();
+  in.pipeline = io::parse_pipeline(ptext, psrc, g, in.problem->spaces(), *in.cluster);
+  const plan::PipelinePlan& pp = *in.pipeline;
+  if (a.train)
+    throw Error(Errc::kUsage, "exec runs a pipelined plan's forward pass only (no --train)",
+                "/pipeline", psrc);
+  if (pp.schedule != plan::Schedule::OneFOneB || pp.virtual_stages != 1)
+    throw Error(Errc::kUsage, "exec runs the 1F1B schedule only (the plan is interleaved)",
+                "/pipeline/schedule", psrc);
+  if (a.backend != Backend::Mpi)
+    throw Error(Errc::kUsage, "pipelined plans run on the MPI backend (--backend mpi)");
+  if (in.cluster->num_devices() != world_size)
+    throw Error(Errc::kPlan,
+                "the plan is for " + std::to_string(in.cluster->num_devices()) + " devices but " +
+                    std::to_string(world_size) + " ranks run it (mpirun -np " +
+                    std::to_string(in.cluster->num_devices()) + ")",
+                "/pipeline", psrc);
+  if (pp.microbatches > 1 &&
+      !plan::microbatch_view(g, in.problem->spaces(), pp.microbatches).has_value())
+    throw Error(Errc::kPlan, plan::microbatch_error(g, pp.microbatches), "/pipeline/microbatches",
+                psrc);
+  for (std::size_t j = 0; j < pp.stages.size(); ++j) {
+    const plan::Stage& st = pp.stages[j];
+    const plan::StageGraph sg = plan::stage_graph(g, in.problem->spaces(), st.first, st.last);
+    if (const auto bad = unsupported_operators(sg.graph, sg.spaces, st.plan); !bad.empty()) {
+      std::string msg = std::to_string(bad.size()) + " operator(s) of stage " + std::to_string(j) +
+                        " cannot be executed:";
+      for (const auto& b : bad) msg += "\n  " + b;
+      throw Error(Errc::kUsage, msg, "", in.problem->source());
+    }
+  }
+}
+
 // Reads the graph (through recsearch::Problem, as every tool does) and the
 // plan, on the cluster the plan was made for, and checks that this job can
 // run it.
@@ -180,13 +228,26 @@ Inputs load_inputs(const ExecArgs& a, int world_size) {
   const std::string psrc = a.plan == "-" ? "<stdin>" : a.plan;
   in.problem = Problem::read(a.graph);
   const std::string ptext = io::read_text_file(a.plan);
-  in.cluster = plan_file_cluster(ptext, psrc);
-  if (!in.cluster) throw Error(Errc::kPlan, "the plan has no mesh", "/mesh", psrc);
+  CostParams cost = in.problem->cost();
+  if (a.cluster.empty()) {
+    in.cluster = plan_file_cluster(ptext, psrc);
+    if (!in.cluster) throw Error(Errc::kPlan, "the plan has no mesh", "/mesh", psrc);
+    in.cluster_source = "the plan's cluster";
+  } else {
+    in.cluster = io::read_cluster_file(a.cluster, &cost);
+    in.cluster_source = "cluster " + a.cluster;
+  }
+  if (io::plan_has_pipeline(ptext, psrc)) {
+    load_pipeline(a, in, ptext, psrc, world_size);
+    return in;
+  }
   in.plan = in.problem->parse_plan(ptext, psrc, *in.cluster);
   refuse_unsupported_training(in.plan, psrc);
   if (a.train && a.optimizer != "sgd" && a.optimizer != "sgd-momentum" && a.optimizer != "adam")
     throw Error(Errc::kUsage, "--optimizer '" + a.optimizer + "': sgd, sgd-momentum or adam");
   if (a.train && !(a.lr > 0)) throw Error(Errc::kUsage, "--lr must be positive");
+  if (!(a.bucket_mib >= 0) || a.bucket_mib > 1e6)
+    throw Error(Errc::kUsage, "--bucket-mb must be between 0 and 1e6");
   if (in.plan.num_devices() != world_size) {
     throw Error(Errc::kPlan,
                 "the plan is for " + std::to_string(in.plan.num_devices()) + " devices but " +
@@ -201,6 +262,13 @@ Inputs load_inputs(const ExecArgs& a, int world_size) {
   if (a.train) evaluated.mode = Mode::Train;
   in.eval = plan::evaluate(in.problem->graph(), in.problem->spaces(), *in.cluster, evaluated,
                            CostParams{});
+  // The times: a forward pass alone is an inference step's forward.
+  plan::Plan timed = in.plan;
+  timed.mode = a.train ? Mode::Train : Mode::Infer;
+  in.predicted = predicted_phase_times(
+      in.problem->graph(),
+      plan::evaluate(in.problem->graph(), in.problem->spaces(), *in.cluster, timed, cost),
+      timed.mode, cost);
   check_stated_bytes(in.problem->graph(), in.eval, ptext, psrc);
   check_runnable(a, *in.problem, in.plan);
   return in;
@@ -263,6 +331,9 @@ void report_run(std::ostream& out, const ExecArgs& a, const Inputs& in, Communic
       << comm.backend_name() << ", " << a.steps << " step(s)\n";
   out << "  step time (forward, slowest rank): mean " << fmt("%.3f", t.total_s / a.steps * 1e3)
       << " ms, min " << fmt("%.3f", t.min_s * 1e3) << " ms\n";
+  out << "  predicted by the cost model (" << in.cluster_source << "): forward "
+      << fmt("%.3f", in.predicted.forward_s * 1e3) << " ms; measured/predicted "
+      << ratio_text(t.total_s / a.steps, in.predicted.forward_s) << "\n";
   out << "  bytes sent per rank, one forward pass, f32 elements:\n"
       << "    measured (rank 0)              " << fmt("%.0f", measured) << "\n"
       << "    predicted from the plan layouts " << fmt("%.0f", predicted.total)
@@ -464,7 +535,11 @@ void report_training(std::ostream& out, const ExecArgs& a, const Inputs& in, Com
       << (p.mode == Mode::Train && p.training.zero_stage > 0
               ? ", ZeRO stage " + std::to_string(p.training.zero_stage)
               : std::string())
-      << " (lr " << fmt("%g", a.lr) << ")\n";
+      << " (lr " << fmt("%g", a.lr) << "), "
+      << (a.bucket_mib > 0
+              ? "gradients all-reduced in buckets of " + fmt("%g", a.bucket_mib) + " MiB"
+              : std::string("one gradient collective per parameter"))
+      << "\n";
   out << "  loss (sum of one-element outputs and 1/2 mean(y^2) of the others):";
   for (std::size_t s = 0; s < r.losses.size(); ++s)
     out << (s % 6 == 0 ? "\n   " : "") << " " << fmt("%.7g", r.losses[s]);
@@ -478,6 +553,17 @@ void report_training(std::ostream& out, const ExecArgs& a, const Inputs& in, Com
       << fmt("%.3f", r.seconds[kBackward] / n * 1e3) << ", gradient sync "
       << fmt("%.3f", r.seconds[kSync] / n * 1e3) << ", optimizer "
       << fmt("%.3f", r.seconds[kOptimizer] / n * 1e3) << " ms\n";
+  const PhaseTimes& pt = in.predicted;
+  out << "  predicted by the cost model (" << in.cluster_source << "): step "
+      << fmt("%.3f", pt.step_s * 1e3) << " ms; forward " << fmt("%.3f", pt.forward_s * 1e3)
+      << ", backward " << fmt("%.3f", pt.backward_s * 1e3) << ", gradient sync "
+      << fmt("%.3f", pt.sync_s * 1e3) << ", optimizer " << fmt("%.3f", pt.optimizer_s * 1e3)
+      << " ms\n";
+  out << "  measured/predicted: step " << ratio_text(total / n, pt.step_s) << ", forward "
+      << ratio_text(r.seconds[kForward] / n, pt.forward_s) << ", backward "
+      << ratio_text(r.seconds[kBackward] / n, pt.backward_s) << ", gradient sync "
+      << ratio_text(r.seconds[kSync] / n, pt.sync_s) << ", optimizer "
+      << ratio_text(r.seconds[kOptimizer] / n, pt.optimizer_s) << "\n";
   const auto [model_bwd, model_sync] = model_backward_bytes(g, in.eval);
   const std::array<double, 3> model = {model_forward_bytes(g, in.eval, true), model_bwd,
                                        model_sync};
@@ -617,16 +703,280 @@ int execute_training(const ExecArgs& a, const Inputs& in, Executor& ex, Communic
   return code;
 }
 
+// ---- pipelined plans: the 1F1B forward pass over m microbatches ----
+
+// One stage as this rank runs it: its graph (of the microbatch graph), plan,
+// device group's communicator, the stages that feed it and that it feeds.
+struct StageRun {
+  std::size_t index = 0;
+  const plan::Stage* stage = nullptr;
+  plan::StageGraph sg;
+  std::unique_ptr<Communicator> comm;
+  std::size_t devices = 1;  // per group
+  std::size_t local = 0;    // this rank within its group
+};
+
+// The stage whose operators produce full-graph tensor t.
+std::size_t stage_of_producer(const plan::PipelinePlan& pp, const ir::Graph& g, ir::TensorId t) {
+  const ir::OpId o = g.tensor(t).producer;
+  for (std::size_t j = 0; j < pp.stages.size(); ++j)
+    if (o >= pp.stages[j].first && o < pp.stages[j].last) return j;
+  throw Error(Errc::kInternal, "no stage produces '" + g.tensor(t).name + "'");
+}
+
+// The later stages that use full-graph tensor t, in order.
+std::vector<std::size_t> stages_using(const plan::PipelinePlan& pp, const ir::Graph& g,
+                                      ir::TensorId t, std::size_t after) {
+  std::vector<std::size_t> out;
+  for (std::size_t j = after + 1; j < pp.stages.size(); ++j) {
+    for (const ir::OpId c : g.tensor(t).consumers) {
+      if (c >= pp.stages[j].first && c < pp.stages[j].last) {
+        out.push_back(j);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+// Every rank of a group holds one chunk of a boundary tensor's flat
+// elements (ceil(n / devices) each, the last padded): the Megatron-LM
+// scatter/gather the cost model prices (each device sends its share).
+std::int64_t chunk_of(std::int64_t n, std::size_t devices) {
+  const auto d = static_cast<std::int64_t>(devices);
+  return (n + d - 1) / d;
+}
+
+Layout all_axes(std::size_t axes, cost::AxisLayout l) { return Layout(axes, l); }
+
+// The value of element `index` of stage-graph tensor t in microbatch k: the
+// whole graph's seeded value, at the microbatch's rows when the tensor's
+// batch (its dim 0) is split into microbatches.
+float microbatch_value(const ir::Graph& whole, const ir::Graph& part, ir::TensorId t,
+                       std::int64_t index, std::int64_t k, std::uint64_t seed) {
+  const ir::Tensor& tensor = part.tensor(t);
+  const auto id = whole.find_tensor(tensor.name);
+  if (!id) throw Error(Errc::kInternal, "no tensor '" + tensor.name + "' in the graph");
+  const bool split = whole.tensor(*id).shape != tensor.shape;
+  return input_value(whole, *id, split ? k * ir::num_elements(tensor.shape) + index : index, seed);
+}
+
+struct PipelineRun {
+  double seconds = 0;
+  double p2p_predicted = 0;   // bytes this rank sends point to point, per step
+  double coll_predicted = 0;  // bytes of its group's collectives, per step
+  double p2p_measured = 0, coll_measured = 0;
+  double model_p2p = 0;  // the cost model's (plan::stage_sends), per device per step
+  bool ok = true;        // --check on this rank's group root
+  std::string check_text;
+};
+
+int execute_pipeline(const ExecArgs& a, const Inputs& in, std::unique_ptr<Communicator>& comm,
+                     int rank) {
+  const ir::Graph& g = in.problem->graph();
+  const plan::PipelinePlan& pp = *in.pipeline;
+  const std::int64_t m = pp.microbatches;
+  std::optional<plan::MicrobatchView> mv;
+  if (m > 1) mv = plan::microbatch_view(g, in.problem->spaces(), m);
+  const ir::Graph& mg = mv ? mv->graph : g;
+  const std::vector<algebra::OpSpace>& mspaces = mv ? mv->spaces : in.problem->spaces();
+  // The whole job (for the time and the checks' verdict), then this rank's group.
+  comm = make_communicator(Backend::Mpi, {static_cast<std::int64_t>(in.cluster->num_devices())});
+  comm->set_timeout(a.timeout_s);
+  const auto groups = static_cast<int>(pp.groups);
+  StageRun run;
+  run.devices = in.cluster->num_devices() / pp.groups;
+  run.index = static_cast<std::size_t>(rank) / run.devices;
+  run.local = static_cast<std::size_t>(rank) % run.devices;
+  run.stage = &pp.stages.at(run.index);
+  run.sg = plan::stage_graph(mg, mspaces, run.stage->first, run.stage->last);
+  run.comm = make_group_communicator(Backend::Mpi, mesh_sizes(run.stage->plan), groups);
+  run.comm->set_timeout(a.timeout_s);
+  Communicator& gc = *run.comm;
+  Redistributor redist(gc);
+  const ir::Graph& sgraph = run.sg.graph;
+  const std::size_t axes = gc.mesh().size();
+  const auto stage_id = [&](ir::TensorId full) {
+    const auto t = sgraph.find_tensor(mg.tensor(full).name);
+    if (!t) throw Error(Errc::kInternal, "no stage tensor '" + mg.tensor(full).name + "'");
+    return *t;
+  };
+  std::function<void(ir::OpId)> hook;
+  if (in.fault && in.fault->rank == rank && in.fault->kind != "grad") {
+    const auto inner = fault_hook(*in.fault);
+    const ir::OpId first = run.stage->first;
+    hook = [inner, first](ir::OpId o) { inner(o + first); };
+  }
+  PipelineRun r;
+  std::deque<std::vector<float>> outgoing;  // alive until finish_sends
+  std::vector<std::unique_ptr<Executor>> done;
+  comm->barrier();
+  const auto t0 = std::chrono::steady_clock::now();
+  // 1F1B's forward order: each stage runs microbatch 0, 1, ... as its inputs arrive.
+  for (std::int64_t k = 0; k < m; ++k) {
+    ExecOptions opts;
+    opts.seed = a.seed;
+    opts.before_op = hook;
+    opts.value = [&, k](ir::TensorId t, std::int64_t i) {
+      return microbatch_value(g, sgraph, t, i, k, a.seed);
+    };
+    auto ex = std::make_unique<Executor>(sgraph, run.sg.spaces, run.stage->plan, gc, opts);
+    for (const ir::TensorId full : run.sg.received) {
+      const ir::TensorId t = stage_id(full);
+      const std::int64_t n = ir::num_elements(sgraph.tensor(t).shape);
+      const std::int64_t c = chunk_of(n, run.devices);
+      const std::size_t from = stage_of_producer(pp, mg, full);
+      LocalTensor flat{{c * static_cast<std::int64_t>(run.devices)},
+                       all_axes(axes, cost::AxisLayout::shard(0)),
+                       std::vector<float>(static_cast<std::size_t>(c))};
+      gc.recv(static_cast<int>(from * run.devices + run.local), flat.data.data(), flat.data.size(),
+              static_cast<int>(full));
+      LocalTensor whole = redist.redistribute(flat, all_axes(axes, cost::AxisLayout::replicate()));
+      whole.data.resize(static_cast<std::size_t>(n));
+      whole.full = sgraph.tensor(t).shape;
+      r.coll_predicted +=
+          redistribution_bytes(flat.full, flat.layout, whole.layout, gc.mesh()).total;
+      const Layout& holder = ex->layouts().holders[t];
+      ex->set_input(t, redist.redistribute(whole, holder).data);
+    }
+    r.coll_predicted += predict_exec_bytes(sgraph, ex->layouts()).total;
+    ex->run();
+    for (const ir::TensorId full : run.sg.sent) {
+      const ir::TensorId t = stage_id(full);
+      const LocalTensor& block = ex->block(t);
+      const Layout replicated = all_axes(axes, cost::AxisLayout::replicate());
+      r.coll_predicted +=
+          redistribution_bytes(block.full, block.layout, replicated, gc.mesh()).total;
+      const LocalTensor whole = redist.redistribute(block, replicated);
+      const std::int64_t n = ir::num_elements(block.full);
+      const std::int64_t c = chunk_of(n, run.devices);
+      std::vector<float> chunk(static_cast<std::size_t>(c), 0.0f);
+      const std::int64_t begin = c * static_cast<std::int64_t>(run.local);
+      for (std::int64_t i = begin; i < std::min(n, begin + c); ++i)
+        chunk[static_cast<std::size_t>(i - begin)] = whole.data[static_cast<std::size_t>(i)];
+      outgoing.push_back(std::move(chunk));
+      for (const std::size_t to : stages_using(pp, mg, full, run.index)) {
+        gc.send(static_cast<int>(to * run.devices + run.local), outgoing.back().data(),
+                outgoing.back().size(), static_cast<int>(full));
+        r.p2p_predicted += static_cast<double>(c) * sizeof(float);
+      }
+    }
+    done.push_back(std::move(ex));
+  }
+  gc.finish_sends();
+  r.seconds = comm->max_over_ranks(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  r.p2p_measured = gc.p2p_bytes();
+  r.coll_measured = gc.bytes_sent();
+  const plan::StageGraph whole_stage =
+      plan::stage_graph(g, in.problem->spaces(), run.stage->first, run.stage->last);
+  // The model prices the graph's dtypes; exec sends f32: its count at 4 bytes an element.
+  double dtype_bytes = 0, f32_bytes = 0;
+  for (const ir::TensorId t : whole_stage.sent) {
+    dtype_bytes += g.tensor(t).bytes();
+    f32_bytes += ir::num_elements(g.tensor(t).shape) * 4.0;
+  }
+  r.model_p2p = plan::stage_sends(g, whole_stage, *in.cluster, pp, Mode::Infer).bytes *
+                static_cast<double>(m) * (dtype_bytes > 0 ? f32_bytes / dtype_bytes : 1.0);
+  const bool bytes_ok = std::abs(r.p2p_measured - r.p2p_predicted) <= 0.5 &&
+                        std::abs(r.coll_measured - r.coll_predicted) <= 0.5;
+  const bool all_bytes_ok = comm->max_over_ranks(bytes_ok ? 0.0 : 1.0) == 0.0;
+  const double worst_p2p = comm->max_over_ranks(std::abs(r.p2p_measured - r.model_p2p));
+
+  std::ostringstream out;
+  if (rank == 0) {
+    out << "recsearch exec: " << g.name() << " on " << comm->size() << " rank(s), pipeline of "
+        << pp.stages.size() << " stage(s) on " << pp.groups << " group(s) of " << run.devices
+        << ", 1F1B forward over " << m << " microbatch(es), backend mpi\n";
+    out << "  forward time (slowest rank, every microbatch): " << fmt("%.3f", r.seconds * 1e3)
+        << " ms\n";
+    out << "  bytes sent per rank, one forward pass, f32 elements (rank 0):\n"
+        << "    point to point: measured " << fmt("%.0f", r.p2p_measured) << ", predicted "
+        << fmt("%.0f", r.p2p_predicted) << ", cost model " << fmt("%.0f", r.model_p2p)
+        << (worst_p2p <= 0.5 ? " (equal on every rank)" : " (differs on some rank)") << "\n"
+        << "    stage collectives: measured " << fmt("%.0f", r.coll_measured) << ", predicted "
+        << fmt("%.0f", r.coll_predicted) << "\n"
+        << "    predicted" << (all_bytes_ok ? ": every rank matches" : ": MISMATCH on some rank")
+        << "\n";
+  }
+  int code = all_bytes_ok ? 0 : exit_code(Errc::kRuntime);
+  if (a.check) {
+    // Each group's first rank runs every microbatch of the unpipelined
+    // microbatch graph on one device and compares its stage's graph outputs.
+    bool ok = true;
+    double worst = 0;
+    std::size_t compared = 0;
+    for (std::int64_t k = 0; k < m; ++k) {
+      std::unique_ptr<Communicator> solo;
+      std::unique_ptr<Executor> ref;
+      if (run.local == 0) {
+        plan::Plan one;
+        one.cuts.assign(mg.num_operators(), {});
+        solo = make_local_communicator();
+        ExecOptions ro;
+        ro.seed = a.seed;
+        ro.value = [&, k](ir::TensorId t, std::int64_t i) {
+          return microbatch_value(g, mg, t, i, k, a.seed);
+        };
+        ref = std::make_unique<Executor>(mg, mspaces, one, *solo, ro);
+        ref->run();
+      }
+      Executor& ex = *done[static_cast<std::size_t>(k)];
+      for (const ir::TensorId t : ex.outputs()) {
+        const auto full = mg.find_tensor(sgraph.tensor(t).name);
+        if (!full || !mg.tensor(*full).consumers.empty()) continue;  // sent, not an output
+        const std::vector<float> got = ex.gather_full(t);            // collective within the group
+        if (run.local != 0) continue;
+        double max_abs = 0;
+        const double err = normwise_error(ref->block(*full).data, got, &max_abs);
+        worst = std::max(worst, err);
+        ++compared;
+        if (!(err <= 1e-4)) {
+          ok = false;
+          std::cerr << ("recsearch exec: [rank " + std::to_string(rank) + "] check output " +
+                        mg.tensor(*full).name + " of microbatch " + std::to_string(k) +
+                        ": max abs error " + fmt("%.3g", max_abs) + " FAILED (tolerance 1e-4)\n")
+                    << std::flush;
+        }
+      }
+    }
+    const double all_worst = comm->max_over_ranks(worst);
+    const double all_compared = comm->max_over_ranks(static_cast<double>(compared));
+    const bool all_ok = comm->max_over_ranks(ok && all_bytes_ok ? 0.0 : 1.0) == 0.0;
+    if (!all_ok) code = exit_code(Errc::kRuntime);
+    if (rank == 0) {
+      out << "  check every output of every microbatch against a one-device run: max error "
+          << "relative to 1+max|ref| " << fmt("%.3g", all_worst) << " (up to "
+          << fmt("%.0f", all_compared) << " output block(s) on a group)\n";
+      out << "  check: " << (all_ok ? "passed" : "FAILED") << "\n";
+    }
+  }
+  if (rank == 0) std::cout << out.str() << std::flush;
+  if (!bytes_ok) {
+    std::cerr << ("recsearch exec: [rank " + std::to_string(rank) + "] sent " +
+                  fmt("%.0f", r.p2p_measured) + " point-to-point and " +
+                  fmt("%.0f", r.coll_measured) + " collective bytes, the plan predicts " +
+                  fmt("%.0f", r.p2p_predicted) + " and " + fmt("%.0f", r.coll_predicted) + "\n")
+              << std::flush;
+  }
+  done.clear();
+  run.comm.reset();
+  comm.reset();
+  return code;
+}
+
 // Executes the agreed inputs and reports on rank 0; returns the exit code.
 // Traffic the plan does not account for is a failure, check or not.
 int execute(const ExecArgs& a, const Inputs& in, std::unique_ptr<Communicator>& comm, int rank) {
   const oneapi::tbb::global_control threads(oneapi::tbb::global_control::max_allowed_parallelism,
                                             threads_per_rank());
+  if (in.pipeline) return execute_pipeline(a, in, comm, rank);
   comm = make_communicator(a.backend, mesh_sizes(in.plan));
   comm->set_timeout(a.timeout_s);
   ExecOptions opts;
   opts.seed = a.seed;
   opts.use_gpu = a.backend == Backend::Nccl;
+  opts.bucket_elements = static_cast<std::size_t>(a.bucket_mib * 1024 * 1024 / sizeof(float));
   if (in.fault && in.fault->rank == rank) {
     opts.before_op = fault_hook(*in.fault);
     if (in.fault->kind == "grad") opts.corrupt_backward_op = static_cast<ir::OpId>(in.fault->op);
@@ -683,25 +1033,19 @@ int run_exec(const ExecArgs& a, int* argc, char*** argv) {
     return worst;
   };
   Inputs in;
-  try {
-    in = load_inputs(a, rt.world_size());
-  } catch (const Error& e) {
-    return agree_on_input(exit_code(e.code()), e.what());
-  } catch (const std::bad_alloc&) {
-    return agree_on_input(4, "out of memory");
-  } catch (const std::exception& e) {
-    return agree_on_input(4, std::string("internal error: ") + e.what());
-  }
+  // A rank that failed to read has told the others in agree_on_input (a non-zero result).
+  const int read = detail::guarded(
+      [&] {
+        in = load_inputs(a, rt.world_size());
+        return 0;
+      },
+      [&](const std::string& msg, int code) { return agree_on_input(code, msg); });
+  if (read != 0) return read;
   if (const int worst = agree_on_input(0, {}); worst != 0) return worst;
-  try {
-    return execute(a, in, comm, rank);
-  } catch (const Error& e) {
-    return fail(comm.get(), rank, e.what(), exit_code(e.code()));
-  } catch (const std::bad_alloc&) {
-    return fail(comm.get(), rank, "out of memory", 4);
-  } catch (const std::exception& e) {
-    return fail(comm.get(), rank, std::string("internal error: ") + e.what(), 4);
-  }
+  return detail::guarded([&] { return execute(a, in, comm, rank); },
+                         [&](const std::string& msg, int code) -> int {
+                           detail::fail_every_rank(comm.get(), "recsearch exec", rank, msg, code);
+                         });
 }
 
 }  // namespace recsearch::exec

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <deque>
 #include <limits>
+#include <map>
+#include <utility>
 
 #include "exec/kernels.hpp"
 #include "recsearch/error.hpp"
@@ -263,10 +265,20 @@ void Executor::make_inputs() {
     for_each_element(tensor.shape, local, local_offsets(tensor.shape, lt->layout, mesh, coords_),
                      [&](std::int64_t i, std::int64_t global) {
                        lt->data[static_cast<std::size_t>(i)] =
-                           input_value(g_, t, global, options_.seed);
+                           options_.value ? options_.value(t, global)
+                                          : input_value(g_, t, global, options_.seed);
                      });
     held_[t] = std::move(lt);
   }
+}
+
+void Executor::set_input(ir::TensorId t, std::vector<float> data) {
+  if (t >= held_.size() || g_.tensor(t).producer != ir::kNone || !held_[t] ||
+      held_[t]->data.size() != data.size())
+    throw Error(Errc::kInternal, "set_input: '" + g_.tensor(t).name +
+                                     "' is not an input block of " + std::to_string(data.size()) +
+                                     " elements");
+  held_[t]->data = std::move(data);
 }
 
 void Executor::run() {
@@ -460,13 +472,9 @@ void Executor::backward_op(ir::OpId o) {
   }
 }
 
-LocalTensor& Executor::collect_gradient(ir::TensorId t) {
-  if (grads_[t]) return *grads_[t];
-  const Layout& target = grads_layout_.target[t];
-  auto sum = std::make_unique<LocalTensor>(zeros(g_.tensor(t).shape, target, layouts_.mesh));
+std::vector<LocalTensor> Executor::contributions_by_layout(ir::TensorId t) {
   std::vector<LocalTensor>& parts = contributions_[t];
-  // Contributions in one layout add up locally; each distinct layout then
-  // moves once (the order of first arrival, as predict_train_bytes counts).
+  std::vector<LocalTensor> groups;
   std::vector<bool> used(parts.size(), false);
   for (std::size_t i = 0; i < parts.size(); ++i) {
     if (used[i]) continue;
@@ -476,19 +484,91 @@ LocalTensor& Executor::collect_gradient(ir::TensorId t) {
       add_into(group.data, parts[k].data);
       used[k] = true;
     }
+    groups.push_back(std::move(group));
+  }
+  parts.clear();
+  return groups;
+}
+
+LocalTensor& Executor::collect_gradient(ir::TensorId t) {
+  if (grads_[t]) return *grads_[t];
+  const Layout& target = grads_layout_.target[t];
+  auto sum = std::make_unique<LocalTensor>(zeros(g_.tensor(t).shape, target, layouts_.mesh));
+  // Contributions in one layout add up locally; each distinct layout then
+  // moves once (the order of first arrival, as predict_train_bytes counts).
+  for (const LocalTensor& group : contributions_by_layout(t)) {
     if (group.layout == target) {
       add_into(sum->data, group.data);
     } else {
       add_into(sum->data, redist_.redistribute(group, target).data);
     }
   }
-  parts.clear();
   grads_[t] = std::move(sum);
   return *grads_[t];
 }
 
+namespace {
+
+// The axes a contribution is all-reduced over when all-reduces alone bring
+// it to its target (a partial sum on those axes, the target's layout
+// elsewhere): its block keeps its shape, so blocks of several parameters
+// can share one buffer. Empty when other collectives are needed.
+std::vector<std::uint32_t> all_reduce_axes(const LocalTensor& part, const Layout& target,
+                                           const std::vector<std::int64_t>& mesh) {
+  std::vector<std::uint32_t> axes;
+  for (const RedistStep& st : redistribution_plan(part.layout, target, part.full, mesh)) {
+    if (st.kind != StepKind::AllReduce) return {};
+    axes.push_back(st.axis);
+  }
+  return axes;
+}
+
+// Parameter gradients waiting to be all-reduced together over the same axes.
+struct GradientBucket {
+  std::vector<float> data;
+  std::vector<std::pair<LocalTensor*, std::size_t>> parts;  // sum to add into, offset
+};
+
+}  // namespace
+
 void Executor::sync_gradients() {
-  for (const ir::TensorId t : trained_) (void)collect_gradient(t);
+  // Buckets by the axes they are all-reduced over, flushed when the next
+  // part would overflow them and at the end, in axis order: the same
+  // sequence of collectives on every rank (every rank has the same layouts).
+  std::map<std::vector<std::uint32_t>, GradientBucket> open;
+  const auto flush = [&](const std::vector<std::uint32_t>& axes, GradientBucket& b) {
+    if (b.parts.empty()) return;
+    for (const std::uint32_t axis : axes) comm_.all_reduce(axis, b.data.data(), b.data.size());
+    for (auto& [sum, offset] : b.parts) {
+      for (std::size_t i = 0; i < sum->data.size(); ++i) sum->data[i] += b.data[offset + i];
+    }
+    b = GradientBucket{};
+  };
+  for (const ir::TensorId t : trained_) {
+    if (grads_[t]) continue;
+    const Layout& target = grads_layout_.target[t];
+    grads_[t] = std::make_unique<LocalTensor>(zeros(g_.tensor(t).shape, target, layouts_.mesh));
+    LocalTensor& sum = *grads_[t];
+    for (const LocalTensor& group : contributions_by_layout(t)) {
+      if (group.layout == target) {
+        add_into(sum.data, group.data);
+        continue;
+      }
+      const std::vector<std::uint32_t> axes = options_.bucket_elements > 0
+                                                  ? all_reduce_axes(group, target, layouts_.mesh)
+                                                  : std::vector<std::uint32_t>{};
+      if (axes.empty()) {
+        add_into(sum.data, redist_.redistribute(group, target).data);
+        continue;
+      }
+      GradientBucket& b = open[axes];
+      if (!b.parts.empty() && b.data.size() + group.data.size() > options_.bucket_elements)
+        flush(axes, b);
+      b.parts.emplace_back(&sum, b.data.size());
+      b.data.insert(b.data.end(), group.data.begin(), group.data.end());
+    }
+  }
+  for (auto& [axes, b] : open) flush(axes, b);
 }
 
 void Executor::optimizer_step(const OptimizerSettings& s) {

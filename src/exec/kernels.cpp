@@ -38,6 +38,84 @@ std::vector<std::int64_t> broadcast_strides(const Shape& s, const Shape& out) {
   return st;
 }
 
+std::vector<std::int64_t> row_major_strides(const Shape& s) {
+  std::vector<std::int64_t> st(s.size(), 1);
+  for (std::size_t d = s.size(); d-- > 1;) st[d - 1] = st[d] * s[d];
+  return st;
+}
+
+BroadcastIndex::BroadcastIndex(const Shape& x, const Shape& y, const Shape& out_shape)
+    : out(out_shape), sx(broadcast_strides(x, out_shape)), sy(broadcast_strides(y, out_shape)) {}
+
+std::pair<std::int64_t, std::int64_t> BroadcastIndex::operands(std::int64_t i) const {
+  std::int64_t rest = i, ox = 0, oy = 0;
+  for (std::size_t d = out.size(); d-- > 0;) {
+    const std::int64_t c = rest % out[d];
+    rest /= out[d];
+    ox += c * sx[d];
+    oy += c * sy[d];
+  }
+  return {ox, oy};
+}
+
+TransposeIndex::TransposeIndex(const ir::Operator& op, const Shape& in, const Shape& out_shape)
+    : out(out_shape) {
+  std::vector<std::int64_t> perm;
+  if (const auto p = op.attrs.get_ints("perm")) {
+    perm = *p;
+  } else {
+    for (std::size_t d = in.size(); d-- > 0;) perm.push_back(static_cast<std::int64_t>(d));
+  }
+  const std::vector<std::int64_t> in_stride = row_major_strides(in);
+  for (std::size_t d = 0; d < out.size(); ++d)
+    stride.push_back(in_stride[static_cast<std::size_t>(norm_axis(perm[d], in.size()))]);
+}
+
+std::int64_t TransposeIndex::source(std::int64_t o) const {
+  std::int64_t rest = o, off = 0;
+  for (std::size_t d = out.size(); d-- > 0;) {
+    off += (rest % out[d]) * stride[d];
+    rest /= out[d];
+  }
+  return off;
+}
+
+ReduceIndex::ReduceIndex(const ir::Operator& op, const Shape& in_shape, const Shape& full_in)
+    : in(in_shape), reduced(in_shape.size(), true) {
+  if (const auto axes = op.attrs.get_ints("axes")) {
+    std::fill(reduced.begin(), reduced.end(), false);
+    for (const auto ax : *axes) reduced[static_cast<std::size_t>(norm_axis(ax, in.size()))] = true;
+  }
+  for (std::size_t d = 0; d < in.size(); ++d) {
+    if (reduced[d]) {
+      count *= static_cast<double>(full_in[d]);
+    } else {
+      kept.push_back(in[d]);
+    }
+  }
+}
+
+std::int64_t ReduceIndex::target(std::int64_t i) const {
+  std::int64_t rest = i, out = 0, mul = 1;
+  for (std::size_t d = in.size(); d-- > 0;) {
+    const std::int64_t c = rest % in[d];
+    rest /= in[d];
+    if (!reduced[d]) {
+      out += c * mul;
+      mul *= in[d];
+    }
+  }
+  return out;
+}
+
+AxisSpan axis_span(const ir::Operator& op, const Shape& s) {
+  AxisSpan span;
+  span.axis = static_cast<std::size_t>(norm_axis(op.attrs.get_int("axis", 0), s.size()));
+  for (std::size_t d = 0; d < span.axis; ++d) span.outer *= s[d];
+  for (std::size_t d = span.axis + 1; d < s.size(); ++d) span.inner *= s[d];
+  return span;
+}
+
 float unary(OpKind k, float x) {
   switch (k) {
     case OpKind::ReLU: return x > 0 ? x : 0.0f;
@@ -96,21 +174,13 @@ void k_unary(const KernelArgs& a) {
 }
 
 void k_binary(const KernelArgs& a) {
-  const Shape& out = a.out_shapes[0];
-  const auto sx = broadcast_strides(a.in_shapes[0], out);
-  const auto sy = broadcast_strides(a.in_shapes[1], out);
+  const BroadcastIndex index(a.in_shapes[0], a.in_shapes[1], a.out_shapes[0]);
   const Buf& x = *a.in[0];
   const Buf& y = *a.in[1];
   Buf& z = *a.out[0];
   const OpKind kind = a.op->kind;
-  parallel_rows(numel(out), [&](std::int64_t i) {
-    std::int64_t rest = i, ox = 0, oy = 0;
-    for (std::size_t d = out.size(); d-- > 0;) {
-      const std::int64_t c = rest % out[d];
-      rest /= out[d];
-      ox += c * sx[d];
-      oy += c * sy[d];
-    }
+  parallel_rows(numel(a.out_shapes[0]), [&](std::int64_t i) {
+    const auto [ox, oy] = index.operands(i);
     z[static_cast<std::size_t>(i)] =
         binary(kind, x[static_cast<std::size_t>(ox)], y[static_cast<std::size_t>(oy)]);
   });
@@ -264,37 +334,47 @@ std::optional<Equation> parse_equation(std::string eq) {
   return e;
 }
 
-namespace {
-
-void k_einsum(const KernelArgs& a) {
+EinsumLoops einsum_loops(const KernelArgs& a) {
   const auto eq = parse_equation(a.op->attrs.get_string("equation", ""));
   if (!eq) throw Error(Errc::kInternal, "einsum equation unreadable at run time");
   std::map<char, std::int64_t> size;
   for (std::size_t j = 0; j < eq->in.size(); ++j) {
     for (std::size_t d = 0; d < eq->in[j].size(); ++d) size[eq->in[j][d]] = a.in_shapes[j][d];
   }
-  std::string letters = eq->out;
+  EinsumLoops e;
+  e.letters = eq->out;
   for (const auto& [c, n] : size) {
-    if (eq->out.find(c) == std::string::npos) letters += c;  // summed letters after the output's
+    if (eq->out.find(c) == std::string::npos) e.letters += c;  // summed letters after the output's
   }
-  const std::size_t n_out = eq->out.size();
-  std::vector<std::int64_t> extent;
-  for (const char c : letters) extent.push_back(size[c]);
-  // Stride of every letter in every operand (0 when absent; summed when repeated).
-  std::vector<std::vector<std::int64_t>> stride(eq->in.size(),
-                                                std::vector<std::int64_t>(letters.size(), 0));
+  e.n_out = eq->out.size();
+  for (const char c : e.letters) {
+    e.extent.push_back(size[c]);
+    e.total *= size[c];
+  }
+  e.stride.assign(eq->in.size(), std::vector<std::int64_t>(e.letters.size(), 0));
   for (std::size_t j = 0; j < eq->in.size(); ++j) {
     std::int64_t s = 1;
     for (std::size_t d = eq->in[j].size(); d-- > 0;) {
-      stride[j][letters.find(eq->in[j][d])] += s;
+      e.stride[j][e.letters.find(eq->in[j][d])] += s;
       s *= a.in_shapes[j][d];
     }
   }
-  std::int64_t inner = 1;
-  for (std::size_t l = n_out; l < letters.size(); ++l) inner *= extent[l];
+  for (std::size_t l = e.n_out; l < e.letters.size(); ++l) e.inner *= e.extent[l];
+  return e;
+}
+
+namespace {
+
+void k_einsum(const KernelArgs& a) {
+  const EinsumLoops e = einsum_loops(a);
+  const std::size_t n_out = e.n_out;
+  const std::vector<std::int64_t>& extent = e.extent;
+  const auto& stride = e.stride;
+  const std::string& letters = e.letters;
+  const std::int64_t inner = e.inner;
   Buf& y = *a.out[0];
   parallel_rows(numel(a.out_shapes[0]), [&](std::int64_t o) {
-    std::vector<std::int64_t> base(eq->in.size(), 0);
+    std::vector<std::int64_t> base(stride.size(), 0);
     std::int64_t rest = o;
     for (std::size_t l = n_out; l-- > 0;) {
       const std::int64_t c = rest % extent[l];
@@ -345,59 +425,23 @@ void k_gather(const KernelArgs& a) {
 }
 
 void k_transpose(const KernelArgs& a) {
-  const Shape& xs = a.in_shapes[0];
-  std::vector<std::int64_t> perm;
-  if (const auto p = a.op->attrs.get_ints("perm")) {
-    perm = *p;
-  } else {
-    for (std::size_t d = xs.size(); d-- > 0;) perm.push_back(static_cast<std::int64_t>(d));
-  }
-  const Shape& os = a.out_shapes[0];
-  std::vector<std::int64_t> in_stride(xs.size(), 1);
-  for (std::size_t d = xs.size(); d-- > 1;) in_stride[d - 1] = in_stride[d] * xs[d];
+  const TransposeIndex index(*a.op, a.in_shapes[0], a.out_shapes[0]);
   const Buf& x = *a.in[0];
   Buf& y = *a.out[0];
-  parallel_rows(numel(os), [&](std::int64_t o) {
-    std::int64_t rest = o, off = 0;
-    for (std::size_t d = os.size(); d-- > 0;) {
-      off += (rest % os[d]) * in_stride[static_cast<std::size_t>(norm_axis(perm[d], xs.size()))];
-      rest /= os[d];
-    }
-    y[static_cast<std::size_t>(o)] = x[static_cast<std::size_t>(off)];
+  parallel_rows(numel(a.out_shapes[0]), [&](std::int64_t o) {
+    y[static_cast<std::size_t>(o)] = x[static_cast<std::size_t>(index.source(o))];
   });
 }
 
 void k_reduce(const KernelArgs& a) {
-  const Shape& xs = a.in_shapes[0];
-  std::vector<bool> reduced(xs.size(), true);
-  if (const auto axes = a.op->attrs.get_ints("axes")) {
-    std::fill(reduced.begin(), reduced.end(), false);
-    for (const auto ax : *axes) reduced[static_cast<std::size_t>(norm_axis(ax, xs.size()))] = true;
-  }
-  double count = 1;
-  Shape kept;
-  for (std::size_t d = 0; d < xs.size(); ++d) {
-    if (reduced[d]) {
-      count *= static_cast<double>(a.full_in_shapes[0][d]);
-    } else {
-      kept.push_back(xs[d]);
-    }
-  }
+  const ReduceIndex index(*a.op, a.in_shapes[0], a.full_in_shapes[0]);
+  const double count = index.count;
   const bool max = a.op->kind == OpKind::ReduceMax;
-  std::vector<double> acc(static_cast<std::size_t>(numel(kept)),
+  std::vector<double> acc(static_cast<std::size_t>(numel(index.kept)),
                           max ? -std::numeric_limits<double>::infinity() : 0.0);
   const Buf& x = *a.in[0];
-  for (std::int64_t i = 0; i < numel(xs); ++i) {
-    std::int64_t rest = i, out = 0, mul = 1;
-    for (std::size_t d = xs.size(); d-- > 0;) {
-      const std::int64_t c = rest % xs[d];
-      rest /= xs[d];
-      if (!reduced[d]) {
-        out += c * mul;
-        mul *= xs[d];
-      }
-    }
-    double& s = acc[static_cast<std::size_t>(out)];
+  for (std::int64_t i = 0; i < numel(a.in_shapes[0]); ++i) {
+    double& s = acc[static_cast<std::size_t>(index.target(i))];
     s = max ? std::max(s, static_cast<double>(x[static_cast<std::size_t>(i)]))
             : s + x[static_cast<std::size_t>(i)];
   }
@@ -410,10 +454,7 @@ void k_reduce(const KernelArgs& a) {
 // Splits x along `axis` into the outputs, in order, by their (local) sizes.
 void k_split(const KernelArgs& a) {
   const Shape& xs = a.in_shapes[0];
-  const auto axis = static_cast<std::size_t>(norm_axis(a.op->attrs.get_int("axis", 0), xs.size()));
-  std::int64_t outer = 1, inner = 1;
-  for (std::size_t d = 0; d < axis; ++d) outer *= xs[d];
-  for (std::size_t d = axis + 1; d < xs.size(); ++d) inner *= xs[d];
+  const auto [axis, outer, inner] = axis_span(*a.op, xs);
   const Buf& x = *a.in[0];
   std::int64_t start = 0;
   for (std::size_t j = 0; j < a.out.size(); ++j) {
@@ -430,10 +471,7 @@ void k_split(const KernelArgs& a) {
 // Joins the inputs along `axis` (never cut: each block holds the whole axis).
 void k_concat(const KernelArgs& a) {
   const Shape& ys = a.out_shapes[0];
-  const auto axis = static_cast<std::size_t>(norm_axis(a.op->attrs.get_int("axis", 0), ys.size()));
-  std::int64_t outer = 1, inner = 1;
-  for (std::size_t d = 0; d < axis; ++d) outer *= ys[d];
-  for (std::size_t d = axis + 1; d < ys.size(); ++d) inner *= ys[d];
+  const auto [axis, outer, inner] = axis_span(*a.op, ys);
   Buf& y = *a.out[0];
   std::int64_t start = 0;
   for (std::size_t j = 0; j < a.in.size(); ++j) {
@@ -444,24 +482,6 @@ void k_concat(const KernelArgs& a) {
       std::copy(src, src + n * inner, y.begin() + (o * ys[axis] + start) * inner);
     }
     start += n;
-  }
-}
-
-// Visits the output elements of a Slice block: f(output index, input index).
-template <class F>
-void for_each_sliced(const KernelArgs& a, F&& f) {
-  const SliceDims sd = slice_dims(*a.op, a.full_in_shapes[0]);
-  const Shape& xs = a.in_shapes[0];
-  const Shape& ys = a.out_shapes[0];
-  std::vector<std::int64_t> stride(xs.size(), 1);
-  for (std::size_t d = xs.size(); d-- > 1;) stride[d - 1] = stride[d] * xs[d];
-  for (std::int64_t o = 0; o < numel(ys); ++o) {
-    std::int64_t rest = o, off = 0;
-    for (std::size_t d = ys.size(); d-- > 0;) {
-      off += (sd.start[d] + (rest % ys[d]) * sd.step[d]) * stride[d];
-      rest /= ys[d];
-    }
-    f(static_cast<std::size_t>(o), static_cast<std::size_t>(off));
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <oneapi/tbb/blocked_range.h>
@@ -64,6 +65,61 @@ struct KernelArgs {
 [[nodiscard]] std::vector<std::int64_t> broadcast_strides(const ir::Shape& s, const ir::Shape& out);
 [[nodiscard]] float unary(ir::OpKind k, float x);
 
+// Row-major strides of a shape (the last dim's is 1).
+[[nodiscard]] std::vector<std::int64_t> row_major_strides(const ir::Shape& s);
+
+// Output element i of an elementwise binary kind reads x[first] and
+// y[second] (each operand broadcast, right-aligned, onto the output).
+struct BroadcastIndex {
+  BroadcastIndex(const ir::Shape& x, const ir::Shape& y, const ir::Shape& out);
+  [[nodiscard]] std::pair<std::int64_t, std::int64_t> operands(std::int64_t i) const;
+  ir::Shape out;
+  std::vector<std::int64_t> sx, sy;
+};
+
+// Output element o of a Transpose block reads input element source(o)
+// (attribute perm; reversed dims without it).
+struct TransposeIndex {
+  TransposeIndex(const ir::Operator& op, const ir::Shape& in, const ir::Shape& out);
+  [[nodiscard]] std::int64_t source(std::int64_t o) const;
+  ir::Shape out;
+  std::vector<std::int64_t> stride;  // per output dim, the input stride it walks
+};
+
+// ReduceSum, ReduceMean, ReduceMax over attribute axes (every dim without
+// it): input element i folds into output element target(i); count is the
+// number of full-tensor elements each output reduces (ReduceMean divides by it).
+struct ReduceIndex {
+  ReduceIndex(const ir::Operator& op, const ir::Shape& in, const ir::Shape& full_in);
+  [[nodiscard]] std::int64_t target(std::int64_t i) const;
+  ir::Shape in;
+  std::vector<bool> reduced;  // per input dim
+  ir::Shape kept;             // the dims not reduced: the output block's extents
+  double count = 1;
+};
+
+// Split and Concat along attribute axis (default 0) of a tensor of shape s:
+// `outer` rows before the axis, `inner` elements after it.
+struct AxisSpan {
+  std::size_t axis = 0;
+  std::int64_t outer = 1, inner = 1;
+};
+[[nodiscard]] AxisSpan axis_span(const ir::Operator& op, const ir::Shape& s);
+
+// An Einsum on its blocks: the output's letters first, then the summed
+// ones; each letter's extent and, per operand, its stride (0 when the
+// operand lacks it, summed when it repeats); `inner` terms per output element.
+struct EinsumLoops {
+  std::string letters;
+  std::size_t n_out = 0;
+  std::vector<std::int64_t> extent;
+  std::vector<std::vector<std::int64_t>> stride;  // [operand][letter]
+  std::int64_t inner = 1;
+  std::int64_t total = 1;  // every term: product of all extents
+};
+// Error(kInternal) when the equation does not parse (kernel_support refused it before).
+[[nodiscard]] EinsumLoops einsum_loops(const KernelArgs& a);
+
 // f(i) for i in [0, n), split over oneTBB tasks.
 template <class F>
 void parallel_rows(std::int64_t n, F&& f) {
@@ -108,6 +164,22 @@ struct SliceDims {
   std::vector<std::int64_t> start, step;
 };
 [[nodiscard]] SliceDims slice_dims(const ir::Operator& op, const ir::Shape& full_in);
+
+// Visits the output elements of a Slice block: f(output index, input index).
+template <class F>
+void for_each_sliced(const KernelArgs& a, F&& f) {
+  const SliceDims sd = slice_dims(*a.op, a.full_in_shapes[0]);
+  const ir::Shape& ys = a.out_shapes[0];
+  const std::vector<std::int64_t> stride = row_major_strides(a.in_shapes[0]);
+  for (std::int64_t o = 0; o < numel(ys); ++o) {
+    std::int64_t rest = o, off = 0;
+    for (std::size_t d = ys.size(); d-- > 0;) {
+      off += (sd.start[d] + (rest % ys[d]) * sd.step[d]) * stride[d];
+      rest /= ys[d];
+    }
+    f(static_cast<std::size_t>(o), static_cast<std::size_t>(off));
+  }
+}
 
 // Runs the kernel of args.op->kind. Outputs must be sized already.
 void run_kernel(const KernelArgs& args);

@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <map>
 
 #include "exec/kernels.hpp"
 #include "recsearch/error.hpp"
@@ -87,20 +86,12 @@ std::pair<double, double> binary_derivatives(OpKind k, double x, double y) {
 }
 
 void b_binary(const KernelArgs& a, const Buf& dy, Buf* dx0, Buf* dx1) {
-  const Shape& out = a.out_shapes[0];
-  const auto sx = broadcast_strides(a.in_shapes[0], out);
-  const auto sy = broadcast_strides(a.in_shapes[1], out);
+  const BroadcastIndex index(a.in_shapes[0], a.in_shapes[1], a.out_shapes[0]);
   const Buf& x = *a.in[0];
   const Buf& y = *a.in[1];
   std::vector<double> gx(dx0 != nullptr ? x.size() : 0), gy(dx1 != nullptr ? y.size() : 0);
-  for (std::int64_t i = 0; i < numel(out); ++i) {
-    std::int64_t rest = i, ox = 0, oy = 0;
-    for (std::size_t d = out.size(); d-- > 0;) {
-      const std::int64_t c = rest % out[d];
-      rest /= out[d];
-      ox += c * sx[d];
-      oy += c * sy[d];
-    }
+  for (std::int64_t i = 0; i < numel(a.out_shapes[0]); ++i) {
+    const auto [ox, oy] = index.operands(i);
     const auto [px, py] = binary_derivatives(a.op->kind, x[static_cast<std::size_t>(ox)],
                                              y[static_cast<std::size_t>(oy)]);
     const double g = dy[static_cast<std::size_t>(i)];
@@ -237,33 +228,13 @@ void b_matmul(const KernelArgs& a, const Buf& dy, Buf* da, Buf* db) {
 // Every term of the einsum's sum in turn: each operand's gradient gets dy
 // times the other operands' factors at that point (repeated letters included).
 void b_einsum(const KernelArgs& a, const Buf& dy, const std::vector<Buf*>& dx) {
-  const auto eq = parse_equation(a.op->attrs.get_string("equation", ""));
-  if (!eq) throw Error(Errc::kInternal, "einsum equation unreadable at run time");
-  std::map<char, std::int64_t> size;
-  for (std::size_t j = 0; j < eq->in.size(); ++j) {
-    for (std::size_t d = 0; d < eq->in[j].size(); ++d) size[eq->in[j][d]] = a.in_shapes[j][d];
-  }
-  std::string letters = eq->out;
-  for (const auto& [c, n] : size) {
-    if (eq->out.find(c) == std::string::npos) letters += c;
-  }
-  std::vector<std::int64_t> extent;
-  std::int64_t total = 1;
-  for (const char c : letters) {
-    extent.push_back(size[c]);
-    total *= size[c];
-  }
-  const std::size_t nin = eq->in.size();
-  std::vector<std::vector<std::int64_t>> stride(nin, std::vector<std::int64_t>(letters.size(), 0));
-  for (std::size_t j = 0; j < nin; ++j) {
-    std::int64_t s = 1;
-    for (std::size_t d = eq->in[j].size(); d-- > 0;) {
-      stride[j][letters.find(eq->in[j][d])] += s;
-      s *= a.in_shapes[j][d];
-    }
-  }
-  std::int64_t inner = 1;
-  for (std::size_t l = eq->out.size(); l < letters.size(); ++l) inner *= extent[l];
+  const EinsumLoops e = einsum_loops(a);
+  const std::string& letters = e.letters;
+  const std::vector<std::int64_t>& extent = e.extent;
+  const auto& stride = e.stride;
+  const std::int64_t total = e.total;
+  const std::int64_t inner = e.inner;
+  const std::size_t nin = stride.size();
   std::vector<std::vector<double>> g(nin);
   for (std::size_t j = 0; j < nin; ++j) g[j].assign(dx[j] != nullptr ? a.in[j]->size() : 0, 0.0);
   std::vector<std::int64_t> off(nin);
@@ -317,23 +288,9 @@ void b_gather(const KernelArgs& a, const Buf& dy, Buf* dt) {
 
 void b_transpose(const KernelArgs& a, const Buf& dy, Buf* dx) {
   if (dx == nullptr) return;
-  const Shape& xs = a.in_shapes[0];
-  std::vector<std::int64_t> perm;
-  if (const auto p = a.op->attrs.get_ints("perm")) {
-    perm = *p;
-  } else {
-    for (std::size_t d = xs.size(); d-- > 0;) perm.push_back(static_cast<std::int64_t>(d));
-  }
-  const Shape& os = a.out_shapes[0];
-  std::vector<std::int64_t> in_stride(xs.size(), 1);
-  for (std::size_t d = xs.size(); d-- > 1;) in_stride[d - 1] = in_stride[d] * xs[d];
-  parallel_rows(numel(os), [&](std::int64_t o) {
-    std::int64_t rest = o, off = 0;
-    for (std::size_t d = os.size(); d-- > 0;) {
-      off += (rest % os[d]) * in_stride[static_cast<std::size_t>(norm_axis(perm[d], xs.size()))];
-      rest /= os[d];
-    }
-    (*dx)[static_cast<std::size_t>(off)] += dy[static_cast<std::size_t>(o)];
+  const TransposeIndex index(*a.op, a.in_shapes[0], a.out_shapes[0]);
+  parallel_rows(numel(a.out_shapes[0]), [&](std::int64_t o) {
+    (*dx)[static_cast<std::size_t>(index.source(o))] += dy[static_cast<std::size_t>(o)];
   });
 }
 
@@ -342,30 +299,12 @@ void b_transpose(const KernelArgs& a, const Buf& dy, Buf* dx) {
 // block's maximum is the tensor's).
 void b_reduce(const KernelArgs& a, const Buf& dy, Buf* dx) {
   if (dx == nullptr) return;
-  const Shape& xs = a.in_shapes[0];
-  std::vector<bool> reduced(xs.size(), true);
-  if (const auto axes = a.op->attrs.get_ints("axes")) {
-    std::fill(reduced.begin(), reduced.end(), false);
-    for (const auto ax : *axes) reduced[static_cast<std::size_t>(norm_axis(ax, xs.size()))] = true;
-  }
-  double count = 1;
-  for (std::size_t d = 0; d < xs.size(); ++d) {
-    if (reduced[d]) count *= static_cast<double>(a.full_in_shapes[0][d]);
-  }
+  const ReduceIndex index(*a.op, a.in_shapes[0], a.full_in_shapes[0]);
+  const double count = index.count;
   const Buf& x = *a.in[0];
   std::vector<std::size_t> out_of(x.size());
-  for (std::int64_t i = 0; i < numel(xs); ++i) {
-    std::int64_t rest = i, out = 0, mul = 1;
-    for (std::size_t d = xs.size(); d-- > 0;) {
-      const std::int64_t c = rest % xs[d];
-      rest /= xs[d];
-      if (!reduced[d]) {
-        out += c * mul;
-        mul *= xs[d];
-      }
-    }
-    out_of[static_cast<std::size_t>(i)] = static_cast<std::size_t>(out);
-  }
+  for (std::int64_t i = 0; i < numel(a.in_shapes[0]); ++i)
+    out_of[static_cast<std::size_t>(i)] = static_cast<std::size_t>(index.target(i));
   if (a.op->kind != OpKind::ReduceMax) {
     const double f = a.op->kind == OpKind::ReduceMean ? 1.0 / count : 1.0;
     for (std::size_t i = 0; i < x.size(); ++i) (*dx)[i] += static_cast<float>(dy[out_of[i]] * f);
@@ -384,10 +323,7 @@ void b_reduce(const KernelArgs& a, const Buf& dy, Buf* dx) {
 void b_split(const KernelArgs& a, const std::vector<const Buf*>& dy, Buf* dx) {
   if (dx == nullptr) return;
   const Shape& xs = a.in_shapes[0];
-  const auto axis = static_cast<std::size_t>(norm_axis(a.op->attrs.get_int("axis", 0), xs.size()));
-  std::int64_t outer = 1, inner = 1;
-  for (std::size_t d = 0; d < axis; ++d) outer *= xs[d];
-  for (std::size_t d = axis + 1; d < xs.size(); ++d) inner *= xs[d];
+  const auto [axis, outer, inner] = axis_span(*a.op, xs);
   std::int64_t start = 0;
   for (std::size_t j = 0; j < dy.size(); ++j) {
     const std::int64_t n = a.out_shapes[j][axis];
@@ -404,10 +340,7 @@ void b_split(const KernelArgs& a, const std::vector<const Buf*>& dy, Buf* dx) {
 // Each input gets its range of the concat axis back.
 void b_concat(const KernelArgs& a, const Buf& dy, const std::vector<Buf*>& dx) {
   const Shape& ys = a.out_shapes[0];
-  const auto axis = static_cast<std::size_t>(norm_axis(a.op->attrs.get_int("axis", 0), ys.size()));
-  std::int64_t outer = 1, inner = 1;
-  for (std::size_t d = 0; d < axis; ++d) outer *= ys[d];
-  for (std::size_t d = axis + 1; d < ys.size(); ++d) inner *= ys[d];
+  const auto [axis, outer, inner] = axis_span(*a.op, ys);
   std::int64_t start = 0;
   for (std::size_t j = 0; j < a.in.size(); ++j) {
     const std::int64_t n = a.in_shapes[j][axis];
@@ -426,19 +359,7 @@ void b_concat(const KernelArgs& a, const Buf& dy, const std::vector<Buf*>& dx) {
 // The elements a Slice took get dy back; the others nothing.
 void b_slice(const KernelArgs& a, const Buf& dy, Buf* dx) {
   if (dx == nullptr) return;
-  const SliceDims sd = slice_dims(*a.op, a.full_in_shapes[0]);
-  const Shape& xs = a.in_shapes[0];
-  const Shape& ys = a.out_shapes[0];
-  std::vector<std::int64_t> stride(xs.size(), 1);
-  for (std::size_t d = xs.size(); d-- > 1;) stride[d - 1] = stride[d] * xs[d];
-  for (std::int64_t o = 0; o < numel(ys); ++o) {
-    std::int64_t rest = o, off = 0;
-    for (std::size_t d = ys.size(); d-- > 0;) {
-      off += (sd.start[d] + (rest % ys[d]) * sd.step[d]) * stride[d];
-      rest /= ys[d];
-    }
-    (*dx)[static_cast<std::size_t>(off)] += dy[static_cast<std::size_t>(o)];
-  }
+  for_each_sliced(a, [&](std::size_t o, std::size_t i) { (*dx)[i] += dy[o]; });
 }
 
 // d loss / d logit = (softmax - one-hot(label)) times the row's weight

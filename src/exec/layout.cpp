@@ -571,6 +571,18 @@ TrainBytePrediction predict_train_bytes(const ir::Graph& g, const PlanLayouts& p
   return out;
 }
 
+BytePrediction redistribution_bytes(const ir::Shape& full, const Layout& from, const Layout& to,
+                                    const std::vector<std::int64_t>& mesh, double element_bytes) {
+  PlanLayouts pl;
+  pl.mesh = mesh;
+  ir::Tensor t;
+  t.shape = full;
+  BytePrediction out;
+  out.per_axis.assign(mesh.size(), 0.0);
+  charge(out, pl, element_bytes, t, from, to);
+  return out;
+}
+
 BytePrediction predict_exec_bytes(const ir::Graph& g, const PlanLayouts& pl, double element_bytes) {
   BytePrediction out;
   out.per_axis.assign(pl.mesh.size(), 0.0);

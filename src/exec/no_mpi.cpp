@@ -21,7 +21,7 @@ void Runtime::abort_all(int code) noexcept {
 }
 
 namespace detail {
-std::unique_ptr<Communicator> make_mpi_communicator(std::vector<std::int64_t>) {
+std::unique_ptr<Communicator> make_mpi_communicator(std::vector<std::int64_t>, int) {
   throw Error(Errc::kUsage, "this build has no MPI backend");
 }
 }  // namespace detail

@@ -525,8 +525,211 @@ def case_layout_kinds():
             train_ok(f"concat, slice, one-hot {algo} on {ranks}", ranks, gp, plan, optimizer="adam")
 
 
+# ---- predicted times (the cost model next to the clock) --------------------
+
+PREDICTED_TRAIN = re.compile(r"predicted by the cost model \(([^)]*)\): step ([\d.]+) ms; forward ([\d.]+), "
+                             r"backward ([\d.]+), gradient sync ([\d.]+), optimizer ([\d.]+) ms")
+PREDICTED_FORWARD = re.compile(r"predicted by the cost model \(([^)]*)\): forward ([\d.]+) ms; "
+                               r"measured/predicted ([\d.]+|-)")
+
+
+def model_phases(ev, graph, mode, backward_flops_factor=2.0):
+    """The phases of a step computed here from `eval --format json --detail
+    full`, independently of exec: compute without the recomputed forward
+    split 1:f between forward and backward (the recomputed forward in the
+    backward), parameter-gradient events to the sync, other backward-phase
+    events to the backward, the rest to the forward; no optimizer time."""
+    s = ev["summary"]
+    params = {t["name"] for t in graph["tensors"] if t.get("kind") == "parameter"}
+    if mode == "train":
+        plain = s["compute_s"] - s.get("recompute_s", 0.0)
+        fwd = plain / (1 + backward_flops_factor)
+        bwd = plain - fwd + s.get("recompute_s", 0.0)
+    else:
+        fwd, bwd = s["compute_s"], 0.0
+    sync = 0.0
+    for r in ev["redistributions"]:
+        if r["reason"] == "gradient" and r.get("tensor") in params:
+            sync += r["seconds"]
+        elif r["phase"] == "backward":
+            bwd += r["seconds"]
+        else:
+            fwd += r["seconds"]
+    return {"step": s["step_time_s"], "forward": fwd, "backward": bwd, "sync": sync, "optimizer": 0.0}
+
+
+def evaluate(graph_path, plan_path, mode, cluster=None):
+    out = os.path.join(TMP, "eval.json")
+    cmd = [BIN, "eval", graph_path, plan_path, "--mode", mode, "--format", "json", "--detail", "full",
+           "-q", "-o", out] + (["--cluster", cluster] if cluster else [])
+    s = subprocess.run(cmd, capture_output=True, text=True)
+    if not check(s.returncode == 0, f"eval {plan_path}: {s.stderr}"):
+        return None
+    with open(out) as f:
+        return json.load(f)
+
+
+def same_ms(label, printed, seconds):
+    """A figure exec printed in ms with 3 decimals equals the model's seconds."""
+    check(abs(float(printed) - seconds * 1e3) <= 0.0005 + 1e-9 * seconds * 1e3,
+          f"{label}: exec printed {printed} ms, the cost model gives {seconds * 1e3:.6f} ms")
+
+
+def predicted_ok(label, n, graph_path, plan_path, train, cluster=None):
+    """exec's printed predicted figures equal the cost model's, computed
+    here from eval's events and summary on the same cluster."""
+    mode = "train" if train else "infer"
+    args = [graph_path, plan_path, "--steps", "1"] + (["--train"] if train else []) + \
+        (["--cluster", cluster] if cluster else [])
+    rc, out, err, secs = mpirun(n, args)
+    print(f"predicted {label}: {n} ranks, rc {rc}, {secs:.1f} s", flush=True)
+    if not check(rc == 0, f"predicted {label}: rc {rc}\n{out}\n{err}"):
+        return None
+    print(out, end="", flush=True)
+    ev = evaluate(graph_path, plan_path, mode, cluster)
+    if ev is None:
+        return None
+    with open(graph_path) as f:
+        want = model_phases(ev, json.load(f), mode)
+    source = f"cluster {cluster}" if cluster else "the plan's cluster"
+    if train:
+        m = PREDICTED_TRAIN.search(out)
+        if not check(m is not None, f"predicted {label}: no predicted line\n{out}"):
+            return None
+        check(m.group(1) == source, f"predicted {label}: on '{m.group(1)}', want '{source}'")
+        for key, printed in zip(("step", "forward", "backward", "sync", "optimizer"), m.groups()[1:]):
+            same_ms(f"predicted {label} {key}", printed, want[key])
+        check(re.search(r"measured/predicted: step [\d.]+, forward [\d.]+, backward [\d.]+, gradient sync "
+                        r"([\d.]+|-), optimizer -", out) is not None, f"predicted {label}: no ratios\n{out}")
+    else:
+        m = PREDICTED_FORWARD.search(out)
+        if not check(m is not None, f"predicted {label}: no predicted line\n{out}"):
+            return None
+        check(m.group(1) == source, f"predicted {label}: on '{m.group(1)}', want '{source}'")
+        same_ms(f"predicted {label} forward", m.group(2), want["forward"])
+    return want
+
+
+def case_phases():
+    """`exec` prints the cost model's time per phase next to the measured
+    one: on a slow calibrated-style cluster file (--cluster, its cost object
+    read) for a data-parallel training plan of ffn.json (every phase, the
+    sync included) and the chain graph's forward pass, and on the plan's own
+    cluster for the chain graph's training step."""
+    cluster = write("slow_cluster.json", {
+        "format": "recsearch.cluster", "version": 1, "name": "slow test ranks",
+        "levels": [{"name": "rank", "size": 2, "bandwidth_GBps": 0.001, "latency_us": 100}],
+        "device": {"peak_TFLOPs": 1e-5, "memory_GiB": 64, "memory_bandwidth_GBps": 1},
+        "cost": {"compute_efficiency": 1, "overlap": False}})
+    ffn = os.path.join(ROOT, "data/graphs/ffn.json")
+    plan = os.path.join(TMP, "ffn.dp.phases.plan.json")
+    s = subprocess.run([BIN, "search", ffn, "--cluster", cluster, "--algo", "data-parallel", "--zero", "0",
+                        "--microbatches", "1", "--recompute", "none", "-q", "-o", plan],
+                       capture_output=True, text=True)
+    if check(s.returncode == 0, f"search ffn data-parallel: {s.stderr}"):
+        want = predicted_ok("ffn data-parallel, --cluster", 2, ffn, plan, True, cluster)
+        if want is not None:
+            check(want["sync"] > 0 and want["backward"] > 0 and want["forward"] > 0,
+                  f"predicted ffn data-parallel: a phase without time {want}")
+    g = chain_graph(24, 48, 36, 12)
+    gp = write("chain_phases.json", g)
+    pp = write("chain_phases.plan.json", plan_json(g, [2], ONE_AXIS))
+    predicted_ok("chain forward, --cluster", 2, gp, pp, False, cluster)
+    predicted_ok("chain training, the plan's cluster", 2, gp, pp, True)
+
+
+def case_buckets():
+    """Bucketed gradient synchronisation: a data-parallel training plan of
+    ffn.json on 2 ranks passes --check with one all-reduce per parameter
+    (--bucket-mb 0), with every gradient in one bucket (the default 25 MiB)
+    and with buckets of 0.5 MiB; the gradient sync sends the same bytes,
+    equal to the prediction and the cost model's, in fewer collectives."""
+    ffn = os.path.join(ROOT, "data/graphs/ffn.json")
+    plan = os.path.join(TMP, "ffn.dp.buckets.plan.json")
+    s = subprocess.run([BIN, "search", ffn, "--devices", "2", "--algo", "data-parallel", "--zero", "0",
+                        "--microbatches", "1", "-q", "-o", plan], capture_output=True, text=True)
+    if not check(s.returncode == 0, f"search ffn data-parallel: {s.stderr}"):
+        return
+    with open(ffn) as f:
+        params = sum(1 for t in json.load(f)["tensors"] if t.get("kind") == "parameter")
+    syncs = {}
+    for mib in ("0", "25", "0.5"):
+        args = [ffn, plan, "--train", "--steps", "2", "--check", "--bucket-mb", mib, "--timeout", "60"]
+        rc, out, err, secs = mpirun(2, args)
+        print(f"buckets {mib} MiB: rc {rc}, {secs:.1f} s", flush=True)
+        if not check(rc == 0 and "check: passed" in out, f"buckets {mib} MiB: rc {rc}\n{out}\n{err}"):
+            continue
+        nums = train_numbers(out)
+        if not check(nums["gradient sync"] is not None, f"buckets {mib} MiB: report unreadable\n{out}"):
+            continue
+        measured, predicted, model, calls = nums["gradient sync"]
+        check(measured == predicted == model and measured > 0,
+              f"buckets {mib} MiB: sync measured {measured}, predicted {predicted}, model {model}")
+        syncs[mib] = (measured, calls[1])
+    if len(syncs) == 3:
+        check(len({b for b, _ in syncs.values()}) == 1, f"bucketing changed the bytes: {syncs}")
+        check(syncs["0"][1] == params, f"one all-reduce per parameter ({params}): {syncs}")
+        check(syncs["25"][1] == 1, f"every gradient in one 25 MiB bucket: {syncs}")
+        check(1 < syncs["0.5"][1] < params, f"0.5 MiB buckets between: {syncs}")
+    rc, out, err, _ = mpirun(2, [ffn, plan, "--bucket-mb", "1"])
+    check(rc == 2 and "need --train" in err, f"--bucket-mb without --train: rc {rc}\n{err}")
+
+
+def case_pipeline():
+    """Pipelined plans (a "pipeline" section: 2 stages on 2 device groups of
+    2 ranks, 2 microbatches, searched on a cluster of 2 nodes of 2): the 1F1B
+    forward pass with --check (every output of every microbatch against a
+    one-device run), point-to-point bytes equal to the prediction from the
+    plan and to the cost model's, the stages' collectives to the prediction;
+    a killed stage rank and a stalled one end every rank; --train is refused."""
+    cluster = write("two_by_two.json", {
+        "format": "recsearch.cluster", "version": 1, "name": "two nodes of two",
+        "levels": [{"name": "node", "size": 2, "bandwidth_GBps": 10, "latency_us": 5},
+                   {"name": "gpu", "size": 2, "bandwidth_GBps": 100, "latency_us": 2}],
+        "device": {"peak_TFLOPs": 10, "memory_GiB": 16, "memory_bandwidth_GBps": 100}})
+    plans = {}
+    for gpath in (os.path.join(ROOT, "data/graphs/ffn.json"),
+                  os.path.join(ROOT, "tests/exec/graphs/gpt2_block_small.json")):
+        name = os.path.basename(gpath)
+        plan = os.path.join(TMP, f"{name}.pipeline.plan.json")
+        s = subprocess.run([BIN, "search", gpath, "--cluster", cluster, "--stages", "2", "--microbatches", "2",
+                            "-q", "-o", plan], capture_output=True, text=True)
+        if not check(s.returncode == 0, f"search --stages 2 {name}: {s.stderr}"):
+            continue
+        with open(plan) as f:
+            pp = json.load(f).get("pipeline")
+        if not check(pp is not None and pp["device_groups"] == 2 and len(pp["stages"]) == 2,
+                     f"{name}: no 2-stage pipeline plan"):
+            continue
+        plans[name] = (gpath, plan, pp)
+        rc, out, err, secs = mpirun(4, [gpath, plan, "--check", "--timeout", "60"])
+        print(f"pipeline {name}: 4 ranks, rc {rc}, {secs:.1f} s\n{out}", end="", flush=True)
+        if not check(rc == 0 and "check: passed" in out, f"pipeline {name}: rc {rc}\n{out}\n{err}"):
+            continue
+        m = re.search(r"point to point: measured (\d+), predicted (\d+), cost model (\d+) \(equal on every rank\)", out)
+        check(m is not None and int(m.group(1)) == int(m.group(2)) == int(m.group(3)) > 0,
+              f"pipeline {name}: point-to-point bytes\n{out}")
+        m = re.search(r"stage collectives: measured (\d+), predicted (\d+)", out)
+        check(m is not None and m.group(1) == m.group(2), f"pipeline {name}: collective bytes\n{out}")
+        check("1F1B forward over 2 microbatch(es)" in out and "every rank matches" in out,
+              f"pipeline {name}: report\n{out}")
+    if "gpt2_block_small.json" not in plans:
+        return
+    gpath, plan, pp = plans["gpt2_block_small.json"]
+    op = pp["stages"][1]["range"][0] + 1  # an operator of the second stage (ranks 2 and 3)
+    rc, out, err, secs = mpirun(4, [gpath, plan, "--fault", f"3:kill:{op}", "--timeout", "30"], timeout=120)
+    check(rc not in (0, None) and secs < 60, f"pipeline: kill stage rank 3: rc {rc}, {secs:.0f} s\n{err}")
+    op0 = pp["stages"][0]["range"][0] + 1
+    rc, out, err, secs = mpirun(4, [gpath, plan, "--fault", f"0:stall:{op0}", "--timeout", "3"], timeout=120)
+    check(rc == 4 and "did not finish within" in err and secs < 60,
+          f"pipeline: stall on stage rank 0: rc {rc}, {secs:.0f} s\n{err}")
+    rc, out, err, _ = mpirun(4, [gpath, plan, "--train"])
+    check(rc == 2 and "forward pass only" in err, f"pipeline --train not refused: rc {rc}\n{err}")
+
+
 CASES = {"kinds": case_kinds, "vocab": case_vocab_parallel, "bundled": case_bundled, "failures": case_failures, "nccl": case_nccl,
-         "train": case_train, "layout_kinds": case_layout_kinds}
+         "train": case_train, "layout_kinds": case_layout_kinds, "phases": case_phases,
+         "buckets": case_buckets, "pipeline": case_pipeline}
 
 
 def main(argv):

@@ -2,16 +2,17 @@
 // The NCCL backend's logic that needs no GPU (meson suite `exec`): which
 // device a rank binds from its node-local rank, with the device count
 // injected, and the refusal when ranks would share a device; and the
-// polling loop behind every NCCL wait, driven by fake collectives (one that
-// never completes must end with the timeout, one that fails must throw at
-// once). The same headers are compiled into the GPU module.
+// polling loop behind every NCCL and MPI wait (exec/poll.hpp), driven by
+// fake collectives (one that never completes must end with the timeout, one
+// that fails must throw at once) and its pacing (spin, then sleeps). The
+// same headers are compiled into the GPU module.
 #include <doctest/doctest.h>
 
 #include <chrono>
 #include <string>
 
 #include "exec/nccl/device_choice.hpp"
-#include "exec/nccl/poll.hpp"
+#include "exec/poll.hpp"
 #include "recsearch/error.hpp"
 
 namespace rx = recsearch::exec::detail;
@@ -121,4 +122,44 @@ TEST_CASE("gpu: timeout 0 waits as long as it takes") {
   CHECK(polls == 300);
   CHECK_FALSE(rx::Deadline(0).passed());
   CHECK_FALSE(rx::Deadline(-1).passed());
+}
+
+// The pacing of the MPI backend's waits (mpi_communicator.cpp): polls back
+// to back for the spin, then sleeps doubling up to the cap; the NCCL
+// backend's default pacing sleeps from the first poll.
+TEST_CASE("poll: a wait spins first, then sleeps doubling up to its cap") {
+  using us = std::chrono::microseconds;
+  rx::PollPacing p;
+  p.spin = us(2000);
+  p.first_sleep = us(10);
+  p.max_sleep = us(200);
+  CHECK(rx::next_pause(p, us(0), us(0)) == us(0));
+  CHECK(rx::next_pause(p, us(1999), us(0)) == us(0));
+  CHECK(rx::next_pause(p, us(2000), us(0)) == us(10));
+  CHECK(rx::next_pause(p, us(2500), us(10)) == us(20));
+  CHECK(rx::next_pause(p, us(9000), us(160)) == us(200));
+  CHECK(rx::next_pause(p, us(9000), us(200)) == us(200));
+  const rx::PollPacing sleeps;  // default: no spin, 1 us doubling to 1 ms
+  CHECK(rx::next_pause(sleeps, us(0), us(0)) == us(1));
+  CHECK(rx::next_pause(sleeps, us(5), us(512)) == us(1000));
+}
+
+// A peer that died or stalls is seen inside the spin too: the deadline is
+// checked after every poll, so a spin longer than the timeout still ends at it.
+TEST_CASE("poll: a spinning wait on a collective that never completes ends with the timeout") {
+  using Clock = std::chrono::steady_clock;
+  rx::PollPacing p;
+  p.spin = std::chrono::seconds(30);
+  p.polls_per_yield = 64;
+  int polls = 0;
+  const auto t0 = Clock::now();
+  const std::string msg = error_of([&] {
+    rx::poll_until([&] { return ++polls, rx::Progress::kPending; }, rx::Deadline(0.2),
+                   "all-reduce on mesh axis 0", p);
+  });
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  CHECK(msg.rfind("all-reduce on mesh axis 0 did not finish within 0.2 s", 0) == 0);
+  CHECK(secs >= 0.2);
+  CHECK(secs < 5.0);
+  CHECK(polls > 1000);  // back to back, not sleeping
 }

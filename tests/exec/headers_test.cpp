@@ -7,6 +7,7 @@
 #include "recsearch/exec/driver.hpp"
 #include "recsearch/exec/executor.hpp"
 #include "recsearch/exec/layout.hpp"
+#include "recsearch/exec/phases.hpp"
 #include "recsearch/exec/redistributor.hpp"
 
 #include <doctest/doctest.h>

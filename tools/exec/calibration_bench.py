@@ -4,9 +4,10 @@
 
 Calibrates this machine on 2 and 4 ranks (`recsearch calibrate`), then for
 every graph, rank count and algorithm (rec, data-parallel, megatron, grid)
-searches a plan on the calibrated cluster, predicts its training step with
-`recsearch eval` on that cluster, runs `recsearch exec --train --steps N`
-and compares the measured step time, and each phase, with the prediction.
+searches a plan on the calibrated cluster, runs `recsearch exec --train
+--steps N --cluster CALIBRATED` and compares the measured step time, and
+each phase, with the prediction exec prints next to it (the cost model on
+the calibrated cluster, split into phases by exec::predicted_phase_times).
 Prints the table, the Spearman rank correlation of predicted against
 measured step time, and the median absolute relative error.
 
@@ -67,30 +68,14 @@ def make_graph(src, dst, table, name):
         json.dump(g, f)
 
 
-def predicted_phases(ev, params):
-    """Forward, backward, gradient sync, optimizer and step seconds of an eval.
-
-    The sync is the parameter gradients' events, as exec counts it; activation
-    gradients (also reason "gradient" in the model) run inside exec's backward."""
-    s = ev["summary"]
-    fwd_c, bwd_c, sync_c = 0.0, 0.0, 0.0
-    for r in ev.get("redistributions", []):
-        sec = r.get("seconds", 0.0)
-        if r.get("reason") == "gradient" and r.get("tensor") in params:
-            sync_c += sec
-        elif r.get("phase") == "backward":
-            bwd_c += sec
-        else:
-            fwd_c += sec
-    # compute_s is forward + backward_flops_factor (2) x forward.
-    comp = s["compute_s"] + s.get("recompute_s", 0.0)
-    return {"forward": comp / 3 + fwd_c, "backward": 2 * comp / 3 + bwd_c, "sync": sync_c,
-            "optimizer": 0.0, "step": s["step_time_s"]}
-
-
 STEP_RE = re.compile(r"step time \(slowest rank per phase\): mean ([\d.]+) ms, min ([\d.]+) ms; "
                      r"forward ([\d.]+), backward ([\d.]+), gradient sync ([\d.]+), "
                      r"optimizer ([\d.]+) ms")
+
+
+PREDICTED_RE = re.compile(r"predicted by the cost model \([^)]*\): step ([\d.]+) ms; "
+                          r"forward ([\d.]+), backward ([\d.]+), gradient sync ([\d.]+), "
+                          r"optimizer ([\d.]+) ms")
 
 
 def measured_phases(out):
@@ -100,6 +85,16 @@ def measured_phases(out):
     v = [float(x) / 1e3 for x in m.groups()]
     return {"step": v[0], "min_step": v[1], "forward": v[2], "backward": v[3], "sync": v[4],
             "optimizer": v[5]}
+
+
+def predicted_phases(out):
+    """The cost model's step and phases as exec prints them (its model time
+    split by exec::predicted_phase_times, on the cluster given with --cluster)."""
+    m = PREDICTED_RE.search(out)
+    if not m:
+        raise RuntimeError("no predicted step time in exec output:\n" + out)
+    v = [float(x) / 1e3 for x in m.groups()]
+    return {"step": v[0], "forward": v[1], "backward": v[2], "sync": v[3], "optimizer": v[4]}
 
 
 def ranks_of(xs):
@@ -163,17 +158,10 @@ def main():
                 try:
                     run([a.bin, "search", gpath, "--cluster", cpath, "--algo", algo, "--zero", "0",
                          "--microbatches", "1", "--recompute", "none", "-q", "-o", plan])
-                    evp = os.path.join(tmp, f"{name}_{n}_{algo}.eval.json")
-                    run([a.bin, "eval", gpath, plan, "--cluster", cpath, "--detail", "full",
-                         "--format", "json", "-q", "-o", evp])
-                    with open(gpath) as f:
-                        params = {t["name"] for t in json.load(f)["tensors"]
-                                  if t.get("kind") == "parameter"}
-                    with open(evp) as f:
-                        pred = predicted_phases(json.load(f), params)
                     out = mpirun(n, [a.bin, "exec", gpath, plan, "--train", "--steps",
-                                     str(a.steps)])
+                                     str(a.steps), "--cluster", cpath])
                     meas = measured_phases(out)
+                    pred = predicted_phases(out)
                 except (RuntimeError, subprocess.TimeoutExpired) as e:
                     print(f"{name} {n} {algo}: skipped: {str(e).splitlines()[0]}", flush=True)
                     continue

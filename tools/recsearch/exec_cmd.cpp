@@ -31,6 +31,14 @@ void add_exec_command(CLI::App& app, Registry& reg) {
       ->check(CLI::IsMember({"sgd", "sgd-momentum", "adam"}));
   cmd->add_option("--lr", a->lr, "with --train: learning rate (default 0.01)")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--cluster", a->cluster,
+                  "cluster file (e.g. from `recsearch calibrate`) the predicted times are "
+                  "computed on (default: the plan's saved cluster)")
+      ->type_name("FILE");
+  cmd->add_option("--bucket-mb", a->bucket_mib,
+                  "with --train: MiB of parameter gradients all-reduced together (default 25, "
+                  "0 = one collective per parameter)")
+      ->check(CLI::Range(0.0, 1e6));
   cmd->add_option("--seed", a->seed, "seed of the random inputs and parameters (default 1)");
   cmd->add_option("--timeout", a->timeout_s,
                   "seconds a collective may take before every rank stops (default 60, 0 = none)")
@@ -42,8 +50,9 @@ void add_exec_command(CLI::App& app, Registry& reg) {
              "backward gives doubled gradients)")
           ->type_name("RANK:KIND[:OP]");
   reg.push_back({cmd, [=] {
-                   if (!a->train && (cmd->count("--optimizer") > 0 || cmd->count("--lr") > 0))
-                     throw Error(Errc::kUsage, "--optimizer and --lr need --train");
+                   if (!a->train && (cmd->count("--optimizer") > 0 || cmd->count("--lr") > 0 ||
+                                     cmd->count("--bucket-mb") > 0))
+                     throw Error(Errc::kUsage, "--optimizer, --lr and --bucket-mb need --train");
                    a->backend = *backend == "nccl" ? exec::Backend::Nccl : exec::Backend::Mpi;
                    if (fault_opt->count() > 0) a->fault = *fault;
                    return exec::run_exec(*a, nullptr, nullptr);

@@ -58,6 +58,16 @@ class Communicator {
   // Ends every rank at once with this exit code (MPI_Abort); does not return.
   [[noreturn]] virtual void abort_all(int code) = 0;
 
+  // Point to point between ranks of the whole job (numbered as MPI_COMM_WORLD),
+  // for pipeline boundaries: send() returns at once (the buffer must stay
+  // alive until finish_sends()), recv() waits against the timeout. Messages
+  // between two ranks with the same tag arrive in order. Counted apart from
+  // the collectives (p2p_bytes()). Error(kUsage) on backends without them.
+  virtual void send(int world_rank, const float* data, std::size_t count, int tag);
+  virtual void recv(int world_rank, float* data, std::size_t count, int tag);
+  virtual void finish_sends();
+  [[nodiscard]] double p2p_bytes() const noexcept { return p2p_bytes_; }
+
   // Seconds a collective may take before it counts as failed (0: forever).
   void set_timeout(double seconds) noexcept { timeout_s_ = seconds; }
   [[nodiscard]] double timeout() const noexcept { return timeout_s_; }
@@ -75,11 +85,13 @@ class Communicator {
   // Records the ring-algorithm bytes of one collective (see file comment).
   enum CallKind { kAllGather, kAllReduce, kReduceScatter, kAllToAll };
   void count(std::uint32_t axis, double bytes, CallKind kind) noexcept;
+  void count_p2p(double bytes) noexcept { p2p_bytes_ += bytes; }
 
  private:
   std::vector<std::int64_t> mesh_;
   std::vector<double> bytes_;
   std::array<std::int64_t, 4> calls_{};
+  double p2p_bytes_ = 0;
   double timeout_s_ = 0;
 };
 
@@ -124,5 +136,14 @@ class Runtime {
 // no GPU is usable. Throws Error(kUsage) for a backend this build lacks.
 [[nodiscard]] std::unique_ptr<Communicator> make_communicator(Backend b,
                                                               std::vector<std::int64_t> mesh);
+// The same over one of `groups` consecutive blocks of ranks (a pipeline's
+// device groups): the world splits into blocks of n = product of `mesh`
+// ranks (world size = groups·n, Error(kPlan) otherwise) and this rank's
+// block gets the mesh; rank() and size() are within the block, barrier,
+// gather_to_root and max_over_ranks run over it. Collective over every rank.
+// MPI only (Error(kUsage) for NCCL).
+[[nodiscard]] std::unique_ptr<Communicator> make_group_communicator(Backend b,
+                                                                    std::vector<std::int64_t> mesh,
+                                                                    int groups);
 
 }  // namespace recsearch::exec

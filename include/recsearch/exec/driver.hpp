@@ -23,6 +23,15 @@ struct ExecArgs {
   bool train = false;
   std::string optimizer = "sgd";  // sgd, sgd-momentum or adam
   double lr = 0.01;
+  // Parameter gradients all-reduced together in buckets of this many MiB
+  // (ExecOptions::bucket_elements; DDP's default 25); 0: one collective per
+  // parameter.
+  double bucket_mib = 25;
+  // The cluster file (with its "cost" object, as `recsearch calibrate`
+  // writes it) on which the cost model's predicted times are computed and
+  // printed next to the measured ones; empty: the cluster the plan file saved
+  // and the graph's cost settings.
+  std::string cluster;
   std::uint64_t seed = 1;  // input values
   double timeout_s = 60;   // per collective; 0 = wait forever
   // Testing failure handling: "RANK:KIND[:OP]" with KIND throw (an error on

@@ -53,6 +53,16 @@ struct ExecOptions {
   // Testing: this operator's backward doubles the gradients it gives its
   // inputs on this rank (a wrong gradient that --check must catch).
   std::optional<ir::OpId> corrupt_backward_op = std::nullopt;
+  // Training: parameter gradients that only need all-reduces (data
+  // parallelism) are fused into buckets of up to this many f32 elements,
+  // one all-reduce per bucket and axis, as DDP fuses them and the cost
+  // model prices them (CostParams::bucket_gradients); 0: one collective
+  // per parameter. The bytes are the same either way.
+  std::size_t bucket_elements = 0;
+  // The value of element `index` (row-major in the full tensor) of input or
+  // parameter t; empty: input_value(g, t, index, seed). A pipeline stage
+  // reads its microbatch's slice of the whole graph's values through it.
+  std::function<float(ir::TensorId, std::int64_t)> value = {};
 };
 
 // The optimizer step of exec --train, applied elementwise to each rank's
@@ -92,6 +102,10 @@ class Executor {
   // This rank's block of that gradient.
   [[nodiscard]] const LocalTensor& gradient(ir::TensorId t) const;
   [[nodiscard]] const PlanLayouts& layouts() const noexcept { return layouts_; }
+  // Replaces this rank's block of graph input t (in its holder layout, as
+  // block(t) holds it) before run(): a pipeline stage's received boundary
+  // tensor. Error(kInternal) when t is not an input or the size differs.
+  void set_input(ir::TensorId t, std::vector<float> data);
 
   // Training (docs/exec.md, Training). The loss of a step is the sum over
   // graph outputs of the output itself when it has one element (a loss the
@@ -105,7 +119,8 @@ class Executor {
   void backward();
   // Sums every parameter's contributions into its holder layout: the
   // all-reduce over its replicated (data-parallel) axes, reduce-scatter
-  // where it is sharded but a use left partial sums.
+  // where it is sharded but a use left partial sums. All-reduces of
+  // parameters in trained() order are fused per ExecOptions::bucket_elements.
   void sync_gradients();
   // One optimizer step on every parameter's block (after sync_gradients()).
   void optimizer_step(const OptimizerSettings& s);
@@ -124,6 +139,8 @@ class Executor {
   // Tensor t's gradient in its GradientLayouts target: the sum of its
   // contributions, each distinct layout summed locally and moved once.
   LocalTensor& collect_gradient(ir::TensorId t);
+  // Tensor t's contributions summed per distinct layout, in order of first arrival.
+  std::vector<LocalTensor> contributions_by_layout(ir::TensorId t);
 
   const ir::Graph& g_;
   const std::vector<algebra::OpSpace>& spaces_;

@@ -116,6 +116,12 @@ struct BytePrediction {
 };
 [[nodiscard]] BytePrediction predict_exec_bytes(const ir::Graph& g, const PlanLayouts& pl,
                                                 double element_bytes = 4.0);
+// What one rank sends to move one tensor of shape `full` from layout `from`
+// to `to` (redistribution_plan with the shape), per axis.
+[[nodiscard]] BytePrediction redistribution_bytes(const ir::Shape& full, const Layout& from,
+                                                  const Layout& to,
+                                                  const std::vector<std::int64_t>& mesh,
+                                                  double element_bytes = 4.0);
 
 // Where gradients live in a training step (docs/exec.md, Training). The
 // gradient of an operator's output is taken in the dual of its layout (a

@@ -14,6 +14,7 @@
 
 #include "exec/backends.hpp"
 #include "exec/mpi/mpi_error.hpp"
+#include "exec/poll.hpp"
 
 namespace recsearch::exec {
 
@@ -86,18 +87,38 @@ namespace {
 
 class MpiCommunicator final : public Communicator {
  public:
-  explicit MpiCommunicator(std::vector<std::int64_t> mesh) : Communicator(std::move(mesh)) {
-    world_for_mesh(this->mesh(), rank_, size_);
+  MpiCommunicator(std::vector<std::int64_t> mesh, int groups) : Communicator(std::move(mesh)) {
+    if (groups <= 1) {
+      world_for_mesh(this->mesh(), rank_, size_);
+    } else {
+      // A pipeline's device group: the world's block of consecutive ranks.
+      int world_rank = 0, world_size = 0;
+      RS_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
+      RS_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size));
+      std::int64_t n = 1;
+      for (const auto k : this->mesh()) n *= k;
+      if (n * groups != world_size)
+        throw Error(Errc::kPlan, std::to_string(groups) + " device groups of " + std::to_string(n) +
+                                     " devices but " + std::to_string(world_size) +
+                                     " MPI ranks run them");
+      RS_MPI_CHECK(
+          MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(world_rank / n), world_rank, &base_));
+      RS_MPI_CHECK(MPI_Comm_set_errhandler(base_, MPI_ERRORS_RETURN));
+      rank_ = static_cast<int>(world_rank % n);
+      size_ = static_cast<int>(n);
+    }
     for (std::size_t a = 0; a < this->mesh().size(); ++a) {
       const AxisSplit s = axis_split(rank_, this->mesh(), a);
       MPI_Comm c = MPI_COMM_NULL;
-      RS_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, s.color, s.key, &c));
+      RS_MPI_CHECK(MPI_Comm_split(base_, s.color, s.key, &c));
       RS_MPI_CHECK(MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN));
       groups_.push_back(c);
     }
   }
   ~MpiCommunicator() override {
+    for (MPI_Request& r : sends_) (void)MPI_Request_free(&r);
     for (MPI_Comm& c : groups_) (void)MPI_Comm_free(&c);
+    if (base_ != MPI_COMM_WORLD) (void)MPI_Comm_free(&base_);
   }
   MpiCommunicator(const MpiCommunicator&) = delete;
   MpiCommunicator& operator=(const MpiCommunicator&) = delete;
@@ -111,52 +132,72 @@ class MpiCommunicator final : public Communicator {
     MPI_Request r = MPI_REQUEST_NULL;
     RS_MPI_CHECK(MPI_Iallgather(send, to_int(n), MPI_FLOAT, recv, to_int(n), MPI_FLOAT,
                                 groups_.at(axis), &r));
-    wait(r, "all-gather", axis);
-    count(axis, (k - 1) * static_cast<double>(n) * sizeof(float), kAllGather);
+    const double bytes = (k - 1) * static_cast<double>(n) * sizeof(float);
+    wait(r, "all-gather", axis, bytes);
+    count(axis, bytes, kAllGather);
   }
   void all_reduce(std::uint32_t axis, float* buf, std::size_t n) override {
     const double k = group_size(axis);
     MPI_Request r = MPI_REQUEST_NULL;
     RS_MPI_CHECK(
         MPI_Iallreduce(MPI_IN_PLACE, buf, to_int(n), MPI_FLOAT, MPI_SUM, groups_.at(axis), &r));
-    wait(r, "all-reduce", axis);
-    count(axis, 2 * (k - 1) / k * static_cast<double>(n) * sizeof(float), kAllReduce);
+    const double bytes = 2 * (k - 1) / k * static_cast<double>(n) * sizeof(float);
+    wait(r, "all-reduce", axis, bytes);
+    count(axis, bytes, kAllReduce);
   }
   void reduce_scatter(std::uint32_t axis, const float* send, float* recv, std::size_t n) override {
     const double k = group_size(axis);
     MPI_Request r = MPI_REQUEST_NULL;
     RS_MPI_CHECK(
         MPI_Ireduce_scatter_block(send, recv, to_int(n), MPI_FLOAT, MPI_SUM, groups_.at(axis), &r));
-    wait(r, "reduce-scatter", axis);
-    count(axis, (k - 1) * static_cast<double>(n) * sizeof(float), kReduceScatter);
+    const double bytes = (k - 1) * static_cast<double>(n) * sizeof(float);
+    wait(r, "reduce-scatter", axis, bytes);
+    count(axis, bytes, kReduceScatter);
   }
   void all_to_all(std::uint32_t axis, const float* send, float* recv, std::size_t n) override {
     const double k = group_size(axis);
     MPI_Request r = MPI_REQUEST_NULL;
     RS_MPI_CHECK(MPI_Ialltoall(send, to_int(n), MPI_FLOAT, recv, to_int(n), MPI_FLOAT,
                                groups_.at(axis), &r));
-    wait(r, "all-to-all", axis);
-    count(axis, (k - 1) * static_cast<double>(n) * sizeof(float), kAllToAll);
+    const double bytes = (k - 1) * static_cast<double>(n) * sizeof(float);
+    wait(r, "all-to-all", axis, bytes);
+    count(axis, bytes, kAllToAll);
   }
   void barrier() override {
     MPI_Request r = MPI_REQUEST_NULL;
-    RS_MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &r));
+    RS_MPI_CHECK(MPI_Ibarrier(base_, &r));
     wait(r, "barrier", kWorld);
   }
   void gather_to_root(const float* send, float* recv, std::size_t n) override {
     MPI_Request r = MPI_REQUEST_NULL;
-    RS_MPI_CHECK(
-        MPI_Igather(send, to_int(n), MPI_FLOAT, recv, to_int(n), MPI_FLOAT, 0, MPI_COMM_WORLD, &r));
-    wait(r, "gather", kWorld);
+    RS_MPI_CHECK(MPI_Igather(send, to_int(n), MPI_FLOAT, recv, to_int(n), MPI_FLOAT, 0, base_, &r));
+    wait(r, "gather", kWorld, static_cast<double>(n) * sizeof(float));
   }
   double max_over_ranks(double v) override {
     double out = v;
     MPI_Request r = MPI_REQUEST_NULL;
-    RS_MPI_CHECK(MPI_Iallreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &r));
+    RS_MPI_CHECK(MPI_Iallreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, base_, &r));
     wait(r, "max over ranks", kWorld);
     return out;
   }
   [[noreturn]] void abort_all(int code) override { Runtime::abort_all(code); }
+
+  void send(int world_rank, const float* data, std::size_t n, int tag) override {
+    MPI_Request r = MPI_REQUEST_NULL;
+    RS_MPI_CHECK(MPI_Isend(data, to_int(n), MPI_FLOAT, world_rank, tag, MPI_COMM_WORLD, &r));
+    sends_.push_back(r);
+    count_p2p(static_cast<double>(n) * sizeof(float));
+  }
+  void recv(int world_rank, float* data, std::size_t n, int tag) override {
+    MPI_Request r = MPI_REQUEST_NULL;
+    RS_MPI_CHECK(MPI_Irecv(data, to_int(n), MPI_FLOAT, world_rank, tag, MPI_COMM_WORLD, &r));
+    wait(r, ("receive from rank " + std::to_string(world_rank)).c_str(), kWorld,
+         static_cast<double>(n) * sizeof(float));
+  }
+  void finish_sends() override {
+    for (MPI_Request& r : sends_) wait(r, "send", kWorld);
+    sends_.clear();
+  }
 
  private:
   static constexpr std::uint32_t kWorld = 0xFFFFFFFFu;
@@ -172,43 +213,49 @@ class MpiCommunicator final : public Communicator {
     }
     return static_cast<int>(n);
   }
-  static std::string seconds_text(double s) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%g", s);
-    return buf;
-  }
-  // Polls the request; gives up after the timeout. Sleeps between polls so
-  // that oversubscribed ranks leave the cores to the ones doing the work.
-  void wait(MPI_Request& r, const char* what, std::uint32_t axis) {
-    using Clock = std::chrono::steady_clock;
-    const auto start = Clock::now();
-    auto pause = std::chrono::microseconds(1);
-    for (;;) {
-      int done = 0;
-      RS_MPI_CHECK(MPI_Test(&r, &done, MPI_STATUS_IGNORE));
-      if (done != 0) return;
-      const double waited = std::chrono::duration<double>(Clock::now() - start).count();
-      if (timeout() > 0 && waited > timeout()) {
-        throw Error(Errc::kRuntime, std::string(what) +
-                                        (axis == kWorld ? std::string(" over all ranks")
-                                                        : " on mesh axis " + std::to_string(axis)) +
-                                        " did not finish within " + seconds_text(timeout()) +
-                                        " s (a peer died, stalls or runs a different plan)");
-      }
-      std::this_thread::sleep_for(pause);
-      pause = std::min(pause * 2, std::chrono::microseconds(2000));
-    }
+  // Polls the request until done; gives up after the timeout (poll.hpp).
+  // Open MPI's shared-memory path moves a large message in fragments, a
+  // batch per MPI_Test: sleeping between polls (as this loop did, backing
+  // off to 2 ms) made collectives above ~1 MiB ten times slower per byte.
+  // So the wait spins (MPI_Test, then sched_yield) for as long as moving
+  // `bytes` should take at a pessimistic 100 MB/s, plus 2 ms for a peer
+  // that arrives a little late; past that the peer is busy elsewhere and
+  // sleeps of at most 200 us leave the cores to oversubscribed ranks that
+  // compute, while a transfer that then starts still progresses every
+  // 200 us. MPI_Wait would spin without a timeout, so a stalled peer would
+  // hang every rank.
+  void wait(MPI_Request& r, const char* what, std::uint32_t axis, double bytes = 0) {
+    constexpr double kPessimisticBytesPerUs = 100.0;  // 100 MB/s
+    PollPacing pacing;
+    pacing.spin =
+        std::chrono::microseconds(2000) +
+        std::chrono::microseconds(static_cast<std::int64_t>(bytes / kPessimisticBytesPerUs));
+    pacing.polls_per_yield = 64;
+    pacing.first_sleep = std::chrono::microseconds(10);
+    pacing.max_sleep = std::chrono::microseconds(200);
+    poll_until(
+        [&] {
+          int done = 0;
+          RS_MPI_CHECK(MPI_Test(&r, &done, MPI_STATUS_IGNORE));
+          return done != 0 ? Progress::kDone : Progress::kPending;
+        },
+        Deadline(timeout()),
+        std::string(what) + (axis == kWorld ? std::string(" over all ranks")
+                                            : " on mesh axis " + std::to_string(axis)),
+        pacing);
   }
 
   int rank_ = 0;
   int size_ = 1;
+  MPI_Comm base_ = MPI_COMM_WORLD;  // the world, or this rank's device group
   std::vector<MPI_Comm> groups_;
+  std::vector<MPI_Request> sends_;  // point-to-point sends not yet waited for
 };
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_mpi_communicator(std::vector<std::int64_t> mesh) {
-  return std::make_unique<MpiCommunicator>(std::move(mesh));
+std::unique_ptr<Communicator> make_mpi_communicator(std::vector<std::int64_t> mesh, int groups) {
+  return std::make_unique<MpiCommunicator>(std::move(mesh), groups);
 }
 
 }  // namespace detail

@@ -29,7 +29,7 @@
 #include "exec/cuda/cuda_error.hpp"
 #include "exec/cuda/module.hpp"
 #include "exec/nccl/device_choice.hpp"
-#include "exec/nccl/poll.hpp"
+#include "exec/poll.hpp"
 
 #define RS_NCCL_CHECK(call)                                                                  \
   do {                                                                                       \
