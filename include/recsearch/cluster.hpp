@@ -23,11 +23,39 @@ struct Level {
   double latency_us = 5.0;        // per collective step
 };
 
+// The arithmetic an operator's flops run at, each with its own peak: f64,
+// f32 (the CUDA cores), TF32 (f32 contractions on tensor cores, where
+// CostParams::tf32 allows it), bf16 and f16 (one peak) and f8.
+enum class Precision : std::uint8_t { F64, F32, TF32, BF16, F8 };
+
 struct DeviceSpec {
-  double peak_TFLOPs = 989.0;             // dense peak (H100 SXM bf16)
+  double peak_TFLOPs = 989.0;             // dense bf16/f16 peak (H100 SXM)
   double memory_GiB = 80.0;               // capacity; the default memory budget
   double memory_bandwidth_GBps = 3350.0;  // HBM, for memory-bound operators
+  // Dense peaks of the other precisions; 0: not given, peak_TFLOPs stands
+  // in (a device described by one figure runs everything at it, as before
+  // there were several; docs/cost-model.md, Peaks per dtype).
+  double peak_f64_TFLOPs = 0;
+  double peak_f32_TFLOPs = 0;
+  double peak_tf32_TFLOPs = 0;
+  double peak_f8_TFLOPs = 0;
+
+  // The peak of `p`, falling back to peak_TFLOPs where it is not given.
+  [[nodiscard]] double peak_TFLOPs_of(Precision p) const noexcept {
+    double given = 0;
+    switch (p) {
+      case Precision::F64: given = peak_f64_TFLOPs; break;
+      case Precision::F32: given = peak_f32_TFLOPs; break;
+      case Precision::TF32: given = peak_tf32_TFLOPs; break;
+      case Precision::BF16: break;
+      case Precision::F8: given = peak_f8_TFLOPs; break;
+    }
+    return given > 0 ? given : peak_TFLOPs;
+  }
 };
+
+// File spelling of a precision ("f64", "f32", "tf32", "bf16", "f8").
+[[nodiscard]] const char* precision_name(Precision p) noexcept;
 
 // One cut of the schedule: a mesh axis of the plan.
 struct Cut {
@@ -49,7 +77,8 @@ class Cluster {
  public:
   // Validates and builds the cut schedule. Throws Error(kCluster) with a
   // path like "/levels/1/bandwidth_GBps" on sizes < 1, a device count above
-  // kMaxDevices, non-finite or non-positive bandwidths or peak, negative or
+  // kMaxDevices, non-finite or non-positive bandwidths or peak (a per-
+  // precision peak may be 0: not given), negative or
   // non-finite latencies, duplicate level names.
   Cluster(std::string name, std::vector<Level> levels, DeviceSpec device = {});
 

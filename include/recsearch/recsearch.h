@@ -196,7 +196,7 @@ RS_API rs_status rs_options_set_training(rs_options* o, const char* recompute, i
                                          int64_t microbatches);
 /* One cost coefficient by name (backward_flops_factor, compute_efficiency,
  * gradient_bytes_factor, optimizer_bytes_factor, memory_budget_bytes; 0 or 1
- * for count_latency and bucket_gradients). */
+ * for count_latency, bucket_gradients, overlap and tf32). */
 RS_API rs_status rs_options_set_cost(rs_options* o, const char* name, double value);
 /* Cost coefficients as a JSON object of `len` bytes. Coefficients apply over
  * those of the graph and cluster JSON, in the order they were set. */

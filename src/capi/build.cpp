@@ -644,7 +644,7 @@ rs_status rs_options_set_cost(rs_options* o, const char* name, double value) {
       if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'))
         throw Error(Errc::kUsage, "unknown cost coefficient " + capi::quoted(n));
     std::string text;
-    if (n == "count_latency" || n == "bucket_gradients") {
+    if (n == "count_latency" || n == "bucket_gradients" || n == "overlap" || n == "tf32") {
       text = "{\"" + n + "\": " + (value != 0 ? "true" : "false") + "}";
     } else {
       char buf[64];

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <set>
+#include <utility>
 
 #include "recsearch/error.hpp"
 
@@ -18,6 +19,17 @@ namespace {
 bool finite_positive(double x) { return std::isfinite(x) && x > 0; }
 
 }  // namespace
+
+const char* precision_name(Precision p) noexcept {
+  switch (p) {
+    case Precision::F64: return "f64";
+    case Precision::F32: return "f32";
+    case Precision::TF32: return "tf32";
+    case Precision::BF16: return "bf16";
+    case Precision::F8: return "f8";
+  }
+  return "?";
+}
 
 std::vector<std::int64_t> prime_factors(std::int64_t n) {
   std::vector<std::int64_t> f;
@@ -56,6 +68,15 @@ Cluster::Cluster(std::string name, std::vector<Level> levels, DeviceSpec device)
   }
   if (!finite_positive(device_.peak_TFLOPs))
     throw Error(Errc::kCluster, "peak must be a positive finite number", "/device/peak_TFLOPs");
+  const std::pair<double, Precision> peaks[] = {{device_.peak_f64_TFLOPs, Precision::F64},
+                                                {device_.peak_f32_TFLOPs, Precision::F32},
+                                                {device_.peak_tf32_TFLOPs, Precision::TF32},
+                                                {device_.peak_f8_TFLOPs, Precision::F8}};
+  for (const auto& [peak, precision] : peaks) {
+    if (!std::isfinite(peak) || peak < 0)
+      throw Error(Errc::kCluster, "peak must be a finite number >= 0 (0: not given)",
+                  std::string("/device/peak_TFLOPs_by_dtype/") + precision_name(precision));
+  }
   if (!finite_positive(device_.memory_GiB))
     throw Error(Errc::kCluster, "memory must be a positive finite number", "/device/memory_GiB");
   if (!finite_positive(device_.memory_bandwidth_GBps))

@@ -130,6 +130,15 @@ double compute_seconds(double flops, double bytes, const DeviceSpec& dev, const 
                  : symbolic_compute_seconds(flops, bytes, dev, p, mode);
 }
 
+double compute_seconds(double flops, double bytes, const DeviceSpec& dev, Precision precision,
+                       const CostParams& p, Mode mode) noexcept {
+  const double peak = dev.peak_TFLOPs_of(precision);
+  if (peak == dev.peak_TFLOPs) return compute_seconds(flops, bytes, dev, p, mode);
+  DeviceSpec at = dev;
+  at.peak_TFLOPs = peak;
+  return compute_seconds(flops, bytes, at, p, mode);
+}
+
 double parameter_state_factor(const CostParams& p, Mode mode) noexcept {
   return p.model ? p.model->parameter_state_factor(p, mode)
                  : symbolic_parameter_state_factor(p, mode);

@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <iterator>
 #include <span>
+#include <utility>
 
 #include "io/cluster_json.hpp"
 #include "io/json_util.hpp"
@@ -31,8 +33,11 @@ constexpr std::array<std::string_view, 6> kRootKeys = {"format", "version", "nam
                                                        "levels", "device",  "cost"};
 constexpr std::array<std::string_view, 4> kLevelKeys = {"name", "size", "bandwidth_GBps",
                                                         "latency_us"};
-constexpr std::array<std::string_view, 3> kDeviceKeys = {"peak_TFLOPs", "memory_GiB",
-                                                         "memory_bandwidth_GBps"};
+constexpr std::array<std::string_view, 4> kDeviceKeys = {"peak_TFLOPs", "peak_TFLOPs_by_dtype",
+                                                         "memory_GiB", "memory_bandwidth_GBps"};
+// The keys of "peak_TFLOPs_by_dtype": "bf16" and "f16" are one peak, the
+// scalar "peak_TFLOPs".
+constexpr std::array<std::string_view, 6> kPeakKeys = {"f64", "f32", "tf32", "bf16", "f16", "f8"};
 
 // Reports every key of `obj` (at path `at`) that is not in `known`, in file
 // order, as `unknown` says.
@@ -83,12 +88,39 @@ Level read_level(const Reader& r, const Json& j, const std::string& at,
   return level;
 }
 
+// "peak_TFLOPs_by_dtype" into `device`: the 16-bit entry ("bf16" or "f16")
+// is the scalar peak and must agree with "peak_TFLOPs" where both are given.
+void read_peaks(const Reader& r, const Json& d, DeviceSpec& device, const UnknownKeys& unknown) {
+  const Json* by = r.find(d, "peak_TFLOPs_by_dtype");
+  if (by == nullptr) return;
+  const std::string at = "/device/peak_TFLOPs_by_dtype";
+  r.expect_object(*by, at);
+  check_keys(r, *by, at, kPeakKeys, unknown);
+  device.peak_f64_TFLOPs = read_magnitude(r, *by, "f64", at, 0, false);
+  device.peak_f32_TFLOPs = read_magnitude(r, *by, "f32", at, 0, false);
+  device.peak_tf32_TFLOPs = read_magnitude(r, *by, "tf32", at, 0, false);
+  device.peak_f8_TFLOPs = read_magnitude(r, *by, "f8", at, 0, false);
+  const bool scalar = r.find(d, "peak_TFLOPs") != nullptr;
+  for (const char* key : {"bf16", "f16"}) {
+    if (r.find(*by, key) == nullptr) continue;
+    const double x = read_magnitude(r, *by, key, at, 0, false);
+    if (scalar && x != device.peak_TFLOPs) {
+      r.fail(Errc::kCluster,
+             std::string("the ") + key + " peak is peak_TFLOPs, which says " +
+                 r.find(d, "peak_TFLOPs")->dump(),
+             child(at, key));
+    }
+    device.peak_TFLOPs = x;
+  }
+}
+
 // The "device" object.
 DeviceSpec read_device(const Reader& r, const Json& d, const UnknownKeys& unknown) {
   DeviceSpec device;
   r.expect_object(d, "/device");
   check_keys(r, d, "/device", kDeviceKeys, unknown);
   device.peak_TFLOPs = read_magnitude(r, d, "peak_TFLOPs", "/device", device.peak_TFLOPs, false);
+  read_peaks(r, d, device, unknown);
   device.memory_GiB = read_magnitude(r, d, "memory_GiB", "/device", device.memory_GiB, false);
   device.memory_bandwidth_GBps =
       read_magnitude(r, d, "memory_bandwidth_GBps", "/device", device.memory_bandwidth_GBps, false);
@@ -145,7 +177,23 @@ OrderedJson cluster_json(const Cluster& c) {
   }
   j["levels"] = std::move(levels);
   OrderedJson device;
-  device["peak_TFLOPs"] = detail::number_json(c.device().peak_TFLOPs);
+  const DeviceSpec& dev = c.device();
+  device["peak_TFLOPs"] = detail::number_json(dev.peak_TFLOPs);
+  // Only the peaks given (and the scalar among them as "bf16"), so that a
+  // one-figure device writes as before.
+  const std::pair<const char*, double> given[] = {{"f64", dev.peak_f64_TFLOPs},
+                                                  {"f32", dev.peak_f32_TFLOPs},
+                                                  {"tf32", dev.peak_tf32_TFLOPs},
+                                                  {"bf16", 0},
+                                                  {"f8", dev.peak_f8_TFLOPs}};
+  if (std::any_of(std::begin(given), std::end(given), [](const auto& g) { return g.second > 0; })) {
+    OrderedJson peaks;
+    for (const auto& [key, peak] : given) {
+      if (std::string_view(key) == "bf16") peaks[key] = detail::number_json(dev.peak_TFLOPs);
+      if (peak > 0) peaks[key] = detail::number_json(peak);
+    }
+    device["peak_TFLOPs_by_dtype"] = std::move(peaks);
+  }
   device["memory_GiB"] = detail::number_json(c.device().memory_GiB);
   device["memory_bandwidth_GBps"] = detail::number_json(c.device().memory_bandwidth_GBps);
   j["device"] = std::move(device);

@@ -676,6 +676,10 @@ void read_cost_params(const Reader& r, const Json& j, const std::string& path, C
       p.bucket_gradients = r.boolean(value, at);
       continue;
     }
+    if (key == "tf32") {
+      p.tf32 = r.boolean(value, at);
+      continue;
+    }
     if (key == "overlap") {
       p.overlap = r.boolean(value, at);
       continue;
@@ -702,7 +706,7 @@ void read_cost_params(const Reader& r, const Json& j, const std::string& path, C
              "unknown cost coefficient '" + key +
                  "' (known: backward_flops_factor, compute_efficiency, gradient_bytes_factor, "
                  "optimizer_bytes_factor, optimizer, count_latency, bucket_gradients, overlap, "
-                 "memory_budget_bytes)",
+                 "tf32, memory_budget_bytes)",
              at);
     }
     const double v = r.number(value, at);

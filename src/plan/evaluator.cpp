@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "recsearch/error.hpp"
+#include "recsearch/plan/precision.hpp"
 
 namespace recsearch::plan {
 namespace {
@@ -277,9 +278,11 @@ class Evaluator {
         touched += slice_bytes(slot);
       }
       const double flops = spaces_[o].flops / ways;
-      double t = m * cost::compute_seconds(flops, touched, dev, params_, p_.mode);
+      const Precision prec = operator_precision(g_, o, params_);
+      double t = m * cost::compute_seconds(flops, touched, dev, prec, params_, p_.mode);
       if (train_ && rules_.recomputed[o]) {
-        const double again = m * cost::compute_seconds(flops, touched, dev, params_, Mode::Infer);
+        const double again =
+            m * cost::compute_seconds(flops, touched, dev, prec, params_, Mode::Infer);
         sum.recompute_s += again;
         t += again;
       }

@@ -303,25 +303,45 @@ void mark_segments(const ir::Graph& g, const std::vector<Recompute>& rc, MemoryR
 }
 
 // Batch dim of every tensor: the graph inputs' dim 0 where it is the global
-// batch, carried through each operator by the loop it maps to; -1 where
-// none.
+// batch, carried through each operator by the loop it maps to (follow_batch);
+// -1 where none.
 std::vector<int> batch_dims(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
                             std::int64_t batch) {
-  std::vector<int> bd(g.num_tensors(), -1);
+  std::vector<int> seeds(g.num_tensors(), -1);
   for (std::size_t t = 0; t < g.num_tensors(); ++t) {
     const ir::Tensor& x = g.tensor(static_cast<ir::TensorId>(t));
-    if (x.kind == ir::TensorKind::Input && !x.shape.empty() && x.shape[0] == batch) bd[t] = 0;
+    if (x.kind == ir::TensorKind::Input && !x.shape.empty() && x.shape[0] == batch) seeds[t] = 0;
   }
+  return follow_batch(g, spaces, std::move(seeds)).tensor_dim;
+}
+
+}  // namespace
+
+BatchDims follow_batch(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                       std::vector<int> seeds) {
+  BatchDims b;
+  b.tensor_dim = std::move(seeds);
+  b.tensor_dim.resize(g.num_tensors(), -1);
+  b.op_loop.assign(g.num_operators(), algebra::kUnmapped);
+  std::vector<int>& bd = b.tensor_dim;
   for (const ir::OpId o : g.topological_order()) {
     const ir::Operator& op = g.op(o);
     const algebra::OpSpace& s = spaces[o];
     int loop = algebra::kUnmapped;
-    for (std::size_t j = 0; j < op.inputs.size() && loop == algebra::kUnmapped; ++j) {
+    for (std::size_t j = 0; j < op.inputs.size(); ++j) {
       const int d = bd[op.inputs[j]];
-      if (d >= 0 && j < s.inputs.size() && static_cast<std::size_t>(d) < s.inputs[j].size())
-        loop = s.inputs[j][static_cast<std::size_t>(d)];
+      if (d < 0 || j >= s.inputs.size() || static_cast<std::size_t>(d) >= s.inputs[j].size())
+        continue;
+      const int l = s.inputs[j][static_cast<std::size_t>(d)];
+      if (loop == algebra::kUnmapped) {
+        loop = l;
+      } else if (l != loop && l != algebra::kUnmapped) {
+        ++b.conflicts;  // a batch row meets other rows: attention over it, or a wrong guess
+        break;
+      }
     }
     if (loop == algebra::kUnmapped) continue;
+    b.op_loop[o] = loop;
     for (std::size_t j = 0; j < op.outputs.size() && j < s.outputs.size(); ++j) {
       const auto& dims = s.outputs[j];
       for (std::size_t d = 0; d < dims.size(); ++d) {
@@ -332,10 +352,8 @@ std::vector<int> batch_dims(const ir::Graph& g, const std::vector<algebra::OpSpa
       }
     }
   }
-  return bd;
+  return b;
 }
-
-}  // namespace
 
 std::string_view recompute_name(Recompute r) noexcept {
   switch (r) {

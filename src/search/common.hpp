@@ -72,7 +72,18 @@ double rec_search(const ir::Graph& g, const std::vector<algebra::OpSpace>& space
                   const Cluster& cluster, const SearchOptions& opts, double lambda, plan::Plan& out,
                   const std::vector<double>* weights = nullptr, int rung = 0);
 
-// Data-parallel baseline.
+// The batch loop of every operator as data parallelism cuts it: the batch
+// followed from the graph inputs through the operator spaces
+// (plan::follow_batch), from their dim 0 or, where that dim meets itself
+// in an operator (a sequence-first attention model), from the input dim
+// that never does; algebra::kUnmapped where an operator has no batch (its
+// inputs are weights and constants) or may not cut it.
+std::vector<int> data_parallel_loops(const ir::Graph& g,
+                                     const std::vector<algebra::OpSpace>& spaces);
+
+// Data-parallel baseline: every operator cuts its batch loop
+// (data_parallel_loops) on every mesh axis it divides; the others are
+// replicated.
 void data_parallel(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
                    const Cluster& cluster, plan::Plan& out);
 

@@ -318,9 +318,10 @@ OpStrategy make_strategy(const Context& ctx, ir::OpId o, const std::vector<std::
     if (mode == Mode::Infer && t.kind != ir::TensorKind::Parameter) st.work += slice;
   }
   const double flops = s.flops / static_cast<double>(total_split);
-  st.own += cost::compute_seconds(flops, touched, ctx.cluster.device(), p, mode);
+  const Precision prec = ctx.precision[o];
+  st.own += cost::compute_seconds(flops, touched, ctx.cluster.device(), prec, p, mode);
   if (mode == Mode::Train && ctx.rules.recomputed[o])
-    st.own += cost::compute_seconds(flops, touched, ctx.cluster.device(), p, Mode::Infer);
+    st.own += cost::compute_seconds(flops, touched, ctx.cluster.device(), prec, p, Mode::Infer);
   st.mem = held_memory(ctx, o, div, st);
   return st;
 }

@@ -14,7 +14,8 @@ Context::Context(const ir::Graph& graph, const std::vector<algebra::OpSpace>& op
       opts(o),
       mesh(c.cuts()),
       budget(memory_budget),
-      training(pinned_training(o)) {
+      training(pinned_training(o)),
+      precision(plan::operator_precisions(graph, o.cost)) {
   const bool train = o.mode == Mode::Train;
   if (train) rules = plan::memory_rules(g, spaces, plan::operator_recompute(g, training));
   held_factor.assign(g.num_tensors(), 1.0);

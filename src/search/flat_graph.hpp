@@ -14,6 +14,7 @@
 #include "recsearch/algebra/op_space.hpp"
 #include "recsearch/cluster.hpp"
 #include "recsearch/ir/graph.hpp"
+#include "recsearch/plan/precision.hpp"
 #include "recsearch/plan/training.hpp"
 #include "recsearch/search/options.hpp"
 
@@ -52,6 +53,8 @@ struct Context {
   std::vector<double> held_factor;
   // Per parameter tensor: its state per byte (plan::parameter_state).
   std::vector<plan::ParameterState> state;
+  // Per operator: the precision its flops run at (plan::operator_precision).
+  std::vector<Precision> precision;
 };
 
 // Operands, holders and uses of a graph in flat arrays. An operator's slots

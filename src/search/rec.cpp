@@ -623,9 +623,11 @@ class RecSearch {
     const double flops = s.flops / static_cast<double>(sprev) / kc / discount.compute;
     if (comm) *comm = comm_s;
     const DeviceSpec& dev = ctx_.cluster.device();
-    double compute = cost::compute_seconds(flops, touched / discount.compute, dev, p, mode);
+    const Precision prec = ctx_.precision[o];
+    double compute = cost::compute_seconds(flops, touched / discount.compute, dev, prec, p, mode);
     if (train && ctx_.rules.recomputed[o])
-      compute += cost::compute_seconds(flops, touched / discount.compute, dev, p, Mode::Infer);
+      compute +=
+          cost::compute_seconds(flops, touched / discount.compute, dev, prec, p, Mode::Infer);
     return comm_s + compute + lambda_ * mem / discount.memory;
   }
 
@@ -937,9 +939,10 @@ class RecSearch {
       touched += flat_.bytes[op.outputs[j]] / static_cast<double>(out_div_[flat_.out_off[o] + j]);
     const double flops = ctx_.spaces[o].flops / static_cast<double>(total_split);
     const DeviceSpec& dev = ctx_.cluster.device();
-    double t = cost::compute_seconds(flops, touched, dev, ctx_.opts.cost, ctx_.opts.mode);
+    const Precision prec = ctx_.precision[o];
+    double t = cost::compute_seconds(flops, touched, dev, prec, ctx_.opts.cost, ctx_.opts.mode);
     if (ctx_.opts.mode == Mode::Train && ctx_.rules.recomputed[o])
-      t += cost::compute_seconds(flops, touched, dev, ctx_.opts.cost, Mode::Infer);
+      t += cost::compute_seconds(flops, touched, dev, prec, ctx_.opts.cost, Mode::Infer);
     return op_w_[o] * t;
   }
 

@@ -107,6 +107,65 @@ TEST_CASE("cluster defaults and round trip") {
   check_same_cluster(odd, io::parse_cluster(io::cluster_to_json(odd), "odd.json"));
 }
 
+TEST_CASE("peaks per dtype: read, fallen back to the scalar, written back") {
+  const Cluster c = io::parse_cluster(
+      cluster_text(
+          kTwoLevels,
+          R"(, "device": {"peak_TFLOPs_by_dtype": {"f32": 67, "tf32": 494.7, "bf16": 989}})"),
+      kFile, nullptr, io::UnknownKeys{.strict = true});
+  CHECK(c.device().peak_TFLOPs == 989);  // the bf16 entry is the scalar
+  CHECK(c.device().peak_TFLOPs_of(Precision::F32) == 67);
+  CHECK(c.device().peak_TFLOPs_of(Precision::TF32) == 494.7);
+  CHECK(c.device().peak_TFLOPs_of(Precision::F64) == 989);  // not given: the scalar
+  CHECK(c.device().peak_TFLOPs_of(Precision::F8) == 989);
+  const std::string text = io::cluster_to_json(c);
+  CHECK(text.find(R"("peak_TFLOPs_by_dtype": {"f32": 67, "tf32": 494.7, "bf16": 989})") !=
+        std::string::npos);
+  const Cluster back = io::parse_cluster(text, "back.json");
+  check_same_cluster(c, back);
+  CHECK(back.device().peak_f32_TFLOPs == 67);
+  CHECK(back.device().peak_tf32_TFLOPs == 494.7);
+  CHECK(back.device().peak_f64_TFLOPs == 0);
+  // One figure writes as before: no per-dtype object.
+  CHECK(io::cluster_to_json(Cluster::flat(2)).find("by_dtype") == std::string::npos);
+  // "f16" is the same peak as "bf16".
+  CHECK(
+      io::parse_cluster(
+          cluster_text(kTwoLevels, R"(, "device": {"peak_TFLOPs_by_dtype": {"f16": 312}})"), kFile)
+          .device()
+          .peak_TFLOPs == 312);
+  for (const char* sample : {"clusters/dgx_h100_8.json", "clusters/dgx_a100_4x8.json"}) {
+    const Cluster s = io::read_cluster_file(data_path(sample));
+    CHECK(s.device().peak_f32_TFLOPs > 0);
+    CHECK(s.device().peak_f32_TFLOPs < s.device().peak_tf32_TFLOPs);
+    CHECK(s.device().peak_tf32_TFLOPs * 2 == doctest::Approx(s.device().peak_TFLOPs).epsilon(0.01));
+  }
+
+  expect_error(
+      [&] {
+        (void)io::parse_cluster(
+            cluster_text(
+                kTwoLevels,
+                R"(, "device": {"peak_TFLOPs": 989, "peak_TFLOPs_by_dtype": {"bf16": 312}})"),
+            kFile);
+      },
+      Errc::kCluster, "/device/peak_TFLOPs_by_dtype/bf16", kFile);
+  expect_error(
+      [&] {
+        (void)io::parse_cluster(
+            cluster_text(kTwoLevels, R"(, "device": {"peak_TFLOPs_by_dtype": {"f32": -1}})"),
+            kFile);
+      },
+      Errc::kCluster, "/device/peak_TFLOPs_by_dtype/f32", kFile);
+  expect_error(
+      [&] {
+        (void)io::parse_cluster(
+            cluster_text(kTwoLevels, R"(, "device": {"peak_TFLOPs_by_dtype": {"fp32": 67}})"),
+            kFile, nullptr, io::UnknownKeys{.strict = true});
+      },
+      Errc::kSchema, "/device/peak_TFLOPs_by_dtype/fp32", kFile);
+}
+
 TEST_CASE("a cost object in a cluster file") {
   CostParams p;
   (void)io::parse_cluster(cluster_text(kTwoLevels, R"(, "cost": {"optimizer_bytes_factor": 0})"),

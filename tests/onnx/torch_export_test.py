@@ -14,6 +14,12 @@ downloaded) and exported with torch.onnx.export:
                             Identity copies; 24-deep shape folding)
   a small GPT               nn.Embedding, nn.MultiheadAttention, nn.Linear;
                             opsets 13 and 17, dynamic batch
+  a small Swin              torchvision's SwinTransformer (swin_b's code and
+                            operators: shifted windows and their masks, the
+                            relative position bias, F.pad, patch merging)
+                            with 2 + 2 blocks of width 32, opset 17, a fixed
+                            batch of 1 at 112x112 (windows divide every stage,
+                            as at 224), do_constant_folding=False
 
 Each must import, pass `recsearch validate`, import nothing replicated for
 lack of a mapping (no warning at all), and have exactly the parameters of
@@ -29,6 +35,16 @@ torch.fx: a BatchNorm2d whose input is a Conv2d read by nothing else).
 Running statistics are buffers, not parameters, in torch and constants in
 the graph; a norm that is not folded (DenseNet's norm1 after a concat)
 keeps its weight and bias as parameters.
+
+Why Swin is small here: torch 1.13's exporter spends about 2.5 ms per ONNX
+node on per-node shape inference, and converts each in-place slice
+assignment of the shifted-window mask (9 per shifted block) from a
+sub-block at about 0.4 s each; swin_b's 24 blocks take minutes to export
+(the import itself takes about a second). The small model exports the same
+operators from the same code in a fraction of that. Its constants are not
+folded so that the relative position bias stays a gather from its table,
+the parameter torch counts (constant folding stores each block's bias
+already gathered, [1, heads, 49, 49] instead of [169, heads]).
 """
 
 import json
@@ -43,6 +59,7 @@ try:
     import torch
     import torch.nn as nn
     import torchvision
+    from torchvision.models.swin_transformer import SwinTransformer
 except ImportError as e:  # the only reason to skip
     print("skipped: %s" % e)
     sys.exit(77)
@@ -126,6 +143,9 @@ def models():
     for opset in (13, 17):
         yield ("gpt_opset%d" % opset, gpt, torch.randint(0, 1000, (2, 32)), opset,
                {"x": {0: "batch"}}, False)
+    swin = SwinTransformer(patch_size=[4, 4], embed_dim=32, depths=[2, 2], num_heads=[2, 4],
+                           window_size=[7, 7])
+    yield ("swin_2x2", swin, torch.randn(1, 3, 112, 112), 17, None, False, False)
 
 
 def graph_params(graph):
@@ -142,14 +162,14 @@ def graph_params(graph):
     return n, nbytes
 
 
-def run_one(tmp, name, module, example, opset, dynamic, has_bn):
+def run_one(tmp, name, module, example, opset, dynamic, has_bn, fold=True):
     module.eval()
     path = os.path.join(tmp, name + ".onnx")
     t0 = time.time()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(module, example, path, opset_version=opset, input_names=["x"],
-                          dynamic_axes=dynamic)
+                          dynamic_axes=dynamic, do_constant_folding=fold)
     t1 = time.time()
     gpath = os.path.join(tmp, name + ".json")
     r = subprocess.run([EXE, "import", path, "--dim", "batch=8", "-o", gpath],

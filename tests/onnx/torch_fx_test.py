@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """The torch.fx front end (tools/python/recsearch/torch.py) against the ONNX
-route, on a torchvision ResNet-50 and an nn.TransformerEncoder.
+route, on a torchvision ResNet-50, an nn.TransformerEncoder and an
+nn.TransformerDecoder (cross-attention).
 
 Run by meson as `torch_fx_test.py RECSEARCH_EXE` with Debian's
 /usr/bin/python3, PYTHONPATH including tools/python and RECSEARCH_LIBRARY
@@ -142,6 +143,73 @@ def check_untraceable():
                   and "recsearch import" in msg, "untraceable %s: %s" % (kind, msg))
 
 
+def check_data_parallel(enc, example):
+    """True data parallelism on a sequence-first nn.TransformerEncoder
+    ([seq, batch, embed]): `--algo data-parallel` follows the batch (dim 1
+    here) through the reshapes and transposes of the attention, so that
+    inference moves no activation at all and training only synchronises
+    gradients; every MatMul and the softmax are cut on every mesh axis."""
+    enc.eval()
+    for mode in ("infer", "train"):
+        p = rt.plan(enc, (example,), mesh=MESH, mode=mode, algorithm="data-parallel").plan
+        reds = p.redistributions()
+        kinds = sorted({(r["reason"], r["collective"]) for r in reds})
+        check(not any(r["collective"] == "all_to_all" for r in reds),
+              "data-parallel %s: all-to-alls %s" % (mode, kinds))
+        want = set() if mode == "infer" else {"gradient"}
+        check({r["reason"] for r in reds} <= want,
+              "data-parallel %s: redistributions other than gradient sync: %s" % (mode, kinds))
+        plan = json.loads(p.to_json())
+        uncut = [o["name"] for o in plan["operators"]
+                 if (o["type"] in ("MatMul", "Softmax") and
+                     any(c["dim"] is None for c in o["cuts"]))]
+        check(not uncut, "data-parallel %s leaves %s uncut" % (mode, uncut[:5]))
+        print("data-parallel %-5s: %d redistributions (%s), step %.4g s"
+              % (mode, len(reds), kinds, p.summary["step_time_s"]), flush=True)
+
+
+def check_cross_attention(tmp):
+    """nn.TransformerDecoder: self-attention on the target, cross-attention
+    from the target (query) to the encoder's memory (key and value), whose
+    sequences differ; torch.fx traces the decoder layers themselves, with
+    nn.MultiheadAttention as the lowered leaf."""
+    layer = nn.TransformerDecoderLayer(256, 4, 1024)
+    dec = nn.TransformerDecoder(layer, 2)
+    t, s, b = 16, 40, 8
+    graph, placements = check_model(tmp, "transformer_decoder", dec,
+                                    (torch.randn(t, b, 256), torch.randn(s, b, 256)))
+    check(set(placements) == {n for n, _ in dec.named_parameters()},
+          "decoder placements name exactly its parameters")
+    shapes = {x["name"]: x["shape"] for x in graph["tensors"]}
+    ops = {o["name"]: o for o in graph["operators"]}
+    cross = "layers.1.multihead_attn"
+    for name in (cross + ".q_proj.matmul", cross + ".kv_proj.matmul", cross + ".scores",
+                 "layers.1.self_attn.scores"):
+        check(name in ops, "decoder operator %s missing: %s" % (name, sorted(ops)[:8]))
+    if cross + ".scores" in ops and "layers.1.self_attn.scores" in ops:
+        check(shapes[ops[cross + ".scores"]["outputs"][0]] == [b * 4, t, s],
+              "cross-attention scores are [b*h, t, s]")
+        check(shapes[ops["layers.1.self_attn.scores"]["outputs"][0]] == [b * 4, t, t],
+              "self-attention scores are [b*h, t, t]")
+    # Batch-first, with key and value of their own widths (kdim, vdim).
+    mha = nn.MultiheadAttention(64, 4, batch_first=True, kdim=32, vdim=48)
+
+    class Attend(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = mha
+
+        def forward(self, q, k, v):
+            return self.attn(q, k, v)[0]
+
+    g = rt.trace(Attend().eval(), (torch.randn(2, 5, 64), torch.randn(2, 7, 32),
+                                   torch.randn(2, 7, 48)))
+    recsearch.Graph.from_json(json.dumps(g)).validate()
+    names = {o["name"] for o in g["operators"]}
+    check({"attn.q_proj", "attn.k_proj", "attn.v_proj", "attn.scores"} <= names,
+          "separate q/k/v projections: %s" % sorted(names))
+
+
 def main():
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -162,6 +230,8 @@ def main():
         names = {o["name"] for o in graph["operators"]}
         check("layers.3.linear1.matmul" in names and "layers.0.self_attn.softmax" in names,
               "encoder operator names: %s" % sorted(names)[:8])
+        check_data_parallel(enc, torch.randn(32, 8, 256))
+        check_cross_attention(tmp)
     check_untraceable()
     if FAILURES:
         print("%d failure(s)" % len(FAILURES))

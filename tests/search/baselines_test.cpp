@@ -11,6 +11,9 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "recsearch/error.hpp"
 #include "recsearch/search/search.hpp"
@@ -22,6 +25,18 @@ using namespace recsearch;
 namespace t = recsearch::testing;
 
 namespace {
+
+// Adds an operator (Operator's other fields keep their defaults).
+void add_op(ir::Graph& g, std::string name, std::string type, std::vector<ir::TensorId> inputs,
+            std::vector<ir::TensorId> outputs, ir::Attrs attrs = {}) {
+  ir::Operator op;
+  op.name = std::move(name);
+  op.type = std::move(type);
+  op.inputs = std::move(inputs);
+  op.outputs = std::move(outputs);
+  op.attrs = std::move(attrs);
+  (void)g.add_operator(std::move(op));
+}
 
 search::SearchResult run(const ir::Graph& g, const Cluster& c, search::Algorithm algo,
                          Mode mode = Mode::Train, double budget = 0) {
@@ -318,5 +333,52 @@ TEST_CASE("ilp: memory budget, restricted candidates, larger graphs") {
   } catch (const Error& e) {
     CHECK(e.code() == Errc::kUsage);
     CHECK(std::string(e.what()).find("too large") != std::string::npos);
+  }
+}
+
+TEST_CASE("data-parallel follows the batch of a sequence-first attention, not its dim 0") {
+  // x [s, b, d] as nn.MultiheadAttention takes it: to [b, s, d], q kᵀ over
+  // the sequence, softmax, the value product, back to [s, b, d], a residual.
+  // Dim 0 (the sequence) meets itself in q kᵀ; the batch (dim 1) never does,
+  // so every operator is cut on it and inference moves no activation.
+  const std::int64_t s = 16, b = 8, d = 32;
+  ir::Graph g("seq_first_attention");
+  const auto f32 = ir::DType::F32;
+  const auto x = g.add_tensor("x", {s, b, d}, f32, ir::TensorKind::Input);
+  const auto w = g.add_tensor("w", {d, d}, f32, ir::TensorKind::Parameter);
+  const auto xt = g.add_tensor("xt", {b, s, d}, f32);
+  const auto q = g.add_tensor("q", {b, s, d}, f32);
+  const auto sc = g.add_tensor("scores", {b, s, s}, f32);
+  const auto p = g.add_tensor("p", {b, s, s}, f32);
+  const auto c = g.add_tensor("ctx", {b, s, d}, f32);
+  const auto ct = g.add_tensor("ctx_t", {s, b, d}, f32);
+  const auto y = g.add_tensor("y", {s, b, d}, f32);
+  const std::vector<std::int64_t> perm = {1, 0, 2};
+  add_op(g, "t_in", "Transpose", {x}, {xt}, {{"perm", perm}});
+  add_op(g, "proj", "MatMul", {xt, w}, {q});
+  add_op(g, "scores", "MatMul", {q, xt}, {sc}, {{"transpose_b", true}});
+  add_op(g, "softmax", "Softmax", {sc}, {p});
+  add_op(g, "context", "MatMul", {p, xt}, {c});
+  add_op(g, "t_out", "Transpose", {c}, {ct}, {{"perm", perm}});
+  add_op(g, "residual", "Add", {x, ct}, {y});
+  g.finalize();
+  const Cluster cl = Cluster::flat(4);
+  for (const Mode mode : {Mode::Infer, Mode::Train}) {
+    CAPTURE(static_cast<int>(mode));
+    const auto r = run(g, cl, search::Algorithm::DataParallel, mode);
+    check_plan_and_cost(g, cl, r, mode);
+    for (const auto& e : r.eval.events) {
+      CHECK(e.collective != cost::Collective::AllToAll);
+      CHECK(e.reason == plan::CommReason::Gradient);  // only w's, in training
+    }
+    if (mode == Mode::Infer) CHECK(r.eval.events.empty());
+    const auto spaces = algebra::build_op_spaces(g);
+    for (std::size_t o = 0; o < g.num_operators(); ++o) {
+      CAPTURE(g.op(static_cast<ir::OpId>(o)).name);
+      for (const auto cut : r.plan.cuts[o]) {
+        REQUIRE(cut != plan::kReplicated);
+        CHECK(spaces[o].loops[static_cast<std::size_t>(cut)].size == b);
+      }
+    }
   }
 }

@@ -53,6 +53,10 @@ struct CostParams {
   // gathers are prefetched (as DDP, FSDP and Megatron run them); false
   // charges every collective on the critical path.
   bool overlap = true;
+  // f32 contractions (MatMul, BatchMatMul, Einsum, Conv2D, Attention) run
+  // on TF32 tensor cores at the device's tf32 peak, as PyTorch's
+  // `allow_tf32` settings let them; false: at its f32 peak.
+  bool tf32 = false;
   // Memory budget per device in bytes; <= 0 means the device's capacity.
   double memory_budget_bytes = 0.0;
   // A user's cost model (recsearch/cost/cost_model.hpp) that replaces the

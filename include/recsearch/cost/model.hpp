@@ -16,7 +16,9 @@
 //    all-gather, reduce-scatter and all-to-all, 2*ceil(log2 k) for
 //    all-reduce, 1 for a halo exchange (tree/ring hybrids as NCCL picks);
 //  * compute time = max(flops / (peak * efficiency), bytes touched / HBM
-//    bandwidth), times (1 + backward_flops_factor) in training.
+//    bandwidth), times (1 + backward_flops_factor) in training, where peak
+//    is the device's peak at the operator's precision
+//    (plan::operator_precision).
 #pragma once
 
 #include <cstdint>
@@ -109,6 +111,11 @@ int redistribution_steps(AxisLayout from, AxisLayout to, Mode mode, RedistStep o
 // operator slice with `flops` forward flops touching `bytes` bytes.
 [[nodiscard]] double compute_seconds(double flops, double bytes, const DeviceSpec& dev,
                                      const CostParams& p, Mode mode) noexcept;
+// The same at the peak of `precision` (DeviceSpec::peak_TFLOPs_of): the
+// model sees `dev` with that peak as its peak_TFLOPs, so that a user's
+// CostModel prices every precision through its one compute_seconds.
+[[nodiscard]] double compute_seconds(double flops, double bytes, const DeviceSpec& dev,
+                                     Precision precision, const CostParams& p, Mode mode) noexcept;
 
 // Bytes per device of parameter state per parameter byte: 1 in inference,
 // 1 + gradient_bytes_factor + optimizer_bytes_factor in training.

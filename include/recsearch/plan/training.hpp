@@ -116,6 +116,23 @@ struct ParameterState {
 };
 [[nodiscard]] ParameterState parameter_state(const CostParams& p, Mode mode, int dtype_bytes);
 
+// The batch dimension followed through a graph from `seeds` (per tensor, its
+// batch dim or -1; the graph inputs'): an operator's batch loop is the loop
+// its first input carrying a batch dim maps it to, and each output carries
+// the batch at the dim that loop indexes. The one rule microbatch_view
+// (inputs' dim 0) and the data-parallel baseline (search/baselines.cpp)
+// follow.
+struct BatchDims {
+  std::vector<int> tensor_dim;  // per tensor, -1 where it has none
+  std::vector<int> op_loop;     // per operator, algebra::kUnmapped where none
+  // Operators whose inputs carry the batch on different loops (a product
+  // of two batch-carrying operands over it, as q kᵀ is over a sequence).
+  std::size_t conflicts = 0;
+};
+[[nodiscard]] BatchDims follow_batch(const ir::Graph& g,
+                                     const std::vector<algebra::OpSpace>& spaces,
+                                     std::vector<int> seeds);
+
 // The microbatch graph: g with the batch dimension of every tensor that
 // carries one divided by m (found by following each graph input's dim 0
 // through the operator spaces), and its spaces. Empty when some batch

@@ -196,6 +196,8 @@ class _Tracer(torch.fx.Tracer):
         self.failed = None  # (qualified name, type) of the innermost module that raised
 
     def is_leaf_module(self, m, qualname):
+        if type(m) in _TRACED_THROUGH:
+            return False
         return type(m) in _MODULES or super().is_leaf_module(m, qualname)
 
     def call_module(self, m, forward, args, kwargs):
@@ -273,6 +275,7 @@ class _Lowering:
         self.training = module.training
         self.folded = {}      # batch norm FQN -> the conv it is folded into
         self.aliases = {}     # folded parameter FQN -> the graph tensor holding it
+        self.parts = set()    # graph parameters that are rows of a module's parameter
         if not self.training:
             self.fold_batch_norms()
 
@@ -299,6 +302,20 @@ class _Lowering:
             return self.em.tensor(fqn, list(p.shape), p.dtype, "parameter")
         b = self.buffers[fqn]
         return self.em.tensor(fqn, list(b.shape), b.dtype, "constant")
+
+    def weight_rows(self, fqn, lo, hi, tag):
+        """Rows lo:hi of parameter `fqn` as a parameter of their own, named
+        "<fqn>.<tag>": what torch.onnx.export's constant folding makes of a
+        slice of a weight, so that both routes price the same tensors (a
+        slice of a parameter would be an activation, its gradient a
+        collective of its own). placements() reports `fqn` as its first
+        part."""
+        p = self.params[fqn]
+        name = "%s.%s" % (fqn, tag)
+        t = self.em.tensor(name, [hi - lo] + list(p.shape[1:]), p.dtype, "parameter")
+        self.parts.add(t)
+        self.aliases.setdefault(fqn, t)
+        return t
 
     def name_of(self, v, base="const"):
         """The graph tensor of a value; a constant becomes a constant tensor
@@ -545,56 +562,106 @@ def _embedding(low, fqn, m, args, kwargs, r):
 
 
 def _mha_lower(low, fqn, m, q, k, v, attn_mask=None, key_padding_mask=None):
-    """torch's multi_head_attention_forward for self-attention with the
-    packed projection; returns the attention output value."""
-    if not (q is k and k is v) or not m._qkv_same_embed_dim:
-        raise UntraceableError(fqn, "MultiheadAttention",
-                               "only self-attention (query is key is value) is lowered")
+    """torch's multi_head_attention_forward; returns the attention output
+    value. Self-attention (query is key is value) projects once with the
+    packed weight and slices q, k and v from the result; cross-attention
+    (key is value, as nn.TransformerDecoderLayer's memory) projects the query
+    with the first third of the weight and key and value together with the
+    rest; three distinct inputs get one projection each, as torch computes
+    (and exports) them."""
     if key_padding_mask is not None or m.bias_k is not None or m.add_zero_attn:
         raise UntraceableError(fqn, "MultiheadAttention",
                                "key_padding_mask, bias_k/bias_v and add_zero_attn are not lowered")
     dt = q.dtype
-    x = q
-    if m.batch_first:
-        b, s, d = x.shape
-        x = low.emit(fqn + ".transpose_in", "Transpose", [x], [s, b, d], dt, {"perm": [1, 0, 2]})
-    s, b, d = x.shape
+    if m.batch_first:  # to torch's internal [seq, batch, embed]
+        seen = {}
+        for name, x in (("q", q), ("k", k), ("v", v)):
+            if id(x) not in seen:
+                b_, s_, e_ = x.shape
+                tag = "in" if q is k and k is v else name
+                seen[id(x)] = low.emit("%s.transpose_%s" % (fqn, tag), "Transpose", [x],
+                                       [s_, b_, e_], dt, {"perm": [1, 0, 2]})
+        q, k, v = seen[id(q)], seen[id(k)], seen[id(v)]
+    t, b, d = q.shape
+    s = k.shape[0]
     h = m.num_heads
     hd = d // h
-    has_bias = m.in_proj_bias is not None
-    proj = low.linear(fqn + ".in_proj", x, fqn + ".in_proj_weight",
-                      fqn + ".in_proj_bias" if has_bias else None, 3 * d)
-    # Three slices of the packed projection, as torch computes (and exports) them.
-    q, k, v = (low.emit("%s.%s" % (fqn, n), "Slice", [proj], [s, b, d], dt,
-                        {"starts": [i * d], "ends": [(i + 1) * d], "axes": [2]})
-               for i, n in enumerate(("q", "k", "v")))
-    heads = [low.emit("%s.%s_heads" % (fqn, n), "Reshape", [t], [s, b * h, hd], dt)
-             for n, t in (("q", q), ("k", k), ("v", v))]
-    qh = low.emit(fqn + ".q_t", "Transpose", [heads[0]], [b * h, s, hd], dt, {"perm": [1, 0, 2]})
+    q, k, v = _mha_projections(low, fqn, m, q, k, v)
+    heads = [low.emit("%s.%s_heads" % (fqn, n), "Reshape", [x], [x.shape[0], b * h, hd], dt)
+             for n, x in (("q", q), ("k", k), ("v", v))]
+    qh = low.emit(fqn + ".q_t", "Transpose", [heads[0]], [b * h, t, hd], dt, {"perm": [1, 0, 2]})
     qh = low.emit(fqn + ".scale", "Div", [qh, low.scalar(math.sqrt(hd), dt, fqn + ".sqrt_d")],
-                  [b * h, s, hd], dt)
+                  [b * h, t, hd], dt)
     kt = low.emit(fqn + ".k_t", "Transpose", [heads[1]], [b * h, hd, s], dt, {"perm": [1, 2, 0]})
     vh = low.emit(fqn + ".v_t", "Transpose", [heads[2]], [b * h, s, hd], dt, {"perm": [1, 0, 2]})
-    scores = low.emit(fqn + ".scores", "MatMul", [qh, kt], [b * h, s, s], dt)
+    scores = low.emit(fqn + ".scores", "MatMul", [qh, kt], [b * h, t, s], dt)
     if attn_mask is not None:
         mask = attn_mask
         if mask.static and mask.dtype == torch.bool:
             mask = _Val(None, mask.shape, dt, static=True)  # masked_fill(-inf) of zeros
-        scores = low.emit(fqn + ".mask", "Add", [scores, mask], [b * h, s, s], dt)
-    attn = low.emit(fqn + ".softmax", "Softmax", [scores], [b * h, s, s], dt, {"axis": -1})
+        scores = low.emit(fqn + ".mask", "Add", [scores, mask], [b * h, t, s], dt)
+    attn = low.emit(fqn + ".softmax", "Softmax", [scores], [b * h, t, s], dt, {"axis": -1})
     if low.training and m.dropout > 0:
-        attn = low.emit(fqn + ".dropout", "Dropout", [attn], [b * h, s, s], dt,
+        attn = low.emit(fqn + ".dropout", "Dropout", [attn], [b * h, t, s], dt,
                         {"ratio": m.dropout})
-    ctx = low.emit(fqn + ".context", "MatMul", [attn, vh], [b * h, s, hd], dt)
-    ctx = low.emit(fqn + ".context_t", "Transpose", [ctx], [s, b * h, hd], dt, {"perm": [1, 0, 2]})
-    ctx = low.emit(fqn + ".merge_heads", "Reshape", [ctx], [s * b, d], dt)
+    ctx = low.emit(fqn + ".context", "MatMul", [attn, vh], [b * h, t, hd], dt)
+    ctx = low.emit(fqn + ".context_t", "Transpose", [ctx], [t, b * h, hd], dt, {"perm": [1, 0, 2]})
+    # torch views the heads as [t * b, d] for the output projection and back
+    # as [t, b, d] after it; the same rows as [t, b, d] throughout keep the
+    # batch a dim of its own, so that a batch cut survives the merge (a cut
+    # survives a reshape only on the outer factor of a merged dim, and b is
+    # the inner factor of t * b).
+    ctx = low.emit(fqn + ".merge_heads", "Reshape", [ctx], [t, b, d], dt)
     out = low.linear(fqn + ".out_proj", ctx, fqn + ".out_proj.weight",
                      fqn + ".out_proj.bias" if m.out_proj.bias is not None else None, d)
-    out = low.emit(fqn + ".unflatten", "Reshape", [out], [s, b, d], dt)
     if m.batch_first:
-        out = low.emit(fqn + ".transpose_out", "Transpose", [out], [b, s, d], dt,
+        out = low.emit(fqn + ".transpose_out", "Transpose", [out], [b, t, d], dt,
                        {"perm": [1, 0, 2]})
     return out
+
+
+def _mha_projections(low, fqn, m, q, k, v):
+    """The q, k and v projections of multi_head_attention_forward (inputs in
+    [seq, batch, embed]): one MatMul per distinct input, with its rows of the
+    packed in_proj_weight and in_proj_bias (a parameter of their own where
+    it takes part of them, _Lowering.weight_rows) or its own
+    q/k/v_proj_weight, and the result sliced where one projection yields
+    several of q, k and v."""
+    dt = q.dtype
+    d = m.embed_dim
+    if q is k and k is v:
+        groups = [(q, ["q", "k", "v"])]
+    elif k is v:
+        groups = [(q, ["q"]), (k, ["k", "v"])]
+    else:
+        groups = [(q, ["q"]), (k, ["k"]), (v, ["v"])]
+    if not m._qkv_same_embed_dim:  # separate weights: one projection each
+        groups = [(x, [n]) for x, names in groups for n in names]
+    index = {"q": 0, "k": 1, "v": 2}
+    out = {}
+    for x, names in groups:
+        lo, hi = index[names[0]] * d, (index[names[-1]] + 1) * d
+        tag = "".join(names)
+        if m._qkv_same_embed_dim:
+            w = (low.weight(fqn + ".in_proj_weight") if hi - lo == 3 * d else
+                 low.weight_rows(fqn + ".in_proj_weight", lo, hi, tag))
+        else:
+            w = low.weight("%s.%s_proj_weight" % (fqn, names[0]))
+        shape = x.shape[:-1] + [hi - lo]
+        name = fqn + (".in_proj" if len(groups) == 1 else ".%s_proj" % tag)
+        y = low.emit(name + ".matmul" if m.in_proj_bias is not None else name, "MatMul", [x, w],
+                     shape, dt, {"transpose_a": False, "transpose_b": True})
+        if m.in_proj_bias is not None:
+            bias = (low.weight(fqn + ".in_proj_bias") if hi - lo == 3 * d else
+                    low.weight_rows(fqn + ".in_proj_bias", lo, hi, tag))
+            y = low.emit(name, "Add", [y, bias], shape, dt)
+        if len(names) == 1:
+            out[names[0]] = y
+            continue
+        for i, n in enumerate(names):
+            out[n] = low.emit("%s.%s" % (fqn, n), "Slice", [y], x.shape[:-1] + [d], dt,
+                              {"starts": [i * d], "ends": [(i + 1) * d], "axes": [2]})
+    return out["q"], out["k"], out["v"]
 
 
 def _mha(low, fqn, m, args, kwargs, r):
@@ -695,6 +762,11 @@ _MODULES = {
     nn.TransformerEncoderLayer: _encoder_layer,
     nn.TransformerEncoder: _encoder,
 }
+
+# torch.nn modules whose forward torch.fx traces as it stands (no checks on
+# tensor values), down to the modules above: the decoder's self- and
+# cross-attention are nn.MultiheadAttention leaves.
+_TRACED_THROUGH = {nn.TransformerDecoderLayer, nn.TransformerDecoder}
 
 
 # ---- function and method lowerings ------------------------------------------
@@ -851,7 +923,7 @@ def _trace(module, example_inputs, name=None):
     graph = low.run()
     aliases = {k[len(strip):] if strip and k.startswith(strip) else k: v
                for k, v in low.aliases.items()}
-    return graph, aliases
+    return graph, aliases, low.parts
 
 
 class _Wrapped(nn.Module):
@@ -883,11 +955,12 @@ class TorchPlan:
     """A recsearch plan for a torch module: the plan itself (`.plan`, a
     recsearch.Plan), its summary, and placements per parameter."""
 
-    def __init__(self, plan_, graph, mesh_names, aliases=None):
+    def __init__(self, plan_, graph, mesh_names, aliases=None, parts=()):
         self.plan = plan_
         self.graph = graph
         self.mesh_names = mesh_names
         self.aliases = aliases or {}
+        self.parts = set(parts)
 
     @property
     def summary(self):
@@ -925,6 +998,8 @@ class TorchPlan:
         # its convolution in eval mode) are placed as that tensor.
         for fqn, holder in self.aliases.items():
             out.setdefault(fqn, out[holder])
+        for part in self.parts:  # rows of a parameter, reported as that parameter
+            out.pop(part, None)
         return out
 
 
@@ -934,7 +1009,7 @@ def plan(module, example_inputs, mesh=8, mode="train", memory_gib=None, algorith
     dim sizes, or {name: size} (names label the placements); mode "train" or
     "infer"; memory_gib: the per-device memory budget; cluster: a
     recsearch.Cluster to use instead of a plain mesh."""
-    graph, aliases = _trace(module, example_inputs)
+    graph, aliases, parts = _trace(module, example_inputs)
     sizes, names = _mesh(mesh)
     g = _rs.Graph.from_json(json.dumps(graph), source=type(module).__name__)
     c = cluster or _rs.Cluster.mesh(sizes)
@@ -943,4 +1018,4 @@ def plan(module, example_inputs, mesh=8, mode="train", memory_gib=None, algorith
         opts["memory_budget"] = float(memory_gib) * 2 ** 30
     if algorithm is not None:
         opts["algorithm"] = algorithm
-    return TorchPlan(_rs.search(g, c, **opts), graph, names, aliases)
+    return TorchPlan(_rs.search(g, c, **opts), graph, names, aliases, parts)
