@@ -128,6 +128,12 @@ TEST_CASE("folded search: bookkeeping and extrapolated memory equal the full eva
             doctest::Approx(res.eval.summary.parameter_bytes).epsilon(1e-9));
       // And the unfolded plan is the 3-fold's plan copied out.
       CHECK(search::detail::unfold(p3, *rep, g.num_operators()).cuts == res.plan.cuts);
+      // Every copies-fold's op has the decisions of the full ops it stands for.
+      for (std::size_t copies = 3; copies <= 6; ++copies) {
+        const plan::Plan pk = search::detail::refold(p3, *rep, copies, g.num_operators());
+        for (std::size_t o = 0; o < g.num_operators(); ++o)
+          CHECK(pk.cuts[search::detail::folded_op(*rep, copies, o)] == res.plan.cuts[o]);
+      }
     }
   }
 }
