@@ -514,7 +514,8 @@ class RecLadder {
   std::vector<std::pair<plan::Plan, double>> starts_;  // multi_start(): plans and their memory
 };
 
-void run_algorithm(const detail::Context& ctx, SearchResult& res);
+void run_algorithm(const detail::Context& ctx, SearchResult& res,
+                   const detail::Repetition* known = nullptr);
 
 // Another algorithm on the same graph and training setting (the hints of
 // ilp, the incumbent of exhaustive), with `header`'s plan header.
@@ -528,9 +529,13 @@ SearchResult run_nested(const detail::Context& ctx, const SearchOptions& o,
   return r;
 }
 
-void run_rec(const detail::Context& ctx, SearchResult& res) {
+// `known`: ctx.g's repetition where the caller found it already (a pass over
+// the whole graph).
+void run_rec(const detail::Context& ctx, SearchResult& res, const detail::Repetition* known) {
   if (ctx.opts.fold_repeats) {
-    if (const auto rep = detail::find_repetition(ctx.g, ctx.opts.fold_min_repeats)) {
+    const auto rep =
+        known ? std::optional(*known) : detail::find_repetition(ctx.g, ctx.opts.fold_min_repeats);
+    if (rep) {
       res.fold_period = rep->period;
       res.fold_repeats = rep->repeats;
       FoldedLadder(ctx, *rep, res, detail::fold(ctx.g, ctx.spaces, *rep, 3),
@@ -633,9 +638,10 @@ void run_exhaustive(const detail::Context& ctx, SearchResult& res) {
 }
 
 // Runs the algorithm the options name into res (whose plan has its header).
-void run_algorithm(const detail::Context& ctx, SearchResult& res) {
+void run_algorithm(const detail::Context& ctx, SearchResult& res,
+                   const detail::Repetition* known) {
   switch (ctx.opts.algorithm) {
-    case Algorithm::Rec: return run_rec(ctx, res);
+    case Algorithm::Rec: return run_rec(ctx, res, known);
     case Algorithm::DataParallel:
     case Algorithm::Megatron: return run_fixed(ctx, res);
     case Algorithm::Grid: return run_grid(ctx, res);
@@ -664,9 +670,11 @@ plan::Plan setting_header(const ir::Graph& g, const Cluster& cluster, const Sear
 // The search at one training setting: on the microbatch graph when the
 // setting has several microbatches (its plans evaluated there as one
 // microbatch, so that memory is that of the step), then evaluated on g.
+// `known`: g's repetition (SearchOptions::fold_min_repeats), where found
+// already.
 SearchResult run_setting(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
                          const Cluster& cluster, const SearchOptions& opts,
-                         const plan::Training& t) {
+                         const plan::Training& t, const detail::Repetition* known = nullptr) {
   SearchOptions o = opts;
   if (opts.mode == Mode::Train) o.training = {t.recompute, t.zero_stage, t.microbatches};
   std::optional<plan::MicrobatchView> view;
@@ -680,7 +688,7 @@ SearchResult run_setting(const ir::Graph& g, const std::vector<algebra::OpSpace>
   plan::Plan& p = res.plan;
   p = setting_header(g, cluster, opts, t);
   const detail::Context ctx(sg, ss, cluster, o, detail::memory_budget(cluster, o));
-  run_algorithm(ctx, res);
+  run_algorithm(ctx, res, view ? nullptr : known);
   if (view) {
     p.training.microbatches = t.microbatches;
     res.eval = plan::evaluate(g, spaces, cluster, p, o.cost, eval_detail(o));
@@ -886,6 +894,14 @@ class FoldedSettings {
     return {t, res.memory_rungs, step, {}};
   }
 
+  [[nodiscard]] const detail::Repetition& repetition() const noexcept { return rep_; }
+
+  // Whether the graph has an attention core for selective recomputation to
+  // drop: its blocks, prefix and suffix are all in the 3-copy fold.
+  [[nodiscard]] bool has_attention_core() const {
+    return search::has_attention_core(f3_.graph, f3_.spaces);
+  }
+
  private:
   // f as its microbatch graph of m microbatches (the weights stay); false
   // when the batch does not divide.
@@ -948,11 +964,11 @@ SearchResult run_training(const ir::Graph& g, const std::vector<algebra::OpSpace
       }
     }
   }
-  const bool selective = has_attention_core(g, spaces);
   const auto ladders = setting_ladders(g, pin, allow_full && !exact);
   std::size_t settings = 0;
   for (const auto& ladder : ladders) settings += ladder.size();
   const auto folded = folded_settings(g, spaces, cluster, opts, settings);
+  const bool selective = folded ? folded->has_attention_core() : has_attention_core(g, spaces);
   std::optional<SettingOutcome> won;
   std::optional<Error> first_error;
   MemoryParts smallest;
@@ -985,7 +1001,7 @@ SearchResult run_training(const ir::Graph& g, const std::vector<algebra::OpSpace
   if (won && !won->full) {
     // The folded comparison's winner, searched again and evaluated in full.
     try {
-      best = run_setting(g, spaces, cluster, opts, won->t);
+      best = run_setting(g, spaces, cluster, opts, won->t, &folded->repetition());
     } catch (const Error& e) {
       if (e.code() != Errc::kNoFit) throw;
       // The folds accepted a plan its full evaluation finds over the
