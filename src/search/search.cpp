@@ -638,8 +638,7 @@ void run_exhaustive(const detail::Context& ctx, SearchResult& res) {
 }
 
 // Runs the algorithm the options name into res (whose plan has its header).
-void run_algorithm(const detail::Context& ctx, SearchResult& res,
-                   const detail::Repetition* known) {
+void run_algorithm(const detail::Context& ctx, SearchResult& res, const detail::Repetition* known) {
   switch (ctx.opts.algorithm) {
     case Algorithm::Rec: return run_rec(ctx, res, known);
     case Algorithm::DataParallel:
@@ -673,8 +672,8 @@ plan::Plan setting_header(const ir::Graph& g, const Cluster& cluster, const Sear
 // `known`: g's repetition (SearchOptions::fold_min_repeats), where found
 // already.
 SearchResult run_setting(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
-                         const Cluster& cluster, const SearchOptions& opts,
-                         const plan::Training& t, const detail::Repetition* known = nullptr) {
+                         const Cluster& cluster, const SearchOptions& opts, const plan::Training& t,
+                         const detail::Repetition* known = nullptr) {
   SearchOptions o = opts;
   if (opts.mode == Mode::Train) o.training = {t.recompute, t.zero_stage, t.microbatches};
   std::optional<plan::MicrobatchView> view;
