@@ -329,11 +329,22 @@ plan::Plan refold(const plan::Plan& folded3, const Repetition& rep, std::size_t 
                   std::size_t full_ops) {
   plan::Plan p = folded3;
   const std::size_t n = full_ops - (rep.repeats - copies) * rep.period;
-  p.cuts.assign(n, {});
-  // Op j of the copies-fold stands for some full op; map that to the 3-fold.
-  for (std::size_t o = 0; o < full_ops; ++o) {
-    const std::size_t j = folded_op(rep, copies, o);
-    if (p.cuts[j].empty()) p.cuts[j] = folded3.cuts[folded_op(rep, 3, o)];
+  const std::size_t blocks_end = rep.start + copies * rep.period;
+  p.cuts.resize(n);
+  // Op j of the copies-fold, straight to the 3-fold op that stands for the
+  // same full ops (O(fold), not O(full graph): the folded ladder refolds
+  // every plan it weighs): the first copy and the last keep their places,
+  // every copy between is the middle copy.
+  for (std::size_t j = 0; j < n; ++j) {
+    std::size_t j3 = j;
+    if (j >= blocks_end) {
+      j3 = j - (copies - 3) * rep.period;
+    } else if (j >= rep.start) {
+      const std::size_t kf = (j - rep.start) / rep.period;
+      const std::size_t k3 = kf == 0 ? 0 : kf == copies - 1 ? 2 : 1;
+      j3 = rep.start + k3 * rep.period + (j - rep.start) % rep.period;
+    }
+    p.cuts[j] = folded3.cuts[j3];
   }
   return p;
 }

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -219,22 +220,86 @@ bool take_polished(const detail::Context& ctx, plan::Plan start, double start_me
   return true;
 }
 
+// The full graph's figures for plan3 (a plan of the 3-copy fold f3) from
+// the 3- and 4-copy folds: memory and the additive parts of step time
+// extrapolate over the blocks (inference activations: a maximum over
+// operators), and the step time follows from them (overlap after the sum).
+plan::Summary extrapolate(const detail::Folded& f3, const detail::Folded& f4,
+                          const detail::Repetition& rep, std::size_t full_ops,
+                          const Cluster& cluster, const SearchOptions& opts,
+                          const plan::Plan& plan3) {
+  const plan::Plan plan4 = detail::refold(plan3, rep, 4, full_ops);
+  const auto s3 =
+      plan::evaluate(f3.graph, f3.spaces, cluster, plan3, opts.cost, plan::EvalDetail::Summary)
+          .summary;
+  const auto s4 =
+      plan::evaluate(f4.graph, f4.spaces, cluster, plan4, opts.cost, plan::EvalDetail::Summary)
+          .summary;
+  const double extra = static_cast<double>(rep.repeats) - 3.0;  // blocks past the 3-copy fold
+  const auto ext = [&](double a3, double a4) { return a3 + extra * (a4 - a3); };
+  plan::Summary whole;
+  whole.parameter_bytes = ext(s3.parameter_bytes, s4.parameter_bytes);
+  whole.gradient_bytes = ext(s3.gradient_bytes, s4.gradient_bytes);
+  whole.optimizer_bytes = ext(s3.optimizer_bytes, s4.optimizer_bytes);
+  whole.activation_bytes = opts.mode == Mode::Train
+                               ? ext(s3.activation_bytes, s4.activation_bytes)
+                               : std::max(s3.activation_bytes, s4.activation_bytes);
+  whole.memory_per_device_bytes = whole.parameter_bytes + whole.activation_bytes;
+  whole.compute_s = ext(s3.compute_s, s4.compute_s);
+  whole.recompute_s = ext(s3.recompute_s, s4.recompute_s);
+  whole.communication_s = ext(s3.communication_s, s4.communication_s);
+  whole.parameter_comm_s = ext(s3.parameter_comm_s, s4.parameter_comm_s);
+  whole.parameter_comm_repeated_s = ext(s3.parameter_comm_repeated_s, s4.parameter_comm_repeated_s);
+  plan::finish_step_time(whole, plan3.training.microbatches, opts.cost.overlap);
+  return whole;
+}
+
+// A setting's plan as the folded comparison of settings sees it: the 3-copy
+// fold's plan and its extrapolated step time (run_training unfolds only
+// the fastest setting's).
+struct FoldedChoice {
+  plan::Plan plan3;
+  double step_time_s = 0;
+};
+
 // The memory ladder of Rec on the 3-copy fold of a repeated graph. Memory
 // and step time are additive over blocks (inference activations: a maximum
 // over operators), so the full graph's follow exactly from the 3- and 4-copy
 // folds; only the accepted plan is unfolded and evaluated in full, and its
-// bookkept step time is that extrapolation.
+// bookkept step time is that extrapolation. `full_ops`: the operators of
+// the graph folded; ctx's graph is that graph for run() (which unfolds
+// into it), any graph of the same options, cluster and budget for choose().
 class FoldedLadder {
  public:
-  FoldedLadder(const detail::Context& ctx, const detail::Repetition& rep, SearchResult& res)
+  FoldedLadder(const detail::Context& ctx, const detail::Repetition& rep, SearchResult& res,
+               detail::Folded f3, detail::Folded f4, std::size_t full_ops)
       : ctx_(ctx),
         rep_(rep),
         res_(res),
-        f3_(detail::fold(ctx.g, ctx.spaces, rep, 3)),
-        f4_(detail::fold(ctx.g, ctx.spaces, rep, 4)),
-        extra_(static_cast<double>(rep.repeats) - 3.0) {}
+        f3_(std::move(f3)),
+        f4_(std::move(f4)),
+        full_ops_(full_ops) {}
 
+  // The fastest fitting plan, unfolded, evaluated in full and polished.
   void run() {
+    const auto [rung, fits] = climb();
+    finish(rung, fits);
+  }
+
+  // The fastest fitting plan on the fold, not unfolded: for a comparison
+  // of settings where polish does not apply. Throws NoFit like run().
+  FoldedChoice choose() {
+    const auto [rung, fits] = climb();
+    if (!fits) throw NoFit(ctx_.budget, ctx_.cluster, best_mem_);
+    res_.memory_rungs = rung < 0 ? kLadderRungs + 1 : rung;
+    res_.expert_plan = best_expert_;
+    return {std::move(best_), best_step_};
+  }
+
+ private:
+  // The ladder, then the expert splits: the first fitting rung (-1: none)
+  // and whether any plan fits.
+  std::pair<int, bool> climb() {
     const int rung = climb_ladder(
         res_.plan.mesh, [&](double lambda, int r) { return attempt(lambda, r); }, kBisectFolded);
     bool expert_fits = false;
@@ -245,10 +310,9 @@ class FoldedLadder {
         expert_fits = consider(std::move(trial), true) || expert_fits;
       }
     }
-    finish(rung, rung >= 0 || expert_fits);
+    return {rung, rung >= 0 || expert_fits};
   }
 
- private:
   // Rec on the 3-copy fold at memory price lambda.
   bool attempt(double lambda, int rung) {
     plan::Plan trial = res_.plan;
@@ -260,37 +324,16 @@ class FoldedLadder {
   // Extrapolated from the folds; a fitting plan is kept if it is the fastest so far.
   bool consider(plan::Plan trial, bool expert) {
     plan::check_plan(f3_.graph, f3_.spaces, trial);
-    const plan::Plan trial4 = detail::refold(trial, rep_, 4, ctx_.g.num_operators());
-    const auto s3 = plan::evaluate(f3_.graph, f3_.spaces, ctx_.cluster, trial, ctx_.opts.cost,
-                                   plan::EvalDetail::Summary)
-                        .summary;
-    const auto s4 = plan::evaluate(f4_.graph, f4_.spaces, ctx_.cluster, trial4, ctx_.opts.cost,
-                                   plan::EvalDetail::Summary)
-                        .summary;
-    const double params = s3.parameter_bytes + extra_ * (s4.parameter_bytes - s3.parameter_bytes);
-    const double acts =
-        ctx_.opts.mode == Mode::Train
-            ? s3.activation_bytes + extra_ * (s4.activation_bytes - s3.activation_bytes)
-            : std::max(s3.activation_bytes, s4.activation_bytes);
-    const double mem = params + acts;
     // The weighted search models the edges between middle blocks by the
     // middle copy's edges to the last one, so its own account is not the
     // full graph's; the extrapolation is exact, and the tests hold it to the
     // full evaluation.
-    // Additive figures extrapolate; the step time follows from them.
-    const auto ext = [&](double a3, double a4) { return a3 + extra_ * (a4 - a3); };
-    plan::Summary whole;
-    whole.compute_s = ext(s3.compute_s, s4.compute_s);
-    whole.communication_s = ext(s3.communication_s, s4.communication_s);
-    whole.parameter_comm_s = ext(s3.parameter_comm_s, s4.parameter_comm_s);
-    whole.parameter_comm_repeated_s =
-        ext(s3.parameter_comm_repeated_s, s4.parameter_comm_repeated_s);
-    plan::finish_step_time(whole, trial.training.microbatches, ctx_.opts.cost.overlap);
+    const plan::Summary whole =
+        extrapolate(f3_, f4_, rep_, full_ops_, ctx_.cluster, ctx_.opts, trial);
+    const double mem = whole.memory_per_device_bytes;
     const double step = whole.step_time_s;
     if (mem < best_mem_.total) {
-      const double grads = ext(s3.gradient_bytes, s4.gradient_bytes);
-      const double optim = ext(s3.optimizer_bytes, s4.optimizer_bytes);
-      best_mem_ = {mem, params - grads - optim, grads, optim, acts};
+      best_mem_ = MemoryParts::of(whole);
       smallest_ = trial;
     }
     // A hair under the budget, so that rounding in the extrapolation cannot
@@ -309,7 +352,7 @@ class FoldedLadder {
   void finish(int rung, bool fits) {
     const detail::Context& ctx = ctx_;
     if (!fits && !may_polish(ctx)) throw NoFit(ctx.budget, ctx.cluster, best_mem_);
-    plan::Plan full = detail::unfold(fits ? best_ : smallest_, rep_, ctx.g.num_operators());
+    plan::Plan full = detail::unfold(fits ? best_ : smallest_, rep_, full_ops_);
     plan::Evaluation ev = evaluate(ctx, full);
     // Full recomputation keeps the largest segment's activations, which
     // the folds extrapolate only approximately: a plan over the budget once
@@ -338,7 +381,7 @@ class FoldedLadder {
   const detail::Repetition& rep_;
   SearchResult& res_;
   const detail::Folded f3_, f4_;
-  const double extra_;    // blocks past the 3-copy fold
+  const std::size_t full_ops_;
   MemoryParts best_mem_;  // the least memory seen, by kind
   plan::Plan best_;
   double best_step_ = std::numeric_limits<double>::infinity();
@@ -469,7 +512,8 @@ class RecLadder {
   std::vector<std::pair<plan::Plan, double>> starts_;  // multi_start(): plans and their memory
 };
 
-void run_algorithm(const detail::Context& ctx, SearchResult& res);
+void run_algorithm(const detail::Context& ctx, SearchResult& res,
+                   const detail::Repetition* known = nullptr);
 
 // Another algorithm on the same graph and training setting (the hints of
 // ilp, the incumbent of exhaustive), with `header`'s plan header.
@@ -483,12 +527,18 @@ SearchResult run_nested(const detail::Context& ctx, const SearchOptions& o,
   return r;
 }
 
-void run_rec(const detail::Context& ctx, SearchResult& res) {
+// `known`: ctx.g's repetition where the caller found it already (a pass over
+// the whole graph).
+void run_rec(const detail::Context& ctx, SearchResult& res, const detail::Repetition* known) {
   if (ctx.opts.fold_repeats) {
-    if (const auto rep = detail::find_repetition(ctx.g, ctx.opts.fold_min_repeats)) {
+    const auto rep =
+        known ? std::optional(*known) : detail::find_repetition(ctx.g, ctx.opts.fold_min_repeats);
+    if (rep) {
       res.fold_period = rep->period;
       res.fold_repeats = rep->repeats;
-      FoldedLadder(ctx, *rep, res).run();
+      FoldedLadder(ctx, *rep, res, detail::fold(ctx.g, ctx.spaces, *rep, 3),
+                   detail::fold(ctx.g, ctx.spaces, *rep, 4), ctx.g.num_operators())
+          .run();
       return;
     }
   }
@@ -586,9 +636,9 @@ void run_exhaustive(const detail::Context& ctx, SearchResult& res) {
 }
 
 // Runs the algorithm the options name into res (whose plan has its header).
-void run_algorithm(const detail::Context& ctx, SearchResult& res) {
+void run_algorithm(const detail::Context& ctx, SearchResult& res, const detail::Repetition* known) {
   switch (ctx.opts.algorithm) {
-    case Algorithm::Rec: return run_rec(ctx, res);
+    case Algorithm::Rec: return run_rec(ctx, res, known);
     case Algorithm::DataParallel:
     case Algorithm::Megatron: return run_fixed(ctx, res);
     case Algorithm::Grid: return run_grid(ctx, res);
@@ -601,12 +651,27 @@ void run_algorithm(const detail::Context& ctx, SearchResult& res) {
 
 namespace {
 
+// The plan header of a search at training setting t (one microbatch: the
+// searches see the microbatch graph).
+plan::Plan setting_header(const ir::Graph& g, const Cluster& cluster, const SearchOptions& opts,
+                          const plan::Training& t) {
+  plan::Plan p;
+  p.graph_name = g.name();
+  p.algorithm = std::string(algorithm_name(opts.algorithm));
+  p.mode = opts.mode;
+  p.mesh = cluster.cuts();
+  if (opts.mode == Mode::Train) p.training = {t.recompute, t.zero_stage, 1, {}};
+  return p;
+}
+
 // The search at one training setting: on the microbatch graph when the
 // setting has several microbatches (its plans evaluated there as one
 // microbatch, so that memory is that of the step), then evaluated on g.
+// `known`: g's repetition (SearchOptions::fold_min_repeats), where found
+// already.
 SearchResult run_setting(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
-                         const Cluster& cluster, const SearchOptions& opts,
-                         const plan::Training& t) {
+                         const Cluster& cluster, const SearchOptions& opts, const plan::Training& t,
+                         const detail::Repetition* known = nullptr) {
   SearchOptions o = opts;
   if (opts.mode == Mode::Train) o.training = {t.recompute, t.zero_stage, t.microbatches};
   std::optional<plan::MicrobatchView> view;
@@ -618,13 +683,9 @@ SearchResult run_setting(const ir::Graph& g, const std::vector<algebra::OpSpace>
   const std::vector<algebra::OpSpace>& ss = view ? view->spaces : spaces;
   SearchResult res;
   plan::Plan& p = res.plan;
-  p.graph_name = g.name();
-  p.algorithm = std::string(algorithm_name(opts.algorithm));
-  p.mode = opts.mode;
-  p.mesh = cluster.cuts();
-  if (opts.mode == Mode::Train) p.training = {t.recompute, t.zero_stage, 1, {}};
+  p = setting_header(g, cluster, opts, t);
   const detail::Context ctx(sg, ss, cluster, o, detail::memory_budget(cluster, o));
-  run_algorithm(ctx, res);
+  run_algorithm(ctx, res, view ? nullptr : known);
   if (view) {
     p.training.microbatches = t.microbatches;
     res.eval = plan::evaluate(g, spaces, cluster, p, o.cost, eval_detail(o));
@@ -796,6 +857,106 @@ std::optional<SearchResult> run_blocks(const ir::Graph& g,
   return best;
 }
 
+// One training setting as the comparison of settings sees it: its step
+// time and memory rungs, and its full result where it was evaluated
+// unfolded (run_setting).
+struct SettingOutcome {
+  plan::Training t;
+  int memory_rungs = 0;
+  double step_time_s = 0;
+  std::optional<SearchResult> full;
+
+  static SettingOutcome of(const plan::Training& t, SearchResult r) {
+    SettingOutcome out{t, r.memory_rungs, r.eval.summary.step_time_s, {}};
+    out.full = std::move(r);
+    return out;
+  }
+};
+
+// The training settings compared on the folds of a repeated graph
+// (SearchOptions::fold_settings): g is folded once; each setting climbs the
+// folded ladder on those folds (their microbatch graphs, when it has
+// several microbatches) and its plan's step time is extrapolated from the
+// full-batch folds, as run_setting's unfolded evaluation of the same plan
+// would find it where the fold is exact. Neither the graph nor its
+// microbatch graph is copied, and no plan is unfolded: run_training
+// searches the fastest setting again with run_setting.
+class FoldedSettings {
+ public:
+  FoldedSettings(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                 const Cluster& cluster, const SearchOptions& opts, const detail::Repetition& rep)
+      : g_(g),
+        cluster_(cluster),
+        opts_(opts),
+        rep_(rep),
+        f3_(detail::fold(g, spaces, rep, 3)),
+        f4_(detail::fold(g, spaces, rep, 4)) {}
+
+  // Throws NoFit (or Error kNoFit for a batch m does not divide) as
+  // run_setting does.
+  [[nodiscard]] SettingOutcome search(const plan::Training& t) const {
+    SearchOptions o = opts_;
+    o.training = {t.recompute, t.zero_stage, t.microbatches};
+    detail::Folded v3 = f3_, v4 = f4_;
+    if (t.microbatches > 1 && !(microbatch(v3, t.microbatches) && microbatch(v4, t.microbatches)))
+      throw Error(Errc::kNoFit, plan::microbatch_error(g_, t.microbatches));
+    SearchResult res;
+    res.plan = setting_header(g_, cluster_, opts_, t);
+    const detail::Context ctx(v3.graph, v3.spaces, cluster_, o, detail::memory_budget(cluster_, o));
+    FoldedChoice c =
+        FoldedLadder(ctx, rep_, res, std::move(v3), std::move(v4), g_.num_operators()).choose();
+    double step = c.step_time_s;
+    if (t.microbatches > 1) {
+      // The whole step of m microbatches, as the evaluator prices the plan
+      // on the full-batch graph.
+      c.plan3.training.microbatches = t.microbatches;
+      step = extrapolate(f3_, f4_, rep_, g_.num_operators(), cluster_, o, c.plan3).step_time_s;
+    }
+    return {t, res.memory_rungs, step, {}};
+  }
+
+  [[nodiscard]] const detail::Repetition& repetition() const noexcept { return rep_; }
+
+  // Whether the graph has an attention core for selective recomputation to
+  // drop: its blocks, prefix and suffix are all in the 3-copy fold.
+  [[nodiscard]] bool has_attention_core() const {
+    return search::has_attention_core(f3_.graph, f3_.spaces);
+  }
+
+ private:
+  // f as its microbatch graph of m microbatches (the weights stay); false
+  // when the batch does not divide.
+  static bool microbatch(detail::Folded& f, std::int64_t m) {
+    auto view = plan::microbatch_view(f.graph, f.spaces, m);
+    if (!view) return false;
+    f.graph = std::move(view->graph);
+    f.spaces = std::move(view->spaces);
+    return true;
+  }
+
+  const ir::Graph& g_;
+  const Cluster& cluster_;
+  const SearchOptions& opts_;
+  const detail::Repetition rep_;
+  const detail::Folded f3_, f4_;
+};
+
+// The folded comparison of settings where it applies: rec on a graph it
+// folds, more than one setting to compare, and no polish (polish refines
+// the unfolded plan, which the folds do not see).
+std::optional<FoldedSettings> folded_settings(const ir::Graph& g,
+                                              const std::vector<algebra::OpSpace>& spaces,
+                                              const Cluster& cluster, const SearchOptions& opts,
+                                              std::size_t settings) {
+  if (!opts.fold_settings || !opts.fold_repeats || opts.algorithm != Algorithm::Rec ||
+      opts.mode != Mode::Train || settings < 2)
+    return std::nullopt;
+  if (opts.polish && detail::polish_applies(g, cluster.cuts().size())) return std::nullopt;
+  const auto rep = detail::find_repetition(g, opts.fold_min_repeats);
+  if (!rep) return std::nullopt;
+  return std::optional<FoldedSettings>(std::in_place, g, spaces, cluster, opts, *rep);
+}
+
 // Training: every ladder climbed to its first fitting setting, the fastest
 // of those kept. Ilp and exhaustive search at the setting rec chooses
 // (they prove optimality over the operators' strategies, not the settings).
@@ -824,17 +985,20 @@ SearchResult run_training(const ir::Graph& g, const std::vector<algebra::OpSpace
       }
     }
   }
-  const bool selective = has_attention_core(g, spaces);
-  std::optional<SearchResult> best;
-  std::optional<Error> first_error;
-  MemoryParts smallest;
-  bool unconstrained = false;
   auto ladders = setting_ladders(g, pin, allow_full && !exact);
   // Below the floor every setting fails: the most saving one alone gives
   // the message its smallest plan (one search, not one per setting).
   const double floor = parameter_state_floor(g, cluster, opts);
   const bool below_floor = floor > detail::memory_budget(cluster, opts);
   if (below_floor) ladders = {{ladders.back().back()}};
+  std::size_t settings = 0;
+  for (const auto& ladder : ladders) settings += ladder.size();
+  const auto folded = folded_settings(g, spaces, cluster, opts, settings);
+  const bool selective = folded ? folded->has_attention_core() : has_attention_core(g, spaces);
+  std::optional<SettingOutcome> won;
+  std::optional<Error> first_error;
+  MemoryParts smallest;
+  bool unconstrained = false;
   for (const auto& ladder : ladders) {
     if (!selective && !pin.recompute && ladder.front().recompute == plan::Recompute::Selective)
       continue;  // the same memory and time as no recomputation
@@ -844,11 +1008,11 @@ SearchResult run_training(const ir::Graph& g, const std::vector<algebra::OpSpace
     if (unconstrained) break;
     for (const plan::Training& t : ladder) {
       try {
-        SearchResult r = run_setting(g, spaces, cluster, opts, t);
+        SettingOutcome r = folded ? folded->search(t)
+                                  : SettingOutcome::of(t, run_setting(g, spaces, cluster, opts, t));
         unconstrained = r.memory_rungs == 0 && opts.algorithm == Algorithm::Rec &&
                         t.microbatches == 1 && t.zero_stage <= 2;
-        if (!best || r.eval.summary.step_time_s < best->eval.summary.step_time_s)
-          best = std::move(r);
+        if (!won || r.step_time_s < won->step_time_s) won = std::move(r);
         break;
       } catch (const NoFit& e) {
         smallest.take_min(e.smallest());
@@ -858,6 +1022,23 @@ SearchResult run_training(const ir::Graph& g, const std::vector<algebra::OpSpace
         if (!first_error) first_error = e;
       }
     }
+  }
+  std::optional<SearchResult> best;
+  if (won && !won->full) {
+    // The folded comparison's winner, searched again and evaluated in full.
+    try {
+      best = run_setting(g, spaces, cluster, opts, won->t, &folded->repetition());
+    } catch (const Error& e) {
+      if (e.code() != Errc::kNoFit) throw;
+      // The folds accepted a plan its full evaluation finds over the
+      // budget (full recomputation's largest segment, which they
+      // extrapolate only approximately): compare the settings unfolded.
+      SearchOptions unfolded = opts;
+      unfolded.fold_settings = false;
+      return run_training(g, spaces, cluster, unfolded, allow_full);
+    }
+  } else if (won) {
+    best = std::move(won->full);
   }
   if (best && best->plan.training.recompute == plan::Recompute::Full && !pin.recompute && !exact) {
     const plan::Recompute rest = selective ? plan::Recompute::Selective : plan::Recompute::None;

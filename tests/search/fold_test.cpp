@@ -2,11 +2,16 @@
 // Folding of repeated blocks: detection, verification of the wiring, and
 // the promise that makes it safe — the folded search's bookkeeping and its
 // extrapolated memory equal the independent evaluation of the unfolded plan
-// on the whole graph, and the plan is as good as searching the whole graph.
+// on the whole graph, and the plan is as good as searching the whole graph;
+// training settings compared on the folds choose as the unfolded reference.
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <optional>
+#include <set>
+#include <tuple>
 
+#include "recsearch/error.hpp"
 #include "recsearch/gen/generate.hpp"
 #include "recsearch/plan/evaluator.hpp"
 #include "recsearch/search/search.hpp"
@@ -123,6 +128,12 @@ TEST_CASE("folded search: bookkeeping and extrapolated memory equal the full eva
             doctest::Approx(res.eval.summary.parameter_bytes).epsilon(1e-9));
       // And the unfolded plan is the 3-fold's plan copied out.
       CHECK(search::detail::unfold(p3, *rep, g.num_operators()).cuts == res.plan.cuts);
+      // Every copies-fold's op has the decisions of the full ops it stands for.
+      for (std::size_t copies = 3; copies <= 6; ++copies) {
+        const plan::Plan pk = search::detail::refold(p3, *rep, copies, g.num_operators());
+        for (std::size_t o = 0; o < g.num_operators(); ++o)
+          CHECK(pk.cuts[search::detail::folded_op(*rep, copies, o)] == res.plan.cuts[o]);
+      }
     }
   }
 }
@@ -191,5 +202,62 @@ TEST_CASE("progress reports every cut pass of every memory rung, in order") {
       CHECK(seen[i].first == static_cast<int>(i / 5));
       CHECK(seen[i].second == i % 5);
     }
+  }
+}
+
+// The training settings are compared on the folds (SearchOptions::
+// fold_settings) and only the fastest is unfolded: where the fold is exact,
+// the choice and the reported step time and memory are those of the
+// reference that unfolds and evaluates every setting. The budgets run from
+// none to a quarter of the free plan's memory: no, selective and full
+// recomputation win in turn, and the tightest needs two microbatches and
+// ZeRO 1. Polish is off, as it is on the large graphs the folded comparison
+// is for (it refines unfolded plans).
+TEST_CASE("training settings compared on the folds choose as the unfolded comparison does") {
+  gen::ModelSpec m = gpt(10);
+  m.heads = 4;
+  m.batch = 32;
+  const ir::Graph g = gen::build_graph(m);
+  REQUIRE(search::detail::find_repetition(g, 8).has_value());
+  const auto spaces = algebra::build_op_spaces(g);
+  for (const Cluster& c : {Cluster::flat(8), Cluster::mesh({2, 4})}) {
+    search::SearchOptions o;
+    o.polish = false;
+    const double free_mem = search::run(g, spaces, c, o).eval.summary.memory_per_device_bytes;
+    std::set<std::tuple<int, int, std::int64_t>> chosen;
+    for (const double f : {0.0, 0.7, 0.35, 0.25}) {
+      CAPTURE(c.num_devices());
+      CAPTURE(f);
+      o.cost.memory_budget_bytes = f * free_mem;
+      search::SearchOptions ref = o;
+      ref.fold_settings = false;
+      std::optional<search::SearchResult> folded, unfolded;
+      try {
+        folded = search::run(g, spaces, c, o);
+      } catch (const Error& e) {
+        CHECK(e.code() == Errc::kNoFit);
+      }
+      try {
+        unfolded = search::run(g, spaces, c, ref);
+      } catch (const Error& e) {
+        CHECK(e.code() == Errc::kNoFit);
+      }
+      REQUIRE(folded.has_value() == unfolded.has_value());
+      if (!folded) continue;
+      const plan::Training& a = folded->plan.training;
+      const plan::Training& b = unfolded->plan.training;
+      CHECK(a.recompute == b.recompute);
+      CHECK(a.zero_stage == b.zero_stage);
+      CHECK(a.microbatches == b.microbatches);
+      CHECK(a.per_op == b.per_op);
+      CHECK(folded->plan.cuts == unfolded->plan.cuts);
+      CHECK(folded->eval.summary.step_time_s == unfolded->eval.summary.step_time_s);
+      CHECK(folded->eval.summary.memory_per_device_bytes ==
+            unfolded->eval.summary.memory_per_device_bytes);
+      CHECK(folded->memory_rungs == unfolded->memory_rungs);
+      chosen.insert({static_cast<int>(a.recompute), a.zero_stage, a.microbatches});
+    }
+    // The budgets reach beyond the cheapest setting.
+    CHECK(chosen.size() >= 3);
   }
 }

@@ -94,6 +94,13 @@ struct SearchOptions {
   // Search time then follows the block, not the depth.
   bool fold_repeats = true;
   std::size_t fold_min_repeats = 8;
+  // Training, rec on a folded graph without polish: compare the
+  // recomputation x ZeRO x microbatch settings by their plans' step times
+  // extrapolated from the folds, and unfold and evaluate in full only the
+  // fastest (docs/search.md, Training settings on folded graphs). false
+  // unfolds and evaluates every setting's plan: the reference the tests
+  // hold the folded comparison to.
+  bool fold_settings = true;
   // Whether SearchResult::eval lists every strategy, sharding and
   // redistribution (needed to write the plan) or only the summary and
   // per-operator costs (scaling runs on graphs of millions of operators).
