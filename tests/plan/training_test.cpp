@@ -228,8 +228,8 @@ TEST_CASE("full recomputation runs the segment after the last checkpoint once") 
     // the head's, no longer hides them.
     const Gpt wide(2, fused, 2048);
     const auto full_wide = wide.replicated(plan::Recompute::Full);
-    const double logits_elem = static_cast<double>(
-        ir::dtype_size(g.g.tensor(*g.g.find_tensor("logits")).dtype));
+    const double logits_elem =
+        static_cast<double>(ir::dtype_size(g.g.tensor(*g.g.find_tensor("logits")).dtype));
     CHECK(full_wide.activation_bytes - full.activation_bytes ==
           doctest::Approx(static_cast<double>(g.b * g.s * 1024) * logits_elem));
     // By hand: against the same graph without its loss, the head keeps the
