@@ -28,7 +28,7 @@
 // searched again with polish and the settings free (the settings chosen
 // without polish, then polished at that recomputation and microbatch
 // count), and only then weighed against the unpipelined plan. GPT-1T on
-// 384x8 DGX-A100: 24 candidates, 92 stage searches (docs/pipeline.md).
+// 384x8 DGX-A100: 24 candidates, 75 stage searches (docs/pipeline.md).
 #include "recsearch/search/pipeline.hpp"
 
 #include <algorithm>
