@@ -219,6 +219,11 @@ StageFigures stage_figures(const Summary& s, std::int64_t microbatches) {
 
 }  // namespace
 
+double stage_memory_bytes(const PipelinePlan& pp, std::size_t j, Mode mode, const Summary& s) {
+  const double k = mode == Mode::Train ? in_flight(pp, pp.stages.at(j).group) : 1.0;
+  return s.parameter_bytes + k * stage_figures(s, pp.microbatches).activation_bytes;
+}
+
 PipelineEvaluation schedule_pipeline(const PipelinePlan& pp, Mode mode,
                                      std::vector<Evaluation> stages,
                                      const std::vector<double>& send_s,

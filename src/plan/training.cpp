@@ -212,7 +212,8 @@ void mark_attention_cores(const ir::Graph& g, const std::vector<Recompute>& rc, 
 // local, so a repeated block is cut the same way however many repeats the
 // graph has (folded searches extrapolate from three), and on a GPT layer
 // it checkpoints the layer input as Megatron-LM does (34·s·b·h kept per
-// layer against 2·s·b·h of input).
+// layer against 2·s·b·h of input). The segment after the last checkpoint
+// is not recomputed where the graph ends in its loss (keep_last_segment).
 constexpr double kSegmentFactor = 8.0;
 
 // Whether activation t, produced by a full operator, is read by an operator
@@ -231,6 +232,47 @@ void keep_segment_inputs(const ir::Graph& g, const std::vector<Recompute>& rc,
     const ir::Tensor& x = g.tensor(t);
     if (x.kind == ir::TensorKind::Activation && rc[x.producer] != Recompute::Full)
       r.saved[t] = std::max(r.saved[t], 1.0F);
+  }
+}
+
+// Whether the operators at positions [from, n) of `order` produce the
+// graph's loss: a one-element activation nobody reads. The backward pass
+// starts there, right after the forward, so the segment holding it gains
+// nothing by being recomputed. A graph without one (a pipeline stage that
+// sends its last activations on, a graph whose loss lies outside it) may
+// wait for its output's gradient, and recomputes every segment.
+bool ends_in_loss(const ir::Graph& g, const std::vector<ir::OpId>& order, std::size_t from) {
+  for (std::size_t i = from; i < order.size(); ++i) {
+    for (const ir::TensorId t : g.op(order[i]).outputs) {
+      const ir::Tensor& x = g.tensor(t);
+      if (x.kind == ir::TensorKind::Activation && x.consumers.empty() &&
+          ir::num_elements(x.shape) == 1)
+        return true;
+    }
+  }
+  return false;
+}
+
+// The segment after the last checkpoint, operators [from, n) of `order`
+// (all of them full), as Megatron-LM and torch's checkpoint_sequential run
+// it: not recomputed, its tensors kept by the rule without recomputation
+// (saved_if_kept), and so are the checkpoints it reads (kept whole only as
+// the point its recomputation would restart from).
+void keep_last_segment(const ir::Graph& g, const std::vector<ir::OpId>& order, std::size_t from,
+                       MemoryRules& r) {
+  for (std::size_t i = from; i < order.size(); ++i) {
+    const ir::Operator& op = g.op(order[i]);
+    r.recomputed[order[i]] = 0;
+    for (const ir::TensorId t : op.outputs) {
+      r.segment[t] = -1;
+      r.saved[t] = r.saved_if_kept[t];
+    }
+  }
+  for (std::size_t i = from; i < order.size(); ++i) {
+    for (const ir::TensorId t : g.op(order[i]).inputs) {
+      const ir::Tensor& x = g.tensor(t);
+      if (x.kind == ir::TensorKind::Activation && r.segment[t] < 0) r.saved[t] = r.saved_if_kept[t];
+    }
   }
 }
 
@@ -272,7 +314,8 @@ void mark_segments(const ir::Graph& g, const std::vector<Recompute>& rc, MemoryR
   }
   std::int32_t seg = 0;
   double acc = 0;
-  bool open = false;  // the current segment has a full operator
+  bool open = false;      // the current segment has a full operator
+  std::size_t start = 0;  // its first position
   for (std::size_t i = 0; i < n; ++i) {
     const ir::Operator& op = g.op(order[i]);
     if (rc[order[i]] != Recompute::Full) {
@@ -280,6 +323,7 @@ void mark_segments(const ir::Graph& g, const std::vector<Recompute>& rc, MemoryR
       if (open) ++seg;
       open = false;
       acc = 0;
+      start = i + 1;
       continue;
     }
     open = true;
@@ -297,9 +341,14 @@ void mark_segments(const ir::Graph& g, const std::vector<Recompute>& rc, MemoryR
       r.saved[c] = 1.0F;  // the checkpoint, kept whole
       acc = 0;
       ++seg;
+      start = i + 1;
     }
   }
   r.segments = open ? seg + 1 : seg;
+  if (open && start < n && ends_in_loss(g, order, start)) {
+    keep_last_segment(g, order, start, r);
+    r.segments = seg;
+  }
 }
 
 // Batch dim of every tensor: the graph inputs' dim 0 where it is the global

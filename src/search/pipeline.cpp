@@ -28,7 +28,7 @@
 // searched again with polish and the settings free (the settings chosen
 // without polish, then polished at that recomputation and microbatch
 // count), and only then weighed against the unpipelined plan. GPT-1T on
-// 384x8 DGX-A100: 24 candidates, 92 stage searches (docs/pipeline.md).
+// 384x8 DGX-A100: 24 candidates, 75 stage searches (docs/pipeline.md).
 #include "recsearch/search/pipeline.hpp"
 
 #include <algorithm>
@@ -201,6 +201,12 @@ std::vector<double> unit_weights(const ir::Graph& g, const std::vector<algebra::
   return w;
 }
 
+std::vector<double> prefix_sums(const std::vector<double>& w) {
+  std::vector<double> out(w.size() + 1, 0.0);
+  for (std::size_t i = 0; i < w.size(); ++i) out[i + 1] = out[i] + w[i];
+  return out;
+}
+
 // One searched stage graph.
 struct StageResult {
   plan::Plan plan;
@@ -223,6 +229,7 @@ class PipelineSearch {
         budget_(detail::memory_budget(cluster, opts)),
         units_(find_units(g, opts)),
         weights_(unit_weights(g, spaces, cluster, opts, units_)),
+        weight_prefix_(prefix_sums(weights_)),
         pins_(unit_pins(g, units_)),
         max_pin_(pins_.empty() ? -1 : *std::max_element(pins_.begin(), pins_.end())) {}
 
@@ -583,9 +590,13 @@ class PipelineSearch {
     std::vector<plan::StageGraph> graphs;
     for (const plan::Stage& s : pp.stages)
       graphs.push_back(plan::stage_graph(g_, spaces_, s.first, s.last));
+    // The result is taken only when it fits and is faster: its stages stop
+    // being searched as soon as the bound or a group's memory says it will
+    // not be.
     polishing_ = true;
     const bool found = fill(pp, graphs, group, best_begins_, best_ends_, best_budgets_,
-                            pp.microbatches) == Filled::kAll;
+                            pp.microbatches, best_.eval.summary.step_time_s,
+                            /*over_budget_fails=*/true) == Filled::kAll;
     polishing_ = false;
     if (!found) return;
     plan::PipelineEvaluation pe = price(pp, graphs);
@@ -599,12 +610,16 @@ class PipelineSearch {
   static double infinity() { return std::numeric_limits<double>::infinity(); }
   double best_step() const { return have_ ? best_.eval.summary.step_time_s : infinity(); }
 
-  // Searches (or recalls) every stage's plan into pp at its budget.
+  // Searches (or recalls) every stage's plan into pp at its budget; kPruned
+  // as soon as the step is bound to be at least `cutoff`, and, where
+  // over_budget_fails, kNoFit as soon as the stages searched so far take a
+  // group over the memory budget (a group's memory is a sum over its
+  // stages, plan::stage_memory_bytes).
   enum class Filled { kAll, kNoFit, kPruned };
   Filled fill(plan::PipelinePlan& pp, const std::vector<plan::StageGraph>& graphs,
               const Cluster& group, const std::vector<std::size_t>& begins,
               const std::vector<std::size_t>& ends, const std::vector<double>& budgets,
-              std::int64_t m, double cutoff = infinity()) {
+              std::int64_t m, double cutoff = infinity(), bool over_budget_fails = false) {
     // Middle stages first: on a repeated graph they are one search for most
     // groups, so the bound below is strong after the first search.
     const std::size_t parts = pp.stages.size();
@@ -612,7 +627,15 @@ class PipelineSearch {
     for (std::size_t j = 1; j + 1 < parts; ++j) order.push_back(j);
     order.push_back(0);
     if (parts > 1) order.push_back(parts - 1);
-    std::vector<double> known(pp.groups, 0.0);
+    // Each group's busy time per microbatch, from the stages searched so
+    // far and the floors of the others.
+    std::vector<double> floors(parts), known(pp.groups, 0.0);
+    for (std::size_t j = 0; j < parts; ++j) {
+      floors[j] = compute_floor(begins[j], ends[j], m, static_cast<std::int64_t>(pp.groups));
+      known[pp.stages[j].group] += floors[j];
+    }
+    if (pipelined_bound(pp, known) >= cutoff) return Filled::kPruned;
+    std::vector<double> memory(pp.groups, 0.0);
     for (const std::size_t j : order) {
       if (budgets[j] <= 0) return Filled::kNoFit;
       const Key k = key(begins[j], ends[j], static_cast<std::int64_t>(pp.groups), m);
@@ -624,16 +647,39 @@ class PipelineSearch {
       stage_evals_[j] = &r->eval;
       const plan::Summary& sum = r->eval.summary;
       known[pp.stages[j].group] +=
-          sum.microbatch_s > 0 ? sum.microbatch_s : sum.step_time_s / static_cast<double>(m);
+          (sum.microbatch_s > 0 ? sum.microbatch_s : sum.step_time_s / static_cast<double>(m)) -
+          floors[j];
       if (pipelined_bound(pp, known) >= cutoff) return Filled::kPruned;
+      double& mem = memory[pp.stages[j].group];
+      mem += plan::stage_memory_bytes(pp, j, opts_.mode, sum);
+      // A hair over, so that the order of the sums cannot tell apart what
+      // schedule_pipeline finds within the budget.
+      if (over_budget_fails && mem > budget_ * (1 + 1e-9)) return Filled::kNoFit;
     }
     return Filled::kAll;
   }
 
+  // A floor under the busy time per microbatch of the stage of units
+  // [a, b) on one of p groups, whatever its plan: its units' compute in the
+  // replicated plan (weights_) spread perfectly over the group's devices,
+  // one microbatch's share. Each operator's compute on its slices is at
+  // least its share of the replicated compute, because the symbolic
+  // compute time (max(flops / rate, bytes / bandwidth), plan/evaluator.hpp)
+  // is homogeneous and grows with flops and bytes, no cut divides an
+  // operator more ways than the group has devices, and m microbatches read
+  // the weights m times. Collectives, recomputation and sends only add to
+  // it. 0 under a user's cost model, of which nothing is known.
+  [[nodiscard]] double compute_floor(std::size_t a, std::size_t b, std::int64_t m,
+                                     std::int64_t p) const {
+    if (opts_.cost.model) return 0.0;
+    const double devices = static_cast<double>(cluster_.num_devices()) / static_cast<double>(p);
+    return (weight_prefix_[b] - weight_prefix_[a]) / (static_cast<double>(m) * devices);
+  }
+
   // A lower bound on the pipelined part of the step from the groups' busy
   // times known so far (the schedule's formula, plan/pipeline.hpp, grows
-  // with every group's busy time; stages not yet searched and the sends
-  // only add to it).
+  // with every group's busy time; the floors of stages not yet searched
+  // and the sends only add to it).
   static double pipelined_bound(const plan::PipelinePlan& pp, const std::vector<double>& t) {
     double sum = 0, most = 0;
     for (const double x : t) {
@@ -666,6 +712,7 @@ class PipelineSearch {
   const double budget_;
   const Units units_;
   const std::vector<double> weights_;
+  const std::vector<double> weight_prefix_;  // weight_prefix_[k]: units [0, k)
   const std::vector<std::int64_t> pins_;
   const std::int64_t max_pin_;  // -1: nothing pinned
   // Per stage, its searches by budget (map nodes stay put: stage_evals_

@@ -31,14 +31,15 @@ struct Gpt {
   ir::Graph g;
   std::vector<algebra::OpSpace> spaces;
 
-  Gpt(std::int64_t layers, bool fused) {
+  Gpt(std::int64_t layers, bool fused, std::int64_t vocab = 1024, bool loss = true) {
     gen::ModelSpec m = gen::preset("gpt-350m");
     m.layers = layers;
     m.hidden = h;
     m.heads = a;
     m.seq = s;
     m.batch = b;
-    m.vocab = 1024;
+    m.vocab = vocab;
+    m.training_loss = loss;
     m.fused_attention = fused;
     g = gen::build_graph(m);
     spaces = algebra::build_op_spaces(g);
@@ -106,6 +107,18 @@ struct Gpt {
     return plan::evaluate(g, spaces, test_cluster(), p, {}).summary;
   }
 
+  // The forward time of each operator in the replicated plan: an inference
+  // evaluation, which knows nothing of the training rules.
+  [[nodiscard]] std::vector<double> forward_s() const {
+    plan::Plan p;
+    p.mode = Mode::Infer;
+    p.cuts.assign(g.num_operators(), {});
+    const auto ev = plan::evaluate(g, spaces, test_cluster(), p, {});
+    std::vector<double> out;
+    for (const plan::OpCost& c : ev.op_costs) out.push_back(c.compute_s);
+    return out;
+  }
+
   // `inside` for the operators of the last `k` layers (named "h<i>."),
   // `outside` for the rest.
   [[nodiscard]] std::vector<plan::Recompute> last_layers(std::int64_t layers, std::int64_t k,
@@ -121,6 +134,11 @@ struct Gpt {
     return rc;
   }
 };
+
+// The operators after the last layer: final norm, LM head, loss.
+bool is_head(const std::string& name) {
+  return name == "ln_f" || name == "lm_head" || name == "loss";
+}
 
 // Activation bytes of one layer: the difference between two depths.
 double per_layer(bool fused, plan::Recompute rc) {
@@ -176,10 +194,67 @@ TEST_CASE("saved activations of a GPT layer match Korthikanti et al. (2022)") {
     const auto full = Gpt(4, true).replicated(plan::Recompute::Full);
     const auto none = Gpt(4, true).replicated(plan::Recompute::None);
     CHECK(full.activation_bytes < none.activation_bytes / 2);
-    // Every operator's forward runs again: with backward 2x forward, the
-    // recomputation is a quarter of the compute.
-    CHECK(full.recompute_s == doctest::Approx(full.compute_s / 4));
+    // Every operator's forward up to the last checkpoint runs again: with
+    // backward 2x forward, the recomputation is a quarter of the compute
+    // of everything but the LM head and the loss.
+    const Gpt four(4, true);
+    const std::vector<double> fwd = four.forward_s();
+    double head = 0;
+    for (ir::OpId o = 0; o < four.g.num_operators(); ++o)
+      if (is_head(four.g.op(o).name)) head += fwd[o];
+    CHECK(full.recompute_s == doctest::Approx((none.compute_s - 3 * head) / 3));
     CHECK(full.compute_s - full.recompute_s == doctest::Approx(none.compute_s));
+  }
+}
+
+TEST_CASE("full recomputation runs the segment after the last checkpoint once") {
+  // As Megatron-LM and torch's checkpoint_sequential: the final norm, LM
+  // head and loss follow the last layer's checkpoint, and the backward pass
+  // starts there right after the forward, so they are not recomputed and
+  // keep what their backward needs.
+  for (const bool fused : {true, false}) {
+    CAPTURE(fused);
+    const Gpt g(2, fused);
+    const auto full = g.replicated(plan::Recompute::Full);
+    const std::vector<double> fwd = g.forward_s();
+    double layers = 0, head = 0;
+    for (ir::OpId o = 0; o < g.g.num_operators(); ++o)
+      (is_head(g.g.op(o).name) ? head : layers) += fwd[o];
+    REQUIRE(head > 1e-3 * layers);  // recomputing the head would show
+    CHECK(full.recompute_s == doctest::Approx(layers).epsilon(1e-9));
+    // Memory: the head's saved tensors are kept with the checkpoints. A
+    // larger vocabulary adds exactly its logits, which the loss keeps
+    // (b·s·ΔV elements); the layers' largest segment, which is larger than
+    // the head's, no longer hides them.
+    const Gpt wide(2, fused, 2048);
+    const auto full_wide = wide.replicated(plan::Recompute::Full);
+    const double logits_elem =
+        static_cast<double>(ir::dtype_size(g.g.tensor(*g.g.find_tensor("logits")).dtype));
+    CHECK(full_wide.activation_bytes - full.activation_bytes ==
+          doctest::Approx(static_cast<double>(g.b * g.s * 1024) * logits_elem));
+    // By hand: against the same graph without its loss, the head keeps the
+    // final norm's 8 bytes of statistics per row, its output (the LM head's
+    // input), the logits and the int32 labels (the final norm's input is
+    // the last layer's checkpoint in both).
+    const Gpt no_loss(2, fused, 1024, false);
+    const auto full_no_loss = no_loss.replicated(plan::Recompute::Full);
+    const double sbh = static_cast<double>(g.s * g.b * g.h);
+    const double sb = static_cast<double>(g.s * g.b);
+    const double head_bytes = 8 * sb + sbh * logits_elem + sb * 1024 * logits_elem + 4 * sb;
+    CHECK(full.activation_bytes - full_no_loss.activation_bytes == doctest::Approx(head_bytes));
+    // A graph without its loss (a pipeline stage that sends its last
+    // activations on) waits for their gradient: every segment is
+    // recomputed, the last one too.
+    double all = 0;
+    for (const double x : no_loss.forward_s()) all += x;
+    CHECK(full_no_loss.recompute_s == doctest::Approx(all).epsilon(1e-9));
+    // The per-operator rule with the head not recomputed agrees.
+    std::vector<plan::Recompute> rc(g.g.num_operators(), plan::Recompute::Full);
+    for (ir::OpId o = 0; o < g.g.num_operators(); ++o)
+      if (is_head(g.g.op(o).name)) rc[o] = plan::Recompute::None;
+    const auto kept_head = g.replicated(rc);
+    CHECK(full.activation_bytes == doctest::Approx(kept_head.activation_bytes));
+    CHECK(full.recompute_s == doctest::Approx(kept_head.recompute_s));
   }
 }
 

@@ -147,6 +147,13 @@ struct PipelineEvaluation {
                                                    const std::vector<double>& send_s,
                                                    const std::vector<double>& sent_bytes);
 
+// What stage j of pp, evaluated as s, adds to its group's memory per
+// device: its parameter state and the saved activations of the group's
+// microbatches in flight (GroupReport::memory_bytes is the sum over the
+// group's stages).
+[[nodiscard]] double stage_memory_bytes(const PipelinePlan& pp, std::size_t j, Mode mode,
+                                        const Summary& s);
+
 // Seconds and per-device bytes of a stage's point-to-point sends per
 // microbatch: its boundary tensors forward (to later stages) and, in
 // training, the gradients of what it received backward.

@@ -29,7 +29,9 @@ namespace recsearch::plan {
 //  Full       only checkpoints are kept (the tensors that alone carry the
 //             forward pass from one part of the graph to the next, about
 //             sqrt(n) of them), and each segment is recomputed in the
-//             backward pass.
+//             backward pass, but for the segment after the last
+//             checkpoint of a graph that ends in its loss (the backward
+//             starts there: it runs once and keeps its tensors).
 // The enum lives in the graph's vocabulary (ir/training_pins.hpp) because a
 // graph file may pin it.
 using Recompute = ir::Recompute;
