@@ -97,7 +97,9 @@ struct Parallelism {
 [[nodiscard]] Parallelism parallelism(const ReportInput& in);
 // One line: "5.2 of 8 devices (compute-weighted); c2 (m1%2) cuts no operator:
 // its devices duplicate all work", or "fully replicated: ..." when nothing
-// is cut.
+// is cut. Axes that cut less than kPartlyUsedShare of the compute are
+// flagged as partly used, with their share.
+inline constexpr double kPartlyUsedShare = 0.5;
 [[nodiscard]] std::string parallelism_text(const ReportInput& in);
 
 // A repeated block of the graph (search::detail::find_repetition): ops
