@@ -227,12 +227,11 @@ std::string parallelism_text(const ReportInput& in) {
     const double share = p.axis_share[a];
     if (share <= 0 || share >= kPartlyUsedShare) continue;
     partly += (partly.empty() ? "" : ", ") + in.plan.mesh[a].axis + " (" +
-              io::mesh_dims_text(in.cluster, in.plan, {static_cast<std::uint32_t>(a)}) + ") " +
+              io::mesh_dims_text(in.cluster, in.plan, {static_cast<std::uint32_t>(a)}) + ") cuts " +
               sig(100 * share, 2) + " %";
   }
   if (!partly.empty())
-    out += "; partly used: " + partly +
-           " of the compute is cut by it, the rest duplicated on its devices";
+    out += "; partly used: " + partly + " of the compute, the rest is duplicated on its devices";
   if (p.idle_axes.empty()) return out;
   std::string axes;
   std::int64_t idle = 1;
