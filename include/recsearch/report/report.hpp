@@ -133,6 +133,16 @@ struct TableOptions {
 };
 [[nodiscard]] std::string plan_to_table(const ReportInput& in, const TableOptions& opts = {});
 
+// The text table of a pipelined plan: the step (pipelined part, bubble,
+// the busiest group's split), memory against the budget, point-to-point
+// volume, a row per device group, then each stage as plan_to_table lays out
+// a plan, on its stage graph and its group's devices.
+[[nodiscard]] std::string pipeline_to_table(const ir::Graph& g,
+                                            const std::vector<algebra::OpSpace>& spaces,
+                                            const Cluster& cluster, const plan::PipelinePlan& pp,
+                                            const plan::PipelineEvaluation& pe,
+                                            const TableOptions& opts = {});
+
 // A pipelined plan's stages, for the HTML page's stage strip: per stage its
 // operator range, device group, compute, and its group's memory and bubble.
 struct PipelineStrip {
