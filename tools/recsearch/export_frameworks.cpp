@@ -29,7 +29,8 @@
 namespace recsearch::cli {
 namespace {
 
-// The head every export starts with (after `lead`, "#" for both files).
+// The head both files start with, as comments: what was exported, from
+// which command, on which devices, with the plan's figures.
 std::string head(const ExportInput& in, std::string_view what) {
   const Cluster& c = *in.cluster;
   std::string levels;
@@ -230,17 +231,15 @@ std::string ms_primitives(const ExportInput& in) {
 std::string export_mindspore(const ExportInput& in) {
   const std::int64_t per_stage = in.stages.front().cluster->num_devices();
   std::string out = head(in, "MindSpore shard() strategies");
-  out += R"(#
-# STRATEGIES: per operator, (its type, its strategy, the ways it is
-# replicated)" +
-         std::string(in.pipeline ? ", its pipeline stage" : "") +
-         R"(). The strategy is MindSpore's in_strategy
-# form: per input, the split count of each dim (Primitive.shard). The split
-# counts of an operator's loops times its replicated ways are the devices
-# of its stage. The counts are the plan's; which device holds which slice
-# is MindSpore's device matrix, not necessarily the plan's mesh order.
-# The comment after each names the mesh axes that cut it and the loop each
-# cuts.
+  out += "#\n# STRATEGIES: per operator, (its type, its strategy, the ways it is replicated" +
+         std::string(in.pipeline ? ", its pipeline stage" : "") + ").";
+  out += R"(
+# The strategy is MindSpore's in_strategy form: per input, the split count
+# of each dim (Primitive.shard). The split counts of an operator's loops
+# times its replicated ways are the devices of its stage. The counts are
+# the plan's; which device holds which slice is MindSpore's device matrix,
+# not necessarily the plan's mesh order. The comment after each names the
+# mesh axes that cut it and the loop each cuts.
 
 DEVICE_NUM = )" +
          std::to_string(in.cluster->num_devices()) +
