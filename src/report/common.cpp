@@ -219,6 +219,19 @@ std::string parallelism_text(const ReportInput& in) {
     return "fully replicated: no operator is cut, all " + devices +
            " devices compute the same thing";
   std::string out = sig(p.effective, 3) + " of " + devices + " devices (compute-weighted)";
+  // Axes that cut some operators but under half of the compute: on the
+  // rest their devices duplicate work, which the effective figure averages
+  // away.
+  std::string partly;
+  for (std::size_t a = 0; a < p.axis_share.size(); ++a) {
+    const double share = p.axis_share[a];
+    if (share <= 0 || share >= kPartlyUsedShare) continue;
+    partly += (partly.empty() ? "" : ", ") + in.plan.mesh[a].axis + " (" +
+              io::mesh_dims_text(in.cluster, in.plan, {static_cast<std::uint32_t>(a)}) + ") cuts " +
+              sig(100 * share, 2) + " %";
+  }
+  if (!partly.empty())
+    out += "; partly used: " + partly + " of the compute, the rest is duplicated on its devices";
   if (p.idle_axes.empty()) return out;
   std::string axes;
   std::int64_t idle = 1;

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The plan as a Graphviz graph: operators coloured by strategy class, graph
+// The plan as a Graphviz graph: operators coloured by output layout class
+// (layout_classes, as the HTML page) and labelled with their split, graph
 // inputs as ellipses, and every producer -> consumer edge; an edge that
 // carries a layout redistribution is drawn red and names its collectives.
 // A repeated block is drawn as a cluster per copy, or, past
@@ -71,7 +72,7 @@ std::string op_node(const ReportInput& in, const ColourClasses& classes, const D
       f.folded && f.in_block(o) ? "[x" + std::to_string(f.fold.repeats) + "] " : "";
   return indent + "op" + std::to_string(o) + " [label=" +
          quoted(tag + op.name + "\n" + op.type + "\n" + strategy_text(in.eval.strategies.at(o)) +
-                "\n" + cut_signature(in, static_cast<ir::OpId>(o))) +
+                "\n" + op_split_text(in, static_cast<ir::OpId>(o))) +
          ", fillcolor=" + quoted(classes.colours[cls]) + ", tooltip=" +
          quoted("compute " + seconds_text(in.eval.op_costs.at(o).compute_s) + ", communication " +
                 seconds_text(in.eval.op_costs.at(o).communication_s)) +
@@ -111,7 +112,8 @@ std::string op_nodes(const ReportInput& in, const ColourClasses& classes, const 
 
 std::string plan_to_dot(const ReportInput& in, const DotOptions& opts) {
   const ir::Graph& g = in.graph;
-  const ColourClasses classes = colour_classes(in);
+  // Coloured as the HTML page is: by the output's layout on the named mesh.
+  const ColourClasses classes = layout_classes(in);
   const DotFold fold = dot_fold(in, opts);
   std::string out = "// recsearch plan of graph " + g.name() + " on " +
                     std::to_string(in.plan.num_devices()) + " devices (" + in.plan.algorithm +
@@ -185,7 +187,9 @@ std::string plan_to_dot(const ReportInput& in, const DotOptions& opts) {
     }
   }
   // Legend: one box per colour class.
-  out += "  subgraph cluster_legend {\n    label=\"strategy classes (mesh axis:loop)\";\n";
+  out +=
+      "  subgraph cluster_legend {\n    label=\"output layout on the named mesh (DP blues, TP "
+      "oranges, DP + TP greens, replicated grey)\";\n";
   for (std::size_t i = 0; i < classes.names.size(); ++i) {
     out += "    legend" + std::to_string(i) + " [label=" + quoted(classes.names[i]) +
            ", fillcolor=" + quoted(classes.colours[i]) + "];\n";

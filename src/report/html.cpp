@@ -7,7 +7,9 @@
 // page stays a viewer.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -58,14 +60,21 @@ json cluster_data(const ReportInput& in) {
           {"memory_GiB", num(in.cluster.device().memory_GiB)}};
 }
 
+// Per mesh axis: its size and level, its part of the level on the named
+// mesh ("gpu/4") and the share of compute time on operators it cuts (the
+// mesh picture shades the axes by it).
 json mesh_data(const ReportInput& in) {
+  const Parallelism par = parallelism(in);
   json mesh = json::array();
-  for (const Cut& c : in.plan.mesh) {
+  for (std::size_t a = 0; a < in.plan.mesh.size(); ++a) {
+    const Cut& c = in.plan.mesh[a];
     mesh.push_back(
         {{"axis", c.axis},
          {"size", c.size},
-         {"level", c.level < in.cluster.levels().size() ? in.cluster.levels()[c.level].name
-                                                        : std::string()}});
+         {"level",
+          c.level < in.cluster.levels().size() ? in.cluster.levels()[c.level].name : std::string()},
+         {"dims", io::mesh_dims_text(in.cluster, in.plan, {static_cast<std::uint32_t>(a)})},
+         {"share", num(a < par.axis_share.size() ? par.axis_share[a] : 0)}});
   }
   return mesh;
 }
@@ -95,9 +104,11 @@ json classes_data(const ColourClasses& classes) {
   return cls;
 }
 
-// Per operator: its strategy, class, costs and place in the drawing
-// (layer, and row within the layer in topological order).
-json operators_data(const ReportInput& in, const ColourClasses& classes) {
+// Per operator of `kept` (every operator when empty): its strategy, class,
+// costs and place in the drawing (layer, and row within the layer in
+// topological order; a folded page lays out its operators itself).
+json operators_data(const ReportInput& in, const ColourClasses& classes,
+                    const std::vector<ir::OpId>& kept) {
   const ir::Graph& g = in.graph;
   const plan::Evaluation& ev = in.eval;
   const std::vector<CommBreakdown> comm = comm_breakdown(in);
@@ -109,14 +120,17 @@ json operators_data(const ReportInput& in, const ColourClasses& classes) {
     row[o] = fill[layer[o]]++;
   }
   json ops = json::array();
-  for (std::size_t o = 0; o < g.num_operators(); ++o) {
-    const ir::Operator& op = g.op(static_cast<ir::OpId>(o));
+  std::vector<ir::OpId> all;
+  if (kept.empty())
+    for (std::size_t o = 0; o < g.num_operators(); ++o) all.push_back(static_cast<ir::OpId>(o));
+  for (const ir::OpId o : kept.empty() ? all : kept) {
+    const ir::Operator& op = g.op(o);
     ops.push_back({{"id", o},
                    {"name", op.name},
                    {"type", op.type},
                    {"strategy", strategy_text(ev.strategies.at(o))},
-                   {"cuts", cut_signature(in, static_cast<ir::OpId>(o))},
-                   {"split", op_split_text(in, static_cast<ir::OpId>(o))},
+                   {"cuts", cut_signature(in, o)},
+                   {"split", op_split_text(in, o)},
                    {"layout", classes.names[classes.of_op[o]]},
                    {"class", classes.of_op[o]},
                    {"flops", num(in.spaces.at(o).flops)},
@@ -144,7 +158,7 @@ std::string e_axis_name(const ReportInput& in, std::uint32_t axis) {
 // Producer -> consumer edges, each marked when the tensor is redistributed
 // on its way, with its collectives for the tooltip (phase, collective,
 // level, MiB).
-json edges_data(const ReportInput& in) {
+json edges_data(const ReportInput& in, const std::vector<bool>* kept = nullptr) {
   const ir::Graph& g = in.graph;
   // Per (tensor, consumer): its collectives, "all_gather@m1 1.5 MiB, ...".
   std::map<std::pair<ir::TensorId, ir::OpId>, std::string> moved;
@@ -162,6 +176,7 @@ json edges_data(const ReportInput& in) {
     std::set<ir::OpId> seen;
     for (const ir::OpId c : ts.consumers) {
       if (!seen.insert(c).second) continue;
+      if (kept != nullptr && !(*kept)[c] && !(*kept)[ts.producer]) continue;
       const auto it = moved.find({static_cast<ir::TensorId>(t), c});
       edges.push_back({ts.producer, c, ts.name, it != moved.end(),
                        it != moved.end() ? it->second : std::string()});
@@ -170,12 +185,21 @@ json edges_data(const ReportInput& in) {
   return edges;
 }
 
-// Every collective, in the evaluator's order (the page lists them by time).
-json redistributions_data(const ReportInput& in) {
+// The collectives, in the evaluator's order (the page lists them by time):
+// all of them, or past `limit` the `limit` costliest.
+json redistributions_data(const ReportInput& in, std::size_t limit) {
   const ir::Graph& g = in.graph;
   json red = json::array();
   const auto op_name = [&](ir::OpId o) { return o == ir::kNone ? std::string() : g.op(o).name; };
-  for (const plan::CommEvent& e : in.eval.events) {
+  std::vector<const plan::CommEvent*> listed;
+  for (const plan::CommEvent& e : in.eval.events) listed.push_back(&e);
+  if (listed.size() > limit) {
+    std::stable_sort(listed.begin(), listed.end(),
+                     [](const auto* a, const auto* b) { return a->seconds > b->seconds; });
+    listed.resize(limit);
+  }
+  for (const plan::CommEvent* ep : listed) {
+    const plan::CommEvent& e = *ep;
     red.push_back({{"tensor", e.tensor == ir::kNone ? std::string() : g.tensor(e.tensor).name},
                    {"from", op_name(e.from)},
                    {"to", op_name(e.to)},
@@ -236,10 +260,62 @@ json strip_data(const PipelineStrip& strip) {
           {"shown", strip.shown}};
 }
 
+// The operators a folded page carries: those before and after the repeated
+// block, and its first `copies` copies (as many as the drawing limit holds,
+// for the expanded view; the folded view draws copy 0 alone).
+std::vector<ir::OpId> folded_operators(const ir::Graph& g, const Fold& f, std::size_t copies) {
+  std::vector<ir::OpId> out;
+  const std::size_t end = f.start + f.period * f.repeats;
+  for (std::size_t o = 0; o < g.num_operators(); ++o)
+    if (o < f.start + f.period * copies || o >= end) out.push_back(static_cast<ir::OpId>(o));
+  return out;
+}
+
+// A folded graph's block, for the page: where it is, how many copies there
+// are and are carried, and its totals over every copy.
+json fold_data(const ReportInput& in, const Fold& f, std::size_t copies) {
+  double compute = 0, comm = 0;
+  const std::size_t end = f.start + f.period * f.repeats;
+  for (std::size_t o = f.start; o < end && o < in.eval.op_costs.size(); ++o) {
+    compute += in.eval.op_costs[o].compute_s;
+    comm += in.eval.op_costs[o].communication_s;
+  }
+  return {{"start", f.start},
+          {"period", f.period},
+          {"repeats", f.repeats},
+          {"copies", copies},
+          {"differing", f.differing_blocks},
+          {"compute_s", num(compute)},
+          {"communication_s", num(comm)}};
+}
+
+// Redistributions a page of a graph too big to draw lists (the chart above
+// the list sums all of them).
+inline constexpr std::size_t kListedRedistributions = 2000;
+
 json page_data(const ReportInput& in) {
   const ir::Graph& g = in.graph;
   const ColourClasses classes = layout_classes(in);
-  const bool drawn = g.num_operators() <= kMaxDrawnOperators;
+  bool drawn = g.num_operators() <= kMaxDrawnOperators;
+  // Too big to draw whole: a repeated block is drawn once (x N), with the
+  // copies that fit the limit kept for the expanded view.
+  std::optional<Fold> fold;
+  std::size_t copies = 0;
+  std::vector<ir::OpId> kept;
+  std::vector<bool> kept_mask;
+  if (!drawn) fold = find_fold(in, kMaxDrawnOperators);
+  if (fold) {
+    const std::size_t outside = g.num_operators() - fold->period * fold->repeats;
+    if (outside + fold->period <= kMaxDrawnOperators) {
+      copies = std::min(fold->repeats, (kMaxDrawnOperators - outside) / fold->period);
+      kept = folded_operators(g, *fold, copies);
+      kept_mask.assign(g.num_operators(), false);
+      for (const ir::OpId o : kept) kept_mask[o] = true;
+      drawn = true;
+    } else {
+      fold.reset();
+    }
+  }
 
   json d;
   d["graph"] = g.name();
@@ -257,9 +333,14 @@ json page_data(const ReportInput& in) {
   }
   d["memory"] = {{"capacity_bytes", num(in.cluster.device().memory_GiB * kBytesPerGiB)}};
   d["classes"] = classes_data(classes);
-  d["operators"] = operators_data(in, classes);
-  d["edges"] = drawn ? edges_data(in) : json::array();
-  d["redistributions"] = redistributions_data(in);
+  d["operators"] = operators_data(in, classes, kept);
+  d["operator_count"] = g.num_operators();
+  if (fold) d["fold"] = fold_data(in, *fold, copies);
+  d["edges"] = drawn ? edges_data(in, fold ? &kept_mask : nullptr) : json::array();
+  const bool big = g.num_operators() > kMaxDrawnOperators;
+  d["redistributions"] = redistributions_data(
+      in, big ? kListedRedistributions : std::numeric_limits<std::size_t>::max());
+  d["redistribution_count"] = in.eval.events.size();
   d["comm_groups"] = comm_groups_data(in);
   d["axis_levels"] = io::axis_levels_text(in.cluster, in.plan);
   d["parallelism"] = parallelism_text(in);
@@ -288,6 +369,7 @@ h2 { font-size: 1.1em; margin: 1.4em 0 0.4em; border-bottom: 1px solid #ddd; }
 #graph-svg .op text { font-size: 9px; pointer-events: none; }
 #graph-svg .edge { fill: none; stroke: #aaa; stroke-width: 0.8; }
 #graph-svg .edge.moved { stroke: #d62728; stroke-width: 1.6; }
+#graph-svg .edge.next { stroke-dasharray: 4 3; }
 #legend { display: flex; flex-wrap: wrap; gap: 0.4em 1em; margin: 0.5em 0; font-size: 0.85em; }
 .swatch { display: inline-block; width: 0.9em; height: 0.9em; border: 1px solid #555; vertical-align: -0.1em; margin-right: 0.3em; }
 table { border-collapse: collapse; font-size: 0.82em; }
@@ -308,6 +390,10 @@ tr.sel td { background: #fff3bf; }
 #pipeline .stage { border: 1px solid #999; border-radius: 4px; padding: 0.3em 0.5em; font-size: 0.8em; min-width: 8em; }
 #pipeline .stage.shown { border: 2px solid #000; }
 #pipeline .busy { height: 0.6em; background: #4e79a7; display: inline-block; }
+#mesh-pic { display: flex; flex-wrap: wrap; gap: 1.2em; align-items: flex-start; }
+#mesh-pic svg text { font-size: 10px; }
+#mesh-pic .lvl { fill: none; stroke: #777; }
+#mesh-pic .dev { fill: #4e79a7; stroke: #fff; stroke-width: 0.5; }
 #pipeline .idle { height: 0.6em; background: #e15759; display: inline-block; }
 </style>
 </head>
@@ -317,6 +403,9 @@ tr.sel td { background: #fff3bf; }
 <div id="summary"></div>
 <p class="sub" id="mesh-line"></p>
 <div id="pipeline"></div>
+<h2>Device mesh</h2>
+<p class="note">The cluster's levels, outermost first, as nested boxes (at most 8 of a level are drawn, then &hellip; and the count left), with their links and the plan's mesh axes on each: how much of the compute each axis splits.</p>
+<div id="mesh-pic"></div>
 <h2>Graph, coloured by output layout</h2>
 <p class="note">Each operator's colour is its output's layout on the cluster's levels: DP (blues) splits only the leading, batch, dimension; TP (oranges) splits other dimensions or leaves partial sums; DP + TP (greens) both; grey is replicated.</p>
 <div id="legend"></div>
@@ -328,6 +417,7 @@ tr.sel td { background: #fff3bf; }
 <h2>Communication by reason, collective and level</h2>
 <div id="comm-chart"></div>
 <h2>Operators</h2>
+<p class="note" id="operators-note"></p>
 <p class="note">Seconds per training or inference step; communication split by reason. Click a heading to sort.</p>
 <div class="scroll"><table id="operators"><thead><tr>
 <th data-col="name">operator</th><th data-col="type">type</th><th data-col="strategy">strategy</th><th data-col="cuts">cuts</th>
@@ -348,6 +438,7 @@ tr.sel td { background: #fff3bf; }
 <script>
 (function () {
   "use strict";
+  var t0 = performance.now();  // the script's own time, on the status line's data-render-ms
   var D = JSON.parse(document.getElementById("plan-data").textContent);
   var SVGNS = "http://www.w3.org/2000/svg";
   function el(tag, attrs, text) {
@@ -405,9 +496,9 @@ tr.sel td { background: #fff3bf; }
     card.appendChild(el("div", {"class": "v"}, c[2](S[c[0]])));
     summary.appendChild(card);
   });
-  var opsCard = el("div", {"class": "card", "data-key": "operators", "data-value": String(D.operators.length)});
+  var opsCard = el("div", {"class": "card", "data-key": "operators", "data-value": String(D.operator_count)});
   opsCard.appendChild(el("div", {"class": "k"}, "operators"));
-  opsCard.appendChild(el("div", {"class": "v"}, String(D.operators.length)));
+  opsCard.appendChild(el("div", {"class": "v"}, String(D.operator_count)));
   summary.appendChild(opsCard);
 
   // Legend.
@@ -466,8 +557,13 @@ tr.sel td { background: #fff3bf; }
     rbody.appendChild(tr);
     rRows.push({tr: tr, o: r});
   });
-  document.getElementById("redistribution-note").textContent = D.redistributions.length +
-    " collectives (forward and backward), per device bytes; total communication " + fmtS(S.communication_s) + ".";
+  document.getElementById("redistribution-note").textContent = D.redistribution_count +
+    " collectives (forward and backward)" + (D.redistributions.length < D.redistribution_count
+      ? ", the " + D.redistributions.length + " costliest listed (the chart above sums all)" : "") +
+    ", per device bytes; total communication " + fmtS(S.communication_s) + ".";
+  if (D.fold)
+    document.getElementById("operators-note").textContent = "Listed: the operators outside the repeated block and its first " +
+      D.fold.copies + " of " + D.fold.repeats + " copies.";
 
   // Sortable tables.
   function sortable(table, rows, value) {
@@ -540,6 +636,66 @@ tr.sel td { background: #fff3bf; }
     pw.appendChild(strip);
   }
 
+  // Device mesh: the levels as nested boxes, outermost first, alternating
+  // rows and columns; a level of more than 8 shows 7 and an ellipsis box.
+  (function () {
+    var pic = document.getElementById("mesh-pic"), L = D.cluster.levels;
+    var SHOW = 8, CELL = 12, PAD = 5, LAB = 13;
+    function shown(n) { return n > SHOW ? SHOW : n; }
+    // Size of a box of level i (its children laid out along i's direction).
+    function size(i) {
+      if (i >= L.length) return [CELL, CELL];
+      var c = size(i + 1), n = shown(L[i].size), across = i % 2 === 0;
+      return across ? [n * c[0] + (n + 1) * PAD, c[1] + 2 * PAD + LAB]
+                    : [c[0] + 2 * PAD, n * (c[1] + PAD) + PAD + LAB];
+    }
+    var total = size(0);
+    var svg = sv("svg", {"id": "mesh-svg", "width": total[0] + 2, "height": total[1] + 2});
+    function draw(i, x, y, index) {
+      if (i >= L.length) { svg.appendChild(sv("rect", {"class": "dev", "x": x, "y": y, "width": CELL, "height": CELL})); return; }
+      var s = size(i), c = size(i + 1), n = shown(L[i].size), across = i % 2 === 0;
+      var box = sv("rect", {"class": "lvl", "data-level": L[i].name, "x": x, "y": y, "width": s[0], "height": s[1], "rx": 3});
+      var tip = sv("title"); tip.textContent = L[i].name + " " + index + " of " + L[i].size; box.appendChild(tip);
+      svg.appendChild(box);
+      // The outermost box names its level; inner ones, narrow, only their index.
+      var lab = sv("text", {"x": x + 3, "y": y + 10}); lab.textContent = index === "" ? L[i].name + " \u00d7" + L[i].size : String(index);
+      svg.appendChild(lab);
+      for (var k = 0; k < n; k++) {
+        var cx = across ? x + PAD + k * (c[0] + PAD) : x + PAD, cy = across ? y + LAB + PAD : y + LAB + PAD + k * (c[1] + PAD);
+        if (L[i].size > SHOW && k === n - 1) {
+          var more = sv("text", {"x": cx + 2, "y": cy + Math.min(c[1], 24) / 2 + 4, "class": "more"});
+          more.textContent = "\u2026" + (L[i].size - n + 1);
+          svg.appendChild(more);
+        } else {
+          draw(i + 1, cx, cy, k);
+        }
+      }
+    }
+    draw(0, 1, 1, "");
+    var fig = el("div", {});
+    fig.appendChild(svg);
+    fig.appendChild(el("div", {"class": "note", "id": "mesh-nesting"}, L.map(function (l) { return l.name + " \u00d7" + l.size; }).join(" \u2283 ") +
+      " \u2283 device; " + D.devices + " devices"));
+    pic.appendChild(fig);
+    var t = el("table", {"id": "mesh-levels"});
+    var hr = el("tr");
+    ["level", "size", "bandwidth", "latency", "mesh axes (named dim: share of compute cut)"].forEach(function (h) { hr.appendChild(el("th", {}, h)); });
+    t.appendChild(hr);
+    L.forEach(function (l) {
+      var tr = el("tr", {"data-level": l.name});
+      tr.appendChild(el("td", {}, l.name));
+      tr.appendChild(el("td", {"class": "n"}, String(l.size)));
+      tr.appendChild(el("td", {"class": "n"}, l.bandwidth_GBps + " GB/s"));
+      tr.appendChild(el("td", {"class": "n"}, l.latency_us + " \u00b5s"));
+      var axes = D.mesh.filter(function (m) { return m.level === l.name; }).map(function (m) {
+        return m.axis + "=" + m.size + " " + m.dims + ": " + (100 * (m.share || 0)).toFixed(0) + " %";
+      });
+      tr.appendChild(el("td", {"class": "axes"}, axes.length ? axes.join(", ") : "no cut (size 1)"));
+      t.appendChild(tr);
+    });
+    pic.appendChild(t);
+  })();
+
   // Communication breakdown: one bar per reason x collective x level.
   var chart = document.getElementById("comm-chart");
   var cmax = D.comm_groups.length ? D.comm_groups[0].seconds : 0;
@@ -553,29 +709,31 @@ tr.sel td { background: #fff3bf; }
     chart.appendChild(row);
   });
 
-  // Graph: layered drawing, left to right.
+  // Graph: layered drawing, left to right. A folded graph (D.fold) draws
+  // its repeated block once, "x N", and can expand to the copies the page
+  // carries; ids of copies it does not carry map onto the last one carried.
   var wrap = document.getElementById("graph-wrap");
-  if (!D.drawn) {
-    wrap.appendChild(el("p", {"class": "note", "id": "graph-skipped"},
-      D.operators.length + " operators: too many to draw; see the tables below."));
-  } else {
+  var byId = {};
+  D.operators.forEach(function (o) { byId[o.id] = o; });
+  var selected = null;
+  function drawGraph(nodes, edges) {
     var W = 130, H = 30, GX = 60, GY = 12;
     var maxLayer = 0, maxRow = 0;
-    D.operators.forEach(function (o) { maxLayer = Math.max(maxLayer, o.layer); maxRow = Math.max(maxRow, o.row); });
+    nodes.forEach(function (o) { maxLayer = Math.max(maxLayer, o.layer); maxRow = Math.max(maxRow, o.row); });
     var svg = sv("svg", {"id": "graph-svg", "width": (maxLayer + 1) * (W + GX) + GX,
                          "height": (maxRow + 1) * (H + GY) + GY});
     function px(o) { return GX / 2 + o.layer * (W + GX); }
     function py(o) { return GY + o.row * (H + GY); }
-    D.edges.forEach(function (e) {
-      var a = D.operators[e[0]], b = D.operators[e[1]];
+    edges.forEach(function (e) {
+      var a = e.from, b = e.to;
       var x1 = px(a) + W, y1 = py(a) + H / 2, x2 = px(b), y2 = py(b) + H / 2;
-      var path = sv("path", {"class": "edge" + (e[3] ? " moved" : ""), "data-tensor": e[2],
+      var path = sv("path", {"class": "edge" + (e.moved ? " moved" : "") + (e.next ? " next" : ""), "data-tensor": e.tensor,
                              "d": "M" + x1 + "," + y1 + " C" + (x1 + GX / 2) + "," + y1 + " " + (x2 - GX / 2) + "," + y2 + " " + x2 + "," + y2});
-      var t = sv("title"); t.textContent = e[2] + (e[3] ? " (redistributed: " + e[4] + ")" : ""); path.appendChild(t);
+      var t = sv("title"); t.textContent = e.tensor + (e.next ? " (into the next copy of the block)" : "") +
+        (e.moved ? " (redistributed: " + e.tip + ")" : ""); path.appendChild(t);
       svg.appendChild(path);
     });
-    var selected = null;
-    D.operators.forEach(function (o) {
+    nodes.forEach(function (o) {
       var g = sv("g", {"class": "op", "id": "node-" + o.id, "data-op": o.name, "data-class": String(o["class"]),
                        "transform": "translate(" + px(o) + "," + py(o) + ")"});
       g.appendChild(sv("rect", {"width": W, "height": H, "fill": D.classes[o["class"]].colour}));
@@ -596,10 +754,79 @@ tr.sel td { background: #fff3bf; }
       });
       svg.appendChild(g);
     });
-    wrap.appendChild(svg);
+    return svg;
+  }
+  function plainEdges() {
+    return D.edges.map(function (e) {
+      return {from: byId[e[0]], to: byId[e[1]], tensor: e[2], moved: e[3], tip: e[4], next: false};
+    });
+  }
+  // The folded drawing with `copies` copies of the block: nodes laid out
+  // here (longest path over the edges that do not wrap into a next copy).
+  function foldedGraph(copies) {
+    var F = D.fold, end = F.start + F.period * F.repeats;
+    function copyOf(id) { return id >= F.start && id < end ? Math.floor((id - F.start) / F.period) : -1; }
+    function canon(id) { var c = copyOf(id); return c >= copies ? id - (c - copies + 1) * F.period : id; }
+    var nodes = D.operators.filter(function (o) { var c = copyOf(o.id); return c < copies; });
+    var edges = [];
+    D.edges.forEach(function (e) {
+      var u = canon(e[0]), v = canon(e[1]);
+      if (!byId[u] || !byId[v] || copyOf(u) >= copies || copyOf(v) >= copies) return;
+      var next = copyOf(e[0]) >= 0 && copyOf(e[1]) >= 0 && copyOf(e[1]) - copyOf(e[0]) !== copyOf(v) - copyOf(u);
+      edges.push({from: byId[u], to: byId[v], tensor: e[2], moved: e[3], tip: e[4], next: next});
+    });
+    var layer = {}, indeg = {}, out = {};
+    nodes.forEach(function (o) { layer[o.id] = 0; indeg[o.id] = 0; out[o.id] = []; });
+    edges.forEach(function (e) { if (!e.next) { indeg[e.to.id]++; out[e.from.id].push(e.to.id); } });
+    var queue = nodes.filter(function (o) { return indeg[o.id] === 0; }).map(function (o) { return o.id; });
+    var fill = [], row = {};
+    for (var q = 0; q < queue.length; q++) {
+      var id = queue[q];
+      fill[layer[id]] = (fill[layer[id]] || 0);
+      row[id] = fill[layer[id]]++;
+      out[id].forEach(function (v) {
+        layer[v] = Math.max(layer[v], layer[id] + 1);
+        if (--indeg[v] === 0) queue.push(v);
+      });
+    }
+    var laid = nodes.map(function (o) {
+      var c = {}; for (var k in o) c[k] = o[k];
+      c.layer = layer[o.id]; c.row = row[o.id] || 0; return c;
+    });
+    var byLaid = {}; laid.forEach(function (o) { byLaid[o.id] = o; });
+    edges.forEach(function (e) { e.from = byLaid[e.from.id]; e.to = byLaid[e.to.id]; });
+    return drawGraph(laid, edges);
+  }
+  if (!D.drawn) {
+    wrap.appendChild(el("p", {"class": "note", "id": "graph-skipped"},
+      D.operator_count + " operators and no repeated block to fold: too many to draw; see the tables below."));
+  } else if (D.fold) {
+    var F = D.fold, expanded = false;
+    var bar = el("p", {"class": "note", "id": "fold-note"});
+    var button = el("button", {"id": "fold-toggle", "type": "button"});
+    function show() {
+      var old = document.getElementById("graph-svg");
+      if (old) old.parentNode.removeChild(old);
+      wrap.appendChild(foldedGraph(expanded ? F.copies : 1));
+      button.textContent = expanded ? "fold the block" : "expand: draw " + F.copies + " copies";
+      bar.firstChild.textContent = D.operator_count + " operators, folded: operators " + F.start + "\u2013" +
+        (F.start + F.period - 1) + " are a block of " + F.period + " repeated \u00d7" + F.repeats +
+        (F.differing ? " (" + F.differing + " copies cut otherwise than the first)" : " (every copy cut alike)") +
+        "; drawn " + (expanded ? "the first " + F.copies + " copies" : "once") +
+        ". The block's totals over all copies: compute " + fmtS(F.compute_s) + ", communication " +
+        fmtS(F.communication_s) + ". Dashed edges run into the next copy. ";
+    }
+    bar.appendChild(document.createTextNode(""));
+    bar.appendChild(button);
+    button.addEventListener("click", function () { expanded = !expanded; show(); });
+    wrap.parentNode.insertBefore(bar, wrap);
+    show();
+  } else {
+    wrap.appendChild(drawGraph(D.operators, plainEdges()));
   }
   var status = document.getElementById("status");
   status.setAttribute("data-state", "ready");
+  status.setAttribute("data-render-ms", String(Math.round(performance.now() - t0)));
   status.textContent = "Report of graph " + D.graph + " generated by recsearch.";
 })();
 </script>

@@ -354,4 +354,65 @@ std::string plan_to_table(const ReportInput& in, const TableOptions& opts) {
          operators_text(in, fold);
 }
 
+std::string pipeline_to_table(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                              const Cluster& cluster, const plan::PipelinePlan& pp,
+                              const plan::PipelineEvaluation& pe, const TableOptions& opts) {
+  const Cluster group = plan::stage_cluster(cluster, pp.groups);
+  const std::int64_t per = group.num_devices();
+  const plan::Summary& s = pe.summary;
+  std::string out = "pipelined plan of " + g.name() + " on " +
+                    std::to_string(cluster.num_devices()) +
+                    " devices: " + std::to_string(pp.groups) + " device groups of " +
+                    std::to_string(per) + ", " + std::to_string(pp.stages.size()) + " stages (" +
+                    std::string(plan::schedule_name(pp.schedule)) +
+                    (pp.virtual_stages > 1 ? ", v " + std::to_string(pp.virtual_stages) : "") +
+                    "), " + std::to_string(pp.microbatches) + " microbatches\n\n";
+  const auto line = [&](const std::string& label, const std::string& value) {
+    out += label + std::string(label.size() < 16 ? 16 - label.size() : 1, ' ') + value + '\n';
+  };
+  line("step time", ms_text(s.step_time_s) + " = pipelined " + ms_text(pe.pipelined_s) +
+                        " (bubble " + percent(pe.bubble_fraction, 1.0) + " of it) + " +
+                        ms_text(std::max(0.0, s.step_time_s - pe.pipelined_s)) +
+                        " paid once per step");
+  line("", "busiest group: compute " + ms_text(s.compute_s) + ", communication " +
+               ms_text(s.communication_s) + ", exposed " + ms_text(s.exposed_communication_s));
+  const double budget =
+      opts.memory_budget_bytes > 0 ? opts.memory_budget_bytes : group.device().memory_GiB * kGiB;
+  line("memory", gib_text(s.memory_per_device_bytes) + " per device (largest group) of a " +
+                     gib_text(budget) + " budget (" + percent(s.memory_per_device_bytes, budget) +
+                     ")");
+  line("point to point", gib_text(pe.p2p_bytes_per_step) + " per device per step");
+  if (s.search_time_s > 0) line("search time", sig(s.search_time_s) + " s");
+  out += "\n";
+  Grid t{{"group", "stages", "operators", "devices", "compute ms", "memory GiB", "bubble ms",
+          "bubble", "in flight"},
+         {false, false, false, false, true, true, true, true, true},
+         {6, 16, 32, 16, 12, 12, 12, 8, 9},
+         {}};
+  for (std::size_t gi = 0; gi < pe.groups.size(); ++gi) {
+    const plan::GroupReport& gr = pe.groups[gi];
+    std::string stages, ops;
+    for (std::size_t j = gi; j < pp.stages.size(); j += pp.groups) {
+      stages += (stages.empty() ? "" : ",") + std::to_string(j);
+      ops += (ops.empty() ? "" : ",") + std::to_string(pp.stages[j].first) + "-" +
+             std::to_string(pp.stages[j].last - 1);
+    }
+    const auto gi64 = static_cast<std::int64_t>(gi);
+    t.add({std::to_string(gi), stages, ops,
+           std::to_string(gi64 * per) + "-" + std::to_string((gi64 + 1) * per - 1),
+           sig(gr.compute_s * 1e3), sig(gr.memory_bytes / kGiB), sig(gr.bubble_s * 1e3),
+           percent(gr.bubble_s, s.step_time_s), sig(gr.in_flight, 3)});
+  }
+  out += t.text();
+  // Each stage as a plan of its own, in the same layout as a plain plan's.
+  for (std::size_t j = 0; j < pp.stages.size(); ++j) {
+    const plan::Stage& st = pp.stages[j];
+    const plan::StageGraph sg = plan::stage_graph(g, spaces, st.first, st.last);
+    out += "\n== stage " + std::to_string(j) + ": operators " + std::to_string(st.first) + "-" +
+           std::to_string(st.last - 1) + " on group " + std::to_string(st.group) + " ==\n";
+    out += plan_to_table({sg.graph, sg.spaces, group, st.plan, pe.stages[j]}, opts);
+  }
+  return out;
+}
+
 }  // namespace recsearch::report

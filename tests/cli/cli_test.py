@@ -1551,6 +1551,159 @@ def case_export():
     run(["export", plan_path, "--graph", graph_path("gpt2_block.json"), "--to", "jax"], expect=1)
 
 
+def megatron_args(path):
+    """The MEGATRON_ARGS array and the NAME=VALUE lines of a megatron export:
+    ({flag: value or True}, {name: value})."""
+    with open(path) as f:
+        text = f.read()
+    body = text[text.index("MEGATRON_ARGS=(") + len("MEGATRON_ARGS=("):]
+    body = body[:body.index("\n)")]
+    args = {}
+    for line in body.split("\n"):
+        words = line.split(None, 1)
+        if words:
+            args[words[0]] = words[1] if len(words) > 1 else True
+    sizes = dict(re.findall(r"^([A-Z_]+)=(\d+)", text, re.M))
+    return args, sizes, text
+
+
+def case_export_megatron():
+    """export --to megatron: a GPT plan pinned as tools/pipeline/megatron_table.py
+    pins Megatron-LM's runs (--algo megatron --stages PPxV --microbatches M
+    --recompute full) gives pretrain_gpt.py the same TP, PP and DP sizes,
+    micro and global batch; a plan that is not Megatron-shaped is refused
+    (issue 18, item 7)."""
+    gpt = os.path.join(TMP, "gpt_megatron.json")
+    run(["gen", "gpt", "--layers", "4", "--hidden", "256", "--heads", "8", "--seq", "128",
+         "--vocab", "1024", "--batch", "16", "-o", gpt])
+    # (search options, TP, PP, DP, microbatches, extra flags wanted)
+    runs = [(["--mesh", "4x4", "--stages", "2", "--microbatches", "4", "--recompute", "full",
+              "--zero", "0"], 4, 2, 2, 4, ["--recompute-granularity"]),
+            (["--mesh", "2x4", "--microbatches", "2", "--recompute", "selective", "--zero", "1"],
+             4, 1, 2, 2, ["--use-distributed-optimizer"]),
+            (["--mesh", "4x2x2", "--stages", "2x2", "--microbatches", "4", "--recompute", "none",
+              "--zero", "0"], 2, 2, 4, 4, ["--num-layers-per-virtual-pipeline-stage"])]
+    for i, (opts, tp, pp, dp, m, flags) in enumerate(runs):
+        where = "megatron export of %s" % " ".join(opts)
+        plan_path = os.path.join(TMP, "gpt_megatron_%d.plan.json" % i)
+        run(["search", gpt, "--algo", "megatron", "-q", "-o", plan_path] + opts)
+        with open(plan_path) as f:
+            plan = json.load(f)
+        check(("pipeline" in plan) == (pp > 1), "%s: pipelined %s" % (where, "pipeline" in plan))
+        out = os.path.join(TMP, "gpt_megatron_%d.sh" % i)
+        r = run(["export", plan_path, "--graph", gpt, "--to", "megatron", "-o", out])
+        check("approximate" not in r.err, "%s: a pinned plan is approximated: %s" % (where, r.err))
+        args, sizes, text = megatron_args(out)
+        check("APPROXIMATION" not in text, "%s: the file approximates" % where)
+        check(args.get("--tensor-model-parallel-size") == str(tp),
+              "%s: TP %s, expected %d" % (where, args.get("--tensor-model-parallel-size"), tp))
+        check(args.get("--pipeline-model-parallel-size") == str(pp),
+              "%s: PP %s, expected %d" % (where, args.get("--pipeline-model-parallel-size"), pp))
+        check(sizes.get("DATA_PARALLEL") == str(dp),
+              "%s: DP %s, expected %d" % (where, sizes.get("DATA_PARALLEL"), dp))
+        check(int(sizes["WORLD_SIZE"]) == tp * pp * dp == plan["cluster"]["levels"][0]["size"] *
+              math.prod(l["size"] for l in plan["cluster"]["levels"][1:]),
+              "%s: world size %s" % (where, sizes.get("WORLD_SIZE")))
+        check(args.get("--global-batch-size") == "16", "%s: global batch" % where)
+        check(args.get("--micro-batch-size") == str(16 // (dp * m)),
+              "%s: micro batch %s, expected %d" % (where, args.get("--micro-batch-size"),
+                                                   16 // (dp * m)))
+        for flag in flags:
+            check(flag in args, "%s: no %s in %s" % (where, flag, sorted(args)))
+        check("--sequence-parallel" not in args, "%s: Megatron's baseline has no SP" % where)
+        want_recompute = {"full": "full", "selective": "selective", "none": None}[
+            opts[opts.index("--recompute") + 1]]
+        check(args.get("--recompute-granularity") == want_recompute,
+              "%s: recompute %s" % (where, args.get("--recompute-granularity")))
+        r = subprocess.run(["bash", "-n", out], capture_output=True, text=True)
+        check(r.returncode == 0, "%s: bash -n: %s" % (where, r.stderr))
+    # Not Megatron-shaped: an inference plan, and a plan whose axes split nothing
+    # (ffn on 7 devices is replicated).
+    ffn = graph_path("ffn.json")
+    infer = os.path.join(TMP, "ffn_infer.plan.json")
+    run(["search", ffn, "--devices", "8", "--mode", "infer", "-o", infer])
+    r = run(["export", infer, "--graph", ffn, "--to", "megatron"], expect=1)
+    check("[E109]" in r.err and "Megatron" in r.err and "inference" in r.err,
+          "an inference plan: %s" % r.err)
+    seven = os.path.join(TMP, "ffn7.plan.json")
+    run(["search", ffn, "--devices", "7", "-o", seven])
+    r = run(["export", seven, "--graph", ffn, "--to", "megatron"], expect=1)
+    check("[E109]" in r.err and "repeat the work" in r.err, "ffn on 7 devices: %s" % r.err)
+    # jax and dtensor say plainly that they take no pipelined plan.
+    r = run(["export", os.path.join(TMP, "gpt_megatron_0.plan.json"), "--graph", gpt, "--to",
+             "jax"], expect=2)
+    check("pipelined" in r.err, "jax of a pipelined plan: %s" % r.err)
+
+
+def case_export_mindspore():
+    """export --to mindspore: per operator the plan's shard() strategy; its
+    loop splits times the ways it is replicated are the devices, and each
+    MatMul's strategy is ((i, k), (k, j)) of the plan's cuts (issue 18,
+    item 7). A pipelined plan gives each operator its stage."""
+    gpt = os.path.join(TMP, "gpt_mindspore.json")
+    run(["gen", "gpt", "--layers", "2", "--hidden", "128", "--heads", "4", "--seq", "64",
+         "--vocab", "512", "--batch", "8", "-o", gpt])
+    cut_somewhere = False
+    runs = [(graph_path("ffn.json"), ["--devices", "8"]),
+            (graph_path("gpt2_block.json"), ["--mesh", "2x4"]),
+            (graph_path("resnet50.json"), ["--mesh", "2x8"]),
+            (gpt, ["--mesh", "4x2", "--stages", "2"])]
+    for gp, opts in runs:
+        where = "mindspore export of %s %s" % (os.path.basename(gp), " ".join(opts))
+        plan_path = os.path.join(TMP, os.path.basename(gp) + ".ms.plan.json")
+        run(["search", gp, "-q", "-o", plan_path] + opts)
+        with open(plan_path) as f:
+            plan = json.load(f)
+        out = os.path.join(TMP, os.path.basename(gp) + ".ms.py")
+        run(["export", plan_path, "--graph", gp, "--to", "mindspore", "-o", out])
+        with open(out) as f:
+            tree = ast.parse(f.read())
+        names = exported_names(tree)
+        strategies = ast.literal_eval(names["STRATEGIES"])
+        primitives = ast.literal_eval(names["PRIMITIVES"])
+        devices = ast.literal_eval(names["DEVICE_NUM"])
+        check(devices == math.prod(l["size"] for l in plan["cluster"]["levels"]),
+              "%s: DEVICE_NUM %s" % (where, devices))
+        stages = plan["pipeline"]["stages"] if "pipeline" in plan else [plan]
+        per_stage = ast.literal_eval(names["DEVICES_PER_STAGE"])
+        check(per_stage * ast.literal_eval(names["PIPELINE_STAGES"]) == devices,
+              "%s: stages x devices per stage" % where)
+        seen = 0
+        for stage in stages:
+            axes = {a["name"]: a["size"] for a in stage["mesh"]["axes"]}
+            check(math.prod(axes.values()) == per_stage, "%s: a stage's mesh" % where)
+            for op in stage["operators"]:
+                seen += 1
+                at = "%s: %s" % (where, op["name"])
+                entry = strategies.get(op["name"])
+                if not check(entry is not None, "%s: not exported" % at):
+                    continue
+                check(entry[0] == op["type"] and op["type"] in primitives, "%s: type" % at)
+                check([list(x) for x in entry[1]] == op["strategy"],
+                      "%s: strategy %s, plan %s" % (at, entry[1], op["strategy"]))
+                splits = {}
+                for c in op["cuts"]:
+                    if c["dim"] is not None:
+                        splits[c["dim"]] = splits.get(c["dim"], 1) * axes[c["axis"]]
+                check(math.prod(splits.values()) * entry[2] == per_stage,
+                      "%s: splits %s x replicated %d is not %d devices" %
+                      (at, splits, entry[2], per_stage))
+                if op["type"] == "MatMul" and len(entry[1]) == 2 and \
+                        all(len(x) == 2 for x in entry[1]):
+                    i, k, j = (splits.get(x, 1) for x in "ikj")
+                    g_op = op["name"]
+                    check(entry[1][0] == (i, k) and entry[1][1] in ((k, j), (j, k)),
+                          "%s: MatMul strategy %s, cuts i %d k %d j %d" % (at, entry[1], i, k, j))
+                    check(entry[1][0][0] * entry[1][0][1] * j * entry[2] == per_stage,
+                          "%s: i k j x replicated is not the devices" % g_op)
+                if "pipeline" in plan:
+                    check(len(entry) == 4 and entry[3] == stage["group"], "%s: stage" % at)
+        check(seen == len(strategies), "%s: %d strategies for %d operators" %
+              (where, len(strategies), seen))
+        cut_somewhere = cut_somewhere or any(e[2] < per_stage for e in strategies.values())
+    check(cut_somewhere, "no mindspore export cuts any operator: the checks above test nothing")
+
+
 CASES = {name[len("case_"):]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 

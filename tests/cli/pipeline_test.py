@@ -69,6 +69,15 @@ def main():
               "eval's %s equals the search's" % key)
     table = run(["eval", graph, plan, "-q", "--format", "table"]).stdout
     check("bubble ms" in table and "memory GiB" in table, "the table has the stage strip")
+    # The plain plan's layout (issue 18, item 8): the summary before the
+    # group rows, then each stage with its own summary and communication.
+    check(0 <= table.find("\nstep time ") < table.find("\ngroup ") < table.find("== stage 0"),
+          "the pipelined table opens with its summary")
+    stages = len(searched["pipeline"]["stages"])
+    check(table.count("\n== stage ") == stages and
+          table.count("communication by reason, collective and level") == stages,
+          "every stage laid out as a plan: %d stages" % stages)
+    check("search time" not in table, "eval prints no search time")
 
     # show: the HTML page of a pipelined plan opens with the stage strip
     # (issue 18, item 9): per stage its operators, group, compute, and its

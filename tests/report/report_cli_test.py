@@ -105,13 +105,13 @@ def plan_mesh(plan_path):
     return json.load(open(plan_path))["mesh"]["axes"]
 
 
-def browser(tmp, plan_path, ev):
+def chromium_dom(tmp, page):
+    """The page's DOM after its scripts ran in headless Chromium, or SKIP
+    when Chromium is missing or cannot start."""
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if not chromium:
         print("chromium is not installed (tools/install-deps.sh installs it): skipped")
         return SKIP
-    page = os.path.join(tmp, "plan.html")
-    run(["show", plan_path, "--graph", GRAPH, "--html", page])
     cmd = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
            "--user-data-dir=" + os.path.join(tmp, "profile"), "--virtual-time-budget=5000",
            "--dump-dom", "file://" + page]
@@ -125,6 +125,33 @@ def browser(tmp, plan_path, ev):
         return SKIP
     dom = Dom()
     dom.feed(p.stdout)
+    return dom
+
+
+def check_mesh_picture(dom, levels):
+    """The device-mesh section: one box per drawn level copy, one table row
+    per cluster level naming its bandwidth and the plan's axes on it."""
+    rows = [e for e in dom.find("tr", within="mesh-levels") if e["attrs"].get("data-level")]
+    check([r["attrs"]["data-level"] for r in rows] == [l["name"] for l in levels],
+          "mesh table levels %s" % [r["attrs"].get("data-level") for r in rows])
+    for r, l in zip(rows, levels):
+        check(("%g GB/s" % l["bandwidth_GBps"]) in r["text"], "mesh row %s: %r" % (l["name"], r["text"]))
+    boxes = dom.find("rect", within="mesh-svg")
+    check(any(has_class(b, "lvl") and b["attrs"].get("data-level") == levels[0]["name"] for b in boxes),
+          "no box of level %s in the mesh picture" % levels[0]["name"])
+    devices = [b for b in boxes if has_class(b, "dev")]
+    expect = 1
+    for l in levels:
+        expect *= min(l["size"], 8) - (1 if l["size"] > 8 else 0)
+    check(len(devices) == expect, "mesh picture: %d device cells, expected %d" % (len(devices), expect))
+
+
+def browser(tmp, plan_path, ev):
+    page = os.path.join(tmp, "plan.html")
+    run(["show", plan_path, "--graph", GRAPH, "--html", page])
+    dom = chromium_dom(tmp, page)
+    if dom == SKIP:
+        return SKIP
 
     status = dom.find(id="status")
     check(status and status[0]["attrs"].get("data-state") == "ready",
@@ -219,6 +246,50 @@ def browser(tmp, plan_path, ev):
     check(math.isclose(sum(mleg.values()), S["memory_per_device_bytes"], rel_tol=1e-9), "memory legend sums to %r" % sum(mleg.values()))
     mem = dom.find("p", id="memory-text")
     check(mem and same(float(mem[0]["attrs"]["data-used"]), S["memory_per_device_bytes"]), "memory text")
+    check_mesh_picture(dom, json.load(open(plan_path))["cluster"]["levels"])
+    return 0
+
+
+def fold(tmp, plan_path, ev):
+    """A GPT of more than 5,000 operators (issue 18, item 9): the page draws
+    its repeated block once (x N) with the operators around it, carries no
+    more than 5,000 operators, and lists the costliest collectives only; the
+    mesh picture draws 2 x 4 devices."""
+    exe_graph = os.path.join(tmp, "gpt.json")
+    run(["gen", "gpt", "--layers", "160", "--hidden", "256", "--heads", "8", "--seq", "128",
+         "--vocab", "1024", "--batch", "16", "-o", exe_graph])
+    big_plan = os.path.join(tmp, "gpt.plan.json")
+    run(["search", exe_graph, "--algo", "megatron", "--mesh", "2x4", "-q", "-o", big_plan])
+    page = os.path.join(tmp, "gpt.html")
+    run(["show", big_plan, "--graph", exe_graph, "--html", page])
+    text = open(page, encoding="utf-8").read()
+    start = text.index('id="plan-data">') + len('id="plan-data">')
+    D = json.loads(text[start:text.index("</script>", start)])
+    F = D.get("fold")
+    if not check(F is not None, "no fold in the page of %d operators" % D["operator_count"]):
+        return 1
+    check(D["operator_count"] > 5000 and len(D["operators"]) <= 5000,
+          "%d operators carried of %d" % (len(D["operators"]), D["operator_count"]))
+    outside = D["operator_count"] - F["period"] * F["repeats"]
+    check(F["repeats"] >= 150 and len(D["operators"]) == outside + F["period"] * F["copies"],
+          "fold %s, %d operators carried" % (F, len(D["operators"])))
+    check(len(D["redistributions"]) <= 2000 and D["redistribution_count"] >= len(D["redistributions"]),
+          "%d of %d redistributions listed" % (len(D["redistributions"]), D["redistribution_count"]))
+    dom = chromium_dom(tmp, page)
+    if dom == SKIP:
+        return SKIP
+    status = dom.find(id="status")
+    check(status and status[0]["attrs"].get("data-state") == "ready",
+          "the folded page's script did not finish (status %s)" % (status and status[0]["attrs"]))
+    nodes = [e for e in dom.find("g", within="graph-svg") if has_class(e, "op")]
+    check(len(nodes) == outside + F["period"],
+          "folded drawing: %d nodes, expected %d" % (len(nodes), outside + F["period"]))
+    note = dom.find(id="fold-note")
+    check(note and ("\u00d7%d" % F["repeats"]) in note[0]["text"], "fold note %s" % (note and note[0]["text"]))
+    check(dom.find("button", id="fold-toggle"), "no expand button")
+    nxt = [e for e in dom.find("path", within="graph-svg") if has_class(e, "next")]
+    check(nxt, "no edge into the next copy of the block")
+    check_mesh_picture(dom, json.load(open(big_plan))["cluster"]["levels"])
     return 0
 
 
@@ -296,7 +367,7 @@ def main():
     plan_path = os.path.join(tmp, "plan.json")
     run(["search", GRAPH, "--devices", "64", "-o", plan_path])
     ev = json.loads(run(["eval", GRAPH, plan_path]))
-    rc = {"browser": browser, "dot": dot, "errors": errors}[CASE](tmp, plan_path, ev)
+    rc = {"browser": browser, "dot": dot, "errors": errors, "fold": fold}[CASE](tmp, plan_path, ev)
     shutil.rmtree(tmp, ignore_errors=True)
     if rc == SKIP:
         return SKIP

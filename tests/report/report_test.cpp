@@ -151,6 +151,15 @@ TEST_CASE("report: DOT has a node per operator and marks redistributed edges") {
     if (dot.find("\n  op" + std::to_string(o) + " [label=") != std::string::npos) ++nodes;
   }
   CHECK(nodes == f.g.num_operators());
+  // Each node is filled with its layout class's colour, as on the HTML page.
+  const report::ColourClasses classes = report::layout_classes(f.input());
+  for (std::size_t o = 0; o < f.g.num_operators(); ++o) {
+    const std::size_t at = dot.find("\n  op" + std::to_string(o) + " [label=");
+    const std::size_t fill = dot.find("fillcolor=\"", at);
+    REQUIRE(fill != std::string::npos);
+    CHECK(dot.substr(fill + 11, 7) == classes.colours[classes.of_op[o]]);
+  }
+  CHECK(dot.find("output layout on the named mesh") != std::string::npos);
   std::set<std::pair<ir::TensorId, ir::OpId>> moved;
   for (const auto& e : f.res.eval.events) {
     if (e.reason == plan::CommReason::Layout) moved.insert({e.tensor, e.to});
@@ -230,6 +239,28 @@ TEST_CASE("report: shardings and splits on the named mesh, effective parallelism
   CHECK(report::parallelism(in7).effective == doctest::Approx(1.0));
   CHECK(report::parallelism_text(in7) ==
         "fully replicated: no operator is cut, all 7 devices compute the same thing");
+
+  // An axis that cuts one small operator only is flagged as partly used,
+  // with its share of the compute (issue 18, item 6).
+  plan::Plan partial = r.plan;
+  std::size_t keep = g.num_operators();
+  for (std::size_t op = 0; op < g.num_operators(); ++op)
+    if (partial.cuts[op][0] != plan::kReplicated && r.eval.op_costs[op].compute_s > 0 &&
+        (keep == g.num_operators() ||
+         r.eval.op_costs[op].compute_s < r.eval.op_costs[keep].compute_s))
+      keep = op;
+  REQUIRE(keep < g.num_operators());
+  for (std::size_t op = 0; op < g.num_operators(); ++op)
+    if (op != keep) partial.cuts[op][0] = plan::kReplicated;
+  const plan::Evaluation pe = plan::evaluate(g, spaces, c, partial, CostParams{});
+  const report::ReportInput inp{g, spaces, c, partial, pe};
+  const report::Parallelism pp = report::parallelism(inp);
+  CHECK(pp.axis_share[0] > 0);
+  CHECK(pp.axis_share[0] < report::kPartlyUsedShare);
+  const std::string line = report::parallelism_text(inp);
+  CHECK(line.find("partly used: c0 (m0) ") != std::string::npos);
+  CHECK(line.find("c1 (") == std::string::npos);  // m1 cuts most of the compute
+  CHECK(report::parallelism_text(in).find("partly used") == std::string::npos);
 }
 
 TEST_CASE("report: the table puts the summary first and folds repeated blocks") {

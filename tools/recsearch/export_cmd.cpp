@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
-// `recsearch export PLAN --graph GRAPH --to jax|dtensor [-o OUT]`: a plan as
-// a Python file for the framework that will run it.
+// `recsearch export PLAN --graph GRAPH --to jax|dtensor|mindspore|megatron
+// [-o OUT]`: a plan as a file for the framework that will run it.
 //
-//   jax      a Mesh over the plan's axes and a jax.sharding.PartitionSpec
-//            per tensor (PARAMETERS and ACTIVATIONS), with NamedShardings;
-//   dtensor  a torch DeviceMesh over the same axes and per tensor one
-//            placement per mesh axis (Shard(d), Replicate(), Partial()),
-//            with a helper that distributes a model's parameters.
+//   jax        a Mesh over the plan's axes and a jax.sharding.PartitionSpec
+//              per tensor (PARAMETERS and ACTIVATIONS), with NamedShardings;
+//   dtensor    a torch DeviceMesh over the same axes and per tensor one
+//              placement per mesh axis (Shard(d), Replicate(), Partial()),
+//              with a helper that distributes a model's parameters;
+//   mindspore  per operator its shard() strategy, and megatron the
+//              arguments of pretrain_gpt.py (export_frameworks.cpp); these
+//              two also take pipelined plans.
 //
 // The mesh is the plan's: one axis per cut (c0, c1, ...), outermost first,
 // each named with its cluster level in a comment. Device d sits at the
@@ -15,14 +18,19 @@
 // files need no device permutation. The plan is read back and evaluated as
 // `eval` does, so the layouts are the evaluator's, not the file's text.
 #include <cstdio>
+#include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "export_frameworks.hpp"
+#include "pipeline_cmd.hpp"
 #include "recsearch/error.hpp"
 #include "recsearch/io/json_io.hpp"
+#include "recsearch/io/pipeline_io.hpp"
+#include "recsearch/plan/pipeline.hpp"
 #include "recsearch/problem.hpp"
 #include "recsearch/solution.hpp"
 #include "subcommand.hpp"
@@ -248,6 +256,72 @@ def distribute_parameters(named_tensors, mesh, placements=PARAMETERS):
   return out;
 }
 
+// The command line a file says it was made by.
+std::string command_of(const ExportArgs& a) {
+  return "recsearch export " + source_name(a.plan) + " --graph " + source_name(a.graph) + " --to " +
+         a.to;
+}
+
+// The plan file's top-level "algorithm" (the first one in the file: stages
+// carry none), without "+pipeline"; "file" when there is none.
+std::string algorithm_of(std::string_view text) {
+  const std::string_view key = "\"algorithm\"";
+  std::size_t at = text.find(key);
+  if (at == std::string_view::npos) return "file";
+  at = text.find('"', text.find(':', at + key.size()));
+  const std::size_t end = at == std::string_view::npos ? at : text.find('"', at + 1);
+  if (end == std::string_view::npos) return "file";
+  std::string name(text.substr(at + 1, end - at - 1));
+  if (const std::size_t plus = name.find('+'); plus != std::string::npos) name.resize(plus);
+  return name;
+}
+
+std::string step_summary(const plan::Summary& s) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "step %.4g s, %.4g GiB per device", s.step_time_s,
+                s.memory_per_device_bytes / (1024.0 * 1024.0 * 1024.0));
+  return buf;
+}
+
+// mindspore or megatron: writes the file; Megatron's approximations are
+// also said on stderr, so that none goes unread.
+void write_framework(const ExportArgs& a, const ExportInput& in) {
+  if (a.to == "mindspore") {
+    write_output(a.output, export_mindspore(in));
+    return;
+  }
+  std::vector<std::string> approximations;
+  std::string text = export_megatron(in, approximations);
+  write_output(a.output, std::move(text));
+  for (const std::string& x : approximations)
+    std::cerr << "recsearch: warning: megatron export is approximate: " << x << "\n";
+}
+
+// A pipelined plan, read and evaluated as `eval` does, as stages on their
+// stage graphs and the group cluster.
+void export_pipeline(const ExportArgs& a, const Problem& problem, const Cluster& cluster,
+                     const CostParams& cost, const std::string& text, const std::string& source) {
+  if (a.to == "jax" || a.to == "dtensor")
+    throw Error(Errc::kUsage, "--to " + a.to +
+                                  " exports plans without stages; a pipelined plan exports "
+                                  "--to megatron or --to mindspore");
+  const ir::Graph& g = problem.graph();
+  const plan::PipelinePlan pp = io::parse_pipeline(text, source, g, problem.spaces(), cluster);
+  const plan::PipelineEvaluation pe =
+      plan::evaluate_pipeline(g, problem.spaces(), cluster, pp, cost);
+  const Cluster group = plan::stage_cluster(cluster, pp.groups);
+  std::vector<plan::StageGraph> graphs;
+  graphs.reserve(pp.stages.size());
+  for (const plan::Stage& st : pp.stages)
+    graphs.push_back(plan::stage_graph(g, problem.spaces(), st.first, st.last));
+  ExportInput in{
+      &g, &cluster, {}, &pp, command_of(a), step_summary(pe.summary), algorithm_of(text)};
+  for (std::size_t j = 0; j < pp.stages.size(); ++j)
+    in.stages.push_back({&graphs[j].graph, &graphs[j].spaces, &group, &pp.stages[j].plan,
+                         &pe.stages[j], pp.stages[j].group});
+  write_framework(a, in);
+}
+
 int run_export(const ExportArgs& a) {
   if (a.cluster.count() > 1)
     throw Error(Errc::kUsage, "give only one of --devices, --mesh and --cluster");
@@ -259,9 +333,25 @@ int run_export(const ExportArgs& a) {
   const std::string plan_source = source_name(a.plan);
   const std::string plan_text = io::read_text_file(a.plan);
   const Cluster cluster = cluster_for_plan(a.cluster, plan_text, plan_source, cost);
+  if (is_pipeline_plan(plan_text, plan_source)) {
+    export_pipeline(a, problem, cluster, cost, plan_text, plan_source);
+    return 0;
+  }
   const Solution solution =
       evaluate(problem, problem.parse_plan(plan_text, plan_source, cluster), cluster, cost);
-  write_output(a.output, a.to == "jax" ? export_jax(solution, a) : export_dtensor(solution, a));
+  if (a.to == "jax" || a.to == "dtensor") {
+    write_output(a.output, a.to == "jax" ? export_jax(solution, a) : export_dtensor(solution, a));
+    return 0;
+  }
+  const ExportInput in{&problem.graph(),
+                       &cluster,
+                       {{&problem.graph(), &problem.spaces(), &solution.cluster(), &solution.plan(),
+                         &solution.evaluation(), 0}},
+                       nullptr,
+                       command_of(a),
+                       solution.summary(),
+                       algorithm_of(plan_text)};
+  write_framework(a, in);
   return 0;
 }
 
@@ -272,18 +362,22 @@ void add_export_command(CLI::App& app, Registry& reg) {
   auto c = std::make_shared<ClusterOptions>();
   auto g = std::make_shared<GraphOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "export", "write PLAN's layouts for a framework: JAX PartitionSpecs or PyTorch DTensor");
+      "export",
+      "write PLAN for a framework: JAX PartitionSpecs, PyTorch DTensor placements, MindSpore "
+      "shard() strategies or Megatron-LM arguments");
   cmd->add_option("PLAN", a->plan, "plan JSON file ('-' for stdin)")->required();
   cmd->add_option("-g,--graph", a->graph, "the graph the plan is for (JSON or .onnx)")
       ->required()
       ->type_name("GRAPH");
   cmd->add_option("--to", a->to,
-                  "jax (PartitionSpec per tensor) or dtensor (DeviceMesh and "
-                  "placements)")
+                  "jax (PartitionSpec per tensor), dtensor (DeviceMesh and placements), "
+                  "mindspore (shard() strategy per operator) or megatron (pretrain_gpt.py "
+                  "arguments, a bash array)")
       ->required()
-      ->check(CLI::IsMember({"jax", "dtensor"}));
-  cmd->add_option("-o,--output", a->output, "Python file ('-' for stdout, the default)")
-      ->type_name("OUT.py");
+      ->check(CLI::IsMember({"jax", "dtensor", "mindspore", "megatron"}));
+  cmd->add_option("-o,--output", a->output,
+                  "Python file (bash for megatron; '-' for stdout, the default)")
+      ->type_name("OUT");
   add_graph_options(cmd, *g);
   add_cluster_options(cmd, *c);
   reg.push_back({cmd, [=] {

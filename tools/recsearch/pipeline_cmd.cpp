@@ -11,6 +11,7 @@
 #include "recsearch/error.hpp"
 #include "recsearch/io/pipeline_io.hpp"
 #include "recsearch/plan/pipeline.hpp"
+#include "recsearch/report/report.hpp"
 #include "recsearch/search/pipeline.hpp"
 #include "recsearch/solution.hpp"
 
@@ -59,9 +60,10 @@ int run_pipeline_search(const Problem& problem, const Cluster& cluster,
     return 0;
   }
   const ir::Graph& g = problem.graph();
-  write_output(a.output, a.format == "table"
-                             ? io::pipeline_to_table(g, problem.spaces(), cluster, r.plan, r.eval)
-                             : io::pipeline_to_json(g, problem.spaces(), cluster, r.plan, r.eval));
+  write_output(a.output,
+               a.format == "table"
+                   ? report::pipeline_to_table(g, problem.spaces(), cluster, r.plan, r.eval)
+                   : io::pipeline_to_json(g, problem.spaces(), cluster, r.plan, r.eval));
   return 0;
 }
 
@@ -84,7 +86,7 @@ int run_pipeline_eval(const Problem& problem, const Cluster& cluster, const Cost
       plan::evaluate_pipeline(problem.graph(), problem.spaces(), cluster, pp, cost);
   const ir::Graph& g = problem.graph();
   write_output(a.output, a.format == "table"
-                             ? io::pipeline_to_table(g, problem.spaces(), cluster, pp, pe)
+                             ? report::pipeline_to_table(g, problem.spaces(), cluster, pp, pe)
                              : io::pipeline_to_json(g, problem.spaces(), cluster, pp, pe));
   return 0;
 }

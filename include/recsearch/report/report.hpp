@@ -97,7 +97,9 @@ struct Parallelism {
 [[nodiscard]] Parallelism parallelism(const ReportInput& in);
 // One line: "5.2 of 8 devices (compute-weighted); c2 (m1%2) cuts no operator:
 // its devices duplicate all work", or "fully replicated: ..." when nothing
-// is cut.
+// is cut. Axes that cut less than kPartlyUsedShare of the compute are
+// flagged as partly used, with their share.
+inline constexpr double kPartlyUsedShare = 0.5;
 [[nodiscard]] std::string parallelism_text(const ReportInput& in);
 
 // A repeated block of the graph (search::detail::find_repetition): ops
@@ -130,6 +132,16 @@ struct TableOptions {
   double memory_budget_bytes = 0;
 };
 [[nodiscard]] std::string plan_to_table(const ReportInput& in, const TableOptions& opts = {});
+
+// The text table of a pipelined plan: the step (pipelined part, bubble,
+// the busiest group's split), memory against the budget, point-to-point
+// volume, a row per device group, then each stage as plan_to_table lays out
+// a plan, on its stage graph and its group's devices.
+[[nodiscard]] std::string pipeline_to_table(const ir::Graph& g,
+                                            const std::vector<algebra::OpSpace>& spaces,
+                                            const Cluster& cluster, const plan::PipelinePlan& pp,
+                                            const plan::PipelineEvaluation& pe,
+                                            const TableOptions& opts = {});
 
 // A pipelined plan's stages, for the HTML page's stage strip: per stage its
 // operator range, device group, compute, and its group's memory and bubble.
