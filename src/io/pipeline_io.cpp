@@ -6,7 +6,6 @@
 // file adds the stage ranges, groups, schedule and the figures.
 #include "recsearch/io/pipeline_io.hpp"
 
-#include <cstdio>
 #include <string>
 
 #include "io/cluster_json.hpp"
@@ -20,8 +19,6 @@ namespace {
 using detail::Json;
 using detail::OrderedJson;
 using detail::Reader;
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 std::string stage_path(std::size_t j) { return "/pipeline/stages/" + std::to_string(j); }
 
@@ -136,29 +133,6 @@ std::pair<ir::OpId, ir::OpId> read_range(const Reader& r, const Json& stage, con
   return {static_cast<ir::OpId>(first), static_cast<ir::OpId>(last)};
 }
 
-std::string millis(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.4g", s * 1e3);
-  return buf;
-}
-
-std::string number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g", v);
-  return buf;
-}
-
-std::string gib(double bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.4g", bytes / kGiB);
-  return buf;
-}
-
-std::string pad(std::string s, std::size_t w, bool right) {
-  if (s.size() >= w) return s;
-  return right ? std::string(w - s.size(), ' ') + s : s + std::string(w - s.size(), ' ');
-}
-
 }  // namespace
 
 bool plan_has_pipeline(std::string_view text, const std::string& source) {
@@ -268,71 +242,6 @@ std::string pipeline_to_json(const ir::Graph& g, const std::vector<algebra::OpSp
   w.field("pipeline", head);
   w.field("summary", summary_json(pe));
   return w.finish();
-}
-
-std::string pipeline_to_table(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
-                              const Cluster& cluster, const plan::PipelinePlan& pp,
-                              const plan::PipelineEvaluation& pe) {
-  const Cluster group = plan::stage_cluster(cluster, pp.groups);
-  const std::int64_t per = group_devices(cluster, pp);
-  std::string out = "pipeline: " + std::to_string(pp.groups) + " device groups of " +
-                    std::to_string(per) + " devices, " + std::to_string(pp.stages.size()) +
-                    " stages (" + std::string(plan::schedule_name(pp.schedule)) +
-                    (pp.virtual_stages > 1 ? ", v " + std::to_string(pp.virtual_stages) : "") +
-                    "), " + std::to_string(pp.microbatches) + " microbatches\n\n";
-  const std::size_t w[] = {6, 8, 22, 12, 12, 12, 12, 9, 9};
-  const char* heads[] = {"group",      "stages",    "operators", "devices",  "compute ms",
-                         "memory GiB", "bubble ms", "bubble %",  "in flight"};
-  std::string line;
-  for (std::size_t c = 0; c < std::size(w); ++c) line += pad(heads[c], w[c], c >= 4) + "  ";
-  while (!line.empty() && line.back() == ' ') line.pop_back();
-  out += line + "\n";
-  for (std::size_t gi = 0; gi < pe.groups.size(); ++gi) {
-    const plan::GroupReport& gr = pe.groups[gi];
-    std::string stages, ops;
-    for (std::size_t j = gi; j < pp.stages.size(); j += pp.groups) {
-      if (!stages.empty()) {
-        stages += ',';
-        ops += ',';
-      }
-      stages += std::to_string(j);
-      ops += std::to_string(pp.stages[j].first) + "-" + std::to_string(pp.stages[j].last - 1);
-    }
-    const std::string devices = std::to_string(static_cast<std::int64_t>(gi) * per) + "-" +
-                                std::to_string(static_cast<std::int64_t>(gi + 1) * per - 1);
-    char pct[32];
-    std::snprintf(pct, sizeof pct, "%.1f",
-                  pe.summary.step_time_s > 0 ? 100.0 * gr.bubble_s / pe.summary.step_time_s : 0.0);
-    const std::string cells[] = {std::to_string(gi),
-                                 stages,
-                                 ops,
-                                 devices,
-                                 millis(gr.compute_s),
-                                 gib(gr.memory_bytes),
-                                 millis(gr.bubble_s),
-                                 pct,
-                                 number(gr.in_flight)};
-    line.clear();
-    for (std::size_t c = 0; c < std::size(w); ++c) line += pad(cells[c], w[c], c >= 4) + "  ";
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    out += line + "\n";
-  }
-  const plan::Summary& s = pe.summary;
-  out += "\nstep time:          " + millis(s.step_time_s) + " ms (pipelined " +
-         millis(pe.pipelined_s) + " ms, bubble " + number(100 * pe.bubble_fraction) + "% of it)\n";
-  out += "memory per device:  " + gib(s.memory_per_device_bytes) + " GiB (largest group)\n";
-  out += "point to point:     " + gib(pe.p2p_bytes_per_step) + " GiB per device per step\n";
-  out += "devices:            " + std::to_string(cluster.num_devices());
-  if (!cluster.name().empty()) out += " on " + cluster.name();
-  out += "\nsearch time:        " + number(s.search_time_s) + " s\n";
-  for (std::size_t j = 0; j < pp.stages.size(); ++j) {
-    const plan::Stage& st = pp.stages[j];
-    const plan::StageGraph sg = plan::stage_graph(g, spaces, st.first, st.last);
-    out += "\nstage " + std::to_string(j) + " (operators " + std::to_string(st.first) + "-" +
-           std::to_string(st.last - 1) + ", group " + std::to_string(st.group) + ")\n";
-    out += plan_to_table(sg.graph, sg.spaces, group, st.plan, pe.stages[j]);
-  }
-  return out;
 }
 
 }  // namespace recsearch::io

@@ -39,11 +39,4 @@ namespace recsearch::io {
                                            const Cluster& cluster, const plan::PipelinePlan& pp,
                                            const plan::PipelineEvaluation& pe, int indent = 2);
 
-// The table: the stage strip (per device group: stages, devices, compute,
-// memory, bubble), the summary, then each stage's operator table.
-[[nodiscard]] std::string pipeline_to_table(const ir::Graph& g,
-                                            const std::vector<algebra::OpSpace>& spaces,
-                                            const Cluster& cluster, const plan::PipelinePlan& pp,
-                                            const plan::PipelineEvaluation& pe);
-
 }  // namespace recsearch::io
