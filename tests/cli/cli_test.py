@@ -1468,6 +1468,62 @@ def check_export_dict(node, tensors, where, check_value):
             check_value(v, tensors[k], "%s[%r]" % (where, k))
 
 
+def unravel(k, sizes):
+    """The row-major coordinates of k in an array of shape `sizes`."""
+    out = []
+    for n in reversed(sizes):
+        out.append(k % n)
+        k //= n
+    return out[::-1]
+
+
+def check_hlo_sharding(text, rec, sizes, axes, at):
+    """An iota HloSharding text read back, device by device: each device's
+    tile along dim d is the mixed-radix index of its mesh coordinates on the
+    axes the plan splits d by (major first)."""
+    split = rec["sharding"]
+    if text == "{replicated}":
+        check(all(not x for x in split), "%s: replicated, plan %s" % (at, split))
+        return
+    m = re.fullmatch(r"\{devices=\[([\d,]+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?"
+                     r"( last_tile_dim_replicate)?\}", text)
+    if not check(m is not None, "%s: not an iota HloSharding: %r" % (at, text)):
+        return
+    tiles = [int(x) for x in m.group(1).split(",")]
+    dims = [int(x) for x in m.group(2).split(",")]
+    perm = [int(x) for x in m.group(3).split(",")] if m.group(3) else list(range(len(dims)))
+    check(dims == sizes and sorted(perm) == list(range(len(dims))),
+          "%s: reshape %s T%s on mesh %s" % (at, dims, perm, sizes))
+    check(len(tiles) == len(split) + (1 if m.group(4) else 0) and math.prod(tiles) == prod(sizes),
+          "%s: tiles %s for rank %d on %d devices" % (at, tiles, len(split), prod(sizes)))
+    if dims != sizes or len(tiles) < len(split):
+        return
+    shape = [dims[p] for p in perm]
+    for k in range(prod(sizes)):
+        moved = unravel(k, shape)
+        coord = [0] * len(dims)
+        for i, p in enumerate(perm):
+            coord[p] = moved[i]
+        tile = unravel(k, tiles)
+        for d, names in enumerate(split):
+            want = 0
+            for name in names:
+                a = axes.index(name)
+                want = want * sizes[a] + coord[a]
+            if tile[d] != want:
+                fail("%s: device at mesh %s in tile %s along dim %d, plan wants %d" %
+                     (at, coord, tile, d, want))
+                return
+
+
+def check_sdy_sharding(text, rec, at):
+    m = re.fullmatch(r"#sdy\.sharding<@mesh, \[(.*)\]>", text)
+    if not check(m is not None, "%s: not a Shardy sharding: %r" % (at, text)):
+        return
+    got = [re.findall(r'"([^"]+)"', d) for d in re.findall(r"\{([^}]*)\}", m.group(1))]
+    check(got == rec["sharding"], "%s: %s, plan %s" % (at, got, rec["sharding"]))
+
+
 def case_export():
     """export --to jax|dtensor: a Python file that parses, builds the plan's
     mesh, and gives every parameter (and every other tensor) the layout of
@@ -1536,6 +1592,17 @@ def case_export():
                               value_check)
             funcs = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
             check("make_mesh" in funcs, "%s: no make_mesh" % where)
+            if to == "jax":
+                sizes = [a["size"] for a in plan["mesh"]["axes"]]
+                check(ast.literal_eval(names["SDY_MESH"]) == "sdy.mesh @mesh = <[%s]>" %
+                      ", ".join('"%s"=%d' % (a, n) for a, n in zip(axes, sizes)),
+                      "%s: SDY_MESH" % where)
+                check_export_dict(names.get("HLO_SHARDINGS"), records, where + " HLO_SHARDINGS",
+                                  lambda v, rec, at: check_hlo_sharding(
+                                      ast.literal_eval(v), rec, sizes, axes, at))
+                check_export_dict(names.get("SDY_SHARDINGS"), records, where + " SDY_SHARDINGS",
+                                  lambda v, rec, at: check_sdy_sharding(ast.literal_eval(v), rec,
+                                                                        at))
     # The file a Python 3 parses as the brief says: with Debian's interpreter too.
     if os.path.exists("/usr/bin/python3"):
         r = subprocess.run(["/usr/bin/python3", "-c",

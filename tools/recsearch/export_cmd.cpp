@@ -3,7 +3,8 @@
 // [-o OUT]`: a plan as a file for the framework that will run it.
 //
 //   jax        a Mesh over the plan's axes and a jax.sharding.PartitionSpec
-//              per tensor (PARAMETERS and ACTIVATIONS), with NamedShardings;
+//              per tensor (PARAMETERS and ACTIVATIONS), with NamedShardings,
+//              and the same layouts as XLA HloSharding and Shardy strings;
 //   dtensor    a torch DeviceMesh over the same axes and per tensor one
 //              placement per mesh axis (Shard(d), Replicate(), Partial()),
 //              with a helper that distributes a model's parameters;
@@ -146,6 +147,98 @@ std::string jax_entries(const Solution& s, bool parameters) {
   return out;
 }
 
+// The mesh axes of p in tile order: those that split dim 0 (major first),
+// then dim 1, ..., then the axes that split nothing (the replicated ways).
+std::vector<std::size_t> tile_axes(const TensorPlacement& p, const std::vector<Cut>& cuts) {
+  std::vector<std::size_t> order;
+  std::vector<bool> used(cuts.size(), false);
+  for (const auto& axes : p.dims)
+    for (const auto& name : axes)
+      for (std::size_t i = 0; i < cuts.size(); ++i)
+        if (cuts[i].axis == name && !used[i]) {
+          used[i] = true;
+          order.push_back(i);
+        }
+  for (std::size_t i = 0; i < cuts.size(); ++i)
+    if (!used[i]) order.push_back(i);
+  return order;
+}
+
+// XLA's HloSharding text of p in the iota form: the device list is the
+// mesh's row-major device ids reshaped to the mesh, transposed to tile_axes
+// order and read as tiles, e.g. {devices=[1,2,4]<=[2,4]T(1,0)
+// last_tile_dim_replicate}.
+std::string hlo_sharding(const TensorPlacement& p, const std::vector<Cut>& cuts) {
+  std::int64_t devices = 1;
+  for (const Cut& c : cuts) devices *= c.size;
+  std::vector<std::int64_t> tiles;
+  std::int64_t tiled = 1;
+  for (const auto& axes : p.dims) {
+    std::int64_t t = 1;
+    for (const auto& name : axes)
+      for (const Cut& c : cuts)
+        if (c.axis == name) t *= c.size;
+    tiles.push_back(t);
+    tiled *= t;
+  }
+  if (tiled == 1) return "{replicated}";
+  const bool replicate = tiled < devices;
+  if (replicate) tiles.push_back(devices / tiled);
+  std::string out = "{devices=[";
+  for (std::size_t i = 0; i < tiles.size(); ++i) out += (i ? "," : "") + std::to_string(tiles[i]);
+  out += "]<=[";
+  for (std::size_t i = 0; i < cuts.size(); ++i)
+    out += (i ? "," : "") + std::to_string(cuts[i].size);
+  out += "]";
+  const std::vector<std::size_t> order = tile_axes(p, cuts);
+  bool identity = true;
+  for (std::size_t i = 0; i < order.size(); ++i) identity = identity && order[i] == i;
+  if (!identity) {
+    out += "T(";
+    for (std::size_t i = 0; i < order.size(); ++i) out += (i ? "," : "") + std::to_string(order[i]);
+    out += ")";
+  }
+  return out + (replicate ? " last_tile_dim_replicate}" : "}");
+}
+
+// Shardy's attribute of p on the mesh @mesh: #sdy.sharding<@mesh, [{"c0"},
+// {}]>, the axes of each dim major first.
+std::string sdy_sharding(const TensorPlacement& p) {
+  std::string out = "#sdy.sharding<@mesh, [";
+  for (std::size_t d = 0; d < p.dims.size(); ++d) {
+    out += d ? ", {" : "{";
+    for (std::size_t i = 0; i < p.dims[d].size(); ++i)
+      out += (i ? ", \"" : "\"") + p.dims[d][i] + "\"";
+    out += "}";
+  }
+  return out + "]>";
+}
+
+// Every tensor's HloSharding or Shardy text, parameters first.
+std::string sharding_strings(const Solution& s, bool hlo) {
+  std::string out;
+  for (const bool parameters : {true, false})
+    for (const ir::Tensor* t : tensors_of(s, parameters)) {
+      const TensorPlacement p = s.sharding(t->name);
+      out += "    " + py_string(t->name) + ": " +
+             py_string(hlo ? hlo_sharding(p, s.cluster().cuts()) : sdy_sharding(p)) + ",";
+      if (!p.partial.empty()) {
+        out += "  # partial sum over";
+        for (const auto& x : p.partial) out += " " + x;
+      }
+      out += "\n";
+    }
+  return out;
+}
+
+// sdy.mesh @mesh = <["c0"=2, "c1"=4]>
+std::string sdy_mesh(const std::vector<Cut>& cuts) {
+  std::string out = "sdy.mesh @mesh = <[";
+  for (std::size_t i = 0; i < cuts.size(); ++i)
+    out += (i ? ", \"" : "\"") + cuts[i].axis + "\"=" + std::to_string(cuts[i].size);
+  return out + "]>";
+}
+
 std::string export_jax(const Solution& s, const ExportArgs& a) {
   std::string out = mesh_preamble(s, a, "JAX", R"(
 import numpy as np
@@ -174,7 +267,17 @@ PARAMETERS = {
 def shardings(mesh, specs=PARAMETERS):
     """{tensor name: NamedSharding} on `mesh`, e.g. for jax.device_put."""
     return {name: NamedSharding(mesh, spec) for name, spec in specs.items()}
+
+
+# The same layouts as XLA sharding strings, for tools below JAX: GSPMD's
+# HloSharding text (the iota form: device ids reshaped to MESH_SHAPE,
+# transposed, read as tiles, replicated ways last) and Shardy attributes on
+# the mesh SDY_MESH. Neither has a word for a partial sum: such a tensor is
+# written with its split, and a comment.
 )";
+  out += "SDY_MESH = " + py_string(sdy_mesh(s.cluster().cuts())) + "\n";
+  out += "HLO_SHARDINGS = {\n" + sharding_strings(s, true) + "}\n";
+  out += "SDY_SHARDINGS = {\n" + sharding_strings(s, false) + "}\n";
   return out;
 }
 
