@@ -709,21 +709,35 @@ tr.sel td { background: #fff3bf; }
     chart.appendChild(row);
   });
 
-  // Graph: layered drawing, left to right. A folded graph (D.fold) draws
-  // its repeated block once, "x N", and can expand to the copies the page
-  // carries; ids of copies it does not carry map onto the last one carried.
+  // Graph: layered drawing, left to right, wrapped into bands of as many
+  // layers as the pane is wide, so the page never scrolls sideways and the
+  // names keep their size. A folded graph (D.fold) draws its repeated block
+  // once, "x N", and can expand to the copies the page carries; ids of
+  // copies it does not carry map onto the last one carried.
   var wrap = document.getElementById("graph-wrap");
   var byId = {};
   D.operators.forEach(function (o) { byId[o.id] = o; });
   var selected = null;
   function drawGraph(nodes, edges) {
-    var W = 130, H = 30, GX = 60, GY = 12;
-    var maxLayer = 0, maxRow = 0;
-    nodes.forEach(function (o) { maxLayer = Math.max(maxLayer, o.layer); maxRow = Math.max(maxRow, o.row); });
-    var svg = sv("svg", {"id": "graph-svg", "width": (maxLayer + 1) * (W + GX) + GX,
-                         "height": (maxRow + 1) * (H + GY) + GY});
-    function px(o) { return GX / 2 + o.layer * (W + GX); }
-    function py(o) { return GY + o.row * (H + GY); }
+    var W = 130, H = 30, GX = 60, GY = 12, BAND_GAP = 3 * GY;
+    var pane = wrap.clientWidth || 1200;
+    var K = Math.max(4, Math.floor((pane - GX) / (W + GX)));  // layers per band
+    var maxLayer = 0, bandRows = [];
+    nodes.forEach(function (o) {
+      maxLayer = Math.max(maxLayer, o.layer);
+      var b = Math.floor(o.layer / K);
+      bandRows[b] = Math.max(bandRows[b] || 0, o.row);
+    });
+    var bandTop = [], top = GY;
+    for (var b = 0; b <= Math.floor(maxLayer / K); b++) {
+      bandTop[b] = top;
+      top += ((bandRows[b] || 0) + 1) * (H + GY) + BAND_GAP;
+    }
+    var svg = sv("svg", {"id": "graph-svg", "width": Math.min(maxLayer + 1, K) * (W + GX) + GX,
+                         "height": top - BAND_GAP + GY, "data-pane": String(pane),
+                         "data-layers-per-band": String(K)});
+    function px(o) { return GX / 2 + (o.layer % K) * (W + GX); }
+    function py(o) { return bandTop[Math.floor(o.layer / K)] + o.row * (H + GY); }
     edges.forEach(function (e) {
       var a = e.from, b = e.to;
       var x1 = px(a) + W, y1 = py(a) + H / 2, x2 = px(b), y2 = py(b) + H / 2;

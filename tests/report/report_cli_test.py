@@ -160,6 +160,14 @@ def browser(tmp, plan_path, ev):
     plan = json.load(open(plan_path))
     names = [o["name"] for o in plan["operators"]]
     S = ev["summary"]
+    # The drawing wraps into bands as wide as its pane (at least four layers).
+    svg = dom.find("svg", id="graph-svg")
+    if check(len(svg) == 1, "no graph drawing"):
+        a = svg[0]["attrs"]
+        pane, k = float(a.get("data-pane", 0)), int(a.get("data-layers-per-band", 0))
+        check(k >= 4 and float(a["width"]) <= max(pane, k * 190 + 60),
+              "the graph (%s px wide, %d layers per band) overflows its %g px pane" %
+              (a["width"], k, pane))
     # Summary cards.
     for key in ["step_time_s", "compute_s", "communication_s", "memory_per_device_bytes",
                 "parameter_bytes", "activation_bytes"]:
