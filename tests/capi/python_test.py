@@ -122,7 +122,16 @@ def test_evaluate_roundtrip():
     with open(os.path.join(DATA, "clusters", "dgx_h100_64x8.json"), encoding="utf-8") as f:
         cluster = recsearch.Cluster.from_json(f.read(), "dgx_h100_64x8.json")
     check(cluster.num_devices == 512, "cluster file: 512 devices")
-    plan = recsearch.search(g, cluster, memory_budget=40 * 2**30)
+    plan = recsearch.search(g, cluster, memory_budget_gib=40)
+    in_bytes = recsearch.search(g, cluster, memory_budget=40 * 2**30)
+    check(in_bytes.summary["step_time_s"] == plan.summary["step_time_s"],
+          "memory_budget_gib=40 and memory_budget=40 GiB in bytes differ")
+    # A budget in bytes under 1 MiB is taken for GiB given in the wrong unit.
+    try:
+        recsearch.search(g, cluster, memory_budget=40)
+        check(False, "memory_budget=40 (bytes) accepted")
+    except ValueError as e:
+        check("memory_budget_gib=40" in str(e), "memory_budget=40: %s" % e)
     text = plan.to_json()
     back = recsearch.evaluate(g, text)
     check(close(back.summary["step_time_s"], plan.summary["step_time_s"]),

@@ -334,10 +334,32 @@ class Cluster(_Handle):
         return n.value
 
 
+# A per-device budget under this many bytes is taken for a figure in GiB.
+_SMALLEST_BUDGET_BYTES = 2**20
+
+
+def _budget_bytes(memory_budget, memory_budget_gib):
+    """The memory budget in bytes from memory_budget_gib (GiB) or
+    memory_budget (bytes), None for the device's capacity. A byte count
+    under 1 MiB is refused: memory_budget=40 meant 40 GiB."""
+    if memory_budget is not None and memory_budget_gib is not None:
+        raise ValueError("give memory_budget (bytes) or memory_budget_gib (GiB), not both")
+    if memory_budget_gib is not None:
+        return float(memory_budget_gib) * 2**30
+    if memory_budget is None:
+        return None
+    if 0 < float(memory_budget) < _SMALLEST_BUDGET_BYTES:
+        raise ValueError("memory_budget is in bytes, and %g bytes is under 1 MiB per device; "
+                         "for GiB say memory_budget_gib=%g" % (memory_budget, memory_budget))
+    return float(memory_budget)
+
+
 class _Options(_Handle):
     _free = "rs_options_free"
 
-    def __init__(self, mode=None, algorithm=None, threads=None, memory_budget=None, cost=None):
+    def __init__(self, mode=None, algorithm=None, threads=None, memory_budget=None, cost=None,
+                 memory_budget_gib=None):
+        budget = _budget_bytes(memory_budget, memory_budget_gib)
         out = ctypes.c_void_p()
         _check(_lib.rs_options_create(ctypes.byref(out)))
         super().__init__(out.value)
@@ -347,8 +369,8 @@ class _Options(_Handle):
             _check(_lib.rs_options_set_algorithm(self, _enc(algorithm)))
         if threads is not None:
             _check(_lib.rs_options_set_threads(self, int(threads)))
-        if memory_budget is not None:
-            _check(_lib.rs_options_set_memory_budget(self, float(memory_budget)))
+        if budget is not None:
+            _check(_lib.rs_options_set_memory_budget(self, budget))
         for key, value in (cost or {}).items():
             _check(_lib.rs_options_set_cost(self, _enc(key), float(value)))
 
@@ -469,8 +491,9 @@ class Plan(_Handle):
 
 
 def search(graph, cluster, **options):
-    """Searches a plan; options: mode, algorithm, threads, memory_budget
-    (bytes), cost (dict of coefficients)."""
+    """Searches a plan; options: mode, algorithm, threads, memory_budget_gib
+    (GiB per device) or memory_budget (bytes, at least 1 MiB), cost (dict of
+    coefficients)."""
     o = _Options(**options)
     out = ctypes.c_void_p()
     _check(_lib.rs_search(graph, cluster, o, ctypes.byref(out)))

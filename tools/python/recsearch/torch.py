@@ -1015,7 +1015,7 @@ def plan(module, example_inputs, mesh=8, mode="train", memory_gib=None, algorith
     c = cluster or _rs.Cluster.mesh(sizes)
     opts = {"mode": mode}
     if memory_gib is not None:
-        opts["memory_budget"] = float(memory_gib) * 2 ** 30
+        opts["memory_budget_gib"] = float(memory_gib)
     if algorithm is not None:
         opts["algorithm"] = algorithm
     return TorchPlan(_rs.search(g, c, **opts), graph, names, aliases, parts)
