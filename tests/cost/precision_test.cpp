@@ -21,23 +21,14 @@
 #include "recsearch/plan/evaluator.hpp"
 #include "recsearch/plan/precision.hpp"
 #include "recsearch/search/search.hpp"
+#include "support/graph_factories.hpp"
 #include "support/search_options.hpp"
 
 using namespace recsearch;
 
 namespace {
 
-// Adds an operator (Operator's other fields keep their defaults).
-void add_op(ir::Graph& g, std::string name, std::string type, std::vector<ir::TensorId> inputs,
-            std::vector<ir::TensorId> outputs, ir::Attrs attrs = {}) {
-  ir::Operator op;
-  op.name = std::move(name);
-  op.type = std::move(type);
-  op.inputs = std::move(inputs);
-  op.outputs = std::move(outputs);
-  op.attrs = std::move(attrs);
-  (void)g.add_operator(std::move(op));
-}
+using testing::add_op_ids;
 
 constexpr std::int64_t kN = 8192;  // flops-bound at every peak below
 constexpr double kFlops = 2.0 * kN * kN * kN;
@@ -48,7 +39,7 @@ ir::Graph square_matmul(ir::DType dtype) {
   const auto x = g.add_tensor("x", {kN, kN}, dtype, ir::TensorKind::Input);
   const auto w = g.add_tensor("w", {kN, kN}, dtype, ir::TensorKind::Parameter);
   const auto y = g.add_tensor("y", {kN, kN}, dtype);
-  add_op(g, "mm", "MatMul", {x, w}, {y});
+  add_op_ids(g, "mm", "MatMul", {x, w}, {y});
   g.finalize();
   return g;
 }
@@ -107,7 +98,7 @@ TEST_CASE("an f32 MatMul runs at the f32 peak, a bf16 one at the 16-bit peak") {
     ir::Graph g("relu");
     const auto x = g.add_tensor("x", {kN, kN}, ir::DType::F32, ir::TensorKind::Input);
     const auto y = g.add_tensor("y", {kN, kN}, ir::DType::F32);
-    add_op(g, "r", "ReLU", {x}, {y});
+    add_op_ids(g, "r", "ReLU", {x}, {y});
     g.finalize();
     CHECK(plan::operator_precision(g, 0, tf32) == Precision::F32);
     CHECK(plan::operator_precision(square_matmul(ir::DType::F32), 0, tf32) == Precision::TF32);
@@ -129,8 +120,8 @@ TEST_CASE("operator precision: the widest floating operand") {
   const auto i = g.add_tensor("i", {4}, ir::DType::I64, ir::TensorKind::Input);
   const auto ab = g.add_tensor("ab", {4, 4}, ir::DType::F32);
   const auto oh = g.add_tensor("oh", {4, 8}, ir::DType::F16);
-  add_op(g, "mm", "MatMul", {a, b}, {ab});
-  add_op(g, "oh", "OneHot", {i}, {oh}, {{"depth", std::int64_t{8}}});
+  add_op_ids(g, "mm", "MatMul", {a, b}, {ab});
+  add_op_ids(g, "oh", "OneHot", {i}, {oh}, {{"depth", std::int64_t{8}}});
   g.finalize();
   const CostParams p;
   CHECK(plan::operator_precision(g, 0, p) == Precision::F32);   // bf16 x f32 promotes

@@ -17,6 +17,7 @@
 #include "recsearch/exec/executor.hpp"
 #include "recsearch/exec/layout.hpp"
 #include "recsearch/plan/evaluator.hpp"
+#include "support/graph_factories.hpp"
 
 using namespace recsearch;
 using cost::AxisLayout;
@@ -25,16 +26,7 @@ using exec::StepKind;
 
 namespace {
 
-void add_op(ir::Graph& g, std::string name, std::string type, std::vector<ir::TensorId> in,
-            std::vector<ir::TensorId> out, ir::Attrs attrs = {}) {
-  ir::Operator op;
-  op.name = std::move(name);
-  op.type = std::move(type);
-  op.inputs = std::move(in);
-  op.outputs = std::move(out);
-  op.attrs = std::move(attrs);
-  g.add_operator(std::move(op));
-}
+using testing::add_op_ids;
 
 const AxisLayout R = AxisLayout::replicate();
 const AxisLayout P = AxisLayout::partial();
@@ -59,13 +51,13 @@ ir::Graph chain(std::int64_t m, std::int64_t k, std::int64_t n) {
   auto h4 = g.add_tensor("h4", {m, k}, f, ir::TensorKind::Activation);
   auto h5 = g.add_tensor("h5", {k, m}, f, ir::TensorKind::Activation);
   auto y = g.add_tensor("y", {m}, f, ir::TensorKind::Activation);
-  add_op(g, "mm1", "MatMul", {x, w1}, {h1});
-  add_op(g, "act", "GeLU", {h1}, {h2});
-  add_op(g, "mm2", "MatMul", {h2, w2}, {h3});
-  add_op(g, "sm", "Softmax", {h3}, {h4});
-  add_op(g, "tr", "Transpose", {h4}, {h5});
-  add_op(g, "red", "ReduceSum", {h5}, {y},
-         ir::Attrs{{"axes", std::vector<std::int64_t>{0}}, {"keepdims", false}});
+  add_op_ids(g, "mm1", "MatMul", {x, w1}, {h1});
+  add_op_ids(g, "act", "GeLU", {h1}, {h2});
+  add_op_ids(g, "mm2", "MatMul", {h2, w2}, {h3});
+  add_op_ids(g, "sm", "Softmax", {h3}, {h4});
+  add_op_ids(g, "tr", "Transpose", {h4}, {h5});
+  add_op_ids(g, "red", "ReduceSum", {h5}, {y},
+             ir::Attrs{{"axes", std::vector<std::int64_t>{0}}, {"keepdims", false}});
   g.finalize();
   return g;
 }
@@ -120,8 +112,8 @@ TEST_CASE("exec: partial sums over two axes are reduced hierarchically when the 
   auto w = g.add_tensor("w", {12, 6}, ir::DType::F32, ir::TensorKind::Parameter);
   auto h = g.add_tensor("h", {6, 6}, ir::DType::F32, ir::TensorKind::Activation);
   auto y = g.add_tensor("y", {6, 6}, ir::DType::F32, ir::TensorKind::Activation);
-  add_op(g, "mm", "MatMul", {x, w}, {h});
-  add_op(g, "act", "ReLU", {h}, {y});
+  add_op_ids(g, "mm", "MatMul", {x, w}, {h});
+  add_op_ids(g, "act", "ReLU", {h}, {y});
   g.finalize();
   const auto spaces = algebra::build_op_spaces(g);
   const Cluster cluster = Cluster::mesh({2, 3});
@@ -204,11 +196,11 @@ TEST_CASE("exec: one-rank kernels match plain loops") {
   auto s = g.add_tensor("s", {m, n}, f, ir::TensorKind::Activation);
   auto t = g.add_tensor("t", {n, m}, f, ir::TensorKind::Activation);
   auto y = g.add_tensor("y", {n}, f, ir::TensorKind::Activation);
-  add_op(g, "mm", "MatMul", {x, w}, {h});
-  add_op(g, "sm", "Softmax", {h}, {s});
-  add_op(g, "tr", "Transpose", {s}, {t});
-  add_op(g, "red", "ReduceMean", {t}, {y},
-         ir::Attrs{{"axes", std::vector<std::int64_t>{1}}, {"keepdims", false}});
+  add_op_ids(g, "mm", "MatMul", {x, w}, {h});
+  add_op_ids(g, "sm", "Softmax", {h}, {s});
+  add_op_ids(g, "tr", "Transpose", {s}, {t});
+  add_op_ids(g, "red", "ReduceMean", {t}, {y},
+             ir::Attrs{{"axes", std::vector<std::int64_t>{1}}, {"keepdims", false}});
   g.finalize();
   const auto spaces = algebra::build_op_spaces(g);
   plan::Plan p;
@@ -253,8 +245,8 @@ TEST_CASE("exec: causal attention and gather on one rank") {
   auto table = g.add_tensor("table", {v, d}, f, ir::TensorKind::Parameter);
   auto ids = g.add_tensor("ids", {4}, ir::DType::I32, ir::TensorKind::Input);
   auto e = g.add_tensor("e", {4, d}, f, ir::TensorKind::Activation);
-  add_op(g, "attn", "Attention", {q, kk, vv}, {o}, ir::Attrs{{"causal", true}});
-  add_op(g, "embed", "Gather", {table, ids}, {e});
+  add_op_ids(g, "attn", "Attention", {q, kk, vv}, {o}, ir::Attrs{{"causal", true}});
+  add_op_ids(g, "embed", "Gather", {table, ids}, {e});
   g.finalize();
   const auto spaces = algebra::build_op_spaces(g);
   plan::Plan p;
@@ -297,7 +289,7 @@ TEST_CASE("exec: unsupported operators are named before anything runs") {
   auto x = g.add_tensor("x", {1, 2, 4, 4}, f, ir::TensorKind::Input);
   auto w = g.add_tensor("w", {3, 2, 3, 3}, f, ir::TensorKind::Parameter);
   auto y = g.add_tensor("y", {1, 3, 2, 2}, f, ir::TensorKind::Activation);
-  add_op(g, "c", "Conv2D", {x, w}, {y});
+  add_op_ids(g, "c", "Conv2D", {x, w}, {y});
   g.finalize();
   const auto spaces = algebra::build_op_spaces(g);
   plan::Plan p;

@@ -26,17 +26,7 @@ namespace t = recsearch::testing;
 
 namespace {
 
-// Adds an operator (Operator's other fields keep their defaults).
-void add_op(ir::Graph& g, std::string name, std::string type, std::vector<ir::TensorId> inputs,
-            std::vector<ir::TensorId> outputs, ir::Attrs attrs = {}) {
-  ir::Operator op;
-  op.name = std::move(name);
-  op.type = std::move(type);
-  op.inputs = std::move(inputs);
-  op.outputs = std::move(outputs);
-  op.attrs = std::move(attrs);
-  (void)g.add_operator(std::move(op));
-}
+using testing::add_op_ids;
 
 search::SearchResult run(const ir::Graph& g, const Cluster& c, search::Algorithm algo,
                          Mode mode = Mode::Train, double budget = 0) {
@@ -354,13 +344,13 @@ TEST_CASE("data-parallel follows the batch of a sequence-first attention, not it
   const auto ct = g.add_tensor("ctx_t", {s, b, d}, f32);
   const auto y = g.add_tensor("y", {s, b, d}, f32);
   const std::vector<std::int64_t> perm = {1, 0, 2};
-  add_op(g, "t_in", "Transpose", {x}, {xt}, {{"perm", perm}});
-  add_op(g, "proj", "MatMul", {xt, w}, {q});
-  add_op(g, "scores", "MatMul", {q, xt}, {sc}, {{"transpose_b", true}});
-  add_op(g, "softmax", "Softmax", {sc}, {p});
-  add_op(g, "context", "MatMul", {p, xt}, {c});
-  add_op(g, "t_out", "Transpose", {c}, {ct}, {{"perm", perm}});
-  add_op(g, "residual", "Add", {x, ct}, {y});
+  add_op_ids(g, "t_in", "Transpose", {x}, {xt}, {{"perm", perm}});
+  add_op_ids(g, "proj", "MatMul", {xt, w}, {q});
+  add_op_ids(g, "scores", "MatMul", {q, xt}, {sc}, {{"transpose_b", true}});
+  add_op_ids(g, "softmax", "Softmax", {sc}, {p});
+  add_op_ids(g, "context", "MatMul", {p, xt}, {c});
+  add_op_ids(g, "t_out", "Transpose", {c}, {ct}, {{"perm", perm}});
+  add_op_ids(g, "residual", "Add", {x, ct}, {y});
   g.finalize();
   const Cluster cl = Cluster::flat(4);
   for (const Mode mode : {Mode::Infer, Mode::Train}) {

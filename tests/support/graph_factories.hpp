@@ -29,6 +29,19 @@ inline ir::OpId add_op(Graph& g, std::string name, std::string type,
   return g.add_operator(std::move(op));
 }
 
+// Adds an operator by tensor ids (Operator's other fields keep their defaults).
+inline ir::OpId add_op_ids(Graph& g, std::string name, std::string type,
+                           std::vector<ir::TensorId> ins, std::vector<ir::TensorId> outs,
+                           ir::Attrs attrs = {}) {
+  ir::Operator op;
+  op.name = std::move(name);
+  op.type = std::move(type);
+  op.inputs = std::move(ins);
+  op.outputs = std::move(outs);
+  op.attrs = std::move(attrs);
+  return g.add_operator(std::move(op));
+}
+
 // x[b,d0] -> MatMul(w1[d0,d1]) -> ReLU -> MatMul(w2[d1,d2]) -> y.
 inline Graph mlp2(std::int64_t b, std::int64_t d0, std::int64_t d1, std::int64_t d2,
                   DType dt = DType::F32) {
