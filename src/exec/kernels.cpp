@@ -284,17 +284,10 @@ GemmBatch matmul_batch(const KernelArgs& a) {
   const Shape b_batch(bs.begin(), bs.end() - (rb >= 2 ? 2 : 1));
   const std::size_t out_batch_rank = os.size() - (ra >= 2 ? 1 : 0) - (rb >= 2 ? 1 : 0);
   const Shape o_batch(os.begin(), os.begin() + static_cast<std::ptrdiff_t>(out_batch_rank));
-  const auto sa = broadcast_strides(a_batch, o_batch);
-  const auto sb = broadcast_strides(b_batch, o_batch);
+  const BroadcastIndex batch(a_batch, b_batch, o_batch);
   const std::int64_t batches = numel(o_batch);
   for (std::int64_t i = 0; i < batches; ++i) {
-    std::int64_t rest = i, oa = 0, ob = 0;
-    for (std::size_t d = o_batch.size(); d-- > 0;) {
-      const std::int64_t c = rest % o_batch[d];
-      rest /= o_batch[d];
-      oa += c * sa[d];
-      ob += c * sb[d];
-    }
+    const auto [oa, ob] = batch.operands(i);
     g.a_off.push_back(oa * g.m * g.k);
     g.b_off.push_back(ob * g.k * g.n);
     g.c_off.push_back(i * g.m * g.n);
