@@ -71,6 +71,8 @@ OrderedJson group_json(const plan::GroupReport& gr, std::size_t gi) {
   j["activation_bytes"] = detail::number_json(gr.activation_bytes);
   j["in_flight"] = detail::number_json(gr.in_flight);
   j["sent_bytes"] = detail::number_json(gr.sent_bytes);
+  j["tied_s"] = detail::number_json(gr.tied_s);
+  j["tied_bytes"] = detail::number_json(gr.tied_bytes);
   return j;
 }
 

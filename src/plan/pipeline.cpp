@@ -12,7 +12,9 @@
 #include <unordered_map>
 #include <variant>
 
+#include "recsearch/cost/model.hpp"
 #include "recsearch/error.hpp"
+#include "recsearch/plan/training.hpp"
 
 namespace recsearch::plan {
 
@@ -189,6 +191,42 @@ StageSends stage_sends(const ir::Graph& g, const StageGraph& sg, const Cluster& 
   return out;
 }
 
+std::vector<TiedSync> tied_syncs(const ir::Graph& g, const Cluster& cluster, const PipelinePlan& pp,
+                                 Mode mode, const CostParams& params) {
+  std::vector<TiedSync> out;
+  if (mode != Mode::Train || pp.groups <= 1 || cluster.levels().empty()) return out;
+  std::vector<std::size_t> group_of(g.num_operators(), 0);
+  for (const Stage& s : pp.stages)
+    for (ir::OpId o = s.first; o < s.last && o < g.num_operators(); ++o) group_of[o] = s.group;
+  const Level& link = cluster.levels()[0];
+  Cut cut;
+  cut.axis = "pipeline";
+  cut.level = 0;
+  cut.bandwidth_Bps = link.bandwidth_GBps * 1e9;
+  cut.latency_s = link.latency_us * 1e-6;
+  cut.devices_below = cluster.num_devices() / static_cast<std::int64_t>(pp.groups);
+  for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
+    const ir::Tensor& x = g.tensor(t);
+    if (x.kind != ir::TensorKind::Parameter || x.consumers.size() < 2) continue;
+    std::vector<std::size_t> groups;
+    for (const ir::OpId c : x.consumers) groups.push_back(group_of[c]);
+    std::sort(groups.begin(), groups.end());
+    groups.erase(std::unique(groups.begin(), groups.end()), groups.end());
+    if (groups.size() < 2) continue;
+    cut.size = static_cast<std::int64_t>(groups.size());
+    const double gradient =
+        x.bytes() *
+        parameter_state(params, mode, static_cast<int>(ir::dtype_size(x.dtype))).gradient;
+    TiedSync ts;
+    ts.tensor = t;
+    ts.groups = std::move(groups);
+    ts.bytes = cost::collective_bytes(cost::Collective::AllReduce, gradient, cut);
+    ts.seconds = cost::collective_seconds(cost::Collective::AllReduce, gradient, cut, params);
+    out.push_back(std::move(ts));
+  }
+  return out;
+}
+
 namespace {
 
 // Microbatches whose activations group g keeps (pipeline.hpp).
@@ -227,10 +265,18 @@ double stage_memory_bytes(const PipelinePlan& pp, std::size_t j, Mode mode, cons
 PipelineEvaluation schedule_pipeline(const PipelinePlan& pp, Mode mode,
                                      std::vector<Evaluation> stages,
                                      const std::vector<double>& send_s,
-                                     const std::vector<double>& sent_bytes) {
+                                     const std::vector<double>& sent_bytes,
+                                     const std::vector<TiedSync>& tied) {
   PipelineEvaluation pe;
   pe.stages = std::move(stages);
   pe.groups.assign(pp.groups, GroupReport{});
+  for (const TiedSync& ts : tied)
+    for (const std::size_t gi : ts.groups) {
+      GroupReport& gr = pe.groups.at(gi);
+      gr.tied_s += ts.seconds;
+      gr.tied_bytes += ts.bytes;
+      gr.per_step_s += ts.seconds;
+    }
   const double m = static_cast<double>(pp.microbatches);
   for (std::size_t j = 0; j < pe.stages.size(); ++j) {
     const Summary& s = pe.stages[j].summary;
@@ -280,8 +326,8 @@ PipelineEvaluation schedule_pipeline(const PipelinePlan& pp, Mode mode,
     sum.communication_s += s.communication_s;
     sum.exposed_communication_s += s.exposed_communication_s;
   }
-  sum.communication_s += m * pe.groups[busiest].send_s;
-  sum.exposed_communication_s += m * pe.groups[busiest].send_s;
+  sum.communication_s += m * pe.groups[busiest].send_s + pe.groups[busiest].tied_s;
+  sum.exposed_communication_s += m * pe.groups[busiest].send_s + pe.groups[busiest].tied_s;
   sum.microbatch_s = max_t;
   const GroupReport& big = pe.groups[largest];
   sum.memory_per_device_bytes = big.memory_bytes;
@@ -317,7 +363,8 @@ PipelineEvaluation evaluate_pipeline(const ir::Graph& g,
     sent_bytes.push_back(sends.bytes);
   }
   const Mode mode = pp.stages.empty() ? Mode::Train : pp.stages[0].plan.mode;
-  return schedule_pipeline(pp, mode, std::move(evals), send_s, sent_bytes);
+  return schedule_pipeline(pp, mode, std::move(evals), send_s, sent_bytes,
+                           tied_syncs(g, cluster, pp, mode, params));
 }
 
 }  // namespace recsearch::plan

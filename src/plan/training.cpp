@@ -354,14 +354,22 @@ void mark_segments(const ir::Graph& g, const std::vector<Recompute>& rc, MemoryR
 // Batch dim of every tensor: the graph inputs' dim 0 where it is the global
 // batch, carried through each operator by the loop it maps to (follow_batch);
 // -1 where none.
-std::vector<int> batch_dims(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
-                            std::int64_t batch) {
+BatchDims batch_dims(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                     std::int64_t batch) {
   std::vector<int> seeds(g.num_tensors(), -1);
   for (std::size_t t = 0; t < g.num_tensors(); ++t) {
     const ir::Tensor& x = g.tensor(static_cast<ir::TensorId>(t));
     if (x.kind == ir::TensorKind::Input && !x.shape.empty() && x.shape[0] == batch) seeds[t] = 0;
   }
-  return follow_batch(g, spaces, std::move(seeds)).tensor_dim;
+  return follow_batch(g, spaces, std::move(seeds));
+}
+
+bool same_loops(const algebra::OpSpace& a, const algebra::OpSpace& b) {
+  if (a.loops.size() != b.loops.size() || a.inputs != b.inputs || a.outputs != b.outputs)
+    return false;
+  for (std::size_t l = 0; l < a.loops.size(); ++l)
+    if (a.loops[l].role != b.loops[l].role) return false;
+  return true;
 }
 
 }  // namespace
@@ -490,7 +498,8 @@ std::optional<MicrobatchView> microbatch_view(const ir::Graph& g,
                                               std::int64_t m) {
   const std::int64_t batch = batch_size(g);
   if (m < 1 || batch <= 0 || batch % m != 0) return std::nullopt;
-  const std::vector<int> bd = batch_dims(g, spaces, batch);
+  const BatchDims batch_of = batch_dims(g, spaces, batch);
+  const std::vector<int>& bd = batch_of.tensor_dim;
   MicrobatchView v{ir::Graph(g.name()), {}};
   v.graph.reserve(g.num_tensors(), g.num_operators());
   for (std::size_t t = 0; t < g.num_tensors(); ++t) {
@@ -514,6 +523,21 @@ std::optional<MicrobatchView> microbatch_view(const ir::Graph& g,
     v.spaces = algebra::build_op_spaces(v.graph);
   } catch (const Error&) {
     return std::nullopt;  // an operator whose attributes fix the batch
+  }
+  // A plan's cuts index the full graph's loops, so the microbatch graph
+  // keeps them. A kind whose loops depend on sizes can lose one: a Reshape
+  // groups dims by their products, and a batch of 1 joins no group. Such an
+  // operator keeps its full-graph space with the batch loop m times shorter.
+  for (std::size_t o = 0; o < g.num_operators(); ++o) {
+    if (same_loops(v.spaces[o], spaces[o])) continue;
+    const int loop = batch_of.op_loop[o];
+    if (loop == algebra::kUnmapped) return std::nullopt;
+    algebra::OpSpace s = spaces[o];
+    algebra::LoopDim& l = s.loops[static_cast<std::size_t>(loop)];
+    if (l.size % m != 0) return std::nullopt;
+    l.size /= m;
+    s.flops /= static_cast<double>(m);
+    v.spaces[o] = std::move(s);
   }
   return v;
 }

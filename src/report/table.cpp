@@ -382,6 +382,16 @@ std::string pipeline_to_table(const ir::Graph& g, const std::vector<algebra::OpS
                      gib_text(budget) + " budget (" + percent(s.memory_per_device_bytes, budget) +
                      ")");
   line("point to point", gib_text(pe.p2p_bytes_per_step) + " per device per step");
+  std::string tied_groups;
+  double tied_s = 0;
+  for (std::size_t gi = 0; gi < pe.groups.size(); ++gi) {
+    if (pe.groups[gi].tied_s <= 0) continue;
+    tied_groups += (tied_groups.empty() ? "" : ", ") + std::to_string(gi);
+    tied_s = std::max(tied_s, pe.groups[gi].tied_s);
+  }
+  if (!tied_groups.empty())
+    line("tied weights",
+         ms_text(tied_s) + " per step to all-reduce their gradients (groups " + tied_groups + ")");
   if (s.search_time_s > 0) line("search time", sig(s.search_time_s) + " s");
   out += "\n";
   Grid t{{"group", "stages", "operators", "devices", "compute ms", "memory GiB", "bubble ms",

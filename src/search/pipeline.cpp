@@ -702,7 +702,8 @@ class PipelineSearch {
       send_s.push_back(s.seconds);
       sent.push_back(s.bytes);
     }
-    return plan::schedule_pipeline(pp, opts_.mode, std::move(evals), send_s, sent);
+    return plan::schedule_pipeline(pp, opts_.mode, std::move(evals), send_s, sent,
+                                   plan::tied_syncs(g_, cluster_, pp, opts_.mode, opts_.cost));
   }
 
   const ir::Graph& g_;

@@ -37,6 +37,24 @@ ir::Graph chain(int layers) {
   return g;
 }
 
+// chain(layers) whose last MatMul reads w0 again (tied, as a GPT's LM head
+// reads its embedding table), or, untied, a copy of it of the same shape.
+ir::Graph tied_chain(int layers, bool tied) {
+  ir::Graph g(tied ? "tied" : "untied");
+  g.add_tensor("h0", {kBatch, kWidth}, ir::DType::F32, ir::TensorKind::Input);
+  if (!tied) g.add_tensor("w0_copy", {kWidth, kWidth}, ir::DType::F32, ir::TensorKind::Parameter);
+  for (int i = 0; i < layers; ++i) {
+    const std::string n = std::to_string(i);
+    const bool last = i + 1 == layers;
+    if (!last) g.add_tensor("w" + n, {kWidth, kWidth}, ir::DType::F32, ir::TensorKind::Parameter);
+    g.add_tensor("h" + std::to_string(i + 1), {kBatch, kWidth}, ir::DType::F32);
+    const std::string w = !last ? "w" + n : tied ? "w0" : "w0_copy";
+    t::add_op(g, "mm" + n, "MatMul", {"h" + n, w}, {"h" + std::to_string(i + 1)});
+  }
+  g.finalize();
+  return g;
+}
+
 // 4 nodes of 2 devices: the outermost level (12.5 GB/s, 10 us) carries the sends.
 Cluster nodes() {
   return Cluster("nodes", {Level{"node", 4, 12.5, 10.0}, Level{"gpu", 2, 300.0, 2.0}},
@@ -174,6 +192,55 @@ TEST_CASE("the interleaved schedule divides the bubble by v and sends more") {
   CHECK(b.groups[0].sent_bytes > a.groups[0].sent_bytes);
   // Warm-up depth of Megatron-LM's interleaved schedule, in microbatches.
   CHECK(b.groups[0].in_flight == doctest::Approx(std::min(4.0, (2.0 * 1 + 2 + 1) / 2)));
+}
+
+TEST_CASE("a parameter tied across groups adds the all-reduce of its gradient once per step") {
+  const ir::Graph tied = tied_chain(8, true);
+  const ir::Graph untied = tied_chain(8, false);
+  const auto tied_spaces = algebra::build_op_spaces(tied);
+  const auto untied_spaces = algebra::build_op_spaces(untied);
+  const Cluster c = nodes();
+  const CostParams cost;
+  for (const std::size_t p : {std::size_t{2}, std::size_t{4}}) {
+    CAPTURE(p);
+    const plan::PipelinePlan pp = even_pipeline(tied, tied_spaces, c, p, 1, 4);
+    const auto a = plan::evaluate_pipeline(tied, tied_spaces, c, pp, cost);
+    const auto b = plan::evaluate_pipeline(untied, untied_spaces, c, pp, cost);
+    // The stages are the same graphs up to a name: the same pipelined part.
+    CHECK(a.pipelined_s == doctest::Approx(b.pipelined_s).epsilon(1e-12));
+    // By hand: the first and the last group all-reduce w0's gradient over
+    // the outermost link (2 ways: 2·(1/2) of the group's share, 2 latency
+    // steps), each group's devices sharing the traffic.
+    const double devices = static_cast<double>(c.num_devices()) / static_cast<double>(p);
+    const double gradient =
+        kWidth * kWidth * 4.0 * plan::parameter_state(cost, Mode::Train, 4).gradient;
+    const double bytes = gradient / devices;
+    const double seconds = bytes / 12.5e9 + 2 * 10e-6;
+    double step = 0;
+    for (std::size_t gi = 0; gi < p; ++gi) {
+      CAPTURE(gi);
+      const bool end = gi == 0 || gi + 1 == p;
+      CHECK(a.groups[gi].tied_s == doctest::Approx(end ? seconds : 0.0).epsilon(1e-12));
+      CHECK(a.groups[gi].tied_bytes == doctest::Approx(end ? bytes : 0.0).epsilon(1e-12));
+      CHECK(a.groups[gi].per_step_s ==
+            doctest::Approx(b.groups[gi].per_step_s + (end ? seconds : 0.0)).epsilon(1e-12));
+      CHECK(b.groups[gi].tied_s == 0.0);
+      step = std::max(step, b.groups[gi].per_step_s + (end ? seconds : 0.0));
+    }
+    CHECK(a.summary.step_time_s == doctest::Approx(b.pipelined_s + step).epsilon(1e-12));
+    // Each end holds its own copy: the same memory as the untied graph.
+    CHECK(a.summary.memory_per_device_bytes ==
+          doctest::Approx(b.summary.memory_per_device_bytes).epsilon(1e-12));
+  }
+  // Nothing to synchronise in inference; interleaved, stages 0 and 3 lie on
+  // groups 0 and 1.
+  CHECK(plan::tied_syncs(tied, c, even_pipeline(tied, tied_spaces, c, 2, 1, 4), Mode::Infer, cost)
+            .empty());
+  const auto inter =
+      plan::tied_syncs(tied, c, even_pipeline(tied, tied_spaces, c, 2, 2, 4), Mode::Train, cost);
+  REQUIRE(inter.size() == 1);
+  CHECK(tied.tensor(inter[0].tensor).name == "w0");
+  CHECK(inter[0].groups == std::vector<std::size_t>{0, 1});
 }
 
 TEST_CASE("stages that do not fit the graph or the cluster are refused with their path") {

@@ -396,6 +396,34 @@ TEST_CASE("microbatches: one microbatch's activations, collectives repeated, gra
   }
 }
 
+TEST_CASE("microbatches of one sequence keep the full graph's loops, which plans index") {
+  // A Reshape's loops group dims by their products: built from the
+  // microbatch graph, a batch of 1 would join no group and every later
+  // loop would move down by one.
+  const Gpt gpt(2, false);
+  const auto view = plan::microbatch_view(gpt.g, gpt.spaces, gpt.b);
+  REQUIRE(view.has_value());
+  const auto rebuilt = algebra::build_op_spaces(view->graph);
+  std::size_t moved = 0;
+  for (std::size_t o = 0; o < gpt.g.num_operators(); ++o) {
+    CAPTURE(gpt.g.op(static_cast<ir::OpId>(o)).name);
+    const algebra::OpSpace& full = gpt.spaces[o];
+    const algebra::OpSpace& micro = view->spaces[o];
+    REQUIRE(micro.loops.size() == full.loops.size());
+    CHECK(micro.inputs == full.inputs);
+    CHECK(micro.outputs == full.outputs);
+    double ratio = 1;
+    for (std::size_t l = 0; l < full.loops.size(); ++l) {
+      CHECK(micro.loops[l].role == full.loops[l].role);
+      ratio *= static_cast<double>(full.loops[l].size) / static_cast<double>(micro.loops[l].size);
+    }
+    // The batch loop, if any, is b times shorter; nothing else changes.
+    CHECK((ratio == 1.0 || ratio == static_cast<double>(gpt.b)));
+    if (rebuilt[o].loops.size() != full.loops.size()) ++moved;
+  }
+  CHECK(moved > 0);  // the case this guards: some Reshape lost its batch loop
+}
+
 TEST_CASE("overlap hides parameter collectives behind one microbatch's compute") {
   Mlp m(6);
   const auto cl = test_cluster();

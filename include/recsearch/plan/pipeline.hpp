@@ -14,7 +14,9 @@
 // so that with balanced stages the bubble is (p − 1)/m (1F1B) or
 // (p − 1)/(v·m) of the pipelined part. per_step_g is what a group pays once
 // per step (its stages' step time beyond m microbatches: the exposed
-// gradient reduction, ZeRO gathers); the groups pay it at the same time.
+// gradient reduction, ZeRO gathers, and the all-reduce of the gradients of
+// parameters tied across groups, TiedSync); the groups pay it at the same
+// time.
 // A boundary tensor is sent forward and its gradient backward once per
 // microbatch (training; forward only in inference), each device sending its
 // share (bytes / devices of the group) over the outermost level's link:
@@ -114,6 +116,8 @@ struct GroupReport {
   double activation_bytes = 0;  // saved activations of one microbatch
   double in_flight = 0;         // microbatches whose activations are kept (k_g)
   double sent_bytes = 0;        // per device per step, point to point
+  double tied_s = 0;            // of per_step_s: its tied parameters' gradient all-reduces
+  double tied_bytes = 0;        // per device per step, sent by those all-reduces
 };
 
 struct PipelineEvaluation {
@@ -138,14 +142,37 @@ struct PipelineEvaluation {
                                                    const CostParams& params,
                                                    EvalDetail detail = EvalDetail::Full);
 
+// A parameter read by stages of two or more device groups: a tied weight,
+// such as a GPT's embedding table that its LM head reads again. Each of
+// those groups holds a copy (each stage graph counts its state), and in
+// training their gradients are all-reduced across the groups once per
+// step, after the last microbatch's backward pass, as Megatron-LM's
+// embedding group does: nothing overlaps it. The all-reduce crosses the
+// outermost level, k = groups.size() ways, and each group's devices share
+// the gradient's traffic (the collective convention of cost/model.hpp,
+// devices_below = the group's devices).
+struct TiedSync {
+  ir::TensorId tensor = 0;          // full-graph id
+  std::vector<std::size_t> groups;  // ascending, at least two
+  double bytes = 0;                 // sent per device per step
+  double seconds = 0;               // per step
+};
+// The tied parameters of pp, in tensor id order; empty in inference and
+// without pipelining.
+[[nodiscard]] std::vector<TiedSync> tied_syncs(const ir::Graph& g, const Cluster& cluster,
+                                               const PipelinePlan& pp, Mode mode,
+                                               const CostParams& params);
+
 // The schedule alone, from per-stage figures (what evaluate_pipeline does
 // after evaluating the stages; the search uses it on cached evaluations).
 // stage_summaries[j] and send_s[j] (stage j's sends per microbatch,
-// forward and backward), sent_bytes[j] per microbatch per device.
+// forward and backward), sent_bytes[j] per microbatch per device; `tied`
+// from tied_syncs, paid once per step by each of its groups.
 [[nodiscard]] PipelineEvaluation schedule_pipeline(const PipelinePlan& pp, Mode mode,
                                                    std::vector<Evaluation> stages,
                                                    const std::vector<double>& send_s,
-                                                   const std::vector<double>& sent_bytes);
+                                                   const std::vector<double>& sent_bytes,
+                                                   const std::vector<TiedSync>& tied);
 
 // What stage j of pp, evaluated as s, adds to its group's memory per
 // device: its parameter state and the saved activations of the group's
