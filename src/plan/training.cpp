@@ -354,16 +354,6 @@ void mark_segments(const ir::Graph& g, const std::vector<Recompute>& rc, MemoryR
 // Batch dim of every tensor: the graph inputs' dim 0 where it is the global
 // batch, carried through each operator by the loop it maps to (follow_batch);
 // -1 where none.
-BatchDims batch_dims(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
-                     std::int64_t batch) {
-  std::vector<int> seeds(g.num_tensors(), -1);
-  for (std::size_t t = 0; t < g.num_tensors(); ++t) {
-    const ir::Tensor& x = g.tensor(static_cast<ir::TensorId>(t));
-    if (x.kind == ir::TensorKind::Input && !x.shape.empty() && x.shape[0] == batch) seeds[t] = 0;
-  }
-  return follow_batch(g, spaces, std::move(seeds));
-}
-
 bool same_loops(const algebra::OpSpace& a, const algebra::OpSpace& b) {
   if (a.loops.size() != b.loops.size() || a.inputs != b.inputs || a.outputs != b.outputs)
     return false;
@@ -410,6 +400,16 @@ BatchDims follow_batch(const ir::Graph& g, const std::vector<algebra::OpSpace>& 
     }
   }
   return b;
+}
+
+BatchDims batch_dims(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces) {
+  const std::int64_t batch = batch_size(g);
+  std::vector<int> seeds(g.num_tensors(), -1);
+  for (std::size_t t = 0; t < g.num_tensors() && batch > 0; ++t) {
+    const ir::Tensor& x = g.tensor(static_cast<ir::TensorId>(t));
+    if (x.kind == ir::TensorKind::Input && !x.shape.empty() && x.shape[0] == batch) seeds[t] = 0;
+  }
+  return follow_batch(g, spaces, std::move(seeds));
 }
 
 std::string_view recompute_name(Recompute r) noexcept {
@@ -498,7 +498,7 @@ std::optional<MicrobatchView> microbatch_view(const ir::Graph& g,
                                               std::int64_t m) {
   const std::int64_t batch = batch_size(g);
   if (m < 1 || batch <= 0 || batch % m != 0) return std::nullopt;
-  const BatchDims batch_of = batch_dims(g, spaces, batch);
+  const BatchDims batch_of = batch_dims(g, spaces);
   const std::vector<int>& bd = batch_of.tensor_dim;
   MicrobatchView v{ir::Graph(g.name()), {}};
   v.graph.reserve(g.num_tensors(), g.num_operators());

@@ -1696,6 +1696,40 @@ def case_export_megatron():
     run(["search", ffn, "--devices", "7", "-o", seven])
     r = run(["export", seven, "--graph", ffn, "--to", "megatron"], expect=1)
     check("[E109]" in r.err and "repeat the work" in r.err, "ffn on 7 devices: %s" % r.err)
+    # A stage receiving the batch at dim 1 (sequence-first after a Transpose):
+    # the data-parallel baseline cuts the stage graph's dim 0 there, the
+    # sequence, so stage 1 is context parallel where stage 0 is data parallel.
+    # The batch is followed through the whole graph, not read off each
+    # stage's inputs' dim 0 (which called both stages data parallel).
+    seq_first = os.path.join(TMP, "seq_first.json")
+    with open(seq_first, "w") as f:
+        json.dump({"format": "recsearch.graph", "version": 1, "name": "seq_first",
+                   "tensors": [
+                       {"name": "x", "shape": [16, 32, 64], "dtype": "f32", "kind": "input"},
+                       {"name": "w1", "shape": [64, 64], "dtype": "f32", "kind": "parameter"},
+                       {"name": "h1", "shape": [16, 32, 64], "dtype": "f32"},
+                       {"name": "t", "shape": [32, 16, 64], "dtype": "f32"},
+                       {"name": "w2", "shape": [64, 64], "dtype": "f32", "kind": "parameter"},
+                       {"name": "h2", "shape": [32, 16, 64], "dtype": "f32"},
+                       {"name": "y", "shape": [32, 16, 64], "dtype": "f32"}],
+                   "operators": [
+                       {"name": "mm1", "type": "MatMul", "inputs": ["x", "w1"],
+                        "outputs": ["h1"]},
+                       {"name": "to_seq_first", "type": "Transpose", "inputs": ["h1"],
+                        "outputs": ["t"], "attrs": {"perm": [1, 0, 2]}},
+                       {"name": "mm2", "type": "MatMul", "inputs": ["t", "w2"],
+                        "outputs": ["h2"]},
+                       {"name": "relu", "type": "ReLU", "inputs": ["h2"], "outputs": ["y"]}]},
+                  f)
+    sf_plan = os.path.join(TMP, "seq_first.plan.json")
+    run(["search", seq_first, "--algo", "data-parallel", "--mesh", "2x2", "--stages", "2", "-q",
+         "-o", sf_plan])
+    with open(sf_plan) as f:
+        stages = json.load(f)["pipeline"]["stages"]
+    check(stages[1]["operators"][0]["strategy"][0] == [2, 1, 1],
+          "seq_first: stage 1 cuts t's dim 0 (%s)" % stages[1]["operators"][0]["strategy"])
+    r = run(["export", sf_plan, "--graph", seq_first, "--to", "megatron"], expect=1)
+    check("[E109]" in r.err and "other roles" in r.err, "seq_first stages: %s" % r.err)
     # jax and dtensor say plainly that they take no pipelined plan.
     r = run(["export", os.path.join(TMP, "gpt_megatron_0.plan.json"), "--graph", gpt, "--to",
              "jax"], expect=2)

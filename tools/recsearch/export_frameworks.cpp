@@ -18,9 +18,11 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <utility>
 
+#include "recsearch/algebra/op_space.hpp"
 #include "recsearch/error.hpp"
 #include "recsearch/io/mesh_names.hpp"
 #include "recsearch/ir/op_kind.hpp"
@@ -294,19 +296,26 @@ struct AxisUse {
   std::string sequence;  // "tokens dim 1": another dim of a graph input
 };
 
-std::vector<AxisUse> axis_uses(const ExportStage& s) {
+// `batch`: per tensor of the whole graph, its batch dim or -1
+// (plan::batch_dims). A stage's inputs include what earlier stages send it,
+// whose batch may lie at any dim; the stage graph shares the whole graph's
+// tensor names.
+std::vector<AxisUse> axis_uses(const ir::Graph& whole, const std::vector<int>& batch,
+                               const ExportStage& s) {
   std::vector<AxisUse> uses(s.plan->mesh.size());
   const auto& tensors = s.graph->tensors();
   for (std::size_t t = 0; t < tensors.size(); ++t) {
     const ir::Tensor& x = tensors[t];
     const plan::TensorSharding& sh = s.eval->tensors.at(t);
+    const std::optional<ir::TensorId> id = whole.find_tensor(x.name);
+    const int batch_dim = id ? batch[*id] : -1;
     for (std::size_t d = 0; d < sh.dims.size(); ++d)
       for (const std::uint32_t a : sh.dims[d]) {
         const std::string what = x.name + " dim " + std::to_string(d);
         if (x.kind == ir::TensorKind::Parameter) {
           if (uses[a].weight.empty()) uses[a].weight = what;
         } else if (x.kind == ir::TensorKind::Input) {
-          std::string& slot = d == 0 ? uses[a].batch : uses[a].sequence;
+          std::string& slot = static_cast<int>(d) == batch_dim ? uses[a].batch : uses[a].sequence;
           if (slot.empty()) slot = what;
         }
       }
@@ -331,8 +340,8 @@ std::string stage_axis(const ExportInput& in, std::size_t j, std::size_t a) {
 
 // The role of each axis of stage j; not_megatron when some axis has none or
 // more than one.
-std::vector<Role> axis_roles(const ExportInput& in, std::size_t j) {
-  const std::vector<AxisUse> uses = axis_uses(in.stages[j]);
+std::vector<Role> axis_roles(const ExportInput& in, const std::vector<int>& batch, std::size_t j) {
+  const std::vector<AxisUse> uses = axis_uses(*in.graph, batch, in.stages[j]);
   std::vector<Role> roles;
   for (std::size_t a = 0; a < uses.size(); ++a) {
     const AxisUse& u = uses[a];
@@ -444,10 +453,15 @@ std::string export_megatron(const ExportInput& in, std::vector<std::string>& app
   const ExportStage& s0 = in.stages.front();
   if (s0.plan->mode != Mode::Train)
     not_megatron("it is an inference plan, and pretrain_gpt.py trains");
-  const std::vector<Role> roles = axis_roles(in, 0);
+  // The whole graph's spaces: a plain plan's stage is the whole graph.
+  std::vector<algebra::OpSpace> whole_spaces;
+  if (in.pipeline != nullptr) whole_spaces = algebra::build_op_spaces(*in.graph);
+  const std::vector<int> batch_dim =
+      plan::batch_dims(*in.graph, in.pipeline != nullptr ? whole_spaces : *s0.spaces).tensor_dim;
+  const std::vector<Role> roles = axis_roles(in, batch_dim, 0);
   const Sizes sizes = role_sizes(s0, roles);
   for (std::size_t j = 1; j < in.stages.size(); ++j) {
-    const std::vector<Role> other = axis_roles(in, j);
+    const std::vector<Role> other = axis_roles(in, batch_dim, j);
     if (other != roles)
       not_megatron("stage " + std::to_string(j) +
                    " gives its mesh axes other roles than stage 0 (Megatron runs one tensor, "

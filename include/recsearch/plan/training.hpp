@@ -135,6 +135,10 @@ struct BatchDims {
                                      const std::vector<algebra::OpSpace>& spaces,
                                      std::vector<int> seeds);
 
+// follow_batch from every graph input whose dim 0 is the graph's batch
+// (batch_size): the batch dims microbatch_view divides.
+[[nodiscard]] BatchDims batch_dims(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces);
+
 // The microbatch graph: g with the batch dimension of every tensor that
 // carries one divided by m (found by following each graph input's dim 0
 // through the operator spaces), and its spaces. Empty when some batch
