@@ -135,6 +135,43 @@ double model_forward_bytes(const ir::Graph& g, const plan::Evaluation& ev, bool 
   return sum;
 }
 
+// Forward halo bytes per device the cost model counts, at 4 bytes an element.
+double model_halo_bytes(const ir::Graph& g, const plan::Evaluation& ev) {
+  double sum = 0;
+  for (const auto& e : ev.events) {
+    if (e.phase != cost::Phase::Forward || e.reason != plan::CommReason::Halo) continue;
+    sum += e.bytes * 4.0 / static_cast<double>(ir::dtype_size(g.tensor(e.tensor).dtype));
+  }
+  return sum;
+}
+
+// The kinds whose forward pass exec runs but whose backward it does not
+// (docs/exec.md): --train refuses a graph with them, naming each.
+void refuse_untrainable_kinds(const ir::Graph& g, const std::string& source) {
+  std::string names;
+  int n = 0;
+  for (const ir::Operator& op : g.operators()) {
+    switch (op.kind) {
+      case ir::OpKind::Conv2D:
+      case ir::OpKind::MaxPool:
+      case ir::OpKind::AvgPool:
+      case ir::OpKind::GlobalAvgPool:
+      case ir::OpKind::BatchNorm:
+        if (n++ < 8) names += "\n  " + op.name + " (" + op.type + ")";
+        break;
+      default: break;
+    }
+  }
+  if (n == 0) return;
+  if (n > 8) names += "\n  ... and " + std::to_string(n - 8) + " more";
+  throw Error(Errc::kUsage,
+              "exec --train has no backward pass for Conv2D, MaxPool, AvgPool, GlobalAvgPool and "
+              "BatchNorm yet; " + std::to_string(n) +
+                  " operator(s) of the graph are of these kinds (run their forward pass without "
+                  "--train):" + names,
+              "", source);
+}
+
 // Everything a rank needs before the first collective, read and checked
 // without traffic.
 struct Inputs {
@@ -243,6 +280,7 @@ Inputs load_inputs(const ExecArgs& a, int world_size) {
   }
   in.plan = in.problem->parse_plan(ptext, psrc, *in.cluster);
   refuse_unsupported_training(in.plan, psrc);
+  if (a.train) refuse_untrainable_kinds(in.problem->graph(), a.graph);
   if (a.train && a.optimizer != "sgd" && a.optimizer != "sgd-momentum" && a.optimizer != "adam")
     throw Error(Errc::kUsage, "--optimizer '" + a.optimizer + "': sgd, sgd-momentum or adam");
   if (a.train && !(a.lr > 0)) throw Error(Errc::kUsage, "--lr must be positive");
@@ -318,8 +356,11 @@ Timing run_steps(Executor& ex, Communicator& comm, int steps) {
 }
 
 // The report's header, step times and bytes (measured against predicted).
+// `halo` is this rank's point-to-point bytes, measured and predicted (the
+// largest predicted on any rank third).
 void report_run(std::ostream& out, const ExecArgs& a, const Inputs& in, Communicator& comm,
-                const Timing& t, const BytePrediction& predicted, bool all_bytes_ok) {
+                const Timing& t, const BytePrediction& predicted, bool all_bytes_ok,
+                const std::array<double, 3>& halo) {
   const plan::Plan& p = in.plan;
   const double measured = comm.bytes_sent();
   const double model = model_forward_bytes(in.problem->graph(), in.eval, true);
@@ -351,6 +392,15 @@ void report_run(std::ostream& out, const ExecArgs& a, const Inputs& in, Communic
     out << "    axis " << p.mesh[ax].axis << " (size " << p.mesh[ax].size << "): measured "
         << fmt("%.0f", comm.bytes_per_axis()[ax]) << ", predicted "
         << fmt("%.0f", predicted.per_axis[ax]) << "\n";
+  }
+  const double model_halo = model_halo_bytes(in.problem->graph(), in.eval);
+  if (halo[2] > 0 || model_halo > 0) {
+    // The model charges every rank the rows of an inner rank of the cut
+    // (both neighbours'); the ranks at its ends send less.
+    out << "    halo (point to point, rank 0): measured " << fmt("%.0f", halo[0]) << ", predicted "
+        << fmt("%.0f", halo[1]) << "; largest on a rank " << fmt("%.0f", halo[2])
+        << ", cost model " << fmt("%.0f", model_halo)
+        << (std::abs(model_halo - halo[2]) <= 0.5 ? " (equal)" : " (differs)") << "\n";
   }
 }
 
@@ -817,6 +867,7 @@ int execute_pipeline(const ExecArgs& a, const Inputs& in, std::unique_ptr<Commun
     ExecOptions opts;
     opts.seed = a.seed;
     opts.before_op = hook;
+    opts.world_rank_base = rank - static_cast<int>(run.local);
     opts.value = [&, k](ir::TensorId t, std::int64_t i) {
       return microbatch_value(g, sgraph, t, i, k, a.seed);
     };
@@ -840,6 +891,8 @@ int execute_pipeline(const ExecArgs& a, const Inputs& in, std::unique_ptr<Commun
       ex->set_input(t, redist.redistribute(whole, holder).data);
     }
     r.coll_predicted += predict_exec_bytes(sgraph, ex->layouts()).total;
+    r.p2p_predicted += predict_halo_bytes(
+        sgraph, ex->layouts(), rank_coords(static_cast<std::int64_t>(run.local), gc.mesh()));
     ex->run();
     for (const ir::TensorId full : run.sg.sent) {
       const ir::TensorId t = stage_id(full);
@@ -988,20 +1041,28 @@ int execute(const ExecArgs& a, const Inputs& in, std::unique_ptr<Communicator>& 
     return code;
   }
   const BytePrediction predicted = predict_exec_bytes(in.problem->graph(), ex.layouts());
+  const double halo_predicted = predict_halo_bytes(in.problem->graph(), ex.layouts(),
+                                                   rank_coords(rank, ex.layouts().mesh));
 
   const Timing timing = run_steps(ex, *comm, a.steps);
   const double measured = comm->bytes_sent();
-  const bool bytes_ok = std::abs(measured - predicted.total) <= 0.5;
+  const double halo_measured = comm->p2p_bytes();
+  const bool bytes_ok = std::abs(measured - predicted.total) <= 0.5 &&
+                        std::abs(halo_measured - halo_predicted) <= 0.5;
   const bool all_bytes_ok = comm->max_over_ranks(bytes_ok ? 0.0 : 1.0) == 0.0;
+  const double halo_largest = comm->max_over_ranks(halo_predicted);
 
   std::ostringstream out;
-  report_run(out, a, in, *comm, timing, predicted, all_bytes_ok);
+  report_run(out, a, in, *comm, timing, predicted, all_bytes_ok,
+             {halo_measured, halo_predicted, halo_largest});
   int code = all_bytes_ok ? 0 : exit_code(Errc::kRuntime);
   if (a.check) {
     const bool ok = check_against_one_device(out, a, in, ex, rank);
     if (!all_bytes_ok) {
-      out << "  check bytes: FAILED (a rank sent " << fmt("%.0f", measured)
-          << " bytes, the plan predicts " << fmt("%.0f", predicted.total) << ")\n";
+      out << "  check bytes: FAILED (a rank sent other bytes than the plan predicts; rank 0: "
+          << fmt("%.0f", measured) << " in collectives, " << fmt("%.0f", halo_measured)
+          << " point to point, predicted " << fmt("%.0f", predicted.total) << " and "
+          << fmt("%.0f", halo_predicted) << ")\n";
     }
     const bool all_ok = comm->max_over_ranks(ok && all_bytes_ok ? 0.0 : 1.0) == 0.0;
     if (!all_ok) code = exit_code(Errc::kRuntime);
@@ -1010,7 +1071,9 @@ int execute(const ExecArgs& a, const Inputs& in, std::unique_ptr<Communicator>& 
   if (rank == 0) std::cout << out.str() << std::flush;
   if (!all_bytes_ok && rank != 0) {
     std::cerr << "recsearch exec: [rank " << rank << "] sent " << fmt("%.0f", measured)
-              << " bytes, the plan predicts " << fmt("%.0f", predicted.total) << std::endl;
+              << " bytes in collectives and " << fmt("%.0f", halo_measured)
+              << " point to point, the plan predicts " << fmt("%.0f", predicted.total) << " and "
+              << fmt("%.0f", halo_predicted) << std::endl;
   }
   comm.reset();
   return code;

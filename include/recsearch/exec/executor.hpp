@@ -63,6 +63,10 @@ struct ExecOptions {
   // parameter t; empty: input_value(g, t, index, seed). A pipeline stage
   // reads its microbatch's slice of the whole graph's values through it.
   std::function<float(ir::TensorId, std::int64_t)> value = {};
+  // The world rank (MPI_COMM_WORLD) of the communicator's rank 0: a
+  // pipeline group's first rank. Halo exchanges send point to point to
+  // world ranks.
+  int world_rank_base = 0;
 };
 
 // The optimizer step of exec --train, applied elementwise to each rank's
@@ -135,6 +139,16 @@ class Executor {
   // The kernel arguments of operator o on the blocks the forward pass used
   // (inputs redistributed to the operator's layouts, made if missing).
   detail::KernelArgs op_args(ir::OpId o);
+  // Conv2D and pools with a cut window dim: receives the rows of x the
+  // block's windows read from the ranks that hold them (and sends its own
+  // to those that read them), point to point, one cut dim after the other;
+  // args then point at the extended block (halo_block_).
+  void exchange_halo(ir::OpId o, detail::KernelArgs& args);
+  // BatchNorm: each channel's mean and variance, from the batch (sums
+  // all-reduced over the axes that cut its batch or spatial dims) or the
+  // running statistics; args point at them.
+  void batch_norm_statistics(ir::OpId o, detail::KernelArgs& args, std::vector<float>& mean,
+                             std::vector<float>& var);
   void backward_op(ir::OpId o);
   // Tensor t's gradient in its GradientLayouts target: the sum of its
   // contributions, each distinct layout summed locally and moved once.
@@ -152,6 +166,7 @@ class Executor {
   std::vector<std::unique_ptr<LocalTensor>> held_;  // per tensor, holder layout
   std::vector<std::deque<LocalTensor>> copies_;     // per tensor, other layouts made
   std::vector<ir::TensorId> outputs_;
+  std::vector<float> halo_block_;  // the input block of the operator running, with its halo
   // Training state.
   GradientLayouts grads_layout_;
   std::vector<ir::TensorId> trained_;
