@@ -284,21 +284,65 @@ TEST_CASE("exec: causal attention and gather on one rank") {
 }
 
 TEST_CASE("exec: unsupported operators are named before anything runs") {
-  ir::Graph g("conv");
+  // MaxPool's ONNX indices output has no kernel (the pool itself has).
+  ir::Graph g("pool");
   const auto f = ir::DType::F32;
   auto x = g.add_tensor("x", {1, 2, 4, 4}, f, ir::TensorKind::Input);
-  auto w = g.add_tensor("w", {3, 2, 3, 3}, f, ir::TensorKind::Parameter);
-  auto y = g.add_tensor("y", {1, 3, 2, 2}, f, ir::TensorKind::Activation);
-  add_op_ids(g, "c", "Conv2D", {x, w}, {y});
+  auto y = g.add_tensor("y", {1, 2, 2, 2}, f, ir::TensorKind::Activation);
+  auto idx = g.add_tensor("idx", {1, 2, 2, 2}, ir::DType::I64, ir::TensorKind::Activation);
+  add_op_ids(g, "c", "MaxPool", {x}, {y, idx},
+             ir::Attrs{{"kernel_shape", std::vector<std::int64_t>{2, 2}}});
   g.finalize();
   const auto spaces = algebra::build_op_spaces(g);
   plan::Plan p;
   p.cuts.assign(1, {});
   const auto bad = exec::unsupported_operators(g, spaces, p);
   REQUIRE(bad.size() == 1);
-  CHECK(bad[0].find("c (Conv2D)") == 0);
+  CHECK(bad[0].find("c (MaxPool)") == 0);
   auto comm = exec::make_local_communicator();
   CHECK_THROWS_AS(exec::Executor(g, spaces, p, *comm, exec::ExecOptions{}), recsearch::Error);
+}
+
+TEST_CASE("exec: Conv2D on one device equals a plain loop (padding, stride, bias)") {
+  ir::Graph g("conv");
+  const auto f = ir::DType::F32;
+  auto x = g.add_tensor("x", {1, 2, 5, 5}, f, ir::TensorKind::Input);
+  auto w = g.add_tensor("w", {3, 2, 3, 3}, f, ir::TensorKind::Parameter);
+  auto b = g.add_tensor("b", {3}, f, ir::TensorKind::Parameter);
+  auto y = g.add_tensor("y", {1, 3, 3, 3}, f, ir::TensorKind::Activation);
+  add_op_ids(g, "c", "Conv2D", {x, w, b}, {y},
+             ir::Attrs{{"pads", std::vector<std::int64_t>{1, 1, 1, 1}},
+                       {"strides", std::vector<std::int64_t>{2, 2}}});
+  g.finalize();
+  const auto spaces = algebra::build_op_spaces(g);
+  plan::Plan p;
+  p.cuts.assign(1, {});
+  CHECK(exec::unsupported_operators(g, spaces, p).empty());
+  auto comm = exec::make_local_communicator();
+  exec::Executor ex(g, spaces, p, *comm, exec::ExecOptions{});
+  ex.run();
+  const auto& xv = ex.block(x).data;
+  const auto& wv = ex.block(w).data;
+  const auto& bv = ex.block(b).data;
+  for (int o = 0; o < 3; ++o) {
+    for (int i = 0; i < 3; ++i) {
+      for (int j = 0; j < 3; ++j) {
+        double want = bv[static_cast<std::size_t>(o)];
+        for (int c = 0; c < 2; ++c) {
+          for (int r = 0; r < 3; ++r) {
+            for (int s = 0; s < 3; ++s) {
+              const int ih = i * 2 - 1 + r, iw = j * 2 - 1 + s;
+              if (ih < 0 || ih >= 5 || iw < 0 || iw >= 5) continue;
+              want += static_cast<double>(xv[static_cast<std::size_t>((c * 5 + ih) * 5 + iw)]) *
+                      wv[static_cast<std::size_t>(((o * 2 + c) * 3 + r) * 3 + s)];
+            }
+          }
+        }
+        CHECK(ex.block(y).data[static_cast<std::size_t>((o * 3 + i) * 3 + j)] ==
+              doctest::Approx(want).epsilon(1e-5));
+      }
+    }
+  }
 }
 
 TEST_CASE(
