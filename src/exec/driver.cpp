@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "exec/guard.hpp"
+#include "exec/halo.hpp"
 #include "recsearch/error.hpp"
 #include "recsearch/exec/executor.hpp"
 #include "recsearch/exec/layout.hpp"
@@ -360,8 +361,16 @@ Timing run_steps(Executor& ex, Communicator& comm, int steps) {
 // largest predicted on any rank third).
 void report_run(std::ostream& out, const ExecArgs& a, const Inputs& in, Communicator& comm,
                 const Timing& t, const BytePrediction& predicted, bool all_bytes_ok,
-                const std::array<double, 3>& halo) {
+                const std::array<double, 3>& halo, const PlanLayouts& layouts) {
   const plan::Plan& p = in.plan;
+  bool sync_batch_norm = false;
+  for (ir::OpId o = 0; o < in.problem->graph().num_operators(); ++o) {
+    const ir::Operator& op = in.problem->graph().op(o);
+    sync_batch_norm = sync_batch_norm ||
+                      (op.kind == ir::OpKind::BatchNorm &&
+                       detail::batch_norm_batch_stats(op, layouts.train) &&
+                       !detail::batch_norm_stat_axes(layouts.ops[o].inputs[0]).empty());
+  }
   const double measured = comm.bytes_sent();
   const double model = model_forward_bytes(in.problem->graph(), in.eval, true);
   std::string mesh_text;
@@ -380,8 +389,11 @@ void report_run(std::ostream& out, const ExecArgs& a, const Inputs& in, Communic
       << "    predicted from the plan layouts " << fmt("%.0f", predicted.total)
       << (all_bytes_ok ? " (every rank matches)" : " (MISMATCH on some rank)") << "\n"
       << "    cost model forward collectives " << fmt("%.0f", model)
-      << (std::abs(model - predicted.total) <= 0.5
-              ? " (equal)"
+      << (std::abs(model - predicted.total) <= 0.5 ? " (equal)"
+          : sync_batch_norm
+              ? " (differs: exec all-reduces BatchNorm's batch statistics, which the model "
+                "keeps per device; and the model spreads a collective over the devices below "
+                "its cut and moves a dim's inner axes for free)"
               : " (differs: the model spreads a collective over the devices below its cut and "
                 "moves a dim's inner axes for free)")
       << "\n";
@@ -1054,7 +1066,7 @@ int execute(const ExecArgs& a, const Inputs& in, std::unique_ptr<Communicator>& 
 
   std::ostringstream out;
   report_run(out, a, in, *comm, timing, predicted, all_bytes_ok,
-             {halo_measured, halo_predicted, halo_largest});
+             {halo_measured, halo_predicted, halo_largest}, ex.layouts());
   int code = all_bytes_ok ? 0 : exit_code(Errc::kRuntime);
   if (a.check) {
     const bool ok = check_against_one_device(out, a, in, ex, rank);
