@@ -242,21 +242,24 @@ Executor::Executor(const ir::Graph& g, const std::vector<algebra::OpSpace>& spac
     if (grads_layout_.needs_grad[t] && tensor.producer == ir::kNone && !tensor.consumers.empty())
       trained_.push_back(t);
   }
-  make_inputs();
+  make_inputs(options_.value, true);
   for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
     const ir::Tensor& tensor = g.tensor(t);
     if (tensor.producer == ir::kNone) continue;
     if (tensor.consumers.empty()) outputs_.push_back(t);
   }
+  loss_scale_.assign(outputs_.size(), 1.0);
 }
 
 Executor::~Executor() = default;
 
-void Executor::make_inputs() {
+void Executor::make_inputs(const std::function<float(ir::TensorId, std::int64_t)>& value,
+                           bool parameters) {
   const auto& mesh = layouts_.mesh;
   for (ir::TensorId t = 0; t < g_.num_tensors(); ++t) {
     const ir::Tensor& tensor = g_.tensor(t);
     if (tensor.producer != ir::kNone || tensor.consumers.empty()) continue;
+    if (!parameters && tensor.kind == ir::TensorKind::Parameter) continue;
     auto lt = std::make_unique<LocalTensor>();
     lt->full = tensor.shape;
     lt->layout = layouts_.holders[t];
@@ -265,8 +268,7 @@ void Executor::make_inputs() {
     for_each_element(tensor.shape, local, local_offsets(tensor.shape, lt->layout, mesh, coords_),
                      [&](std::int64_t i, std::int64_t global) {
                        lt->data[static_cast<std::size_t>(i)] =
-                           options_.value ? options_.value(t, global)
-                                          : input_value(g_, t, global, options_.seed);
+                           value ? value(t, global) : input_value(g_, t, global, options_.seed);
                      });
     held_[t] = std::move(lt);
   }
@@ -279,6 +281,16 @@ void Executor::set_input(ir::TensorId t, std::vector<float> data) {
                                      "' is not an input block of " + std::to_string(data.size()) +
                                      " elements");
   held_[t]->data = std::move(data);
+}
+
+void Executor::reseed_inputs(const std::function<float(ir::TensorId, std::int64_t)>& value) {
+  make_inputs(value, false);
+}
+
+void Executor::set_loss_scale(std::vector<double> per_output) {
+  if (per_output.size() != outputs_.size())
+    throw Error(Errc::kInternal, "set_loss_scale: one weight per graph output");
+  loss_scale_ = std::move(per_output);
 }
 
 void Executor::run() {
@@ -501,15 +513,15 @@ void Executor::run_op(ir::OpId o) {
 
 double Executor::loss() {
   double total = 0;
-  for (const ir::TensorId t : outputs_) {
-    const std::vector<float> y = gather_full(t);  // collective: every rank takes part
+  for (std::size_t i = 0; i < outputs_.size(); ++i) {
+    const std::vector<float> y = gather_full(outputs_[i]);  // collective: every rank takes part
     if (y.size() == 1) {
-      total += y[0];
+      total += loss_scale_[i] * y[0];
       continue;
     }
     double sq = 0;
     for (const float v : y) sq += static_cast<double>(v) * v;
-    if (!y.empty()) total += 0.5 * sq / static_cast<double>(y.size());
+    if (!y.empty()) total += loss_scale_[i] * 0.5 * sq / static_cast<double>(y.size());
   }
   return total;
 }
@@ -533,21 +545,28 @@ void add_into(std::vector<float>& acc, const std::vector<float>& x) {
 
 void Executor::backward() {
   const std::size_t n = g_.num_tensors();
-  contributions_.assign(n, {});
+  // Parameters' contributions wait for sync_gradients() (which takes them),
+  // across microbatches; everything else starts afresh.
+  if (contributions_.size() != n) contributions_.assign(n, {});
+  for (ir::TensorId t = 0; t < n; ++t) {
+    if (g_.tensor(t).kind != ir::TensorKind::Parameter) contributions_[t].clear();
+  }
   grads_.clear();
   grads_.resize(n);
   // d loss / d y: 1 for a one-element output, y / |y| for the ½·mean(y²)
   // of any other, on the block each rank holds (the output is no longer
   // partial: run() summed it, and the dual of a partial sum is replicated).
-  for (const ir::TensorId t : outputs_) {
+  for (std::size_t k = 0; k < outputs_.size(); ++k) {
+    const ir::TensorId t = outputs_[k];
     if (!grads_layout_.needs_grad[t]) continue;
     const LocalTensor& y = *held_[t];
+    const double scale = loss_scale_[k];
     if (y.layout != grads_layout_.target[t])
       throw Error(Errc::kInternal, "output '" + g_.tensor(t).name + "' not in its gradient layout");
     LocalTensor dy = zeros(y.full, y.layout, layouts_.mesh);
     const auto total = static_cast<double>(ir::num_elements(y.full));
     for (std::size_t i = 0; i < dy.data.size(); ++i)
-      dy.data[i] = total == 1 ? 1.0f : static_cast<float>(y.data[i] / total);
+      dy.data[i] = static_cast<float>(total == 1 ? scale : scale * y.data[i] / total);
     contributions_[t].push_back(std::move(dy));
   }
   const std::vector<ir::OpId> order = g_.topological_order();

@@ -867,9 +867,73 @@ def case_cnn():
           f"cnn --train not refused: rc {rc}\n{err}")
 
 
+def case_microbatches():
+    """Gradient accumulation: plans searched with --microbatches 2 or 4 run m
+    forward and backward passes on batch/m and synchronise the gradients
+    once; --check compares every step's loss, the accumulated gradients and
+    the parameters with a one-device full-batch step. Data-parallel (ZeRO 0
+    and 1) and megatron plans of ffn.json and a rec plan of the small GPT-2
+    block on 2 and 4 ranks; the same data-parallel cuts with one microbatch
+    sync the same bytes in the same number of all-reduces; a doubled
+    gradient on one rank fails the check; without --train the plan is refused."""
+    ffn = os.path.join(ROOT, "data/graphs/ffn.json")
+    gpt = os.path.join(ROOT, "tests/exec/graphs/gpt2_block_small.json")
+    runs = {}
+    for label, graph, ranks, algo, zero, m, optimizer in (
+            ("ffn data-parallel m=2", ffn, 2, "data-parallel", "0", 2, "adam"),
+            ("ffn data-parallel ZeRO 1 m=2", ffn, 2, "data-parallel", "1", 2, "sgd-momentum"),
+            ("ffn megatron m=4", ffn, 4, "megatron", "0", 4, "sgd-momentum"),
+            ("gpt2 small rec m=2", gpt, 4, "rec", "0", 2, "adam")):
+        plan = os.path.join(TMP, f"micro.{len(runs)}.plan.json")
+        s = subprocess.run([BIN, "search", graph, "--devices", str(ranks), "--algo", algo, "--zero", zero,
+                            "--microbatches", str(m), "-q", "-o", plan], capture_output=True, text=True)
+        if not check(s.returncode == 0, f"search {label}: {s.stderr}"):
+            continue
+        with open(plan) as f:
+            check(json.load(f)["training"]["microbatches"] == m, f"{label}: the plan lost its microbatches")
+        args = [graph, plan, "--train", "--steps", "2", "--check", "--optimizer", optimizer,
+                "--lr", "0.001" if optimizer == "adam" else "0.01", "--timeout", "60"]
+        rc, out, err, secs = mpirun(ranks, args)
+        print(f"microbatches {label}: {ranks} ranks, rc {rc}, {secs:.1f} s", flush=True)
+        if not check(rc == 0 and "check: passed" in out and f"{m} microbatches accumulated" in out,
+                     f"{label}: rc {rc}\n{out}\n{err}"):
+            continue
+        nums = train_numbers(out)
+        for phase, (measured, predicted, _, _) in nums.items():
+            check(measured == predicted, f"{label}: {phase} measured {measured} != predicted {predicted}")
+        runs[label] = (plan, nums)
+        print(out, end="", flush=True)
+    # The same data-parallel cuts with one microbatch: the gradients are
+    # synchronised once either way (same bytes, same all-reduces), while the
+    # forward pass's loss all-reduce runs once per microbatch.
+    if "ffn data-parallel m=2" in runs:
+        plan, nums = runs["ffn data-parallel m=2"]
+        with open(plan) as f:
+            one = json.load(f)
+        one["training"]["microbatches"] = 1
+        one_path = write("micro.one.plan.json", one)
+        rc, out, err, _ = mpirun(2, [ffn, one_path, "--train", "--steps", "2", "--check", "--timeout", "60"])
+        if check(rc == 0 and "check: passed" in out, f"one microbatch: rc {rc}\n{out}\n{err}"):
+            single = train_numbers(out)
+            check(nums["gradient sync"][0] == single["gradient sync"][0] > 0 and
+                  nums["gradient sync"][3] == single["gradient sync"][3],
+                  f"accumulated sync {nums['gradient sync']} != one microbatch's {single['gradient sync']}")
+            check(nums["gradient sync"][0] == nums["gradient sync"][2],
+                  f"accumulated sync {nums['gradient sync']}: not the cost model's")
+            check(nums["forward"][0] == 2 * single["forward"][0] and nums["forward"][3][1] == 2 * single["forward"][3][1],
+                  f"forward per microbatch: {nums['forward']} against {single['forward']}")
+        rc, out, err, _ = mpirun(2, [ffn, plan, "--train", "--steps", "2", "--check", "--fault", "1:grad:3"])
+        check(rc == 4 and "check: FAILED" in out and "gradient of" in out,
+              f"microbatches: wrong gradient not caught: rc {rc}\n{out}\n{err}")
+        rc, out, err, _ = mpirun(2, [ffn, plan])
+        check(rc == 2 and "--train" in err and "microbatches" in err,
+              f"microbatches without --train not refused: rc {rc}\n{out}\n{err}")
+
+
 CASES = {"kinds": case_kinds, "vocab": case_vocab_parallel, "bundled": case_bundled, "failures": case_failures, "nccl": case_nccl,
          "train": case_train, "layout_kinds": case_layout_kinds, "phases": case_phases,
-         "buckets": case_buckets, "pipeline": case_pipeline, "cnn": case_cnn}
+         "buckets": case_buckets, "pipeline": case_pipeline, "cnn": case_cnn,
+         "microbatches": case_microbatches}
 
 
 def main(argv):

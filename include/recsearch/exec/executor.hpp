@@ -110,6 +110,14 @@ class Executor {
   // block(t) holds it) before run(): a pipeline stage's received boundary
   // tensor. Error(kInternal) when t is not an input or the size differs.
   void set_input(ir::TensorId t, std::vector<float> data);
+  // Makes every graph input block again (parameters keep theirs) from
+  // value(t, index): the next microbatch's rows.
+  void reseed_inputs(const std::function<float(ir::TensorId, std::int64_t)>& value);
+  // The weight of each graph output (outputs() order) in the loss and its
+  // gradient: 1 by default; with m microbatches 1/m for an output that
+  // averages over the batch, so that the accumulated gradient is the whole
+  // batch's.
+  void set_loss_scale(std::vector<double> per_output);
 
   // Training (docs/exec.md, Training). The loss of a step is the sum over
   // graph outputs of the output itself when it has one element (a loss the
@@ -119,7 +127,9 @@ class Executor {
   // After run(): seeds every output's gradient from the loss and runs each
   // operator's backward in reverse topological order, moving gradients
   // between layouts as GradientLayouts says (counted traffic). Parameter
-  // gradients are left as per-rank contributions for sync_gradients().
+  // gradients are left as per-rank contributions for sync_gradients(); a
+  // second backward() before it adds its own (gradient accumulation over
+  // microbatches: one synchronisation for all of them).
   void backward();
   // Sums every parameter's contributions into its holder layout: the
   // all-reduce over its replicated (data-parallel) axes, reduce-scatter
@@ -133,7 +143,7 @@ class Executor {
   [[nodiscard]] const GradientLayouts& gradient_layouts() const noexcept { return grads_layout_; }
 
  private:
-  void make_inputs();
+  void make_inputs(const std::function<float(ir::TensorId, std::int64_t)>& value, bool parameters);
   void run_op(ir::OpId o);
   std::vector<float> gather(const LocalTensor& b);
   // The kernel arguments of operator o on the blocks the forward pass used
@@ -175,6 +185,7 @@ class Executor {
   std::vector<std::vector<float>> row_lse_;              // per op: a cut loss's log-sum-exps
   std::vector<std::vector<float>> moment1_, moment2_;    // per tensor: optimizer state
   std::int64_t optimizer_steps_ = 0;
+  std::vector<double> loss_scale_;  // per graph output (outputs_ order)
 };
 
 }  // namespace recsearch::exec
