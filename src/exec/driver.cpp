@@ -171,9 +171,11 @@ void refuse_untrainable_kinds(const ir::Graph& g, const std::string& source) {
   if (n > 8) names += "\n  ... and " + std::to_string(n - 8) + " more";
   throw Error(Errc::kUsage,
               "exec --train has no backward pass for Conv2D, MaxPool, AvgPool, GlobalAvgPool and "
-              "BatchNorm yet; " + std::to_string(n) +
+              "BatchNorm yet; " +
+                  std::to_string(n) +
                   " operator(s) of the graph are of these kinds (run their forward pass without "
-                  "--train):" + names,
+                  "--train):" +
+                  names,
               "", source);
 }
 
@@ -380,10 +382,10 @@ void report_run(std::ostream& out, const ExecArgs& a, const Inputs& in, Communic
   bool sync_batch_norm = false;
   for (ir::OpId o = 0; o < in.problem->graph().num_operators(); ++o) {
     const ir::Operator& op = in.problem->graph().op(o);
-    sync_batch_norm = sync_batch_norm ||
-                      (op.kind == ir::OpKind::BatchNorm &&
-                       detail::batch_norm_batch_stats(op, layouts.train) &&
-                       !detail::batch_norm_stat_axes(layouts.ops[o].inputs[0]).empty());
+    sync_batch_norm =
+        sync_batch_norm ||
+        (op.kind == ir::OpKind::BatchNorm && detail::batch_norm_batch_stats(op, layouts.train) &&
+         !detail::batch_norm_stat_axes(layouts.ops[o].inputs[0]).empty());
   }
   const double measured = comm.bytes_sent();
   const double model = model_forward_bytes(in.problem->graph(), in.eval, true);
@@ -424,8 +426,8 @@ void report_run(std::ostream& out, const ExecArgs& a, const Inputs& in, Communic
     // The model charges every rank the rows of an inner rank of the cut
     // (both neighbours'); the ranks at its ends send less.
     out << "    halo (point to point, rank 0): measured " << fmt("%.0f", halo[0]) << ", predicted "
-        << fmt("%.0f", halo[1]) << "; largest on a rank " << fmt("%.0f", halo[2])
-        << ", cost model " << fmt("%.0f", model_halo)
+        << fmt("%.0f", halo[1]) << "; largest on a rank " << fmt("%.0f", halo[2]) << ", cost model "
+        << fmt("%.0f", model_halo)
         << (std::abs(model_halo - halo[2]) <= 0.5 ? " (equal)" : " (differs)") << "\n";
   }
 }
@@ -571,9 +573,8 @@ std::vector<double> microbatch_loss_scale(const ir::Graph& part,
     bool sum = false;
     if (ir::num_elements(y.shape) == 1 && y.producer != ir::kNone) {
       const ir::Operator& op = part.op(y.producer);
-      sum = op.kind == ir::OpKind::ReduceSum ||
-            (op.kind == ir::OpKind::SoftmaxCrossEntropy &&
-             op.attrs.get_string("reduction", "mean") == "sum");
+      sum = op.kind == ir::OpKind::ReduceSum || (op.kind == ir::OpKind::SoftmaxCrossEntropy &&
+                                                 op.attrs.get_string("reduction", "mean") == "sum");
     }
     scale.push_back(sum ? 1.0 : 1.0 / static_cast<double>(m));
   }
@@ -829,8 +830,8 @@ int execute_training(const ExecArgs& a, const Inputs& in, Executor& ex, Communic
                                              tp.gradient_sync};
   std::optional<Microbatches> mb;
   if (in.micro) {
-    mb = Microbatches{&in.problem->graph(), &in.micro->graph, in.plan.training.microbatches,
-                      a.seed};
+    mb =
+        Microbatches{&in.problem->graph(), &in.micro->graph, in.plan.training.microbatches, a.seed};
     ex.set_loss_scale(microbatch_loss_scale(in.micro->graph, ex.outputs(), mb->m));
     // The forward and backward passes run once per microbatch; the sync once.
     for (std::size_t ph = 0; ph < 2; ++ph) {
@@ -838,8 +839,7 @@ int execute_training(const ExecArgs& a, const Inputs& in, Executor& ex, Communic
       for (double& b : predicted[ph].per_axis) b *= static_cast<double>(mb->m);
     }
   }
-  const TrainRun run =
-      run_training(ex, comm, a.steps, optimizer_settings(a), mb ? &*mb : nullptr);
+  const TrainRun run = run_training(ex, comm, a.steps, optimizer_settings(a), mb ? &*mb : nullptr);
   bool bytes_ok = true;
   for (std::size_t ph = 0; ph < 3; ++ph) {
     for (std::size_t ax = 0; ax < predicted[ph].per_axis.size(); ++ax)
@@ -1162,8 +1162,8 @@ int execute(const ExecArgs& a, const Inputs& in, std::unique_ptr<Communicator>& 
     return code;
   }
   const BytePrediction predicted = predict_exec_bytes(in.problem->graph(), ex.layouts());
-  const double halo_predicted = predict_halo_bytes(in.problem->graph(), ex.layouts(),
-                                                   rank_coords(rank, ex.layouts().mesh));
+  const double halo_predicted =
+      predict_halo_bytes(in.problem->graph(), ex.layouts(), rank_coords(rank, ex.layouts().mesh));
 
   const Timing timing = run_steps(ex, *comm, a.steps);
   const double measured = comm->bytes_sent();

@@ -457,8 +457,8 @@ void Executor::exchange_halo(ir::OpId o, detail::KernelArgs& args) {
   args.in_shapes[0] = shape;
 }
 
-void Executor::batch_norm_statistics(ir::OpId o, detail::KernelArgs& args,
-                                     std::vector<float>& mean, std::vector<float>& var) {
+void Executor::batch_norm_statistics(ir::OpId o, detail::KernelArgs& args, std::vector<float>& mean,
+                                     std::vector<float>& var) {
   const ir::Operator& op = g_.op(o);
   if (!detail::batch_norm_batch_stats(op, layouts_.train)) {
     mean = *args.in.at(3);

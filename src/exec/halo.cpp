@@ -129,8 +129,7 @@ double halo_send_elements(const ir::Graph& g, const ir::Operator& op, const Layo
     const std::int64_t mine = h.block_of(coords);
     const std::int64_t row = h.row_elements(shape);
     for (std::int64_t b = 0; b < h.parts; ++b) {
-      if (b != mine)
-        sent += static_cast<double>(intersect(h.needed(b), h.own(mine)).size() * row);
+      if (b != mine) sent += static_cast<double>(intersect(h.needed(b), h.own(mine)).size() * row);
     }
     shape[static_cast<std::size_t>(h.dim)] = h.needed(mine).size();
   }

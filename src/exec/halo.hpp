@@ -40,10 +40,10 @@ struct Range {
 
 // One cut window dim of an operator's input x.
 struct HaloDim {
-  int dim = 2;                       // 2 (H) or 3 (W)
-  std::vector<std::uint32_t> axes;   // the mesh axes splitting it, outermost first
-  std::vector<std::int64_t> sizes;   // their sizes
-  std::int64_t parts = 1;            // product of the sizes
+  int dim = 2;                      // 2 (H) or 3 (W)
+  std::vector<std::uint32_t> axes;  // the mesh axes splitting it, outermost first
+  std::vector<std::int64_t> sizes;  // their sizes
+  std::int64_t parts = 1;           // product of the sizes
   WindowDim window;
   std::int64_t in_full = 0, out_full = 0;  // whole extents of x and of the output
   [[nodiscard]] Range own(std::int64_t block) const noexcept;     // x rows block holds

@@ -48,14 +48,13 @@ std::array<Axis, 2> window_axes(const KernelArgs& a) {
     const std::int64_t held = a.in_shapes.at(0).at(d + 2);
     const WindowDim& w = out[d].w;
     const std::int64_t first = std::max<std::int64_t>(0, out[d].out_begin * w.stride - w.pad_begin);
-    const std::int64_t last =
-        std::min(out[d].in_full - 1, (out[d].out_begin + n_out - 1) * w.stride - w.pad_begin +
-                                         w.extent - 1);
+    const std::int64_t last = std::min(
+        out[d].in_full - 1, (out[d].out_begin + n_out - 1) * w.stride - w.pad_begin + w.extent - 1);
     if (n_out > 0 && (first < out[d].in_begin || last >= out[d].in_begin + held))
-      throw Error(Errc::kInternal, a.op->name + ": its windows read rows " +
-                                       std::to_string(first) + ".." + std::to_string(last) +
-                                       " but the block holds " + std::to_string(out[d].in_begin) +
-                                       ".." + std::to_string(out[d].in_begin + held - 1));
+      throw Error(Errc::kInternal, a.op->name + ": its windows read rows " + std::to_string(first) +
+                                       ".." + std::to_string(last) + " but the block holds " +
+                                       std::to_string(out[d].in_begin) + ".." +
+                                       std::to_string(out[d].in_begin + held - 1));
   }
   return out;
 }
@@ -110,7 +109,8 @@ void k_pool(const KernelArgs& a) {
   const std::array<Axis, 2> ax = window_axes(a);
   const bool max = a.op->kind == OpKind::MaxPool;
   const bool include_pad = a.op->attrs.get_int("count_include_pad", 0) != 0;
-  const auto kernel = a.op->attrs.get_ints("kernel_shape").value_or(std::vector<std::int64_t>{1, 1});
+  const auto kernel =
+      a.op->attrs.get_ints("kernel_shape").value_or(std::vector<std::int64_t>{1, 1});
   const Buf& x = *a.in[0];
   Buf& y = *a.out[0];
   const std::int64_t plane_in = xs[2] * xs[3], plane_out = ys[2] * ys[3];

@@ -396,8 +396,8 @@ void charge_batch_norm(BytePrediction& out, const ir::Graph& g, const PlanLayout
                        double element_bytes) {
   const ir::Operator& op = g.op(o);
   const Layout& x = pl.ops[o].inputs[0];
-  const double n = 2.0 * static_cast<double>(
-                             local_shape(g.tensor(op.inputs[0]).shape, x, pl.mesh).at(1));
+  const double n =
+      2.0 * static_cast<double>(local_shape(g.tensor(op.inputs[0]).shape, x, pl.mesh).at(1));
   for (const std::uint32_t a : detail::batch_norm_stat_axes(x)) {
     const double k = static_cast<double>(pl.mesh[a]);
     const double sent = 2 * (k - 1) / k * n * element_bytes;
