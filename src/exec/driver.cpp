@@ -219,6 +219,18 @@ void check_runnable(const ExecArgs& a, const Problem& problem, const plan::Plan&
     for (const auto& b : bad) msg += "\n  " + b;
     throw Error(Errc::kUsage, msg, "", problem.source());
   }
+  // The halo exchange is point to point, which only the MPI backend has.
+  for (ir::OpId o = 0; a.backend != Backend::Mpi && o < p.cuts.size(); ++o) {
+    for (const int c : p.cuts[o]) {
+      if (c == plan::kReplicated) continue;
+      const algebra::LoopDim& loop = problem.spaces()[o].loops.at(static_cast<std::size_t>(c));
+      if (loop.role == algebra::DimRole::Window && loop.halo > 0)
+        throw Error(Errc::kUsage,
+                    problem.graph().op(o).name + " (" + problem.graph().op(o).type +
+                        ") has a cut window dim, whose halo exchange runs on the MPI backend only",
+                    "", problem.source());
+    }
+  }
   if (!backend_available(a.backend)) {
     throw Error(Errc::kUsage, std::string("this build has no ") +
                                   (a.backend == Backend::Mpi ? "MPI" : "NCCL/CUDA") + " backend");

@@ -862,9 +862,14 @@ def case_cnn():
                                 "--microbatches", "1", "-q", "-o", plan], capture_output=True, text=True)
             if check(s.returncode == 0, f"search {name} {algo}: {s.stderr}"):
                 run_ok(f"{name} {algo}", ranks, graph, plan)
-    rc, out, err, _ = mpirun(2, [gp, write("small_cnn_train.plan.json", plan_json(g, [2], spatial)), "--train"])
+    spatial_plan = write("small_cnn_train.plan.json", plan_json(g, [2], spatial))
+    rc, out, err, _ = mpirun(2, [gp, spatial_plan, "--train"])
     check(rc == 2 and "no backward pass" in err and "conv1 (Conv2D)" in err and "bn1 (BatchNorm)" in err,
           f"cnn --train not refused: rc {rc}\n{err}")
+    # The halo exchange is point to point: MPI only.
+    rc, out, err, _ = mpirun(2, [gp, spatial_plan, "--backend", "nccl"])
+    check(rc == 2 and "conv1 (Conv2D)" in err and "MPI backend only" in err,
+          f"cnn halo on nccl not refused: rc {rc}\n{err}")
 
 
 def case_microbatches():
