@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "exec/guard.hpp"
+#include "exec/halo.hpp"
 #include "recsearch/error.hpp"
 #include "recsearch/exec/executor.hpp"
 #include "recsearch/exec/layout.hpp"
@@ -102,37 +103,80 @@ std::optional<double> stated_forward_bytes(const std::string& text, const std::s
   return sum;
 }
 
-// The execution layer runs the whole batch's forward pass with whole
-// weights: a plan that needs ZeRO-3 weight gathers or microbatches is
-// refused (exit 2) rather than run as something else. Recomputation and
+// The execution layer runs the forward pass with whole weights: a plan
+// that needs ZeRO-3 weight gathers is refused (exit 2) rather than run as
+// something else, and so is a plan with microbatches outside --train (which
+// runs them, accumulating their gradients). Recomputation and
 // ZeRO 1 and 2 change only the backward pass and the optimizer step (which
 // --train runs: docs/exec.md, Training).
-void refuse_unsupported_training(const plan::Plan& p, const std::string& source) {
+void refuse_unsupported_training(const plan::Plan& p, const std::string& source, bool train) {
   if (p.mode != Mode::Train) return;
   if (p.training.zero_stage >= 3)
     throw Error(Errc::kUsage,
                 "exec does not run ZeRO stage 3 yet (the forward pass would need the weight "
                 "all-gathers); search with --zero 2 or lower to execute the plan",
                 "/training/zero_stage", source);
-  if (p.training.microbatches > 1)
+  if (p.training.microbatches > 1 && !train)
     throw Error(Errc::kUsage,
-                "exec does not run microbatches yet (the plan has " +
+                "exec runs a plan with microbatches (it has " +
                     std::to_string(p.training.microbatches) +
-                    "); search with --microbatches 1 to execute the plan",
+                    ") only as training steps that accumulate their gradients (--train); search "
+                    "with --microbatches 1 to run its forward pass",
                 "/training/microbatches", source);
 }
 
 // Forward bytes per device the cost model counts (layout and output
 // events), with every element at the executor's 4 bytes.
-double model_forward_bytes(const ir::Graph& g, const plan::Evaluation& ev, bool f32_elements) {
+// With per_step, each event times its occurrences in a step (microbatches).
+double model_forward_bytes(const ir::Graph& g, const plan::Evaluation& ev, bool f32_elements,
+                           bool per_step = false) {
   double sum = 0;
   for (const auto& e : ev.events) {
     if (e.phase != cost::Phase::Forward) continue;
     if (e.reason != plan::CommReason::Layout && e.reason != plan::CommReason::Output) continue;
     const double width = static_cast<double>(ir::dtype_size(g.tensor(e.tensor).dtype));
-    sum += f32_elements ? e.bytes * 4.0 / width : e.bytes;
+    sum += (f32_elements ? e.bytes * 4.0 / width : e.bytes) * (per_step ? e.repeats : 1);
   }
   return sum;
+}
+
+// Forward halo bytes per device the cost model counts, at 4 bytes an element.
+double model_halo_bytes(const ir::Graph& g, const plan::Evaluation& ev) {
+  double sum = 0;
+  for (const auto& e : ev.events) {
+    if (e.phase != cost::Phase::Forward || e.reason != plan::CommReason::Halo) continue;
+    sum += e.bytes * 4.0 / static_cast<double>(ir::dtype_size(g.tensor(e.tensor).dtype));
+  }
+  return sum;
+}
+
+// The kinds whose forward pass exec runs but whose backward it does not
+// (docs/exec.md): --train refuses a graph with them, naming each.
+void refuse_untrainable_kinds(const ir::Graph& g, const std::string& source) {
+  std::string names;
+  int n = 0;
+  for (const ir::Operator& op : g.operators()) {
+    switch (op.kind) {
+      case ir::OpKind::Conv2D:
+      case ir::OpKind::MaxPool:
+      case ir::OpKind::AvgPool:
+      case ir::OpKind::GlobalAvgPool:
+      case ir::OpKind::BatchNorm:
+        if (n++ < 8) names += "\n  " + op.name + " (" + op.type + ")";
+        break;
+      default: break;
+    }
+  }
+  if (n == 0) return;
+  if (n > 8) names += "\n  ... and " + std::to_string(n - 8) + " more";
+  throw Error(Errc::kUsage,
+              "exec --train has no backward pass for Conv2D, MaxPool, AvgPool, GlobalAvgPool and "
+              "BatchNorm yet; " +
+                  std::to_string(n) +
+                  " operator(s) of the graph are of these kinds (run their forward pass without "
+                  "--train):" +
+                  names,
+              "", source);
 }
 
 // Everything a rank needs before the first collective, read and checked
@@ -149,6 +193,9 @@ struct Inputs {
   std::string cluster_source;
   // A plan with a "pipeline" section (docs/pipeline.md): its stages.
   std::optional<plan::PipelinePlan> pipeline;
+  // --train of a plan with m > 1 microbatches: the graph of one microbatch
+  // (batch / m), which the executor runs m times per step.
+  std::optional<plan::MicrobatchView> micro;
 };
 
 // The plan's stated redistributions, if it lists any, must be the ones its
@@ -171,6 +218,18 @@ void check_runnable(const ExecArgs& a, const Problem& problem, const plan::Plan&
     std::string msg = std::to_string(bad.size()) + " operator(s) cannot be executed:";
     for (const auto& b : bad) msg += "\n  " + b;
     throw Error(Errc::kUsage, msg, "", problem.source());
+  }
+  // The halo exchange is point to point, which only the MPI backend has.
+  for (ir::OpId o = 0; a.backend != Backend::Mpi && o < p.cuts.size(); ++o) {
+    for (const int c : p.cuts[o]) {
+      if (c == plan::kReplicated) continue;
+      const algebra::LoopDim& loop = problem.spaces()[o].loops.at(static_cast<std::size_t>(c));
+      if (loop.role == algebra::DimRole::Window && loop.halo > 0)
+        throw Error(Errc::kUsage,
+                    problem.graph().op(o).name + " (" + problem.graph().op(o).type +
+                        ") has a cut window dim, whose halo exchange runs on the MPI backend only",
+                    "", problem.source());
+    }
   }
   if (!backend_available(a.backend)) {
     throw Error(Errc::kUsage, std::string("this build has no ") +
@@ -242,7 +301,15 @@ Inputs load_inputs(const ExecArgs& a, int world_size) {
     return in;
   }
   in.plan = in.problem->parse_plan(ptext, psrc, *in.cluster);
-  refuse_unsupported_training(in.plan, psrc);
+  refuse_unsupported_training(in.plan, psrc, a.train);
+  if (a.train) refuse_untrainable_kinds(in.problem->graph(), a.graph);
+  if (a.train && in.plan.mode == Mode::Train && in.plan.training.microbatches > 1) {
+    const std::int64_t m = in.plan.training.microbatches;
+    in.micro = plan::microbatch_view(in.problem->graph(), in.problem->spaces(), m);
+    if (!in.micro)
+      throw Error(Errc::kPlan, plan::microbatch_error(in.problem->graph(), m),
+                  "/training/microbatches", psrc);
+  }
   if (a.train && a.optimizer != "sgd" && a.optimizer != "sgd-momentum" && a.optimizer != "adam")
     throw Error(Errc::kUsage, "--optimizer '" + a.optimizer + "': sgd, sgd-momentum or adam");
   if (a.train && !(a.lr > 0)) throw Error(Errc::kUsage, "--lr must be positive");
@@ -318,9 +385,20 @@ Timing run_steps(Executor& ex, Communicator& comm, int steps) {
 }
 
 // The report's header, step times and bytes (measured against predicted).
+// `halo` is this rank's point-to-point bytes, measured and predicted (the
+// largest predicted on any rank third).
 void report_run(std::ostream& out, const ExecArgs& a, const Inputs& in, Communicator& comm,
-                const Timing& t, const BytePrediction& predicted, bool all_bytes_ok) {
+                const Timing& t, const BytePrediction& predicted, bool all_bytes_ok,
+                const std::array<double, 3>& halo, const PlanLayouts& layouts) {
   const plan::Plan& p = in.plan;
+  bool sync_batch_norm = false;
+  for (ir::OpId o = 0; o < in.problem->graph().num_operators(); ++o) {
+    const ir::Operator& op = in.problem->graph().op(o);
+    sync_batch_norm =
+        sync_batch_norm ||
+        (op.kind == ir::OpKind::BatchNorm && detail::batch_norm_batch_stats(op, layouts.train) &&
+         !detail::batch_norm_stat_axes(layouts.ops[o].inputs[0]).empty());
+  }
   const double measured = comm.bytes_sent();
   const double model = model_forward_bytes(in.problem->graph(), in.eval, true);
   std::string mesh_text;
@@ -339,8 +417,11 @@ void report_run(std::ostream& out, const ExecArgs& a, const Inputs& in, Communic
       << "    predicted from the plan layouts " << fmt("%.0f", predicted.total)
       << (all_bytes_ok ? " (every rank matches)" : " (MISMATCH on some rank)") << "\n"
       << "    cost model forward collectives " << fmt("%.0f", model)
-      << (std::abs(model - predicted.total) <= 0.5
-              ? " (equal)"
+      << (std::abs(model - predicted.total) <= 0.5 ? " (equal)"
+          : sync_batch_norm
+              ? " (differs: exec all-reduces BatchNorm's batch statistics, which the model "
+                "keeps per device; and the model spreads a collective over the devices below "
+                "its cut and moves a dim's inner axes for free)"
               : " (differs: the model spreads a collective over the devices below its cut and "
                 "moves a dim's inner axes for free)")
       << "\n";
@@ -351,6 +432,15 @@ void report_run(std::ostream& out, const ExecArgs& a, const Inputs& in, Communic
     out << "    axis " << p.mesh[ax].axis << " (size " << p.mesh[ax].size << "): measured "
         << fmt("%.0f", comm.bytes_per_axis()[ax]) << ", predicted "
         << fmt("%.0f", predicted.per_axis[ax]) << "\n";
+  }
+  const double model_halo = model_halo_bytes(in.problem->graph(), in.eval);
+  if (halo[2] > 0 || model_halo > 0) {
+    // The model charges every rank the rows of an inner rank of the cut
+    // (both neighbours'); the ranks at its ends send less.
+    out << "    halo (point to point, rank 0): measured " << fmt("%.0f", halo[0]) << ", predicted "
+        << fmt("%.0f", halo[1]) << "; largest on a rank " << fmt("%.0f", halo[2]) << ", cost model "
+        << fmt("%.0f", model_halo)
+        << (std::abs(model_halo - halo[2]) <= 0.5 ? " (equal)" : " (differs)") << "\n";
   }
 }
 
@@ -455,6 +545,13 @@ PhaseBytes minus(const PhaseBytes& after, const PhaseBytes& before) {
   return d;
 }
 
+PhaseBytes plus(const PhaseBytes& a, const PhaseBytes& b) {
+  PhaseBytes d = a;
+  for (std::size_t i = 0; i < d.per_axis.size(); ++i) d.per_axis[i] += b.per_axis[i];
+  for (std::size_t i = 0; i < d.calls.size(); ++i) d.calls[i] += b.calls[i];
+  return d;
+}
+
 enum TrainPhase { kForward, kBackward, kSync, kOptimizer, kPhases };
 
 struct TrainRun {
@@ -464,27 +561,90 @@ struct TrainRun {
   std::array<PhaseBytes, 3> bytes;  // forward, backward, sync: the last step's
 };
 
+float microbatch_value(const ir::Graph& whole, const ir::Graph& part, ir::TensorId t,
+                       std::int64_t index, std::int64_t k, std::uint64_t seed);
+
+// The microbatches of a step: the executor runs `part` (the graph of one
+// microbatch of `whole`) m times, microbatch k on rows k·B/m on.
+struct Microbatches {
+  const ir::Graph* whole = nullptr;
+  const ir::Graph* part = nullptr;
+  std::int64_t m = 1;
+  std::uint64_t seed = 1;
+};
+
+// An output's weight in the loss of a step of m microbatches: a one-element
+// sum over the batch (a summed cross-entropy, a ReduceSum) adds up over the
+// microbatches; every other output (a mean loss, ½·mean(y²)) averages.
+std::vector<double> microbatch_loss_scale(const ir::Graph& part,
+                                          const std::vector<ir::TensorId>& outputs,
+                                          std::int64_t m) {
+  std::vector<double> scale;
+  for (const ir::TensorId t : outputs) {
+    const ir::Tensor& y = part.tensor(t);
+    bool sum = false;
+    if (ir::num_elements(y.shape) == 1 && y.producer != ir::kNone) {
+      const ir::Operator& op = part.op(y.producer);
+      sum = op.kind == ir::OpKind::ReduceSum || (op.kind == ir::OpKind::SoftmaxCrossEntropy &&
+                                                 op.attrs.get_string("reduction", "mean") == "sum");
+    }
+    scale.push_back(sum ? 1.0 : 1.0 / static_cast<double>(m));
+  }
+  return scale;
+}
+
 // `steps` training steps: forward, backward, gradient synchronisation and
 // optimizer step, each timed on the slowest rank and its traffic counted;
 // the loss is read after the clock stops (its gather is not plan traffic).
-TrainRun run_training(Executor& ex, Communicator& comm, int steps, const OptimizerSettings& opt) {
+// With microbatches (mb), the forward and backward passes run once per
+// microbatch, their gradients accumulating, and the synchronisation and the
+// optimizer step once; a microbatch's loss is read between its passes, off
+// the clock.
+TrainRun run_training(Executor& ex, Communicator& comm, int steps, const OptimizerSettings& opt,
+                      const Microbatches* mb = nullptr) {
   TrainRun r;
+  const std::int64_t m = mb != nullptr ? mb->m : 1;
   for (int s = 0; s < steps; ++s) {
     comm.reset_counters();
     comm.barrier();
     std::array<double, kPhases> local{};
     std::array<PhaseBytes, kPhases + 1> marks;
-    marks[0] = counters(comm);
-    const std::array<std::function<void()>, kPhases> phases = {
-        [&] { ex.run(); }, [&] { ex.backward(); }, [&] { ex.sync_gradients(); },
-        [&] { ex.optimizer_step(opt); }};
-    for (int p = 0; p < kPhases; ++p) {
+    double loss = 0;
+    const auto timed = [&](int p, const std::function<void()>& f) {
       const auto t0 = std::chrono::steady_clock::now();
-      phases[static_cast<std::size_t>(p)]();
-      local[static_cast<std::size_t>(p)] =
+      f();
+      local[static_cast<std::size_t>(p)] +=
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      marks[static_cast<std::size_t>(p) + 1] = counters(comm);
+    };
+    PhaseBytes fwd = minus(counters(comm), counters(comm));  // zeros
+    PhaseBytes bwd = fwd;
+    for (std::int64_t k = 0; k < m; ++k) {
+      if (mb != nullptr && k > 0) {
+        ex.reseed_inputs([mb, k](ir::TensorId t, std::int64_t i) {
+          return microbatch_value(*mb->whole, *mb->part, t, i, k, mb->seed);
+        });
+      }
+      const PhaseBytes c0 = counters(comm);
+      timed(0, [&] { ex.run(); });
+      const PhaseBytes c1 = counters(comm);
+      if (m > 1) loss += ex.loss();
+      const PhaseBytes c2 = counters(comm);
+      timed(1, [&] { ex.backward(); });
+      const PhaseBytes c3 = counters(comm);
+      fwd = plus(fwd, minus(c1, c0));
+      bwd = plus(bwd, minus(c3, c2));
     }
+    if (mb != nullptr) {
+      // The next step starts from microbatch 0 again.
+      ex.reseed_inputs([mb](ir::TensorId t, std::int64_t i) {
+        return microbatch_value(*mb->whole, *mb->part, t, i, 0, mb->seed);
+      });
+    }
+    marks[2] = counters(comm);
+    timed(2, [&] { ex.sync_gradients(); });
+    marks[3] = counters(comm);
+    timed(3, [&] { ex.optimizer_step(opt); });
+    marks[4] = counters(comm);
     double step = 0;
     for (int p = 0; p < kPhases; ++p) {
       const double slowest = comm.max_over_ranks(local[static_cast<std::size_t>(p)]);
@@ -494,10 +654,10 @@ TrainRun run_training(Executor& ex, Communicator& comm, int steps, const Optimiz
     r.min_step_s = std::min(r.min_step_s, step);
     // The gradient sync includes ZeRO's all-gather of the updated shards,
     // which runs inside the optimizer step.
-    r.bytes[0] = minus(marks[1], marks[0]);
-    r.bytes[1] = minus(marks[2], marks[1]);
+    r.bytes[0] = fwd;
+    r.bytes[1] = bwd;
     r.bytes[2] = minus(marks[4], marks[2]);
-    r.losses.push_back(ex.loss());
+    r.losses.push_back(m > 1 ? loss : ex.loss());
   }
   return r;
 }
@@ -510,7 +670,7 @@ std::pair<double, double> model_backward_bytes(const ir::Graph& g, const plan::E
   for (const auto& e : ev.events) {
     if (e.tensor == ir::kNone) continue;
     const ir::Tensor& t = g.tensor(e.tensor);
-    const double b = e.bytes * 4.0 / static_cast<double>(ir::dtype_size(t.dtype));
+    const double b = e.bytes * 4.0 / static_cast<double>(ir::dtype_size(t.dtype)) * e.repeats;
     // ZeRO's all-gather of the updated shards is a forward-phase event.
     if (t.kind == ir::TensorKind::Parameter && e.reason == plan::CommReason::Gradient) {
       sync += b;
@@ -536,6 +696,9 @@ void report_training(std::ostream& out, const ExecArgs& a, const Inputs& in, Com
               ? ", ZeRO stage " + std::to_string(p.training.zero_stage)
               : std::string())
       << " (lr " << fmt("%g", a.lr) << "), "
+      << (in.micro ? std::to_string(p.training.microbatches) +
+                         " microbatches accumulated per step (one gradient sync), "
+                   : std::string())
       << (a.bucket_mib > 0
               ? "gradients all-reduced in buckets of " + fmt("%g", a.bucket_mib) + " MiB"
               : std::string("one gradient collective per parameter"))
@@ -565,7 +728,7 @@ void report_training(std::ostream& out, const ExecArgs& a, const Inputs& in, Com
       << ratio_text(r.seconds[kSync] / n, pt.sync_s) << ", optimizer "
       << ratio_text(r.seconds[kOptimizer] / n, pt.optimizer_s) << "\n";
   const auto [model_bwd, model_sync] = model_backward_bytes(g, in.eval);
-  const std::array<double, 3> model = {model_forward_bytes(g, in.eval, true), model_bwd,
+  const std::array<double, 3> model = {model_forward_bytes(g, in.eval, true, true), model_bwd,
                                        model_sync};
   const std::array<const char*, 3> names = {"forward", "backward", "gradient sync"};
   out << "  bytes sent per rank, one training step, f32 elements (measured on rank 0, predicted "
@@ -672,12 +835,23 @@ bool check_training(std::ostream& out, const ExecArgs& a, const Inputs& in, Exec
 // the report and with --check the one-device comparison. Returns the exit code.
 int execute_training(const ExecArgs& a, const Inputs& in, Executor& ex, Communicator& comm,
                      int rank) {
-  const ir::Graph& g = in.problem->graph();
+  const ir::Graph& g = in.micro ? in.micro->graph : in.problem->graph();
   const TrainBytePrediction tp = predict_train_bytes(
       g, ex.layouts(), in.plan.mode == Mode::Train ? in.plan.training.zero_stage : 0);
-  const std::array<BytePrediction, 3> predicted = {predict_exec_bytes(g, ex.layouts()), tp.backward,
-                                                   tp.gradient_sync};
-  const TrainRun run = run_training(ex, comm, a.steps, optimizer_settings(a));
+  std::array<BytePrediction, 3> predicted = {predict_exec_bytes(g, ex.layouts()), tp.backward,
+                                             tp.gradient_sync};
+  std::optional<Microbatches> mb;
+  if (in.micro) {
+    mb =
+        Microbatches{&in.problem->graph(), &in.micro->graph, in.plan.training.microbatches, a.seed};
+    ex.set_loss_scale(microbatch_loss_scale(in.micro->graph, ex.outputs(), mb->m));
+    // The forward and backward passes run once per microbatch; the sync once.
+    for (std::size_t ph = 0; ph < 2; ++ph) {
+      predicted[ph].total *= static_cast<double>(mb->m);
+      for (double& b : predicted[ph].per_axis) b *= static_cast<double>(mb->m);
+    }
+  }
+  const TrainRun run = run_training(ex, comm, a.steps, optimizer_settings(a), mb ? &*mb : nullptr);
   bool bytes_ok = true;
   for (std::size_t ph = 0; ph < 3; ++ph) {
     for (std::size_t ax = 0; ax < predicted[ph].per_axis.size(); ++ax)
@@ -817,6 +991,7 @@ int execute_pipeline(const ExecArgs& a, const Inputs& in, std::unique_ptr<Commun
     ExecOptions opts;
     opts.seed = a.seed;
     opts.before_op = hook;
+    opts.world_rank_base = rank - static_cast<int>(run.local);
     opts.value = [&, k](ir::TensorId t, std::int64_t i) {
       return microbatch_value(g, sgraph, t, i, k, a.seed);
     };
@@ -840,6 +1015,8 @@ int execute_pipeline(const ExecArgs& a, const Inputs& in, std::unique_ptr<Commun
       ex->set_input(t, redist.redistribute(whole, holder).data);
     }
     r.coll_predicted += predict_exec_bytes(sgraph, ex->layouts()).total;
+    r.p2p_predicted += predict_halo_bytes(
+        sgraph, ex->layouts(), rank_coords(static_cast<std::int64_t>(run.local), gc.mesh()));
     ex->run();
     for (const ir::TensorId full : run.sg.sent) {
       const ir::TensorId t = stage_id(full);
@@ -981,27 +1158,44 @@ int execute(const ExecArgs& a, const Inputs& in, std::unique_ptr<Communicator>& 
     opts.before_op = fault_hook(*in.fault);
     if (in.fault->kind == "grad") opts.corrupt_backward_op = static_cast<ir::OpId>(in.fault->op);
   }
-  Executor ex(in.problem->graph(), in.problem->spaces(), in.plan, *comm, opts);
+  if (in.micro) {
+    // Microbatch 0's rows; run_training moves to the next ones.
+    const ir::Graph* whole = &in.problem->graph();
+    const ir::Graph* part = &in.micro->graph;
+    opts.value = [whole, part, seed = a.seed](ir::TensorId t, std::int64_t i) {
+      return microbatch_value(*whole, *part, t, i, 0, seed);
+    };
+  }
+  Executor ex(in.micro ? in.micro->graph : in.problem->graph(),
+              in.micro ? in.micro->spaces : in.problem->spaces(), in.plan, *comm, opts);
   if (a.train) {
     const int code = execute_training(a, in, ex, *comm, rank);
     comm.reset();
     return code;
   }
   const BytePrediction predicted = predict_exec_bytes(in.problem->graph(), ex.layouts());
+  const double halo_predicted =
+      predict_halo_bytes(in.problem->graph(), ex.layouts(), rank_coords(rank, ex.layouts().mesh));
 
   const Timing timing = run_steps(ex, *comm, a.steps);
   const double measured = comm->bytes_sent();
-  const bool bytes_ok = std::abs(measured - predicted.total) <= 0.5;
+  const double halo_measured = comm->p2p_bytes();
+  const bool bytes_ok = std::abs(measured - predicted.total) <= 0.5 &&
+                        std::abs(halo_measured - halo_predicted) <= 0.5;
   const bool all_bytes_ok = comm->max_over_ranks(bytes_ok ? 0.0 : 1.0) == 0.0;
+  const double halo_largest = comm->max_over_ranks(halo_predicted);
 
   std::ostringstream out;
-  report_run(out, a, in, *comm, timing, predicted, all_bytes_ok);
+  report_run(out, a, in, *comm, timing, predicted, all_bytes_ok,
+             {halo_measured, halo_predicted, halo_largest}, ex.layouts());
   int code = all_bytes_ok ? 0 : exit_code(Errc::kRuntime);
   if (a.check) {
     const bool ok = check_against_one_device(out, a, in, ex, rank);
     if (!all_bytes_ok) {
-      out << "  check bytes: FAILED (a rank sent " << fmt("%.0f", measured)
-          << " bytes, the plan predicts " << fmt("%.0f", predicted.total) << ")\n";
+      out << "  check bytes: FAILED (a rank sent other bytes than the plan predicts; rank 0: "
+          << fmt("%.0f", measured) << " in collectives, " << fmt("%.0f", halo_measured)
+          << " point to point, predicted " << fmt("%.0f", predicted.total) << " and "
+          << fmt("%.0f", halo_predicted) << ")\n";
     }
     const bool all_ok = comm->max_over_ranks(ok && all_bytes_ok ? 0.0 : 1.0) == 0.0;
     if (!all_ok) code = exit_code(Errc::kRuntime);
@@ -1010,7 +1204,9 @@ int execute(const ExecArgs& a, const Inputs& in, std::unique_ptr<Communicator>& 
   if (rank == 0) std::cout << out.str() << std::flush;
   if (!all_bytes_ok && rank != 0) {
     std::cerr << "recsearch exec: [rank " << rank << "] sent " << fmt("%.0f", measured)
-              << " bytes, the plan predicts " << fmt("%.0f", predicted.total) << std::endl;
+              << " bytes in collectives and " << fmt("%.0f", halo_measured)
+              << " point to point, the plan predicts " << fmt("%.0f", predicted.total) << " and "
+              << fmt("%.0f", halo_predicted) << std::endl;
   }
   comm.reset();
   return code;

@@ -11,6 +11,7 @@
 #include <map>
 #include <utility>
 
+#include "exec/halo.hpp"
 #include "exec/kernels.hpp"
 #include "recsearch/error.hpp"
 
@@ -190,7 +191,6 @@ std::string cut_loop_problem(const ir::Operator& op, const algebra::OpSpace& s, 
   if (loop.role == algebra::DimRole::Reduction && op.kind == ir::OpKind::ReduceMax) {
     why = "a cut max-reduction is not a partial sum";
   }
-  if (loop.role == algebra::DimRole::Window) why = "window cuts (halo exchange) are not executed";
   return why;
 }
 
@@ -242,21 +242,24 @@ Executor::Executor(const ir::Graph& g, const std::vector<algebra::OpSpace>& spac
     if (grads_layout_.needs_grad[t] && tensor.producer == ir::kNone && !tensor.consumers.empty())
       trained_.push_back(t);
   }
-  make_inputs();
+  make_inputs(options_.value, true);
   for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
     const ir::Tensor& tensor = g.tensor(t);
     if (tensor.producer == ir::kNone) continue;
     if (tensor.consumers.empty()) outputs_.push_back(t);
   }
+  loss_scale_.assign(outputs_.size(), 1.0);
 }
 
 Executor::~Executor() = default;
 
-void Executor::make_inputs() {
+void Executor::make_inputs(const std::function<float(ir::TensorId, std::int64_t)>& value,
+                           bool parameters) {
   const auto& mesh = layouts_.mesh;
   for (ir::TensorId t = 0; t < g_.num_tensors(); ++t) {
     const ir::Tensor& tensor = g_.tensor(t);
     if (tensor.producer != ir::kNone || tensor.consumers.empty()) continue;
+    if (!parameters && tensor.kind == ir::TensorKind::Parameter) continue;
     auto lt = std::make_unique<LocalTensor>();
     lt->full = tensor.shape;
     lt->layout = layouts_.holders[t];
@@ -265,8 +268,7 @@ void Executor::make_inputs() {
     for_each_element(tensor.shape, local, local_offsets(tensor.shape, lt->layout, mesh, coords_),
                      [&](std::int64_t i, std::int64_t global) {
                        lt->data[static_cast<std::size_t>(i)] =
-                           options_.value ? options_.value(t, global)
-                                          : input_value(g_, t, global, options_.seed);
+                           value ? value(t, global) : input_value(g_, t, global, options_.seed);
                      });
     held_[t] = std::move(lt);
   }
@@ -279,6 +281,16 @@ void Executor::set_input(ir::TensorId t, std::vector<float> data) {
                                      "' is not an input block of " + std::to_string(data.size()) +
                                      " elements");
   held_[t]->data = std::move(data);
+}
+
+void Executor::reseed_inputs(const std::function<float(ir::TensorId, std::int64_t)>& value) {
+  make_inputs(value, false);
+}
+
+void Executor::set_loss_scale(std::vector<double> per_output) {
+  if (per_output.size() != outputs_.size())
+    throw Error(Errc::kInternal, "set_loss_scale: one weight per graph output");
+  loss_scale_ = std::move(per_output);
 }
 
 void Executor::run() {
@@ -341,7 +353,135 @@ detail::KernelArgs Executor::op_args(ir::OpId o) {
     args.query_offset = local_offsets(args.full_in_shapes[0], ol.inputs[0], mesh, coords_).at(2);
     args.bool_mask = op.inputs.size() > 3 && g_.tensor(op.inputs[3]).dtype == ir::DType::Bool;
   }
+  if (op.kind == ir::OpKind::Conv2D) {
+    // A cut channel loop leaves a partial sum: its first rank adds the bias.
+    for (std::size_t a = 0; a < mesh.size(); ++a) {
+      if (ol.outputs[0][a].kind == cost::LayoutKind::Partial && coords_[a] != 0)
+        args.add_bias = false;
+    }
+  }
+  if (op.kind == ir::OpKind::Conv2D || op.kind == ir::OpKind::MaxPool ||
+      op.kind == ir::OpKind::AvgPool)
+    exchange_halo(o, args);
   return args;
+}
+
+namespace {
+
+// A block seen along one dim: `outer` runs of `rows` rows of `inner` elements.
+struct Slab {
+  std::int64_t outer = 1, rows = 1, inner = 1;
+};
+
+Slab slab_of(const ir::Shape& s, int dim) {
+  Slab sl;
+  for (int d = 0; d < static_cast<int>(s.size()); ++d) {
+    const std::int64_t n = s[static_cast<std::size_t>(d)];
+    if (d < dim) sl.outer *= n;
+    if (d == dim) sl.rows = n;
+    if (d > dim) sl.inner *= n;
+  }
+  return sl;
+}
+
+// Rows [r0, r1) of a block, as a block of r1 − r0 rows.
+std::vector<float> take_rows(const std::vector<float>& data, const Slab& sl, std::int64_t r0,
+                             std::int64_t r1) {
+  std::vector<float> out;
+  out.reserve(static_cast<std::size_t>(sl.outer * (r1 - r0) * sl.inner));
+  for (std::int64_t o = 0; o < sl.outer; ++o) {
+    const auto* begin = data.data() + (o * sl.rows + r0) * sl.inner;
+    out.insert(out.end(), begin, begin + (r1 - r0) * sl.inner);
+  }
+  return out;
+}
+
+// Writes a block of n rows at row `at` of dst.
+void put_rows(std::vector<float>& dst, const Slab& sl, std::int64_t at,
+              const std::vector<float>& piece, std::int64_t n) {
+  for (std::int64_t o = 0; o < sl.outer; ++o) {
+    std::copy_n(piece.data() + o * n * sl.inner, n * sl.inner,
+                dst.data() + (o * sl.rows + at) * sl.inner);
+  }
+}
+
+// Point-to-point messages of halo exchanges: a tag of their own (a pipeline
+// tags its boundary tensors by id); between two ranks they match in order.
+constexpr int kHaloTag = 32000;
+
+}  // namespace
+
+void Executor::exchange_halo(ir::OpId o, detail::KernelArgs& args) {
+  const ir::Operator& op = g_.op(o);
+  const auto dims = detail::halo_dims(g_, op, layouts_.ops[o].inputs[0], layouts_.mesh);
+  if (dims.empty()) return;
+  std::vector<float> block = *args.in[0];
+  ir::Shape shape = args.in_shapes[0];
+  for (const detail::HaloDim& h : dims) {
+    const std::int64_t mine = h.block_of(coords_);
+    const detail::Range own = h.own(mine), need = h.needed(mine);
+    const Slab sl = slab_of(shape, h.dim);
+    const auto world = [&](std::int64_t b) {
+      return options_.world_rank_base + static_cast<int>(h.rank_of(b, coords_, layouts_.mesh));
+    };
+    std::deque<std::vector<float>> outgoing;  // alive until finish_sends
+    for (std::int64_t b = 0; b < h.parts; ++b) {
+      const detail::Range r = detail::intersect(h.needed(b), own);
+      if (b == mine || r.size() == 0) continue;
+      outgoing.push_back(take_rows(block, sl, r.begin - own.begin, r.end - own.begin));
+      comm_.send(world(b), outgoing.back().data(), outgoing.back().size(), kHaloTag);
+    }
+    ir::Shape next = shape;
+    next[static_cast<std::size_t>(h.dim)] = need.size();
+    const Slab nsl = slab_of(next, h.dim);
+    std::vector<float> ext(static_cast<std::size_t>(nsl.outer * nsl.rows * nsl.inner));
+    const detail::Range keep = detail::intersect(need, own);
+    if (keep.size() > 0)
+      put_rows(ext, nsl, keep.begin - need.begin,
+               take_rows(block, sl, keep.begin - own.begin, keep.end - own.begin), keep.size());
+    for (std::int64_t b = 0; b < h.parts; ++b) {
+      const detail::Range r = detail::intersect(need, h.own(b));
+      if (b == mine || r.size() == 0) continue;
+      std::vector<float> piece(static_cast<std::size_t>(sl.outer * r.size() * sl.inner));
+      comm_.recv(world(b), piece.data(), piece.size(), kHaloTag);
+      put_rows(ext, nsl, r.begin - need.begin, piece, r.size());
+    }
+    comm_.finish_sends();
+    block = std::move(ext);
+    shape = next;
+    args.window_in_begin[static_cast<std::size_t>(h.dim - 2)] = need.begin;
+    args.window_out_begin[static_cast<std::size_t>(h.dim - 2)] = h.out_begin(mine);
+  }
+  halo_block_ = std::move(block);
+  args.in[0] = &halo_block_;
+  args.in_shapes[0] = shape;
+}
+
+void Executor::batch_norm_statistics(ir::OpId o, detail::KernelArgs& args, std::vector<float>& mean,
+                                     std::vector<float>& var) {
+  const ir::Operator& op = g_.op(o);
+  if (!detail::batch_norm_batch_stats(op, layouts_.train)) {
+    mean = *args.in.at(3);
+    var = *args.in.at(4);
+  } else {
+    std::vector<float> sums = detail::batch_norm_sums(args);
+    for (const std::uint32_t axis : detail::batch_norm_stat_axes(layouts_.ops[o].inputs[0]))
+      comm_.all_reduce(axis, sums.data(), sums.size());
+    const ir::Shape& full = args.full_in_shapes[0];
+    const double count =
+        static_cast<double>(ir::num_elements(full)) / static_cast<double>(full.at(1));
+    const std::size_t c = sums.size() / 2;
+    mean.resize(c);
+    var.resize(c);
+    for (std::size_t i = 0; i < c; ++i) {
+      const double m = sums[i] / count;
+      mean[i] = static_cast<float>(m);
+      // The biased variance, as BatchNorm normalises in training.
+      var[i] = static_cast<float>(std::max(0.0, sums[c + i] / count - m * m));
+    }
+  }
+  args.bn_mean = &mean;
+  args.bn_var = &var;
 }
 
 void Executor::run_op(ir::OpId o) {
@@ -358,6 +498,8 @@ void Executor::run_op(ir::OpId o) {
     outs.push_back(std::move(lt));
   }
   for (auto& lt : outs) args.out.push_back(&lt->data);
+  std::vector<float> bn_mean, bn_var;
+  if (op.kind == ir::OpKind::BatchNorm) batch_norm_statistics(o, args, bn_mean, bn_var);
   const std::vector<std::uint32_t> class_axes = loss_class_axes(g_, op, ol);
   if (class_axes.empty()) {
     detail::run_kernel(args);
@@ -371,15 +513,15 @@ void Executor::run_op(ir::OpId o) {
 
 double Executor::loss() {
   double total = 0;
-  for (const ir::TensorId t : outputs_) {
-    const std::vector<float> y = gather_full(t);  // collective: every rank takes part
+  for (std::size_t i = 0; i < outputs_.size(); ++i) {
+    const std::vector<float> y = gather_full(outputs_[i]);  // collective: every rank takes part
     if (y.size() == 1) {
-      total += y[0];
+      total += loss_scale_[i] * y[0];
       continue;
     }
     double sq = 0;
     for (const float v : y) sq += static_cast<double>(v) * v;
-    if (!y.empty()) total += 0.5 * sq / static_cast<double>(y.size());
+    if (!y.empty()) total += loss_scale_[i] * 0.5 * sq / static_cast<double>(y.size());
   }
   return total;
 }
@@ -403,21 +545,28 @@ void add_into(std::vector<float>& acc, const std::vector<float>& x) {
 
 void Executor::backward() {
   const std::size_t n = g_.num_tensors();
-  contributions_.assign(n, {});
+  // Parameters' contributions wait for sync_gradients() (which takes them),
+  // across microbatches; everything else starts afresh.
+  if (contributions_.size() != n) contributions_.assign(n, {});
+  for (ir::TensorId t = 0; t < n; ++t) {
+    if (g_.tensor(t).kind != ir::TensorKind::Parameter) contributions_[t].clear();
+  }
   grads_.clear();
   grads_.resize(n);
   // d loss / d y: 1 for a one-element output, y / |y| for the ½·mean(y²)
   // of any other, on the block each rank holds (the output is no longer
   // partial: run() summed it, and the dual of a partial sum is replicated).
-  for (const ir::TensorId t : outputs_) {
+  for (std::size_t k = 0; k < outputs_.size(); ++k) {
+    const ir::TensorId t = outputs_[k];
     if (!grads_layout_.needs_grad[t]) continue;
     const LocalTensor& y = *held_[t];
+    const double scale = loss_scale_[k];
     if (y.layout != grads_layout_.target[t])
       throw Error(Errc::kInternal, "output '" + g_.tensor(t).name + "' not in its gradient layout");
     LocalTensor dy = zeros(y.full, y.layout, layouts_.mesh);
     const auto total = static_cast<double>(ir::num_elements(y.full));
     for (std::size_t i = 0; i < dy.data.size(); ++i)
-      dy.data[i] = total == 1 ? 1.0f : static_cast<float>(y.data[i] / total);
+      dy.data[i] = static_cast<float>(total == 1 ? scale : scale * y.data[i] / total);
     contributions_[t].push_back(std::move(dy));
   }
   const std::vector<ir::OpId> order = g_.topological_order();

@@ -703,6 +703,11 @@ void run_kernel(const KernelArgs& a) {
     case OpKind::Slice: return k_slice(a);
     case OpKind::OneHot: return k_one_hot(a);
     case OpKind::SoftmaxCrossEntropy: return k_cross_entropy(a);
+    case OpKind::Conv2D: return k_conv2d(a);
+    case OpKind::MaxPool:
+    case OpKind::AvgPool: return k_pool(a);
+    case OpKind::GlobalAvgPool: return k_global_avg_pool(a);
+    case OpKind::BatchNorm: return k_batch_norm(a);
     default: throw Error(Errc::kInternal, "no kernel for " + a.op->type);
   }
 }
@@ -751,6 +756,17 @@ std::string kernel_support(const ir::Graph& g, const ir::Operator& op) {
       if (labels.shape == g.tensor(op.inputs[0]).shape) return "soft labels have no kernel";
       return {};
     }
+    case OpKind::Conv2D:
+    case OpKind::AvgPool:
+    case OpKind::GlobalAvgPool: return {};
+    case OpKind::MaxPool:
+      if (op.outputs.size() > 1) return "MaxPool's indices output has no kernel";
+      return {};
+    case OpKind::BatchNorm:
+      if (op.inputs.size() != 3 && op.inputs.size() != 5)
+        return "BatchNorm needs scale and bias (and both running statistics or neither)";
+      if (op.outputs.size() > 1) return "BatchNorm's running-statistics outputs have no kernel";
+      return {};
     case OpKind::Einsum: {
       const auto eq = parse_equation(op.attrs.get_string("equation", ""));
       if (!eq) return "einsum equations with '...' have no kernel";

@@ -6,6 +6,7 @@
 // order.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -55,7 +56,29 @@ struct KernelArgs {
   // all classes (kept by the forward pass) and the first class held.
   const Buf* row_lse = nullptr;
   std::int64_t class_offset = 0;
+  // Conv2D, MaxPool, AvgPool: the global row (H) and column (W) of the
+  // first element of the input block (after its halo exchange: the rows the
+  // output block's windows read) and of the output block. Padding is where
+  // a window reaches outside the whole input (full_in_shapes).
+  std::array<std::int64_t, 2> window_in_begin{};
+  std::array<std::int64_t, 2> window_out_begin{};
+  // Conv2D: whether this rank adds the bias (with a cut channel loop the
+  // output is a partial sum, and one rank of the sum adds it).
+  bool add_bias = true;
+  // BatchNorm: the mean and variance of each channel of the block (the
+  // batch's, summed over every rank holding the channel, or the running ones).
+  const Buf* bn_mean = nullptr;
+  const Buf* bn_var = nullptr;
 };
+
+// Sliding windows and batch normalisation (kernels_spatial.cpp).
+void k_conv2d(const KernelArgs& a);
+void k_pool(const KernelArgs& a);  // MaxPool, AvgPool
+void k_global_avg_pool(const KernelArgs& a);
+// BatchNorm: per channel of the block, the sum and then the sum of squares
+// of its elements (2·C values), which the executor sums over the ranks.
+[[nodiscard]] std::vector<float> batch_norm_sums(const KernelArgs& a);
+void k_batch_norm(const KernelArgs& a);  // with bn_mean and bn_var set
 
 // Shared by the forward and backward kernels.
 [[nodiscard]] std::int64_t numel(const ir::Shape& s);

@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "exec/halo.hpp"
 #include "recsearch/error.hpp"
 #include "recsearch/plan/evaluator.hpp"
 
@@ -282,6 +283,7 @@ PlanLayouts plan_layouts(const ir::Graph& g, const std::vector<algebra::OpSpace>
                          const plan::Plan& p) {
   PlanLayouts pl;
   pl.mesh = mesh_sizes(p);
+  pl.train = p.mode == Mode::Train;
   const std::size_t n_axes = p.mesh.size();
   if (p.cuts.size() != g.num_operators() || spaces.size() != g.num_operators()) {
     throw Error(Errc::kPlan,
@@ -382,6 +384,23 @@ void charge_vocab_loss(BytePrediction& out, const ir::Graph& g, const PlanLayout
       continue;
     const double k = static_cast<double>(pl.mesh[a]);
     const double sent = ((k - 1) * rows + 2 * (k - 1) / k * rows) * element_bytes;
+    out.per_axis[a] += sent;
+    out.total += sent;
+  }
+}
+
+// A BatchNorm with batch statistics all-reduces its block's per-channel sum
+// and sum of squares (one buffer of 2·C) over each axis that cuts its batch
+// or spatial dims.
+void charge_batch_norm(BytePrediction& out, const ir::Graph& g, const PlanLayouts& pl, ir::OpId o,
+                       double element_bytes) {
+  const ir::Operator& op = g.op(o);
+  const Layout& x = pl.ops[o].inputs[0];
+  const double n =
+      2.0 * static_cast<double>(local_shape(g.tensor(op.inputs[0]).shape, x, pl.mesh).at(1));
+  for (const std::uint32_t a : detail::batch_norm_stat_axes(x)) {
+    const double k = static_cast<double>(pl.mesh[a]);
+    const double sent = 2 * (k - 1) / k * n * element_bytes;
     out.per_axis[a] += sent;
     out.total += sent;
   }
@@ -589,6 +608,12 @@ BytePrediction predict_exec_bytes(const ir::Graph& g, const PlanLayouts& pl, dou
   for (ir::OpId o = 0; o < g.num_operators(); ++o) {
     if (g.op(o).kind != ir::OpKind::SoftmaxCrossEntropy || pl.ops[o].inputs.empty()) continue;
     charge_vocab_loss(out, g, pl, o, element_bytes);
+  }
+  for (ir::OpId o = 0; o < g.num_operators(); ++o) {
+    const ir::Operator& op = g.op(o);
+    if (op.kind == ir::OpKind::BatchNorm && !pl.ops[o].inputs.empty() &&
+        detail::batch_norm_batch_stats(op, pl.train))
+      charge_batch_norm(out, g, pl, o, element_bytes);
   }
   for (ir::TensorId t = 0; t < g.num_tensors(); ++t) charge_tensor(out, g, pl, t, element_bytes);
   return out;

@@ -293,12 +293,23 @@ def case_failures():
     check(rc == 1 and "forward bytes per device, but its cuts imply" in err,
           f"stated bytes mismatch: rc {rc}\n{err}")
 
-    # Unsupported operators are named before anything runs.
+    # Unsupported operators are named before anything runs: MaxPool's indices
+    # output has no kernel; convolutions have no backward (--train).
+    pool = write("pool_indices.json", {
+        "format": "recsearch.graph", "version": 1, "name": "pool_indices",
+        "tensors": [dict(name="x", shape=[4, 2, 4, 4], dtype="f32", kind="input"),
+                    dict(name="y", shape=[4, 2, 2, 2], dtype="f32"),
+                    dict(name="idx", shape=[4, 2, 2, 2], dtype="i64")],
+        "operators": [dict(name="pool", type="MaxPool", inputs=["x"], outputs=["y", "idx"],
+                           attrs={"kernel_shape": [2, 2]})]})
+    pool_plan = write("pool_indices.plan.json", plan_json(json.load(open(pool)), [2], {"pool": ["n"]}))
+    rc, out, err, secs = mpirun(2, [pool, pool_plan])
+    check(rc == 2 and "cannot be executed" in err and "MaxPool" in err, f"unsupported: rc {rc}\n{err}")
     conv = os.path.join(ROOT, "data/graphs/tiny/convnet.json")
     s = subprocess.run([BIN, "search", conv, "--devices", "2", "-q", "-o",
                         os.path.join(TMP, "conv.plan.json")], capture_output=True, text=True)
-    rc, out, err, secs = mpirun(2, [conv, os.path.join(TMP, "conv.plan.json")])
-    check(rc == 2 and "cannot be executed" in err and "Conv2D" in err, f"unsupported: rc {rc}\n{err}")
+    rc, out, err, secs = mpirun(2, [conv, os.path.join(TMP, "conv.plan.json"), "--train"])
+    check(rc == 2 and "no backward pass" in err and "Conv2D" in err, f"unsupported: rc {rc}\n{err}")
 
     # A failure on one rank mid-run ends every rank with its code.
     rc, out, err, secs = mpirun(4, [gp, plan4, "--fault", "2:throw:3", "--timeout", "30"], timeout=120)
@@ -726,10 +737,208 @@ def case_pipeline():
     rc, out, err, _ = mpirun(4, [gpath, plan, "--train"])
     check(rc == 2 and "forward pass only" in err, f"pipeline --train not refused: rc {rc}\n{err}")
 
+# ---- convolutions, pools and BatchNorm (halo exchange, SyncBatchNorm) ------
+
+def cnn_graph(n=8, c=3, hw=16, f=8, classes=10):
+    """x[n,c,hw,hw] -> Conv 3x3 pad 1 (+bias) -> BatchNorm -> ReLU -> MaxPool 2/2 ->
+    grouped Conv 3x3 pad 1 (2 groups) -> BatchNorm -> ReLU -> AvgPool 3x3/1 pad 1 ->
+    Conv 3x3 stride 2 pad 1 -> GlobalAvgPool -> Flatten -> MatMul -> y[n,classes]."""
+    t = lambda name, shape, kind=None: dict(name=name, shape=shape, dtype="f32", **({"kind": kind} if kind else {}))
+    h2, h4 = hw // 2, hw // 4
+    return {"format": "recsearch.graph", "version": 1, "name": "small_cnn",
+            "tensors": [t("x", [n, c, hw, hw], "input"), t("k1", [f, c, 3, 3], "parameter"),
+                        t("b1", [f], "parameter"), t("g1", [f], "parameter"), t("be1", [f], "parameter"),
+                        t("k2", [f, f // 2, 3, 3], "parameter"), t("g2", [f], "parameter"),
+                        t("be2", [f], "parameter"), t("k3", [f, f, 3, 3], "parameter"),
+                        t("fc", [f, classes], "parameter"),
+                        t("c1", [n, f, hw, hw]), t("n1", [n, f, hw, hw]), t("r1", [n, f, hw, hw]),
+                        t("p1", [n, f, h2, h2]), t("c2", [n, f, h2, h2]), t("n2", [n, f, h2, h2]),
+                        t("r2", [n, f, h2, h2]), t("a2", [n, f, h2, h2]), t("c3", [n, f, h4, h4]),
+                        t("gp", [n, f, 1, 1]), t("fl", [n, f]), t("y", [n, classes])],
+            "operators": [
+                dict(name="conv1", type="Conv2D", inputs=["x", "k1", "b1"], outputs=["c1"], attrs={"pads": [1, 1, 1, 1]}),
+                dict(name="bn1", type="BatchNorm", inputs=["c1", "g1", "be1"], outputs=["n1"], attrs={"epsilon": 1e-5}),
+                dict(name="relu1", type="ReLU", inputs=["n1"], outputs=["r1"]),
+                dict(name="pool1", type="MaxPool", inputs=["r1"], outputs=["p1"],
+                     attrs={"kernel_shape": [2, 2], "strides": [2, 2]}),
+                dict(name="conv2", type="Conv2D", inputs=["p1", "k2"], outputs=["c2"],
+                     attrs={"pads": [1, 1, 1, 1], "group": 2}),
+                dict(name="bn2", type="BatchNorm", inputs=["c2", "g2", "be2"], outputs=["n2"]),
+                dict(name="relu2", type="ReLU", inputs=["n2"], outputs=["r2"]),
+                dict(name="pool2", type="AvgPool", inputs=["r2"], outputs=["a2"],
+                     attrs={"kernel_shape": [3, 3], "strides": [1, 1], "pads": [1, 1, 1, 1]}),
+                dict(name="conv3", type="Conv2D", inputs=["a2", "k3"], outputs=["c3"],
+                     attrs={"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+                dict(name="gap", type="GlobalAvgPool", inputs=["c3"], outputs=["gp"]),
+                dict(name="flat", type="Flatten", inputs=["gp"], outputs=["fl"], attrs={"axis": 1}),
+                dict(name="fc", type="MatMul", inputs=["fl", "fc"], outputs=["y"])]}
+
+
+HALO = re.compile(r"halo \(point to point, rank 0\): measured (\d+), predicted (\d+); largest on a rank (\d+), "
+                  r"cost model (\d+)")
+
+
+def halo_rows_sent(in_full, out_full, parts, block, stride, pad, extent):
+    """Rows of x that block `block` of a window dim cut in `parts` sends: the
+    rows of its own block that the other blocks' windows read (by hand)."""
+    own = set(range(block * in_full // parts, (block + 1) * in_full // parts))
+    sent = 0
+    for b in range(parts):
+        if b == block:
+            continue
+        o0, o1 = b * out_full // parts, (b + 1) * out_full // parts
+        read = set()
+        for o in range(o0, o1):
+            read.update(r for r in range(o * stride - pad, o * stride - pad + extent) if 0 <= r < in_full)
+        sent += len(read & own)
+    return sent
+
+
+def case_cnn():
+    """Conv2D, MaxPool, AvgPool, GlobalAvgPool and BatchNorm with --check on
+    hand-written plans that cut H (2 ranks; 2x2 with H split by both axes),
+    H and W (2x2), the batch (2 ranks) and channels, groups and output
+    channels mixed with H (2x2), and searched plans of the small CNN and of
+    a shrunk ResNet-50: every output and activation equals a one-device run,
+    the halo's point-to-point bytes and the collectives' bytes equal the
+    prediction on every rank (exec fails otherwise), rank 0's halo and
+    BatchNorm bytes equal a count by hand, and --train is refused."""
+    g = cnn_graph()
+    gp = write("small_cnn.json", g)
+    spatial = {"conv1": ["h"], "bn1": ["h"], "relu1": ["d2"], "pool1": ["h"], "conv2": ["h"], "bn2": ["h"],
+               "relu2": ["d2"], "pool2": ["h"], "conv3": ["h"], "gap": ["h"]}
+    batch = {o: ["n"] for o in ("conv1", "bn1", "pool1", "conv2", "bn2", "pool2", "conv3", "gap")}
+    batch.update({"relu1": ["d0"], "relu2": ["d0"], "flat": ["d0"], "fc": ["i"]})
+    h_twice = {o: c + c for o, c in spatial.items()}
+    hw = {"conv1": ["h", "w"], "bn1": ["h", "w"], "relu1": ["d2", "d3"], "pool1": ["h", "w"], "conv2": ["h", "w"],
+          "bn2": ["n", "w"], "relu2": ["d0", "d3"], "pool2": ["h", "w"], "conv3": ["h", "w"], "gap": ["h", "w"]}
+    mixed = {"conv1": ["o", "h"], "bn1": ["c", "h"], "relu1": ["d1", "d2"], "pool1": ["n", "h"], "conv2": ["g", "h"],
+             "bn2": ["c", "n"], "relu2": ["d0", "d2"], "pool2": ["h", "n"], "conv3": ["c", "h"], "gap": ["n", "h"]}
+    # Rank 0 of an H cut in 2: conv1 (x rows of 3x16 per image), conv2 and
+    # pool2 (8x8) send one row each (3x3, stride 1, pad 1), conv3 (3x3,
+    # stride 2, pad 1) one row, the 2x2/2 pool none.
+    rows = [(halo_rows_sent(16, 16, 2, 0, 1, 1, 3), 8 * 3 * 16), (halo_rows_sent(8, 8, 2, 0, 1, 1, 3), 8 * 8 * 8),
+            (halo_rows_sent(8, 8, 2, 0, 1, 1, 3), 8 * 8 * 8), (halo_rows_sent(8, 4, 2, 0, 2, 1, 3), 8 * 8 * 8),
+            (halo_rows_sent(16, 8, 2, 0, 2, 0, 2), 8 * 8 * 16)]
+    by_hand = 4 * sum(r * size for r, size in rows)
+    check(by_hand == 7680, f"cnn: halo by hand {by_hand}")
+    # SyncBatchNorm: two BatchNorms all-reduce 2 x 8 channel sums on 2 ranks.
+    bn_by_hand = 2 * int(2 * (2 - 1) / 2 * 16 * 4)
+    for label, mesh, cuts, halo in (("H on 2", [2], spatial, by_hand), ("batch on 2", [2], batch, 0),
+                                    ("H by both axes of 2x2", [2, 2], h_twice, None),
+                                    ("H and W on 2x2", [2, 2], hw, None),
+                                    ("channels, groups and H on 2x2", [2, 2], mixed, None)):
+        ranks = 1
+        for m in mesh:
+            ranks *= m
+        pp = write(f"small_cnn_{len(FAILURES)}_{label.replace(' ', '_')}.plan.json", plan_json(g, mesh, cuts))
+        rc, out, err, secs = mpirun(ranks, [gp, pp, "--check", "--timeout", "60"])
+        print(f"cnn {label}: {ranks} ranks, rc {rc}, {secs:.1f} s", flush=True)
+        if not check(rc == 0 and "check: passed" in out, f"cnn {label}: rc {rc}\n{out}\n{err}"):
+            continue
+        nums = report_numbers(out)
+        check(nums["measured"] == nums["predicted"], f"cnn {label}: measured {nums['measured']} != predicted")
+        m = HALO.search(out)
+        if halo == 0:
+            check(m is None, f"cnn {label}: a halo without a window cut\n{out}")
+            check(nums["measured"] == bn_by_hand, f"cnn {label}: BatchNorm sums {nums['measured']} != {bn_by_hand}\n{out}")
+        elif check(m is not None, f"cnn {label}: no halo line\n{out}"):
+            measured, predicted, largest, model = (int(x) for x in m.groups())
+            check(measured == predicted and measured > 0, f"cnn {label}: halo {measured} != {predicted}\n{out}")
+            # The model charges every rank an inner rank's rows: never less than any rank sends.
+            check(model >= largest, f"cnn {label}: the model's halo {model} < {largest}\n{out}")
+            if halo is not None:
+                check(measured == halo, f"cnn {label}: halo {measured}, by hand {halo}\n{out}")
+        print(out, end="", flush=True)
+    for name, ranks, graph, extra in (("small_cnn", 4, gp, []), ("resnet50_small", 4, None, [])):
+        if graph is None:
+            graph = os.path.join(TMP, "resnet50_small.json")
+            subprocess.run([sys.executable, os.path.join(ROOT, "tests/exec/shrink_graph.py"),
+                            os.path.join(ROOT, "data/graphs/resnet50.json"), graph, "256=4", "64=4", "128=8",
+                            "512=8", "1024=16", "2048=16", "1000=10", "--name", name], check=True)
+        for algo in ("rec", "data-parallel"):
+            plan = os.path.join(TMP, f"{name}.{algo}.plan.json")
+            s = subprocess.run([BIN, "search", graph, "--devices", str(ranks), "--algo", algo, "--zero", "0",
+                                "--microbatches", "1", "-q", "-o", plan], capture_output=True, text=True)
+            if check(s.returncode == 0, f"search {name} {algo}: {s.stderr}"):
+                run_ok(f"{name} {algo}", ranks, graph, plan)
+    spatial_plan = write("small_cnn_train.plan.json", plan_json(g, [2], spatial))
+    rc, out, err, _ = mpirun(2, [gp, spatial_plan, "--train"])
+    check(rc == 2 and "no backward pass" in err and "conv1 (Conv2D)" in err and "bn1 (BatchNorm)" in err,
+          f"cnn --train not refused: rc {rc}\n{err}")
+    # The halo exchange is point to point: MPI only.
+    rc, out, err, _ = mpirun(2, [gp, spatial_plan, "--backend", "nccl"])
+    check(rc == 2 and "conv1 (Conv2D)" in err and "MPI backend only" in err,
+          f"cnn halo on nccl not refused: rc {rc}\n{err}")
+
+
+def case_microbatches():
+    """Gradient accumulation: plans searched with --microbatches 2 or 4 run m
+    forward and backward passes on batch/m and synchronise the gradients
+    once; --check compares every step's loss, the accumulated gradients and
+    the parameters with a one-device full-batch step. Data-parallel (ZeRO 0
+    and 1) and megatron plans of ffn.json and a rec plan of the small GPT-2
+    block on 2 and 4 ranks; the same data-parallel cuts with one microbatch
+    sync the same bytes in the same number of all-reduces; a doubled
+    gradient on one rank fails the check; without --train the plan is refused."""
+    ffn = os.path.join(ROOT, "data/graphs/ffn.json")
+    gpt = os.path.join(ROOT, "tests/exec/graphs/gpt2_block_small.json")
+    runs = {}
+    for label, graph, ranks, algo, zero, m, optimizer in (
+            ("ffn data-parallel m=2", ffn, 2, "data-parallel", "0", 2, "adam"),
+            ("ffn data-parallel ZeRO 1 m=2", ffn, 2, "data-parallel", "1", 2, "sgd-momentum"),
+            ("ffn megatron m=4", ffn, 4, "megatron", "0", 4, "sgd-momentum"),
+            ("gpt2 small rec m=2", gpt, 4, "rec", "0", 2, "adam")):
+        plan = os.path.join(TMP, f"micro.{len(runs)}.plan.json")
+        s = subprocess.run([BIN, "search", graph, "--devices", str(ranks), "--algo", algo, "--zero", zero,
+                            "--microbatches", str(m), "-q", "-o", plan], capture_output=True, text=True)
+        if not check(s.returncode == 0, f"search {label}: {s.stderr}"):
+            continue
+        with open(plan) as f:
+            check(json.load(f)["training"]["microbatches"] == m, f"{label}: the plan lost its microbatches")
+        args = [graph, plan, "--train", "--steps", "2", "--check", "--optimizer", optimizer,
+                "--lr", "0.001" if optimizer == "adam" else "0.01", "--timeout", "60"]
+        rc, out, err, secs = mpirun(ranks, args)
+        print(f"microbatches {label}: {ranks} ranks, rc {rc}, {secs:.1f} s", flush=True)
+        if not check(rc == 0 and "check: passed" in out and f"{m} microbatches accumulated" in out,
+                     f"{label}: rc {rc}\n{out}\n{err}"):
+            continue
+        nums = train_numbers(out)
+        for phase, (measured, predicted, _, _) in nums.items():
+            check(measured == predicted, f"{label}: {phase} measured {measured} != predicted {predicted}")
+        runs[label] = (plan, nums)
+        print(out, end="", flush=True)
+    # The same data-parallel cuts with one microbatch: the gradients are
+    # synchronised once either way (same bytes, same all-reduces), while the
+    # forward pass's loss all-reduce runs once per microbatch.
+    if "ffn data-parallel m=2" in runs:
+        plan, nums = runs["ffn data-parallel m=2"]
+        with open(plan) as f:
+            one = json.load(f)
+        one["training"]["microbatches"] = 1
+        one_path = write("micro.one.plan.json", one)
+        rc, out, err, _ = mpirun(2, [ffn, one_path, "--train", "--steps", "2", "--check", "--timeout", "60"])
+        if check(rc == 0 and "check: passed" in out, f"one microbatch: rc {rc}\n{out}\n{err}"):
+            single = train_numbers(out)
+            check(nums["gradient sync"][0] == single["gradient sync"][0] > 0 and
+                  nums["gradient sync"][3] == single["gradient sync"][3],
+                  f"accumulated sync {nums['gradient sync']} != one microbatch's {single['gradient sync']}")
+            check(nums["gradient sync"][0] == nums["gradient sync"][2],
+                  f"accumulated sync {nums['gradient sync']}: not the cost model's")
+            check(nums["forward"][0] == 2 * single["forward"][0] and nums["forward"][3][1] == 2 * single["forward"][3][1],
+                  f"forward per microbatch: {nums['forward']} against {single['forward']}")
+        rc, out, err, _ = mpirun(2, [ffn, plan, "--train", "--steps", "2", "--check", "--fault", "1:grad:3"])
+        check(rc == 4 and "check: FAILED" in out and "gradient of" in out,
+              f"microbatches: wrong gradient not caught: rc {rc}\n{out}\n{err}")
+        rc, out, err, _ = mpirun(2, [ffn, plan])
+        check(rc == 2 and "--train" in err and "microbatches" in err,
+              f"microbatches without --train not refused: rc {rc}\n{out}\n{err}")
+
 
 CASES = {"kinds": case_kinds, "vocab": case_vocab_parallel, "bundled": case_bundled, "failures": case_failures, "nccl": case_nccl,
          "train": case_train, "layout_kinds": case_layout_kinds, "phases": case_phases,
-         "buckets": case_buckets, "pipeline": case_pipeline}
+         "buckets": case_buckets, "pipeline": case_pipeline, "cnn": case_cnn,
+         "microbatches": case_microbatches}
 
 
 def main(argv):

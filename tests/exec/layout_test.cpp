@@ -5,6 +5,7 @@
 // computed here by plain loops.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -284,21 +285,162 @@ TEST_CASE("exec: causal attention and gather on one rank") {
 }
 
 TEST_CASE("exec: unsupported operators are named before anything runs") {
-  ir::Graph g("conv");
+  // MaxPool's ONNX indices output has no kernel (the pool itself has).
+  ir::Graph g("pool");
   const auto f = ir::DType::F32;
   auto x = g.add_tensor("x", {1, 2, 4, 4}, f, ir::TensorKind::Input);
-  auto w = g.add_tensor("w", {3, 2, 3, 3}, f, ir::TensorKind::Parameter);
-  auto y = g.add_tensor("y", {1, 3, 2, 2}, f, ir::TensorKind::Activation);
-  add_op_ids(g, "c", "Conv2D", {x, w}, {y});
+  auto y = g.add_tensor("y", {1, 2, 2, 2}, f, ir::TensorKind::Activation);
+  auto idx = g.add_tensor("idx", {1, 2, 2, 2}, ir::DType::I64, ir::TensorKind::Activation);
+  add_op_ids(g, "c", "MaxPool", {x}, {y, idx},
+             ir::Attrs{{"kernel_shape", std::vector<std::int64_t>{2, 2}}});
   g.finalize();
   const auto spaces = algebra::build_op_spaces(g);
   plan::Plan p;
   p.cuts.assign(1, {});
   const auto bad = exec::unsupported_operators(g, spaces, p);
   REQUIRE(bad.size() == 1);
-  CHECK(bad[0].find("c (Conv2D)") == 0);
+  CHECK(bad[0].find("c (MaxPool)") == 0);
   auto comm = exec::make_local_communicator();
   CHECK_THROWS_AS(exec::Executor(g, spaces, p, *comm, exec::ExecOptions{}), recsearch::Error);
+}
+
+TEST_CASE("exec: Conv2D on one device equals a plain loop (padding, stride, bias)") {
+  ir::Graph g("conv");
+  const auto f = ir::DType::F32;
+  auto x = g.add_tensor("x", {1, 2, 5, 5}, f, ir::TensorKind::Input);
+  auto w = g.add_tensor("w", {3, 2, 3, 3}, f, ir::TensorKind::Parameter);
+  auto b = g.add_tensor("b", {3}, f, ir::TensorKind::Parameter);
+  auto y = g.add_tensor("y", {1, 3, 3, 3}, f, ir::TensorKind::Activation);
+  add_op_ids(g, "c", "Conv2D", {x, w, b}, {y},
+             ir::Attrs{{"pads", std::vector<std::int64_t>{1, 1, 1, 1}},
+                       {"strides", std::vector<std::int64_t>{2, 2}}});
+  g.finalize();
+  const auto spaces = algebra::build_op_spaces(g);
+  plan::Plan p;
+  p.cuts.assign(1, {});
+  CHECK(exec::unsupported_operators(g, spaces, p).empty());
+  auto comm = exec::make_local_communicator();
+  exec::Executor ex(g, spaces, p, *comm, exec::ExecOptions{});
+  ex.run();
+  const auto& xv = ex.block(x).data;
+  const auto& wv = ex.block(w).data;
+  const auto& bv = ex.block(b).data;
+  for (int o = 0; o < 3; ++o) {
+    for (int i = 0; i < 3; ++i) {
+      for (int j = 0; j < 3; ++j) {
+        double want = bv[static_cast<std::size_t>(o)];
+        for (int c = 0; c < 2; ++c) {
+          for (int r = 0; r < 3; ++r) {
+            for (int s = 0; s < 3; ++s) {
+              const int ih = i * 2 - 1 + r, iw = j * 2 - 1 + s;
+              if (ih < 0 || ih >= 5 || iw < 0 || iw >= 5) continue;
+              want += static_cast<double>(xv[static_cast<std::size_t>((c * 5 + ih) * 5 + iw)]) *
+                      wv[static_cast<std::size_t>(((o * 2 + c) * 3 + r) * 3 + s)];
+            }
+          }
+        }
+        CHECK(ex.block(y).data[static_cast<std::size_t>((o * 3 + i) * 3 + j)] ==
+              doctest::Approx(want).epsilon(1e-5));
+      }
+    }
+  }
+}
+
+TEST_CASE("exec: BatchNorm, MaxPool and AvgPool on one device equal plain loops") {
+  // x[2,2,4,4] -> BatchNorm (batch statistics: no running ones given) -> y;
+  // x -> MaxPool 3x3/2 pad 1 -> mp; x -> AvgPool 3x3/2 pad 1 (padding not
+  // counted) -> ap.
+  ir::Graph g("norm_pool");
+  const auto f = ir::DType::F32;
+  auto x = g.add_tensor("x", {2, 2, 4, 4}, f, ir::TensorKind::Input);
+  auto sc = g.add_tensor("scale", {2}, f, ir::TensorKind::Parameter);
+  auto bi = g.add_tensor("bias", {2}, f, ir::TensorKind::Parameter);
+  auto y = g.add_tensor("y", {2, 2, 4, 4}, f, ir::TensorKind::Activation);
+  auto mp = g.add_tensor("mp", {2, 2, 2, 2}, f, ir::TensorKind::Activation);
+  auto ap = g.add_tensor("ap", {2, 2, 2, 2}, f, ir::TensorKind::Activation);
+  add_op_ids(g, "bn", "BatchNorm", {x, sc, bi}, {y});
+  const ir::Attrs pool{{"kernel_shape", std::vector<std::int64_t>{3, 3}},
+                       {"strides", std::vector<std::int64_t>{2, 2}},
+                       {"pads", std::vector<std::int64_t>{1, 1, 1, 1}}};
+  add_op_ids(g, "mp", "MaxPool", {x}, {mp}, pool);
+  add_op_ids(g, "ap", "AvgPool", {x}, {ap}, pool);
+  g.finalize();
+  const auto spaces = algebra::build_op_spaces(g);
+  plan::Plan p;
+  p.cuts.assign(3, {});
+  auto comm = exec::make_local_communicator();
+  exec::Executor ex(g, spaces, p, *comm, exec::ExecOptions{});
+  ex.run();
+  const auto& xv = ex.block(x).data;
+  const auto at = [&](int n, int c, int h, int w) {
+    return static_cast<double>(xv[static_cast<std::size_t>(((n * 2 + c) * 4 + h) * 4 + w)]);
+  };
+  for (int c = 0; c < 2; ++c) {
+    double sum = 0, sq = 0;
+    for (int n = 0; n < 2; ++n)
+      for (int h = 0; h < 4; ++h)
+        for (int w = 0; w < 4; ++w) sum += at(n, c, h, w);
+    const double mean = sum / 32;
+    for (int n = 0; n < 2; ++n)
+      for (int h = 0; h < 4; ++h)
+        for (int w = 0; w < 4; ++w) sq += (at(n, c, h, w) - mean) * (at(n, c, h, w) - mean);
+    const double inv = 1 / std::sqrt(sq / 32 + 1e-5);
+    for (int n = 0; n < 2; ++n) {
+      for (int h = 0; h < 4; ++h) {
+        for (int w = 0; w < 4; ++w) {
+          const double want =
+              (at(n, c, h, w) - mean) * inv * ex.block(sc).data[static_cast<std::size_t>(c)] +
+              ex.block(bi).data[static_cast<std::size_t>(c)];
+          CHECK(ex.block(y).data[static_cast<std::size_t>(((n * 2 + c) * 4 + h) * 4 + w)] ==
+                doctest::Approx(want).epsilon(1e-4));
+        }
+      }
+      for (int i = 0; i < 2; ++i) {
+        for (int j = 0; j < 2; ++j) {
+          double mx = -1e30, total = 0;
+          int count = 0;
+          for (int r = 0; r < 3; ++r) {
+            for (int s2 = 0; s2 < 3; ++s2) {
+              const int h = i * 2 - 1 + r, w = j * 2 - 1 + s2;
+              if (h < 0 || h >= 4 || w < 0 || w >= 4) continue;
+              mx = std::max(mx, at(n, c, h, w));
+              total += at(n, c, h, w);
+              ++count;
+            }
+          }
+          const auto k = static_cast<std::size_t>(((n * 2 + c) * 2 + i) * 2 + j);
+          CHECK(ex.block(mp).data[k] == doctest::Approx(mx));
+          CHECK(ex.block(ap).data[k] == doctest::Approx(total / count));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("exec: predicted halo bytes per rank of a Conv2D cut in H") {
+  // x[2,2,8,6], 3x3 pad 1 stride 1, H cut in 2: each rank sends the one
+  // row (2 images x 2 channels x 6) the other's windows read; the batch cut: none.
+  ir::Graph g("halo");
+  const auto f = ir::DType::F32;
+  auto x = g.add_tensor("x", {2, 2, 8, 6}, f, ir::TensorKind::Input);
+  auto w = g.add_tensor("w", {3, 2, 3, 3}, f, ir::TensorKind::Parameter);
+  auto y = g.add_tensor("y", {2, 3, 8, 6}, f, ir::TensorKind::Activation);
+  add_op_ids(g, "c", "Conv2D", {x, w}, {y},
+             ir::Attrs{{"pads", std::vector<std::int64_t>{1, 1, 1, 1}}});
+  g.finalize();
+  const auto spaces = algebra::build_op_spaces(g);
+  const Cluster cluster = Cluster::mesh({2});
+  plan::Plan p;
+  p.mesh = cluster.cuts();
+  const auto loop = [&](const char* name) {
+    return static_cast<std::int16_t>(spaces[0].find_loop(name));
+  };
+  p.cuts = {{loop("h")}};
+  const exec::PlanLayouts pl = exec::plan_layouts(g, spaces, p);
+  CHECK(exec::predict_halo_bytes(g, pl, {0}) == 2 * 2 * 6 * 4);
+  CHECK(exec::predict_halo_bytes(g, pl, {1}) == 2 * 2 * 6 * 4);
+  p.cuts = {{loop("n")}};
+  CHECK(exec::predict_halo_bytes(g, exec::plan_layouts(g, spaces, p), {0}) == 0);
 }
 
 TEST_CASE(

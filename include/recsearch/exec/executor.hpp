@@ -63,6 +63,10 @@ struct ExecOptions {
   // parameter t; empty: input_value(g, t, index, seed). A pipeline stage
   // reads its microbatch's slice of the whole graph's values through it.
   std::function<float(ir::TensorId, std::int64_t)> value = {};
+  // The world rank (MPI_COMM_WORLD) of the communicator's rank 0: a
+  // pipeline group's first rank. Halo exchanges send point to point to
+  // world ranks.
+  int world_rank_base = 0;
 };
 
 // The optimizer step of exec --train, applied elementwise to each rank's
@@ -106,6 +110,14 @@ class Executor {
   // block(t) holds it) before run(): a pipeline stage's received boundary
   // tensor. Error(kInternal) when t is not an input or the size differs.
   void set_input(ir::TensorId t, std::vector<float> data);
+  // Makes every graph input block again (parameters keep theirs) from
+  // value(t, index): the next microbatch's rows.
+  void reseed_inputs(const std::function<float(ir::TensorId, std::int64_t)>& value);
+  // The weight of each graph output (outputs() order) in the loss and its
+  // gradient: 1 by default; with m microbatches 1/m for an output that
+  // averages over the batch, so that the accumulated gradient is the whole
+  // batch's.
+  void set_loss_scale(std::vector<double> per_output);
 
   // Training (docs/exec.md, Training). The loss of a step is the sum over
   // graph outputs of the output itself when it has one element (a loss the
@@ -115,7 +127,9 @@ class Executor {
   // After run(): seeds every output's gradient from the loss and runs each
   // operator's backward in reverse topological order, moving gradients
   // between layouts as GradientLayouts says (counted traffic). Parameter
-  // gradients are left as per-rank contributions for sync_gradients().
+  // gradients are left as per-rank contributions for sync_gradients(); a
+  // second backward() before it adds its own (gradient accumulation over
+  // microbatches: one synchronisation for all of them).
   void backward();
   // Sums every parameter's contributions into its holder layout: the
   // all-reduce over its replicated (data-parallel) axes, reduce-scatter
@@ -129,12 +143,22 @@ class Executor {
   [[nodiscard]] const GradientLayouts& gradient_layouts() const noexcept { return grads_layout_; }
 
  private:
-  void make_inputs();
+  void make_inputs(const std::function<float(ir::TensorId, std::int64_t)>& value, bool parameters);
   void run_op(ir::OpId o);
   std::vector<float> gather(const LocalTensor& b);
   // The kernel arguments of operator o on the blocks the forward pass used
   // (inputs redistributed to the operator's layouts, made if missing).
   detail::KernelArgs op_args(ir::OpId o);
+  // Conv2D and pools with a cut window dim: receives the rows of x the
+  // block's windows read from the ranks that hold them (and sends its own
+  // to those that read them), point to point, one cut dim after the other;
+  // args then point at the extended block (halo_block_).
+  void exchange_halo(ir::OpId o, detail::KernelArgs& args);
+  // BatchNorm: each channel's mean and variance, from the batch (sums
+  // all-reduced over the axes that cut its batch or spatial dims) or the
+  // running statistics; args point at them.
+  void batch_norm_statistics(ir::OpId o, detail::KernelArgs& args, std::vector<float>& mean,
+                             std::vector<float>& var);
   void backward_op(ir::OpId o);
   // Tensor t's gradient in its GradientLayouts target: the sum of its
   // contributions, each distinct layout summed locally and moved once.
@@ -152,6 +176,7 @@ class Executor {
   std::vector<std::unique_ptr<LocalTensor>> held_;  // per tensor, holder layout
   std::vector<std::deque<LocalTensor>> copies_;     // per tensor, other layouts made
   std::vector<ir::TensorId> outputs_;
+  std::vector<float> halo_block_;  // the input block of the operator running, with its halo
   // Training state.
   GradientLayouts grads_layout_;
   std::vector<ir::TensorId> trained_;
@@ -160,6 +185,7 @@ class Executor {
   std::vector<std::vector<float>> row_lse_;              // per op: a cut loss's log-sum-exps
   std::vector<std::vector<float>> moment1_, moment2_;    // per tensor: optimizer state
   std::int64_t optimizer_steps_ = 0;
+  std::vector<double> loss_scale_;  // per graph output (outputs_ order)
 };
 
 }  // namespace recsearch::exec

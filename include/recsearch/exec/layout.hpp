@@ -97,6 +97,8 @@ struct PlanLayouts {
   std::vector<std::int64_t> mesh;
   std::vector<OpLayouts> ops;
   std::vector<Layout> holders;
+  // The plan's mode is training: BatchNorm normalises with batch statistics.
+  bool train = true;
 };
 
 [[nodiscard]] PlanLayouts plan_layouts(const ir::Graph& g,
@@ -108,7 +110,10 @@ struct PlanLayouts {
 // every distinct (tensor, layout) an operator needs, redistributed once from
 // its holder, plus the all-reduce of graph outputs left partial and the
 // exchanges of a vocabulary-parallel loss (per row and cut axis, an
-// all-gather of its log-sum-exp and an all-reduce of its label's logit). Elements
+// all-gather of its log-sum-exp and an all-reduce of its label's logit), and
+// the all-reduce of a BatchNorm's per-channel sum and sum of squares (2·C
+// of its block's channels) over each axis that cuts its batch or spatial
+// dims (SyncBatchNorm's statistics, when it normalises with batch statistics). Elements
 // are counted at `element_bytes` (the execution computes in f32: 4).
 struct BytePrediction {
   double total = 0;
@@ -116,6 +121,14 @@ struct BytePrediction {
 };
 [[nodiscard]] BytePrediction predict_exec_bytes(const ir::Graph& g, const PlanLayouts& pl,
                                                 double element_bytes = 4.0);
+// Bytes the rank at `coords` sends point to point in a forward pass: the
+// halo exchanges of convolutions and pools with a cut window dim (the rows
+// of its block of the input that other ranks' windows read; ranks at the
+// ends of a cut send less than those inside it, so unlike the collectives
+// this depends on the rank).
+[[nodiscard]] double predict_halo_bytes(const ir::Graph& g, const PlanLayouts& pl,
+                                        const std::vector<std::int64_t>& coords,
+                                        double element_bytes = 4.0);
 // What one rank sends to move one tensor of shape `full` from layout `from`
 // to `to` (redistribution_plan with the shape), per axis.
 [[nodiscard]] BytePrediction redistribution_bytes(const ir::Shape& full, const Layout& from,
