@@ -24,6 +24,12 @@
 // O(sweeps · Σ candidates · touched uses), on graphs whose operators x mesh
 // axes are at most kPolishMaxWork. Deterministic: one thread, fixed order,
 // ties to the earlier candidate.
+//
+// Kicks (kick(), small graphs only): each operator is moved to each of its
+// neighbouring strategies whatever that costs and held there while polish
+// answers around it, then let go; the fastest fitting result is kept. A
+// trade of memory freed in one place for a collective dropped in another
+// is out of reach of moves that must each fit and pay on their own.
 #include "search/polish.hpp"
 
 #include <algorithm>
@@ -54,6 +60,17 @@ constexpr std::size_t kRegionWork = 4096 * 36;
 // Region depth and size on small graphs (kSmallGraphWork).
 constexpr int kSmallRegionDepth = 16;
 constexpr std::size_t kSmallRegionOps = 64;
+// Kicks (kick()): rounds, and the share of the step time a kick must save.
+constexpr int kKickRounds = 2;
+constexpr double kKickGain = 1e-9;
+// Kicks answered by a whole polish (regions too), not single moves alone:
+// all of them where the graph has at most kKickWholeOps operators and
+// polish work is at most kKickWholeWork (a random DAG of 10 operators on 3
+// axes: a few hundred polishes of a few operators), else the kKickWhole
+// whose single-move answers came out fastest.
+constexpr std::size_t kKickWholeOps = 12;
+constexpr std::size_t kKickWholeWork = 32;
+constexpr std::size_t kKickWhole = 8;
 
 class Polish {
  public:
@@ -87,6 +104,33 @@ class Polish {
     for (const OpStrategy& s : cur_) total += s.own;
     for (double e : edge_) total += e;
     return total;
+  }
+
+  [[nodiscard]] bool fits_now(double untouched) const {
+    return held_ + peak_ + untouched <= ctx_.budget;
+  }
+
+  // The kicks of o (kick()): its neighbouring strategies, none if it is
+  // pinned.
+  [[nodiscard]] std::vector<std::vector<std::int16_t>> kicks(ir::OpId o) const {
+    if (!movable_[o]) return {};
+    return neighbours(o, true);
+  }
+
+  // Sets o to `cuts` whatever that costs and holds it there until release().
+  void force(ir::OpId o, const std::vector<std::int16_t>& cuts) {
+    undo_.clear();
+    (void)apply(o, make_strategy(ctx_, o, cuts));
+    if (ctx_.opts.mode == Mode::Infer) rebuild_peak();
+    movable_[o] = 0;
+  }
+  void release(ir::OpId o) { movable_[o] = 1; }
+
+  // Single moves only (kick(): regions would cost a polish of their own per kick).
+  bool settle(plan::Plan& plan, double untouched) {
+    const bool any = sweeps(untouched);
+    for (std::size_t o = 0; o < cur_.size(); ++o) plan.cuts[o] = cur_[o].cuts;
+    return any;
   }
 
   bool run(plan::Plan& plan, double untouched) {
@@ -490,6 +534,56 @@ class Polish {
 };
 
 }  // namespace
+
+PolishResult kick(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                  const Cluster& cluster, const SearchOptions& opts, double budget,
+                  plan::Plan& plan, double evaluated_memory) {
+  if (!polish_applies(g, cluster.cuts().size()) || !small_graph(g, cluster.cuts().size()))
+    return {};
+  const Context ctx(g, spaces, cluster, opts, budget);
+  const double untouched = std::max(0.0, evaluated_memory - Polish(ctx, plan).memory());
+  PolishResult r;
+  for (int round = 0; round < kKickRounds; ++round) {
+    const Polish base(ctx, plan);
+    double best =
+        base.fits_now(untouched) ? base.step_time() : std::numeric_limits<double>::infinity();
+    plan::Plan trial = plan;
+    std::vector<std::vector<std::int16_t>> best_cuts;
+    // Every kick answered by single moves; the kicks whose answers come out
+    // fastest (fitting or not) are answered again by a whole polish.
+    struct Tried {
+      double step;
+      ir::OpId op;
+      std::vector<std::int16_t> cuts;
+    };
+    std::vector<Tried> tried;
+    const auto answer = [&](ir::OpId o, const std::vector<std::int16_t>& cuts, bool whole) {
+      Polish q(base);
+      q.force(o, cuts);
+      (void)(whole ? q.run(trial, untouched) : q.settle(trial, untouched));
+      q.release(o);
+      (void)(whole ? q.run(trial, untouched) : q.settle(trial, untouched));
+      const bool fits = q.fits_now(untouched);
+      if (!whole) tried.push_back({q.step_time(), o, cuts});
+      if (!fits || q.step_time() >= best * (1 - kKickGain)) return;
+      best = q.step_time();
+      best_cuts = trial.cuts;
+    };
+    const bool all_whole = g.num_operators() <= kKickWholeOps &&
+                           polish_work(g, cluster.cuts().size()) <= kKickWholeWork;
+    for (ir::OpId o = 0; o < g.num_operators(); ++o)
+      for (const auto& cuts : base.kicks(o)) answer(o, cuts, all_whole);
+    std::stable_sort(tried.begin(), tried.end(),
+                     [](const Tried& a, const Tried& b) { return a.step < b.step; });
+    for (std::size_t i = 0; i < std::min(kKickWhole, tried.size()); ++i)
+      answer(tried[i].op, tried[i].cuts, true);
+    if (best_cuts.empty()) break;
+    plan.cuts = std::move(best_cuts);
+    r.changed = true;
+    r.step_time_s = best;
+  }
+  return r;
+}
 
 PolishResult polish(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
                     const Cluster& cluster, const SearchOptions& opts, double budget,
