@@ -25,7 +25,7 @@
 // axes are at most kPolishMaxWork. Deterministic: one thread, fixed order,
 // ties to the earlier candidate.
 //
-// Kicks (kick(), small graphs only): each operator is moved to each of its
+// Kicks (kick(), small graphs under a budget that binds): each operator is moved to each of its
 // neighbouring strategies whatever that costs and held there while polish
 // answers around it, then let go; the fastest fitting result is kept. A
 // trade of memory freed in one place for a collective dropped in another
@@ -63,14 +63,14 @@ constexpr std::size_t kSmallRegionOps = 64;
 // Kicks (kick()): rounds, and the share of the step time a kick must save.
 constexpr int kKickRounds = 2;
 constexpr double kKickGain = 1e-9;
-// Kicks answered by a whole polish (regions too), not single moves alone:
-// all of them where the graph has at most kKickWholeOps operators and
-// polish work is at most kKickWholeWork (a random DAG of 10 operators on 3
-// axes: a few hundred polishes of a few operators), else the kKickWhole
-// whose single-move answers came out fastest.
-constexpr std::size_t kKickWholeOps = 12;
-constexpr std::size_t kKickWholeWork = 32;
-constexpr std::size_t kKickWhole = 8;
+// Kicks run where the graph has at most kKickOps operators and polish work
+// is at most kKickWork (a random DAG of 10 operators on 3 axes: a few
+// hundred polishes of a few operators each), and only where the plan uses
+// at least kKickBinding of the budget: a kick trades memory, and far from
+// the budget single moves already take what a trade would give.
+constexpr std::size_t kKickOps = 12;
+constexpr std::size_t kKickWork = 32;
+constexpr double kKickBinding = 0.5;
 
 class Polish {
  public:
@@ -125,13 +125,6 @@ class Polish {
     movable_[o] = 0;
   }
   void release(ir::OpId o) { movable_[o] = 1; }
-
-  // Single moves only (kick(): regions would cost a polish of their own per kick).
-  bool settle(plan::Plan& plan, double untouched) {
-    const bool any = sweeps(untouched);
-    for (std::size_t o = 0; o < cur_.size(); ++o) plan.cuts[o] = cur_[o].cuts;
-    return any;
-  }
 
   bool run(plan::Plan& plan, double untouched) {
     // Small graphs over the budget: propagated regions first, which can
@@ -538,7 +531,9 @@ class Polish {
 PolishResult kick(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
                   const Cluster& cluster, const SearchOptions& opts, double budget,
                   plan::Plan& plan, double evaluated_memory) {
-  if (!polish_applies(g, cluster.cuts().size()) || !small_graph(g, cluster.cuts().size()))
+  const std::size_t axes = cluster.cuts().size();
+  if (!polish_applies(g, axes) || g.num_operators() > kKickOps ||
+      polish_work(g, axes) > kKickWork || evaluated_memory < kKickBinding * budget)
     return {};
   const Context ctx(g, spaces, cluster, opts, budget);
   const double untouched = std::max(0.0, evaluated_memory - Polish(ctx, plan).memory());
@@ -549,34 +544,17 @@ PolishResult kick(const ir::Graph& g, const std::vector<algebra::OpSpace>& space
         base.fits_now(untouched) ? base.step_time() : std::numeric_limits<double>::infinity();
     plan::Plan trial = plan;
     std::vector<std::vector<std::int16_t>> best_cuts;
-    // Every kick answered by single moves; the kicks whose answers come out
-    // fastest (fitting or not) are answered again by a whole polish.
-    struct Tried {
-      double step;
-      ir::OpId op;
-      std::vector<std::int16_t> cuts;
-    };
-    std::vector<Tried> tried;
-    const auto answer = [&](ir::OpId o, const std::vector<std::int16_t>& cuts, bool whole) {
-      Polish q(base);
-      q.force(o, cuts);
-      (void)(whole ? q.run(trial, untouched) : q.settle(trial, untouched));
-      q.release(o);
-      (void)(whole ? q.run(trial, untouched) : q.settle(trial, untouched));
-      const bool fits = q.fits_now(untouched);
-      if (!whole) tried.push_back({q.step_time(), o, cuts});
-      if (!fits || q.step_time() >= best * (1 - kKickGain)) return;
-      best = q.step_time();
-      best_cuts = trial.cuts;
-    };
-    const bool all_whole = g.num_operators() <= kKickWholeOps &&
-                           polish_work(g, cluster.cuts().size()) <= kKickWholeWork;
     for (ir::OpId o = 0; o < g.num_operators(); ++o)
-      for (const auto& cuts : base.kicks(o)) answer(o, cuts, all_whole);
-    std::stable_sort(tried.begin(), tried.end(),
-                     [](const Tried& a, const Tried& b) { return a.step < b.step; });
-    for (std::size_t i = 0; i < std::min(kKickWhole, tried.size()); ++i)
-      answer(tried[i].op, tried[i].cuts, true);
+      for (const auto& cuts : base.kicks(o)) {
+        Polish q(base);
+        q.force(o, cuts);
+        (void)q.run(trial, untouched);
+        q.release(o);
+        (void)q.run(trial, untouched);
+        if (!q.fits_now(untouched) || q.step_time() >= best * (1 - kKickGain)) continue;
+        best = q.step_time();
+        best_cuts = trial.cuts;
+      }
     if (best_cuts.empty()) break;
     plan.cuts = std::move(best_cuts);
     r.changed = true;

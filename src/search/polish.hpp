@@ -73,7 +73,8 @@ PolishResult polish(const ir::Graph& g, const std::vector<algebra::OpSpace>& spa
                     const Cluster& cluster, const SearchOptions& opts, double budget,
                     plan::Plan& plan, double evaluated_memory);
 
-// Small graphs only (kSmallGraphWork): moves each operator in turn to each
+// Small graphs under a budget that binds only (polish.cpp: kKickOps,
+// kKickWork, kKickBinding): moves each operator in turn to each
 // of its neighbouring strategies whatever that costs, holds it there while
 // polish answers around it (mending the budget elsewhere if the move broke
 // it), then lets it go and polishes again; the fastest fitting result is
