@@ -11,8 +11,8 @@
 #
 #   tools/quality_corners.sh [BUILD_DIR]     # default: build
 #
-# About 75 s of CPU on the 2-core development machine (ilp and the
-# exhaustive search, not rec, take nearly all of it).
+# About 120 s of CPU on the 2-core development machine (ilp, the
+# exhaustive search and rec's kicks take nearly all of it).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 build=${1:-build}
