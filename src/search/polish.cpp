@@ -24,6 +24,12 @@
 // O(sweeps · Σ candidates · touched uses), on graphs whose operators x mesh
 // axes are at most kPolishMaxWork. Deterministic: one thread, fixed order,
 // ties to the earlier candidate.
+//
+// Kicks (kick(), small graphs under a budget that binds): each operator is moved to each of its
+// neighbouring strategies whatever that costs and held there while polish
+// answers around it, then let go; the fastest fitting result is kept. A
+// trade of memory freed in one place for a collective dropped in another
+// is out of reach of moves that must each fit and pay on their own.
 #include "search/polish.hpp"
 
 #include <algorithm>
@@ -54,6 +60,17 @@ constexpr std::size_t kRegionWork = 4096 * 36;
 // Region depth and size on small graphs (kSmallGraphWork).
 constexpr int kSmallRegionDepth = 16;
 constexpr std::size_t kSmallRegionOps = 64;
+// Kicks (kick()): rounds, and the share of the step time a kick must save.
+constexpr int kKickRounds = 2;
+constexpr double kKickGain = 1e-9;
+// Kicks run where the graph has at most kKickOps operators and polish work
+// is at most kKickWork (a random DAG of 10 operators on 3 axes: a few
+// hundred polishes of a few operators each), and only where the plan uses
+// at least kKickBinding of the budget: a kick trades memory, and far from
+// the budget single moves already take what a trade would give.
+constexpr std::size_t kKickOps = 12;
+constexpr std::size_t kKickWork = 32;
+constexpr double kKickBinding = 0.5;
 
 class Polish {
  public:
@@ -88,6 +105,26 @@ class Polish {
     for (double e : edge_) total += e;
     return total;
   }
+
+  [[nodiscard]] bool fits_now(double untouched) const {
+    return held_ + peak_ + untouched <= ctx_.budget;
+  }
+
+  // The kicks of o (kick()): its neighbouring strategies, none if it is
+  // pinned.
+  [[nodiscard]] std::vector<std::vector<std::int16_t>> kicks(ir::OpId o) const {
+    if (!movable_[o]) return {};
+    return neighbours(o, true);
+  }
+
+  // Sets o to `cuts` whatever that costs and holds it there until release().
+  void force(ir::OpId o, const std::vector<std::int16_t>& cuts) {
+    undo_.clear();
+    (void)apply(o, make_strategy(ctx_, o, cuts));
+    if (ctx_.opts.mode == Mode::Infer) rebuild_peak();
+    movable_[o] = 0;
+  }
+  void release(ir::OpId o) { movable_[o] = 1; }
 
   bool run(plan::Plan& plan, double untouched) {
     // Small graphs over the budget: propagated regions first, which can
@@ -490,6 +527,41 @@ class Polish {
 };
 
 }  // namespace
+
+PolishResult kick(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                  const Cluster& cluster, const SearchOptions& opts, double budget,
+                  plan::Plan& plan, double evaluated_memory) {
+  const std::size_t axes = cluster.cuts().size();
+  if (!polish_applies(g, axes) || g.num_operators() > kKickOps ||
+      polish_work(g, axes) > kKickWork || evaluated_memory < kKickBinding * budget)
+    return {};
+  const Context ctx(g, spaces, cluster, opts, budget);
+  const double untouched = std::max(0.0, evaluated_memory - Polish(ctx, plan).memory());
+  PolishResult r;
+  for (int round = 0; round < kKickRounds; ++round) {
+    const Polish base(ctx, plan);
+    double best =
+        base.fits_now(untouched) ? base.step_time() : std::numeric_limits<double>::infinity();
+    plan::Plan trial = plan;
+    std::vector<std::vector<std::int16_t>> best_cuts;
+    for (ir::OpId o = 0; o < g.num_operators(); ++o)
+      for (const auto& cuts : base.kicks(o)) {
+        Polish q(base);
+        q.force(o, cuts);
+        (void)q.run(trial, untouched);
+        q.release(o);
+        (void)q.run(trial, untouched);
+        if (!q.fits_now(untouched) || q.step_time() >= best * (1 - kKickGain)) continue;
+        best = q.step_time();
+        best_cuts = trial.cuts;
+      }
+    if (best_cuts.empty()) break;
+    plan.cuts = std::move(best_cuts);
+    r.changed = true;
+    r.step_time_s = best;
+  }
+  return r;
+}
 
 PolishResult polish(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
                     const Cluster& cluster, const SearchOptions& opts, double budget,

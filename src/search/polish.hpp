@@ -73,4 +73,16 @@ PolishResult polish(const ir::Graph& g, const std::vector<algebra::OpSpace>& spa
                     const Cluster& cluster, const SearchOptions& opts, double budget,
                     plan::Plan& plan, double evaluated_memory);
 
+// Small graphs under a budget that binds only (polish.cpp: kKickOps,
+// kKickWork, kKickBinding): moves each operator in turn to each
+// of its neighbouring strategies whatever that costs, holds it there while
+// polish answers around it (mending the budget elsewhere if the move broke
+// it), then lets it go and polishes again; the fastest fitting result is
+// kept, for up to kKickRounds rounds. Reaches trades that polish's moves,
+// each of which must fit and pay on its own, cannot: memory freed in one
+// place spent on dropping a collective in another.
+PolishResult kick(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                  const Cluster& cluster, const SearchOptions& opts, double budget,
+                  plan::Plan& plan, double evaluated_memory);
+
 }  // namespace recsearch::search::detail

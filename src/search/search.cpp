@@ -204,10 +204,11 @@ plan::Evaluation evaluate(const detail::Context& ctx, const plan::Plan& p) {
 // Polishes `start` (plan::evaluate's memory: start_mem) and takes the result
 // into `res` when it fits and beats what res holds (`have`). `smallest`
 // learns the polished plan's memory.
+// `kick`: detail::kick instead of detail::polish.
 bool take_polished(const detail::Context& ctx, plan::Plan start, double start_mem, bool have,
-                   SearchResult& res, MemoryParts& smallest) {
-  const detail::PolishResult pr =
-      detail::polish(ctx.g, ctx.spaces, ctx.cluster, ctx.opts, ctx.budget, start, start_mem);
+                   SearchResult& res, MemoryParts& smallest, bool kick = false) {
+  const detail::PolishResult pr = (kick ? detail::kick : detail::polish)(
+      ctx.g, ctx.spaces, ctx.cluster, ctx.opts, ctx.budget, start, start_mem);
   if (!pr.changed) return false;
   plan::Evaluation ev = evaluate(ctx, start);
   smallest.take_min(MemoryParts::of(ev.summary));
@@ -414,6 +415,10 @@ class RecLadder {
       // polished too (see multi_start()).
       for (auto& [plan, mem] : starts_)
         if (take_polished(ctx_, std::move(plan), mem, have_, res_, best_mem_)) have_ = true;
+      // Then kicks from the fastest (see detail::kick).
+      if (have_ && multi_start())
+        (void)take_polished(ctx_, res_.plan, res_.eval.summary.memory_per_device_bytes, true, res_,
+                            best_mem_, true);
     }
     if (!have_) throw NoFit(ctx_.budget, ctx_.cluster, best_mem_);
     res_.memory_rungs = rung < 0 ? kLadderRungs + 1 : rung;
