@@ -177,8 +177,8 @@ void append_int(std::string& out, std::int64_t v);
 // number_json(v), printed.
 void append_number(std::string& out, double v);
 void append_int_array(std::string& out, const std::vector<std::int64_t>& v, bool spaced);
-inline const char* comma(bool spaced) noexcept { return spaced ? ", " : ","; }
-inline const char* colon(bool spaced) noexcept { return spaced ? ": " : ":"; }
+inline std::string_view comma(bool spaced) noexcept { return spaced ? ", " : ","; }
+inline std::string_view colon(bool spaced) noexcept { return spaced ? ": " : ":"; }
 // '"key": ' (spaced) or '"key":'; keys are plain ASCII.
 inline void append_key(std::string& out, std::string_view key, bool spaced) {
   out += '"';
