@@ -498,9 +498,9 @@ ir::Graph parse_graph(std::string_view text, const std::string& source, CostPara
 
 ir::Graph read_graph_file(const std::string& path, CostParams* cost,
                           const GraphReadOptions& options) {
-  const std::string text = detail::read_text_file_padded(path, detail::graph_padding());
+  const detail::PaddedText file(path, detail::graph_padding());
   const std::string source = options.source.empty() ? path : options.source;
-  return read_graph(text, text.capacity(), source, cost, options);
+  return read_graph(file.text(), file.capacity(), source, cost, options);
 }
 
 ir::Graph read_graph_file(const std::string& path, CostParams* cost) {
