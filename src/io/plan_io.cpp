@@ -1164,11 +1164,37 @@ void write_redistribution_summary(detail::LayoutWriter& w, const PlanContext& c)
   };
   std::map<std::tuple<plan::CommReason, cost::Phase, cost::Collective, std::uint32_t>, Total>
       totals;
-  for (const plan::CommEvent& e : c.ev.events) {
-    Total& t = totals[{e.reason, e.phase, e.collective, e.axis}];
+  // Summed first in a dense table over small keys (every reason, phase and
+  // collective there is, the plan's axes): a map lookup per event was most
+  // of this section at 10^6 operators (9.4 M events). Each key is summed in
+  // event order either way, so the totals are the same doubles.
+  constexpr std::size_t kReasons = 8;
+  constexpr std::size_t kPhases = 4;
+  constexpr std::size_t kCollectives = 8;
+  const std::size_t axes = c.p.mesh.size();
+  std::vector<Total> dense(kReasons * kPhases * kCollectives * axes);
+  const auto add = [](Total& t, const plan::CommEvent& e) {
     ++t.events;
     t.bytes += e.bytes;
     t.seconds += e.seconds;
+  };
+  for (const plan::CommEvent& e : c.ev.events) {
+    const auto r = static_cast<std::size_t>(e.reason);
+    const auto ph = static_cast<std::size_t>(e.phase);
+    const auto col = static_cast<std::size_t>(e.collective);
+    if (r < kReasons && ph < kPhases && col < kCollectives && e.axis < axes) {
+      add(dense[((r * kPhases + ph) * kCollectives + col) * axes + e.axis], e);
+    } else {
+      add(totals[{e.reason, e.phase, e.collective, e.axis}], e);
+    }
+  }
+  for (std::size_t i = 0; i < dense.size(); ++i) {
+    if (dense[i].events == 0) continue;
+    const std::size_t col = i / axes % kCollectives;
+    const std::size_t ph = i / axes / kCollectives % kPhases;
+    const std::size_t r = i / axes / kCollectives / kPhases;
+    totals[{static_cast<plan::CommReason>(r), static_cast<cost::Phase>(ph),
+            static_cast<cost::Collective>(col), static_cast<std::uint32_t>(i % axes)}] = dense[i];
   }
   w.begin_array("redistribution_summary");
   for (const auto& [key, t] : totals) {
