@@ -68,6 +68,10 @@ class UnknownKeys {
 [[nodiscard]] ir::Graph parse_graph_streaming(std::string_view text, const std::string& source,
                                               CostParams* cost, UnknownKeys& keys);
 
+// Reserves room in `g` for the tensors and operators a graph file of
+// `text_bytes` likely holds (an estimate from GPT files; nothing when small).
+void reserve_for(ir::Graph& g, std::size_t text_bytes);
+
 // simdjson's padding: bytes past the text that its parser may read.
 [[nodiscard]] std::size_t graph_padding() noexcept;
 

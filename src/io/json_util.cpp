@@ -4,7 +4,10 @@
 // line-per-record printer for the writers.
 #include "io/json_util.hpp"
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -62,6 +65,52 @@ std::string read_text_file_padded(const std::string& path, std::size_t padding) 
   // A file that grew while it was read.
   if (text.capacity() < text.size() + padding) text.reserve(text.size() + padding);
   return text;
+}
+
+PaddedText::PaddedText(const std::string& path, std::size_t padding) {
+  if (path != "-" && map(path, padding)) return;
+  read_ = read_text_file_padded(path, padding);
+  text_ = read_;
+  capacity_ = read_.capacity();
+}
+
+PaddedText::~PaddedText() {
+  if (map_ != nullptr) ::munmap(map_, map_bytes_);
+}
+
+// Zeroed anonymous pages for the text and its padding, then the file mapped
+// over their start: the bytes past the end of the file read as zeros, on
+// the file's last page and on the pages after it. false (nothing mapped)
+// for anything but a non-empty regular file, or when a call fails: the
+// caller then reads the file, and reports its errors.
+bool PaddedText::map(const std::string& path, std::size_t padding) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) {
+    ::close(fd);
+    return false;
+  }
+  const auto size = static_cast<std::size_t>(st.st_size);
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  const std::size_t bytes = (size + padding + page - 1) / page * page;
+  void* area = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (area == MAP_FAILED) {
+    ::close(fd);
+    return false;
+  }
+  // MAP_POPULATE: the file's pages are entered at once, not fault by fault.
+  void* file = ::mmap(area, size, PROT_READ, MAP_PRIVATE | MAP_FIXED | MAP_POPULATE, fd, 0);
+  ::close(fd);
+  if (file == MAP_FAILED) {
+    ::munmap(area, bytes);
+    return false;
+  }
+  map_ = area;
+  map_bytes_ = bytes;
+  text_ = std::string_view(static_cast<const char*>(area), size);
+  capacity_ = bytes;
+  return true;
 }
 
 }  // namespace detail

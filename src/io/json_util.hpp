@@ -33,6 +33,31 @@ using OrderedJson = nlohmann::ordered_json;
 // parsers that read beyond the end), reserved before reading: no copy.
 [[nodiscard]] std::string read_text_file_padded(const std::string& path, std::size_t padding);
 
+// A file's text with `padding` readable bytes past its end, mapped from the
+// page cache when it is a regular file (no copy of a 200 MB graph into
+// fresh, zeroed pages), else read as read_text_file_padded reads it, with
+// its errors. The mapping is private and read-only; a file truncated while
+// it is mapped would fault, as with any mapped reader.
+class PaddedText {
+ public:
+  PaddedText(const std::string& path, std::size_t padding);
+  PaddedText(const PaddedText&) = delete;
+  PaddedText& operator=(const PaddedText&) = delete;
+  ~PaddedText();
+  [[nodiscard]] std::string_view text() const noexcept { return text_; }
+  // Readable bytes from text().data(), padding included.
+  [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
+
+ private:
+  bool map(const std::string& path, std::size_t padding);
+
+  void* map_ = nullptr;
+  std::size_t map_bytes_ = 0;
+  std::string read_;  // when not mapped
+  std::string_view text_;
+  std::size_t capacity_ = 0;
+};
+
 // RFC 6901 child pointers ("~" -> "~0", "/" -> "~1" in keys).
 [[nodiscard]] std::string child(const std::string& path, std::string_view key);
 [[nodiscard]] std::string child(const std::string& path, std::size_t index);
@@ -177,8 +202,8 @@ void append_int(std::string& out, std::int64_t v);
 // number_json(v), printed.
 void append_number(std::string& out, double v);
 void append_int_array(std::string& out, const std::vector<std::int64_t>& v, bool spaced);
-inline const char* comma(bool spaced) noexcept { return spaced ? ", " : ","; }
-inline const char* colon(bool spaced) noexcept { return spaced ? ": " : ":"; }
+inline std::string_view comma(bool spaced) noexcept { return spaced ? ", " : ","; }
+inline std::string_view colon(bool spaced) noexcept { return spaced ? ": " : ":"; }
 // '"key": ' (spaced) or '"key":'; keys are plain ASCII.
 inline void append_key(std::string& out, std::string_view key, bool spaced) {
   out += '"';

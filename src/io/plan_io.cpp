@@ -14,6 +14,7 @@
 #include <iterator>
 #include <map>
 #include <optional>
+#include <span>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
@@ -674,6 +675,92 @@ std::int16_t cut_of(const plan::Plan& p, ir::OpId id, std::size_t a) {
   return id < p.cuts.size() && a < p.cuts[id].size() ? p.cuts[id][a] : plan::kReplicated;
 }
 
+// The printed JSON lists of axes a plan file repeats: per tensor dim its
+// axes (["c0", "c3"]) and their named mesh dims (["node", "gpu/4"]), per
+// operator loop the mesh dims that cut it. A plan has a few dozen distinct
+// lists but prints one per tensor dim and cut loop (about 10^7 at 10^6
+// operators); building each anew (a vector of strings per list) was a
+// fifth of writing. Lists of up to 8 axes below 127 are memoized under a
+// packed key, longer ones printed each time.
+class AxisText {
+ public:
+  AxisText(const Cluster& cluster, const plan::Plan& p) : cluster_(cluster), p_(p) {}
+  AxisText(const AxisText&) = delete;
+  AxisText& operator=(const AxisText&) = delete;
+
+  // The quoted name of axis a ("c3").
+  void append_axis(std::string& out, std::size_t a) {
+    if (a >= p_.mesh.size()) {
+      detail::append_string(out, axis_name(p_, a));
+      return;
+    }
+    if (quoted_.empty()) {
+      for (std::size_t i = 0; i < p_.mesh.size(); ++i) {
+        quoted_.emplace_back();
+        detail::append_string(quoted_.back(), p_.mesh[i].axis);
+      }
+    }
+    out += quoted_[a];
+  }
+  // ["c0", "c3"]: the axes' names.
+  void append_axes(std::string& out, std::span<const std::uint32_t> axes, bool spaced) {
+    append_memo(out, axes, spaced, false);
+  }
+  // ["node", "gpu/4"]: the axes as named mesh dims (mesh_dim_names).
+  void append_mesh_dims(std::string& out, std::span<const std::uint32_t> axes, bool spaced) {
+    append_memo(out, axes, spaced, true);
+  }
+  // A buffer for a list of axes, reused from record to record.
+  [[nodiscard]] std::vector<std::uint32_t>& scratch() noexcept { return scratch_; }
+
+ private:
+  static constexpr std::size_t kMaxPacked = 8;
+  static constexpr std::uint32_t kAxisLimit = 127;
+
+  void append_memo(std::string& out, std::span<const std::uint32_t> axes, bool spaced,
+                   bool mesh_dims) {
+    // A leading 1 bit, the two flags, then 7 bits (axis + 1) per axis: the
+    // leading bit's position gives the length, so no two lists share a key.
+    std::uint64_t key = 4U | (mesh_dims ? 2U : 0U) | (spaced ? 1U : 0U);
+    bool packed = axes.size() <= kMaxPacked;
+    for (std::size_t i = 0; packed && i < axes.size(); ++i) {
+      packed = axes[i] < kAxisLimit;
+      key = (key << 7) | (axes[i] + 1);
+    }
+    if (!packed) {
+      print(out, axes, spaced, mesh_dims);
+      return;
+    }
+    auto [it, fresh] = memo_.try_emplace(key);
+    if (fresh) print(it->second, axes, spaced, mesh_dims);
+    out += it->second;
+  }
+
+  void print(std::string& out, std::span<const std::uint32_t> axes, bool spaced, bool mesh_dims) {
+    out += '[';
+    if (mesh_dims) {
+      const std::vector<std::string> names =
+          mesh_dim_names(cluster_, p_, std::vector<std::uint32_t>(axes.begin(), axes.end()));
+      for (std::size_t i = 0; i < names.size(); ++i) {
+        if (i > 0) out += detail::comma(spaced);
+        detail::append_string(out, names[i]);
+      }
+    } else {
+      for (std::size_t i = 0; i < axes.size(); ++i) {
+        if (i > 0) out += detail::comma(spaced);
+        append_axis(out, axes[i]);
+      }
+    }
+    out += ']';
+  }
+
+  const Cluster& cluster_;
+  const plan::Plan& p_;
+  std::vector<std::string> quoted_;
+  std::unordered_map<std::uint64_t, std::string> memo_;
+  std::vector<std::uint32_t> scratch_;
+};
+
 // Everything a section of the plan file is written from.
 struct PlanContext {
   const ir::Graph& g;
@@ -682,6 +769,7 @@ struct PlanContext {
   const plan::Plan& p;
   const plan::Evaluation& ev;
   bool full;  // PlanDetail::Full, or Auto on a small graph
+  AxisText& text;
 };
 
 // The loop name operator id cuts on axis a, or nullptr when it is replicated.
@@ -702,15 +790,6 @@ void print_strategy(std::string& out, const ir::Strategy& s, bool spaced) {
   out += ']';
 }
 
-void print_name_list(std::string& out, const std::vector<std::string>& names, bool spaced) {
-  out += '[';
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    if (i > 0) out += detail::comma(spaced);
-    detail::append_string(out, names[i]);
-  }
-  out += ']';
-}
-
 // An operator's "mesh_split": per loop that is cut, the user's named mesh
 // dims that cut it (io/mesh_names.hpp), e.g. {"i": ["node"], "j": ["gpu"]}.
 void print_mesh_split(std::string& out, bool spaced, const PlanContext& c, ir::OpId id) {
@@ -718,15 +797,23 @@ void print_mesh_split(std::string& out, bool spaced, const PlanContext& c, ir::O
   detail::append_key(out, "mesh_split", spaced);
   out += '{';
   if (id < c.spaces.size()) {
+    // loop_axes(c.p, loops, id), one loop at a time into a reused buffer.
     const auto& loops = c.spaces[id].loops;
-    const auto axes = loop_axes(c.p, loops.size(), id);
+    const std::vector<std::int16_t> none;
+    const std::vector<std::int16_t>& cuts = id < c.p.cuts.size() ? c.p.cuts[id] : none;
+    const std::size_t n = std::min(cuts.size(), c.p.mesh.size());
+    std::vector<std::uint32_t>& axes = c.text.scratch();
     bool first = true;
     for (std::size_t l = 0; l < loops.size(); ++l) {
-      if (axes[l].empty()) continue;
+      axes.clear();
+      for (std::size_t a = 0; a < n; ++a) {
+        if (cuts[a] == static_cast<std::int16_t>(l)) axes.push_back(static_cast<std::uint32_t>(a));
+      }
+      if (axes.empty()) continue;
       if (!first) out += detail::comma(spaced);
       first = false;
       detail::append_key(out, loops[l].name, spaced);
-      print_name_list(out, mesh_dim_names(c.cluster, c.p, axes[l]), spaced);
+      c.text.append_mesh_dims(out, axes, spaced);
     }
   }
   out += '}';
@@ -763,7 +850,7 @@ void print_operator(std::string& out, bool spaced, const PlanContext& c, ir::OpI
     first = false;
     out += '{';
     detail::append_key(out, "axis", spaced);
-    detail::append_string(out, axis_name(c.p, a));
+    c.text.append_axis(out, a);
     out += detail::comma(spaced);
     detail::append_key(out, "dim", spaced);
     if (dim != nullptr) {
@@ -776,16 +863,6 @@ void print_operator(std::string& out, bool spaced, const PlanContext& c, ir::OpI
   out += ']';
   print_mesh_split(out, spaced, c, id);
   out += '}';
-}
-
-void print_axis_list(std::string& out, const plan::Plan& p, const std::vector<std::uint32_t>& axes,
-                     bool spaced) {
-  out += '[';
-  for (std::size_t i = 0; i < axes.size(); ++i) {
-    if (i > 0) out += detail::comma(spaced);
-    detail::append_string(out, axis_name(p, axes[i]));
-  }
-  out += ']';
 }
 
 // One record of "tensors": name, shape, and the axes sharding each dim or
@@ -805,14 +882,14 @@ void print_tensor(std::string& out, bool spaced, const PlanContext& c, ir::Tenso
   static const std::vector<std::uint32_t> kNoAxes;
   for (std::size_t d = 0; d < tensor.rank(); ++d) {
     if (d > 0) out += detail::comma(spaced);
-    print_axis_list(out, c.p, ts != nullptr && d < ts->dims.size() ? ts->dims[d] : kNoAxes, spaced);
+    c.text.append_axes(out, ts != nullptr && d < ts->dims.size() ? ts->dims[d] : kNoAxes, spaced);
   }
   out += ']';
   const std::vector<std::uint32_t>& partial = ts != nullptr ? ts->partial : kNoAxes;
   if (c.full || !partial.empty()) {
     out += detail::comma(spaced);
     detail::append_key(out, "partial", spaced);
-    print_axis_list(out, c.p, partial, spaced);
+    c.text.append_axes(out, partial, spaced);
   }
   // The same on the user's named mesh dims (io/mesh_names.hpp).
   out += detail::comma(spaced);
@@ -820,16 +897,14 @@ void print_tensor(std::string& out, bool spaced, const PlanContext& c, ir::Tenso
   out += '[';
   for (std::size_t d = 0; d < tensor.rank(); ++d) {
     if (d > 0) out += detail::comma(spaced);
-    print_name_list(out,
-                    mesh_dim_names(c.cluster, c.p,
-                                   ts != nullptr && d < ts->dims.size() ? ts->dims[d] : kNoAxes),
-                    spaced);
+    c.text.append_mesh_dims(out, ts != nullptr && d < ts->dims.size() ? ts->dims[d] : kNoAxes,
+                            spaced);
   }
   out += ']';
   if (!partial.empty()) {
     out += detail::comma(spaced);
     detail::append_key(out, "mesh_partial", spaced);
-    print_name_list(out, mesh_dim_names(c.cluster, c.p, partial), spaced);
+    c.text.append_mesh_dims(out, partial, spaced);
   }
   out += '}';
 }
@@ -859,7 +934,7 @@ void print_event(std::string& out, bool spaced, const PlanContext& c, const plan
   print_op_name(out, c.g, e.to);
   out += detail::comma(spaced);
   detail::append_key(out, "axis", spaced);
-  detail::append_string(out, axis_name(c.p, e.axis));
+  c.text.append_axis(out, e.axis);
   out += detail::comma(spaced);
   detail::append_key(out, "collective", spaced);
   detail::append_string(out, cost::collective_name(e.collective));
@@ -1089,11 +1164,37 @@ void write_redistribution_summary(detail::LayoutWriter& w, const PlanContext& c)
   };
   std::map<std::tuple<plan::CommReason, cost::Phase, cost::Collective, std::uint32_t>, Total>
       totals;
-  for (const plan::CommEvent& e : c.ev.events) {
-    Total& t = totals[{e.reason, e.phase, e.collective, e.axis}];
+  // Summed first in a dense table over small keys (every reason, phase and
+  // collective there is, the plan's axes): a map lookup per event was most
+  // of this section at 10^6 operators (9.4 M events). Each key is summed in
+  // event order either way, so the totals are the same doubles.
+  constexpr std::size_t kReasons = 8;
+  constexpr std::size_t kPhases = 4;
+  constexpr std::size_t kCollectives = 8;
+  const std::size_t axes = c.p.mesh.size();
+  std::vector<Total> dense(kReasons * kPhases * kCollectives * axes);
+  const auto add = [](Total& t, const plan::CommEvent& e) {
     ++t.events;
     t.bytes += e.bytes;
     t.seconds += e.seconds;
+  };
+  for (const plan::CommEvent& e : c.ev.events) {
+    const auto r = static_cast<std::size_t>(e.reason);
+    const auto ph = static_cast<std::size_t>(e.phase);
+    const auto col = static_cast<std::size_t>(e.collective);
+    if (r < kReasons && ph < kPhases && col < kCollectives && e.axis < axes) {
+      add(dense[((r * kPhases + ph) * kCollectives + col) * axes + e.axis], e);
+    } else {
+      add(totals[{e.reason, e.phase, e.collective, e.axis}], e);
+    }
+  }
+  for (std::size_t i = 0; i < dense.size(); ++i) {
+    if (dense[i].events == 0) continue;
+    const std::size_t col = i / axes % kCollectives;
+    const std::size_t ph = i / axes / kCollectives % kPhases;
+    const std::size_t r = i / axes / kCollectives / kPhases;
+    totals[{static_cast<plan::CommReason>(r), static_cast<cost::Phase>(ph),
+            static_cast<cost::Collective>(col), static_cast<std::uint32_t>(i % axes)}] = dense[i];
   }
   w.begin_array("redistribution_summary");
   for (const auto& [key, t] : totals) {
@@ -1109,7 +1210,7 @@ void write_redistribution_summary(detail::LayoutWriter& w, const PlanContext& c)
       detail::append_string(out, cost::collective_name(std::get<2>(k)));
       out += detail::comma(spaced);
       detail::append_key(out, "axis", spaced);
-      detail::append_string(out, axis_name(c.p, std::get<3>(k)));
+      c.text.append_axis(out, std::get<3>(k));
       out += detail::comma(spaced);
       detail::append_key(out, "events", spaced);
       detail::append_int(out, tot.events);
@@ -1190,7 +1291,8 @@ std::string plan_to_json(const ir::Graph& g, const std::vector<algebra::OpSpace>
                          const Cluster& cluster, const plan::Plan& p, const plan::Evaluation& ev,
                          int indent, PlanDetail level) {
   detail::LayoutWriter w(indent);
-  write_plan(w, PlanContext{g, spaces, cluster, p, ev, full_detail(level, g)});
+  AxisText text(cluster, p);
+  write_plan(w, PlanContext{g, spaces, cluster, p, ev, full_detail(level, g), text});
   return w.finish();
 }
 
@@ -1200,7 +1302,8 @@ void write_plan_file(const std::string& path, const ir::Graph& g,
                      int indent) {
   detail::TextSink sink(path);
   detail::LayoutWriter w(indent, sink);
-  write_plan(w, PlanContext{g, spaces, cluster, p, ev, full_detail(level, g)});
+  AxisText text(cluster, p);
+  write_plan(w, PlanContext{g, spaces, cluster, p, ev, full_detail(level, g), text});
   (void)w.finish();
 }
 

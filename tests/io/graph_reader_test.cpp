@@ -5,6 +5,7 @@
 // naming the file and the exact JSON path, never a crash.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -741,4 +742,69 @@ TEST_CASE("the fast reader never accepts what the streaming reader rejects") {
     text.insert(a, kTiny.substr(b, rng() % 24));
     (void)check_parsers_agree(text);
   }
+}
+
+TEST_CASE("the fast reader resolves tensor names in any order") {
+  // The fast reader guesses a reference (the tensor after the last first
+  // use, a 4096-entry table of recent names) before the graph's index: here
+  // 10,000 tensors, more than that table holds, with shared prefixes, are
+  // referenced out of their declaration order, again and again.
+  constexpr int kTensors = 10000;
+  std::mt19937 rng(16);
+  std::vector<int> order(kTensors);
+  for (int i = 0; i < kTensors; ++i) order[static_cast<std::size_t>(i)] = i;
+  std::shuffle(order.begin(), order.end(), rng);
+  std::string text = R"({"format": "recsearch.graph", "version": 1, "name": "order", "tensors": [)";
+  for (int i = 0; i < kTensors; ++i) {
+    if (i > 0) text += ",\n";
+    text += R"({"name": "layer.)" + std::to_string(i) + R"(.t", "shape": [4, 8]})";
+  }
+  text += R"(], "operators": [)";
+  // Operator k writes tensor order[k] and reads three tensors written
+  // earlier (or graph inputs: the first 100 of the shuffled order).
+  for (int k = 100; k < kTensors; ++k) {
+    if (k > 100) text += ",\n";
+    const auto name = [&](int j) {
+      return "\"layer." + std::to_string(order[static_cast<std::size_t>(j)]) + ".t\"";
+    };
+    text += R"({"name": "op)" + std::to_string(k) + R"(", "type": "Add", "inputs": [)" +
+            name(static_cast<int>(rng() % static_cast<unsigned>(k))) + ", " + name(k - 1) + ", " +
+            name(static_cast<int>(rng() % 100)) + R"(], "outputs": [)" + name(k) + "]}";
+  }
+  text += "]}";
+  CHECK(check_parsers_agree(text));
+  const ir::Graph g = io::parse_graph(text, kFile);
+  REQUIRE(g.num_operators() == kTensors - 100);
+  for (ir::OpId o = 0; o < g.num_operators(); o += 97) {
+    const std::string out = "layer." + std::to_string(order[o + 100]) + ".t";
+    CHECK(g.tensor(g.op(o).outputs.at(0)).name == out);
+    CHECK(g.tensor(g.op(o).inputs.at(1)).name == (o == 0
+                                                      ? "layer." + std::to_string(order[99]) + ".t"
+                                                      : g.tensor(g.op(o - 1).outputs.at(0)).name));
+  }
+}
+
+TEST_CASE("a graph file read from a mapping reads past its end only into zeros") {
+  // read_graph_file maps a regular file and puts simdjson's padding on the
+  // pages after it: a file that ends exactly on a page boundary (no spare
+  // bytes on its last page) reads as its text does.
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  std::string text = kTiny;
+  const std::size_t size = (text.size() / page + 1) * page;
+  text.insert(text.size() - 1, size - text.size(), ' ');  // spaces before the last '}'
+  REQUIRE(text.size() % page == 0);
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("recsearch_io_map_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "g.json").string();
+  {
+    std::ofstream f(path, std::ios::binary);
+    f << text;
+  }
+  check_same_graph(io::parse_graph(kTiny, kFile), io::read_graph_file(path));
+  // An empty file and a directory fail as before (they are read, not mapped).
+  { std::ofstream f(dir / "empty.json"); }
+  CHECK_THROWS_AS((void)io::read_graph_file((dir / "empty.json").string()), Error);
+  CHECK_THROWS_AS((void)io::read_graph_file(dir.string()), Error);
+  std::filesystem::remove_all(dir);
 }

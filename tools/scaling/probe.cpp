@@ -6,6 +6,7 @@
 //
 //   scale_probe GRAPH.json --mesh 64x64 [--threads 1]
 //   scale_probe gen:gpt:layers=30300,hidden=1024,heads=16,batch=64 --devices 4096
+//   scale_probe GRAPH.json --mesh 64x64 --write plan.json   (also times the plan writer)
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -111,7 +112,7 @@ std::vector<std::int64_t> parse_mesh(const std::string& s) {
 int main(int argc, char** argv) try {
   if (argc < 2) {
     std::cerr << "usage: scale_probe GRAPH|gen:MODEL[:k=v,..] [--devices N|--mesh AxB] "
-                 "[--threads N] [--mode train|infer] [--memory GiB] [--eval]\n";
+                 "[--threads N] [--mode train|infer] [--memory GiB] [--eval] [--write PLAN]\n";
     return 2;
   }
   const std::string input = argv[1];
@@ -121,6 +122,7 @@ int main(int argc, char** argv) try {
   // The plan is not written out: the summary is all a scaling point needs.
   opts.detailed_evaluation = false;
   bool time_eval = false;
+  std::string write_path;
   for (int i = 2; i < argc; i += 2) {
     const std::string k = argv[i];
     if (k == "--eval") {
@@ -135,8 +137,11 @@ int main(int argc, char** argv) try {
     else if (k == "--threads") opts.threads = std::stoi(v);
     else if (k == "--mode") opts.mode = v == "infer" ? Mode::Infer : Mode::Train;
     else if (k == "--memory") opts.cost.memory_budget_bytes = std::stod(v) * (1 << 30);
+    else if (k == "--write") write_path = v;
     else throw Error(Errc::kUsage, "probe: unknown option " + k);
   }
+  // Writing a plan needs the detailed evaluation the CLI keeps for it.
+  if (!write_path.empty()) opts.detailed_evaluation = true;
   const Cluster cluster = mesh.size() == 1 ? Cluster::flat(mesh[0]) : Cluster::mesh(mesh);
 
   const double rss0 = rss_mib();
@@ -168,6 +173,17 @@ int main(int argc, char** argv) try {
   const auto res = search::run(g, spaces, cluster, opts);
   const double search_s = since(t);
   const double search_cpu = cpu_s() - c;
+  const double rss_search = rss_mib();
+  // The plan file as `recsearch search -o` writes it (default detail, indent 2).
+  double write_s = 0;
+  double write_cpu = 0;
+  if (!write_path.empty()) {
+    c = cpu_s();
+    t = Clock::now();
+    io::write_plan_file(write_path, g, spaces, cluster, res.plan, res.eval);
+    write_s = since(t);
+    write_cpu = cpu_s() - c;
+  }
   // search::run already evaluates its plan; a second evaluation is timed
   // only on request, since its memory would inflate the peak.
   double eval_s = 0;
@@ -184,13 +200,14 @@ int main(int argc, char** argv) try {
       "\"search_s\":%.4f,\"eval_s\":%.4f,\"rungs\":%d,\"step_time_s\":%.6g,"
       "\"memory_per_device_gib\":%.4g,\"graph_mib\":%.1f,\"spaces_mib\":%.1f,"
       "\"peak_rss_mib\":%.1f,\"fold_period\":%zu,\"fold_repeats\":%zu,"
-      "\"parse_cpu_s\":%.4f,\"spaces_cpu_s\":%.4f,\"search_cpu_s\":%.4f}\n",
+      "\"parse_cpu_s\":%.4f,\"spaces_cpu_s\":%.4f,\"search_cpu_s\":%.4f,"
+      "\"search_mib\":%.1f,\"write_s\":%.4f,\"write_cpu_s\":%.4f}\n",
       g.name().c_str(), g.num_operators(), g.num_tensors(),
       static_cast<long long>(cluster.num_devices()), cluster.cuts().size(), opts.threads,
       file_bytes, read_s, parse_s, spaces_s, search_s, eval_s, res.memory_rungs,
       ev.summary.step_time_s, ev.summary.memory_per_device_bytes / (1024.0 * 1024 * 1024),
       rss_graph - rss0, rss_spaces - rss_graph, peak_rss_mib(), res.fold_period, res.fold_repeats,
-      parse_cpu, spaces_cpu, search_cpu);
+      parse_cpu, spaces_cpu, search_cpu, rss_search - rss_spaces, write_s, write_cpu);
   return 0;
 } catch (const std::exception& e) {
   std::cerr << "scale_probe: " << e.what() << '\n';

@@ -5,7 +5,10 @@
 Each point runs `scale_probe` (one process per point, so peak RSS is the
 point's own) on a graph from `recsearch gen`, written to a file so that the
 parse is measured too; the largest points are generated in memory instead
-(--in-memory-from), which leaves parse_s at the generator's time.
+(--in-memory-from), which leaves parse_s at the generator's time. Points
+read from a file are also timed end to end: the CLI, `recsearch search FILE
+... -q -o plan.json`, its wall and CPU (user + system) seconds, peak RSS
+and plan size (e2e_* columns; --no-e2e skips it).
 
     tools/scaling/sweep.py --build build            # full sweep (about 10 min)
     tools/scaling/sweep.py --build build --quick    # the meson benchmark subset
@@ -27,7 +30,8 @@ import time
 
 FIELDS = ["family", "ops", "tensors", "devices", "mesh", "file_bytes", "parse_s", "spaces_s",
           "search_s", "eval_s", "rungs", "peak_rss_mib", "graph_mib", "spaces_mib", "step_time_s",
-          "fold_period", "fold_repeats", "parse_cpu_s", "spaces_cpu_s", "search_cpu_s", "load"]
+          "fold_period", "fold_repeats", "parse_cpu_s", "spaces_cpu_s", "search_cpu_s", "load",
+          "e2e_s", "e2e_cpu_s", "e2e_rss_mib", "plan_bytes"]
 
 
 def run(cmd, **kw):
@@ -43,6 +47,23 @@ def probe(args, source, cluster):
     return json.loads(out.strip().splitlines()[-1])
 
 
+def end_to_end(args, path, cluster, tmp):
+    """The CLI on the graph file, the plan written to a file: wall, CPU and peak RSS of that process."""
+    plan = os.path.join(tmp, "plan.json")
+    cmd = [args.recsearch, "search", path, *cluster, "--threads", str(args.threads), "-q", "-o", plan]
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.monotonic() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        sys.exit(f"sweep: {' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.read().decode().strip()}")
+    size = os.path.getsize(plan)
+    os.remove(plan)
+    return {"e2e_s": wall, "e2e_cpu_s": usage.ru_utime + usage.ru_stime,
+            "e2e_rss_mib": usage.ru_maxrss / 1024.0, "plan_bytes": size}
+
+
 def point(args, family, spec, cluster, tmp, in_memory):
     """spec: dict of gen options; cluster: ['--mesh', '64x64'] or ['--devices', 'N']."""
     if in_memory:
@@ -53,6 +74,8 @@ def point(args, family, spec, cluster, tmp, in_memory):
         run([args.recsearch, "gen", family, *opts, "-q", "-o", path])
         source = path
     r = probe(args, source, cluster)
+    if not in_memory and args.e2e:
+        r.update(end_to_end(args, source, cluster, tmp))
     r["load"] = os.getloadavg()[0]
     row = {k: r.get(k, "") for k in FIELDS}
     row["family"] = family
@@ -60,7 +83,10 @@ def point(args, family, spec, cluster, tmp, in_memory):
     row["in_memory"] = int(in_memory)
     print(f"  {family:6} ops={r['ops']:>9} devices={r['devices']:>8} parse={r['parse_s']:.2f}s "
           f"(cpu {r['parse_cpu_s']:.2f}) search={r['search_s']:.2f}s (cpu {r['search_cpu_s']:.2f}) "
-          f"rss={r['peak_rss_mib']:.0f}MiB load={r['load']:.1f}", flush=True)
+          f"rss={r['peak_rss_mib']:.0f}MiB"
+          + (f" e2e={r['e2e_s']:.2f}s (cpu {r['e2e_cpu_s']:.2f}, {r['e2e_rss_mib']:.0f}MiB)"
+             if "e2e_s" in r else "")
+          + f" load={r['load']:.1f}", flush=True)
     return row
 
 
@@ -133,6 +159,8 @@ def main():
     ap.add_argument("--out", default=None, help="output folder (default tools/scaling/results)")
     ap.add_argument("--quick", action="store_true", help="small subset (meson benchmark)")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--no-e2e", dest="e2e", action="store_false",
+                    help="skip the end-to-end CLI run of each point read from a file")
     ap.add_argument("--max-ops", type=float, default=1.1e7, help="largest operator count to run")
     ap.add_argument("--in-memory-from", type=float, default=3e6,
                     help="generate graphs of at least this many operators in memory (no file)")
