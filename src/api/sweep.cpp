@@ -35,17 +35,6 @@ std::string mesh_label(const Cluster& c) {
   return s.empty() ? "1" : s;
 }
 
-bool is_integer(ir::DType t) {
-  switch (t) {
-    case ir::DType::I64:
-    case ir::DType::I32:
-    case ir::DType::I16:
-    case ir::DType::I8:
-    case ir::DType::U8: return true;
-    default: return false;
-  }
-}
-
 // What one step processes, read off the graph: the batch is dim 0 of the
 // first input (the convention of every bundled and generated graph), the
 // tokens its whole shape when it holds integer ids of rank 2 (token ids,
@@ -54,7 +43,9 @@ void read_step_size(const Problem& problem, Mode mode, Sweep& s) {
   for (const ir::Tensor& t : problem.graph().tensors()) {
     if (t.kind != ir::TensorKind::Input || t.shape.empty()) continue;
     s.batch = t.shape[0];
-    if (is_integer(t.dtype) && t.shape.size() == 2) s.tokens = t.shape[0] * t.shape[1];
+    // (A bool input is a mask, not token ids.)
+    if (ir::is_integer(t.dtype) && t.dtype != ir::DType::Bool && t.shape.size() == 2)
+      s.tokens = t.shape[0] * t.shape[1];
     break;
   }
   double flops = 0;
