@@ -8,6 +8,7 @@
 //   "graph.json: /operators/12/inputs/1: unknown tensor 'h9' [E103]"
 #pragma once
 
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -75,6 +76,29 @@ class Error : public std::runtime_error {
   std::string detail_;
   std::string json_path_;
   std::string file_;
+};
+
+// kNoFit with the figures its message states, for callers that compare
+// them (a sweep's smallest memory reached) without reading the message: the
+// per-device memory of the smallest plan the search priced (NaN when it
+// priced none), and the parameter state per device were it spread over
+// every device, below which no plan at any training setting fits (0 where
+// the search did not work it out, as in inference).
+class NoFitError : public Error {
+ public:
+  NoFitError(std::string detail, double smallest_bytes, double floor_bytes)
+      : Error(Errc::kNoFit, std::move(detail)),
+        smallest_bytes_(smallest_bytes < std::numeric_limits<double>::infinity()
+                            ? smallest_bytes
+                            : std::numeric_limits<double>::quiet_NaN()),
+        floor_bytes_(floor_bytes) {}
+
+  [[nodiscard]] double smallest_bytes() const noexcept { return smallest_bytes_; }
+  [[nodiscard]] double floor_bytes() const noexcept { return floor_bytes_; }
+
+ private:
+  double smallest_bytes_;
+  double floor_bytes_;
 };
 
 }  // namespace recsearch

@@ -249,6 +249,17 @@ RS_API rs_status rs_result_summary(const rs_result* r, rs_summary* out);
  * microbatches. An inference plan reports "none", 0 and 1. */
 RS_API rs_status rs_result_training(const rs_result* r, const char** recompute, int* zero_stage,
                                     int64_t* microbatches);
+/* The recomputation of one operator (its pin, else the plan's per-operator
+ * value, else the plan-wide one): "none", "selective" or "full", valid for
+ * the program; "none" in inference. A plan that recomputes some blocks
+ * fully and the rest selectively reports "selective" in rs_result_training
+ * and each operator's own here. */
+RS_API rs_status rs_result_operator_recompute(const rs_result* r, size_t op,
+                                              const char** recompute);
+/* The ZeRO stage of one parameter (its own where the plan names one, else
+ * the plan-wide one; 0 in inference). RS_USAGE for a tensor that is not a
+ * parameter. */
+RS_API rs_status rs_result_parameter_zero_stage(const rs_result* r, size_t tensor, int* zero_stage);
 
 /* Mesh axes of the plan (the cut schedule): name ("c0", ...), size (a prime)
  * and the cluster level it belongs to. */

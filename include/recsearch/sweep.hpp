@@ -62,6 +62,14 @@ struct SweepPoint {
   // groups == 1 and no stages otherwise.
   plan::PipelinePlan pipeline;
   double bubble_s = 0;
+  // Training plans: the plan's "training" object as the plan file writes it
+  // (JSON text, with its per-operator recomputation and per-parameter ZeRO
+  // stages), and those two in words (report::recompute_text, zero_text:
+  // "full on 11 of 24 blocks, selective on 13"), made where the graph is
+  // known. A pipeline's stages are described by their plan-wide settings.
+  std::string training_json;
+  std::string recompute_text;
+  std::string zero_text;
   // Wall time of this point's own search (its plan may come from another).
   double search_time_s = 0;
 

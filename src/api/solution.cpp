@@ -26,7 +26,7 @@ std::string format_double(const char* fmt, double v) {
 // graph (e.g. "/operators/3/strategy" from the search).
 [[noreturn]] void rethrow_for(const Error& e, const std::string& source) {
   if (e.file().empty() && !e.json_path().empty() && !source.empty()) throw e.in_file(source);
-  throw e;
+  throw;  // the exception itself, not a copy cut down to Error (NoFitError's figures)
 }
 
 }  // namespace

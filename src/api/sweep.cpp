@@ -18,7 +18,9 @@
 
 #include <nlohmann/json.hpp>  // the JSON writer only
 
+#include "io/training_json.hpp"
 #include "recsearch/error.hpp"
+#include "recsearch/report/report.hpp"
 #include "recsearch/search/pipeline.hpp"
 #include "recsearch/solution.hpp"
 #include "sweep_html.hpp"
@@ -35,17 +37,6 @@ std::string mesh_label(const Cluster& c) {
   return s.empty() ? "1" : s;
 }
 
-bool is_integer(ir::DType t) {
-  switch (t) {
-    case ir::DType::I64:
-    case ir::DType::I32:
-    case ir::DType::I16:
-    case ir::DType::I8:
-    case ir::DType::U8: return true;
-    default: return false;
-  }
-}
-
 // What one step processes, read off the graph: the batch is dim 0 of the
 // first input (the convention of every bundled and generated graph), the
 // tokens its whole shape when it holds integer ids of rank 2 (token ids,
@@ -54,7 +45,9 @@ void read_step_size(const Problem& problem, Mode mode, Sweep& s) {
   for (const ir::Tensor& t : problem.graph().tensors()) {
     if (t.kind != ir::TensorKind::Input || t.shape.empty()) continue;
     s.batch = t.shape[0];
-    if (is_integer(t.dtype) && t.shape.size() == 2) s.tokens = t.shape[0] * t.shape[1];
+    // (A bool input is a mask, not token ids.)
+    if (ir::is_integer(t.dtype) && t.dtype != ir::DType::Bool && t.shape.size() == 2)
+      s.tokens = t.shape[0] * t.shape[1];
     break;
   }
   double flops = 0;
@@ -72,22 +65,15 @@ void fill_throughput(const Sweep& s, SweepPoint& p) {
     p.model_tflops_per_device = s.step_flops / step / static_cast<double>(p.devices) / 1e12;
 }
 
-// The messages print GiB with at least four significant digits: a value
-// read back is within half a unit of the fourth digit of the search's own.
-constexpr double kMessageRounding = 5e-4;  // relative
-
-// The smallest per-device memory a no-fit message at `budget` reports ("...
-// needs 3.250 GiB" in every algorithm's message that knows one), NaN when it
-// says none. It did not fit, so it is above the budget even where the
-// message's rounding says otherwise.
-double smallest_from_message(const std::string& detail, double budget) {
-  const std::size_t at = detail.rfind("needs ");
-  if (at == std::string::npos) return NAN;
-  const char* begin = detail.c_str() + at + 6;
-  char* end = nullptr;
-  const double v = std::strtod(begin, &end);
-  if (end == begin || std::string_view(end).substr(0, 4) != " GiB") return NAN;
-  return std::max(v * kGiB, budget);
+// The smallest per-device memory a no-fit error reports (NoFitError): the
+// smallest plan's, else the parameter-state floor no plan goes below; NaN
+// when it says neither. It did not fit, so it is above the budget.
+double smallest_needed(const Error& e, double budget) {
+  const auto* n = dynamic_cast<const NoFitError*>(&e);
+  if (n == nullptr) return NAN;
+  double v = n->smallest_bytes();
+  if (!std::isfinite(v) && n->floor_bytes() > 0) v = n->floor_bytes();
+  return std::isfinite(v) ? std::max(v, budget) : NAN;
 }
 
 struct Found {
@@ -139,24 +125,37 @@ Outcome search_point(const Problem& problem, const Cluster& cluster, search::Sea
   } catch (const Error& e) {
     if (e.code() != Errc::kNoFit) throw;
     out.no_fit = e.detail();
-    out.smallest = smallest_from_message(e.detail(), budget);
+    out.smallest = smallest_needed(e, budget);
   }
   out.time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;
 }
 
-// The smallest per-device memory the sweep's searches reached: a plan's
-// exact figure, unless a no-fit message (rounded) tells of a truly smaller
-// one; NaN when none says.
+// The smallest per-device memory the sweep's searches reached: the least
+// of the plans found and the figures their no-fit errors carry; NaN when
+// none says.
 double smallest_reached(const std::vector<Outcome>& outcomes) {
-  double exact = INFINITY, rounded = INFINITY;
+  double least = INFINITY;
   for (const Outcome& o : outcomes) {
-    if (o.fits) exact = std::min(exact, o.found.memory);
-    else if (std::isfinite(o.smallest)) rounded = std::min(rounded, o.smallest);
+    if (o.fits) least = std::min(least, o.found.memory);
+    else if (std::isfinite(o.smallest)) least = std::min(least, o.smallest);
   }
-  if (rounded * (1 + kMessageRounding) < exact || !std::isfinite(exact))
-    return std::isfinite(rounded) ? rounded : NAN;
-  return exact;
+  return std::isfinite(least) ? least : NAN;
+}
+
+// The training settings of the point's plan, written against the graph. A
+// pipeline's first-stage plan numbers the operators of its stage, so its
+// plan-wide settings stand for the stages.
+void describe_training(const ir::Graph& g, const Found& f, SweepPoint& p) {
+  if (f.plan.mode != Mode::Train) return;
+  plan::Training t = f.plan.training;
+  if (f.pipeline.groups > 1) {
+    t.per_op.clear();
+    t.zero_per_param.clear();
+  }
+  p.training_json = io::detail::training_json(g, t).dump();
+  p.recompute_text = report::recompute_text(g, t);
+  p.zero_text = report::zero_text(g, t);
 }
 
 // The point's figures from its own evaluation of `plan`, never the search's.
@@ -165,6 +164,7 @@ void report_plan(const Problem& problem, const Cluster& cluster, const search::S
   p.fits = true;
   p.plan = f.plan;
   p.found_at = f.at;
+  describe_training(problem.graph(), f, p);
   if (f.pipeline.groups > 1) {
     p.pipeline = f.pipeline;
     const plan::PipelineEvaluation pe =
@@ -394,7 +394,7 @@ std::string sweep_to_csv(const Sweep& s) {
       "parameter_gib,activation_gib,samples_per_s,tokens_per_s,model_tflops_per_device,"
       "scaling_efficiency,found_at_budget_gib,search_time_s,smallest_gib,note,"
       "exposed_communication_s,gradient_gib,optimizer_gib,recompute,zero_stage,microbatches,"
-      "bubble_s,stages,virtual_stages\n";
+      "bubble_s,stages,virtual_stages,recompute_detail,zero_detail\n";
   for (const SweepPoint& p : s.points) {
     std::vector<std::string> f = {csv_num(p.budget_bytes, kGiB), std::to_string(p.devices), p.mesh,
                                   p.fits ? "yes" : "no"};
@@ -427,8 +427,10 @@ std::string sweep_to_csv(const Sweep& s) {
       f.push_back(csv_num(p.bubble_s));
       f.push_back(std::to_string(p.pipeline.groups));
       f.push_back(std::to_string(p.pipeline.virtual_stages));
+      f.push_back(csv_text(p.recompute_text));
+      f.push_back(csv_text(p.zero_text));
     } else {
-      f.insert(f.end(), 9, "");
+      f.insert(f.end(), 11, "");
     }
     for (std::size_t i = 0; i < f.size(); ++i) out += (i ? "," : "") + f[i];
     out += '\n';
@@ -456,11 +458,10 @@ std::string sweep_to_json(const Sweep& s) {
       j["exposed_communication_s"] = json_num(m.exposed_communication_s);
       j["gradient_gib"] = json_num(m.gradient_bytes / kGiB);
       j["optimizer_gib"] = json_num(m.optimizer_bytes / kGiB);
-      if (p.plan.mode == Mode::Train) {
-        j["training"] = {
-            {"recompute", std::string(plan::recompute_name(p.plan.training.recompute))},
-            {"zero_stage", p.plan.training.zero_stage},
-            {"microbatches", p.plan.training.microbatches}};
+      if (!p.training_json.empty()) {
+        j["training"] = json::parse(p.training_json);
+        j["training"]["recompute_text"] = p.recompute_text;
+        j["training"]["zero_text"] = p.zero_text;
       }
       j["bubble_s"] = json_num(p.bubble_s);
       j["stages"] = p.pipeline.groups;

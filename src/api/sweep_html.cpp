@@ -309,8 +309,14 @@ std::string savings(const SweepPoint& p) {
   const plan::Training& t = p.plan.training;
   std::string o;
   const auto add = [&o](const std::string& part) { o += (o.empty() ? "" : ", ") + part; };
-  if (t.recompute != plan::Recompute::None) add(std::string(plan::recompute_name(t.recompute)));
-  if (t.zero_stage > 0) add("ZeRO " + std::to_string(t.zero_stage));
+  // Per-block recomputation and per-parameter ZeRO in words
+  // (report::recompute_text, zero_text) where the plan differs per operator.
+  const std::string rc(plan::recompute_name(t.recompute));
+  if (!p.recompute_text.empty() && p.recompute_text != rc) add(p.recompute_text);
+  else if (t.recompute != plan::Recompute::None) add(rc);
+  if (!p.zero_text.empty() && p.zero_text != std::to_string(t.zero_stage))
+    add("ZeRO " + p.zero_text);
+  else if (t.zero_stage > 0) add("ZeRO " + std::to_string(t.zero_stage));
   if (t.microbatches > 1) add(std::to_string(t.microbatches) + " microbatches");
   if (p.pipeline.groups > 1)
     add(std::to_string(p.pipeline.groups) + " stages" +

@@ -17,7 +17,7 @@ namespace recsearch::capi {
 namespace {
 
 std::unique_ptr<rs_result> make_result(Solution solution) {
-  auto r = std::unique_ptr<rs_result>(new rs_result{std::move(solution), {}, {}});
+  auto r = std::unique_ptr<rs_result>(new rs_result{std::move(solution), {}, {}, {}, {}});
   const auto& spaces = r->solution.problem().spaces();
   const auto& cuts = r->plan().cuts;
   r->cut_names.resize(cuts.size());
@@ -26,6 +26,10 @@ std::unique_ptr<rs_result> make_result(Solution solution) {
     for (const std::int16_t c : cuts[o])
       r->cut_names[o].push_back(c == plan::kReplicated ? std::string()
                                                        : spaces[o].loops.at(c).name);
+  }
+  if (r->plan().mode == Mode::Train) {
+    r->recompute = plan::operator_recompute(r->graph(), r->plan().training);
+    r->zero = plan::parameter_zero(r->graph(), r->plan().training);
   }
   const Cluster& cluster = r->solution.cluster();
   for (const Cut& cut : r->plan().mesh)
@@ -134,6 +138,26 @@ rs_status rs_result_training(const rs_result* r, const char** recompute, int* ze
     capi::put(recompute, plan::recompute_name(t.recompute).data());
     capi::put(zero_stage, t.zero_stage);
     capi::put(microbatches, t.microbatches);
+  });
+}
+
+rs_status rs_result_operator_recompute(const rs_result* r, size_t op, const char** recompute) {
+  return guard([&] {
+    const rs_result& rr = capi::res(r);
+    const std::size_t o = capi::op_index(rr, op);
+    const plan::Recompute rc = rr.recompute.empty() ? plan::Recompute::None : rr.recompute[o];
+    capi::put(recompute, plan::recompute_name(rc).data());
+  });
+}
+
+rs_status rs_result_parameter_zero_stage(const rs_result* r, size_t tensor, int* zero_stage) {
+  return guard([&] {
+    const rs_result& rr = capi::res(r);
+    const auto t = static_cast<ir::TensorId>(capi::tensor_index(rr, tensor));
+    if (rr.graph().tensor(t).kind != ir::TensorKind::Parameter)
+      throw Error(Errc::kUsage, "tensor '" + rr.graph().tensor(t).name +
+                                    "' is not a parameter: only parameters have a ZeRO stage");
+    capi::put(zero_stage, rr.zero.empty() ? 0 : rr.zero[t]);
   });
 }
 

@@ -25,18 +25,6 @@ std::uint64_t splitmix(std::uint64_t x) {
   return x ^ (x >> 31);
 }
 
-bool integer_dtype(ir::DType d) {
-  switch (d) {
-    case ir::DType::I64:
-    case ir::DType::I32:
-    case ir::DType::I16:
-    case ir::DType::I8:
-    case ir::DType::U8:
-    case ir::DType::Bool: return true;
-    default: return false;
-  }
-}
-
 // Visits every element of a block: f(local index, global row-major index).
 template <class F>
 void for_each_element(const ir::Shape& full, const ir::Shape& local,
@@ -60,7 +48,7 @@ float input_value(const ir::Graph& g, ir::TensorId t, std::int64_t index, std::u
   const ir::Tensor& tensor = g.tensor(t);
   const std::uint64_t h =
       splitmix(splitmix(seed ^ (0x51ED27ull * (t + 1))) ^ static_cast<std::uint64_t>(index));
-  if (!integer_dtype(tensor.dtype)) {
+  if (!ir::is_integer(tensor.dtype)) {
     double v = static_cast<double>(h >> 11) * 0x1.0p-53 * 2.0 - 1.0;
     // Weights scaled by 1/sqrt(fan-in) keep activations of deep graphs O(1).
     if (tensor.kind == ir::TensorKind::Parameter && tensor.rank() >= 2) {

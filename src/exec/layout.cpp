@@ -436,17 +436,7 @@ void charge_tensor(BytePrediction& out, const ir::Graph& g, const PlanLayouts& p
   if (partial) charge(out, pl, element_bytes, tensor, pl.holders[t], whole);
 }
 
-bool floating(ir::DType d) {
-  switch (d) {
-    case ir::DType::I64:
-    case ir::DType::I32:
-    case ir::DType::I16:
-    case ir::DType::I8:
-    case ir::DType::U8:
-    case ir::DType::Bool: return false;
-    default: return true;
-  }
-}
+bool floating(ir::DType d) { return !ir::is_integer(d); }
 
 // The gradient of a tensor in layout l is taken in l's dual: partial -> replicated.
 Layout dual(Layout l) {

@@ -21,6 +21,7 @@
 
 #include "io/cluster_json.hpp"
 #include "io/json_util.hpp"
+#include "io/training_json.hpp"
 #include "recsearch/io/json_io.hpp"
 #include "recsearch/io/mesh_names.hpp"
 
@@ -176,9 +177,25 @@ void read_recompute_ops(const Reader& r, const Json& j, const std::string& path,
   }
 }
 
-// The "training" object: recompute, zero_stage, microbatches and
-// recompute_ops, each optional (defaults: none, 0, 1, none); unknown keys
-// are errors.
+// "zero_params": parameter name to ZeRO stage, for the parameters whose
+// stage is not the plan-wide one.
+void read_zero_params(const Reader& r, const Json& j, const std::string& path, const ir::Graph& g,
+                      plan::Training& t) {
+  r.expect_object(j, path);
+  for (const auto& [name, value] : j.items()) {
+    const std::string at = child(path, name);
+    const auto id = g.find_tensor(name);
+    if (!id) r.fail(Errc::kUnknownName, "unknown tensor '" + name + "'", at);
+    if (g.tensor(*id).kind != ir::TensorKind::Parameter)
+      r.fail(Errc::kSchema,
+             "tensor '" + name + "' is not a parameter: only parameters have a ZeRO stage", at);
+    t.zero_per_param[*id] = static_cast<std::int8_t>(detail::read_zero_stage(r, value, at));
+  }
+}
+
+// The "training" object: recompute, zero_stage, microbatches, recompute_ops
+// and zero_params, each optional (defaults: none, 0, 1, none, none);
+// unknown keys are errors.
 plan::Training read_training(const Reader& r, const Json& root, const ir::Graph& g) {
   plan::Training t;
   const Json* j = r.find(root, "training");
@@ -192,10 +209,10 @@ plan::Training read_training(const Reader& r, const Json& root, const ir::Graph&
       t.zero_stage = detail::read_zero_stage(r, value, at);
     } else if (key == "microbatches") {
       t.microbatches = r.positive_integer(value, at);
-    } else if (key != "recompute_ops") {
+    } else if (key != "recompute_ops" && key != "zero_params") {
       r.fail(Errc::kSchema,
              "unknown training setting '" + key +
-                 "' (known: recompute, zero_stage, microbatches, recompute_ops)",
+                 "' (known: recompute, zero_stage, microbatches, recompute_ops, zero_params)",
              at);
     }
   }
@@ -205,6 +222,12 @@ plan::Training read_training(const Reader& r, const Json& root, const ir::Graph&
     t.per_op = plan::operator_recompute(g, t);  // the pins among them
     read_recompute_ops(r, *ops, "/training/recompute_ops", g, t);
     if (!plan::mixed_recompute(g, t)) t.per_op.clear();
+  }
+  // Likewise after "zero_stage".
+  if (const Json* params = r.find(*j, "zero_params")) {
+    t.zero_per_param.assign(g.num_tensors(), static_cast<std::int8_t>(t.zero_stage));
+    read_zero_params(r, *params, "/training/zero_params", g, t);
+    if (!plan::mixed_zero(g, t)) t.zero_per_param.clear();
   }
   return t;
 }
@@ -958,9 +981,9 @@ void print_event(std::string& out, bool spaced, const PlanContext& c, const plan
   out += '}';
 }
 
-// The training settings; "recompute_ops" lists the operators whose
-// recomputation (their pins included) is not the plan-wide one.
-OrderedJson training_json(const ir::Graph& g, const plan::Training& t) {
+}  // namespace
+
+OrderedJson detail::training_json(const ir::Graph& g, const plan::Training& t) {
   OrderedJson j;
   j["recompute"] = std::string(plan::recompute_name(t.recompute));
   j["zero_stage"] = t.zero_stage;
@@ -972,8 +995,18 @@ OrderedJson training_json(const ir::Graph& g, const plan::Training& t) {
       if (rc[o] != t.recompute) ops[g.op(o).name] = std::string(plan::recompute_name(rc[o]));
     j["recompute_ops"] = std::move(ops);
   }
+  if (plan::mixed_zero(g, t)) {
+    const std::vector<int> z = plan::parameter_zero(g, t);
+    OrderedJson params = OrderedJson::object();
+    for (ir::TensorId i = 0; i < g.num_tensors(); ++i)
+      if (g.tensor(i).kind == ir::TensorKind::Parameter && z[i] != t.zero_stage)
+        params[g.tensor(i).name] = z[i];
+    j["zero_params"] = std::move(params);
+  }
   return j;
 }
+
+namespace {
 
 OrderedJson summary_json(const plan::Summary& s) {
   OrderedJson summary;
@@ -1124,7 +1157,7 @@ void write_head(detail::LayoutWriter& w, const PlanContext& c) {
   w.field("mode", std::string(mode_name(c.p.mode)));
   w.field("algorithm", c.p.algorithm);
   if (!c.full) w.field("detail", "summary");
-  if (c.p.mode == Mode::Train) w.field("training", training_json(c.g, c.p.training));
+  if (c.p.mode == Mode::Train) w.field("training", detail::training_json(c.g, c.p.training));
 }
 
 void write_mesh(detail::LayoutWriter& w, const PlanContext& c) {

@@ -34,6 +34,23 @@ constexpr std::array<std::string_view, 4> kTensorKinds = {"input", "parameter", 
 
 std::size_t dtype_size(DType t) noexcept { return kDTypes[static_cast<std::size_t>(t)].size; }
 
+bool is_integer(DType t) noexcept {
+  switch (t) {
+    case DType::I64:
+    case DType::I32:
+    case DType::I16:
+    case DType::I8:
+    case DType::U8:
+    case DType::Bool: return true;
+    case DType::F64:
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16:
+    case DType::F8: return false;
+  }
+  return false;
+}
+
 std::string_view dtype_name(DType t) noexcept { return kDTypes[static_cast<std::size_t>(t)].name; }
 
 std::optional<DType> parse_dtype(std::string_view s) noexcept {

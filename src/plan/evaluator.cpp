@@ -203,7 +203,7 @@ class Evaluator {
         n_ops_(g.num_operators()),
         n_tensors_(g.num_tensors()),
         train_(p.mode == Mode::Train),
-        zero_stage_(train_ ? p.training.zero_stage : 0),
+        zero_(train_ ? parameter_zero(g, p.training) : std::vector<int>(g.num_tensors(), 0)),
         m_(train_ ? p.training.microbatches : 1),
         slots_(build_slots(g)),
         divisor_(slots_.tensor.size(), 1),
@@ -328,9 +328,10 @@ class Evaluator {
         const ParameterState st =
             parameter_state(params_, p_.mode, static_cast<int>(ir::dtype_size(tensor.dtype)));
         const auto ways = static_cast<double>(zero_ways_[t]);
-        const double one_way = zero_stage_ >= 1 ? ways : 1.0;
-        sum.parameter_bytes += slice * st.sharded(zero_stage_, ways);
-        sum.gradient_bytes += slice * st.gradient / (zero_stage_ >= 2 ? ways : 1.0);
+        const int zero = zero_[t];
+        const double one_way = zero >= 1 ? ways : 1.0;
+        sum.parameter_bytes += slice * st.sharded(zero, ways);
+        sum.gradient_bytes += slice * st.gradient / (zero >= 2 ? ways : 1.0);
         sum.optimizer_bytes += slice * st.optimizer / one_way;
       } else if (train_) {
         sum.activation_bytes += slice * rules_.saved[t];
@@ -403,7 +404,7 @@ class Evaluator {
         const bool parameter = tensor.kind == ir::TensorKind::Parameter;
         if (parameter && slots_.holder[t] == slot) zero_ways_[t] *= p_.mesh[a].size;
         cost::SyncStep steps[3];
-        const int n = cost::gradient_sync_steps(parameter, zero_stage_, steps);
+        const int n = cost::gradient_sync_steps(parameter, zero_[t], steps);
         for (int i = 0; i < n; ++i) {
           const double one = cost::sync_step_seconds(steps[i], slice_bytes(slot), parameter,
                                                      events.cut(), params_);
@@ -499,7 +500,7 @@ class Evaluator {
   std::size_t n_ops_;
   std::size_t n_tensors_;
   bool train_;
-  int zero_stage_;
+  std::vector<int> zero_;  // per tensor: its ZeRO stage (parameter_zero)
   std::int64_t m_;  // microbatches
   Slots slots_;
   MemoryRules rules_;                    // training only
@@ -621,6 +622,19 @@ void check_training(const ir::Graph& g, const Plan& p) {
   if (t.zero_stage < 0 || t.zero_stage > kMaxZeroStage)
     throw Error(Errc::kPlan, "ZeRO stage " + std::to_string(t.zero_stage) + " is not 0, 1, 2 or 3",
                 "/training/zero_stage");
+  if (!t.zero_per_param.empty() && t.zero_per_param.size() != g.num_tensors())
+    throw Error(Errc::kPlan,
+                "plan has a ZeRO stage for " + std::to_string(t.zero_per_param.size()) +
+                    " tensors but the graph has " + std::to_string(g.num_tensors()),
+                "/training/zero_params");
+  for (ir::TensorId i = 0; i < t.zero_per_param.size(); ++i) {
+    const int z = t.zero_per_param[i];
+    if (g.tensor(i).kind == ir::TensorKind::Parameter && (z < 0 || z > kMaxZeroStage))
+      throw Error(Errc::kPlan,
+                  "ZeRO stage " + std::to_string(z) + " of parameter '" + g.tensor(i).name +
+                      "' is not 0, 1, 2 or 3",
+                  "/training/zero_params/" + g.tensor(i).name);
+  }
   if (t.microbatches < 1)
     throw Error(Errc::kPlan,
                 "microbatches must be at least 1, got " + std::to_string(t.microbatches),

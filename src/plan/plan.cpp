@@ -269,6 +269,13 @@ void check_plan_shape(const ir::Graph& g, const std::vector<algebra::OpSpace>& s
                     " operators but graph " + quoted(g.name()) + " has " + std::to_string(n_ops),
                 "/training/recompute_ops");
   }
+  if (!p.training.zero_per_param.empty() && p.training.zero_per_param.size() != g.num_tensors()) {
+    throw Error(Errc::kPlan,
+                "plan has a ZeRO stage for " + std::to_string(p.training.zero_per_param.size()) +
+                    " tensors but graph " + quoted(g.name()) + " has " +
+                    std::to_string(g.num_tensors()),
+                "/training/zero_params");
+  }
   for (std::size_t a = 0; a < p.mesh.size(); ++a) {
     if (p.mesh[a].size < 1) {
       throw Error(

@@ -469,6 +469,24 @@ bool mixed_recompute(const ir::Graph& g, const Training& t) {
   return std::any_of(rc.begin(), rc.end(), [&](Recompute x) { return x != t.recompute; });
 }
 
+std::vector<int> parameter_zero(const ir::Graph& g, const Training& t) {
+  std::vector<int> z(g.num_tensors(), 0);
+  if (!t.zero_per_param.empty() && t.zero_per_param.size() != z.size())
+    throw Error(Errc::kInternal, "training: one ZeRO stage per tensor is required");
+  for (ir::TensorId i = 0; i < g.num_tensors(); ++i)
+    if (g.tensor(i).kind == ir::TensorKind::Parameter)
+      z[i] = t.zero_per_param.empty() ? t.zero_stage : t.zero_per_param[i];
+  return z;
+}
+
+bool mixed_zero(const ir::Graph& g, const Training& t) {
+  if (t.zero_per_param.empty()) return false;
+  const std::vector<int> z = parameter_zero(g, t);
+  for (ir::TensorId i = 0; i < g.num_tensors(); ++i)
+    if (g.tensor(i).kind == ir::TensorKind::Parameter && z[i] != t.zero_stage) return true;
+  return false;
+}
+
 ParameterState parameter_state(const CostParams& p, Mode mode, int dtype_bytes) {
   if (mode == Mode::Infer) return {};
   if (p.model) return {1.0, 0.0, p.model->parameter_state_factor(p, mode) - 1.0};

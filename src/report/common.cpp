@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // Shared parts of the plan reports: strategy classes and their colours, the
-// split of each operator's communication by reason, and strategies as text.
+// split of each operator's communication by reason, strategies as text, and
+// the training settings in words (per block and per parameter).
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <unordered_map>
+#include <utility>
 
 #include "recsearch/io/mesh_names.hpp"
 #include "recsearch/report/report.hpp"
@@ -243,6 +246,102 @@ std::string parallelism_text(const ReportInput& in) {
   return out + "; " + axes + (p.idle_axes.size() == 1 ? " cuts" : " cut") +
          " no operator: every device has " + std::to_string(idle - 1) +
          (idle == 2 ? " replica" : " replicas") + " doing the same work";
+}
+
+namespace {
+
+// "full on 11 of 24 blocks, selective on 13": count[v] of `total` things per
+// value name, most recomputed first; values of no thing are left out.
+std::string counts_text(const std::vector<std::pair<std::string, std::size_t>>& count,
+                        std::size_t total, const std::string& things) {
+  std::string out;
+  for (const auto& [name, n] : count) {
+    if (n == 0) continue;
+    out += out.empty()
+               ? name + " on " + std::to_string(n) + " of " + std::to_string(total) + " " + things
+               : ", " + name + " on " + std::to_string(n);
+  }
+  return out;
+}
+
+constexpr plan::Recompute kRecomputeOrder[] = {plan::Recompute::Full, plan::Recompute::Selective,
+                                               plan::Recompute::None};
+
+// Per-operator counts of the operators in [begin, end).
+std::string operator_counts(const std::vector<plan::Recompute>& rc, std::size_t begin,
+                            std::size_t end) {
+  std::vector<std::pair<std::string, std::size_t>> count;
+  for (const plan::Recompute v : kRecomputeOrder)
+    count.emplace_back(
+        std::string(plan::recompute_name(v)),
+        static_cast<std::size_t>(std::count(rc.begin() + static_cast<std::ptrdiff_t>(begin),
+                                            rc.begin() + static_cast<std::ptrdiff_t>(end), v)));
+  return counts_text(count, end - begin, "operators");
+}
+
+}  // namespace
+
+std::string recompute_text(const ir::Graph& g, const plan::Training& t) {
+  if (!plan::mixed_recompute(g, t)) return std::string(plan::recompute_name(t.recompute));
+  const std::vector<plan::Recompute> rc = plan::operator_recompute(g, t);
+  const auto rep = search::detail::find_repetition(g, 3);
+  if (!rep || rep->period == 0) return operator_counts(rc, 0, rc.size());
+  // Each block by the one value of its operators, or "mixed".
+  std::vector<std::pair<std::string, std::size_t>> count;
+  for (const plan::Recompute v : kRecomputeOrder)
+    count.emplace_back(std::string(plan::recompute_name(v)), 0);
+  count.emplace_back("mixed", 0);
+  for (std::size_t b = 0; b < rep->repeats; ++b) {
+    const std::size_t first = rep->start + b * rep->period;
+    const bool uniform = std::all_of(rc.begin() + static_cast<std::ptrdiff_t>(first),
+                                     rc.begin() + static_cast<std::ptrdiff_t>(first + rep->period),
+                                     [&](plan::Recompute v) { return v == rc[first]; });
+    std::size_t i = count.size() - 1;
+    for (std::size_t k = 0; k < 3 && uniform; ++k)
+      if (kRecomputeOrder[k] == rc[first]) i = k;
+    ++count[i].second;
+  }
+  std::string out = counts_text(count, rep->repeats, "blocks");
+  // The operators before and after the stack, where they differ.
+  std::vector<plan::Recompute> outside(rc.begin(),
+                                       rc.begin() + static_cast<std::ptrdiff_t>(rep->start));
+  outside.insert(outside.end(),
+                 rc.begin() + static_cast<std::ptrdiff_t>(rep->start + rep->period * rep->repeats),
+                 rc.end());
+  if (std::any_of(outside.begin(), outside.end(),
+                  [&](plan::Recompute v) { return v != t.recompute; }))
+    out += "; outside the blocks " + operator_counts(outside, 0, outside.size());
+  return out;
+}
+
+std::string zero_text(const ir::Graph& g, const plan::Training& t) {
+  if (!plan::mixed_zero(g, t)) return std::to_string(t.zero_stage);
+  const std::vector<int> z = plan::parameter_zero(g, t);
+  std::vector<std::size_t> count(plan::kMaxZeroStage + 1, 0);
+  std::vector<double> bytes(plan::kMaxZeroStage + 1, 0.0);
+  std::size_t params = 0;
+  double total = 0;
+  for (ir::TensorId i = 0; i < g.num_tensors(); ++i) {
+    if (g.tensor(i).kind != ir::TensorKind::Parameter) continue;
+    ++params;
+    ++count[static_cast<std::size_t>(z[i])];
+    bytes[static_cast<std::size_t>(z[i])] += g.tensor(i).bytes();
+    total += g.tensor(i).bytes();
+  }
+  std::string out;
+  for (int s = plan::kMaxZeroStage; s >= 0; --s) {
+    const auto k = static_cast<std::size_t>(s);
+    if (count[k] == 0) continue;
+    if (out.empty()) {
+      char share[32];
+      std::snprintf(share, sizeof share, "%.0f%%", total > 0 ? 100.0 * bytes[k] / total : 0.0);
+      out = std::to_string(s) + " on " + std::to_string(count[k]) + " of " +
+            std::to_string(params) + " parameters (" + share + " of the parameter bytes)";
+    } else {
+      out += ", " + std::to_string(s) + " on " + std::to_string(count[k]);
+    }
+  }
+  return out;
 }
 
 std::optional<Fold> find_fold(const ReportInput& in, std::size_t min_operators) {

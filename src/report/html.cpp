@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>  // the page's data block
 
+#include "io/training_json.hpp"
 #include "recsearch/cost/cost_params.hpp"
 #include "recsearch/cost/model.hpp"
 #include "recsearch/io/mesh_names.hpp"
@@ -120,6 +121,10 @@ json operators_data(const ReportInput& in, const ColourClasses& classes,
     row[o] = fill[layer[o]]++;
   }
   json ops = json::array();
+  // Each operator's own recomputation (plan::operator_recompute), in training.
+  const std::vector<plan::Recompute> recompute = in.plan.mode == Mode::Train
+                                                     ? plan::operator_recompute(g, in.plan.training)
+                                                     : std::vector<plan::Recompute>{};
   std::vector<ir::OpId> all;
   if (kept.empty())
     for (std::size_t o = 0; o < g.num_operators(); ++o) all.push_back(static_cast<ir::OpId>(o));
@@ -142,6 +147,7 @@ json operators_data(const ReportInput& in, const ColourClasses& classes,
                    {"output_s", num(comm[o].output_s)},
                    {"layer", layer[o]},
                    {"row", row[o]}});
+    if (!recompute.empty()) ops.back()["recompute"] = plan::recompute_name(recompute[o]);
   }
   return ops;
 }
@@ -327,9 +333,10 @@ json page_data(const ReportInput& in) {
   d["mesh"] = mesh_data(in);
   d["summary"] = summary_data(in.eval.summary);
   if (in.plan.mode == Mode::Train) {
-    d["training"] = {{"recompute", std::string(plan::recompute_name(in.plan.training.recompute))},
-                     {"zero_stage", in.plan.training.zero_stage},
-                     {"microbatches", in.plan.training.microbatches}};
+    // The plan file's training object, and its settings in words for the page.
+    d["training"] = io::detail::training_json(g, in.plan.training);
+    d["training"]["recompute_text"] = recompute_text(g, in.plan.training);
+    d["training"]["zero_text"] = zero_text(g, in.plan.training);
   }
   d["memory"] = {{"capacity_bytes", num(in.cluster.device().memory_GiB * kBytesPerGiB)}};
   d["classes"] = classes_data(classes);
@@ -421,6 +428,7 @@ tr.sel td { background: #fff3bf; }
 <p class="note">Seconds per training or inference step; communication split by reason. Click a heading to sort.</p>
 <div class="scroll"><table id="operators"><thead><tr>
 <th data-col="name">operator</th><th data-col="type">type</th><th data-col="strategy">strategy</th><th data-col="cuts">cuts</th>
+<th data-col="recompute" id="recompute-head">recompute</th>
 <th data-col="compute_s">compute (s)</th><th data-col="communication_s">communication (s)</th>
 <th data-col="layout_s">layout (s)</th><th data-col="gradient_s">gradient (s)</th><th data-col="halo_s">halo (s)</th><th data-col="output_s">output (s)</th>
 <th data-col="share">share of work</th>
@@ -478,7 +486,7 @@ tr.sel td { background: #fff3bf; }
     (D.algorithm === "file" ? "saved plan" : D.algorithm + " plan") + ", " + D.mode + ", " + D.devices + " devices (" +
     D.mesh.map(function (m) { return m.axis + "=" + m.size + (m.level ? " " + m.level : ""); }).join(", ") +
     "), cluster " + D.cluster.name +
-    (D.training ? "; recompute " + D.training.recompute + ", ZeRO stage " + D.training.zero_stage +
+    (D.training ? "; recompute " + D.training.recompute_text + ", ZeRO stage " + D.training.zero_text +
                   ", " + D.training.microbatches + " microbatch" + (D.training.microbatches == 1 ? "" : "es")
                 : "");
   var cards = [["step_time_s", "step time", fmtS], ["compute_s", "compute", fmtS],
@@ -510,7 +518,8 @@ tr.sel td { background: #fff3bf; }
     legend.appendChild(item);
   });
 
-  // Operator table.
+  // Operator table (its recompute column in training only).
+  if (!D.training) document.getElementById("recompute-head").remove();
   var opRows = [];
   var tbody = document.querySelector("#operators tbody");
   D.operators.forEach(function (o) {
@@ -522,6 +531,7 @@ tr.sel td { background: #fff3bf; }
     tr.appendChild(el("td", {}, o.type));
     tr.appendChild(el("td", {}, o.strategy));
     tr.appendChild(el("td", {}, o.cuts));
+    if (D.training) tr.appendChild(el("td", {"data-col": "recompute"}, o.recompute));
     ["compute_s", "communication_s", "layout_s", "gradient_s", "halo_s", "output_s"].forEach(function (k) {
       var td = numCell(o[k], fmtS);
       td.setAttribute("data-col", k);
@@ -756,7 +766,7 @@ tr.sel td { background: #fff3bf; }
       g.appendChild(t1); g.appendChild(t2);
       var tip = sv("title");
       tip.textContent = o.name + " (" + o.type + ")\nlayout " + o.layout + "\nsplit " + o.split +
-        "\nstrategy " + o.strategy + "\ncuts " + o.cuts +
+        "\nstrategy " + o.strategy + "\ncuts " + o.cuts + (o.recompute ? "\nrecompute " + o.recompute : "") +
         "\ncompute " + fmtS(o.compute_s) + ", communication " + fmtS(o.communication_s);
       g.appendChild(tip);
       g.addEventListener("click", function () {

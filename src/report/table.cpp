@@ -121,8 +121,8 @@ std::string summary_text(const ReportInput& in, const TableOptions& opts) {
                ", gradients " + gib_text(s.gradient_bytes) + ", optimizer " +
                gib_text(s.optimizer_bytes) + ", activations " + gib_text(s.activation_bytes));
   if (p.mode == Mode::Train) {
-    line("training", "recompute " + std::string(plan::recompute_name(p.training.recompute)) +
-                         ", ZeRO stage " + std::to_string(p.training.zero_stage) + ", " +
+    line("training", "recompute " + recompute_text(in.graph, p.training) + ", ZeRO stage " +
+                         zero_text(in.graph, p.training) + ", " +
                          std::to_string(p.training.microbatches) + " microbatch" +
                          (p.training.microbatches == 1 ? "" : "es"));
   }

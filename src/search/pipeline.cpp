@@ -264,7 +264,7 @@ class PipelineSearch {
       }
     }
     if (walked_single_ && single_may_win()) single();
-    if (!have_ && !single_) throw Error(Errc::kNoFit, no_fit_message());
+    if (!have_ && !single_) throw NoFitError(no_fit_message(), smallest_, 0);
     if (have_) polish_best();
     if (single_ &&
         (!have_ || single_->eval.summary.step_time_s <= best_.eval.summary.step_time_s)) {

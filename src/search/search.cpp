@@ -172,10 +172,10 @@ std::string no_fit_message(double budget, const Cluster& cluster, const MemoryPa
 
 // The rec ladders' no-fit error, with the smallest plan's memory by kind, so
 // that a search over training settings can report the smallest of all.
-class NoFit : public Error {
+class NoFit : public NoFitError {
  public:
   NoFit(double budget, const Cluster& cluster, const MemoryParts& smallest)
-      : Error(Errc::kNoFit, no_fit_message(budget, cluster, smallest)),
+      : NoFitError(no_fit_message(budget, cluster, smallest), smallest.total, 0),
         budget_(budget),
         smallest_(smallest) {}
   [[nodiscard]] double budget() const noexcept { return budget_; }
@@ -563,19 +563,20 @@ void run_fixed(const detail::Context& ctx, SearchResult& res) {
   const MemoryParts need = MemoryParts::of(res.eval.summary);
   if (need.total > ctx.budget) {
     const auto [budget_text, need_text] = gib_pair(ctx.budget, need.total);
-    throw Error(Errc::kNoFit, "the " + std::string(algorithm_name(ctx.opts.algorithm)) +
-                                  " plan needs " + need_text + " per device (" +
-                                  memory_parts_text(need) + "), over the budget of " + budget_text);
+    throw NoFitError("the " + std::string(algorithm_name(ctx.opts.algorithm)) + " plan needs " +
+                         need_text + " per device (" + memory_parts_text(need) +
+                         "), over the budget of " + budget_text,
+                     need.total, 0);
   }
 }
 
 void run_grid(const detail::Context& ctx, SearchResult& res) {
   double smallest = 0;
   if (!detail::grid(ctx.g, ctx.spaces, ctx.cluster, ctx.opts, ctx.budget, res.plan, smallest))
-    throw Error(Errc::kNoFit, "no DP x TP split fits the memory budget of " +
-                                  gib_pair(ctx.budget, smallest).first +
-                                  " per device; the smallest needs " +
-                                  gib_pair(ctx.budget, smallest).second);
+    throw NoFitError("no DP x TP split fits the memory budget of " +
+                         gib_pair(ctx.budget, smallest).first + " per device; the smallest needs " +
+                         gib_pair(ctx.budget, smallest).second,
+                     smallest, 0);
   res.eval = evaluate(ctx, res.plan);
 }
 
@@ -862,6 +863,55 @@ std::optional<SearchResult> run_blocks(const ir::Graph& g,
   return best;
 }
 
+// Per-parameter ZeRO (docs/cost-model.md, What the searches do with them):
+// where plan-wide stage 3 won, stage 3 on the largest parameters only (the
+// embeddings, the biggest blocks' weights) and stage 2 on the rest may fit
+// at fewer weight gathers. The won plan's cuts are kept and each choice is
+// priced by the evaluator alone: k, the number of largest parameters at
+// stage 3, is bisected to the smallest whose plan fits (memory falls as k
+// grows, the gathers grow with it), about log2(parameters) evaluations.
+// The result replaces the plan-wide one where it is faster; its bookkept
+// step time is then the evaluator's (rec's accounts are plan-wide).
+std::optional<SearchResult> run_zero_split(const ir::Graph& g,
+                                           const std::vector<algebra::OpSpace>& spaces,
+                                           const Cluster& cluster, const SearchOptions& opts,
+                                           const SearchResult& won) {
+  if (won.plan.training.zero_stage != 3 || !won.plan.training.zero_per_param.empty())
+    return std::nullopt;
+  std::vector<ir::TensorId> params;
+  for (ir::TensorId t = 0; t < g.num_tensors(); ++t)
+    if (g.tensor(t).kind == ir::TensorKind::Parameter) params.push_back(t);
+  if (params.size() < 2) return std::nullopt;
+  std::stable_sort(params.begin(), params.end(), [&](ir::TensorId a, ir::TensorId b) {
+    return g.tensor(a).bytes() > g.tensor(b).bytes();
+  });
+  const double budget = detail::memory_budget(cluster, opts);
+  const auto priced = [&](std::size_t k) {
+    SearchResult r;
+    r.plan = won.plan;
+    std::vector<std::int8_t>& z = r.plan.training.zero_per_param;
+    z.assign(g.num_tensors(), 2);
+    for (std::size_t i = 0; i < k; ++i) z[params[i]] = 3;
+    r.eval = plan::evaluate(g, spaces, cluster, r.plan, opts.cost, eval_detail(opts));
+    r.bookkept_step_time_s = r.eval.summary.compute_s + r.eval.summary.communication_s;
+    r.memory_rungs = won.memory_rungs;
+    return r;
+  };
+  std::optional<SearchResult> best;
+  std::size_t lo = 1, hi = params.size() - 1;  // 0 and all are plan-wide stages 2 and 3
+  while (lo <= hi) {
+    const std::size_t k = lo + (hi - lo) / 2;
+    SearchResult r = priced(k);
+    if (r.eval.summary.memory_per_device_bytes <= budget) {
+      if (!best || r.eval.summary.step_time_s < best->eval.summary.step_time_s) best = std::move(r);
+      hi = k - 1;
+    } else {
+      lo = k + 1;
+    }
+  }
+  return best;
+}
+
 // One training setting as the comparison of settings sees it: its step
 // time and memory rungs, and its full result where it was evaluated
 // unfolded (run_setting).
@@ -1003,6 +1053,7 @@ SearchResult run_training(const ir::Graph& g, const std::vector<algebra::OpSpace
   std::optional<SettingOutcome> won;
   std::optional<Error> first_error;
   MemoryParts smallest;
+  double reached = std::numeric_limits<double>::infinity();  // other algorithms' smallest
   bool unconstrained = false;
   for (const auto& ladder : ladders) {
     if (!selective && !pin.recompute && ladder.front().recompute == plan::Recompute::Selective)
@@ -1024,6 +1075,8 @@ SearchResult run_training(const ir::Graph& g, const std::vector<algebra::OpSpace
         if (!first_error) first_error = e;
       } catch (const Error& e) {
         if (e.code() != Errc::kNoFit) throw;
+        if (const auto* n = dynamic_cast<const NoFitError*>(&e))
+          reached = std::min(reached, n->smallest_bytes());  // NaN leaves it
         if (!first_error) first_error = e;
       }
     }
@@ -1051,6 +1104,11 @@ SearchResult run_training(const ir::Graph& g, const std::vector<algebra::OpSpace
     if (blocks && blocks->eval.summary.step_time_s < best->eval.summary.step_time_s)
       best = std::move(blocks);
   }
+  if (best && !pin.zero_stage && !exact) {
+    auto split = run_zero_split(g, spaces, cluster, opts, *best);
+    if (split && split->eval.summary.step_time_s < best->eval.summary.step_time_s)
+      best = std::move(split);
+  }
   if (!best) {
     // The smallest memory over every setting tried, where the ladders said.
     const std::string first =
@@ -1059,7 +1117,8 @@ SearchResult run_training(const ir::Graph& g, const std::vector<algebra::OpSpace
             : first_error->detail();
     const std::string tried = below_floor ? floor_note(floor, cluster, ladders.back().back())
                                           : tried_settings(g, pin, allow_full && !exact);
-    throw Error(Errc::kNoFit, first + tried + untried_savings(opts.training, allow_full && !exact));
+    throw NoFitError(first + tried + untried_savings(opts.training, allow_full && !exact),
+                     std::min(smallest.total, reached), floor);
   }
   return std::move(*best);
 }

@@ -17,6 +17,7 @@
 #include "recsearch/error.hpp"
 #include "recsearch/gen/generate.hpp"
 #include "recsearch/plan/pipeline.hpp"
+#include "recsearch/report/report.hpp"
 #include "recsearch/solution.hpp"
 #include "support/graph_factories.hpp"
 
@@ -198,8 +199,26 @@ TEST_CASE("a budget that fits nothing is a point of its own") {
   REQUIRE(csv.size() == 2);
   const auto row = csv_fields(csv[1]);
   CHECK(row[3] == "no");
-  REQUIRE(row.size() == 27);
+  REQUIRE(row.size() == 29);
   CHECK(row[17].find("no plan fits") != std::string::npos);  // the note
+
+  SUBCASE("the figure comes from the error's numbers, the floor included") {
+    // 1 KiB is below the parameter state spread over both devices: the
+    // search's error carries that floor and its smallest plan as numbers.
+    search::SearchOptions opts = problem.options();
+    opts.cost.memory_budget_bytes = 1024.0;
+    try {
+      (void)solve(problem, Cluster::flat(2), opts);
+      FAIL("a 1 KiB budget fitted");
+    } catch (const NoFitError& e) {
+      CHECK(e.code() == Errc::kNoFit);
+      CHECK(e.floor_bytes() > 1024.0);
+      REQUIRE(std::isfinite(e.smallest_bytes()));
+      CHECK(e.smallest_bytes() >= e.floor_bytes());
+      CHECK(e.detail().find("the parameter state alone takes") != std::string::npos);
+      CHECK(s.points[0].smallest_bytes == e.smallest_bytes());
+    }
+  }
 }
 
 TEST_CASE("cluster sweep: each point its own search, efficiency against the first") {
@@ -264,7 +283,7 @@ TEST_CASE("cluster sweep with stages: pipelined points re-evaluate, bubble inclu
   const std::vector<std::string> csv = lines(sweep_to_csv(s));
   REQUIRE(csv.size() == 3);
   const auto row = csv_fields(csv[1]);
-  REQUIRE(row.size() == 27);
+  REQUIRE(row.size() == 29);
   CHECK(row[25] == "2");
   CHECK(std::stod(row[24]) == doctest::Approx(s.points[0].bubble_s).epsilon(1e-5));
   const std::string html = sweep_to_html(s);
@@ -282,7 +301,9 @@ TEST_CASE("writers: CSV rows and columns, JSON fields, a self-contained page") {
   const std::vector<std::string> csv = lines(sweep_to_csv(s));
   REQUIRE(csv.size() == s.points.size() + 1);
   const auto header = csv_fields(csv[0]);
-  CHECK(header.size() == 27);
+  CHECK(header.size() == 29);
+  CHECK(header[27] == "recompute_detail");
+  CHECK(header[28] == "zero_detail");
   CHECK(header[24] == "bubble_s");
   CHECK(header[25] == "stages");
   CHECK(header[17] == "note");
@@ -298,6 +319,11 @@ TEST_CASE("writers: CSV rows and columns, JSON fields, a self-contained page") {
     CHECK(row[3] == (p.fits ? "yes" : "no"));
     if (p.fits) CHECK(std::stod(row[4]) == doctest::Approx(p.summary.step_time_s).epsilon(1e-5));
     else CHECK(row[4].empty());
+    // The training settings in words, as the report writes them for the graph.
+    if (p.fits) {
+      CHECK(row[27] == report::recompute_text(problem.graph(), p.plan.training));
+      CHECK(row[28] == report::zero_text(problem.graph(), p.plan.training));
+    }
   }
 
   const std::string json = sweep_to_json(s);
@@ -308,6 +334,10 @@ TEST_CASE("writers: CSV rows and columns, JSON fields, a self-contained page") {
       std::count_if(s.points.begin(), s.points.end(), [](const SweepPoint& p) { return p.fits; }));
   CHECK(count(json, "\"step_time_s\"") == fitting);
   CHECK(count(json, "\"smallest_gib\"") == s.points.size() - fitting);
+  // Each fitting point's training object is the plan file's, plus its words.
+  CHECK(count(json, "\"zero_stage\"") == fitting);
+  CHECK(count(json, "\"recompute_text\"") == fitting);
+  CHECK(count(json, "\"zero_text\"") == fitting);
 
   const std::string html = sweep_to_html(s);
   CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);

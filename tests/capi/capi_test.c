@@ -1171,6 +1171,65 @@ static void test_costmodel(void) {
   free(text);
 }
 
+/* Each operator's recomputation and each parameter's ZeRO stage, as a plan
+ * file with per-operator and per-parameter exceptions sets them. */
+static void test_training_detail(void) {
+  static const char* kPlan =
+      "{\"format\": \"recsearch.plan\", \"version\": 1,\n"
+      " \"training\": {\"recompute\": \"selective\", \"zero_stage\": 2, \"microbatches\": 1,\n"
+      "  \"recompute_ops\": {\"act\": \"full\"}, \"zero_params\": {\"w1\": 3}},\n"
+      " \"operators\": []}";
+  rs_graph* g = build_block();
+  rs_cluster* c = NULL;
+  rs_options* infer = NULL;
+  rs_result *r = NULL, *ri = NULL;
+  size_t n = 0, op, t;
+  const char* rc = NULL;
+  int zero = -1;
+  int64_t micro = 0;
+  OK(rs_cluster_create_flat(2, &c));
+  OK(rs_evaluate(g, c, kPlan, strlen(kPlan), NULL, &r));
+  if (r == NULL) goto done;
+  OK(rs_result_training(r, &rc, &zero, &micro));
+  CHECK(rc != NULL && strcmp(rc, "selective") == 0 && zero == 2 && micro == 1);
+  OK(rs_result_num_operators(r, &n));
+  for (op = 0; op < n; ++op) {
+    const char* name = NULL;
+    OK(rs_result_operator_name(r, op, &name));
+    OK(rs_result_operator_recompute(r, op, &rc));
+    CHECK(rc != NULL && strcmp(rc, strcmp(name, "act") == 0 ? "full" : "selective") == 0);
+  }
+  FAILS(rs_result_operator_recompute(r, n, &rc), RS_USAGE, 201, "out of range");
+  FAILS(rs_result_operator_recompute(r, 0, NULL), RS_USAGE, 201, "output pointer");
+  OK(rs_result_find_tensor(r, "w1", &t));
+  OK(rs_result_parameter_zero_stage(r, t, &zero));
+  CHECK(zero == 3);
+  OK(rs_result_find_tensor(r, "w2", &t));
+  OK(rs_result_parameter_zero_stage(r, t, &zero));
+  CHECK(zero == 2);
+  OK(rs_result_find_tensor(r, "x", &t));
+  FAILS(rs_result_parameter_zero_stage(r, t, &zero), RS_USAGE, 201, "not a parameter");
+  OK(rs_result_num_tensors(r, &n));
+  FAILS(rs_result_parameter_zero_stage(r, n, &zero), RS_USAGE, 201, "out of range");
+  /* An inference plan recomputes nothing and shards no state. */
+  OK(rs_options_create(&infer));
+  OK(rs_options_set_mode(infer, "infer"));
+  OK(rs_evaluate(g, c, kPlan, strlen(kPlan), infer, &ri));
+  if (ri != NULL) {
+    OK(rs_result_operator_recompute(ri, 0, &rc));
+    CHECK(rc != NULL && strcmp(rc, "none") == 0);
+    OK(rs_result_find_tensor(ri, "w1", &t));
+    OK(rs_result_parameter_zero_stage(ri, t, &zero));
+    CHECK(zero == 0);
+  }
+done:
+  rs_result_free(ri);
+  rs_result_free(r);
+  rs_options_free(infer);
+  rs_cluster_free(c);
+  rs_graph_free(g);
+}
+
 int main(int argc, char** argv) {
   const char* which = argc > 1 ? argv[1] : "all";
   int all = strcmp(which, "all") == 0;
@@ -1178,6 +1237,7 @@ int main(int argc, char** argv) {
   if (all || strcmp(which, "errors") == 0) test_errors();
   if (all || strcmp(which, "threads") == 0) test_threads();
   if (all || strcmp(which, "eval") == 0) test_eval();
+  if (all || strcmp(which, "training") == 0) test_training_detail();
   if (all || strcmp(which, "bytes") == 0) test_bytes();
   if (all || strcmp(which, "costmodel") == 0) test_costmodel();
   if (failures > 0) fprintf(stderr, "%d check(s) failed\n", failures);

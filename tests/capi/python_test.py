@@ -146,6 +146,34 @@ def test_evaluate_roundtrip():
           "slower links, more communication time")
 
 
+def test_training_detail():
+    """Per-operator recomputation and per-parameter ZeRO stages of a plan file."""
+    path = os.path.join(DATA, "graphs", "tiny", "convnet.json")
+    with open(path, encoding="utf-8") as f:
+        params = [t["name"] for t in json.load(f)["tensors"] if t.get("kind") == "parameter"]
+    g = recsearch.Graph.read_file(path)
+    cluster = recsearch.Cluster.flat(2)
+    plain = recsearch.search(g, cluster)
+    ops = plain.operators
+    doc = json.loads(plain.to_json())
+    doc["training"] = {"recompute": "selective", "zero_stage": 2, "microbatches": 1,
+                       "recompute_ops": {ops[0]: "full"}, "zero_params": {params[0]: 3}}
+    r = recsearch.evaluate(g, json.dumps(doc), cluster)
+    check(r.training["recompute"] == "selective" and r.training["zero_stage"] == 2,
+          "plan-wide training settings: %s" % r.training)
+    check(r.recompute(ops[0]) == "full", "recompute of %s" % ops[0])
+    check(all(r.recompute(o) == "selective" for o in ops[1:]), "recompute of the others")
+    check(r.zero_stage(params[0]) == 3, "ZeRO stage of %s" % params[0])
+    check(all(r.zero_stage(t) == 2 for t in params[1:]), "ZeRO stage of the others")
+    back = json.loads(r.to_json())["training"]
+    check(back.get("zero_params") == {params[0]: 3}, "zero_params written back: %s" % back)
+    try:
+        r.zero_stage(next(t for t in r.tensors if t not in params))
+        check(False, "ZeRO stage of a tensor that is not a parameter")
+    except recsearch.RecsearchError as e:
+        check("not a parameter" in str(e), "not a parameter: %s" % e)
+
+
 def test_errors():
     try:
         recsearch.Graph.from_json('{"format": "recsearch.graph", "version": 1, "tensors": '
@@ -179,7 +207,8 @@ def test_errors():
 
 
 def main():
-    for t in (test_build_equals_json, test_against_cli, test_evaluate_roundtrip, test_errors):
+    for t in (test_build_equals_json, test_against_cli, test_evaluate_roundtrip,
+              test_training_detail, test_errors):
         print("--", t.__name__, flush=True)
         t()
     if FAILURES:

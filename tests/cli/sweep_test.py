@@ -30,7 +30,8 @@ COLUMNS = ["budget_gib", "devices", "mesh", "fits", "step_time_s", "compute_s",
            "tokens_per_s", "model_tflops_per_device", "scaling_efficiency",
            "found_at_budget_gib", "search_time_s", "smallest_gib", "note",
            "exposed_communication_s", "gradient_gib", "optimizer_gib", "recompute", "zero_stage",
-           "microbatches", "bubble_s", "stages", "virtual_stages"]
+           "microbatches", "bubble_s", "stages", "virtual_stages", "recompute_detail",
+           "zero_detail"]
 
 EXE = None
 FAILURES = []

@@ -7,11 +7,13 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fixtures.hpp"
 #include "recsearch/algebra/op_space.hpp"
 #include "recsearch/gen/generate.hpp"
+#include "recsearch/io/json_io.hpp"
 #include "recsearch/plan/evaluator.hpp"
 #include "recsearch/plan/training.hpp"
 
@@ -342,6 +344,140 @@ TEST_CASE("ZeRO stages shard parameter state and change the gradient collectives
       CHECK(ev.events[2].collective == Collective::ReduceScatter);
       CHECK(comm == doctest::Approx(2 * secs(3 * rs, 0)));
     }
+  }
+}
+
+TEST_CASE("ZeRO per parameter: each parameter priced by its own stage") {
+  // The Mlp of the plan-wide test, batch cut 3 ways: w1 and w2 (2048 bytes
+  // each, f32 state 1 + 1 + 2 per byte) are replicated, so each one's state
+  // shards over the 3 devices as far as its own stage goes.
+  Mlp m(6);
+  const double w = 2048, k = 3;
+  const double rs = (k - 1) / k * w;
+  // One parameter at `stage`, recomputed from the formulas: its state bytes
+  // per device, its collectives and their bandwidth-only seconds (bucketed).
+  struct Expect {
+    double state, gradient, optimizer, comm;
+    std::size_t events;
+  };
+  const auto expect = [&](int stage) {
+    const double weights = stage >= 3 ? w / k : w;
+    const double grads = stage >= 2 ? w / k : w;
+    const double opt = stage >= 1 ? 2 * w / k : 2 * w;
+    const std::size_t n = stage == 0 ? 1 : stage <= 2 ? 2 : 3;
+    const double comm = stage <= 2 ? secs(2 * rs, 0) : secs(3 * rs, 0);
+    return Expect{weights + grads + opt, grads, opt, comm, n};
+  };
+  const auto base = make_plan({axis("c0", 3)}, {{0}, {0}});
+  for (int s1 = 0; s1 <= 3; ++s1) {
+    for (int s2 = 0; s2 <= 3; ++s2) {
+      CAPTURE(s1);
+      CAPTURE(s2);
+      auto p = base;
+      p.training.zero_stage = 1;  // the plan-wide value every parameter overrides
+      p.training.zero_per_param.assign(m.g.num_tensors(), 0);
+      p.training.zero_per_param[m.w1] = static_cast<std::int8_t>(s1);
+      p.training.zero_per_param[m.w2] = static_cast<std::int8_t>(s2);
+      CHECK(plan::parameter_zero(m.g, p.training)[m.w1] == s1);
+      CHECK(plan::mixed_zero(m.g, p.training) == (s1 != 1 || s2 != 1));
+      const auto ev = plan::evaluate(m.g, m.spaces, test_cluster(), p, {});
+      const Expect a = expect(s1), b = expect(s2);
+      CHECK(ev.summary.parameter_bytes == doctest::Approx(a.state + b.state));
+      CHECK(ev.summary.gradient_bytes == doctest::Approx(a.gradient + b.gradient));
+      CHECK(ev.summary.optimizer_bytes == doctest::Approx(a.optimizer + b.optimizer));
+      REQUIRE(ev.events.size() == a.events + b.events);
+      double comm = 0;
+      for (const auto& e : ev.events) comm += e.seconds;
+      CHECK(comm == doctest::Approx(a.comm + b.comm));
+      // Each parameter's own collectives: their count and seconds, and the
+      // backward gather of the weights only at its stage 3.
+      for (const auto& [t, stage] : {std::pair{m.w1, s1}, std::pair{m.w2, s2}}) {
+        CAPTURE(t);
+        std::size_t n = 0, backward_gathers = 0;
+        double seconds = 0;
+        for (const auto& e : ev.events) {
+          if (e.tensor != t) continue;
+          ++n;
+          seconds += e.seconds;
+          if (e.phase == Phase::Backward && e.collective == Collective::AllGather)
+            ++backward_gathers;
+        }
+        CHECK(n == expect(stage).events);
+        CHECK(seconds == doctest::Approx(expect(stage).comm));
+        CHECK(backward_gathers == (stage == 3 ? 1u : 0u));
+      }
+    }
+  }
+
+  SUBCASE("one stage for every parameter is the plan-wide stage") {
+    for (int stage = 0; stage <= 3; ++stage) {
+      CAPTURE(stage);
+      auto wide = base;
+      wide.training.zero_stage = stage;
+      auto each = base;
+      each.training.zero_per_param.assign(m.g.num_tensors(), static_cast<std::int8_t>(stage));
+      CHECK_FALSE(plan::mixed_zero(m.g, wide.training));
+      const auto a = plan::evaluate(m.g, m.spaces, test_cluster(), wide, {});
+      const auto b = plan::evaluate(m.g, m.spaces, test_cluster(), each, {});
+      CHECK(b.summary.parameter_bytes == a.summary.parameter_bytes);
+      CHECK(b.summary.gradient_bytes == a.summary.gradient_bytes);
+      CHECK(b.summary.optimizer_bytes == a.summary.optimizer_bytes);
+      CHECK(b.summary.communication_s == a.summary.communication_s);
+      CHECK(b.summary.step_time_s == a.summary.step_time_s);
+      REQUIRE(b.events.size() == a.events.size());
+      for (std::size_t e = 0; e < a.events.size(); ++e) {
+        CHECK(b.events[e].collective == a.events[e].collective);
+        CHECK(b.events[e].seconds == a.events[e].seconds);
+      }
+    }
+  }
+
+  SUBCASE("the plan file writes the exceptions and reads them back") {
+    auto p = base;
+    p.training.zero_stage = 2;
+    p.training.zero_per_param.assign(m.g.num_tensors(), 2);
+    p.training.zero_per_param[m.w2] = 3;
+    const auto ev = plan::evaluate(m.g, m.spaces, test_cluster(), p, {});
+    const std::string text = io::plan_to_json(m.g, m.spaces, test_cluster(), p, ev);
+    CHECK(text.find("\"zero_params\"") != std::string::npos);
+    CHECK(text.find("\"w2\": 3") != std::string::npos);
+    const plan::Plan back = io::parse_plan(text, "back.json", m.g, m.spaces, p.mesh);
+    CHECK(back.training == p.training);
+    const auto again = plan::evaluate(m.g, m.spaces, test_cluster(), back, {});
+    CHECK(again.summary.parameter_bytes == ev.summary.parameter_bytes);
+    CHECK(again.summary.step_time_s == ev.summary.step_time_s);
+    // Stages equal to the plan-wide one are not exceptions.
+    auto uniform = base;
+    uniform.training.zero_per_param.assign(m.g.num_tensors(), 0);
+    CHECK(io::plan_to_json(m.g, m.spaces, test_cluster(), uniform,
+                           plan::evaluate(m.g, m.spaces, test_cluster(), uniform, {}))
+              .find("zero_params") == std::string::npos);
+    // Bad entries are errors at their JSON path.
+    const auto parse = [&](const std::string& training) {
+      const std::string bad = R"({"format": "recsearch.plan", "version": 1, "training": )" +
+                              training + R"(, "operators": []})";
+      (void)io::parse_plan(bad, "bad.json", m.g, m.spaces, p.mesh);
+    };
+    check_error([&] { parse(R"({"zero_params": {"w1": 4}})"); }, Errc::kSchema,
+                "/training/zero_params/w1");
+    check_error([&] { parse(R"({"zero_params": {"w1": "three"}})"); }, Errc::kSchema,
+                "/training/zero_params/w1");
+    check_error([&] { parse(R"({"zero_params": {"nope": 3}})"); }, Errc::kUnknownName,
+                "/training/zero_params/nope");
+    check_error([&] { parse(R"({"zero_params": {"h": 3}})"); }, Errc::kSchema,
+                "/training/zero_params/h", "not a parameter");
+    check_error([&] { parse(R"({"zero_params": [3]})"); }, Errc::kSchema, "/training/zero_params");
+  }
+
+  SUBCASE("the evaluator refuses a stage out of range at the parameter's path") {
+    auto p = base;
+    p.training.zero_per_param.assign(m.g.num_tensors(), 0);
+    p.training.zero_per_param[m.w1] = 4;
+    check_error([&] { (void)plan::evaluate(m.g, m.spaces, test_cluster(), p, {}); }, Errc::kPlan,
+                "/training/zero_params/w1");
+    p.training.zero_per_param.assign(1, 0);
+    check_error([&] { (void)plan::evaluate(m.g, m.spaces, test_cluster(), p, {}); }, Errc::kPlan,
+                "/training/zero_params");
   }
 }
 

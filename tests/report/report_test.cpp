@@ -312,6 +312,78 @@ TEST_CASE("report: the table puts the summary first and folds repeated blocks") 
   CHECK(report::plan_to_table(ein).find("search time") == std::string::npos);
 }
 
+TEST_CASE("report: per-block recomputation and per-parameter ZeRO in the table and the page") {
+  const ir::Graph g = io::read_graph_file(data_path("graphs/bert_large.json"));
+  const auto spaces = algebra::build_op_spaces(g);
+  const Cluster cluster = Cluster::flat(2);
+  plan::Plan p;
+  p.mode = Mode::Train;
+  p.mesh = cluster.cuts();
+  p.cuts.assign(g.num_operators(), std::vector<std::int16_t>(p.mesh.size(), plan::kReplicated));
+  p.training.recompute = plan::Recompute::Selective;
+  p.training.zero_stage = 2;
+  const plan::Plan plain = p;  // plan-wide settings only
+  const report::ReportInput plain_in{g, spaces, cluster, plain,
+                                     plan::evaluate(g, spaces, cluster, plain, {})};
+  const auto rep = report::find_fold(plain_in, report::kFoldTableOperators);
+  REQUIRE(rep.has_value());
+  // Full recomputation on the last 5 blocks, stage 3 on the largest parameter.
+  p.training.per_op.assign(g.num_operators(), plan::Recompute::Selective);
+  const std::size_t end = rep->start + rep->period * rep->repeats;
+  for (std::size_t o = end - 5 * rep->period; o < end; ++o)
+    p.training.per_op[o] = plan::Recompute::Full;
+  ir::TensorId largest = 0;
+  std::size_t params = 0;
+  for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
+    if (g.tensor(t).kind != ir::TensorKind::Parameter) continue;
+    ++params;
+    if (g.tensor(largest).kind != ir::TensorKind::Parameter ||
+        g.tensor(t).bytes() > g.tensor(largest).bytes())
+      largest = t;
+  }
+  p.training.zero_per_param.assign(g.num_tensors(), 2);
+  p.training.zero_per_param[largest] = 3;
+  const std::string blocks = "full on 5 of " + std::to_string(rep->repeats) +
+                             " blocks, selective on " + std::to_string(rep->repeats - 5);
+  CHECK(report::recompute_text(g, p.training) == blocks);
+  const std::string zero = report::zero_text(g, p.training);
+  CHECK(zero.rfind("3 on 1 of " + std::to_string(params) + " parameters (", 0) == 0);
+  CHECK(zero.find("% of the parameter bytes), 2 on " + std::to_string(params - 1)) !=
+        std::string::npos);
+  // Plan-wide settings say their value alone.
+  CHECK(report::recompute_text(g, plain_in.plan.training) == "selective");
+  CHECK(report::zero_text(g, plain_in.plan.training) == "2");
+
+  const plan::Evaluation ev = plan::evaluate(g, spaces, cluster, p, {});
+  const report::ReportInput in{g, spaces, cluster, p, ev};
+  CHECK(report::plan_to_table(in).find("recompute " + blocks + ", ZeRO stage " + zero) !=
+        std::string::npos);
+  const nlohmann::json d = data_block(report::plan_to_html(in));
+  CHECK(d["training"]["recompute"] == "selective");
+  CHECK(d["training"]["zero_stage"] == 2);
+  CHECK(d["training"]["recompute_text"] == blocks);
+  CHECK(d["training"]["zero_text"] == zero);
+  CHECK(d["training"]["recompute_ops"].size() == 5 * rep->period);
+  CHECK(d["training"]["zero_params"] == nlohmann::json{{g.tensor(largest).name, 3}});
+  // Every operator listed carries its own recomputation.
+  const std::vector<plan::Recompute> rc = plan::operator_recompute(g, p.training);
+  REQUIRE(d["operators"].size() > 0);
+  for (const auto& op : d["operators"]) {
+    const auto o = op["id"].get<std::size_t>();
+    CHECK(op["recompute"] == std::string(plan::recompute_name(rc[o])));
+  }
+
+  SUBCASE("without a repeated block, counted per operator") {
+    const ir::Graph small = io::read_graph_file(data_path("graphs/gpt2_block.json"));
+    plan::Training t;
+    t.per_op.assign(small.num_operators(), plan::Recompute::None);
+    t.per_op[0] = plan::Recompute::Full;
+    CHECK(report::recompute_text(small, t) ==
+          "full on 1 of " + std::to_string(small.num_operators()) + " operators, none on " +
+              std::to_string(small.num_operators() - 1));
+  }
+}
+
 TEST_CASE("report: DOT of a large graph draws a repeated block once, or every copy clustered") {
   Fixture f(io::read_graph_file(data_path("graphs/bert_large.json")), Cluster::mesh({4, 8}));
   REQUIRE(f.g.num_operators() > report::kFoldDotOperators);

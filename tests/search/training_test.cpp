@@ -6,12 +6,14 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "recsearch/algebra/op_space.hpp"
 #include "recsearch/error.hpp"
 #include "recsearch/gen/generate.hpp"
 #include "recsearch/plan/evaluator.hpp"
+#include "recsearch/plan/training.hpp"
 #include "recsearch/search/search.hpp"
 #include "support/search_options.hpp"
 
@@ -88,6 +90,51 @@ TEST_CASE("pinned training settings are kept, and the accounts agree at each") {
         CHECK(r.bookkept_step_time_s ==
               doctest::Approx(testing::serial_step(r.eval.summary)).epsilon(1e-9));
       }
+}
+
+TEST_CASE("where plan-wide ZeRO 3 wins, the search keeps stage 3 on the largest parameters only") {
+  const SmallGpt s;
+  const Cluster c = Cluster::flat(4);
+  // Data parallel (fixed cuts), nothing overlapped, so that each stage-3
+  // gather is paid; no recomputation and one microbatch.
+  search::SearchOptions o;
+  o.algorithm = search::Algorithm::DataParallel;
+  o.cost.overlap = false;
+  o.training.recompute = plan::Recompute::None;
+  o.training.microbatches = 1;
+  search::SearchOptions at2 = o, at3 = o;
+  at2.training.zero_stage = 2;
+  at3.training.zero_stage = 3;
+  const auto two = search::run(s.g, s.spaces, c, at2);
+  const auto three = search::run(s.g, s.spaces, c, at3);
+  REQUIRE(three.eval.summary.memory_per_device_bytes < two.eval.summary.memory_per_device_bytes);
+  REQUIRE(three.eval.summary.step_time_s > two.eval.summary.step_time_s);
+  // A budget between the two: stage 2 everywhere does not fit, stage 3
+  // everywhere does with room to spare.
+  o.cost.memory_budget_bytes =
+      0.5 * (two.eval.summary.memory_per_device_bytes + three.eval.summary.memory_per_device_bytes);
+  const auto r = search::run(s.g, s.spaces, c, o);
+  const plan::Training& t = r.plan.training;
+  CHECK(t.zero_stage == 3);
+  REQUIRE(plan::mixed_zero(s.g, t));
+  CHECK(r.eval.summary.memory_per_device_bytes <= o.cost.memory_budget_bytes);
+  CHECK(r.eval.summary.step_time_s < three.eval.summary.step_time_s);
+  check_reevaluates(s, c, o, r);
+  CHECK(r.bookkept_step_time_s ==
+        doctest::Approx(testing::serial_step(r.eval.summary)).epsilon(1e-9));
+  // Stage 3 on the largest parameters, 2 on the rest.
+  const std::vector<int> z = plan::parameter_zero(s.g, t);
+  double smallest3 = INFINITY, largest2 = 0;
+  for (ir::TensorId i = 0; i < s.g.num_tensors(); ++i) {
+    if (s.g.tensor(i).kind != ir::TensorKind::Parameter) continue;
+    CHECK((z[i] == 2 || z[i] == 3));
+    if (z[i] == 3) smallest3 = std::min(smallest3, s.g.tensor(i).bytes());
+    else largest2 = std::max(largest2, s.g.tensor(i).bytes());
+  }
+  CHECK(smallest3 >= largest2);
+  // Pinned stages are kept whole.
+  o.training.zero_stage = 3;
+  CHECK_FALSE(plan::mixed_zero(s.g, search::run(s.g, s.spaces, c, o).plan.training));
 }
 
 TEST_CASE("exhaustive and ilp refuse full recomputation, whose memory they cannot express") {

@@ -20,6 +20,10 @@ enum class DType : std::uint8_t { F64, F32, F16, BF16, F8, I64, I32, I16, I8, U8
 
 // Bytes per element (bool and f8 take one byte).
 [[nodiscard]] std::size_t dtype_size(DType t) noexcept;
+// Whether t holds exact whole values (the integer types and bool: ids,
+// indices, masks) rather than floating-point numbers: such tensors take no
+// gradient and are filled with valid indices, not random reals.
+[[nodiscard]] bool is_integer(DType t) noexcept;
 // File spelling, e.g. "bf16".
 [[nodiscard]] std::string_view dtype_name(DType t) noexcept;
 // Inverse of dtype_name; nullopt for unknown spellings.

@@ -44,7 +44,8 @@
 //  with m microbatches the graph evaluated is the microbatch graph, and
 //  compute, layout, halo, output and activation-gradient events repeat m
 //  times (CommEvent::repeats); parameter gradients are synchronised as
-//  cost::gradient_sync_steps says for the plan's ZeRO stage.
+//  cost::gradient_sync_steps says for each parameter's ZeRO stage
+//  (plan::parameter_zero: its own where the plan names one, else the plan's).
 //  step_time = compute + the communication overlap does not hide
 //  (finish_step_time).
 //

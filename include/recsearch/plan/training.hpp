@@ -3,7 +3,8 @@
 // recomputation, ZeRO sharding of parameter state, microbatches (gradient
 // accumulation), and the memory rules that follow from them.
 //
-// These are plan-wide decisions (docs/cost-model.md, Training): the search
+// These are plan-wide decisions, recomputation and the ZeRO stage with
+// per-operator and per-parameter exceptions (docs/cost-model.md, Training): the search
 // picks them under the memory budget (search/options.hpp, TrainingChoice),
 // the plan file records them, and the evaluator prices them. Everything a
 // training setting changes about memory is expressed per tensor here, so that
@@ -54,6 +55,11 @@ struct Training {
   // e.g. full for the last blocks of a stack and selective for the others.
   // Operators the graph pins (ir::Operator::recompute) carry their pin.
   std::vector<Recompute> per_op;
+  // Per tensor (empty: `zero_stage` for every parameter): the ZeRO stage of
+  // each parameter, e.g. 3 for the embedding and the largest blocks and 2
+  // for the rest; entries of other tensors are ignored. (Initialized so
+  // that aggregates naming the first four members stay complete.)
+  std::vector<std::int8_t> zero_per_param = {};
 
   friend bool operator==(const Training&, const Training&) = default;
 };
@@ -69,6 +75,15 @@ inline constexpr int kMaxZeroStage = 3;
 // Whether t, read against g, recomputes anything other than t.recompute
 // (per-operator values or pins that differ): the plan file then lists them.
 [[nodiscard]] bool mixed_recompute(const ir::Graph& g, const Training& t);
+
+// The ZeRO stage of each tensor of g under t: zero_per_param where set, else
+// t.zero_stage (0 for tensors that are not parameters). The one definition
+// the evaluator, the searches and the plan file share.
+[[nodiscard]] std::vector<int> parameter_zero(const ir::Graph& g, const Training& t);
+
+// Whether some parameter of g has a ZeRO stage other than t.zero_stage: the
+// plan file then lists them.
+[[nodiscard]] bool mixed_zero(const ir::Graph& g, const Training& t);
 
 // Per-tensor and per-operator memory rules of one graph under one training
 // setting (docs/cost-model.md, Saved tensors):

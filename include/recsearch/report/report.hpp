@@ -102,6 +102,18 @@ struct Parallelism {
 inline constexpr double kPartlyUsedShare = 0.5;
 [[nodiscard]] std::string parallelism_text(const ReportInput& in);
 
+// A plan's activation recomputation in words: the plan-wide value
+// ("selective") where every operator has it; where it differs per operator,
+// counted per repeated block when the graph repeats one ("full on 11 of 24
+// blocks, selective on 13", operators outside the blocks added where they
+// differ from the plan-wide value), else per operator ("full on 69 of 1101
+// operators, none on 1032"). The table, the HTML report and the sweep say it
+// alike.
+[[nodiscard]] std::string recompute_text(const ir::Graph& g, const plan::Training& t);
+// The ZeRO stage likewise: "2", or per parameter "3 on 5 of 98 parameters
+// (61% of the parameter bytes), 2 on 93".
+[[nodiscard]] std::string zero_text(const ir::Graph& g, const plan::Training& t);
+
 // A repeated block of the graph (search::detail::find_repetition): ops
 // [start, start + period * repeats) are `repeats` blocks of `period`.
 struct Fold {

@@ -117,6 +117,10 @@ def _load():
         "rs_result_strategy": ([P, S, S, ctypes.POINTER(ctypes.POINTER(I64)), _size_p],
                                ctypes.c_int),
         "rs_result_cut": ([P, S, S, _c_char_p_p], ctypes.c_int),
+        "rs_result_training": ([P, _c_char_p_p, ctypes.POINTER(ctypes.c_int),
+                                ctypes.POINTER(I64)], ctypes.c_int),
+        "rs_result_operator_recompute": ([P, S, _c_char_p_p], ctypes.c_int),
+        "rs_result_parameter_zero_stage": ([P, S, ctypes.POINTER(ctypes.c_int)], ctypes.c_int),
         "rs_result_num_tensors": ([P, _size_p], ctypes.c_int),
         "rs_result_tensor_name": ([P, S, _c_char_p_p], ctypes.c_int),
         "rs_result_find_tensor": ([P, C, _size_p], ctypes.c_int),
@@ -455,6 +459,25 @@ class Plan(_Handle):
             _check(_lib.rs_result_cut(self, o, a, ctypes.byref(loop)))
             out.append(_dec(loop.value))
         return out
+
+    @property
+    def training(self):
+        """Plan-wide training settings: {"recompute", "zero_stage", "microbatches"}."""
+        rc, z, m = ctypes.c_char_p(), ctypes.c_int(), ctypes.c_int64()
+        _check(_lib.rs_result_training(self, ctypes.byref(rc), ctypes.byref(z), ctypes.byref(m)))
+        return {"recompute": _dec(rc.value), "zero_stage": z.value, "microbatches": m.value}
+
+    def recompute(self, op):
+        """The operator's own recomputation: "none", "selective" or "full"."""
+        rc = ctypes.c_char_p()
+        _check(_lib.rs_result_operator_recompute(self, self._op(op), ctypes.byref(rc)))
+        return _dec(rc.value)
+
+    def zero_stage(self, tensor):
+        """The parameter's own ZeRO stage (0 to 3)."""
+        z = ctypes.c_int()
+        _check(_lib.rs_result_parameter_zero_stage(self, self._tensor(tensor), ctypes.byref(z)))
+        return z.value
 
     def sharding(self, tensor):
         """(per dim the splitting axis indices, partial axis indices)."""
