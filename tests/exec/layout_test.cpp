@@ -302,7 +302,8 @@ TEST_CASE("exec: a strided shard (a merge region's batch cut) is refused with a 
   plan::Plan p;
   p.mode = Mode::Infer;
   p.mesh = Cluster::flat(2).cuts();
-  p.cuts = {{plan::kReplicated}, {static_cast<std::int16_t>(spaces[1].find_loop("i"))},
+  p.cuts = {{plan::kReplicated},
+            {static_cast<std::int16_t>(spaces[1].find_loop("i"))},
             {plan::kReplicated}};
   try {
     (void)exec::plan_layouts(g, spaces, p);
