@@ -109,6 +109,17 @@ std::optional<std::uint32_t> row_slot(const ir::Graph& g, ir::OpId o, ir::Tensor
   return slot;
 }
 
+// The one input of `o` another operator produces, if exactly one is.
+std::optional<ir::OpId> single_producer(const ir::Graph& g, ir::OpId o) {
+  std::optional<ir::OpId> p;
+  for (const ir::TensorId t : g.op(o).inputs) {
+    if (t >= g.num_tensors() || g.tensor(t).producer == ir::kNone) continue;
+    if (p) return std::nullopt;
+    p = g.tensor(t).producer;
+  }
+  return p;
+}
+
 // The region that starts at merge `m`, walking its single uses down.
 std::optional<MergeRegion> region_from(const ir::Graph& g, ir::OpId m) {
   const auto f = merge_factors(g, m);
@@ -122,6 +133,9 @@ std::optional<MergeRegion> region_from(const ir::Graph& g, ir::OpId m) {
     const ir::Tensor& t = g.tensor(rows);
     if (t.consumers.size() != 1) return std::nullopt;
     const ir::OpId c = t.consumers[0];
+    // Members find the merge by walking up their one produced input, so
+    // the rows must be that input: every member then finds this region.
+    if (single_producer(g, c) != std::optional<ir::OpId>(t.producer)) return std::nullopt;
     if (splits_back(g, c, r.outer, r.inner) && g.op(c).inputs[0] == rows) {
       r.split = c;
       return r;
@@ -134,17 +148,6 @@ std::optional<MergeRegion> region_from(const ir::Graph& g, ir::OpId m) {
     rows = g.op(c).outputs[0];
   }
   return std::nullopt;
-}
-
-// The one input of `o` another operator produces, if exactly one is.
-std::optional<ir::OpId> single_producer(const ir::Graph& g, ir::OpId o) {
-  std::optional<ir::OpId> p;
-  for (const ir::TensorId t : g.op(o).inputs) {
-    if (t >= g.num_tensors() || g.tensor(t).producer == ir::kNone) continue;
-    if (p) return std::nullopt;
-    p = g.tensor(t).producer;
-  }
-  return p;
 }
 
 }  // namespace

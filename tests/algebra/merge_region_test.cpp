@@ -108,6 +108,25 @@ TEST_CASE("merge region: no region without the exact merge, split and single use
     CHECK(h.g.space(h.matmul).strided.empty());
     CHECK(h.g.space(h.split).strided.empty());
   }
+  SUBCASE("a row operator with a second computed input") {
+    // The projection's weight is itself computed (a transpose): walking up
+    // from the projection would not single out the rows, so no member
+    // takes the region (each member must find the same one).
+    G g;
+    const auto x = g.t("x", {4, 8, 3});
+    const auto y = g.t("y", {8, 12});
+    const auto w0 = g.t("w0", {12, 12});
+    const auto w = g.t("w", {12, 12});
+    const auto z = g.t("z", {8, 12});
+    const auto v = g.t("v", {4, 2, 12});
+    const auto merge = g.op("Reshape", {x}, {y});
+    g.op("Transpose", {w0}, {w}, {{"perm", Ints{1, 0}}});
+    const auto mm = g.op("MatMul", {y, w}, {z});
+    const auto split = g.op("Reshape", {z}, {v});
+    CHECK(g.space(merge).strided.empty());
+    CHECK(g.space(mm).strided.empty());
+    CHECK(g.space(split).strided.empty());
+  }
   SUBCASE("the merged tensor used twice") {
     Heads h({4, 8, 3}, {8, 12}, {4, 2, 12}, /*extra_use=*/true);
     CHECK(h.g.space(h.merge).strided.empty());
