@@ -77,6 +77,31 @@ void map_reshape(SpaceBuilder& b, const ir::Shape& x, const ir::Shape& y, bool e
   for (; c < yi.size(); ++c) whole_y(yi[c]);
 }
 
+// A merge region's reshape (merge_region.cpp) cuts the inner factor of the
+// merged dim instead of its outer one: the merge's input dim 1, whose outer
+// factor is that inner factor, and the merged dim 0 share a loop of the
+// inner factor's size, as do the split's merged dim 0 and its output dim 1;
+// the outer factor's loop is Whole. The rows' other loops are as
+// map_reshape laid them out, which put dims 0 and 1 in one group.
+void stride_region_reshape(SpaceBuilder& b, const MergeRegion& r) {
+  OpSpace& s = b.space();
+  const bool merge = b.id() == r.merge;
+  auto& merged = merge ? s.outputs[0] : s.inputs[0];
+  auto& unmerged = merge ? s.inputs[0] : s.outputs[0];
+  const int outer = merged[0];
+  const int inner = unmerged[1];
+  if (outer == kUnmapped || inner == kUnmapped) return;  // not one group: nothing to revise
+  LoopDim& in = s.loops[static_cast<std::size_t>(inner)];
+  in.name = indexed("d", merge ? 0 : 1);
+  in.size = r.inner;
+  in.role = DimRole::Parallel;
+  LoopDim& out = s.loops[static_cast<std::size_t>(outer)];
+  out.name = merge ? "in0" : "d0";
+  out.role = DimRole::Whole;
+  merged[0] = inner;
+  s.strided.push_back({merge, 0, 0, r.outer});
+}
+
 }  // namespace
 
 // ---- Reshape, Flatten, Squeeze, Unsqueeze ----------------------------------
@@ -173,6 +198,9 @@ void build_reshape(SpaceBuilder& b) {
                                     " has " + std::to_string(ny));
   }
   map_reshape(b, x, y, nx == 0);
+  if (b.id() && (k == ir::OpKind::Reshape || k == ir::OpKind::Flatten)) {
+    if (const auto r = merge_region(b.graph(), *b.id())) stride_region_reshape(b, *r);
+  }
   b.set_flops(0.0);
 }
 

@@ -7,6 +7,7 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
+#include <algorithm>
 #include <exception>
 #include <functional>
 #include <string>
@@ -33,15 +34,34 @@ int OpSpace::find_loop(std::string_view name) const noexcept {
   return kUnmapped;
 }
 
-namespace {
+std::int64_t OpSpace::outer_of(bool output, std::size_t operand, std::size_t dim) const noexcept {
+  for (const StridedDim& s : strided) {
+    if (s.output == output && s.operand == operand && s.dim == dim) return s.outer;
+  }
+  return 1;
+}
 
-using detail::SpaceBuilder;
+bool OpSpace::cuts_inner_factor(int loop) const noexcept {
+  for (const StridedDim& s : strided) {
+    const auto& maps = s.output ? outputs : inputs;
+    if (s.operand < maps.size() && s.dim < maps[s.operand].size() &&
+        maps[s.operand][s.dim] == loop) {
+      return true;
+    }
+  }
+  return false;
+}
 
 // An Operator built outside a Graph keeps the default kind (Custom); its
 // type string is then the only reliable description.
-ir::OpKind kind_of(const ir::Operator& op) noexcept {
+ir::OpKind detail::kind_of(const ir::Operator& op) noexcept {
   return op.kind != ir::OpKind::Custom ? op.kind : ir::parse_op_kind(op.type);
 }
+
+namespace {
+
+using detail::kind_of;
+using detail::SpaceBuilder;
 
 void dispatch(SpaceBuilder& b) {
   using K = ir::OpKind;
@@ -102,16 +122,30 @@ void dispatch(SpaceBuilder& b) {
 
 }  // namespace
 
+OpSpace detail::build_raw_space(const ir::Graph& g, ir::OpId id) {
+  const ir::Operator& op = g.op(id);
+  SpaceBuilder b(g, op, kind_of(op), id, /*infer_only=*/false);
+  dispatch(b);
+  return b.take_space();
+}
+
 OpSpace build_op_space(const ir::Graph& g, ir::OpId id) {
   if (id >= g.num_operators()) {
     throw Error(Errc::kUsage, "operator id " + std::to_string(id) +
                                   " out of range (the graph has " +
                                   std::to_string(g.num_operators()) + " operators)");
   }
-  const ir::Operator& op = g.op(id);
-  SpaceBuilder b(g, op, kind_of(op), id, /*infer_only=*/false);
-  dispatch(b);
-  return b.take_space();
+  OpSpace s = detail::build_raw_space(g, id);
+  // The two reshapes of a merge region map it themselves (build_reshape);
+  // its row operators are revised here, whatever their kind.
+  if (const auto r = detail::merge_region(g, id)) {
+    const auto it = std::find(r->chain.begin(), r->chain.end(), id);
+    if (it != r->chain.end()) {
+      detail::stride_chain_space(s, *r,
+                                 r->row_inputs[static_cast<std::size_t>(it - r->chain.begin())]);
+    }
+  }
+  return s;
 }
 
 std::vector<OpSpace> build_op_spaces(const ir::Graph& g) {

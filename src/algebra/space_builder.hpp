@@ -71,7 +71,9 @@ class SpaceBuilder {
   SpaceBuilder(const ir::Graph& g, const ir::Operator& op, ir::OpKind kind,
                std::optional<ir::OpId> id, bool infer_only);
 
+  [[nodiscard]] const ir::Graph& graph() const noexcept { return g_; }
   [[nodiscard]] const ir::Operator& op() const noexcept { return op_; }
+  [[nodiscard]] std::optional<ir::OpId> id() const noexcept { return id_; }
   [[nodiscard]] ir::OpKind kind() const noexcept { return kind_; }
   [[nodiscard]] std::string_view type() const noexcept { return op_.type; }
   [[nodiscard]] bool infer_only() const noexcept { return infer_only_; }
@@ -147,6 +149,8 @@ class SpaceBuilder {
   int add_loop(std::string name, std::int64_t size, DimRole role, std::int64_t halo = 0);
   void map_in(std::size_t j, std::size_t dim, int loop);
   void map_out(std::size_t j, std::size_t dim, int loop);
+  // The space built so far, for rules that revise a mapping (merge regions).
+  [[nodiscard]] OpSpace& space() noexcept { return space_; }
   void set_flops(double f) noexcept { space_.flops = f; }
   void set_opaque() noexcept { space_.opaque = true; }
 
@@ -164,6 +168,40 @@ class SpaceBuilder {
   OpSpace space_;
   std::vector<std::optional<ir::Shape>> inferred_;
 };
+
+// ---- merge regions (merge_region.cpp) --------------------------------------
+
+// The kind of an operator, from its type when it was built outside a Graph.
+[[nodiscard]] ir::OpKind kind_of(const ir::Operator& op) noexcept;
+
+// The space of operator `id` as its kind alone describes it, before the
+// merge-region rule revises it (op_space.cpp).
+[[nodiscard]] OpSpace build_raw_space(const ir::Graph& g, ir::OpId id);
+
+// A merge region (docs/design.md, Operator kinds): a Reshape or Flatten
+// `merge` whose output's dim 0 is the merge [outer, inner] of its input's
+// dim 0 (outer) and the outer factor of its dim 1 (inner), a chain of row
+// operators each using the previous tensor once as the rows of one Parallel
+// loop, and a Reshape `split` that splits dim 0 back into [outer, inner...].
+// Every tensor from the merge's output to the split's input is used once,
+// by the next operator of the region.
+struct MergeRegion {
+  ir::OpId merge = 0;
+  ir::OpId split = 0;
+  std::int64_t outer = 1;
+  std::int64_t inner = 1;
+  std::vector<ir::OpId> chain;            // the row operators, in order
+  std::vector<std::uint32_t> row_inputs;  // per chain operator, its rows' input slot
+};
+
+// The merge region operator `id` belongs to, if any. Depends only on the
+// shapes, kinds and uses of the operators around it, so that every member
+// finds the same region.
+[[nodiscard]] std::optional<MergeRegion> merge_region(const ir::Graph& g, ir::OpId id);
+
+// Revises the space of a chain operator of `r` (slot: its rows' input):
+// its row loop cuts the inner factor.
+void stride_chain_space(OpSpace& s, const MergeRegion& r, std::uint32_t slot);
 
 // ---- per-kind builders (kinds_*.cpp) ---------------------------------------
 

@@ -304,6 +304,15 @@ PlanLayouts plan_layouts(const ir::Graph& g, const std::vector<algebra::OpSpace>
     }
     for (std::size_t a = 0; a < n_axes; ++a) {
       const int c = p.cuts[o][a];
+      // A strided shard (algebra::StridedDim) holds rows no local slice or
+      // collective here produces: refuse (exit 2) rather than run wrong rows.
+      if (c >= 0 && s.cuts_inner_factor(c)) {
+        throw Error(Errc::kUsage,
+                    "exec does not run strided shards yet: operator '" + op.name +
+                        "' cuts the inner factor of a merged dim (a merge region, "
+                        "docs/design.md); search with that loop disallowed to execute the plan",
+                    "/operators/" + std::to_string(o) + "/cuts");
+      }
       for (std::size_t j = 0; j < op.inputs.size(); ++j) {
         ol.inputs[j][a] =
             plan::wanted_layout(s, c, j < s.inputs.size() ? &s.inputs[j] : nullptr, false);

@@ -914,6 +914,27 @@ void print_tensor(std::string& out, bool spaced, const PlanContext& c, ir::Tenso
     detail::append_key(out, "partial", spaced);
     c.text.append_axes(out, partial, spaced);
   }
+  // A sharded dim its producer cuts on an inner factor (a merge region,
+  // algebra::StridedDim) holds strided rows: per dim the outer factor (1:
+  // contiguous), written only where some sharded dim is strided.
+  std::vector<std::int64_t> outer(tensor.rank(), 1);
+  bool strided = false;
+  if (tensor.producer != ir::kNone && tensor.producer < c.spaces.size() && ts != nullptr) {
+    const ir::Operator& prod = c.g.op(tensor.producer);
+    for (std::size_t j = 0; j < prod.outputs.size(); ++j) {
+      if (prod.outputs[j] != t) continue;
+      for (std::size_t d = 0; d < tensor.rank() && d < ts->dims.size(); ++d) {
+        if (ts->dims[d].empty()) continue;
+        outer[d] = c.spaces[tensor.producer].outer_of(true, j, d);
+        strided = strided || outer[d] > 1;
+      }
+    }
+  }
+  if (strided) {
+    out += detail::comma(spaced);
+    detail::append_key(out, "strided_outer", spaced);
+    detail::append_int_array(out, outer, spaced);
+  }
   // The same on the user's named mesh dims (io/mesh_names.hpp).
   out += detail::comma(spaced);
   detail::append_key(out, "mesh_sharding", spaced);

@@ -307,9 +307,9 @@ class RecSearch {
     own_.assign(cand_off_[nops], 0.0);
     own_comm_.assign(cand_off_[nops], 0.0);
     flag_.assign(nops, 0);
-    batch_.resize(nops);
-    for (std::size_t o = 0; o < nops; ++o)
-      batch_[o] = batch_loop(ctx_.g, ctx_.spaces[o], static_cast<ir::OpId>(o));
+    // The batch as data parallelism follows it (through transposes and
+    // merge regions), so that the batch start is that baseline's plan.
+    batch_ = data_parallel_loops(ctx_.g, ctx_.spaces);
   }
 
   // Tensor flags, request lists, and the multiplicities (folded graphs): an

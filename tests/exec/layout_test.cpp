@@ -284,6 +284,40 @@ TEST_CASE("exec: causal attention and gather on one rank") {
   }
 }
 
+TEST_CASE("exec: a strided shard (a merge region's batch cut) is refused with a usage error") {
+  // [t, b*h, hd] -> [t*b, d] -> MatMul -> [t, b, d]: the batch is the inner
+  // factor of the rows, whose cut no local block here describes.
+  ir::Graph g("heads");
+  const auto f = ir::DType::F32;
+  auto x = g.add_tensor("x", {4, 8, 3}, f, ir::TensorKind::Input);
+  auto rows = g.add_tensor("rows", {8, 12}, f, ir::TensorKind::Activation);
+  auto w = g.add_tensor("w", {12, 12}, f, ir::TensorKind::Parameter);
+  auto proj = g.add_tensor("proj", {8, 12}, f, ir::TensorKind::Activation);
+  auto y = g.add_tensor("y", {4, 2, 12}, f, ir::TensorKind::Activation);
+  add_op_ids(g, "merge", "Reshape", {x}, {rows});
+  add_op_ids(g, "out_proj", "MatMul", {rows, w}, {proj});
+  add_op_ids(g, "split", "Reshape", {proj}, {y});
+  g.finalize();
+  const auto spaces = algebra::build_op_spaces(g);
+  REQUIRE(spaces[1].cuts_inner_factor(spaces[1].find_loop("i")));
+  plan::Plan p;
+  p.mode = Mode::Infer;
+  p.mesh = Cluster::flat(2).cuts();
+  p.cuts = {{plan::kReplicated},
+            {static_cast<std::int16_t>(spaces[1].find_loop("i"))},
+            {plan::kReplicated}};
+  try {
+    (void)exec::plan_layouts(g, spaces, p);
+    FAIL("a strided cut was laid out");
+  } catch (const Error& e) {
+    CHECK(e.code() == Errc::kUsage);
+    CHECK(std::string(e.what()).find("'out_proj'") != std::string::npos);
+  }
+  // Replicated, the same graph lays out.
+  p.cuts[1] = {plan::kReplicated};
+  CHECK_NOTHROW((void)exec::plan_layouts(g, spaces, p));
+}
+
 TEST_CASE("exec: unsupported operators are named before anything runs") {
   // MaxPool's ONNX indices output has no kernel (the pool itself has).
   ir::Graph g("pool");

@@ -155,6 +155,71 @@ TEST_CASE("exhaustive is optimal; rec stays within a few percent of it") {
   MESSAGE("worst rec/exhaustive gap: " << worst * 100 << "%");
 }
 
+// The heads of nn.MultiheadAttention (batch_first, so the input is
+// transposed to [t, b, d]) as torch.onnx.export writes them around the
+// output projection: [t, b*h, hd] merged into [t*b, d] (the batch the inner
+// factor), projected, and split back into [t, b, d]; a merge region
+// (docs/design.md) whose batch cut is a strided shard.
+ir::Graph merged_heads(std::int64_t t, std::int64_t b, std::int64_t heads, std::int64_t hd) {
+  using ir::TensorKind;
+  const std::int64_t d = heads * hd;
+  ir::Graph g("merged_heads");
+  const auto f = ir::DType::F32;
+  g.add_tensor("x", {b, t, d}, f, TensorKind::Input);
+  g.add_tensor("xt", {t, b, d}, f);
+  g.add_tensor("wv", {d, d}, f, TensorKind::Parameter);
+  g.add_tensor("v", {t, b, d}, f);
+  g.add_tensor("heads", {t, b * heads, hd}, f);
+  g.add_tensor("rows", {t * b, d}, f);
+  g.add_tensor("wo", {d, d}, f, TensorKind::Parameter);
+  g.add_tensor("proj", {t * b, d}, f);
+  g.add_tensor("bo", {d}, f, TensorKind::Parameter);
+  g.add_tensor("biased", {t * b, d}, f);
+  g.add_tensor("back", {t, b, d}, f);
+  g.add_tensor("y", {t, b, d}, f);
+  t::add_op(g, "to_seq_first", "Transpose", {"x"}, {"xt"},
+            {{"perm", std::vector<std::int64_t>{1, 0, 2}}});
+  t::add_op(g, "v_proj", "MatMul", {"xt", "wv"}, {"v"});
+  t::add_op(g, "view_heads", "Reshape", {"v"}, {"heads"});
+  t::add_op(g, "merge", "Reshape", {"heads"}, {"rows"});
+  t::add_op(g, "out_proj", "MatMul", {"rows", "wo"}, {"proj"});
+  t::add_op(g, "out_bias", "Add", {"bo", "proj"}, {"biased"});
+  t::add_op(g, "split", "Reshape", {"biased"}, {"back"});
+  t::add_op(g, "residual", "Add", {"xt", "back"}, {"y"});
+  g.finalize();
+  return g;
+}
+
+TEST_CASE("merge region: the batch cut survives [t*b, d], and every account agrees") {
+  const ir::Graph g = merged_heads(16, 8, 4, 64);
+  const auto spaces = algebra::build_op_spaces(g);
+  REQUIRE_FALSE(spaces[*g.find_operator("out_proj")].strided.empty());
+  for (const Cluster& c : {Cluster::flat(4), Cluster::mesh({2, 4})}) {
+    CAPTURE(c.name());
+    for (Mode mode : {Mode::Train, Mode::Infer}) {
+      const auto dp = run(g, c, search::Algorithm::DataParallel, mode);
+      const auto rec = run(g, c, search::Algorithm::Rec, mode);
+      const auto ex = run(g, c, search::Algorithm::Exhaustive, mode);
+      check_valid(g, dp);
+      check_valid(g, rec);
+      // Data parallelism follows the batch through the region: its rows
+      // are cut strided on every axis, and no activation moves.
+      for (std::size_t a = 0; a < dp.plan.mesh.size(); ++a) {
+        CHECK(loop_name(g, dp, "merge", a) == "d0");
+        CHECK(loop_name(g, dp, "out_proj", a) == "i");
+        CHECK(loop_name(g, dp, "split", a) == "d1");
+      }
+      for (const auto& e : dp.eval.events) CHECK(e.reason != plan::CommReason::Layout);
+      // The search's, the branch and bound's and the evaluator's accounts.
+      CHECK(rec.bookkept_step_time_s ==
+            doctest::Approx(rec.eval.summary.step_time_s).epsilon(1e-9));
+      CHECK(ex.bookkept_step_time_s == doctest::Approx(ex.eval.summary.step_time_s).epsilon(1e-9));
+      CHECK(ex.eval.summary.step_time_s <= rec.eval.summary.step_time_s * (1 + 1e-9));
+      CHECK(rec.eval.summary.step_time_s <= dp.eval.summary.step_time_s * (1 + 1e-9));
+    }
+  }
+}
+
 TEST_CASE("memory-bound: rec against the exact optimum under budgets") {
   // Budgets below what the unconstrained optimum needs, down to where
   // little fits: the exact optimum then trades communication for memory.

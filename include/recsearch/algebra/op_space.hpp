@@ -44,6 +44,20 @@ struct LoopDim {
 // Loop index of one operand dimension, or kUnmapped.
 inline constexpr int kUnmapped = -1;
 
+// An operand dim whose loop cuts its inner factor: the dim, of size n, is
+// the merge [outer, n / outer] (outer slowest) and a cut of its loop into k
+// parts gives part p, for every outer index, the p-th contiguous block of
+// the inner factor: a strided set of rows. The loop's size is then at most
+// n / outer, so that every legal cut divides the inner factor. Bytes, and
+// so every collective's price, are those of an ordinary Shard of the dim;
+// which rows a part holds matters only to code that moves the data (exec).
+struct StridedDim {
+  bool output = false;  // an output (else an input) of the operator
+  std::uint32_t operand = 0;
+  std::uint32_t dim = 0;
+  std::int64_t outer = 1;  // the merged dim's outer factor, > 1
+};
+
 struct OpSpace {
   std::vector<LoopDim> loops;
   // inputs[j][d]: loop of dim d of input j (kUnmapped if none). Same for outputs.
@@ -54,9 +68,17 @@ struct OpSpace {
   double flops = 0.0;
   // Unknown kind without an `einsum` attribute: cannot be cut, runs replicated.
   bool opaque = false;
+  // Operand dims cut on an inner factor (docs/design.md, Operator kinds:
+  // merge regions); empty for almost every operator.
+  std::vector<StridedDim> strided;
 
   // Index of the loop called `name`, or kUnmapped.
   [[nodiscard]] int find_loop(std::string_view name) const noexcept;
+  // The outer factor of an operand dim cut on its inner factor, else 1.
+  [[nodiscard]] std::int64_t outer_of(bool output, std::size_t operand,
+                                      std::size_t dim) const noexcept;
+  // Whether cutting `loop` shards some operand dim on its inner factor.
+  [[nodiscard]] bool cuts_inner_factor(int loop) const noexcept;
 };
 
 // Builds the iteration space of operator `id` from its kind, attributes and
