@@ -501,7 +501,7 @@ class Evaluator {
   std::size_t n_tensors_;
   bool train_;
   std::vector<int> zero_;  // per tensor: its ZeRO stage (parameter_zero)
-  std::int64_t m_;  // microbatches
+  std::int64_t m_;         // microbatches
   Slots slots_;
   MemoryRules rules_;                    // training only
   std::vector<std::int64_t> zero_ways_;  // per tensor: product of its ZeRO axes' sizes
