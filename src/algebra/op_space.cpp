@@ -41,6 +41,16 @@ std::int64_t OpSpace::outer_of(bool output, std::size_t operand, std::size_t dim
   return 1;
 }
 
+std::int64_t produced_outer(const ir::Graph& g, const std::vector<OpSpace>& spaces, ir::TensorId t,
+                            std::size_t d) noexcept {
+  const ir::OpId prod = g.tensor(t).producer;
+  if (prod == ir::kNone || prod >= spaces.size()) return 1;
+  const std::vector<ir::TensorId>& outs = g.op(prod).outputs;
+  for (std::size_t j = 0; j < outs.size(); ++j)
+    if (outs[j] == t) return spaces[prod].outer_of(true, j, d);
+  return 1;
+}
+
 bool OpSpace::cuts_inner_factor(int loop) const noexcept {
   for (const StridedDim& s : strided) {
     const auto& maps = s.output ? outputs : inputs;

@@ -919,17 +919,12 @@ void print_tensor(std::string& out, bool spaced, const PlanContext& c, ir::Tenso
   // contiguous), written only where some sharded dim is strided.
   std::vector<std::int64_t> outer(tensor.rank(), 1);
   bool strided = false;
-  if (tensor.producer != ir::kNone && tensor.producer < c.spaces.size() && ts != nullptr) {
-    const ir::Operator& prod = c.g.op(tensor.producer);
-    for (std::size_t j = 0; j < prod.outputs.size(); ++j) {
-      if (prod.outputs[j] != t) continue;
-      for (std::size_t d = 0; d < tensor.rank() && d < ts->dims.size(); ++d) {
-        if (ts->dims[d].empty()) continue;
-        outer[d] = c.spaces[tensor.producer].outer_of(true, j, d);
-        strided = strided || outer[d] > 1;
-      }
+  if (ts != nullptr)
+    for (std::size_t d = 0; d < tensor.rank() && d < ts->dims.size(); ++d) {
+      if (ts->dims[d].empty()) continue;
+      outer[d] = algebra::produced_outer(c.g, c.spaces, t, d);
+      strided = strided || outer[d] > 1;
     }
-  }
   if (strided) {
     out += detail::comma(spaced);
     detail::append_key(out, "strided_outer", spaced);

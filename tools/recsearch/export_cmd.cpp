@@ -28,6 +28,7 @@
 
 #include "export_frameworks.hpp"
 #include "pipeline_cmd.hpp"
+#include "recsearch/algebra/op_space.hpp"
 #include "recsearch/error.hpp"
 #include "recsearch/io/json_io.hpp"
 #include "recsearch/io/pipeline_io.hpp"
@@ -133,7 +134,27 @@ std::string partition_spec(const TensorPlacement& p) {
   return out + ")";
 }
 
-std::string jax_entries(const Solution& s, bool parameters) {
+// Where a sharded dim of tensor t holds strided rows (a merge region,
+// algebra::StridedDim): "dim 0 holds strided rows: view it as [128, 8]
+// and split dim 1 instead", else empty. Neither PartitionSpec, HloSharding,
+// Shardy nor DTensor has a word for it: they would read contiguous blocks.
+std::string strided_note(const Solution& s, const ir::Tensor& t, const TensorPlacement& p) {
+  const ir::Graph& g = s.problem().graph();
+  const std::optional<ir::TensorId> id = g.find_tensor(t.name);
+  if (!id) return "";
+  for (std::size_t d = 0; d < p.dims.size() && d < t.shape.size(); ++d) {
+    if (p.dims[d].empty()) continue;
+    const std::int64_t outer = algebra::produced_outer(g, s.problem().spaces(), *id, d);
+    if (outer > 1)
+      return "dim " + std::to_string(d) + " holds strided rows: view it as [" +
+             std::to_string(outer) + ", " + std::to_string(t.shape[d] / outer) +
+             "] and split the second instead";
+  }
+  return "";
+}
+
+// Counts the strided tensors it finds into `strided`.
+std::string jax_entries(const Solution& s, bool parameters, std::size_t& strided) {
   std::string out;
   for (const ir::Tensor* t : tensors_of(s, parameters)) {
     const TensorPlacement p = s.sharding(t->name);
@@ -142,9 +163,22 @@ std::string jax_entries(const Solution& s, bool parameters) {
       out += "  # partial sum over";
       for (const auto& x : p.partial) out += " " + x;
     }
+    const std::string note = strided_note(s, *t, p);
+    if (!note.empty()) {
+      out += (p.partial.empty() ? "  # " : "; ") + note;
+      ++strided;
+    }
     out += "\n";
   }
   return out;
+}
+
+// The warning of an export whose file marks strided tensors.
+void warn_strided(std::size_t strided, std::string_view to) {
+  if (strided > 0)
+    std::cerr << "recsearch: warning: " << strided << " tensor(s) are sharded as strided rows "
+              << "(merge regions), which " << to << " cannot say; the file marks each with a "
+              << "comment naming the view to split instead\n";
 }
 
 // The mesh axes of p in tile order: those that split dim 0 (major first),
@@ -258,9 +292,11 @@ def make_mesh(devices=None):
 # axes (PartitionSpec has no word for it) says so in a comment.
 PARAMETERS = {
 )";
-  out += jax_entries(s, true);
+  std::size_t strided = 0;
+  out += jax_entries(s, true, strided);
   out += "}\n\n# Inputs, activations and constants, as the plan lays them out.\nACTIVATIONS = {\n";
-  out += jax_entries(s, false);
+  out += jax_entries(s, false, strided);
+  warn_strided(strided, "JAX's PartitionSpec and XLA's sharding strings");
   out += R"(}
 
 
@@ -313,11 +349,17 @@ std::string placements(const TensorPlacement& p, const std::vector<Cut>& cuts, s
   return py_tuple(items);
 }
 
-std::string dtensor_entries(const Solution& s, bool parameters) {
+std::string dtensor_entries(const Solution& s, bool parameters, std::size_t& strided) {
   std::string out;
   for (const ir::Tensor* t : tensors_of(s, parameters)) {
     std::string note;
-    const std::string pl = placements(s.sharding(t->name), s.cluster().cuts(), note);
+    const TensorPlacement p = s.sharding(t->name);
+    const std::string pl = placements(p, s.cluster().cuts(), note);
+    const std::string rows = strided_note(s, *t, p);
+    if (!rows.empty()) {
+      note += (note.empty() ? "" : "; ") + rows;
+      ++strided;
+    }
     out +=
         "    " + py_string(t->name) + ": " + pl + "," + (note.empty() ? "" : "  # " + note) + "\n";
   }
@@ -344,9 +386,11 @@ def make_mesh(device_type="cuda"):
 # Per parameter, one placement per mesh axis (in MESH_AXES order).
 PARAMETERS = {
 )";
-  out += dtensor_entries(s, true);
+  std::size_t strided = 0;
+  out += dtensor_entries(s, true, strided);
   out += "}\n\n# Inputs, activations and constants, as the plan lays them out.\nACTIVATIONS = {\n";
-  out += dtensor_entries(s, false);
+  out += dtensor_entries(s, false, strided);
+  warn_strided(strided, "DTensor's placements");
   out += R"(}
 
 

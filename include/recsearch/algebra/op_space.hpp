@@ -81,6 +81,13 @@ struct OpSpace {
   [[nodiscard]] bool cuts_inner_factor(int loop) const noexcept;
 };
 
+// The outer factor of dim d of tensor t as its producer lays it out: > 1
+// where the producer cuts that dim on its inner factor (StridedDim: a
+// strided shard, when the dim is sharded), 1 for contiguous rows and for
+// tensors nobody produces.
+[[nodiscard]] std::int64_t produced_outer(const ir::Graph& g, const std::vector<OpSpace>& spaces,
+                                          ir::TensorId t, std::size_t d) noexcept;
+
 // Builds the iteration space of operator `id` from its kind, attributes and
 // tensor shapes. This is also the semantic validation of the operator:
 // throws recsearch::Error(kShape or kSchema) with the JSON path
