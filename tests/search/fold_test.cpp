@@ -6,6 +6,7 @@
 // training settings compared on the folds choose as the unfolded reference.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <cmath>
 #include <optional>
 #include <set>
@@ -17,6 +18,7 @@
 #include "recsearch/search/search.hpp"
 #include "search/fold.hpp"
 #include "support/graph_factories.hpp"
+#include "support/reduced.hpp"
 #include "support/search_options.hpp"
 
 using namespace recsearch;
@@ -139,9 +141,14 @@ TEST_CASE("folded search: bookkeeping and extrapolated memory equal the full eva
 }
 
 TEST_CASE("folding costs no plan quality on deep stacks") {
-  for (const std::int64_t layers : {12, 24}) {
+  const std::array<std::int64_t, 2> depths{12, 24};
+  const std::array<Cluster, 3> clusters{Cluster::flat(8), Cluster::mesh({4, 8}), Cluster::flat(64)};
+  for (std::size_t li = 0; li < depths.size(); ++li) {
+    const std::int64_t layers = depths[li];
     const ir::Graph g = gen::build_graph(gpt(layers));
-    for (const Cluster& c : {Cluster::flat(8), Cluster::mesh({4, 8}), Cluster::flat(64)}) {
+    for (std::size_t ci = 0; ci < clusters.size(); ++ci) {
+      if (!testing::keep_pair(li, ci)) continue;
+      const Cluster& c = clusters[ci];
       for (const Mode mode : {Mode::Train, Mode::Infer}) {
         CAPTURE(layers);
         CAPTURE(c.num_devices());
@@ -220,7 +227,11 @@ TEST_CASE("training settings compared on the folds choose as the unfolded compar
   const ir::Graph g = gen::build_graph(m);
   REQUIRE(search::detail::find_repetition(g, 8).has_value());
   const auto spaces = algebra::build_op_spaces(g);
-  for (const Cluster& c : {Cluster::flat(8), Cluster::mesh({2, 4})}) {
+  // The reduced run under the sanitizers keeps the flat cluster.
+  const std::size_t n_clusters = testing::reduced_run() ? 1 : 2;
+  const std::array<Cluster, 2> clusters{Cluster::flat(8), Cluster::mesh({2, 4})};
+  for (std::size_t ci = 0; ci < n_clusters; ++ci) {
+    const Cluster& c = clusters[ci];
     search::SearchOptions o;
     o.polish = false;
     const double free_mem = search::run(g, spaces, c, o).eval.summary.memory_per_device_bytes;
