@@ -221,6 +221,50 @@ bool take_polished(const detail::Context& ctx, plan::Plan start, double start_me
   return true;
 }
 
+// Mesh axes of one level and size are interchangeable, but the cost model
+// does not price them alike: a collective across an outer axis spreads its
+// traffic over the devices below it (Cut::devices_below). The passes
+// choose an axis per cut and polish moves one operator at a time, so a plan
+// whose cuts sit on the wrong one of two such axes stays there. Swapping
+// the two axes in every operator at once (the same strategies, relabelled)
+// is one move per pair: greedy over the pairs, until none is faster and
+// fits; at most axes^2 / 2 evaluations a round, kSwapRounds rounds.
+constexpr int kSwapRounds = 4;
+
+bool take_axis_swaps(const detail::Context& ctx, SearchResult& res) {
+  const std::vector<Cut>& mesh = res.plan.mesh;
+  const auto alike = [&](std::size_t a, std::size_t b) {
+    return mesh[a].size == mesh[b].size && mesh[a].level == mesh[b].level;
+  };
+  bool changed = false;
+  for (int round = 0; round < kSwapRounds; ++round) {
+    bool improved = false;
+    for (std::size_t a = 0; a < mesh.size(); ++a)
+      for (std::size_t b = a + 1; b < mesh.size(); ++b) {
+        if (!alike(a, b)) continue;
+        plan::Plan trial = res.plan;
+        bool moves = false;
+        for (auto& cuts : trial.cuts) {
+          moves = moves || cuts[a] != cuts[b];
+          std::swap(cuts[a], cuts[b]);
+        }
+        if (!moves) continue;
+        const auto sum = plan::evaluate(ctx.g, ctx.spaces, ctx.cluster, trial, ctx.opts.cost,
+                                        plan::EvalDetail::Summary)
+                             .summary;
+        if (sum.memory_per_device_bytes > ctx.budget ||
+            sum.step_time_s >= res.eval.summary.step_time_s * (1 - 1e-12))
+          continue;
+        res.eval = evaluate(ctx, trial);
+        res.plan = std::move(trial);
+        res.bookkept_step_time_s = res.eval.summary.step_time_s;
+        improved = changed = true;
+      }
+    if (!improved) break;
+  }
+  return changed;
+}
+
 // The full graph's figures for plan3 (a plan of the 3-copy fold f3) from
 // the 3- and 4-copy folds: memory and the additive parts of step time
 // extrapolate over the blocks (inference activations: a maximum over
@@ -419,6 +463,10 @@ class RecLadder {
       if (have_ && multi_start())
         (void)take_polished(ctx_, res_.plan, res_.eval.summary.memory_per_device_bytes, true, res_,
                             best_mem_, true);
+      // Then equal axes swapped (take_axis_swaps), and polish again from there.
+      if (have_ && take_axis_swaps(ctx_, res_))
+        (void)take_polished(ctx_, res_.plan, res_.eval.summary.memory_per_device_bytes, true, res_,
+                            best_mem_);
     }
     if (!have_) throw NoFit(ctx_.budget, ctx_.cluster, best_mem_);
     res_.memory_rungs = rung < 0 ? kLadderRungs + 1 : rung;
