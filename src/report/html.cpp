@@ -105,6 +105,26 @@ json classes_data(const ColourClasses& classes) {
   return cls;
 }
 
+// The ZeRO stages of the parameters an operator reads ("" if none): the
+// stage alone when they share one, else "name stage" for each, in input
+// order. `zero`: plan::parameter_zero.
+std::string operator_zero_text(const ir::Graph& g, const ir::Operator& op,
+                               const std::vector<int>& zero) {
+  std::vector<ir::TensorId> params;
+  for (const ir::TensorId t : op.inputs)
+    if (g.tensor(t).kind == ir::TensorKind::Parameter &&
+        std::find(params.begin(), params.end(), t) == params.end())
+      params.push_back(t);
+  if (params.empty()) return {};
+  const bool shared = std::all_of(params.begin(), params.end(),
+                                  [&](ir::TensorId t) { return zero[t] == zero[params[0]]; });
+  if (shared) return std::to_string(zero[params[0]]);
+  std::string text;
+  for (const ir::TensorId t : params)
+    text += (text.empty() ? "" : ", ") + g.tensor(t).name + " " + std::to_string(zero[t]);
+  return text;
+}
+
 // Per operator of `kept` (every operator when empty): its strategy, class,
 // costs and place in the drawing (layer, and row within the layer in
 // topological order; a folded page lays out its operators itself).
@@ -125,6 +145,9 @@ json operators_data(const ReportInput& in, const ColourClasses& classes,
   const std::vector<plan::Recompute> recompute = in.plan.mode == Mode::Train
                                                      ? plan::operator_recompute(g, in.plan.training)
                                                      : std::vector<plan::Recompute>{};
+  // The ZeRO stage of each parameter (plan::parameter_zero), in training.
+  const std::vector<int> zero =
+      in.plan.mode == Mode::Train ? plan::parameter_zero(g, in.plan.training) : std::vector<int>{};
   std::vector<ir::OpId> all;
   if (kept.empty())
     for (std::size_t o = 0; o < g.num_operators(); ++o) all.push_back(static_cast<ir::OpId>(o));
@@ -148,6 +171,7 @@ json operators_data(const ReportInput& in, const ColourClasses& classes,
                    {"layer", layer[o]},
                    {"row", row[o]}});
     if (!recompute.empty()) ops.back()["recompute"] = plan::recompute_name(recompute[o]);
+    if (!zero.empty()) ops.back()["zero"] = operator_zero_text(g, op, zero);
   }
   return ops;
 }
@@ -428,7 +452,7 @@ tr.sel td { background: #fff3bf; }
 <p class="note">Seconds per training or inference step; communication split by reason. Click a heading to sort.</p>
 <div class="scroll"><table id="operators"><thead><tr>
 <th data-col="name">operator</th><th data-col="type">type</th><th data-col="strategy">strategy</th><th data-col="cuts">cuts</th>
-<th data-col="recompute" id="recompute-head">recompute</th>
+<th data-col="recompute" id="recompute-head">recompute</th><th data-col="zero" id="zero-head">ZeRO</th>
 <th data-col="compute_s">compute (s)</th><th data-col="communication_s">communication (s)</th>
 <th data-col="layout_s">layout (s)</th><th data-col="gradient_s">gradient (s)</th><th data-col="halo_s">halo (s)</th><th data-col="output_s">output (s)</th>
 <th data-col="share">share of work</th>
@@ -520,6 +544,7 @@ tr.sel td { background: #fff3bf; }
 
   // Operator table (its recompute column in training only).
   if (!D.training) document.getElementById("recompute-head").remove();
+  if (!D.training) document.getElementById("zero-head").remove();
   var opRows = [];
   var tbody = document.querySelector("#operators tbody");
   D.operators.forEach(function (o) {
@@ -532,6 +557,7 @@ tr.sel td { background: #fff3bf; }
     tr.appendChild(el("td", {}, o.strategy));
     tr.appendChild(el("td", {}, o.cuts));
     if (D.training) tr.appendChild(el("td", {"data-col": "recompute"}, o.recompute));
+    if (D.training) tr.appendChild(el("td", {"data-col": "zero"}, o.zero));
     ["compute_s", "communication_s", "layout_s", "gradient_s", "halo_s", "output_s"].forEach(function (k) {
       var td = numCell(o[k], fmtS);
       td.setAttribute("data-col", k);
@@ -767,6 +793,7 @@ tr.sel td { background: #fff3bf; }
       var tip = sv("title");
       tip.textContent = o.name + " (" + o.type + ")\nlayout " + o.layout + "\nsplit " + o.split +
         "\nstrategy " + o.strategy + "\ncuts " + o.cuts + (o.recompute ? "\nrecompute " + o.recompute : "") +
+        (o.zero ? "\nZeRO stage " + o.zero : "") +
         "\ncompute " + fmtS(o.compute_s) + ", communication " + fmtS(o.communication_s);
       g.appendChild(tip);
       g.addEventListener("click", function () {

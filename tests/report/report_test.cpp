@@ -5,6 +5,7 @@
 // node per operator and a red edge per layout redistribution.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <regex>
@@ -372,6 +373,27 @@ TEST_CASE("report: per-block recomputation and per-parameter ZeRO in the table a
     const auto o = op["id"].get<std::size_t>();
     CHECK(op["recompute"] == std::string(plan::recompute_name(rc[o])));
   }
+  // ... and the ZeRO stages of the parameters it reads: the stage alone
+  // where they share one, else each parameter's name and stage.
+  bool named_largest = false;
+  for (const auto& op : d["operators"]) {
+    const ir::Operator& o = g.op(op["id"].get<ir::OpId>());
+    std::set<int> stages;
+    for (const ir::TensorId t : o.inputs)
+      if (g.tensor(t).kind == ir::TensorKind::Parameter) stages.insert(t == largest ? 3 : 2);
+    const std::string text = op["zero"].get<std::string>();
+    if (stages.empty()) {
+      CHECK(text.empty());
+    } else if (stages.size() == 1) {
+      CHECK(text == std::to_string(*stages.begin()));
+    } else {
+      CHECK(text.find(g.tensor(largest).name + " 3") != std::string::npos);
+      named_largest = true;
+    }
+  }
+  // The largest parameter's stage 3 shows on some operator that reads it.
+  CHECK((named_largest || std::any_of(d["operators"].begin(), d["operators"].end(),
+                                      [](const auto& op) { return op["zero"] == "3"; })));
 
   SUBCASE("without a repeated block, counted per operator") {
     const ir::Graph small = io::read_graph_file(data_path("graphs/gpt2_block.json"));
