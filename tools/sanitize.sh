@@ -120,8 +120,12 @@ if [[ " $which " == *" asan "* ]]; then
   # The execution layer's MPI and GPU backends are left out: their tests run
   # under mpirun or need a GPU, which this run skips anyway, and nvcc would
   # only lengthen the build.
+  # -O2 with -g1 (line tables and function names, enough for the
+  # sanitizers' stack traces) rather than debugoptimized's full -g: a
+  # quarter less compile time on this, the run's largest build.
   setup "$asan_dir" -Db_sanitize=address,undefined -Db_lundef=false -Dbenchmarks=false \
-    -Dbuildtype=debugoptimized -Dmpi=disabled -Dcuda=disabled -Dnccl=disabled
+    -Doptimization=2 -Ddebug=false -Dcpp_args=-g1 -Dc_args=-g1 \
+    -Dmpi=disabled -Dcuda=disabled -Dnccl=disabled
   # Every unit, CLI, fuzz-replay and adversarial test. Left out: tests that
   # load the library into another program (Python ctypes: the binding and
   # its torch.fx front end; an installed or subproject copy: ASan must be
