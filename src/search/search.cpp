@@ -748,16 +748,17 @@ SearchResult run_setting(const ir::Graph& g, const std::vector<algebra::OpSpace>
   return res;
 }
 
-// Microbatch counts to try: divisors of the batch, doubling, up to
-// kMaxMicrobatches (past a few, each halving saves less than the collectives
-// it repeats cost).
+// Microbatch counts to try: every divisor of the batch up to
+// kMaxMicrobatches, ascending (past a few, each further split saves less
+// than the collectives it repeats cost). A batch of 12 tries 1, 2, 3, 4, 6
+// and 12; one of 9, 1, 3 and 9.
 constexpr std::int64_t kMaxMicrobatches = 64;
 
 std::vector<std::int64_t> microbatch_counts(const ir::Graph& g, const TrainingChoice& pin) {
   if (pin.microbatches) return {*pin.microbatches};
   std::vector<std::int64_t> out{1};
   const std::int64_t b = plan::batch_size(g);
-  for (std::int64_t m = 2; m <= kMaxMicrobatches && b > 0 && m <= b; m *= 2)
+  for (std::int64_t m = 2; m <= kMaxMicrobatches && b > 0 && m <= b; ++m)
     if (b % m == 0) out.push_back(m);
   return out;
 }
