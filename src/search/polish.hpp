@@ -78,7 +78,7 @@ PolishResult polish(const ir::Graph& g, const std::vector<algebra::OpSpace>& spa
 // of its neighbouring strategies whatever that costs, holds it there while
 // polish answers around it (mending the budget elsewhere if the move broke
 // it), then lets it go and polishes again; the fastest fitting result is
-// kept, for up to kKickRounds rounds. Reaches trades that polish's moves,
+// kept (kKickRounds: one round). Reaches trades that polish's moves,
 // each of which must fit and pay on its own, cannot: memory freed in one
 // place spent on dropping a collective in another.
 PolishResult kick(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
