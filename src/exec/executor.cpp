@@ -224,6 +224,8 @@ Executor::Executor(const ir::Graph& g, const std::vector<algebra::OpSpace>& spac
   held_.resize(g.num_tensors());
   copies_.resize(g.num_tensors());
   row_lse_.resize(g.num_operators());
+  windows_.resize(g.num_operators());
+  bn_stats_.resize(g.num_operators());
   grads_layout_ = exec::gradient_layouts(g, layouts_, p.training.zero_stage);
   for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
     const ir::Tensor& tensor = g.tensor(t);
@@ -287,6 +289,7 @@ void Executor::run() {
     copies_[t].clear();
     if (g_.tensor(t).producer != ir::kNone) held_[t].reset();
   }
+  for (WindowBlock& wb : windows_) wb = WindowBlock{};
   for (const ir::OpId o : g_.topological_order()) {
     if (options_.before_op) options_.before_op(o);
     run_op(o);
@@ -294,7 +297,7 @@ void Executor::run() {
   for (const ir::TensorId t : outputs_) redist_.reduce_partial(*held_[t]);
 }
 
-detail::KernelArgs Executor::op_args(ir::OpId o) {
+detail::KernelArgs Executor::op_args(ir::OpId o, bool backward) {
   const ir::Operator& op = g_.op(o);
   const OpLayouts& ol = layouts_.ops[o];
   const auto& mesh = layouts_.mesh;
@@ -349,8 +352,20 @@ detail::KernelArgs Executor::op_args(ir::OpId o) {
     }
   }
   if (op.kind == ir::OpKind::Conv2D || op.kind == ir::OpKind::MaxPool ||
-      op.kind == ir::OpKind::AvgPool)
-    exchange_halo(o, args);
+      op.kind == ir::OpKind::AvgPool) {
+    if (!backward) {
+      exchange_halo(o, args);
+    } else if (WindowBlock& wb = windows_[o]; !wb.shape.empty()) {
+      args.in[0] = &wb.data;
+      args.in_shapes[0] = wb.shape;
+      args.window_in_begin = wb.in_begin;
+      args.window_out_begin = wb.out_begin;
+    }
+  }
+  if (op.kind == ir::OpKind::BatchNorm && backward) {
+    args.bn_mean = &bn_stats_[o][0];
+    args.bn_var = &bn_stats_[o][1];
+  }
   return args;
 }
 
@@ -393,6 +408,16 @@ void put_rows(std::vector<float>& dst, const Slab& sl, std::int64_t at,
   }
 }
 
+// Adds a block of n rows into dst at row `at`.
+void add_rows(std::vector<float>& dst, const Slab& sl, std::int64_t at,
+              const std::vector<float>& piece, std::int64_t n) {
+  for (std::int64_t o = 0; o < sl.outer; ++o) {
+    const float* src = piece.data() + o * n * sl.inner;
+    float* out = dst.data() + (o * sl.rows + at) * sl.inner;
+    for (std::int64_t i = 0; i < n * sl.inner; ++i) out[i] += src[i];
+  }
+}
+
 // Point-to-point messages of halo exchanges: a tag of their own (a pipeline
 // tags its boundary tensors by id); between two ranks they match in order.
 constexpr int kHaloTag = 32000;
@@ -402,6 +427,8 @@ constexpr int kHaloTag = 32000;
 void Executor::exchange_halo(ir::OpId o, detail::KernelArgs& args) {
   const ir::Operator& op = g_.op(o);
   const auto dims = detail::halo_dims(g_, op, layouts_.ops[o].inputs[0], layouts_.mesh);
+  WindowBlock& wb = windows_[o];
+  wb = WindowBlock{};
   if (dims.empty()) return;
   std::vector<float> block = *args.in[0];
   ir::Shape shape = args.in_shapes[0];
@@ -440,14 +467,68 @@ void Executor::exchange_halo(ir::OpId o, detail::KernelArgs& args) {
     args.window_in_begin[static_cast<std::size_t>(h.dim - 2)] = need.begin;
     args.window_out_begin[static_cast<std::size_t>(h.dim - 2)] = h.out_begin(mine);
   }
-  halo_block_ = std::move(block);
-  args.in[0] = &halo_block_;
+  wb.data = std::move(block);
+  wb.shape = shape;
+  wb.in_begin = args.window_in_begin;
+  wb.out_begin = args.window_out_begin;
+  args.in[0] = &wb.data;
   args.in_shapes[0] = shape;
 }
 
-void Executor::batch_norm_statistics(ir::OpId o, detail::KernelArgs& args, std::vector<float>& mean,
-                                     std::vector<float>& var) {
+void Executor::return_halo(ir::OpId o, std::vector<float> ext, std::vector<float>& dx) {
   const ir::Operator& op = g_.op(o);
+  const auto dims = detail::halo_dims(g_, op, layouts_.ops[o].inputs[0], layouts_.mesh);
+  // The block's shape after each forward exchange: shapes[i] before dim i's.
+  std::vector<ir::Shape> shapes{
+      local_shape(g_.tensor(op.inputs[0]).shape, layouts_.ops[o].inputs[0], layouts_.mesh)};
+  for (const detail::HaloDim& h : dims) {
+    ir::Shape next = shapes.back();
+    next[static_cast<std::size_t>(h.dim)] = h.needed(h.block_of(coords_)).size();
+    shapes.push_back(std::move(next));
+  }
+  for (std::size_t i = dims.size(); i-- > 0;) {
+    const detail::HaloDim& h = dims[i];
+    const std::int64_t mine = h.block_of(coords_);
+    const detail::Range own = h.own(mine), need = h.needed(mine);
+    const Slab sl = slab_of(shapes[i + 1], h.dim);  // ext: the rows `need`
+    const Slab osl = slab_of(shapes[i], h.dim);     // the result: the rows `own`
+    const auto world = [&](std::int64_t b) {
+      return options_.world_rank_base + static_cast<int>(h.rank_of(b, coords_, layouts_.mesh));
+    };
+    // The gradient of rows another block holds goes back to it, in the
+    // order the forward pass received them.
+    std::deque<std::vector<float>> outgoing;  // alive until finish_sends
+    for (std::int64_t b = 0; b < h.parts; ++b) {
+      const detail::Range r = detail::intersect(need, h.own(b));
+      if (b == mine || r.size() == 0) continue;
+      outgoing.push_back(take_rows(ext, sl, r.begin - need.begin, r.end - need.begin));
+      comm_.send(world(b), outgoing.back().data(), outgoing.back().size(), kHaloTag);
+    }
+    std::vector<float> mine_rows(static_cast<std::size_t>(osl.outer * osl.rows * osl.inner), 0.0f);
+    const detail::Range keep = detail::intersect(need, own);
+    if (keep.size() > 0)
+      put_rows(mine_rows, osl, keep.begin - own.begin,
+               take_rows(ext, sl, keep.begin - need.begin, keep.end - need.begin), keep.size());
+    // Rows of this block that other blocks' windows read: their gradients
+    // come back and add up.
+    for (std::int64_t b = 0; b < h.parts; ++b) {
+      const detail::Range r = detail::intersect(h.needed(b), own);
+      if (b == mine || r.size() == 0) continue;
+      std::vector<float> piece(static_cast<std::size_t>(osl.outer * r.size() * osl.inner));
+      comm_.recv(world(b), piece.data(), piece.size(), kHaloTag);
+      if (options_.drop_halo_return_op != o)
+        add_rows(mine_rows, osl, r.begin - own.begin, piece, r.size());
+    }
+    comm_.finish_sends();
+    ext = std::move(mine_rows);
+  }
+  for (std::size_t k = 0; k < dx.size(); ++k) dx[k] += ext[k];
+}
+
+void Executor::batch_norm_statistics(ir::OpId o, detail::KernelArgs& args) {
+  const ir::Operator& op = g_.op(o);
+  std::vector<float>& mean = bn_stats_[o][0];
+  std::vector<float>& var = bn_stats_[o][1];
   if (!detail::batch_norm_batch_stats(op, layouts_.train)) {
     mean = *args.in.at(3);
     var = *args.in.at(4);
@@ -458,18 +539,18 @@ void Executor::batch_norm_statistics(ir::OpId o, detail::KernelArgs& args, std::
     const ir::Shape& full = args.full_in_shapes[0];
     const double count =
         static_cast<double>(ir::num_elements(full)) / static_cast<double>(full.at(1));
-    const std::size_t c = sums.size() / 2;
-    mean.resize(c);
-    var.resize(c);
-    for (std::size_t i = 0; i < c; ++i) {
-      const double m = sums[i] / count;
-      mean[i] = static_cast<float>(m);
-      // The biased variance, as BatchNorm normalises in training.
-      var[i] = static_cast<float>(std::max(0.0, sums[c + i] / count - m * m));
-    }
+    detail::batch_norm_moments(sums, count, mean, var);
   }
   args.bn_mean = &mean;
   args.bn_var = &var;
+}
+
+std::vector<float> Executor::batch_norm_grad_sums(ir::OpId o, const detail::KernelArgs& args,
+                                                  const std::vector<float>& dy) {
+  std::vector<float> sums = detail::batch_norm_grad_sums(args, dy);
+  for (const std::uint32_t axis : detail::batch_norm_stat_axes(layouts_.ops[o].inputs[0]))
+    comm_.all_reduce(axis, sums.data(), sums.size());
+  return sums;
 }
 
 void Executor::run_op(ir::OpId o) {
@@ -486,8 +567,7 @@ void Executor::run_op(ir::OpId o) {
     outs.push_back(std::move(lt));
   }
   for (auto& lt : outs) args.out.push_back(&lt->data);
-  std::vector<float> bn_mean, bn_var;
-  if (op.kind == ir::OpKind::BatchNorm) batch_norm_statistics(o, args, bn_mean, bn_var);
+  if (op.kind == ir::OpKind::BatchNorm) batch_norm_statistics(o, args);
   const std::vector<std::uint32_t> class_axes = loss_class_axes(g_, op, ol);
   if (class_axes.empty()) {
     detail::run_kernel(args);
@@ -569,7 +649,7 @@ void Executor::backward_op(ir::OpId o) {
     return;
   const auto& mesh = layouts_.mesh;
   const OpLayouts& ol = layouts_.ops[o];
-  detail::KernelArgs args = op_args(o);
+  detail::KernelArgs args = op_args(o, true);
   std::vector<LocalTensor> no_grad;  // outputs without a gradient (integers): zeros
   no_grad.reserve(op.outputs.size());
   std::vector<const detail::Buf*> dy;
@@ -599,7 +679,25 @@ void Executor::backward_op(ir::OpId o) {
     args.row_lse = &row_lse_[o];
     args.class_offset = local_offsets(args.full_in_shapes[0], ol.inputs[0], mesh, coords_).back();
   }
+  // A window kernel that read halo rows gives their gradients too: into
+  // a block shaped as it saw x, whose halo rows return_halo sends back.
+  const bool halo = dx_bufs[0] != nullptr && !windows_[o].shape.empty();
+  std::vector<float> ext;
+  if (halo) {
+    ext.assign(windows_[o].data.size(), 0.0f);
+    dx_bufs[0] = &ext;
+  }
+  std::vector<float> bn_sums;
+  if (op.kind == ir::OpKind::BatchNorm && dx_bufs[0] != nullptr &&
+      detail::batch_norm_batch_stats(op, layouts_.train)) {
+    bn_sums = batch_norm_grad_sums(o, args, *dy[0]);
+    args.bn_grad_sums = &bn_sums;
+  }
   detail::run_backward_kernel(args, dy, dx_bufs);
+  if (halo) {
+    return_halo(o, std::move(ext), dx[0].data);
+    dx_bufs[0] = &dx[0].data;
+  }
   for (std::size_t j = 0; j < op.inputs.size(); ++j) {
     if (dx_bufs[j] == nullptr) continue;
     if (options_.corrupt_backward_op == o) {

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The halo geometry of cut window dims (halo.hpp) and the bytes each rank
 // sends for it (predict_halo_bytes): the rows of its block of x that the
-// other blocks' windows read.
+// other blocks' windows read; in the backward pass (predict_halo_backward_bytes)
+// the gradients of the rows it received, sent back.
 #include "exec/halo.hpp"
 
 #include <algorithm>
@@ -136,6 +137,23 @@ double halo_send_elements(const ir::Graph& g, const ir::Operator& op, const Layo
   return sent;
 }
 
+double halo_return_elements(const ir::Graph& g, const ir::Operator& op, const Layout& x_layout,
+                            const std::vector<std::int64_t>& mesh,
+                            const std::vector<std::int64_t>& coords) {
+  ir::Shape shape = local_shape(g.tensor(op.inputs.at(0)).shape, x_layout, mesh);
+  double sent = 0;
+  // Dim i's reverse runs on the block extended by dims 0..i.
+  for (const HaloDim& h : halo_dims(g, op, x_layout, mesh)) {
+    const std::int64_t mine = h.block_of(coords);
+    shape[static_cast<std::size_t>(h.dim)] = h.needed(mine).size();
+    const std::int64_t row = h.row_elements(shape);
+    for (std::int64_t b = 0; b < h.parts; ++b) {
+      if (b != mine) sent += static_cast<double>(intersect(h.needed(mine), h.own(b)).size() * row);
+    }
+  }
+  return sent;
+}
+
 bool batch_norm_batch_stats(const ir::Operator& op, bool train) noexcept {
   return train || op.inputs.size() < 5;
 }
@@ -158,6 +176,17 @@ double predict_halo_bytes(const ir::Graph& g, const PlanLayouts& pl,
     const ir::Operator& op = g.op(o);
     if (pl.ops[o].inputs.empty()) continue;
     sent += detail::halo_send_elements(g, op, pl.ops[o].inputs[0], pl.mesh, coords);
+  }
+  return sent * element_bytes;
+}
+
+double predict_halo_backward_bytes(const ir::Graph& g, const PlanLayouts& pl,
+                                   const GradientLayouts& gl,
+                                   const std::vector<std::int64_t>& coords, double element_bytes) {
+  double sent = 0;
+  for (ir::OpId o = 0; o < g.num_operators(); ++o) {
+    if (pl.ops[o].inputs.empty() || gl.input[o].empty() || !gl.input[o][0]) continue;
+    sent += detail::halo_return_elements(g, g.op(o), pl.ops[o].inputs[0], pl.mesh, coords);
   }
   return sent * element_bytes;
 }

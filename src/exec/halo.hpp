@@ -73,6 +73,15 @@ struct HaloDim {
                                         const std::vector<std::int64_t>& mesh,
                                         const std::vector<std::int64_t>& coords);
 
+// Elements the rank at `coords` sends in the reverse of that exchange (the
+// backward pass): per cut window dim, last first, the gradients of the halo
+// rows it received, times the row size of the block the kernel saw with
+// the earlier dims' halos still on.
+[[nodiscard]] double halo_return_elements(const ir::Graph& g, const ir::Operator& op,
+                                          const Layout& x_layout,
+                                          const std::vector<std::int64_t>& mesh,
+                                          const std::vector<std::int64_t>& coords);
+
 // Whether a BatchNorm normalises with the statistics of its batch (a
 // training plan, or no running statistics given) rather than its running
 // mean and variance (inputs 3 and 4, an inference plan).

@@ -69,6 +69,11 @@ struct KernelArgs {
   // batch's, summed over every rank holding the channel, or the running ones).
   const Buf* bn_mean = nullptr;
   const Buf* bn_var = nullptr;
+  // BatchNorm backward with batch statistics: per channel of the block,
+  // Σdy and then Σdy·x̂ over every rank holding the channel (the
+  // SyncBatchNorm all-reduce); nullptr: running statistics (the mean and
+  // variance are constants, so dx is elementwise).
+  const Buf* bn_grad_sums = nullptr;
 };
 
 // Sliding windows and batch normalisation (kernels_spatial.cpp).
@@ -79,6 +84,23 @@ void k_global_avg_pool(const KernelArgs& a);
 // of its elements (2·C values), which the executor sums over the ranks.
 [[nodiscard]] std::vector<float> batch_norm_sums(const KernelArgs& a);
 void k_batch_norm(const KernelArgs& a);  // with bn_mean and bn_var set
+// Each channel's mean and biased variance from its sum and sum of squares
+// (batch_norm_sums, summed over the ranks) over `count` elements.
+void batch_norm_moments(const std::vector<float>& sums, double count, Buf& mean, Buf& var);
+// BatchNorm backward: per channel of the block, Σdy and then Σdy·x̂ (2·C
+// values, with bn_mean and bn_var set), which the executor sums over the
+// same ranks as the forward statistics.
+[[nodiscard]] std::vector<float> batch_norm_grad_sums(const KernelArgs& a, const Buf& dy);
+
+// Their backward (kernels_spatial.cpp; run_backward_kernel dispatches):
+// dy is the output block's gradient, dx[j] accumulates input j's (nullptr:
+// none wanted). A window kernel's dx[0] is sized like its input block as
+// the kernel saw it, halo rows included: the executor returns those rows'
+// gradients to the ranks that hold them.
+void b_conv2d(const KernelArgs& a, const Buf& dy, const std::vector<Buf*>& dx);
+void b_pool(const KernelArgs& a, const Buf& dy, Buf* dx);
+void b_global_avg_pool(const KernelArgs& a, const Buf& dy, Buf* dx);
+void b_batch_norm(const KernelArgs& a, const Buf& dy, const std::vector<Buf*>& dx);
 
 // Shared by the forward and backward kernels.
 [[nodiscard]] std::int64_t numel(const ir::Shape& s);

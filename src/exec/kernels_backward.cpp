@@ -497,6 +497,11 @@ void run_backward_kernel(const KernelArgs& a, const std::vector<const Buf*>& dy,
     case OpKind::Slice: return b_slice(a, d0, in(0));
     case OpKind::OneHot: return;  // integer indices: no gradient
     case OpKind::SoftmaxCrossEntropy: return b_cross_entropy(a, d0, in(0));
+    case OpKind::Conv2D: return b_conv2d(a, d0, dx);
+    case OpKind::MaxPool:
+    case OpKind::AvgPool: return b_pool(a, d0, in(0));
+    case OpKind::GlobalAvgPool: return b_global_avg_pool(a, d0, in(0));
+    case OpKind::BatchNorm: return b_batch_norm(a, d0, dx);
     default: throw Error(Errc::kInternal, "no backward kernel for " + a.op->type);
   }
 }

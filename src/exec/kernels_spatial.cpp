@@ -6,6 +6,8 @@
 // (and extended by the halo rows its windows read) computes exactly the
 // rows of the whole output it holds; padding is decided against the whole
 // input. BatchNorm's statistics are summed by the executor across ranks.
+// Their backward kernels follow (a window kernel's input gradient covers
+// the halo rows it read; the executor sends those back).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -206,6 +208,272 @@ void k_batch_norm(const KernelArgs& a) {
       y[at] = static_cast<float>(x[at] * mul + add);
     }
   });
+}
+
+}  // namespace recsearch::exec::detail
+
+namespace recsearch::exec::detail {
+
+// ---- backward ----
+
+// Conv2D: dx[n, c, i] = Σ dy[n, o, j]·w[o, c, tap] over the outputs j whose
+// window reads row i with that tap, dw[o, c, tap] = Σ dy[n, o, j]·x[n, c, i],
+// db[o] = Σ dy[n, o, ·] (on the rank that added the bias: its vector-Jacobian
+// product; the others' outputs did not depend on it). dx is accumulated per
+// image in one task (the windows of neighbouring outputs overlap), dw and db
+// per output channel.
+void b_conv2d(const KernelArgs& a, const Buf& dy, const std::vector<Buf*>& dx) {
+  const Shape& xs = a.in_shapes[0];
+  const Shape& ws = a.in_shapes[1];
+  const Shape& ys = a.out_shapes[0];
+  const std::array<Axis, 2> ax = window_axes(a);
+  const std::int64_t group = a.op->attrs.get_int("group", 1);
+  const std::int64_t per_group = a.full_in_shapes.at(1).at(0) / group;
+  const std::int64_t cg = ws[1], kr = ws[2], ks = ws[3];
+  const Buf& x = *a.in[0];
+  const Buf& w = *a.in[1];
+  Buf* gx = !dx.empty() ? dx[0] : nullptr;
+  Buf* gw = dx.size() > 1 ? dx[1] : nullptr;
+  Buf* gb = dx.size() > 2 && a.add_bias ? dx[2] : nullptr;
+  const std::int64_t plane_in = xs[2] * xs[3], plane_out = ys[2] * ys[3];
+  const auto dy_at = [&](std::int64_t n, std::int64_t oc, std::int64_t oh, std::int64_t ow) {
+    return static_cast<double>(
+        dy[static_cast<std::size_t>((n * ys[1] + oc) * plane_out + oh * ys[3] + ow)]);
+  };
+  if (gx != nullptr) {
+    parallel_rows(ys[0], [&](std::int64_t n) {
+      std::vector<double> acc(static_cast<std::size_t>(xs[1] * plane_in), 0.0);
+      for (std::int64_t oc = 0; oc < ys[1]; ++oc) {
+        const std::int64_t c0 = (oc / per_group) * cg;
+        for (std::int64_t oh = 0; oh < ys[2]; ++oh) {
+          for (std::int64_t ow = 0; ow < ys[3]; ++ow) {
+            const double d = dy_at(n, oc, oh, ow);
+            if (d == 0) continue;
+            for (std::int64_t ci = 0; ci < cg; ++ci) {
+              const std::int64_t wbase = ((oc * cg) + ci) * kr * ks;
+              for (std::int64_t r = 0; r < kr; ++r) {
+                const std::int64_t ih = ax[0].local(oh, r);
+                if (ih < 0) continue;
+                for (std::int64_t s = 0; s < ks; ++s) {
+                  const std::int64_t iw = ax[1].local(ow, s);
+                  if (iw < 0) continue;
+                  acc[static_cast<std::size_t>((c0 + ci) * plane_in + ih * xs[3] + iw)] +=
+                      d * w[static_cast<std::size_t>(wbase + r * ks + s)];
+                }
+              }
+            }
+          }
+        }
+      }
+      const std::int64_t base = n * xs[1] * plane_in;
+      for (std::size_t i = 0; i < acc.size(); ++i)
+        (*gx)[static_cast<std::size_t>(base) + i] += static_cast<float>(acc[i]);
+    });
+  }
+  if (gw == nullptr && gb == nullptr) return;
+  parallel_rows(ys[1], [&](std::int64_t oc) {
+    const std::int64_t c0 = (oc / per_group) * cg;
+    for (std::int64_t ci = 0; gw != nullptr && ci < cg; ++ci) {
+      for (std::int64_t r = 0; r < kr; ++r) {
+        for (std::int64_t s = 0; s < ks; ++s) {
+          double acc = 0;
+          for (std::int64_t n = 0; n < ys[0]; ++n) {
+            const std::int64_t xbase = (n * xs[1] + c0 + ci) * plane_in;
+            for (std::int64_t oh = 0; oh < ys[2]; ++oh) {
+              const std::int64_t ih = ax[0].local(oh, r);
+              if (ih < 0) continue;
+              for (std::int64_t ow = 0; ow < ys[3]; ++ow) {
+                const std::int64_t iw = ax[1].local(ow, s);
+                if (iw < 0) continue;
+                acc += dy_at(n, oc, oh, ow) * x[static_cast<std::size_t>(xbase + ih * xs[3] + iw)];
+              }
+            }
+          }
+          (*gw)[static_cast<std::size_t>(((oc * cg) + ci) * kr * ks + r * ks + s)] +=
+              static_cast<float>(acc);
+        }
+      }
+    }
+    if (gb == nullptr) return;
+    double acc = 0;
+    for (std::int64_t n = 0; n < ys[0]; ++n) {
+      for (std::int64_t i = 0; i < plane_out; ++i)
+        acc += dy[static_cast<std::size_t>((n * ys[1] + oc) * plane_out + i)];
+    }
+    (*gb)[static_cast<std::size_t>(oc)] += static_cast<float>(acc);
+  });
+}
+
+// MaxPool sends each output's gradient to the first element of its window
+// that holds the maximum (the one the forward kernel's max kept); AvgPool
+// spreads it over the window's elements, divided as the forward divided.
+void b_pool(const KernelArgs& a, const Buf& dy, Buf* dx) {
+  if (dx == nullptr) return;
+  const Shape& xs = a.in_shapes[0];
+  const Shape& ys = a.out_shapes[0];
+  const std::array<Axis, 2> ax = window_axes(a);
+  const bool max = a.op->kind == OpKind::MaxPool;
+  const bool include_pad = a.op->attrs.get_int("count_include_pad", 0) != 0;
+  const auto kernel =
+      a.op->attrs.get_ints("kernel_shape").value_or(std::vector<std::int64_t>{1, 1});
+  const Buf& x = *a.in[0];
+  const std::int64_t plane_in = xs[2] * xs[3], plane_out = ys[2] * ys[3];
+  parallel_rows(ys[0] * ys[1], [&](std::int64_t nc) {
+    const std::int64_t xbase = nc * plane_in;
+    std::vector<double> acc(static_cast<std::size_t>(plane_in), 0.0);
+    for (std::int64_t oh = 0; oh < ys[2]; ++oh) {
+      for (std::int64_t ow = 0; ow < ys[3]; ++ow) {
+        const double d = dy[static_cast<std::size_t>(nc * plane_out + oh * ys[3] + ow)];
+        std::int64_t count = 0, best_at = -1;
+        double best = -std::numeric_limits<double>::infinity();
+        for (std::int64_t r = 0; r < kernel.at(0); ++r) {
+          const std::int64_t ih = ax[0].local(oh, r);
+          if (ih < 0) continue;
+          for (std::int64_t s = 0; s < kernel.at(1); ++s) {
+            const std::int64_t iw = ax[1].local(ow, s);
+            if (iw < 0) continue;
+            const std::int64_t at = ih * xs[3] + iw;
+            const double v = x[static_cast<std::size_t>(xbase + at)];
+            if (best_at < 0 || v > best) {
+              best = v;
+              best_at = at;
+            }
+            ++count;
+          }
+        }
+        if (max) {
+          if (best_at >= 0) acc[static_cast<std::size_t>(best_at)] += d;
+          continue;
+        }
+        const std::int64_t div = include_pad ? kernel.at(0) * kernel.at(1) : count;
+        if (div == 0) continue;
+        for (std::int64_t r = 0; r < kernel.at(0); ++r) {
+          const std::int64_t ih = ax[0].local(oh, r);
+          if (ih < 0) continue;
+          for (std::int64_t s = 0; s < kernel.at(1); ++s) {
+            const std::int64_t iw = ax[1].local(ow, s);
+            if (iw >= 0)
+              acc[static_cast<std::size_t>(ih * xs[3] + iw)] += d / static_cast<double>(div);
+          }
+        }
+      }
+    }
+    for (std::size_t i = 0; i < acc.size(); ++i)
+      (*dx)[static_cast<std::size_t>(xbase) + i] += static_cast<float>(acc[i]);
+  });
+}
+
+// Every element of the block gets its channel's gradient over the whole
+// spatial count (the forward divided by it).
+void b_global_avg_pool(const KernelArgs& a, const Buf& dy, Buf* dx) {
+  if (dx == nullptr) return;
+  const Shape& xs = a.in_shapes[0];
+  const Shape& full = a.full_in_shapes[0];
+  std::int64_t plane = 1, whole = 1;
+  for (std::size_t d = 2; d < xs.size(); ++d) {
+    plane *= xs[d];
+    whole *= full[d];
+  }
+  parallel_rows(xs[0] * xs[1], [&](std::int64_t nc) {
+    const float g =
+        static_cast<float>(dy[static_cast<std::size_t>(nc)] / static_cast<double>(whole));
+    for (std::int64_t i = 0; i < plane; ++i) (*dx)[static_cast<std::size_t>(nc * plane + i)] += g;
+  });
+}
+
+void batch_norm_moments(const std::vector<float>& sums, double count, Buf& mean, Buf& var) {
+  const std::size_t c = sums.size() / 2;
+  mean.resize(c);
+  var.resize(c);
+  for (std::size_t i = 0; i < c; ++i) {
+    const double m = sums[i] / count;
+    mean[i] = static_cast<float>(m);
+    // The biased variance, as BatchNorm normalises in training.
+    var[i] = static_cast<float>(std::max(0.0, sums[c + i] / count - m * m));
+  }
+}
+
+namespace {
+
+// Per channel ch of a BatchNorm block: 1/sqrt(var + eps).
+std::vector<double> batch_norm_inv(const KernelArgs& a) {
+  if (a.bn_mean == nullptr || a.bn_var == nullptr)
+    throw Error(Errc::kInternal, a.op->name + ": BatchNorm without statistics");
+  const double eps = a.op->attrs.get_float("epsilon", 1e-5);
+  std::vector<double> inv(a.bn_var->size());
+  for (std::size_t i = 0; i < inv.size(); ++i)
+    inv[i] = 1.0 / std::sqrt(static_cast<double>((*a.bn_var)[i]) + eps);
+  return inv;
+}
+
+}  // namespace
+
+std::vector<float> batch_norm_grad_sums(const KernelArgs& a, const Buf& dy) {
+  const Shape& xs = a.in_shapes[0];
+  const std::int64_t c = xs[1];
+  std::int64_t plane = 1;
+  for (std::size_t d = 2; d < xs.size(); ++d) plane *= xs[d];
+  const std::vector<double> inv = batch_norm_inv(a);
+  const Buf& x = *a.in[0];
+  std::vector<float> sums(static_cast<std::size_t>(2 * c));
+  parallel_rows(c, [&](std::int64_t ch) {
+    const auto k = static_cast<std::size_t>(ch);
+    const double mean = (*a.bn_mean)[k];
+    double s = 0, sx = 0;
+    for (std::int64_t n = 0; n < xs[0]; ++n) {
+      const std::int64_t base = (n * c + ch) * plane;
+      for (std::int64_t i = 0; i < plane; ++i) {
+        const auto at = static_cast<std::size_t>(base + i);
+        s += dy[at];
+        sx += dy[at] * (x[at] - mean) * inv[k];
+      }
+    }
+    sums[k] = static_cast<float>(s);
+    sums[static_cast<std::size_t>(c) + k] = static_cast<float>(sx);
+  });
+  return sums;
+}
+
+// With x̂ = (x − mean)·inv: dbias = Σ dy and dscale = Σ dy·x̂ over this
+// block (contributions the gradient sync sums); with batch statistics
+// dx = scale·inv·(dy − S1/N − x̂·S2/N), S1 = Σ dy and S2 = Σ dy·x̂ over the
+// whole batch (bn_grad_sums) and N its count per channel; with running
+// statistics dx = scale·inv·dy.
+void b_batch_norm(const KernelArgs& a, const Buf& dy, const std::vector<Buf*>& dx) {
+  const Shape& xs = a.in_shapes[0];
+  const std::int64_t c = xs[1];
+  std::int64_t plane = 1;
+  for (std::size_t d = 2; d < xs.size(); ++d) plane *= xs[d];
+  const Shape& full = a.full_in_shapes[0];
+  const double count =
+      static_cast<double>(ir::num_elements(full)) / static_cast<double>(full.at(1));
+  const std::vector<double> inv = batch_norm_inv(a);
+  const Buf& x = *a.in[0];
+  const Buf& scale = *a.in[1];
+  Buf* gx = !dx.empty() ? dx[0] : nullptr;
+  Buf* gs = dx.size() > 1 ? dx[1] : nullptr;
+  Buf* gb = dx.size() > 2 ? dx[2] : nullptr;
+  const Buf* whole = a.bn_grad_sums;
+  if (gx != nullptr) {
+    parallel_rows(xs[0] * c, [&](std::int64_t nc) {
+      const auto k = static_cast<std::size_t>(nc % c);
+      const double mean = (*a.bn_mean)[k];
+      const double mul = scale[k] * inv[k];
+      const double s1 = whole != nullptr ? (*whole)[k] / count : 0.0;
+      const double s2 = whole != nullptr ? (*whole)[static_cast<std::size_t>(c) + k] / count : 0.0;
+      for (std::int64_t i = 0; i < plane; ++i) {
+        const auto at = static_cast<std::size_t>(nc * plane + i);
+        const double xhat = (x[at] - mean) * inv[k];
+        (*gx)[at] += static_cast<float>(mul * (dy[at] - s1 - xhat * s2));
+      }
+    });
+  }
+  if (gs == nullptr && gb == nullptr) return;
+  const std::vector<float> local = batch_norm_grad_sums(a, dy);
+  for (std::size_t k = 0; k < static_cast<std::size_t>(c); ++k) {
+    if (gb != nullptr) (*gb)[k] += local[k];
+    if (gs != nullptr) (*gs)[k] += local[static_cast<std::size_t>(c) + k];
+  }
 }
 
 }  // namespace recsearch::exec::detail

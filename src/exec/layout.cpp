@@ -586,6 +586,14 @@ TrainBytePrediction predict_train_bytes(const ir::Graph& g, const PlanLayouts& p
     if (tensor.producer == ir::kNone && !from.empty() && gl.target[t] != pl.holders[t])
       charge(into, pl, element_bytes, tensor, gl.target[t], pl.holders[t]);
   }
+  // SyncBatchNorm's backward: Σdy and Σdy·x̂ per channel, all-reduced as the
+  // forward's sums were, where x gets a gradient.
+  for (ir::OpId o = 0; o < g.num_operators(); ++o) {
+    const ir::Operator& op = g.op(o);
+    if (op.kind == ir::OpKind::BatchNorm && !gl.input[o].empty() && gl.input[o][0] &&
+        detail::batch_norm_batch_stats(op, pl.train))
+      charge_batch_norm(out.backward, g, pl, o, element_bytes);
+  }
   return out;
 }
 

@@ -40,6 +40,8 @@ struct Case {
   // below `index_bound`). Lets a case keep away from kinks.
   std::function<float(std::size_t j, std::size_t i, std::mt19937&)> value = nullptr;
   std::int64_t index_bound = 3;
+  // BatchNorm with running statistics (fixed, not inputs) rather than the batch's.
+  bool bn_running = false;
 };
 
 std::int64_t count(const ir::Shape& s) {
@@ -49,6 +51,22 @@ std::int64_t count(const ir::Shape& s) {
 }
 
 bool integer(ir::DType d) { return d != ir::DType::F32; }
+
+// BatchNorm's statistics on one device: the batch's (from the kernel's
+// sums, as the executor makes them) or fixed running ones.
+void batch_norm_stats(const Case& c, exec::detail::KernelArgs& a, Buf& mean, Buf& var) {
+  if (a.op->kind != ir::OpKind::BatchNorm) return;
+  const ir::Shape& xs = c.inputs[0].shape;
+  if (c.bn_running) {
+    mean.assign(static_cast<std::size_t>(xs[1]), 0.1f);
+    var.assign(static_cast<std::size_t>(xs[1]), 0.5f);
+  } else {
+    exec::detail::batch_norm_moments(exec::detail::batch_norm_sums(a),
+                                     static_cast<double>(count(xs) / xs[1]), mean, var);
+  }
+  a.bn_mean = &mean;
+  a.bn_var = &var;
+}
 
 // L = Σ r·y over every output, with the forward kernel.
 double loss(const ir::Operator& op, const Case& c, const std::vector<Buf>& in,
@@ -66,6 +84,8 @@ double loss(const ir::Operator& op, const Case& c, const std::vector<Buf>& in,
     a.out.push_back(&out[j]);
     a.out_shapes.push_back(c.outputs[j]);
   }
+  Buf mean, var;
+  batch_norm_stats(c, a, mean, var);
   exec::detail::run_kernel(a);
   double l = 0;
   for (std::size_t j = 0; j < out.size(); ++j)
@@ -131,6 +151,12 @@ void check_gradients(const Case& c) {
   }
   std::vector<const Buf*> dy;
   for (const auto& b : r) dy.push_back(&b);
+  Buf mean, var, bn_sums;
+  batch_norm_stats(c, a, mean, var);
+  if (o.kind == ir::OpKind::BatchNorm && !c.bn_running) {
+    bn_sums = exec::detail::batch_norm_grad_sums(a, r[0]);
+    a.bn_grad_sums = &bn_sums;
+  }
   exec::detail::run_backward_kernel(a, dy, dx_ptr);
 
   const double h = 1e-2;
@@ -280,6 +306,59 @@ TEST_CASE("exec backward: losses and attention against finite differences") {
        {{"q", {1, 1, 2, 2}}, {"k", {1, 1, 3, 2}}, {"v", {1, 1, 3, 3}}, {"mask", {2, 3}}},
        {{1, 1, 2, 3}},
        {}});
+}
+
+TEST_CASE("exec backward: convolutions, pools and BatchNorm against finite differences") {
+  using V = std::vector<std::int64_t>;
+  // 3x3, pad 1, with bias; stride 2 with uneven pads; dilation 2; 2 groups.
+  check_gradients({"Conv2D",
+                   {{"x", {2, 3, 5, 5}}, {"w", {4, 3, 3, 3}}, {"b", {4}}},
+                   {{2, 4, 5, 5}},
+                   ir::Attrs{{"pads", V{1, 1, 1, 1}}}});
+  check_gradients({"Conv2D",
+                   {{"x", {1, 2, 6, 5}}, {"w", {3, 2, 3, 2}}},
+                   {{1, 3, 3, 3}},
+                   ir::Attrs{{"pads", V{1, 0, 0, 1}}, {"strides", V{2, 2}}}});
+  check_gradients({"Conv2D",
+                   {{"x", {1, 2, 7, 7}}, {"w", {2, 2, 3, 3}}},
+                   {{1, 2, 5, 5}},
+                   ir::Attrs{{"pads", V{1, 1, 1, 1}}, {"dilations", V{2, 2}}}});
+  check_gradients({"Conv2D",
+                   {{"x", {2, 4, 4, 4}}, {"w", {6, 2, 3, 3}}},
+                   {{2, 6, 4, 4}},
+                   ir::Attrs{{"pads", V{1, 1, 1, 1}}, {"group", std::int64_t{2}}}});
+  // Pools: overlapping windows with padding; distinct values keep the
+  // maximum of every window unique under the step.
+  const auto distinct = [](std::size_t, std::size_t i, std::mt19937&) {
+    return static_cast<float>((i * 37) % 101) * 0.02f - 1.0f;
+  };
+  Case max_pool{
+      "MaxPool",
+      {{"x", {2, 2, 5, 5}}},
+      {{2, 2, 3, 3}},
+      ir::Attrs{{"kernel_shape", V{3, 3}}, {"strides", V{2, 2}}, {"pads", V{1, 1, 1, 1}}}};
+  max_pool.value = distinct;
+  check_gradients(max_pool);
+  for (const std::int64_t include_pad : {0, 1}) {
+    check_gradients({"AvgPool",
+                     {{"x", {1, 2, 5, 5}}},
+                     {{1, 2, 5, 5}},
+                     ir::Attrs{{"kernel_shape", V{3, 3}},
+                               {"strides", V{1, 1}},
+                               {"pads", V{1, 1, 1, 1}},
+                               {"count_include_pad", include_pad}}});
+  }
+  check_gradients({"GlobalAvgPool", {{"x", {2, 3, 4, 3}}}, {{2, 3, 1, 1}}, {}});
+  // BatchNorm with the batch's statistics (x's gradient through the mean
+  // and variance) and with running ones.
+  check_gradients({"BatchNorm",
+                   {{"x", {3, 2, 3, 2}}, {"scale", {2}}, {"bias", {2}}},
+                   {{3, 2, 3, 2}},
+                   ir::Attrs{{"epsilon", 1e-5}}});
+  Case running{
+      "BatchNorm", {{"x", {2, 3, 2, 2}}, {"scale", {3}}, {"bias", {3}}}, {{2, 3, 2, 2}}, {}};
+  running.bn_running = true;
+  check_gradients(running);
 }
 
 TEST_CASE("exec: one-hot, slice and concat kernels on one rank") {

@@ -294,7 +294,8 @@ def case_failures():
           f"stated bytes mismatch: rc {rc}\n{err}")
 
     # Unsupported operators are named before anything runs: MaxPool's indices
-    # output has no kernel; convolutions have no backward (--train).
+    # output has no kernel. (Convolutions under --train, refused here before
+    # they had a backward, now run: case_cnn_train.)
     pool = write("pool_indices.json", {
         "format": "recsearch.graph", "version": 1, "name": "pool_indices",
         "tensors": [dict(name="x", shape=[4, 2, 4, 4], dtype="f32", kind="input"),
@@ -305,11 +306,6 @@ def case_failures():
     pool_plan = write("pool_indices.plan.json", plan_json(json.load(open(pool)), [2], {"pool": ["n"]}))
     rc, out, err, secs = mpirun(2, [pool, pool_plan])
     check(rc == 2 and "cannot be executed" in err and "MaxPool" in err, f"unsupported: rc {rc}\n{err}")
-    conv = os.path.join(ROOT, "data/graphs/tiny/convnet.json")
-    s = subprocess.run([BIN, "search", conv, "--devices", "2", "-q", "-o",
-                        os.path.join(TMP, "conv.plan.json")], capture_output=True, text=True)
-    rc, out, err, secs = mpirun(2, [conv, os.path.join(TMP, "conv.plan.json"), "--train"])
-    check(rc == 2 and "no backward pass" in err and "Conv2D" in err, f"unsupported: rc {rc}\n{err}")
 
     # A failure on one rank mid-run ends every rank with its code.
     rc, out, err, secs = mpirun(4, [gp, plan4, "--fault", "2:throw:3", "--timeout", "30"], timeout=120)
@@ -428,6 +424,7 @@ def train_ok(label, n, graph_path, plan_path, optimizer="sgd-momentum", steps=3,
         check(measured > 0 and measured == model,
               f"train {label}: gradient sync measured {measured}, cost model {model}\n{out}")
     print(out, end="", flush=True)
+    return out
 
 
 def case_train():
@@ -802,7 +799,7 @@ def case_cnn():
     a shrunk ResNet-50: every output and activation equals a one-device run,
     the halo's point-to-point bytes and the collectives' bytes equal the
     prediction on every rank (exec fails otherwise), rank 0's halo and
-    BatchNorm bytes equal a count by hand, and --train is refused."""
+    BatchNorm bytes equal a count by hand (training: case_cnn_train)."""
     g = cnn_graph()
     gp = write("small_cnn.json", g)
     spatial = {"conv1": ["h"], "bn1": ["h"], "relu1": ["d2"], "pool1": ["h"], "conv2": ["h"], "bn2": ["h"],
@@ -862,14 +859,108 @@ def case_cnn():
                                 "--microbatches", "1", "-q", "-o", plan], capture_output=True, text=True)
             if check(s.returncode == 0, f"search {name} {algo}: {s.stderr}"):
                 run_ok(f"{name} {algo}", ranks, graph, plan)
-    spatial_plan = write("small_cnn_train.plan.json", plan_json(g, [2], spatial))
-    rc, out, err, _ = mpirun(2, [gp, spatial_plan, "--train"])
-    check(rc == 2 and "no backward pass" in err and "conv1 (Conv2D)" in err and "bn1 (BatchNorm)" in err,
-          f"cnn --train not refused: rc {rc}\n{err}")
+    spatial_plan = write("small_cnn_nccl.plan.json", plan_json(g, [2], spatial))
     # The halo exchange is point to point: MPI only.
     rc, out, err, _ = mpirun(2, [gp, spatial_plan, "--backend", "nccl"])
     check(rc == 2 and "conv1 (Conv2D)" in err and "MPI backend only" in err,
           f"cnn halo on nccl not refused: rc {rc}\n{err}")
+
+
+CNN_SPATIAL = {"conv1": ["h"], "bn1": ["h"], "relu1": ["d2"], "pool1": ["h"], "conv2": ["h"], "bn2": ["h"],
+               "relu2": ["d2"], "pool2": ["h"], "conv3": ["h"], "gap": ["h"]}
+TRAIN_HALO = re.compile(r"halo \(point to point, rank 0\): forward measured (\d+), predicted (\d+); backward measured "
+                        r"(\d+), predicted (\d+); largest on a rank (\d+)/(\d+), cost model (\d+)/(\d+)")
+
+
+def case_cnn_train():
+    """Training steps of CNN plans (--train --check, 2 steps): the small CNN
+    cut in H on 2 ranks, in H and W on 2x2, on the batch and on channels
+    (output channels, groups, input channels) on 2, channels, groups and H
+    mixed on 2x2, and plans rec searches for the shrunk ResNet-50 on 4
+    ranks: every step's loss, every gradient and every parameter equal a
+    one-device run, and every phase's bytes, the halo's point-to-point bytes
+    forward and backward included, the prediction on every rank. Rank 0's
+    backward halo equals a count by hand (it sends back the gradients of
+    the rows rank 1 sent it, except the first Conv's, whose input gets no
+    gradient). A backward that drops the returned halo rows on one rank, or
+    doubles a Conv's gradients, must fail the check."""
+    g = cnn_graph()
+    gp = write("small_cnn_train.json", g)
+    spatial = CNN_SPATIAL
+    hw = {"conv1": ["h", "w"], "bn1": ["h", "w"], "relu1": ["d2", "d3"], "pool1": ["h", "w"], "conv2": ["h", "w"],
+          "bn2": ["n", "w"], "relu2": ["d0", "d3"], "pool2": ["h", "w"], "conv3": ["h", "w"], "gap": ["h", "w"]}
+    batch = {o: ["n"] for o in ("conv1", "bn1", "pool1", "conv2", "bn2", "pool2", "conv3", "gap")}
+    batch.update({"relu1": ["d0"], "relu2": ["d0"], "flat": ["d0"], "fc": ["i"]})
+    channels = {"conv1": ["o"], "bn1": ["c"], "relu1": ["d1"], "pool1": ["c"], "conv2": ["g"], "bn2": ["c"],
+                "relu2": ["d1"], "pool2": ["c"], "conv3": ["c"]}
+    mixed = {"conv1": ["o", "h"], "bn1": ["c", "h"], "relu1": ["d1", "d2"], "pool1": ["n", "h"], "conv2": ["g", "h"],
+             "bn2": ["c", "n"], "relu2": ["d0", "d2"], "pool2": ["h", "n"], "conv3": ["c", "h"], "gap": ["n", "h"]}
+    # Rank 1 of the H cut in 2 sends rank 0, forward, one row of each of
+    # conv2's and pool2's inputs (8 images x 8 channels x 8 columns), and
+    # one of conv1's (x, no gradient): rank 0 returns the first two.
+    rows_bwd = [(halo_rows_sent(8, 8, 2, 1, 1, 1, 3), 8 * 8 * 8), (halo_rows_sent(8, 8, 2, 1, 1, 1, 3), 8 * 8 * 8),
+                (halo_rows_sent(8, 4, 2, 1, 2, 1, 3), 8 * 8 * 8), (halo_rows_sent(16, 8, 2, 1, 2, 0, 2), 8 * 8 * 16)]
+    bwd_by_hand = 4 * sum(r * size for r, size in rows_bwd)
+    check(bwd_by_hand == 4096, f"cnn train: backward halo by hand {bwd_by_hand}")
+    plans = {}
+    for label, mesh, cuts, halo_bwd in (("H on 2", [2], spatial, bwd_by_hand), ("H and W on 2x2", [2, 2], hw, None),
+                                        ("batch on 2", [2], batch, 0), ("channels on 2", [2], channels, 0),
+                                        ("channels, groups and H on 2x2", [2, 2], mixed, None)):
+        ranks = mesh[0] * (mesh[1] if len(mesh) > 1 else 1)
+        pp = write(f"small_cnn_train_{label.replace(' ', '_').replace(',', '')}.plan.json", plan_json(g, mesh, cuts))
+        plans[label] = pp
+        out = train_ok(f"cnn {label}", ranks, gp, pp, optimizer="sgd-momentum", steps=2)
+        if out is None:
+            continue
+        m = TRAIN_HALO.search(out)
+        if halo_bwd == 0:
+            check(m is None, f"cnn train {label}: a halo without a window cut\n{out}")
+        elif check(m is not None, f"cnn train {label}: no halo line\n{out}"):
+            fm, fp, bm, bp, fl, bl, fmod, bmod = (int(x) for x in m.groups())
+            check(fm == fp and bm == bp and fm > 0 and bm > 0, f"cnn train {label}: halo\n{out}")
+            # The model charges the backward as much as the forward, an inner rank's rows.
+            check(bmod >= bl, f"cnn train {label}: the model's backward halo {bmod} < {bl}\n{out}")
+            if halo_bwd is not None:
+                check(bm == halo_bwd, f"cnn train {label}: backward halo {bm}, by hand {halo_bwd}\n{out}")
+    # ResNet-50 shrunk as case_cnn shrinks it, plans rec searches on 4 ranks
+    # without latency (with it, rec replicates everything at this size): the
+    # batch of 4 split by both axes (SyncBatchNorm over 2x2), 2 steps; and
+    # with batch 2 (which also makes 256 channels 2), the batch on one axis,
+    # the stem's channels, the classifier's inputs and the loss's classes on
+    # the other, one step: after a step at this size the gradients depend on
+    # the last bit of the parameters (docs/exec.md), which no two runs share.
+    cost = write("cnn_train_no_latency.json", {"count_latency": False})
+    # The bundled tiny conv net (batch 512 shrunk to 8), as rec plans it on 2 ranks without latency.
+    conv = os.path.join(TMP, "convnet_small.json")
+    subprocess.run([sys.executable, os.path.join(ROOT, "tests/exec/shrink_graph.py"),
+                    os.path.join(ROOT, "data/graphs/tiny/convnet.json"), conv, "512=8"], check=True)
+    plan = os.path.join(TMP, "convnet_small.plan.json")
+    s = subprocess.run([BIN, "search", conv, "--devices", "2", "--zero", "0", "--microbatches", "1", "--cost", cost,
+                        "-q", "-o", plan], capture_output=True, text=True)
+    if check(s.returncode == 0, f"search convnet_small: {s.stderr}"):
+        train_ok("tiny convnet rec on 2", 2, conv, plan, optimizer="adam", steps=2)
+    for batch, steps in (("4", 2), ("2", 1)):
+        graph = os.path.join(TMP, f"resnet50_small_train_b{batch}.json")
+        subprocess.run([sys.executable, os.path.join(ROOT, "tests/exec/shrink_graph.py"),
+                        os.path.join(ROOT, "data/graphs/resnet50.json"), graph, f"256={batch}", "64=4", "128=8",
+                        "512=8", "1024=16", "2048=16", "1000=10", "--name", "resnet50_small"], check=True)
+        plan = os.path.join(TMP, f"resnet50_small_b{batch}.rec.train.plan.json")
+        s = subprocess.run([BIN, "search", graph, "--devices", "4", "--algo", "rec", "--zero", "0",
+                            "--microbatches", "1", "--cost", cost, "-q", "-o", plan], capture_output=True, text=True)
+        if check(s.returncode == 0, f"search resnet50_small batch {batch} rec: {s.stderr}"):
+            out = train_ok(f"resnet50_small batch {batch} rec on 4", 4, graph, plan, optimizer="sgd", steps=steps)
+            if out is not None:
+                nums = train_numbers(out)
+                check(nums["backward"][0] > 0, f"resnet50_small batch {batch}: nothing sent backward\n{out}")
+    # Wrong backwards on rank 1 must fail the check: conv2 (operator 4)
+    # dropping the gradients of its rows that rank 0's windows read (the
+    # traffic still runs, so only the numbers are wrong), and conv1
+    # (operator 0) doubling its gradients.
+    for fault, what in (("1:halo:4", "dropped halo gradients"), ("1:grad:0", "doubled Conv gradients")):
+        rc, out, err, _ = mpirun(2, [gp, plans["H on 2"], "--train", "--steps", "2", "--check", "--fault", fault])
+        check(rc not in (0, None) and "check: FAILED" in out and "check gradient of" in out,
+              f"cnn train: {what} not caught: rc {rc}\n{out}\n{err}")
+        print(f"cnn train: {what} caught (rc {rc})", flush=True)
 
 
 def case_microbatches():
@@ -937,7 +1028,7 @@ def case_microbatches():
 
 CASES = {"kinds": case_kinds, "vocab": case_vocab_parallel, "bundled": case_bundled, "failures": case_failures, "nccl": case_nccl,
          "train": case_train, "layout_kinds": case_layout_kinds, "phases": case_phases,
-         "buckets": case_buckets, "pipeline": case_pipeline, "cnn": case_cnn,
+         "buckets": case_buckets, "pipeline": case_pipeline, "cnn": case_cnn, "cnn_train": case_cnn_train,
          "microbatches": case_microbatches}
 
 

@@ -477,6 +477,37 @@ TEST_CASE("exec: predicted halo bytes per rank of a Conv2D cut in H") {
   CHECK(exec::predict_halo_bytes(g, exec::plan_layouts(g, spaces, p), {0}) == 0);
 }
 
+TEST_CASE("exec: predicted backward halo bytes: each rank returns the rows it received") {
+  // x[1,1,8,2], 3x3 pad 1 stride 2 (W: 1), H cut in 2: rank 1's outputs (rows 2, 3)
+  // read x rows 3..7, so rank 0 sends it row 3 (2 elements) and receives
+  // nothing; the backward reverses that. An input without a gradient
+  // (a graph input) returns nothing.
+  for (const auto kind : {ir::TensorKind::Parameter, ir::TensorKind::Input}) {
+    ir::Graph g("halo_back");
+    const auto f = ir::DType::F32;
+    auto x = g.add_tensor("x", {1, 1, 8, 2}, f, kind);
+    auto w = g.add_tensor("w", {1, 1, 3, 3}, f, ir::TensorKind::Parameter);
+    auto y = g.add_tensor("y", {1, 1, 4, 2}, f, ir::TensorKind::Activation);
+    add_op_ids(g, "c", "Conv2D", {x, w}, {y},
+               ir::Attrs{{"pads", std::vector<std::int64_t>{1, 1, 1, 1}},
+                         {"strides", std::vector<std::int64_t>{2, 1}}});
+    g.finalize();
+    const auto spaces = algebra::build_op_spaces(g);
+    const Cluster cluster = Cluster::mesh({2});
+    plan::Plan p;
+    p.mesh = cluster.cuts();
+    p.cuts = {{static_cast<std::int16_t>(spaces[0].find_loop("h"))}};
+    const exec::PlanLayouts pl = exec::plan_layouts(g, spaces, p);
+    const exec::GradientLayouts gl = exec::gradient_layouts(g, pl);
+    const bool grad = kind == ir::TensorKind::Parameter;
+    CAPTURE(grad);
+    CHECK(exec::predict_halo_bytes(g, pl, {0}) == 2 * 4);
+    CHECK(exec::predict_halo_bytes(g, pl, {1}) == 0);
+    CHECK(exec::predict_halo_backward_bytes(g, pl, gl, {0}) == 0);
+    CHECK(exec::predict_halo_backward_bytes(g, pl, gl, {1}) == (grad ? 2 * 4 : 0));
+  }
+}
+
 TEST_CASE(
     "exec: predicted gradient sync equals the cost model's on one axis, for every legal plan") {
   // Training: on one axis of size 2 and of size 3, every parameter

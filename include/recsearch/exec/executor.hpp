@@ -14,6 +14,7 @@
 // that every rank and the one-device run see the same numbers.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -53,6 +54,9 @@ struct ExecOptions {
   // Testing: this operator's backward doubles the gradients it gives its
   // inputs on this rank (a wrong gradient that --check must catch).
   std::optional<ir::OpId> corrupt_backward_op = std::nullopt;
+  // Testing: this operator's backward on this rank drops the gradients of
+  // its rows that come back from the halo exchange (the traffic still runs).
+  std::optional<ir::OpId> drop_halo_return_op = std::nullopt;
   // Training: parameter gradients that only need all-reduces (data
   // parallelism) are fused into buckets of up to this many f32 elements,
   // one all-reduce per bucket and axis, as DDP fuses them and the cost
@@ -147,18 +151,29 @@ class Executor {
   void run_op(ir::OpId o);
   std::vector<float> gather(const LocalTensor& b);
   // The kernel arguments of operator o on the blocks the forward pass used
-  // (inputs redistributed to the operator's layouts, made if missing).
-  detail::KernelArgs op_args(ir::OpId o);
+  // (inputs redistributed to the operator's layouts, made if missing). For
+  // the backward pass (`backward`), a window kernel's input is the block
+  // with its halo that the forward pass received, and BatchNorm's statistics
+  // are the forward pass's: nothing is exchanged again.
+  detail::KernelArgs op_args(ir::OpId o, bool backward = false);
   // Conv2D and pools with a cut window dim: receives the rows of x the
   // block's windows read from the ranks that hold them (and sends its own
   // to those that read them), point to point, one cut dim after the other;
-  // args then point at the extended block (halo_block_).
+  // args then point at the extended block (kept in windows_[o]).
   void exchange_halo(ir::OpId o, detail::KernelArgs& args);
+  // The backward of that exchange: the gradient of the extended block
+  // (`ext`, shaped as the kernel saw x) loses its halo rows, each sent back
+  // to the rank that holds the row and added there, the last cut dim
+  // first; what is left, summed, is added into `dx` (the rank's own block).
+  void return_halo(ir::OpId o, std::vector<float> ext, std::vector<float>& dx);
   // BatchNorm: each channel's mean and variance, from the batch (sums
   // all-reduced over the axes that cut its batch or spatial dims) or the
-  // running statistics; args point at them.
-  void batch_norm_statistics(ir::OpId o, detail::KernelArgs& args, std::vector<float>& mean,
-                             std::vector<float>& var);
+  // running statistics, kept in bn_stats_[o]; args point at them.
+  void batch_norm_statistics(ir::OpId o, detail::KernelArgs& args);
+  // BatchNorm's backward with batch statistics: Σdy and Σdy·x̂ per channel,
+  // all-reduced over the same axes as the forward sums (SyncBatchNorm).
+  std::vector<float> batch_norm_grad_sums(ir::OpId o, const detail::KernelArgs& args,
+                                          const std::vector<float>& dy);
   void backward_op(ir::OpId o);
   // Tensor t's gradient in its GradientLayouts target: the sum of its
   // contributions, each distinct layout summed locally and moved once.
@@ -176,7 +191,17 @@ class Executor {
   std::vector<std::unique_ptr<LocalTensor>> held_;  // per tensor, holder layout
   std::vector<std::deque<LocalTensor>> copies_;     // per tensor, other layouts made
   std::vector<ir::TensorId> outputs_;
-  std::vector<float> halo_block_;  // the input block of the operator running, with its halo
+  // Per window operator with a cut window dim: its input block with the
+  // halo rows the forward pass received, and where the block and the
+  // output block start in the whole tensor (H, W); kept for the backward.
+  struct WindowBlock {
+    std::vector<float> data;
+    ir::Shape shape;
+    std::array<std::int64_t, 2> in_begin{}, out_begin{};
+  };
+  std::vector<WindowBlock> windows_;
+  // Per BatchNorm: the mean and variance its forward pass normalised with.
+  std::vector<std::array<std::vector<float>, 2>> bn_stats_;
   // Training state.
   GradientLayouts grads_layout_;
   std::vector<ir::TensorId> trained_;

@@ -180,5 +180,14 @@ struct TrainBytePrediction {
 [[nodiscard]] TrainBytePrediction predict_train_bytes(const ir::Graph& g, const PlanLayouts& pl,
                                                       int zero_stage = 0,
                                                       double element_bytes = 4.0);
+// Bytes the rank at `coords` sends point to point in a backward pass: the
+// reverse of each halo exchange whose input gets a gradient (the gradients
+// of the halo rows it received, sent back to the ranks that hold them, the
+// last cut window dim first). A rank sends back what it received, so
+// ranks at the ends of a cut send what their neighbours sent them forward.
+[[nodiscard]] double predict_halo_backward_bytes(const ir::Graph& g, const PlanLayouts& pl,
+                                                 const GradientLayouts& gl,
+                                                 const std::vector<std::int64_t>& coords,
+                                                 double element_bytes = 4.0);
 
 }  // namespace recsearch::exec
