@@ -107,16 +107,39 @@ std::optional<double> stated_forward_bytes(const std::string& text, const std::s
 // The execution layer runs the forward pass with whole weights: a plan
 // that needs ZeRO-3 weight gathers is refused (exit 2) rather than run as
 // something else, and so is a plan with microbatches outside --train (which
-// runs them, accumulating their gradients). Recomputation and
-// ZeRO 1 and 2 change only the backward pass and the optimizer step (which
-// --train runs: docs/exec.md, Training).
-void refuse_unsupported_training(const plan::Plan& p, const std::string& source, bool train) {
+// runs them, accumulating their gradients). ZeRO 1 and 2 change only the
+// backward pass and the optimizer step (which --train runs: docs/exec.md,
+// Training), with one stage for every parameter: a plan that gives
+// parameters their own stages is refused. So, under --train, is
+// recomputation: the executor keeps every activation, so it would run a
+// step that is not the plan's (a forward pass alone recomputes nothing).
+void refuse_unsupported_training(const ir::Graph& g, const plan::Plan& p, const std::string& source,
+                                 bool train) {
   if (p.mode != Mode::Train) return;
   if (p.training.zero_stage >= 3)
     throw Error(Errc::kUsage,
                 "exec does not run ZeRO stage 3 yet (the forward pass would need the weight "
                 "all-gathers); search with --zero 2 or lower to execute the plan",
                 "/training/zero_stage", source);
+  if (plan::mixed_zero(g, p.training))
+    throw Error(Errc::kUsage,
+                "exec runs one ZeRO stage for every parameter, and this plan gives parameters "
+                "their own stages; search with --zero 0, 1 or 2 to execute the plan",
+                "/training/zero_params", source);
+  if (train) {
+    const std::vector<plan::Recompute> rc = plan::operator_recompute(g, p.training);
+    for (std::size_t o = 0; o < rc.size(); ++o)
+      if (rc[o] != plan::Recompute::None)
+        throw Error(Errc::kUsage,
+                    "exec does not run recomputation yet (it keeps every activation), and this "
+                    "plan recomputes operator '" +
+                        g.op(static_cast<ir::OpId>(o)).name + "' (" +
+                        std::string(plan::recompute_name(rc[o])) +
+                        "); search with --recompute none to train with it",
+                    plan::mixed_recompute(g, p.training) ? "/training/recompute_ops"
+                                                         : "/training/recompute",
+                    source);
+  }
   if (p.training.microbatches > 1 && !train)
     throw Error(Errc::kUsage,
                 "exec runs a plan with microbatches (it has " +
@@ -276,7 +299,7 @@ Inputs load_inputs(const ExecArgs& a, int world_size) {
     return in;
   }
   in.plan = in.problem->parse_plan(ptext, psrc, *in.cluster);
-  refuse_unsupported_training(in.plan, psrc, a.train);
+  refuse_unsupported_training(in.problem->graph(), in.plan, psrc, a.train);
   if (a.train && in.plan.mode == Mode::Train && in.plan.training.microbatches > 1) {
     const std::int64_t m = in.plan.training.microbatches;
     in.micro = plan::microbatch_view(in.problem->graph(), in.problem->spaces(), m);

@@ -485,6 +485,28 @@ def case_train():
     if check(s.returncode == 0, f"search --zero 3: {s.stderr}"):
         rc, out, err, _ = mpirun(2, [gpt, zplan, "--train"])
         check(rc == 2 and "does not run ZeRO stage 3" in err, f"ZeRO 3 not refused: rc {rc}\n{out}\n{err}")
+    # A stage per parameter (the plan file's zero_params), and recomputation
+    # under --train: refused with the setting's path, before any traffic.
+    rplan = os.path.join(TMP, "recompute.plan.json")
+    s = subprocess.run([BIN, "search", gpt, "--devices", "2", "--algo", "data-parallel", "--zero", "2",
+                        "--recompute", "full", "--microbatches", "1", "-q", "-o", rplan],
+                       capture_output=True, text=True)
+    if check(s.returncode == 0, f"search --recompute full: {s.stderr}"):
+        rc, out, err, _ = mpirun(2, [gpt, rplan, "--train"])
+        check(rc == 2 and "does not run recomputation" in err and "/training/recompute" in err,
+              f"recomputation not refused under --train: rc {rc}\n{out}\n{err}")
+        with open(rplan) as f:
+            doc = json.load(f)
+        doc["training"]["recompute"] = "none"
+        doc["training"].pop("recompute_ops", None)
+        param = next(t["name"] for t in json.load(open(gpt))["tensors"] if t.get("kind") == "parameter")
+        doc["training"]["zero_params"] = {param: 1}
+        mplan = os.path.join(TMP, "mixed_zero.plan.json")
+        with open(mplan, "w") as f:
+            json.dump(doc, f)
+        rc, out, err, _ = mpirun(2, [gpt, mplan, "--train"])
+        check(rc == 2 and "their own stages" in err and "/training/zero_params" in err,
+              f"per-parameter ZeRO not refused: rc {rc}\n{out}\n{err}")
 
 
 def layout_kinds_graph(m, k, n, depth):
