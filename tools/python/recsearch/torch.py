@@ -417,12 +417,19 @@ def _meta_copy(module):
     return copy.deepcopy(module, memo)
 
 
-def _record(gm, example_inputs):
+def _record(module, gm, example_inputs):
     """Per node of gm's graph, its result when run on example_inputs: on the
     meta device (shapes only, no arithmetic: a large batch costs nothing),
     or for real where an operator has no meta kernel."""
     try:
-        meta = torch.fx.GraphModule(_meta_copy(gm), gm.graph)
+        # A meta copy of the module (not of gm: GraphModule's deepcopy takes
+        # no memo and would copy every weight for real), with the constants
+        # fx lifted onto gm.
+        root = _meta_copy(module)
+        for n in gm.graph.nodes:
+            if n.op == "get_attr" and n.target.startswith("_tensor_constant"):
+                setattr(root, n.target, _to_meta(_fetch(gm, n.target)))
+        meta = torch.fx.GraphModule(root, gm.graph)
         rec = _Recorder(meta)
         with torch.no_grad():
             rec.run(*[x.to("meta") if isinstance(x, torch.Tensor) else x
@@ -1177,7 +1184,7 @@ def _trace(module, example_inputs, name=None):
     if strip:
         concrete = {n: None for n in ("a1", "a2")[len(example_inputs) - 1:]}
     gm = _trace_fx(module, example_inputs, concrete)
-    low = _Lowering(module, gm, _record(gm, example_inputs), name, strip)
+    low = _Lowering(module, gm, _record(module, gm, example_inputs), name, strip)
     graph = low.run()
     aliases = {k[len(strip):] if strip and k.startswith(strip) else k: v
                for k, v in low.aliases.items()}
