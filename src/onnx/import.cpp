@@ -734,8 +734,8 @@ class Importer {
     const auto p = producer_.find(erf.input(0));
     if (p == producer_.end()) return;
     const auto& div = g.node(p->second);
-    if (div.op_type() != "Div" || div.input_size() != 2 || !is_scalar(div.input(1), std::sqrt(2.0)) ||
-        !sole_user(div.output(0)))
+    if (div.op_type() != "Div" || div.input_size() != 2 ||
+        !is_scalar(div.input(1), std::sqrt(2.0)) || !sole_user(div.output(0)))
       return;
     const std::string& x = div.input(0);
     const auto a = sole_user(erf.output(0));
