@@ -308,15 +308,18 @@ class _Tracer(torch.fx.Tracer):
         return node
 
     def create_arg(self, a):
+        if not isinstance(a, torch.Tensor):
+            return super().create_arg(a)  # containers come back here per tensor
         # A buffer the code reads as a plain tensor (fx proxies parameters
         # only) is fetched under its own name rather than lifted as a copy.
-        if isinstance(a, torch.Tensor) and not isinstance(a, nn.Parameter) and \
-                id(a) in self.buffer_names and a not in self.tensor_attrs:
+        if not isinstance(a, nn.Parameter) and id(a) in self.buffer_names and \
+                a not in self.tensor_attrs:
             self.tensor_attrs[a] = self.buffer_names[id(a)]
-        before = set(self.tensor_attrs.values())
+        known = a in self.tensor_attrs
         out = super().create_arg(a)
-        self.lifted += [n for n in set(self.tensor_attrs.values()) - before
-                        if n.startswith("_tensor_constant")]
+        name = self.tensor_attrs.get(a)
+        if not known and name is not None and name.startswith("_tensor_constant"):
+            self.lifted.append(name)
         return out
 
     def create_proxy(self, kind, target, args, kwargs, name=None, type_expr=None,
@@ -503,7 +506,9 @@ class _Lowering:
         """The graph tensor of a value; a constant becomes a constant tensor
         on first use."""
         if isinstance(v, _Val):
-            if v.name is None:
+            if v.name is None and v.base in self.buffers:  # one tensor however often read
+                v.name = self.em.tensor(v.base, v.shape, v.dtype, "constant")
+            elif v.name is None:
                 v.name = self.em.const(v.base or base, v.shape, v.dtype)
             return v.name
         raise TypeError("not a tensor: %r" % (v,))
