@@ -7,7 +7,9 @@
 // compute small integer tensors (shape_eval.hpp) into Constant nodes and
 // give every other node its shapes from its own inference function; fold
 // the nodes that consume nothing but constants; turn Identity copies and
-// Cast/Reshape views of weights into tensors (no operator); map every
+// Cast/Reshape views of weights into tensors (no operator); fuse what the
+// exporter spells out that torch runs as one kernel (erf GELU) and drop
+// multiplications by a constant 1; map every
 // other node to a recsearch operator kind; and check the result with the
 // dimension algebra, so that an import that succeeds always gives a graph
 // the search accepts. Errors name the node (its name, ONNX type and index
@@ -18,11 +20,13 @@
 #include <unistd.h>
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstring>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
+#include <vector>
 
 #include <google/protobuf/io/zero_copy_stream_impl.h>       // FileInputStream over a descriptor
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>  // ArrayInputStream
@@ -129,6 +133,7 @@ class Importer {
     collect_values();
     mark_static();
     mark_weight_views();
+    mark_fusions();
     map_nodes();
     finish();
     return std::move(result_);
@@ -683,6 +688,130 @@ class Importer {
       if (n.op_type() != "BatchNormalization") continue;
       for (int j = 3; j < std::min(5, n.input_size()); ++j)
         stats_.insert(resolve_alias(n.input(j)));
+    }
+  }
+
+  // ---- what the exporter spells out ---------------------------------------
+  //
+  // Opsets before 20 have no Gelu: torch.onnx.export writes F.gelu as
+  // x * 0.5 * (1 + erf(x / sqrt 2)), five elementwise nodes where torch runs
+  // one kernel; priced as written they read and write the activation five
+  // times. The chain becomes one GeLU. torch's baddbmm (the attention's
+  // masked scores) exports its alpha as a Mul by 1: an identity, dropped.
+
+  // The one node reading `name`, if exactly one does.
+  std::optional<int> sole_user(const std::string& name) const {
+    const auto u = uses_.find(name);
+    const auto it = users_.find(name);
+    if (u == uses_.end() || u->second != 1 || it == users_.end() || it->second.size() != 1)
+      return std::nullopt;
+    return it->second.front();
+  }
+
+  // Node i's input other than `one` when i is `type` with two inputs, one
+  // of them `one`.
+  std::optional<std::string> other_input(int i, std::string_view type,
+                                         const std::string& one) const {
+    const auto& n = graph().node(i);
+    if (n.op_type() != type || n.input_size() != 2 || n.output_size() != 1) return std::nullopt;
+    if (n.input(0) == one) return n.input(1);
+    if (n.input(1) == one) return n.input(0);
+    return std::nullopt;
+  }
+
+  bool is_scalar(const std::string& name, double v) const {
+    const auto f = known_float(name);
+    return f && std::abs(*f - v) <= 1e-6 * std::max(1.0, std::abs(v));
+  }
+
+  // The erf GELU around Erf node e: Div(x, sqrt 2) -> Erf -> Add(1) ->
+  // Mul(x, .) -> Mul(., 0.5), or with the 0.5 applied to x first. Records
+  // the last node as a GeLU of x and the others as absorbed.
+  void match_erf_gelu(int e) {
+    const auto& g = graph();
+    const auto& erf = g.node(e);
+    if (erf.input_size() != 1 || erf.output_size() != 1) return;
+    const auto p = producer_.find(erf.input(0));
+    if (p == producer_.end()) return;
+    const auto& div = g.node(p->second);
+    if (div.op_type() != "Div" || div.input_size() != 2 ||
+        !is_scalar(div.input(1), std::sqrt(2.0)) || !sole_user(div.output(0)))
+      return;
+    const std::string& x = div.input(0);
+    const auto a = sole_user(erf.output(0));
+    if (!a) return;
+    const auto one = other_input(*a, "Add", erf.output(0));
+    if (!one || !is_scalar(*one, 1.0)) return;
+    const std::string& sum = g.node(*a).output(0);
+    const auto m1 = sole_user(sum);
+    if (!m1) return;
+    const auto with = other_input(*m1, "Mul", sum);
+    if (!with) return;
+    std::vector<int> absorbed = {p->second, e, *a};
+    int last = *m1;
+    if (*with == x) {  // (x * (1 + erf)) * 0.5
+      const std::string& prod = g.node(*m1).output(0);
+      const auto m2 = sole_user(prod);
+      if (!m2) return;
+      const auto half = other_input(*m2, "Mul", prod);
+      if (!half || !is_scalar(*half, 0.5)) return;
+      absorbed.push_back(*m1);
+      last = *m2;
+    } else {  // (x * 0.5) * (1 + erf)
+      const auto h = producer_.find(*with);
+      if (h == producer_.end() || !sole_user(*with)) return;
+      const auto half = other_input(h->second, "Mul", x);
+      if (!half || !is_scalar(*half, 0.5)) return;
+      absorbed.push_back(h->second);
+    }
+    for (const int i : absorbed) {
+      if (folded_.count(i) || weight_views_.count(i)) return;
+    }
+    fused_.insert(absorbed.begin(), absorbed.end());
+    gelu_[last] = x;
+  }
+
+  // Mul by a constant 1 (either side) or Div by one, where the result has
+  // the other operand's shape: its output is that operand.
+  void match_identity_scale(int i) {
+    const auto& n = graph().node(i);
+    if (n.input_size() != 2 || n.output_size() != 1 || is_graph_output(n.output(0))) return;
+    std::string x;
+    if (is_scalar(n.input(1), 1.0)) {
+      x = n.input(0);
+    } else if (n.op_type() == "Mul" && is_scalar(n.input(0), 1.0)) {
+      x = n.input(1);
+    } else {
+      return;
+    }
+    const auto in = values_.find(x);
+    const auto out = values_.find(n.output(0));
+    if (in == values_.end() || out == values_.end() || !in->second.shape || !out->second.shape ||
+        *in->second.shape != *out->second.shape || in->second.elem != out->second.elem ||
+        weight_root(x) || static_.count(x))
+      return;
+    alias_[n.output(0)] = x;
+    fused_.insert(i);
+  }
+
+  void mark_fusions() {
+    const auto& g = graph();
+    for (int i = 0; i < g.node_size(); ++i) {
+      for (const auto& in : g.node(i).input()) {
+        if (!in.empty()) users_[in].push_back(i);
+      }
+    }
+    auto mapped = [&](int i) {
+      const auto& n = g.node(i);
+      return !folded_.count(i) && !weight_views_.count(i) && !fused_.count(i) &&
+             (n.domain().empty() || n.domain() == "ai.onnx");
+    };
+    for (int i = 0; i < g.node_size(); ++i) {
+      if (mapped(i) && g.node(i).op_type() == "Erf") match_erf_gelu(i);
+    }
+    for (int i = 0; i < g.node_size(); ++i) {
+      const std::string& op = g.node(i).op_type();
+      if (mapped(i) && !gelu_.count(i) && (op == "Mul" || op == "Div")) match_identity_scale(i);
     }
   }
 
@@ -1300,6 +1429,12 @@ class Importer {
         ++result_.weight_view_nodes;
         continue;
       }
+      if (fused_.count(i)) continue;  // part of a fused GeLU, or a Mul by 1
+      if (const auto it = gelu_.find(i); it != gelu_.end()) {
+        const onnx::NodeProto& n = g.node(i);
+        add_op(i, unique_op_name(n, i), "GeLU", {it->second}, node_outputs(n), {});
+        continue;
+      }
       map_node(i);
     }
   }
@@ -1356,9 +1491,13 @@ class Importer {
   std::unordered_set<std::string> stats_;
   std::unordered_map<std::string, std::string> copies_;    // Identity output -> weight it copies
   std::unordered_map<std::string, std::string> alias_;     // view output -> the weight it views
+                                                           // (or a Mul by 1 -> its operand)
   std::unordered_map<std::string, ir::Shape> view_shape_;  // weight -> the shape it is used with
   std::unordered_set<int> weight_views_;                   // nodes that are copies or views
   std::unordered_set<int> folded_;
+  std::unordered_map<std::string, std::vector<int>> users_;  // tensor -> the nodes reading it
+  std::unordered_set<int> fused_;                            // nodes absorbed (mark_fusions)
+  std::unordered_map<int, std::string> gelu_;                // node -> x, where it ends a GeLU
   std::unordered_map<int, std::string> gave_up_;  // node -> why folding left its output open
   std::unordered_map<std::string, ir::TensorId> tensors_;
   std::unordered_set<std::string> op_names_;

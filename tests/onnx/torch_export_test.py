@@ -24,7 +24,10 @@ downloaded) and exported with torch.onnx.export:
 Each must import, pass `recsearch validate`, import nothing replicated for
 lack of a mapping (no warning at all), and have exactly the parameters of
 the torch module: count and bytes equal to sum(p.numel()) (float32: 4 bytes
-each).
+each). The GPT's F.gelu, which these opsets export as
+x * 0.5 * (1 + erf(x / sqrt 2)), imports as one GeLU per block (as torch
+runs it), and the Mul by 1 of its attention's baddbmm is dropped (checked at
+opset 17, where LayerNorm is one node and no other Mul remains).
 
 How batch norm is counted: in eval mode torch.onnx.export folds a
 BatchNorm2d that directly follows a Conv2d into that convolution, whose
@@ -187,6 +190,13 @@ def run_one(tmp, name, module, example, opset, dynamic, has_bn, fold=True):
     got, got_bytes = graph_params(graph)
     check(got == want, "%s: %d parameters imported, torch has %d" % (name, got, want))
     check(got_bytes == 4 * want, "%s: %d parameter bytes, expected %d" % (name, got_bytes, 4 * want))
+    if name.startswith("gpt"):
+        types = [o["type"] for o in graph["operators"]]
+        # Opset 13 spells LayerNorm out too (its scale is a Mul); at 17 the
+        # only Muls were the GELU's and the attention's Mul by 1.
+        check(types.count("GeLU") == len(module.blocks) and "Erf" not in types
+              and (opset < 17 or "Mul" not in types), "%s: erf GELU not fused, or a Mul left: %s"
+              % (name, sorted(set(types))))
     print("%-22s opset %d: %4d operators, %10d parameters (export %.1fs, import %.1fs)"
           % (name, opset, len(graph["operators"]), got, t1 - t0, time.time() - t1), flush=True)
 

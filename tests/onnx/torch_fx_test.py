@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """The torch.fx front end (tools/python/recsearch/torch.py) against the ONNX
-route, on a torchvision ResNet-50, an nn.TransformerEncoder and an
-nn.TransformerDecoder (cross-attention).
+route, on a torchvision ResNet-50, an nn.TransformerEncoder, an
+nn.TransformerDecoder (cross-attention) and the small GPT of
+torch_export_test.py (nn.Embedding, nn.MultiheadAttention, nn.Linear).
 
 Run by meson as `torch_fx_test.py RECSEARCH_EXE` with Debian's
 /usr/bin/python3, PYTHONPATH including tools/python and RECSEARCH_LIBRARY
@@ -19,6 +20,14 @@ For each model, in eval mode:
   * its step time is within 5% of the plan searched on the graph
     `recsearch import` makes of torch.onnx.export's file (opset 17), for
     training and for inference.
+The GPT computes its positions and causal mask from the input's size
+(torch.arange(idx.shape[1])), which plain torch.fx cannot trace; its graph
+must also pass `recsearch validate` with no warning (no operator replicated
+for lack of a mapping) and hold exactly torch's parameters (count and
+bytes), and its variants (a mask held in a buffer and sliced, a float mask
+from nn.Transformer.generate_square_subsequent_mask, one from
+torch.triu/masked_fill with positions sliced from the embedding table)
+give the same graph.
 Modules torch.fx cannot trace, and torch.nn modules with no lowering, raise
 UntraceableError naming the module and the ONNX route.
 """
@@ -40,6 +49,7 @@ except ImportError as e:  # the only reason to skip
 
 import recsearch
 import recsearch.torch as rt
+from torch_export_test import GPT  # the GPT the ONNX import test exports
 
 EXE = sys.argv[1]
 FAILURES = []
@@ -210,6 +220,135 @@ def check_cross_attention(tmp):
           "separate q/k/v projections: %s" % sorted(names))
 
 
+class GPTBufferMask(GPT):
+    """The causal mask registered as a bool buffer and sliced to the input's
+    length; positions from torch.arange(0, x.size(1), dtype=...)."""
+
+    def __init__(self):
+        super().__init__()
+        seq = self.pos.num_embeddings
+        self.register_buffer("causal", torch.triu(torch.ones(seq, seq, dtype=torch.bool), 1))
+
+    def forward(self, idx):
+        t = idx.size(1)
+        i = torch.arange(0, t, dtype=torch.long, device=idx.device)
+        x = self.tok(idx) + self.pos(i)
+        for b in self.blocks:
+            x = b(x, self.causal[:t, :t])
+        return self.head(self.ln(x))
+
+
+class GPTFloatMask(GPT):
+    """nn.Transformer's float mask (-inf above the diagonal), built in forward."""
+
+    def forward(self, idx):
+        t = idx.shape[1]
+        mask = nn.Transformer.generate_square_subsequent_mask(t)
+        x = self.tok(idx) + self.pos(torch.arange(t, device=idx.device))
+        for b in self.blocks:
+            x = b(x, mask)
+        return self.head(self.ln(x))
+
+
+class GPTFilledMask(GPT):
+    """A float mask from torch.triu and masked_fill; positions are the first
+    rows of a longer embedding table, sliced (a Slice of the parameter)."""
+
+    def __init__(self):
+        super().__init__(seq=64)
+
+    def forward(self, idx):
+        _, t = idx.shape
+        upper = torch.triu(torch.ones(t, t, device=idx.device), diagonal=1) == 1
+        mask = torch.zeros(t, t, device=idx.device).masked_fill(upper, float("-inf"))
+        x = self.tok(idx) + self.pos.weight[:t]
+        for b in self.blocks:
+            x = b(x, mask)
+        return self.head(self.ln(x))
+
+
+def param_count_bytes(graph):
+    sizes = {"f32": 4, "f16": 2, "bf16": 2, "f64": 8}
+    n = nbytes = 0
+    for t in graph["tensors"]:
+        if t.get("kind") == "parameter":
+            c = 1
+            for d in t["shape"]:
+                c *= d
+            n += c
+            nbytes += c * sizes[t["dtype"]]
+    return n, nbytes
+
+
+def check_gpt(tmp):
+    """The GPT through both routes on 8 devices (check_model: train and
+    infer step times within 5%), validated by the CLI with no warning, with
+    torch's parameters; its mask and position variants give the same graph
+    (operator types and parameters), and no route leaves fx's lifted
+    constants on the user's module."""
+    torch.manual_seed(0)
+    gpt = GPT()
+    example = torch.randint(0, 1000, (32, 32))
+    graph, placements = check_model(tmp, "gpt", gpt, example)
+    path = os.path.join(tmp, "gpt_fx.json")
+    with open(path, "w") as f:
+        json.dump(graph, f)
+    v = subprocess.run([EXE, "validate", path], capture_output=True, text=True)
+    check(v.returncode == 0 and v.stderr == "",
+          "gpt: recsearch validate of the fx graph: %s %s" % (v.stdout, v.stderr))
+    want = sum(p.numel() for p in gpt.parameters())
+    got, got_bytes = param_count_bytes(graph)
+    check(got == want and got_bytes == 4 * want,
+          "gpt: fx graph has %d parameters (%d bytes), torch %d" % (got, got_bytes, want))
+    check(set(placements) == {n for n, _ in gpt.named_parameters()},
+          "gpt placements name exactly its parameters")
+    names = {o["name"] for o in graph["operators"]}
+    check({"tok", "blocks.1.attn.softmax", "blocks.1.fc1.matmul", "head"} <= names,
+          "gpt operator names: %s" % sorted(names)[:8])
+    kinds = sorted(o["type"] for o in graph["operators"])
+    # Positions 0..31 of a 32-row table are the table: the parameter itself
+    # is added (as the exporter folds it), no gathered copy.
+    adds = [o for o in graph["operators"] if "pos.weight" in o["inputs"]]
+    check(len(adds) == 1 and adds[0]["type"] == "Add" and "pos" not in names,
+          "gpt: pos.weight feeds %s" % adds)
+    for cls in (GPTBufferMask, GPTFloatMask, GPTFilledMask):
+        torch.manual_seed(0)
+        m = cls().eval()
+        g = rt.trace(m, example)
+        recsearch.Graph.from_json(json.dumps(g)).validate()
+        other = sorted(o["type"] for o in g["operators"])
+        ops = {o["name"]: o for o in g["operators"]}
+        if cls is GPTFilledMask:  # rows 0:32 of its 64, where the others add the table
+            sl = [o for o in g["operators"] if o["inputs"] == ["pos.weight"]]
+            check(len(sl) == 1 and sl[0]["type"] == "Slice" and sl[0].get("attrs", {}) ==
+                  {"starts": [0], "ends": [32], "axes": [0]}, "%s: %s" % (cls.__name__, sl))
+            other.remove("Slice")
+        check(other == kinds, "%s: operators %s, GPT's %s"
+              % (cls.__name__, _diff(other, kinds), _diff(kinds, other)))
+        n = sum(p.numel() for p in m.parameters())
+        check(param_count_bytes(g) == (n, 4 * n), "%s: parameters %s, torch %d"
+              % (cls.__name__, param_count_bytes(g), n))
+        masks = [t for t in g["tensors"] if t.get("kind") == "constant" and t["shape"] == [32, 32]]
+        check(len(masks) == len(m.blocks) and
+              all(ops.get("blocks.%d.attn.mask" % i, {}).get("inputs", [None, None])[1] in
+                  {t["name"] for t in masks} for i in range(len(m.blocks))),
+              "%s: each block adds a [32, 32] constant mask: %s" % (cls.__name__, masks))
+        left = [k for k in vars(m) if k.startswith("_tensor_constant")]
+        check(not left, "%s: trace left %s on the module" % (cls.__name__, left))
+        print("%-20s traced: %d operators" % (cls.__name__, len(g["operators"])), flush=True)
+
+
+def _diff(a, b):
+    rest = list(b)
+    out = []
+    for x in a:
+        if x in rest:
+            rest.remove(x)
+        else:
+            out.append(x)
+    return out
+
+
 def main():
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -232,6 +371,7 @@ def main():
               "encoder operator names: %s" % sorted(names)[:8])
         check_data_parallel(enc, torch.randn(32, 8, 256))
         check_cross_attention(tmp)
+        check_gpt(tmp)
     check_untraceable()
     if FAILURES:
         print("%d failure(s)" % len(FAILURES))

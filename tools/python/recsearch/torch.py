@@ -32,6 +32,7 @@ dim between several tensor dims, which one DTensor placement cannot say.
 """
 
 import copy
+import inspect
 import json
 import math
 import operator
@@ -123,11 +124,13 @@ _DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16",
 class _Val:
     """What the tracer knows about a tensor value: its graph tensor name (None
     while it is a constant not yet used), shape and dtype, whether it is
-    known before the model runs, and then its value."""
+    known before the model runs, and then its value; `base` names the
+    constant tensor it becomes on first use (a buffer's FQN)."""
 
-    def __init__(self, name, shape, dtype, static=False, value=None):
+    def __init__(self, name, shape, dtype, static=False, value=None, base=None):
         self.name, self.shape, self.dtype, self.static, self.value = \
             name, list(shape), dtype, static, value
+        self.base = base
 
 
 class _Emitter:
@@ -186,14 +189,102 @@ class _Emitter:
 
 # ---- tracing ----------------------------------------------------------------
 
-class _Tracer(torch.fx.Tracer):
-    """Keeps the modules recsearch lowers whole as leaves, and remembers in
-    which module each node was created (its operator's name)."""
+class _SizedProxy(torch.fx.Proxy):
+    """A proxy that knows the value it stands for on the example inputs (a
+    meta tensor, _Tracer.values; None where it could not be computed). Sizes,
+    rank, dtype and device read from it are Python values, as if the model
+    ran on those inputs: code that builds positions or masks from sizes
+    (`torch.arange(x.shape[1], device=x.device)`, `torch.triu(torch.ones(t,
+    t))`) then runs eagerly, and what it yields enters the graph as a tensor
+    constant. The graph is specialised to the example's shapes, which the
+    plan is for anyway. Values a shape cannot give (x.sum() > 0) stay
+    symbolic, so data-dependent control flow is still refused."""
 
-    def __init__(self):
+    def _value(self):
+        v = self.tracer.values.get(self.node)
+        return v if isinstance(v, torch.Tensor) else None
+
+    def _symbolic(self, attr):
+        return torch.fx.proxy.Attribute(self, attr)
+
+    @property
+    def shape(self):
+        v = self._value()
+        return v.shape if v is not None else self._symbolic("shape")
+
+    @property
+    def ndim(self):
+        v = self._value()
+        return v.dim() if v is not None else self._symbolic("ndim")
+
+    @property
+    def dtype(self):
+        v = self._value()
+        return v.dtype if v is not None else self._symbolic("dtype")
+
+    @property
+    def device(self):
+        # The device the model runs on, not the meta device of the value.
+        return self.tracer.device if self._value() is not None else self._symbolic("device")
+
+    def size(self, dim=None):
+        v = self._value()
+        if v is None:
+            return self.tracer.create_proxy("call_method", "size",
+                                            (self,) if dim is None else (self, dim), {})
+        return v.size() if dim is None else v.size(dim)
+
+    def dim(self):
+        v = self._value()
+        return v.dim() if v is not None else self.tracer.create_proxy("call_method", "dim",
+                                                                      (self,), {})
+
+    def numel(self):
+        v = self._value()
+        return v.numel() if v is not None else self.tracer.create_proxy("call_method", "numel",
+                                                                        (self,), {})
+
+    def __len__(self):
+        v = self._value()
+        if v is None:
+            return super().__len__()
+        return len(v)
+
+
+class _Tracer(torch.fx.Tracer):
+    """Keeps the modules recsearch lowers whole as leaves, remembers in
+    which module each node was created (its operator's name), and computes
+    every node's value on the example inputs as it goes, on the meta device
+    (_SizedProxy reads sizes from it). Tensors the traced code computes
+    without the inputs become get_attr constants: a buffer under its FQN,
+    anything else as fx's `_tensor_constant<i>`, kept on the GraphModule and
+    not left on the user's module."""
+
+    def __init__(self, example_inputs=()):
         super().__init__()
         self.path = []
         self.failed = None  # (qualified name, type) of the innermost module that raised
+        self.example_inputs = list(example_inputs)
+        self.values = {}  # fx Node -> its value on the example inputs (meta), or None
+        self.inputs = {}  # placeholder name -> example input (meta)
+        self.meta_root = None
+        self.buffer_names = {}  # id(buffer) -> FQN
+        self.lifted = []  # names of the `_tensor_constant`s set on the root
+        self.device = next((x.device for x in self.example_inputs
+                            if isinstance(x, torch.Tensor)), torch.device("cpu"))
+
+    def trace(self, root, concrete_args=None):
+        self.meta_root = _meta_copy(root)
+        self.buffer_names = {id(b): n for n, b in root.named_buffers()}
+        try:
+            names = list(inspect.signature(type(root).forward).parameters)[1:]
+        except (TypeError, ValueError):
+            names = []
+        self.inputs = {n: _to_meta(x) for n, x in zip(names, self.example_inputs)}
+        return super().trace(root, concrete_args)
+
+    def proxy(self, node):
+        return _SizedProxy(node, self)
 
     def is_leaf_module(self, m, qualname):
         if type(m) in _TRACED_THROUGH:
@@ -216,6 +307,88 @@ class _Tracer(torch.fx.Tracer):
         node.meta["rs_scope"] = self.path[-1][0] if self.path else ""
         return node
 
+    def create_arg(self, a):
+        if not isinstance(a, torch.Tensor):
+            return super().create_arg(a)  # containers come back here per tensor
+        # A buffer the code reads as a plain tensor (fx proxies parameters
+        # only) is fetched under its own name rather than lifted as a copy.
+        if not isinstance(a, nn.Parameter) and id(a) in self.buffer_names and \
+                a not in self.tensor_attrs:
+            self.tensor_attrs[a] = self.buffer_names[id(a)]
+        known = a in self.tensor_attrs
+        out = super().create_arg(a)
+        name = self.tensor_attrs.get(a)
+        if not known and name is not None and name.startswith("_tensor_constant"):
+            self.lifted.append(name)
+        return out
+
+    def create_proxy(self, kind, target, args, kwargs, name=None, type_expr=None,
+                     proxy_factory_fn=None):
+        p = super().create_proxy(kind, target, args, kwargs, name, type_expr, proxy_factory_fn)
+        if isinstance(p, torch.fx.Proxy):
+            self.values[p.node] = self.evaluate(p.node)
+        return p
+
+    def value_of(self, node):
+        if node not in self.values:
+            self.values[node] = self.evaluate(node)
+        return self.values[node]
+
+    def evaluate(self, node):
+        """node's value on the example inputs, computed on the meta device
+        from its arguments' values; None where one is unknown or the
+        operator has no meta kernel (sizes read from it stay symbolic)."""
+        if node.op == "placeholder":
+            return self.inputs.get(node.target)
+        if node.op == "get_attr":
+            return _to_meta(_fetch(self.root, node.target))
+        unknown = []
+
+        def val(n):
+            v = self.value_of(n)
+            if v is None:
+                unknown.append(n)
+            return v
+
+        args = torch.fx.node.map_arg(node.args, val)
+        kwargs = dict(torch.fx.node.map_arg(node.kwargs, val))
+        if unknown:
+            return None
+        if "device" in kwargs:
+            kwargs["device"] = "meta"
+        try:
+            with torch.no_grad():
+                if node.op == "call_function":
+                    return node.target(*args, **kwargs)
+                if node.op == "call_method":
+                    return getattr(args[0], node.target)(*args[1:], **kwargs)
+                if node.op == "call_module":
+                    return self.meta_root.get_submodule(node.target)(*args, **kwargs)
+        except Exception:  # noqa: BLE001  (no meta kernel, or not a tensor operation)
+            return None
+        return None
+
+
+def _fetch(root, target):
+    """The attribute `target` (dotted) of root, read without
+    nn.Module.__getattr__, which fx patches while it traces."""
+    v = root
+    for atom in target.split("."):
+        if isinstance(v, nn.Module):
+            for store in (v._parameters, v._buffers, v._modules, vars(v)):
+                if atom in store:
+                    v = store[atom]
+                    break
+            else:
+                raise AttributeError(target)
+        else:
+            v = getattr(v, atom)
+    return v
+
+
+def _to_meta(v):
+    return v.to("meta") if isinstance(v, torch.Tensor) else v
+
 
 class _Recorder(torch.fx.Interpreter):
     """Runs the traced graph once, keeping per node its result's shape and
@@ -232,13 +405,18 @@ class _Recorder(torch.fx.Interpreter):
 
 
 def _meta_copy(module):
-    """The module with every parameter and buffer on the meta device (no
-    data is copied: deepcopy's memo hands it the meta tensors)."""
+    """The module with every parameter, buffer and plain tensor attribute
+    (fx's lifted constants) on the meta device (no data is copied:
+    deepcopy's memo hands it the meta tensors)."""
     memo = {}
     for p in module.parameters():
         memo[id(p)] = nn.Parameter(torch.empty_like(p, device="meta"), p.requires_grad)
     for b in module.buffers():
         memo[id(b)] = torch.empty_like(b, device="meta")
+    for m in module.modules():
+        for v in vars(m).values():
+            if isinstance(v, torch.Tensor) and id(v) not in memo:
+                memo[id(v)] = torch.empty_like(v, device="meta")
     return copy.deepcopy(module, memo)
 
 
@@ -247,7 +425,14 @@ def _record(module, gm, example_inputs):
     meta device (shapes only, no arithmetic: a large batch costs nothing),
     or for real where an operator has no meta kernel."""
     try:
-        meta = torch.fx.GraphModule(_meta_copy(module), gm.graph)
+        # A meta copy of the module (not of gm: GraphModule's deepcopy takes
+        # no memo and would copy every weight for real), with the constants
+        # fx lifted onto gm.
+        root = _meta_copy(module)
+        for n in gm.graph.nodes:
+            if n.op == "get_attr" and n.target.startswith("_tensor_constant"):
+                setattr(root, n.target, _to_meta(_fetch(gm, n.target)))
+        meta = torch.fx.GraphModule(root, gm.graph)
         rec = _Recorder(meta)
         with torch.no_grad():
             rec.run(*[x.to("meta") if isinstance(x, torch.Tensor) else x
@@ -321,8 +506,10 @@ class _Lowering:
         """The graph tensor of a value; a constant becomes a constant tensor
         on first use."""
         if isinstance(v, _Val):
-            if v.name is None:
-                v.name = self.em.const(base, v.shape, v.dtype)
+            if v.name is None and v.base in self.buffers:  # one tensor however often read
+                v.name = self.em.tensor(v.base, v.shape, v.dtype, "constant")
+            elif v.name is None:
+                v.name = self.em.const(v.base or base, v.shape, v.dtype)
             return v.name
         raise TypeError("not a tensor: %r" % (v,))
 
@@ -361,9 +548,18 @@ class _Lowering:
             return _Val(self.em.tensor(node.name, list(r.shape), r.dtype, "input"), r.shape,
                         r.dtype)
         if node.op == "get_attr":
-            if isinstance(r, torch.Tensor):
+            if not isinstance(r, torch.Tensor):
+                return r
+            if node.target in self.params:
                 return _Val(self.weight(node.target), r.shape, r.dtype)
-            return r
+            # A buffer read in forward (a registered causal mask) or a tensor
+            # the code computed from sizes and constants alone, which fx lifts
+            # as `_tensor_constant<i>`: known before the model runs, folded
+            # with what is computed from it, as the ONNX importer does.
+            base = (node.target if node.target in self.buffers else
+                    _op_name(node).replace("_tensor_constant", "const"))
+            value = _fetch(self.gm, node.target)  # real, where r may be its meta shadow
+            return _Val(None, r.shape, r.dtype, static=True, value=value, base=base)
         if node.op == "output":
             return None
         args = self.arg(node.args)
@@ -557,8 +753,22 @@ def _flatten(low, name, x, start, end, r):
 
 
 def _embedding(low, fqn, m, args, kwargs, r):
+    idx = args[0]
+    if idx.static and _is_every_row(idx.value, m.num_embeddings):
+        # Every row in order (a GPT's positions at full length) is the table
+        # itself, as torch.onnx.export folds it: the parameter, whose
+        # gradient is bucketed with the others, not a gathered activation
+        # whose gradient would be reduced on its own.
+        return _Val(low.weight(fqn + ".weight"), r.shape, r.dtype)
     return low.emit(fqn, "Gather", [low.weight(fqn + ".weight"), args[0]], list(r.shape),
                     r.dtype, {"axis": 0})
+
+
+def _is_every_row(index, rows):
+    """Whether a constant index tensor is 0, 1, ..., rows - 1 (1-D)."""
+    return (isinstance(index, torch.Tensor) and index.device.type != "meta" and
+            index.dim() == 1 and index.numel() == rows and
+            bool(torch.equal(index.cpu(), torch.arange(rows, dtype=index.dtype))))
 
 
 def _mha_lower(low, fqn, m, q, k, v, attn_mask=None, key_padding_mask=None):
@@ -598,7 +808,8 @@ def _mha_lower(low, fqn, m, q, k, v, attn_mask=None, key_padding_mask=None):
     if attn_mask is not None:
         mask = attn_mask
         if mask.static and mask.dtype == torch.bool:
-            mask = _Val(None, mask.shape, dt, static=True)  # masked_fill(-inf) of zeros
+            mask = _Val(None, mask.shape, dt, static=True,  # masked_fill(-inf) of zeros
+                        base=fqn + ".attn_mask")
         scores = low.emit(fqn + ".mask", "Add", [scores, mask], [b * h, t, s], dt)
     attn = low.emit(fqn + ".softmax", "Softmax", [scores], [b * h, t, s], dt, {"axis": -1})
     if low.training and m.dropout > 0:
@@ -836,7 +1047,59 @@ def _fn_getitem(low, name, args, kwargs, r):
         if v is None:
             raise ValueError("item %r of this tuple is not lowered (e.g. attention weights)" % idx)
         return v
-    return low.emit(name, "Slice", [seq], list(r.shape), r.dtype)
+    return _index(low, name, seq, idx if isinstance(idx, tuple) else (idx,), r)
+
+
+def _index(low, name, x, idx, r):
+    """x[idx] for basic indexing (slices, integers, None, Ellipsis): a Slice
+    of the axes it narrows, then a Reshape where integers drop axes or None
+    adds them; one tensor index on one axis is a Gather there."""
+    rank = len(x.shape)
+    named = sum(1 for i in idx if i is not None and i is not Ellipsis)
+    starts, ends, axes, steps = [], [], [], []
+    gather = None
+    axis = 0
+    for i in idx:
+        if i is Ellipsis:
+            axis += rank - named
+        elif i is None:
+            continue
+        elif isinstance(i, int):
+            start = _norm_axis(i, x.shape[axis])
+            starts, ends, axes, steps = starts + [start], ends + [start + 1], axes + [axis], \
+                steps + [1]
+            axis += 1
+        elif isinstance(i, slice):
+            lo, hi, step = i.indices(x.shape[axis])
+            if step < 1:
+                raise ValueError("slicing with step %d is not lowered" % step)
+            if (lo, hi, step) != (0, x.shape[axis], 1):
+                starts, ends, axes, steps = starts + [lo], ends + [hi], axes + [axis], \
+                    steps + [step]
+            axis += 1
+        elif isinstance(i, _Val) and gather is None:
+            gather = (axis, i)
+            axis += 1
+        else:
+            raise ValueError("indexing with %r is not lowered" % (i,))
+    if gather is not None:
+        if starts or len([i for i in idx if i is not Ellipsis]) != 1:
+            raise ValueError("a tensor index with other indices is not lowered")
+        return low.emit(name, "Gather", [x, gather[1]], list(r.shape), r.dtype,
+                        {"axis": gather[0]})
+    y = x
+    if starts:
+        shape = list(x.shape)
+        for a, lo, hi, step in zip(axes, starts, ends, steps):
+            shape[a] = len(range(lo, hi, step))
+        attrs = {"starts": starts, "ends": ends, "axes": axes}
+        if any(st != 1 for st in steps):
+            attrs["steps"] = steps
+        y = low.emit(name if list(shape) == list(r.shape) else name + ".slice", "Slice", [x],
+                     shape, r.dtype, attrs)
+    if list(y.shape) != list(r.shape):
+        y = low.emit(name, "Reshape", [y], list(r.shape), r.dtype)
+    return y
 
 
 def _fn_expand(low, name, args, kwargs, r):
@@ -886,15 +1149,22 @@ _FUNCTIONS.update({
 
 # ---- entry points -----------------------------------------------------------
 
-def _trace_fx(module, concrete_args=None):
-    tracer = _Tracer()
+def _trace_fx(module, example_inputs, concrete_args=None):
+    tracer = _Tracer(example_inputs)
     try:
-        graph = tracer.trace(module, concrete_args)
-    except Exception as e:  # noqa: BLE001  (torch.fx raises many types)
-        path, kind = tracer.failed or ("", type(module).__name__)
-        raise UntraceableError(path, kind, "torch.fx cannot trace it (%s: %s)"
-                               % (type(e).__name__, e)) from e
-    return torch.fx.GraphModule(tracer.root, graph, type(module).__name__)
+        try:
+            graph = tracer.trace(module, concrete_args)
+        except Exception as e:  # noqa: BLE001  (torch.fx raises many types)
+            path, kind = tracer.failed or ("", type(module).__name__)
+            raise UntraceableError(path, kind, "torch.fx cannot trace it (%s: %s)"
+                                   % (type(e).__name__, e)) from e
+        return torch.fx.GraphModule(tracer.root, graph, type(module).__name__)
+    finally:
+        # fx stores the constants it lifts on the traced module; the
+        # GraphModule holds its own reference, the user's module gets none.
+        for n in tracer.lifted:
+            if hasattr(module, n):
+                delattr(module, n)
 
 
 def trace(module, example_inputs, name=None):
@@ -918,7 +1188,7 @@ def _trace(module, example_inputs, name=None):
     concrete = None
     if strip:
         concrete = {n: None for n in ("a1", "a2")[len(example_inputs) - 1:]}
-    gm = _trace_fx(module, concrete)
+    gm = _trace_fx(module, example_inputs, concrete)
     low = _Lowering(module, gm, _record(module, gm, example_inputs), name, strip)
     graph = low.run()
     aliases = {k[len(strip):] if strip and k.startswith(strip) else k: v
