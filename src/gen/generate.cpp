@@ -376,6 +376,23 @@ Family parse_family(std::string_view s) {
                                 "' (expected mlp, gpt, bert, resnet, wide-resnet, moe or random)");
 }
 
+std::string_view attention_name(AttentionLayout a) noexcept {
+  switch (a) {
+    case AttentionLayout::Explicit: return "explicit";
+    case AttentionLayout::Megatron: return "megatron";
+    case AttentionLayout::Flash: return "flash";
+  }
+  return "explicit";
+}
+
+AttentionLayout parse_attention(std::string_view s) {
+  if (s == "explicit") return AttentionLayout::Explicit;
+  if (s == "megatron") return AttentionLayout::Megatron;
+  if (s == "flash") return AttentionLayout::Flash;
+  throw Error(Errc::kUsage, "gen: unknown attention layout '" + std::string(s) +
+                                "' (expected explicit, megatron or flash)");
+}
+
 ModelSpec preset(std::string_view name) {
   for (const auto& p : presets()) {
     if (name == p.name) {
@@ -497,6 +514,11 @@ ModelSpec resolved(const ModelSpec& spec) {
   }
   require_positive(m.batch, "batch");
   check_family_sizes(m);
+  // fused_attention is the older spelling of the Flash layout.
+  require(!m.fused_attention || m.attention != AttentionLayout::Megatron,
+          "--fused-attention (flash) contradicts --attention megatron");
+  if (m.fused_attention) m.attention = AttentionLayout::Flash;
+  m.fused_attention = m.attention == AttentionLayout::Flash;
   if (m.name.empty()) m.name = default_name(m);
   return m;
 }

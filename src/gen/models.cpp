@@ -2,14 +2,17 @@
 // The model families of `recsearch gen`, written at the granularity that
 // frameworks hand to a parallelizer: a transformer layer is its projections,
 // bias adds, head reshapes and transposes, attention matmuls, scaling, mask,
-// softmax, dropouts, residual adds, norms and MLP (33 forward operators), a
-// ResNet block its convolutions, batch norms, ReLUs and residual add.
+// softmax, dropouts, residual adds, norms and MLP (33 forward operators; the
+// Megatron layout fuses scale, mask and softmax, the flash layout the whole
+// core into one Attention operator), a ResNet block its convolutions, batch norms, ReLUs and
+// residual add.
 //
 // Every generator emits a tensor before the first operator that names it and
 // draws nothing from outside its spec, so two runs emit the same sequence:
 // write_graph_json relies on that to stream in two passes.
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
@@ -71,9 +74,62 @@ std::string fused_core(Builder& b, const Dims& t, const std::array<std::string, 
   return attention_output(b, t, ctx);
 }
 
+// The scores of q [b,heads,s,d] and k [b,heads,d,s]: [b,heads,s,s].
+std::string scores_product(Builder& b, const Dims& t, const std::array<std::string, 3>& heads) {
+  const auto scores = b.act("scores", {t.b, t.heads, t.s, t.s});
+  b.op("scores", "BatchMatMul", {heads[0], heads[1]}, {scores});
+  return scores;
+}
+
+// Dropout over the probabilities, the context product with v, the output
+// projection: the tail both s^2 layouts share.
+std::string probs_to_output(Builder& b, const Dims& t, const std::array<std::string, 3>& heads,
+                            const std::string& probs) {
+  const auto probs_d = b.act("probs_drop", {t.b, t.heads, t.s, t.s});
+  b.op("attn_dropout", "Dropout", {probs}, {probs_d}, {{"ratio", 0.1}});
+  const auto ctx = b.act("context", {t.b, t.heads, t.s, t.d});
+  b.op("context", "BatchMatMul", {probs_d, heads[2]}, {ctx});
+  return attention_output(b, t, ctx);
+}
+
+// Explicit: scale, causal mask and softmax as separate operators, each a
+// pass over the s^2 scores.
+std::string explicit_core(Builder& b, const Dims& t, const std::array<std::string, 3>& heads,
+                          bool causal) {
+  const V bhss{t.b, t.heads, t.s, t.s};
+  const auto scores = scores_product(b, t, heads);
+  const auto scaled = b.act("scaled", bhss);
+  const auto scale = b.constant("scale", {1});
+  b.op("scale", "Mul", {scores, scale}, {scaled});
+  std::string logits = scaled;
+  if (causal) {
+    const auto mask = b.constant("causal_mask", {t.s, t.s});
+    const auto masked = b.act("masked", bhss);
+    b.op("mask", "Add", {scaled, mask}, {masked});
+    logits = masked;
+  }
+  const auto probs = b.act("probs", bhss);
+  b.op("softmax", "Softmax", {logits}, {probs});
+  return probs_to_output(b, t, heads, probs);
+}
+
+// Megatron-LM (SC'21): FusedScaleMaskSoftmax is one kernel, so scale and
+// causal mask are attributes of the Softmax; like that kernel it keeps only
+// its output for the backward pass (docs/cost-model.md, saved tensors).
+std::string megatron_core(Builder& b, const Dims& t, const std::array<std::string, 3>& heads,
+                          bool causal) {
+  const auto scores = scores_product(b, t, heads);
+  const auto probs = b.act("probs", {t.b, t.heads, t.s, t.s});
+  const double scale = 1.0 / std::sqrt(static_cast<double>(t.d));
+  b.op("softmax", "Softmax", {scores}, {probs}, {{"scale", scale}, {"causal", causal}});
+  return probs_to_output(b, t, heads, probs);
+}
+
 // Multi-head self-attention on x [b,s,h]; returns the projected output
 // [b,s,h] (before dropout and residual).
-std::string attention(Builder& b, const Dims& t, const std::string& x, bool causal, bool fused) {
+std::string attention(Builder& b, const Dims& t, const std::string& x, bool causal,
+                      AttentionLayout layout) {
+  const bool flash = layout == AttentionLayout::Flash;
   const V bsh{t.b, t.s, t.h};
   std::array<std::string, 3> heads;
   const std::array<const char*, 3> names = {"q", "k", "v"};
@@ -85,7 +141,7 @@ std::string attention(Builder& b, const Dims& t, const std::string& x, bool caus
     const auto pb = b.act(n, bsh);
     const auto r = b.act(n + "_heads", {t.b, t.s, t.heads, t.d});
     // k goes straight to [b,heads,d,s] so that scores is a plain batched matmul.
-    const bool k_t = i == 1 && !fused;
+    const bool k_t = i == 1 && !flash;
     const auto tr =
         k_t ? b.act(n + "_t", {t.b, t.heads, t.d, t.s}) : b.act(n + "_t", {t.b, t.heads, t.s, t.d});
     b.op(n + "_proj", "MatMul", {x, w}, {p});
@@ -94,27 +150,12 @@ std::string attention(Builder& b, const Dims& t, const std::string& x, bool caus
     b.op(n + "_transpose", "Transpose", {r}, {tr}, {{"perm", k_t ? V{0, 2, 3, 1} : V{0, 2, 1, 3}}});
     heads[i] = tr;
   }
-  if (fused) return fused_core(b, t, heads, causal);
-  const V bhss{t.b, t.heads, t.s, t.s};
-  const auto scores = b.act("scores", bhss);
-  const auto scaled = b.act("scaled", bhss);
-  const auto scale = b.constant("scale", {1});
-  b.op("scores", "BatchMatMul", {heads[0], heads[1]}, {scores});
-  b.op("scale", "Mul", {scores, scale}, {scaled});
-  std::string logits = scaled;
-  if (causal) {
-    const auto mask = b.constant("causal_mask", {t.s, t.s});
-    const auto masked = b.act("masked", bhss);
-    b.op("mask", "Add", {scaled, mask}, {masked});
-    logits = masked;
+  switch (layout) {
+    case AttentionLayout::Flash: return fused_core(b, t, heads, causal);
+    case AttentionLayout::Megatron: return megatron_core(b, t, heads, causal);
+    case AttentionLayout::Explicit: break;
   }
-  const auto probs = b.act("probs", bhss);
-  const auto probs_d = b.act("probs_drop", bhss);
-  b.op("softmax", "Softmax", {logits}, {probs});
-  b.op("attn_dropout", "Dropout", {probs}, {probs_d}, {{"ratio", 0.1}});
-  const auto ctx = b.act("context", {t.b, t.heads, t.s, t.d});
-  b.op("context", "BatchMatMul", {probs_d, heads[2]}, {ctx});
-  return attention_output(b, t, ctx);
+  return explicit_core(b, t, heads, causal);
 }
 
 // Heads merged back and projected: [b,heads,s,d] -> [b,s,h].
@@ -235,7 +276,7 @@ void gen_gpt(const ModelSpec& m, Builder& b, bool moe) {
   for (std::int64_t l = 0; l < m.layers; ++l) {
     b.set_prefix("h" + std::to_string(l) + ".");
     const auto ln1 = layer_norm(b, "ln1", x, bsh);
-    const auto a = attention(b, t, ln1, /*causal=*/true, m.fused_attention);
+    const auto a = attention(b, t, ln1, /*causal=*/true, m.attention);
     const auto r1 = residual(b, "res1", x, a, bsh);
     const auto ln2 = layer_norm(b, "ln2", r1, bsh);
     // GShard: every other layer's feed-forward is a mixture of experts.
@@ -256,7 +297,7 @@ void gen_bert(const ModelSpec& m, Builder& b) {
   x = layer_norm(b, "emb_ln", x, bsh);
   for (std::int64_t l = 0; l < m.layers; ++l) {
     b.set_prefix("layer" + std::to_string(l) + ".");
-    const auto a = attention(b, t, x, /*causal=*/false, m.fused_attention);
+    const auto a = attention(b, t, x, /*causal=*/false, m.attention);
     const auto r1 = residual(b, "res1", x, a, bsh);
     const auto n1 = layer_norm(b, "ln1", r1, bsh);
     const auto f = mlp_block(b, t, n1, 4 * t.h);

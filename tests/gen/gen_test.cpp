@@ -111,6 +111,59 @@ TEST_CASE("a transformer layer has 20 to 40 forward operators") {
   CHECK(per_layer == 33);
 }
 
+TEST_CASE("the three attention layouts of GPT and BERT") {
+  // Megatron-LM's FusedScaleMaskSoftmax replaces the scale Mul and the mask
+  // Add (GPT; BERT has no mask); flash replaces the whole core.
+  for (const auto f : {gen::Family::Gpt, gen::Family::Bert}) {
+    CAPTURE(gen::family_name(f));
+    auto spec = small(f);
+    spec.layers = 1;
+    const auto ops = [&](gen::AttentionLayout a) {
+      auto s = spec;
+      s.attention = a;
+      const ir::Graph g = gen::build_graph(s);
+      const auto spaces = algebra::build_op_spaces(g);
+      for (const auto& x : spaces) CHECK_FALSE(x.opaque);
+      CHECK(g.num_operators() == gen::count_operators(s));
+      return g;
+    };
+    const ir::Graph ex = ops(gen::AttentionLayout::Explicit);
+    const ir::Graph mg = ops(gen::AttentionLayout::Megatron);
+    const ir::Graph fl = ops(gen::AttentionLayout::Flash);
+    const std::size_t fused_away = f == gen::Family::Gpt ? 2 : 1;
+    CHECK(mg.num_operators() + fused_away == ex.num_operators());
+    CHECK(fl.num_operators() < mg.num_operators());
+    // The s^2 scores and probabilities stay; scale and mask are attributes.
+    const std::string pre = f == gen::Family::Gpt ? "h0." : "layer0.";
+    REQUIRE(mg.find_tensor(pre + "scores").has_value());
+    REQUIRE(mg.find_tensor(pre + "probs_drop").has_value());
+    CHECK_FALSE(mg.find_tensor(pre + "scaled").has_value());
+    const ir::Operator* softmax = nullptr;
+    for (const auto& op : mg.operators())
+      if (op.name == pre + "softmax") softmax = &op;
+    REQUIRE(softmax != nullptr);
+    CHECK(softmax->kind == ir::OpKind::Softmax);
+    CHECK(softmax->inputs.size() == 1);
+    CHECK(softmax->attrs.get_bool("causal", false) == (f == gen::Family::Gpt));
+    CHECK(softmax->attrs.get_float("scale", 0) ==
+          doctest::Approx(1.0 / std::sqrt(static_cast<double>(spec.hidden / spec.heads))));
+  }
+  // Names, and fused_attention as the older spelling of flash.
+  for (const auto a : {gen::AttentionLayout::Explicit, gen::AttentionLayout::Megatron,
+                       gen::AttentionLayout::Flash})
+    CHECK(gen::parse_attention(gen::attention_name(a)) == a);
+  CHECK_THROWS_AS((void)gen::parse_attention("sparse"), Error);
+  auto spec = small(gen::Family::Gpt);
+  spec.fused_attention = true;
+  CHECK(gen::resolved(spec).attention == gen::AttentionLayout::Flash);
+  spec.fused_attention = false;
+  spec.attention = gen::AttentionLayout::Flash;
+  CHECK(gen::resolved(spec).fused_attention);
+  spec.fused_attention = true;
+  spec.attention = gen::AttentionLayout::Megatron;
+  CHECK_THROWS_AS((void)gen::resolved(spec), Error);
+}
+
 TEST_CASE("random graphs have exactly --ops operators and depend only on the seed") {
   for (const std::int64_t n : {1, 2, 3, 4, 5, 17, 1000}) {
     gen::ModelSpec s = small(gen::Family::Random);

@@ -33,7 +33,11 @@ struct Gpt {
   ir::Graph g;
   std::vector<algebra::OpSpace> spaces;
 
-  Gpt(std::int64_t layers, bool fused, std::int64_t vocab = 1024, bool loss = true) {
+  Gpt(std::int64_t layers, bool fused, std::int64_t vocab = 1024, bool loss = true)
+      : Gpt(layers, fused ? gen::AttentionLayout::Flash : gen::AttentionLayout::Explicit, vocab,
+            loss) {}
+  Gpt(std::int64_t layers, gen::AttentionLayout layout, std::int64_t vocab = 1024,
+      bool loss = true) {
     gen::ModelSpec m = gen::preset("gpt-350m");
     m.layers = layers;
     m.hidden = h;
@@ -42,7 +46,7 @@ struct Gpt {
     m.batch = b;
     m.vocab = vocab;
     m.training_loss = loss;
-    m.fused_attention = fused;
+    m.attention = layout;
     g = gen::build_graph(m);
     spaces = algebra::build_op_spaces(g);
   }
@@ -143,9 +147,12 @@ bool is_head(const std::string& name) {
 }
 
 // Activation bytes of one layer: the difference between two depths.
+double per_layer(gen::AttentionLayout layout, plan::Recompute rc) {
+  return Gpt(3, layout).replicated(rc).activation_bytes -
+         Gpt(2, layout).replicated(rc).activation_bytes;
+}
 double per_layer(bool fused, plan::Recompute rc) {
-  return Gpt(3, fused).replicated(rc).activation_bytes -
-         Gpt(2, fused).replicated(rc).activation_bytes;
+  return per_layer(fused ? gen::AttentionLayout::Flash : gen::AttentionLayout::Explicit, rc);
 }
 
 }  // namespace
@@ -172,10 +179,20 @@ TEST_CASE("saved activations of a GPT layer match Korthikanti et al. (2022)") {
     // Selective recomputation has no core to drop in a fused graph.
     CHECK(per_layer(true, plan::Recompute::Selective) == doctest::Approx(got));
   }
+  SUBCASE("Megatron's fused scale-mask-softmax keeps s·b·h·(34 + 5·a·s/h) too") {
+    // Korthikanti et al. measured this layout: the softmax output, the
+    // dropout mask and the dropout output over the s^2 scores.
+    const double want = sbh * (34 + five_as_h);
+    const double got = per_layer(gen::AttentionLayout::Megatron, plan::Recompute::None);
+    MESSAGE("megatron: " << got / sbh << " s·b·h against " << want / sbh);
+    CHECK(std::abs(got / want - 1) <= 0.10);
+    const double selective = per_layer(gen::AttentionLayout::Megatron, plan::Recompute::Selective);
+    CHECK(std::abs(selective / (34 * sbh) - 1) <= 0.10);
+  }
   SUBCASE("tensor and sequence parallelism divide both by t") {
     for (const std::int64_t t : {2, 8}) {
       CAPTURE(t);
-      const auto layer = [&](bool fused) {
+      const auto layer = [&](auto fused) {
         const Gpt g3(3, fused), g2(2, fused);
         const auto eval = [&](const Gpt& x) {
           return plan::evaluate(x.g, x.spaces, test_cluster(), x.tensor_sequence_parallel(t), {})
@@ -186,6 +203,8 @@ TEST_CASE("saved activations of a GPT layer match Korthikanti et al. (2022)") {
       const double tt = static_cast<double>(t);
       CHECK(std::abs(layer(false) / (sbh * (34 + five_as_h) / tt) - 1) <= 0.10);
       CHECK(std::abs(layer(true) / (34 * sbh / tt) - 1) <= 0.10);
+      CHECK(std::abs(layer(gen::AttentionLayout::Megatron) / (sbh * (34 + five_as_h) / tt) - 1) <=
+            0.10);
     }
   }
   SUBCASE("full recomputation keeps the layer input and one layer at a time") {
@@ -207,6 +226,20 @@ TEST_CASE("saved activations of a GPT layer match Korthikanti et al. (2022)") {
     CHECK(full.recompute_s == doctest::Approx((none.compute_s - 3 * head) / 3));
     CHECK(full.compute_s - full.recompute_s == doctest::Approx(none.compute_s));
   }
+}
+
+TEST_CASE("Megatron's attention layout steps between flash and explicit") {
+  // The fused scale-mask-softmax saves the scale and mask passes over the
+  // s^2 scores that the explicit layout makes; flash makes none at all.
+  const auto step = [](gen::AttentionLayout a) {
+    return Gpt(2, a).replicated(plan::Recompute::None).step_time_s;
+  };
+  const double ex = step(gen::AttentionLayout::Explicit);
+  const double mg = step(gen::AttentionLayout::Megatron);
+  const double fl = step(gen::AttentionLayout::Flash);
+  MESSAGE("step: explicit " << ex << " s, megatron " << mg << " s, flash " << fl << " s");
+  CHECK(fl < mg);
+  CHECK(mg < ex);
 }
 
 TEST_CASE("full recomputation runs the segment after the last checkpoint once") {

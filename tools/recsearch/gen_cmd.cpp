@@ -26,6 +26,7 @@ struct GenArgs {
   std::string dtype;
   bool no_loss = false;
   bool fused_attention = false;
+  std::string attention;
   bool count = false;
   bool list = false;
   bool quiet = false;
@@ -102,6 +103,8 @@ int run_gen(GenArgs& a) {
     base.dtype = *dt;
   }
   base.training_loss = !a.no_loss;
+  // --fused-attention is the older spelling of --attention flash.
+  if (!a.attention.empty()) base.attention = gen::parse_attention(a.attention);
   base.fused_attention = a.fused_attention;
   // A preset's name describes the preset's sizes only.
   if (from_preset &&
@@ -173,8 +176,12 @@ void add_gen_command(CLI::App& app, Registry& reg) {
   cmd->add_option("--dtype", a->dtype, "element type (f16 default)");
   cmd->add_option("--name", s.name, "graph name");
   cmd->add_flag("--no-loss", a->no_loss, "end at the logits (no loss operator)");
-  cmd->add_flag("--fused-attention", a->fused_attention,
-                "GPT, BERT: one fused Attention operator per layer (FlashAttention)");
+  cmd->add_option("--attention", a->attention,
+                  "GPT, BERT attention layout: explicit (scores, scale, mask, softmax, dropout, "
+                  "context as separate operators; default), megatron (scores, one fused "
+                  "scale-mask-softmax, dropout, context: Megatron-LM of SC'21) or flash (one "
+                  "fused Attention operator, no s^2 tensor)");
+  cmd->add_flag("--fused-attention", a->fused_attention, "the same as --attention flash");
   cmd->add_flag("--count", a->count, "print the number of operators instead of the graph");
   cmd->add_flag("--list-presets", a->list, "print the preset names");
   cmd->add_flag("-q,--quiet", a->quiet, "no progress on stderr");

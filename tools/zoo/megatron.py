@@ -12,9 +12,17 @@ For each row this script generates the model (`recsearch gen gpt`), plans the
 published configuration (tensor parallelism inside the node, data
 parallelism outside, full recomputation) and lets the search find its own
 plan on the same cluster and batch, and prints a markdown table of the
-predicted TFLOP/s per GPU against the published figure.
+predicted TFLOP/s per GPU against the published figure, and the pinned
+plan's predicted step time against the published one (the published step
+time is the formula above solved for it).
 
-    tools/zoo/megatron.py [--recsearch EXE] [--fused-attention] [--output FILE]
+`--attention megatron` generates the layout Megatron-LM of SC'21 ran (the s²
+scores, one fused scale-mask-softmax, dropout); `explicit` (the default)
+separates scale and mask, `flash` (or `--fused-attention`) fuses the whole
+attention core.
+
+    tools/zoo/megatron.py [--recsearch EXE] [--attention explicit|megatron|flash]
+                          [--fused-attention] [--output FILE]
 
 Standard library only. The cluster files are in data/clusters/.
 """
@@ -67,22 +75,28 @@ def plan_summary(exe, graph, cluster, extra):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--recsearch")
+    ap.add_argument("--attention", choices=["explicit", "megatron", "flash"],
+                    help="the attention layout of `recsearch gen` (default explicit)")
     ap.add_argument("--fused-attention", action="store_true",
-                    help="one fused Attention operator per layer")
+                    help="one fused Attention operator per layer (--attention flash)")
     ap.add_argument("--output")
     args = ap.parse_args()
+    if args.fused_attention and args.attention not in (None, "flash"):
+        ap.error("--fused-attention is --attention flash")
+    attention = "flash" if args.fused_attention else args.attention
     exe = find_exe(args.recsearch)
     clusters = os.path.join(ROOT, "data", "clusters")
     lines = ["| model | TP | GPUs | batch | published TFLOP/s | pinned: predicted | pinned / published "
+             "| pinned step s | published step s | step / published "
              "| search's plan | its setting | search s |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     with tempfile.TemporaryDirectory() as tmp:
         for name, h, l, a, tp, gpus, b, published, pinned_cl, search_cl in ROWS:
             graph = os.path.join(tmp, name + ".json")
             gen = [exe, "gen", "gpt", "--hidden", str(h), "--layers", str(l), "--heads", str(a),
                    "--seq", str(SEQ), "--vocab", str(VOCAB), "--batch", str(b), "-q", "-o", graph]
-            if args.fused_attention:
-                gen.append("--fused-attention")
+            if attention:
+                gen += ["--attention", attention]
             run(gen)
             flops = model_flops(b, SEQ, l, h, VOCAB)
             algo = "data-parallel" if tp == 1 else "megatron"
@@ -91,9 +105,11 @@ def main():
             own, setting, wall = plan_summary(exe, graph, os.path.join(clusters, search_cl), [])
             tf_pinned = flops / (pinned["step_time_s"] * gpus) / 1e12
             tf_own = flops / (own["step_time_s"] * gpus) / 1e12
+            published_s = flops / (published * 1e12 * gpus)
             lines.append(
                 f"| {name} | {tp} | {gpus} | {b} | {published} | {tf_pinned:.0f} | "
-                f"{tf_pinned / published:.2f} | {tf_own:.0f} | recompute "
+                f"{tf_pinned / published:.2f} | {pinned['step_time_s']:.2f} | {published_s:.2f} | "
+                f"{pinned['step_time_s'] / published_s:.2f} | {tf_own:.0f} | recompute "
                 f"{setting.get('recompute')}, ZeRO {setting.get('zero_stage')}, "
                 f"{setting.get('microbatches')} microbatches | {wall:.2f} |")
     text = "\n".join(lines) + "\n"

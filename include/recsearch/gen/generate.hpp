@@ -30,6 +30,19 @@ namespace recsearch::gen {
 // The model families.
 enum class Family { Mlp, Gpt, Bert, ResNet, Moe, Random };
 
+// How GPT and BERT layers compute attention (docs/cli.md, `--attention`).
+enum class AttentionLayout {
+  // The scores BatchMatMul, a scale Mul, a causal-mask Add (GPT), Softmax,
+  // Dropout and the context BatchMatMul: one memory pass per operator.
+  Explicit,
+  // Megatron-LM of SC'21: the scores BatchMatMul, one fused scale-mask-softmax
+  // (a Softmax with `scale` and `causal` attributes), Dropout, the context
+  // BatchMatMul; the s^2 scores are materialised.
+  Megatron,
+  // FlashAttention: one fused `Attention` operator, no s^2 tensor.
+  Flash,
+};
+
 // What to generate. Fields a family does not use are ignored; 0 means "the
 // family's default" (docs/cli.md, the `recsearch gen` table).
 struct ModelSpec {
@@ -52,8 +65,10 @@ struct ModelSpec {
   std::uint64_t seed = 1;     // Random: the seed
   ir::DType dtype = ir::DType::F16;
   bool training_loss = true;  // end in a loss operator
-  // GPT and BERT: one fused `Attention` operator per layer (FlashAttention)
-  // instead of the explicit scores, softmax, dropout and context products.
+  // GPT and BERT: the attention layout.
+  AttentionLayout attention = AttentionLayout::Explicit;
+  // The older spelling of attention = Flash, kept for existing callers;
+  // resolved() makes the two agree (true with Megatron is a usage error).
   bool fused_attention = false;
 };
 
@@ -61,6 +76,11 @@ struct ModelSpec {
 [[nodiscard]] std::string_view family_name(Family f) noexcept;
 // Inverse of family_name; also accepts "wide-resnet". Throws Error(kUsage).
 [[nodiscard]] Family parse_family(std::string_view s);
+
+// Layout name as spelt on the command line ("explicit", "megatron", "flash").
+[[nodiscard]] std::string_view attention_name(AttentionLayout a) noexcept;
+// Inverse of attention_name. Throws Error(kUsage) listing the names.
+[[nodiscard]] AttentionLayout parse_attention(std::string_view s);
 
 // A published model size, e.g. "gpt-175b", "bert-large", "resnet50",
 // "wide-resnet50-2", "moe-1.3b". Throws Error(kUsage) listing the names.
