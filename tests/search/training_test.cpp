@@ -15,6 +15,7 @@
 #include "recsearch/plan/evaluator.hpp"
 #include "recsearch/plan/training.hpp"
 #include "recsearch/search/search.hpp"
+#include "support/graph_factories.hpp"
 #include "support/search_options.hpp"
 
 using namespace recsearch;
@@ -135,6 +136,50 @@ TEST_CASE("where plan-wide ZeRO 3 wins, the search keeps stage 3 on the largest 
   // Pinned stages are kept whole.
   o.training.zero_stage = 3;
   CHECK_FALSE(plan::mixed_zero(s.g, search::run(s.g, s.spaces, c, o).plan.training));
+}
+
+TEST_CASE("exhaustive and ilp at each training setting: their accounts equal the evaluator") {
+  // The exact searches optimise the strategies at one setting (the one
+  // pinned here); at every ZeRO stage, microbatch count and recomputation
+  // they express, their own account of the optimum is the evaluator's
+  // serial step, ilp proves what exhaustive proves, and rec at the same
+  // setting is no faster.
+  auto cases = testing::small_exact_cases();
+  cases.erase(cases.begin() + 3, cases.end());  // two MLPs and the FFN: batches 8, 1024, 32
+  for (auto& [g, c] : cases) {
+    const auto spaces = algebra::build_op_spaces(g);
+    for (const auto rc : {plan::Recompute::None, plan::Recompute::Selective})
+      for (const int z : {0, 1, 2, 3})
+        for (const std::int64_t m : {1, 2}) {
+          CAPTURE(g.name());
+          CAPTURE(plan::recompute_name(rc));
+          CAPTURE(z);
+          CAPTURE(m);
+          search::SearchOptions o = testing::operator_level_options();
+          o.training = {rc, z, m};
+          o.algorithm = search::Algorithm::Exhaustive;
+          const auto ex = search::run(g, spaces, c, o);
+          CHECK(ex.plan.training == plan::Training{rc, z, m, {}});
+          REQUIRE(ex.proven_optimal);
+          const auto ev = plan::evaluate(g, spaces, c, ex.plan, o.cost, plan::EvalDetail::Summary);
+          CHECK(ex.bookkept_step_time_s ==
+                doctest::Approx(testing::serial_step(ev.summary)).epsilon(1e-9));
+          o.algorithm = search::Algorithm::Rec;
+          const auto rec = search::run(g, spaces, c, o);
+          CHECK(ex.eval.summary.step_time_s <= rec.eval.summary.step_time_s * (1 + 1e-9));
+          if (!search::ilp_available()) continue;
+          o.algorithm = search::Algorithm::Ilp;
+          const auto ilp = search::run(g, spaces, c, o);
+          CHECK(ilp.plan.training == plan::Training{rc, z, m, {}});
+          CHECK(ilp.proven_optimal);
+          const auto iev =
+              plan::evaluate(g, spaces, c, ilp.plan, o.cost, plan::EvalDetail::Summary);
+          CHECK(ilp.bookkept_step_time_s ==
+                doctest::Approx(testing::serial_step(iev.summary)).epsilon(1e-9));
+          CHECK(ilp.eval.summary.step_time_s ==
+                doctest::Approx(ex.eval.summary.step_time_s).epsilon(1e-6));
+        }
+  }
 }
 
 TEST_CASE("exhaustive and ilp refuse full recomputation, whose memory they cannot express") {
