@@ -1203,91 +1203,49 @@ void write_tensors(detail::LayoutWriter& w, const PlanContext& c) {
 }
 
 // Summary detail: the redistributions totalled per (reason, phase,
-// collective, axis), and the heaviest few in full. `eval --detail full`
-// lists them all again; they follow from the cuts.
+// collective, axis), and the heaviest few in full (plan::RedistributionSummary:
+// the evaluation's own where it summed its events as it found them, else
+// summed here from its event list). `eval --detail full` lists them all
+// again; they follow from the cuts.
 void write_redistribution_summary(detail::LayoutWriter& w, const PlanContext& c) {
-  struct Total {
-    std::int64_t events = 0;
-    double bytes = 0;
-    double seconds = 0;
-  };
-  std::map<std::tuple<plan::CommReason, cost::Phase, cost::Collective, std::uint32_t>, Total>
-      totals;
-  // Summed first in a dense table over small keys (every reason, phase and
-  // collective there is, the plan's axes): a map lookup per event was most
-  // of this section at 10^6 operators (9.4 M events). Each key is summed in
-  // event order either way, so the totals are the same doubles.
-  constexpr std::size_t kReasons = 8;
-  constexpr std::size_t kPhases = 4;
-  constexpr std::size_t kCollectives = 8;
-  const std::size_t axes = c.p.mesh.size();
-  std::vector<Total> dense(kReasons * kPhases * kCollectives * axes);
-  const auto add = [](Total& t, const plan::CommEvent& e) {
-    ++t.events;
-    t.bytes += e.bytes;
-    t.seconds += e.seconds;
-  };
-  for (const plan::CommEvent& e : c.ev.events) {
-    const auto r = static_cast<std::size_t>(e.reason);
-    const auto ph = static_cast<std::size_t>(e.phase);
-    const auto col = static_cast<std::size_t>(e.collective);
-    if (r < kReasons && ph < kPhases && col < kCollectives && e.axis < axes) {
-      add(dense[((r * kPhases + ph) * kCollectives + col) * axes + e.axis], e);
-    } else {
-      add(totals[{e.reason, e.phase, e.collective, e.axis}], e);
-    }
+  std::optional<plan::RedistributionSummary> summed;
+  if (!c.ev.redistribution_summary) {
+    summed.emplace(c.p.mesh.size());
+    for (const plan::CommEvent& e : c.ev.events) summed->add(e);
   }
-  for (std::size_t i = 0; i < dense.size(); ++i) {
-    if (dense[i].events == 0) continue;
-    const std::size_t col = i / axes % kCollectives;
-    const std::size_t ph = i / axes / kCollectives % kPhases;
-    const std::size_t r = i / axes / kCollectives / kPhases;
-    totals[{static_cast<plan::CommReason>(r), static_cast<cost::Phase>(ph),
-            static_cast<cost::Collective>(col), static_cast<std::uint32_t>(i % axes)}] = dense[i];
-  }
+  const plan::RedistributionSummary& s = summed ? *summed : *c.ev.redistribution_summary;
   w.begin_array("redistribution_summary");
-  for (const auto& [key, t] : totals) {
-    w.element_with([&, &k = key, &tot = t](std::string& out, bool spaced) {
+  for (const plan::RedistributionSummary::Total& t : s.totals()) {
+    w.element_with([&](std::string& out, bool spaced) {
       out += '{';
       detail::append_key(out, "reason", spaced);
-      detail::append_string(out, plan::comm_reason_name(std::get<0>(k)));
+      detail::append_string(out, plan::comm_reason_name(t.reason));
       out += detail::comma(spaced);
       detail::append_key(out, "phase", spaced);
-      detail::append_string(out, cost::phase_name(std::get<1>(k)));
+      detail::append_string(out, cost::phase_name(t.phase));
       out += detail::comma(spaced);
       detail::append_key(out, "collective", spaced);
-      detail::append_string(out, cost::collective_name(std::get<2>(k)));
+      detail::append_string(out, cost::collective_name(t.collective));
       out += detail::comma(spaced);
       detail::append_key(out, "axis", spaced);
-      c.text.append_axis(out, std::get<3>(k));
+      c.text.append_axis(out, t.axis);
       out += detail::comma(spaced);
       detail::append_key(out, "events", spaced);
-      detail::append_int(out, tot.events);
+      detail::append_int(out, t.events);
       out += detail::comma(spaced);
       detail::append_key(out, "bytes", spaced);
-      detail::append_number(out, tot.bytes);
+      detail::append_number(out, t.bytes);
       out += detail::comma(spaced);
       detail::append_key(out, "seconds", spaced);
-      detail::append_number(out, tot.seconds);
+      detail::append_number(out, t.seconds);
       out += '}';
     });
   }
   w.end_array();
-  // The costliest events (ties: file order), so the largest transfers stay visible.
-  constexpr std::size_t kHeaviest = 20;
-  std::vector<std::size_t> order(c.ev.events.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  const std::size_t n = std::min(kHeaviest, order.size());
-  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n), order.end(),
-                    [&](std::size_t a, std::size_t b) {
-                      const double sa = c.ev.events[a].seconds;
-                      const double sb = c.ev.events[b].seconds;
-                      return sa != sb ? sa > sb : a < b;
-                    });
+  // The costliest events, so the largest transfers stay visible.
   w.begin_array("heaviest_redistributions");
-  for (std::size_t i = 0; i < n; ++i) {
-    w.element_with(
-        [&](std::string& out, bool spaced) { print_event(out, spaced, c, c.ev.events[order[i]]); });
+  for (const plan::CommEvent& e : s.heaviest()) {
+    w.element_with([&](std::string& out, bool spaced) { print_event(out, spaced, c, e); });
   }
   w.end_array();
 }
@@ -1297,6 +1255,10 @@ void write_redistributions(detail::LayoutWriter& w, const PlanContext& c) {
     write_redistribution_summary(w, c);
     return;
   }
+  if (c.ev.redistribution_summary)
+    throw Error(Errc::kInternal,
+                "the plan's evaluation summed its redistributions; listing them all needs an "
+                "evaluation in full detail");
   w.begin_array("redistributions");
   for (const plan::CommEvent& e : c.ev.events) {
     w.element_with([&](std::string& out, bool spaced) { print_event(out, spaced, c, e); });
@@ -1319,15 +1281,19 @@ void write_plan(detail::LayoutWriter& w, const PlanContext& c) {
 }
 
 bool full_detail(PlanDetail detail, const ir::Graph& g) {
+  return lists_redistributions(detail, g.num_operators());
+}
+
+}  // namespace
+
+bool lists_redistributions(PlanDetail detail, std::size_t operators) {
   switch (detail) {
     case PlanDetail::Full: return true;
     case PlanDetail::Summary: return false;
     case PlanDetail::Auto: break;
   }
-  return g.num_operators() <= kFullDetailMaxOperators;
+  return operators <= kFullDetailMaxOperators;
 }
-
-}  // namespace
 
 std::optional<PlanDetail> parse_plan_detail(std::string_view text) {
   if (text == "auto") return PlanDetail::Auto;

@@ -136,12 +136,26 @@ const std::vector<int>* operand_dims(const algebra::OpSpace& s, std::uint32_t j,
   return j < s.outputs.size() ? &s.outputs[j] : nullptr;
 }
 
+// Where the events go, by EvalDetail: listed (Full), summed into the
+// redistribution summary (Shardings) or dropped (Summary). Every detail
+// keeps the totals the Summary needs, added in event order, so that the
+// three give the same doubles.
+struct EventSink {
+  std::vector<CommEvent>* list = nullptr;
+  RedistributionSummary* summary = nullptr;
+  double communication_s = 0;  // every event's seconds
+  // Of the current axis: parameter-gradient collectives once per step, and
+  // those each microbatch repeats (what overlap may hide).
+  double parameter_once_s = 0;
+  double parameter_repeated_s = 0;
+};
+
 // Collects the events of one axis and charges them to operators.
 class AxisEvents {
  public:
-  AxisEvents(std::uint32_t axis, const Cut& cut, const CostParams& params,
-             std::vector<CommEvent>& out, std::vector<OpCost>& op_costs)
-      : axis_(axis), cut_(cut), params_(params), out_(out), op_costs_(op_costs) {}
+  AxisEvents(const ir::Graph& g, std::uint32_t axis, const Cut& cut, const CostParams& params,
+             EventSink& out, std::vector<OpCost>& op_costs)
+      : g_(g), axis_(axis), cut_(cut), params_(params), out_(out), op_costs_(op_costs) {}
 
   // An event whose one occurrence takes `seconds`, `repeats` times a step.
   void add(CommReason reason, ir::TensorId t, ir::OpId from, ir::OpId to, Collective c, Phase ph,
@@ -158,7 +172,11 @@ class AxisEvents {
     e.repeats = static_cast<std::uint32_t>(repeats);
     e.seconds = seconds * static_cast<double>(repeats);
     op_costs_[reason == CommReason::Layout ? to : from].communication_s += e.seconds;
-    out_.push_back(e);
+    out_.communication_s += e.seconds;
+    if (reason == CommReason::Gradient && g_.tensor(t).kind == ir::TensorKind::Parameter)
+      (e.repeats == 1 ? out_.parameter_once_s : out_.parameter_repeated_s) += e.seconds;
+    if (out_.list != nullptr) out_.list->push_back(e);
+    if (out_.summary != nullptr) out_.summary->add(e);
   }
 
   // A collective priced by the cost model, repeated in every microbatch.
@@ -171,10 +189,11 @@ class AxisEvents {
   [[nodiscard]] const Cut& cut() const noexcept { return cut_; }
 
  private:
+  const ir::Graph& g_;
   std::uint32_t axis_;
   const Cut& cut_;
   const CostParams& params_;
-  std::vector<CommEvent>& out_;
+  EventSink& out_;
   std::vector<OpCost>& op_costs_;
 };
 
@@ -218,11 +237,15 @@ class Evaluator {
     if (train_) rules_ = memory_rules(g, spaces, operator_recompute(g, p.training));
   }
 
-  // The strategies and empty shardings a Full evaluation reports.
-  void init_full() {
+  // The empty shardings a Full or Shardings evaluation fills.
+  void init_shardings() {
     ev_.tensors.resize(n_tensors_);
     for (std::size_t t = 0; t < n_tensors_; ++t)
       ev_.tensors[t].dims.resize(g_.tensor(static_cast<ir::TensorId>(t)).rank());
+  }
+
+  // The strategies a Full evaluation reports.
+  void init_strategies() {
     ev_.strategies.reserve(n_ops_);
     for (ir::OpId o = 0; o < n_ops_; ++o)
       ev_.strategies.push_back(strategy_of(spaces_[o], p_.mesh, p_.cuts[o]));
@@ -240,18 +263,26 @@ class Evaluator {
     }
   }
 
-  // The events of axis a, steps 1 to 4 in order.
-  void add_events(std::uint32_t a) {
-    AxisEvents events(a, p_.mesh[a], params_, ev_.events, ev_.op_costs);
-    layout_events(events);
-    if (train_) gradient_events(a, events);
-    halo_events(a, events);
-    output_events(events);
+  // The events of axis a, steps 1 to 4 in order, into `sink`; then the
+  // axis's parameter collectives, which overlap may hide (an axis of size 1
+  // moves nothing: no events, nothing hidden).
+  void add_events(std::uint32_t a, EventSink& sink) {
+    sink.parameter_once_s = 0;
+    sink.parameter_repeated_s = 0;
+    if (p_.mesh[a].size > 1) {
+      AxisEvents events(g_, a, p_.mesh[a], params_, sink, ev_.op_costs);
+      layout_events(events);
+      if (train_) gradient_events(a, events);
+      halo_events(a, events);
+      output_events(events);
+    }
+    hidden_once_.push_back(sink.parameter_once_s);
+    hidden_repeated_.push_back(sink.parameter_repeated_s);
   }
 
-  // Advances the per-slot divisors, per-loop splits and, in a Full
-  // evaluation, the holders' shardings past axis a.
-  void advance(std::uint32_t a, bool full) {
+  // Advances the per-slot divisors, per-loop splits and, where the
+  // evaluation reports them (`shardings`), the holders' shardings past axis a.
+  void advance(std::uint32_t a, bool shardings) {
     const std::int64_t k = p_.mesh[a].size;
     for (std::size_t slot = 0; slot < layout_.size(); ++slot) {
       if (layout_[slot].kind == LayoutKind::Shard) divisor_[slot] *= k;
@@ -260,7 +291,7 @@ class Evaluator {
       const int c = p_.cuts[o][a];
       if (c != kReplicated) loop_split_[loop_begin_[o] + static_cast<std::size_t>(c)] *= k;
     }
-    if (full) record_shardings(a);
+    if (shardings) record_shardings(a);
   }
 
   // Compute: each operator's share of the work on its final slices, in
@@ -297,20 +328,6 @@ class Evaluator {
     for (const double x : hidden_once_) sum.parameter_comm_s += x;
     for (const double x : hidden_repeated_) sum.parameter_comm_repeated_s += x;
     finish_step_time(sum, m_, params_.overlap);
-  }
-
-  // Sums the axis's parameter collectives, which overlap may hide: those
-  // once per step and those each microbatch repeats.
-  void classify(const std::vector<CommEvent>& events, std::size_t from) {
-    double once = 0, micro = 0;
-    for (std::size_t i = from; i < events.size(); ++i) {
-      const CommEvent& e = events[i];
-      if (e.reason != CommReason::Gradient || g_.tensor(e.tensor).kind != ir::TensorKind::Parameter)
-        continue;
-      (e.repeats == 1 ? once : micro) += e.seconds;
-    }
-    hidden_once_.push_back(once);
-    hidden_repeated_.push_back(micro);
   }
 
   // Memory: parameter state (ZeRO-sharded over each parameter's
@@ -464,7 +481,7 @@ class Evaluator {
     }
   }
 
-  // The holders' shardings on axis a, into the Full evaluation's tensors.
+  // The holders' shardings on axis a, into the evaluation's tensors.
   void record_shardings(std::uint32_t a) {
     for (ir::TensorId t = 0; t < n_tensors_; ++t) {
       const std::uint32_t h = slots_.holder[t];
@@ -548,34 +565,99 @@ std::string_view comm_reason_name(CommReason r) noexcept {
 
 namespace {
 
+// The dense table of RedistributionSummary: every reason, phase and
+// collective there is, times the plan's axes. Summing there, not through a
+// map lookup per event, is what makes 9.4 M events cheap.
+constexpr std::size_t kReasons = 4;      // CommReason
+constexpr std::size_t kPhases = 2;       // cost::Phase
+constexpr std::size_t kCollectives = 5;  // cost::Collective
+
+auto total_key(const RedistributionSummary::Total& t) {
+  return std::tuple(t.reason, t.phase, t.collective, t.axis);
+}
+
+}  // namespace
+
+RedistributionSummary::RedistributionSummary(std::size_t axes)
+    : axes_(axes), dense_(kReasons * kPhases * kCollectives * axes) {
+  for (std::size_t i = 0; i < dense_.size(); ++i) {
+    Total& t = dense_[i];
+    t.axis = static_cast<std::uint32_t>(i % axes);
+    t.collective = static_cast<cost::Collective>(i / axes % kCollectives);
+    t.phase = static_cast<cost::Phase>(i / axes / kCollectives % kPhases);
+    t.reason = static_cast<CommReason>(i / axes / kCollectives / kPhases);
+  }
+  heaviest_.reserve(kHeaviest + 1);
+}
+
+RedistributionSummary::Total& RedistributionSummary::slot(const CommEvent& e) {
+  const auto r = static_cast<std::size_t>(e.reason);
+  const auto ph = static_cast<std::size_t>(e.phase);
+  const auto col = static_cast<std::size_t>(e.collective);
+  if (r < kReasons && ph < kPhases && col < kCollectives && e.axis < axes_)
+    return dense_[((r * kPhases + ph) * kCollectives + col) * axes_ + e.axis];
+  const auto key = std::tuple(e.reason, e.phase, e.collective, e.axis);
+  for (Total& t : other_)
+    if (total_key(t) == key) return t;
+  Total& t = other_.emplace_back();
+  t.reason = e.reason;
+  t.phase = e.phase;
+  t.collective = e.collective;
+  t.axis = e.axis;
+  return t;
+}
+
+void RedistributionSummary::add(const CommEvent& e) {
+  Total& t = slot(e);
+  ++t.events;
+  t.bytes += e.bytes;
+  t.seconds += e.seconds;
+  ++events_;
+  // Most seconds first; an event ties after the earlier ones it equals, so
+  // it enters a full list only when strictly costlier than the last.
+  if (heaviest_.size() == kHeaviest && !(e.seconds > heaviest_.back().seconds)) return;
+  const auto at = std::find_if(heaviest_.begin(), heaviest_.end(),
+                               [&](const CommEvent& h) { return h.seconds < e.seconds; });
+  heaviest_.insert(at, e);
+  if (heaviest_.size() > kHeaviest) heaviest_.pop_back();
+}
+
+std::vector<RedistributionSummary::Total> RedistributionSummary::totals() const {
+  std::vector<Total> out;
+  for (const Total& t : dense_)
+    if (t.events > 0) out.push_back(t);
+  out.insert(out.end(), other_.begin(), other_.end());
+  std::sort(out.begin(), out.end(),
+            [](const Total& x, const Total& y) { return total_key(x) < total_key(y); });
+  return out;
+}
+
+namespace {
+
 Evaluation evaluate_graph(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
                           const Cluster& cluster, const Plan& p, const CostParams& params,
                           EvalDetail detail) {
   check_shape(g, spaces, p);
-  const bool full = detail == EvalDetail::Full;
+  const bool shardings = detail != EvalDetail::Summary;
   Evaluation ev;
   ev.op_costs.assign(g.num_operators(), {});
   Evaluator e(g, spaces, p, params, ev);
-  if (full) e.init_full();
+  if (shardings) e.init_shardings();
+  if (detail == EvalDetail::Full) e.init_strategies();
 
-  double folded_comm = 0;  // Summary: events summed axis by axis, then dropped
+  EventSink sink;
+  if (detail == EvalDetail::Full) sink.list = &ev.events;
+  if (detail == EvalDetail::Shardings)
+    sink.summary = &ev.redistribution_summary.emplace(p.mesh.size());
   for (std::uint32_t a = 0; a < p.mesh.size(); ++a) {
     e.set_layouts(a);
-    const std::size_t first = ev.events.size();
-    // An axis of size 1 moves nothing; its layouts still name it in shardings.
-    if (p.mesh[a].size > 1) e.add_events(a);
-    e.classify(ev.events, first);
-    e.advance(a, full);
-    if (!full) {
-      for (const CommEvent& x : ev.events) folded_comm += x.seconds;
-      ev.events.clear();
-    }
+    e.add_events(a, sink);
+    // An axis of size 1 has no events; its layouts still name it in shardings.
+    e.advance(a, shardings);
   }
 
   e.compute(cluster.device());
-  Summary& sum = ev.summary;
-  sum.communication_s = folded_comm;
-  for (const CommEvent& x : ev.events) sum.communication_s += x.seconds;
+  ev.summary.communication_s = sink.communication_s;
   e.step_time();
   e.memory();
   return ev;

@@ -191,7 +191,8 @@ bool may_polish(const detail::Context& ctx) {
 }
 
 plan::EvalDetail eval_detail(const SearchOptions& opts) {
-  return opts.detailed_evaluation ? plan::EvalDetail::Full : plan::EvalDetail::Summary;
+  if (!opts.detailed_evaluation) return plan::EvalDetail::Summary;
+  return opts.list_redistributions ? plan::EvalDetail::Full : plan::EvalDetail::Shardings;
 }
 
 // The independent evaluation of a plan (checked first), in the detail the

@@ -266,6 +266,10 @@ int run_search(const SearchArgs& a) {
     };
   }
   if (pipeline_requested(opts)) return run_pipeline_search(problem, cluster, opts, a);
+  // A plan file that only sums the redistributions needs none listed.
+  opts.list_redistributions =
+      plan_format(a.format) == PlanFormat::Table ||
+      io::lists_redistributions(plan_detail(a.detail), problem.graph().num_operators());
   const Solution solution = solve_or_explain(problem, cluster, opts);
   if (progress.on()) std::fputc('\n', stderr);
   if (solution.details().expert_plan)

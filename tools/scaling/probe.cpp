@@ -168,6 +168,10 @@ int main(int argc, char** argv) try {
   const double spaces_s = since(t);
   const double spaces_cpu = cpu_s() - c;
   const double rss_spaces = rss_mib();
+  // As `recsearch search -o` at the default detail: a summary plan file
+  // needs its redistributions summed, not listed.
+  if (!write_path.empty())
+    opts.list_redistributions = io::lists_redistributions(io::PlanDetail::Auto, g.num_operators());
   c = cpu_s();
   t = Clock::now();
   const auto res = search::run(g, spaces, cluster, opts);

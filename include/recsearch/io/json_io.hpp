@@ -108,6 +108,11 @@ enum class PlanDetail {
   Summary,  // redistributions totalled per kind and axis, plus the heaviest; no null cuts
 };
 inline constexpr std::size_t kFullDetailMaxOperators = 10000;
+// Whether a plan file of this detail on a graph of `operators` operators
+// lists every redistribution (Full, or Auto on a small graph), and so needs
+// an evaluation that lists them (plan::EvalDetail::Full; otherwise
+// EvalDetail::Shardings is enough).
+[[nodiscard]] bool lists_redistributions(PlanDetail detail, std::size_t operators);
 // "auto", "full", "summary"; nullopt for anything else.
 [[nodiscard]] std::optional<PlanDetail> parse_plan_detail(std::string_view text);
 
