@@ -715,6 +715,11 @@ void run_kernel(const KernelArgs& a) {
 std::string kernel_support(const ir::Graph& g, const ir::Operator& op) {
   const OpKind k = op.kind;
   if (ir::is_unary_elementwise(k) || ir::is_binary_elementwise(k)) return {};
+  // gen's megatron attention fuses the scores' scale and causal mask into
+  // its Softmax (attributes); k_softmax runs a plain softmax.
+  if ((k == OpKind::Softmax || k == OpKind::LogSoftmax) &&
+      (op.attrs.get_float("scale", 1.0) != 1.0 || op.attrs.get_bool("causal", false)))
+    return "a softmax with a fused scale or causal mask has no kernel";
   switch (k) {
     case OpKind::Cast:
     case OpKind::Dropout:

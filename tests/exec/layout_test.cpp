@@ -338,6 +338,33 @@ TEST_CASE("exec: unsupported operators are named before anything runs") {
   CHECK_THROWS_AS(exec::Executor(g, spaces, p, *comm, exec::ExecOptions{}), recsearch::Error);
 }
 
+TEST_CASE("exec: a softmax with a fused scale or causal mask is named, a plain one runs") {
+  // gen --attention megatron puts the scores' scale and causal mask on the
+  // Softmax; the kernel runs a plain softmax, so exec must not run it.
+  for (const bool fused : {false, true}) {
+    CAPTURE(fused);
+    ir::Graph g("softmax");
+    const auto f = ir::DType::F32;
+    auto x = g.add_tensor("x", {2, 4, 4}, f, ir::TensorKind::Input);
+    auto y = g.add_tensor("y", {2, 4, 4}, f, ir::TensorKind::Activation);
+    ir::Attrs attrs;
+    if (fused) attrs = ir::Attrs{{"scale", 0.5}, {"causal", true}};
+    add_op_ids(g, "probs", "Softmax", {x}, {y}, attrs);
+    g.finalize();
+    const auto spaces = algebra::build_op_spaces(g);
+    plan::Plan p;
+    p.cuts.assign(1, {});
+    const auto bad = exec::unsupported_operators(g, spaces, p);
+    if (!fused) {
+      CHECK(bad.empty());
+      continue;
+    }
+    REQUIRE(bad.size() == 1);
+    CHECK(bad[0].find("probs (Softmax)") == 0);
+    CHECK(bad[0].find("fused scale or causal mask") != std::string::npos);
+  }
+}
+
 TEST_CASE("exec: Conv2D on one device equals a plain loop (padding, stride, bias)") {
   ir::Graph g("conv");
   const auto f = ir::DType::F32;
