@@ -255,11 +255,8 @@ class _SizedProxy(torch.fx.Proxy):
         # `x, _ = self.self_attention(...)` (torchvision's ViT) unpacks a
         # leaf's tuple. torch 1.13 finds the UNPACK_SEQUENCE at f_lasti // 2
         # in the caller's instructions, which is wrong from Python 3.11 on
-        # (inline caches) and raises IndexError; the example's value gives
-        # the length, else the instruction is looked up by its offset.
-        v = self.tracer.values.get(self.node)
-        if isinstance(v, (tuple, list)):
-            return (self[i] for i in range(len(v)))
+        # (inline caches) and raises IndexError; the instruction is looked
+        # up by its offset instead.
         frame = inspect.currentframe().f_back
         inst = next((i for i in dis.get_instructions(frame.f_code)
                      if i.offset == frame.f_lasti), None)
