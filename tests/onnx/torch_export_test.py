@@ -130,15 +130,27 @@ def folded_norm_channels(module):
     return total
 
 
+def densenet121():
+    return torchvision.models.densenet121(weights=None)
+
+
+def vit_b_16():
+    """ViT-B/16 for 64x64 images (the size changes only the position table)."""
+    return torchvision.models.vit_b_16(weights=None, image_size=64)
+
+
+def small_swin():
+    """swin_b's code with 2 + 2 blocks of width 32 (see above); 112x112 images."""
+    return SwinTransformer(patch_size=[4, 4], embed_dim=32, depths=[2, 2], num_heads=[2, 4],
+                           window_size=[7, 7])
+
+
 def models():
     torch.manual_seed(0)
     yield ("resnet50", torchvision.models.resnet50(weights=None), torch.randn(1, 3, 64, 64),
            13, None, True)
-    yield ("densenet121", torchvision.models.densenet121(weights=None),
-           torch.randn(1, 3, 64, 64), 13, None, True)
-    yield ("vit_b_16", torchvision.models.vit_b_16(weights=None, image_size=64),
-           torch.randn(1, 3, 64, 64),
-           17, {"x": {0: "batch"}}, False)
+    yield ("densenet121", densenet121(), torch.randn(1, 3, 64, 64), 13, None, True)
+    yield ("vit_b_16", vit_b_16(), torch.randn(1, 3, 64, 64), 17, {"x": {0: "batch"}}, False)
     layer = nn.TransformerEncoderLayer(256, 4, 1024)
     yield ("transformer_encoder24", nn.TransformerEncoder(layer, 24, enable_nested_tensor=False),
            torch.randn(16, 2, 256), 13, {"x": {1: "batch"}}, False)
@@ -146,9 +158,7 @@ def models():
     for opset in (13, 17):
         yield ("gpt_opset%d" % opset, gpt, torch.randint(0, 1000, (2, 32)), opset,
                {"x": {0: "batch"}}, False)
-    swin = SwinTransformer(patch_size=[4, 4], embed_dim=32, depths=[2, 2], num_heads=[2, 4],
-                           window_size=[7, 7])
-    yield ("swin_2x2", swin, torch.randn(1, 3, 112, 112), 17, None, False, False)
+    yield ("swin_2x2", small_swin(), torch.randn(1, 3, 112, 112), 17, None, False, False)
 
 
 def graph_params(graph):

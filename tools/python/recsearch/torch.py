@@ -32,6 +32,7 @@ dim between several tensor dims, which one DTensor placement cannot say.
 """
 
 import copy
+import dis
 import inspect
 import json
 import math
@@ -249,6 +250,19 @@ class _SizedProxy(torch.fx.Proxy):
         if v is None:
             return super().__len__()
         return len(v)
+
+    def __iter__(self):
+        # `x, _ = self.self_attention(...)` (torchvision's ViT) unpacks a
+        # leaf's tuple. torch 1.13 finds the UNPACK_SEQUENCE at f_lasti // 2
+        # in the caller's instructions, which is wrong from Python 3.11 on
+        # (inline caches) and raises IndexError; the instruction is looked
+        # up by its offset instead.
+        frame = inspect.currentframe().f_back
+        inst = next((i for i in dis.get_instructions(frame.f_code)
+                     if i.offset == frame.f_lasti), None)
+        if inst is not None and inst.opname == "UNPACK_SEQUENCE":
+            return (self[i] for i in range(inst.argval))
+        return self.tracer.iter(self)
 
 
 class _Tracer(torch.fx.Tracer):
@@ -1004,6 +1018,14 @@ def _fn_flatten(low, name, args, kwargs, r):
     return _flatten(low, name, args[0], start, end, r)
 
 
+def _fn_adaptive_avg_pool(low, name, args, kwargs, r):
+    # DenseNet pools with F.adaptive_avg_pool2d(x, (1, 1)), not a module.
+    size = args[1] if len(args) > 1 else kwargs.get("output_size")
+    if _pair(size) != [1, 1]:
+        raise UntraceableError(name, "adaptive_avg_pool2d", "only output size 1x1 is lowered")
+    return low.emit(name, "GlobalAvgPool", [args[0]], list(r.shape), r.dtype)
+
+
 def _fn_reshape(low, name, args, kwargs, r):
     return low.emit(name, "Reshape", [args[0]], list(r.shape), r.dtype)
 
@@ -1143,6 +1165,7 @@ _FUNCTIONS.update({
     operator.getitem: _fn_getitem,
     "method:expand": _fn_expand,
     F.dropout: _fn_dropout,
+    F.adaptive_avg_pool2d: _fn_adaptive_avg_pool,
     "method:contiguous": _fn_contiguous,
 })
 
