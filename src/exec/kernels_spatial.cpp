@@ -105,14 +105,52 @@ void k_conv2d(const KernelArgs& a) {
   });
 }
 
+// A pooling operator's window on this rank's block, shared by the forward
+// (k_pool) and backward (b_pool) kernels: the window axes, the kernel, and
+// what AvgPool divides by.
+struct PoolWindow {
+  std::array<Axis, 2> ax;
+  std::vector<std::int64_t> kernel;
+  bool max = false;
+  bool include_pad = false;
+  std::int64_t width = 0;  // the input block's row length
+
+  explicit PoolWindow(const KernelArgs& a)
+      : ax(window_axes(a)),
+        kernel(a.op->attrs.get_ints("kernel_shape").value_or(std::vector<std::int64_t>{1, 1})),
+        max(a.op->kind == OpKind::MaxPool),
+        include_pad(a.op->attrs.get_int("count_include_pad", 0) != 0),
+        width(a.in_shapes[0][3]) {}
+
+  // Calls f(at) for each element of output (oh, ow)'s window that lies in
+  // the block, row by row (at: its offset in the input plane); returns how
+  // many there were.
+  template <class F>
+  std::int64_t visit(std::int64_t oh, std::int64_t ow, F&& f) const {
+    std::int64_t count = 0;
+    for (std::int64_t r = 0; r < kernel.at(0); ++r) {
+      const std::int64_t ih = ax[0].local(oh, r);
+      if (ih < 0) continue;
+      for (std::int64_t s = 0; s < kernel.at(1); ++s) {
+        const std::int64_t iw = ax[1].local(ow, s);
+        if (iw < 0) continue;
+        f(ih * width + iw);
+        ++count;
+      }
+    }
+    return count;
+  }
+
+  // AvgPool's divisor for a window of `count` elements in the block.
+  [[nodiscard]] std::int64_t divisor(std::int64_t count) const {
+    return include_pad ? kernel.at(0) * kernel.at(1) : count;
+  }
+};
+
 void k_pool(const KernelArgs& a) {
   const Shape& xs = a.in_shapes[0];
   const Shape& ys = a.out_shapes[0];
-  const std::array<Axis, 2> ax = window_axes(a);
-  const bool max = a.op->kind == OpKind::MaxPool;
-  const bool include_pad = a.op->attrs.get_int("count_include_pad", 0) != 0;
-  const auto kernel =
-      a.op->attrs.get_ints("kernel_shape").value_or(std::vector<std::int64_t>{1, 1});
+  const PoolWindow win(a);
   const Buf& x = *a.in[0];
   Buf& y = *a.out[0];
   const std::int64_t plane_in = xs[2] * xs[3], plane_out = ys[2] * ys[3];
@@ -120,21 +158,13 @@ void k_pool(const KernelArgs& a) {
     const std::int64_t xbase = nc * plane_in;
     for (std::int64_t oh = 0; oh < ys[2]; ++oh) {
       for (std::int64_t ow = 0; ow < ys[3]; ++ow) {
-        double acc = max ? -std::numeric_limits<double>::infinity() : 0.0;
-        std::int64_t count = 0;
-        for (std::int64_t r = 0; r < kernel.at(0); ++r) {
-          const std::int64_t ih = ax[0].local(oh, r);
-          if (ih < 0) continue;
-          for (std::int64_t s = 0; s < kernel.at(1); ++s) {
-            const std::int64_t iw = ax[1].local(ow, s);
-            if (iw < 0) continue;
-            const double v = x[static_cast<std::size_t>(xbase + ih * xs[3] + iw)];
-            acc = max ? std::max(acc, v) : acc + v;
-            ++count;
-          }
-        }
-        if (!max) {
-          const std::int64_t div = include_pad ? kernel.at(0) * kernel.at(1) : count;
+        double acc = win.max ? -std::numeric_limits<double>::infinity() : 0.0;
+        const std::int64_t count = win.visit(oh, ow, [&](std::int64_t at) {
+          const double v = x[static_cast<std::size_t>(xbase + at)];
+          acc = win.max ? std::max(acc, v) : acc + v;
+        });
+        if (!win.max) {
+          const std::int64_t div = win.divisor(count);
           acc = div > 0 ? acc / static_cast<double>(div) : 0.0;
         }
         y[static_cast<std::size_t>(nc * plane_out + oh * ys[3] + ow)] = static_cast<float>(acc);
@@ -311,11 +341,7 @@ void b_pool(const KernelArgs& a, const Buf& dy, Buf* dx) {
   if (dx == nullptr) return;
   const Shape& xs = a.in_shapes[0];
   const Shape& ys = a.out_shapes[0];
-  const std::array<Axis, 2> ax = window_axes(a);
-  const bool max = a.op->kind == OpKind::MaxPool;
-  const bool include_pad = a.op->attrs.get_int("count_include_pad", 0) != 0;
-  const auto kernel =
-      a.op->attrs.get_ints("kernel_shape").value_or(std::vector<std::int64_t>{1, 1});
+  const PoolWindow win(a);
   const Buf& x = *a.in[0];
   const std::int64_t plane_in = xs[2] * xs[3], plane_out = ys[2] * ys[3];
   parallel_rows(ys[0] * ys[1], [&](std::int64_t nc) {
@@ -324,38 +350,24 @@ void b_pool(const KernelArgs& a, const Buf& dy, Buf* dx) {
     for (std::int64_t oh = 0; oh < ys[2]; ++oh) {
       for (std::int64_t ow = 0; ow < ys[3]; ++ow) {
         const double d = dy[static_cast<std::size_t>(nc * plane_out + oh * ys[3] + ow)];
-        std::int64_t count = 0, best_at = -1;
+        std::int64_t best_at = -1;
         double best = -std::numeric_limits<double>::infinity();
-        for (std::int64_t r = 0; r < kernel.at(0); ++r) {
-          const std::int64_t ih = ax[0].local(oh, r);
-          if (ih < 0) continue;
-          for (std::int64_t s = 0; s < kernel.at(1); ++s) {
-            const std::int64_t iw = ax[1].local(ow, s);
-            if (iw < 0) continue;
-            const std::int64_t at = ih * xs[3] + iw;
-            const double v = x[static_cast<std::size_t>(xbase + at)];
-            if (best_at < 0 || v > best) {
-              best = v;
-              best_at = at;
-            }
-            ++count;
+        const std::int64_t count = win.visit(oh, ow, [&](std::int64_t at) {
+          const double v = x[static_cast<std::size_t>(xbase + at)];
+          if (best_at < 0 || v > best) {
+            best = v;
+            best_at = at;
           }
-        }
-        if (max) {
+        });
+        if (win.max) {
           if (best_at >= 0) acc[static_cast<std::size_t>(best_at)] += d;
           continue;
         }
-        const std::int64_t div = include_pad ? kernel.at(0) * kernel.at(1) : count;
+        const std::int64_t div = win.divisor(count);
         if (div == 0) continue;
-        for (std::int64_t r = 0; r < kernel.at(0); ++r) {
-          const std::int64_t ih = ax[0].local(oh, r);
-          if (ih < 0) continue;
-          for (std::int64_t s = 0; s < kernel.at(1); ++s) {
-            const std::int64_t iw = ax[1].local(ow, s);
-            if (iw >= 0)
-              acc[static_cast<std::size_t>(ih * xs[3] + iw)] += d / static_cast<double>(div);
-          }
-        }
+        (void)win.visit(oh, ow, [&](std::int64_t at) {
+          acc[static_cast<std::size_t>(at)] += d / static_cast<double>(div);
+        });
       }
     }
     for (std::size_t i = 0; i < acc.size(); ++i)

@@ -79,14 +79,7 @@ def onnx_route(tmp, name, module, example, mode):
 
 
 def param_count(graph):
-    n = 0
-    for t in graph["tensors"]:
-        if t.get("kind") == "parameter":
-            c = 1
-            for d in t["shape"]:
-                c *= d
-            n += c
-    return n
+    return param_count_bytes(graph)[0]
 
 
 def check_model(tmp, name, module, example):
