@@ -17,6 +17,7 @@
 #include "recsearch/io/json_io.hpp"
 #include "recsearch/plan/evaluator.hpp"
 #include "recsearch/search/search.hpp"
+#include "support/gen_specs.hpp"
 #include "support/search_options.hpp"
 
 using namespace recsearch;
@@ -84,17 +85,7 @@ void check_same(const RedistributionSummary& a, const RedistributionSummary& b) 
   }
 }
 
-gen::ModelSpec gpt(std::int64_t layers) {
-  gen::ModelSpec s;
-  s.family = gen::Family::Gpt;
-  s.layers = layers;
-  s.hidden = 256;
-  s.heads = 8;
-  s.seq = 128;
-  s.vocab = 1000;
-  s.batch = 16;
-  return s;
-}
+gen::ModelSpec gpt(std::int64_t layers) { return testing::small_gpt(layers); }
 
 }  // namespace
 

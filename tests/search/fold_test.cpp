@@ -17,6 +17,7 @@
 #include "recsearch/plan/evaluator.hpp"
 #include "recsearch/search/search.hpp"
 #include "search/fold.hpp"
+#include "support/gen_specs.hpp"
 #include "support/graph_factories.hpp"
 #include "support/reduced.hpp"
 #include "support/search_options.hpp"
@@ -34,17 +35,7 @@ search::SearchResult run(const ir::Graph& g, const Cluster& c, Mode mode, bool f
   return search::run(g, spaces, c, o);
 }
 
-gen::ModelSpec gpt(std::int64_t layers) {
-  gen::ModelSpec s;
-  s.family = gen::Family::Gpt;
-  s.layers = layers;
-  s.hidden = 256;
-  s.heads = 8;
-  s.seq = 128;
-  s.vocab = 1000;
-  s.batch = 16;
-  return s;
-}
+gen::ModelSpec gpt(std::int64_t layers) { return testing::small_gpt(layers); }
 
 }  // namespace
 

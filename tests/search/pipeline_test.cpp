@@ -17,6 +17,7 @@
 #include "recsearch/search/pipeline.hpp"
 #include "recsearch/search/search.hpp"
 #include "support/errors.hpp"
+#include "support/gen_specs.hpp"
 
 using namespace recsearch;
 namespace t = recsearch::testing;
@@ -63,17 +64,7 @@ double heaviest(const std::vector<double>& w, const std::vector<std::size_t>& en
   return h;
 }
 
-gen::ModelSpec gpt(std::int64_t layers) {
-  gen::ModelSpec s;
-  s.family = gen::Family::Gpt;
-  s.layers = layers;
-  s.hidden = 256;
-  s.heads = 8;
-  s.seq = 128;
-  s.vocab = 1000;
-  s.batch = 16;
-  return s;
-}
+gen::ModelSpec gpt(std::int64_t layers) { return testing::small_gpt(layers); }
 
 Cluster nodes(std::int64_t n) {
   return Cluster("nodes", {Level{"node", n, 25.0, 5.0}, Level{"gpu", 2, 300.0, 2.0}},
