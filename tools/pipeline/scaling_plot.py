@@ -22,7 +22,11 @@ paper's formula. Writes an SVG line chart (no plotting library) and prints
 the figures as a markdown table.
 
     tools/pipeline/scaling_plot.py [--recsearch EXE] [-o docs/pipeline_scaling.svg]
-                                   [--rows 1.7b,39.1b] [--fused-attention]
+                                   [--rows 1.7b,39.1b]
+                                   [--attention explicit|megatron|flash] [--fused-attention]
+
+`--attention` picks the layout `recsearch gen` writes, as in the Megatron
+table (megatron_table.py); `--fused-attention` is `--attention flash`.
 
 Standard library only.
 """
@@ -161,8 +165,14 @@ def main():
     ap.add_argument("--recsearch")
     ap.add_argument("-o", "--output", default=os.path.join(ROOT, "docs", "pipeline_scaling.svg"))
     ap.add_argument("--rows", help="comma-separated model names (default: all)")
-    ap.add_argument("--fused-attention", action="store_true")
+    ap.add_argument("--attention", choices=["explicit", "megatron", "flash"],
+                    help="the attention layout of `recsearch gen` (default explicit)")
+    ap.add_argument("--fused-attention", action="store_true",
+                    help="graphs with one fused Attention operator per layer (--attention flash)")
     a = ap.parse_args()
+    if a.fused_attention and a.attention not in (None, "flash"):
+        ap.error("--fused-attention is --attention flash")
+    attention = "flash" if a.fused_attention else a.attention
     exe = find_exe(a.recsearch)
     tmp = tempfile.mkdtemp()
     points = []
@@ -175,7 +185,7 @@ def main():
         subprocess.run([exe, "gen", "gpt", "--hidden", str(hid), "--layers", str(layers),
                         "--heads", str(heads), "--seq", str(SEQ), "--vocab", str(VOCAB),
                         "--batch", str(batch), "-o", graph] +
-                       (["--fused-attention"] if a.fused_attention else []), check=True)
+                       (["--attention", attention] if attention else []), check=True)
         pinned_cluster = os.path.join(tmp, "pinned-%d-%d.json" % (gpus, tp))
         write_cluster(pinned_cluster, gpus // 8, tp)
         cluster = os.path.join(tmp, "dgx-%d.json" % gpus)
