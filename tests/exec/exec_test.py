@@ -1076,7 +1076,8 @@ def case_recompute():
     with full recomputation reruns halo exchanges and SyncBatchNorm's
     statistics, counted. A recomputed forward that doubles a Softmax's
     output on one rank fails the check (without recomputation it changes
-    nothing: the values recomputed are the ones the backward uses)."""
+    nothing: the values recomputed are the ones the backward uses). A plan
+    that recomputes per operator (recompute_ops) trains as well."""
     gpt = os.path.join(TMP, "gpt_recompute.json")
     s = subprocess.run([BIN, "gen", "gpt", "--layers", "2", "--hidden", "32", "--heads", "2", "--seq", "32",
                         "--vocab", "64", "--batch", "4", "--dtype", "f32", "-q", "-o", gpt],
@@ -1125,6 +1126,21 @@ def case_recompute():
         print(f"recompute {label}: held after the forward none/selective/full {held_n}/{held_s}/{held_f}, "
               f"peak {peak_n}/{runs['selective'][0][3]}/{peak_f}; cost model {model_n}/{model_s}/{model_f}",
               flush=True)
+    # Per operator (the plan file's recompute_ops, as the search writes it
+    # for a stack): the first layer's attention core selective, the second
+    # layer fully recomputed, the rest kept.
+    if ("megatron", 2, "none") in plans:
+        with open(plans[("megatron", 2, "none")]) as f:
+            doc = json.load(f)
+        names = [o["name"] for o in json.load(open(gpt))["operators"]]
+        doc["training"]["recompute_ops"] = {n: "selective" if n.startswith("h0.") else "full"
+                                            for n in names if n.startswith(("h0.", "h1."))}
+        out = train_ok("recompute per operator, megatron on 2", 2, gpt, write("recompute_mixed.plan.json", doc),
+                       optimizer="sgd", steps=2)
+        nums = recompute_numbers(out or "")
+        layer = sum(n.startswith("h1.") for n in names)
+        check(nums is not None and "recomputation per operator" in out and nums[0] == 6 + layer,
+              f"recompute per operator: {nums}, want {6 + layer} operators\n{out}")
     # The small CNN cut in H on 2 ranks, fully recomputed: halo exchanges
     # and batch statistics run again inside the backward pass.
     g = cnn_graph()
