@@ -549,6 +549,7 @@ struct TrainRun {
   double min_step_s = 1e300;
   std::array<PhaseBytes, 3> bytes;  // forward, backward, sync: the last step's
   ActivationBytes held;             // the most of any pass
+  RecomputeTraffic again;           // the last step's recomputed forwards (every microbatch)
 };
 
 float microbatch_value(const ir::Graph& whole, const ir::Graph& part, ir::TensorId t,
@@ -625,6 +626,9 @@ TrainRun run_training(Executor& ex, Communicator& comm, int steps, const Optimiz
       bwd = plus(bwd, minus(c3, c2));
       r.held.after_forward = std::max(r.held.after_forward, ex.activation_bytes().after_forward);
       r.held.peak = std::max(r.held.peak, ex.activation_bytes().peak);
+      if (k == 0) r.again = RecomputeTraffic{};
+      r.again.collectives += ex.recompute_traffic().collectives;
+      r.again.p2p += ex.recompute_traffic().p2p;
     }
     if (mb != nullptr) {
       // The next step starts from microbatch 0 again.
@@ -768,7 +772,8 @@ void report_training(std::ostream& out, const ExecArgs& a, const Inputs& in, Com
 
 // What the step recomputed and the activations a rank held for the
 // backward pass, against the cost model's (docs/exec.md, Recomputation).
-void report_recompute(std::ostream& out, const Inputs& in, const Executor& ex, const TrainRun& r) {
+void report_recompute(std::ostream& out, const Inputs& in, const Executor& ex, const TrainRun& r,
+                      const RecomputeTraffic& predicted) {
   const plan::Plan& p = in.plan;
   const ir::Graph& g = in.micro ? in.micro->graph : in.problem->graph();
   const RecomputePlan& rp = ex.recompute_plan();
@@ -785,6 +790,12 @@ void report_recompute(std::ostream& out, const Inputs& in, const Executor& ex, c
   out << "  recomputation " << mode << ": " << ops << " operator(s) in " << rp.groups
       << " group(s) run forward again in the backward pass; " << tensors << " tensor(s) and "
       << copies << " redistributed copies not kept after the forward\n";
+  if (!rp.empty()) {
+    out << "    recomputed forward, bytes sent in the backward (rank 0): collectives measured "
+        << fmt("%.0f", r.again.collectives) << ", predicted " << fmt("%.0f", predicted.collectives)
+        << ", cost model 0; point to point measured " << fmt("%.0f", r.again.p2p) << ", predicted "
+        << fmt("%.0f", predicted.p2p) << "\n";
+  }
   out << "  activations held for the backward (rank 0, bytes): after the forward "
       << fmt("%.0f", r.held.after_forward) << ", peak in the backward " << fmt("%.0f", r.held.peak)
       << "; cost model " << fmt("%.0f", in.eval.summary.activation_bytes) << "\n";
@@ -912,9 +923,14 @@ int execute_training(const ExecArgs& a, const Inputs& in, Executor& ex, Communic
                     (predict_halo_backward_bytes(g, ex.layouts(), ex.gradient_layouts(), coords) +
                      predict_recompute_halo_bytes(g, ex.layouts(), ex.recompute_plan(), coords)) *
                         passes};
+  // The recomputed forward's own share of the backward, checked apart too.
+  const RecomputeTraffic again_predicted = {
+      again.total * passes,
+      predict_recompute_halo_bytes(g, ex.layouts(), ex.recompute_plan(), coords) * passes};
   const TrainRun run = run_training(ex, comm, a.steps, optimizer_settings(a), mb ? &*mb : nullptr);
   halo.measured = {run.bytes[0].p2p, run.bytes[1].p2p};
-  bool bytes_ok = true;
+  bool bytes_ok = std::abs(run.again.collectives - again_predicted.collectives) <= 0.5 &&
+                  std::abs(run.again.p2p - again_predicted.p2p) <= 0.5;
   for (std::size_t ph = 0; ph < 3; ++ph) {
     for (std::size_t ax = 0; ax < predicted[ph].per_axis.size(); ++ax)
       bytes_ok =
@@ -928,7 +944,7 @@ int execute_training(const ExecArgs& a, const Inputs& in, Executor& ex, Communic
   const bool all_bytes_ok = comm.max_over_ranks(bytes_ok ? 0.0 : 1.0) == 0.0;
   std::ostringstream out;
   report_training(out, a, in, comm, run, predicted, halo, all_bytes_ok);
-  report_recompute(out, in, ex, run);
+  report_recompute(out, in, ex, run, again_predicted);
   int code = all_bytes_ok ? 0 : exit_code(Errc::kRuntime);
   if (a.check) {
     const bool ok = check_training(out, a, in, ex, run, rank);

@@ -340,7 +340,10 @@ void Executor::recompute_group(std::int32_t group) {
   const auto k = static_cast<std::size_t>(group);
   if (group_done_[k]) return;
   group_done_[k] = 1;
+  const double collectives = comm_.bytes_sent(), p2p = comm_.p2p_bytes();
   for (const ir::OpId o : group_ops_[k]) run_op(o, true);
+  recompute_sent_.collectives += comm_.bytes_sent() - collectives;
+  recompute_sent_.p2p += comm_.p2p_bytes() - p2p;
   act_bytes_.peak = std::max(act_bytes_.peak, held_data_bytes());
 }
 
@@ -721,6 +724,7 @@ void Executor::backward() {
   // reaches its last operator (every reader of its dropped tensors is in
   // it), and what it made is freed once its readers' backward has run.
   group_done_.assign(static_cast<std::size_t>(recompute_.groups), 0);
+  recompute_sent_ = RecomputeTraffic{};
   pending_reads_.assign(n, 0);
   for (const ir::Operator& op : g_.operators()) {
     for (const ir::TensorId t : op.inputs) ++pending_reads_[t];

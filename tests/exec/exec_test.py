@@ -1051,6 +1051,8 @@ def case_microbatches():
 # ---- activation recomputation (--train with a plan that recomputes) --------
 
 RECOMPUTE_LINE = re.compile(r"recomputation (\S+(?: operator)?): (\d+) operator\(s\) in (\d+) group\(s\)")
+AGAIN_LINE = re.compile(r"recomputed forward, bytes sent in the backward \(rank 0\): collectives measured (\d+), "
+                        r"predicted (\d+), cost model 0; point to point measured (\d+), predicted (\d+)")
 HELD_LINE = re.compile(r"activations held for the backward \(rank 0, bytes\): after the forward (\d+), "
                        r"peak in the backward (\d+); cost model (\d+)")
 
@@ -1103,6 +1105,13 @@ def case_recompute():
             if not check(nums is not None and f"recomputation {mode}" in out, f"recompute {mode}: report\n{out}"):
                 continue
             losses = re.search(r"of the others\):\s+([^\n]+)", out).group(1)
+            again = AGAIN_LINE.search(out)
+            if mode != "none" and check(again is not None, f"recompute {mode}: no recomputed bytes\n{out}"):
+                cm, cp, pm, pp = (int(x) for x in again.groups())
+                check(cm == cp and pm == pp, f"recompute {mode}: recomputed bytes {cm}/{cp}, {pm}/{pp}")
+                # Megatron's fully recomputed layers all-reduce their row-parallel outputs again.
+                check(cm > 0 if (algo, mode) == ("megatron", "full") else True,
+                      f"recompute {mode}: nothing sent again\n{out}")
             runs[mode] = (nums, train_numbers(out), losses)
         if len(runs) != 3:
             continue
@@ -1157,8 +1166,11 @@ def case_recompute():
                                        "--check"])
         halo_plain = TRAIN_HALO.search(plain)
         if check(rc == 0 and nums and halo and halo_plain, f"cnn recompute: rc {rc}\n{out}\n{plain}\n{err}"):
-            check(nums[0] > 0 and int(halo.group(3)) > int(halo_plain.group(3)),
-                  f"cnn recompute: no halo exchanged again in the backward\n{out}\n{plain}")
+            again = AGAIN_LINE.search(out)
+            check(nums[0] > 0 and int(halo.group(3)) > int(halo_plain.group(3)) and again is not None and
+                  int(again.group(3)) == int(halo.group(3)) - int(halo_plain.group(3)) > 0 and
+                  int(again.group(1)) > 0,
+                  f"cnn recompute: no halo or statistics exchanged again in the backward\n{out}\n{plain}")
     # A recomputation that does not reproduce the forward pass.
     softmax = next(i for i, o in enumerate(json.load(open(gpt))["operators"]) if o["type"] == "Softmax")
     for mode, caught in (("selective", True), ("full", True), ("none", False)):

@@ -92,6 +92,13 @@ struct ActivationBytes {
   double peak = 0;
 };
 
+// Bytes a rank sent in the recomputed forward of the last backward pass
+// (part of the backward's traffic): collectives and point to point (halo).
+struct RecomputeTraffic {
+  double collectives = 0;
+  double p2p = 0;
+};
+
 // The optimizer step of exec --train, applied elementwise to each rank's
 // block of every parameter with the synchronised gradient (so a sharded
 // parameter's update is its block of the one-device update).
@@ -168,6 +175,9 @@ class Executor {
   [[nodiscard]] const RecomputePlan& recompute_plan() const noexcept { return recompute_; }
   // Of the last forward and backward pass.
   [[nodiscard]] const ActivationBytes& activation_bytes() const noexcept { return act_bytes_; }
+  [[nodiscard]] const RecomputeTraffic& recompute_traffic() const noexcept {
+    return recompute_sent_;
+  }
 
  private:
   void make_inputs(const std::function<float(ir::TensorId, std::int64_t)>& value, bool parameters);
@@ -252,6 +262,7 @@ class Executor {
   std::vector<std::uint8_t> group_done_;
   std::vector<std::int32_t> pending_reads_;
   ActivationBytes act_bytes_;
+  RecomputeTraffic recompute_sent_;
 };
 
 }  // namespace recsearch::exec
