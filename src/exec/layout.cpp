@@ -628,10 +628,6 @@ BytePrediction predict_exec_bytes(const ir::Graph& g, const PlanLayouts& pl, dou
   return out;
 }
 
-}  // namespace recsearch::exec
-
-namespace recsearch::exec {
-
 namespace {
 
 // Union-find root of operator o.
@@ -680,31 +676,28 @@ std::vector<Layout> copies_only_recomputed_read(const ir::Graph& g, const PlanLa
 RecomputePlan recompute_plan(const ir::Graph& g, const PlanLayouts& pl,
                              const std::vector<std::uint8_t>& recomputed,
                              const std::vector<float>& saved) {
-  RecomputePlan rp;
   const std::size_t n_ops = g.num_operators();
-  rp.op.assign(n_ops, 0);
+  if (recomputed.size() != n_ops || saved.size() != g.num_tensors())
+    throw Error(Errc::kInternal, "recompute_plan: one value per operator and per tensor");
+  RecomputePlan rp;
   rp.group.assign(n_ops, -1);
   rp.dropped.assign(g.num_tensors(), 0);
   rp.dropped_copies.resize(g.num_tensors());
-  if (recomputed.size() != n_ops || saved.size() != g.num_tensors())
-    throw Error(Errc::kInternal, "recompute_plan: one value per operator and per tensor");
   std::vector<std::int32_t> parent(n_ops);
   for (std::size_t o = 0; o < n_ops; ++o) {
     parent[o] = static_cast<std::int32_t>(o);
-    rp.op[o] = recomputed[o] != 0 ? 1 : 0;
+    rp.op.push_back(recomputed[o] != 0 ? 1 : 0);
   }
   for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
+    // A dropped tensor's readers are all recomputed, so all its copies go.
+    rp.dropped_copies[t] = copies_only_recomputed_read(g, pl, rp.op, t);
+    if (!droppable(g, rp.op, saved, t)) continue;
+    rp.dropped[t] = 1;
+    // Its readers rerun with its producer: one group.
     const ir::Tensor& x = g.tensor(t);
-    if (droppable(g, rp.op, saved, t)) {
-      rp.dropped[t] = 1;
-      // Every copy of a dropped tensor goes with it; its readers join its producer's group.
-      rp.dropped_copies[t] = copies_only_recomputed_read(g, pl, rp.op, t);
-      for (const ir::OpId c : x.consumers)
-        parent[static_cast<std::size_t>(root_of(parent, static_cast<std::int32_t>(c)))] =
-            root_of(parent, static_cast<std::int32_t>(x.producer));
-    } else if (!x.consumers.empty()) {
-      rp.dropped_copies[t] = copies_only_recomputed_read(g, pl, rp.op, t);
-    }
+    for (const ir::OpId c : x.consumers)
+      parent[static_cast<std::size_t>(root_of(parent, static_cast<std::int32_t>(c)))] =
+          root_of(parent, static_cast<std::int32_t>(x.producer));
   }
   std::vector<std::int32_t> id(n_ops, -1);
   for (const ir::OpId o : g.topological_order()) {
