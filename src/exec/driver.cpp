@@ -72,8 +72,9 @@ Fault parse_fault(const std::string& s) {
     throw Error(Errc::kUsage, "--fault '" + s + "': expected RANK:KIND[:OP]");
   }
   if (f.kind != "throw" && f.kind != "kill" && f.kind != "stall" && f.kind != "grad" &&
-      f.kind != "halo") {
-    throw Error(Errc::kUsage, "--fault '" + s + "': KIND is throw, kill, stall, grad or halo");
+      f.kind != "halo" && f.kind != "recompute") {
+    throw Error(Errc::kUsage,
+                "--fault '" + s + "': KIND is throw, kill, stall, grad, halo or recompute");
   }
   return f;
 }
@@ -110,9 +111,8 @@ std::optional<double> stated_forward_bytes(const std::string& text, const std::s
 // runs them, accumulating their gradients). ZeRO 1 and 2 change only the
 // backward pass and the optimizer step (which --train runs: docs/exec.md,
 // Training), with one stage for every parameter: a plan that gives
-// parameters their own stages is refused. So, under --train, is
-// recomputation: the executor keeps every activation, so it would run a
-// step that is not the plan's (a forward pass alone recomputes nothing).
+// parameters their own stages is refused. Recomputation runs under --train
+// (ExecOptions::recompute); a forward pass alone recomputes nothing.
 void refuse_unsupported_training(const ir::Graph& g, const plan::Plan& p, const std::string& source,
                                  bool train) {
   if (p.mode != Mode::Train) return;
@@ -126,20 +126,6 @@ void refuse_unsupported_training(const ir::Graph& g, const plan::Plan& p, const 
                 "exec runs one ZeRO stage for every parameter, and this plan gives parameters "
                 "their own stages; search with --zero 0, 1 or 2 to execute the plan",
                 "/training/zero_params", source);
-  if (train) {
-    const std::vector<plan::Recompute> rc = plan::operator_recompute(g, p.training);
-    for (std::size_t o = 0; o < rc.size(); ++o)
-      if (rc[o] != plan::Recompute::None)
-        throw Error(Errc::kUsage,
-                    "exec does not run recomputation yet (it keeps every activation), and this "
-                    "plan recomputes operator '" +
-                        g.op(static_cast<ir::OpId>(o)).name + "' (" +
-                        std::string(plan::recompute_name(rc[o])) +
-                        "); search with --recompute none to train with it",
-                    plan::mixed_recompute(g, p.training) ? "/training/recompute_ops"
-                                                         : "/training/recompute",
-                    source);
-  }
   if (p.training.microbatches > 1 && !train)
     throw Error(Errc::kUsage,
                 "exec runs a plan with microbatches (it has " +
@@ -340,7 +326,8 @@ Inputs load_inputs(const ExecArgs& a, int world_size) {
 
 // The hook that makes one rank fail on purpose (--fault) before an operator.
 std::function<void(ir::OpId)> fault_hook(const Fault& f) {
-  if (f.kind == "grad" || f.kind == "halo") return {};  // a wrong backward, not a failure
+  // A wrong backward or recomputation, not a failure.
+  if (f.kind == "grad" || f.kind == "halo" || f.kind == "recompute") return {};
   return [f](ir::OpId o) {
     if (static_cast<std::int64_t>(o) != f.op) return;
     if (f.kind == "throw")
@@ -561,6 +548,8 @@ struct TrainRun {
   std::array<double, kPhases> seconds{};  // summed over steps, slowest rank per phase
   double min_step_s = 1e300;
   std::array<PhaseBytes, 3> bytes;  // forward, backward, sync: the last step's
+  ActivationBytes held;             // the most of any pass
+  RecomputeTraffic again;           // the last step's recomputed forwards (every microbatch)
 };
 
 float microbatch_value(const ir::Graph& whole, const ir::Graph& part, ir::TensorId t,
@@ -635,6 +624,11 @@ TrainRun run_training(Executor& ex, Communicator& comm, int steps, const Optimiz
       const PhaseBytes c3 = counters(comm);
       fwd = plus(fwd, minus(c1, c0));
       bwd = plus(bwd, minus(c3, c2));
+      r.held.after_forward = std::max(r.held.after_forward, ex.activation_bytes().after_forward);
+      r.held.peak = std::max(r.held.peak, ex.activation_bytes().peak);
+      if (k == 0) r.again = RecomputeTraffic{};
+      r.again.collectives += ex.recompute_traffic().collectives;
+      r.again.p2p += ex.recompute_traffic().p2p;
     }
     if (mb != nullptr) {
       // The next step starts from microbatch 0 again.
@@ -776,6 +770,37 @@ void report_training(std::ostream& out, const ExecArgs& a, const Inputs& in, Com
   }
 }
 
+// What the step recomputed and the activations a rank held for the
+// backward pass, against the cost model's (docs/exec.md, Recomputation).
+void report_recompute(std::ostream& out, const Inputs& in, const Executor& ex, const TrainRun& r,
+                      const RecomputeTraffic& predicted) {
+  const plan::Plan& p = in.plan;
+  const ir::Graph& g = in.micro ? in.micro->graph : in.problem->graph();
+  const RecomputePlan& rp = ex.recompute_plan();
+  const std::string mode = p.mode != Mode::Train ? std::string("none")
+                           : plan::mixed_recompute(g, p.training)
+                               ? std::string("per operator")
+                               : std::string(plan::recompute_name(p.training.recompute));
+  std::size_t ops = 0, tensors = 0, copies = 0;
+  for (const std::uint8_t x : rp.op) ops += x;
+  for (std::size_t t = 0; t < rp.dropped.size(); ++t) {
+    tensors += rp.dropped[t];
+    copies += rp.dropped_copies[t].size();
+  }
+  out << "  recomputation " << mode << ": " << ops << " operator(s) in " << rp.groups
+      << " group(s) run forward again in the backward pass; " << tensors << " tensor(s) and "
+      << copies << " redistributed copies not kept after the forward\n";
+  if (!rp.empty()) {
+    out << "    recomputed forward, bytes sent in the backward (rank 0): collectives measured "
+        << fmt("%.0f", r.again.collectives) << ", predicted " << fmt("%.0f", predicted.collectives)
+        << ", cost model 0; point to point measured " << fmt("%.0f", r.again.p2p) << ", predicted "
+        << fmt("%.0f", predicted.p2p) << "\n";
+  }
+  out << "  activations held for the backward (rank 0, bytes): after the forward "
+      << fmt("%.0f", r.held.after_forward) << ", peak in the backward " << fmt("%.0f", r.held.peak)
+      << "; cost model " << fmt("%.0f", in.eval.summary.activation_bytes) << "\n";
+}
+
 // --check of a training run: rank 0 runs the same steps on one device; the
 // loss of every step and every trained parameter afterwards must agree.
 bool check_training(std::ostream& out, const ExecArgs& a, const Inputs& in, Executor& ex,
@@ -874,6 +899,11 @@ int execute_training(const ExecArgs& a, const Inputs& in, Executor& ex, Communic
       g, ex.layouts(), in.plan.mode == Mode::Train ? in.plan.training.zero_stage : 0);
   std::array<BytePrediction, 3> predicted = {predict_exec_bytes(g, ex.layouts()), tp.backward,
                                              tp.gradient_sync};
+  // The recomputed forward runs inside the backward pass.
+  const BytePrediction again = predict_recompute_bytes(g, ex.layouts(), ex.recompute_plan());
+  predicted[1].total += again.total;
+  for (std::size_t ax = 0; ax < again.per_axis.size(); ++ax)
+    predicted[1].per_axis[ax] += again.per_axis[ax];
   std::optional<Microbatches> mb;
   if (in.micro) {
     mb =
@@ -889,12 +919,18 @@ int execute_training(const ExecArgs& a, const Inputs& in, Executor& ex, Communic
   const std::vector<std::int64_t> coords = rank_coords(rank, ex.layouts().mesh);
   const double passes = mb ? static_cast<double>(mb->m) : 1.0;
   TrainHalo halo;
-  halo.predicted = {
-      predict_halo_bytes(g, ex.layouts(), coords) * passes,
-      predict_halo_backward_bytes(g, ex.layouts(), ex.gradient_layouts(), coords) * passes};
+  halo.predicted = {predict_halo_bytes(g, ex.layouts(), coords) * passes,
+                    (predict_halo_backward_bytes(g, ex.layouts(), ex.gradient_layouts(), coords) +
+                     predict_recompute_halo_bytes(g, ex.layouts(), ex.recompute_plan(), coords)) *
+                        passes};
+  // The recomputed forward's own share of the backward, checked apart too.
+  const RecomputeTraffic again_predicted = {
+      again.total * passes,
+      predict_recompute_halo_bytes(g, ex.layouts(), ex.recompute_plan(), coords) * passes};
   const TrainRun run = run_training(ex, comm, a.steps, optimizer_settings(a), mb ? &*mb : nullptr);
   halo.measured = {run.bytes[0].p2p, run.bytes[1].p2p};
-  bool bytes_ok = true;
+  bool bytes_ok = std::abs(run.again.collectives - again_predicted.collectives) <= 0.5 &&
+                  std::abs(run.again.p2p - again_predicted.p2p) <= 0.5;
   for (std::size_t ph = 0; ph < 3; ++ph) {
     for (std::size_t ax = 0; ax < predicted[ph].per_axis.size(); ++ax)
       bytes_ok =
@@ -908,6 +944,7 @@ int execute_training(const ExecArgs& a, const Inputs& in, Executor& ex, Communic
   const bool all_bytes_ok = comm.max_over_ranks(bytes_ok ? 0.0 : 1.0) == 0.0;
   std::ostringstream out;
   report_training(out, a, in, comm, run, predicted, halo, all_bytes_ok);
+  report_recompute(out, in, ex, run, again_predicted);
   int code = all_bytes_ok ? 0 : exit_code(Errc::kRuntime);
   if (a.check) {
     const bool ok = check_training(out, a, in, ex, run, rank);
@@ -1023,7 +1060,8 @@ int execute_pipeline(const ExecArgs& a, const Inputs& in, std::unique_ptr<Commun
     return *t;
   };
   std::function<void(ir::OpId)> hook;
-  if (in.fault && in.fault->rank == rank && in.fault->kind != "grad" && in.fault->kind != "halo") {
+  if (in.fault && in.fault->rank == rank && in.fault->kind != "grad" && in.fault->kind != "halo" &&
+      in.fault->kind != "recompute") {
     const auto inner = fault_hook(*in.fault);
     const ir::OpId first = run.stage->first;
     hook = [inner, first](ir::OpId o) { inner(o + first); };
@@ -1201,10 +1239,13 @@ int execute(const ExecArgs& a, const Inputs& in, std::unique_ptr<Communicator>& 
   opts.seed = a.seed;
   opts.use_gpu = a.backend == Backend::Nccl;
   opts.bucket_elements = static_cast<std::size_t>(a.bucket_mib * 1024 * 1024 / sizeof(float));
+  opts.recompute = a.train;
   if (in.fault && in.fault->rank == rank) {
     opts.before_op = fault_hook(*in.fault);
     if (in.fault->kind == "grad") opts.corrupt_backward_op = static_cast<ir::OpId>(in.fault->op);
     if (in.fault->kind == "halo") opts.drop_halo_return_op = static_cast<ir::OpId>(in.fault->op);
+    if (in.fault->kind == "recompute")
+      opts.corrupt_recompute_op = static_cast<ir::OpId>(in.fault->op);
   }
   if (in.micro) {
     // Microbatch 0's rows; run_training moves to the next ones.

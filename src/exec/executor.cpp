@@ -14,6 +14,7 @@
 #include "exec/halo.hpp"
 #include "exec/kernels.hpp"
 #include "recsearch/error.hpp"
+#include "recsearch/plan/training.hpp"
 
 namespace recsearch::exec {
 namespace {
@@ -232,6 +233,16 @@ Executor::Executor(const ir::Graph& g, const std::vector<algebra::OpSpace>& spac
     if (grads_layout_.needs_grad[t] && tensor.producer == ir::kNone && !tensor.consumers.empty())
       trained_.push_back(t);
   }
+  if (options_.recompute) {
+    const plan::MemoryRules rules =
+        plan::memory_rules(g, spaces, plan::operator_recompute(g, p.training));
+    recompute_ = exec::recompute_plan(g, layouts_, rules.recomputed, rules.saved);
+    group_ops_.resize(static_cast<std::size_t>(recompute_.groups));
+    for (const ir::OpId o : g.topological_order()) {
+      if (recompute_.group[o] >= 0)
+        group_ops_[static_cast<std::size_t>(recompute_.group[o])].push_back(o);
+    }
+  }
   make_inputs(options_.value, true);
   for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
     const ir::Tensor& tensor = g.tensor(t);
@@ -295,6 +306,68 @@ void Executor::run() {
     run_op(o);
   }
   for (const ir::TensorId t : outputs_) redist_.reduce_partial(*held_[t]);
+  if (!recompute_.empty()) drop_for_backward();
+  act_bytes_.after_forward = act_bytes_.peak = held_data_bytes();
+}
+
+namespace {
+
+// Removes the copies of t in `layouts` (exec/recompute.hpp's dropped copies).
+void erase_copies(std::deque<LocalTensor>& copies, const std::vector<Layout>& layouts) {
+  std::erase_if(copies, [&](const LocalTensor& c) {
+    return std::find(layouts.begin(), layouts.end(), c.layout) != layouts.end();
+  });
+}
+
+}  // namespace
+
+void Executor::drop_for_backward() {
+  for (ir::TensorId t = 0; t < g_.num_tensors(); ++t) {
+    if (recompute_.dropped[t]) {
+      held_[t].reset();
+      copies_[t].clear();
+    } else {
+      erase_copies(copies_[t], recompute_.dropped_copies[t]);
+    }
+  }
+  // A recomputed window operator exchanges its halo again.
+  for (ir::OpId o = 0; o < g_.num_operators(); ++o) {
+    if (recompute_.op[o]) windows_[o] = WindowBlock{};
+  }
+}
+
+void Executor::recompute_group(std::int32_t group) {
+  const auto k = static_cast<std::size_t>(group);
+  if (group_done_[k]) return;
+  group_done_[k] = 1;
+  const double collectives = comm_.bytes_sent(), p2p = comm_.p2p_bytes();
+  for (const ir::OpId o : group_ops_[k]) run_op(o, true);
+  recompute_sent_.collectives += comm_.bytes_sent() - collectives;
+  recompute_sent_.p2p += comm_.p2p_bytes() - p2p;
+  act_bytes_.peak = std::max(act_bytes_.peak, held_data_bytes());
+}
+
+void Executor::release_after_backward(ir::OpId o) {
+  for (const ir::TensorId t : g_.op(o).inputs) {
+    if (--pending_reads_[t] != 0) continue;
+    if (recompute_.dropped[t]) {
+      held_[t].reset();
+      copies_[t].clear();
+    } else {
+      erase_copies(copies_[t], recompute_.dropped_copies[t]);
+    }
+  }
+}
+
+double Executor::held_data_bytes() const {
+  double elements = 0;
+  for (ir::TensorId t = 0; t < g_.num_tensors(); ++t) {
+    const ir::TensorKind kind = g_.tensor(t).kind;
+    if (kind != ir::TensorKind::Activation && kind != ir::TensorKind::Input) continue;
+    if (held_[t]) elements += static_cast<double>(held_[t]->data.size());
+    for (const LocalTensor& c : copies_[t]) elements += static_cast<double>(c.data.size());
+  }
+  return elements * sizeof(float);
 }
 
 detail::KernelArgs Executor::op_args(ir::OpId o, bool backward) {
@@ -553,7 +626,7 @@ std::vector<float> Executor::batch_norm_grad_sums(ir::OpId o, const detail::Kern
   return sums;
 }
 
-void Executor::run_op(ir::OpId o) {
+void Executor::run_op(ir::OpId o, bool again) {
   const ir::Operator& op = g_.op(o);
   const OpLayouts& ol = layouts_.ops[o];
   const auto& mesh = layouts_.mesh;
@@ -576,7 +649,12 @@ void Executor::run_op(ir::OpId o) {
         args, comm_, mesh, class_axes,
         local_offsets(args.full_in_shapes[0], ol.inputs[0], mesh, coords_).back(), row_lse_[o]);
   }
-  for (std::size_t j = 0; j < op.outputs.size(); ++j) held_[op.outputs[j]] = std::move(outs[j]);
+  for (std::size_t j = 0; j < op.outputs.size(); ++j) {
+    if (again && options_.corrupt_recompute_op == o) {
+      for (float& v : outs[j]->data) v *= 2.0f;
+    }
+    if (!again || !held_[op.outputs[j]]) held_[op.outputs[j]] = std::move(outs[j]);
+  }
 }
 
 double Executor::loss() {
@@ -638,7 +716,24 @@ void Executor::backward() {
     contributions_[t].push_back(std::move(dy));
   }
   const std::vector<ir::OpId> order = g_.topological_order();
-  for (auto it = order.rbegin(); it != order.rend(); ++it) backward_op(*it);
+  if (recompute_.empty()) {
+    for (auto it = order.rbegin(); it != order.rend(); ++it) backward_op(*it);
+    return;
+  }
+  // Recomputation: a group's forward runs again when the backward pass
+  // reaches its last operator (every reader of its dropped tensors is in
+  // it), and what it made is freed once its readers' backward has run.
+  group_done_.assign(static_cast<std::size_t>(recompute_.groups), 0);
+  recompute_sent_ = RecomputeTraffic{};
+  pending_reads_.assign(n, 0);
+  for (const ir::Operator& op : g_.operators()) {
+    for (const ir::TensorId t : op.inputs) ++pending_reads_[t];
+  }
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    if (recompute_.op[*it]) recompute_group(recompute_.group[*it]);
+    backward_op(*it);
+    release_after_backward(*it);
+  }
 }
 
 void Executor::backward_op(ir::OpId o) {

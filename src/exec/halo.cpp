@@ -2,12 +2,14 @@
 // The halo geometry of cut window dims (halo.hpp) and the bytes each rank
 // sends for it (predict_halo_bytes): the rows of its block of x that the
 // other blocks' windows read; in the backward pass (predict_halo_backward_bytes)
-// the gradients of the rows it received, sent back.
+// the gradients of the rows it received, sent back; and in the recomputed
+// forward (predict_recompute_halo_bytes) the exchanges run again.
 #include "exec/halo.hpp"
 
 #include <algorithm>
 
 #include "recsearch/error.hpp"
+#include "recsearch/exec/recompute.hpp"
 
 namespace recsearch::exec {
 namespace detail {
@@ -187,6 +189,17 @@ double predict_halo_backward_bytes(const ir::Graph& g, const PlanLayouts& pl,
   for (ir::OpId o = 0; o < g.num_operators(); ++o) {
     if (pl.ops[o].inputs.empty() || gl.input[o].empty() || !gl.input[o][0]) continue;
     sent += detail::halo_return_elements(g, g.op(o), pl.ops[o].inputs[0], pl.mesh, coords);
+  }
+  return sent * element_bytes;
+}
+
+double predict_recompute_halo_bytes(const ir::Graph& g, const PlanLayouts& pl,
+                                    const RecomputePlan& rp,
+                                    const std::vector<std::int64_t>& coords, double element_bytes) {
+  double sent = 0;
+  for (ir::OpId o = 0; o < g.num_operators() && !rp.empty(); ++o) {
+    if (!rp.op[o] || pl.ops[o].inputs.empty()) continue;
+    sent += detail::halo_send_elements(g, g.op(o), pl.ops[o].inputs[0], pl.mesh, coords);
   }
   return sent * element_bytes;
 }

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Layout arithmetic of the execution layer (exec/layout.hpp): local blocks,
 // the per-axis step sequence of a redistribution, and the bytes a forward
-// pass sends, predicted from the plan without running anything.
+// pass sends, predicted from the plan without running anything; what a
+// training step with recomputation drops and sends again (exec/recompute.hpp).
 #include "recsearch/exec/layout.hpp"
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 
 #include "exec/halo.hpp"
 #include "recsearch/error.hpp"
+#include "recsearch/exec/recompute.hpp"
 #include "recsearch/plan/evaluator.hpp"
 
 namespace recsearch::exec {
@@ -623,6 +625,105 @@ BytePrediction predict_exec_bytes(const ir::Graph& g, const PlanLayouts& pl, dou
       charge_batch_norm(out, g, pl, o, element_bytes);
   }
   for (ir::TensorId t = 0; t < g.num_tensors(); ++t) charge_tensor(out, g, pl, t, element_bytes);
+  return out;
+}
+
+namespace {
+
+// Union-find root of operator o.
+std::int32_t root_of(std::vector<std::int32_t>& parent, std::int32_t o) {
+  while (parent[static_cast<std::size_t>(o)] != o) {
+    parent[static_cast<std::size_t>(o)] =
+        parent[static_cast<std::size_t>(parent[static_cast<std::size_t>(o)])];
+    o = parent[static_cast<std::size_t>(o)];
+  }
+  return o;
+}
+
+// Whether activation t is dropped after the forward pass (recompute.hpp).
+bool droppable(const ir::Graph& g, const std::vector<std::uint8_t>& recomputed,
+               const std::vector<float>& saved, ir::TensorId t) {
+  const ir::Tensor& x = g.tensor(t);
+  if (x.producer == ir::kNone || x.consumers.empty() || !recomputed[x.producer] || saved[t] > 0)
+    return false;
+  return std::all_of(x.consumers.begin(), x.consumers.end(),
+                     [&](ir::OpId c) { return recomputed[c] != 0; });
+}
+
+// The layouts other than the holder's in which only recomputed operators read t.
+std::vector<Layout> copies_only_recomputed_read(const ir::Graph& g, const PlanLayouts& pl,
+                                                const std::vector<std::uint8_t>& recomputed,
+                                                ir::TensorId t) {
+  std::vector<Layout> only, other;
+  for (const ir::OpId o : g.tensor(t).consumers) {
+    const ir::Operator& op = g.op(o);
+    for (std::size_t j = 0; j < op.inputs.size(); ++j) {
+      if (op.inputs[j] != t) continue;
+      const Layout& want = pl.ops[o].inputs[j];
+      if (want == pl.holders[t]) continue;
+      std::vector<Layout>& into = recomputed[o] ? only : other;
+      if (std::find(into.begin(), into.end(), want) == into.end()) into.push_back(want);
+    }
+  }
+  std::erase_if(only, [&](const Layout& l) {
+    return std::find(other.begin(), other.end(), l) != other.end();
+  });
+  return only;
+}
+
+}  // namespace
+
+RecomputePlan recompute_plan(const ir::Graph& g, const PlanLayouts& pl,
+                             const std::vector<std::uint8_t>& recomputed,
+                             const std::vector<float>& saved) {
+  const std::size_t n_ops = g.num_operators();
+  if (recomputed.size() != n_ops || saved.size() != g.num_tensors())
+    throw Error(Errc::kInternal, "recompute_plan: one value per operator and per tensor");
+  RecomputePlan rp;
+  rp.group.assign(n_ops, -1);
+  rp.dropped.assign(g.num_tensors(), 0);
+  rp.dropped_copies.resize(g.num_tensors());
+  std::vector<std::int32_t> parent(n_ops);
+  for (std::size_t o = 0; o < n_ops; ++o) {
+    parent[o] = static_cast<std::int32_t>(o);
+    rp.op.push_back(recomputed[o] != 0 ? 1 : 0);
+  }
+  for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
+    // A dropped tensor's readers are all recomputed, so all its copies go.
+    rp.dropped_copies[t] = copies_only_recomputed_read(g, pl, rp.op, t);
+    if (!droppable(g, rp.op, saved, t)) continue;
+    rp.dropped[t] = 1;
+    // Its readers rerun with its producer: one group.
+    const ir::Tensor& x = g.tensor(t);
+    for (const ir::OpId c : x.consumers)
+      parent[static_cast<std::size_t>(root_of(parent, static_cast<std::int32_t>(c)))] =
+          root_of(parent, static_cast<std::int32_t>(x.producer));
+  }
+  std::vector<std::int32_t> id(n_ops, -1);
+  for (const ir::OpId o : g.topological_order()) {
+    if (!rp.op[o]) continue;
+    const auto r = static_cast<std::size_t>(root_of(parent, static_cast<std::int32_t>(o)));
+    if (id[r] < 0) id[r] = rp.groups++;
+    rp.group[o] = id[r];
+  }
+  return rp;
+}
+
+BytePrediction predict_recompute_bytes(const ir::Graph& g, const PlanLayouts& pl,
+                                       const RecomputePlan& rp, double element_bytes) {
+  BytePrediction out;
+  out.per_axis.assign(pl.mesh.size(), 0.0);
+  for (ir::TensorId t = 0; t < g.num_tensors() && !rp.empty(); ++t) {
+    for (const Layout& l : rp.dropped_copies[t])
+      charge(out, pl, element_bytes, g.tensor(t), pl.holders[t], l);
+  }
+  for (ir::OpId o = 0; o < g.num_operators() && !rp.empty(); ++o) {
+    if (!rp.op[o] || pl.ops[o].inputs.empty()) continue;
+    const ir::Operator& op = g.op(o);
+    if (op.kind == ir::OpKind::SoftmaxCrossEntropy) charge_vocab_loss(out, g, pl, o, element_bytes);
+    if (op.kind == ir::OpKind::BatchNorm && detail::batch_norm_batch_stats(op, pl.train))
+      charge_batch_norm(out, g, pl, o, element_bytes);
+  }
   return out;
 }
 

@@ -485,16 +485,16 @@ def case_train():
     if check(s.returncode == 0, f"search --zero 3: {s.stderr}"):
         rc, out, err, _ = mpirun(2, [gpt, zplan, "--train"])
         check(rc == 2 and "does not run ZeRO stage 3" in err, f"ZeRO 3 not refused: rc {rc}\n{out}\n{err}")
-    # A stage per parameter (the plan file's zero_params), and recomputation
-    # under --train: refused with the setting's path, before any traffic.
+    # A stage per parameter (the plan file's zero_params) is refused with the
+    # setting's path, before any traffic; recomputation trains (case_recompute).
     rplan = os.path.join(TMP, "recompute.plan.json")
     s = subprocess.run([BIN, "search", gpt, "--devices", "2", "--algo", "data-parallel", "--zero", "2",
                         "--recompute", "full", "--microbatches", "1", "-q", "-o", rplan],
                        capture_output=True, text=True)
     if check(s.returncode == 0, f"search --recompute full: {s.stderr}"):
-        rc, out, err, _ = mpirun(2, [gpt, rplan, "--train"])
-        check(rc == 2 and "does not run recomputation" in err and "/training/recompute" in err,
-              f"recomputation not refused under --train: rc {rc}\n{out}\n{err}")
+        rc, out, err, _ = mpirun(2, [gpt, rplan, "--train", "--check", "--steps", "2"])
+        check(rc == 0 and "check: passed" in out and "recomputation full" in out,
+              f"recomputation under --train: rc {rc}\n{out}\n{err}")
         with open(rplan) as f:
             doc = json.load(f)
         doc["training"]["recompute"] = "none"
@@ -1048,10 +1048,148 @@ def case_microbatches():
               f"microbatches without --train not refused: rc {rc}\n{out}\n{err}")
 
 
+# ---- activation recomputation (--train with a plan that recomputes) --------
+
+RECOMPUTE_LINE = re.compile(r"recomputation (\S+(?: operator)?): (\d+) operator\(s\) in (\d+) group\(s\)")
+AGAIN_LINE = re.compile(r"recomputed forward, bytes sent in the backward \(rank 0\): collectives measured (\d+), "
+                        r"predicted (\d+), cost model 0; point to point measured (\d+), predicted (\d+)")
+HELD_LINE = re.compile(r"activations held for the backward \(rank 0, bytes\): after the forward (\d+), "
+                       r"peak in the backward (\d+); cost model (\d+)")
+
+
+def recompute_numbers(out):
+    """(recomputed operators, groups, held after the forward, peak, model) or None."""
+    r, h = RECOMPUTE_LINE.search(out), HELD_LINE.search(out)
+    if r is None or h is None:
+        return None
+    return int(r.group(2)), int(r.group(3)), int(h.group(1)), int(h.group(2)), int(h.group(3))
+
+
+def case_recompute():
+    """Recomputation: a 2-layer GPT (explicit attention, f32) trained with
+    plans searched with --recompute none, selective and full (megatron on 2
+    and on 2x2 ranks, data-parallel on 2 with 2 microbatches): every step's
+    loss, gradient and parameter equal a one-device run without
+    recomputation, every phase's bytes the prediction from the layouts (the
+    backward with the recomputed forward's collectives: more than without
+    recomputation where megatron's forward sends), the same loss whatever
+    the setting, and the activations held after the forward fall from none
+    to selective to full, as the cost model's do. The small CNN cut in H
+    with full recomputation reruns halo exchanges and SyncBatchNorm's
+    statistics, counted. A recomputed forward that doubles a Softmax's
+    output on one rank fails the check (without recomputation it changes
+    nothing: the values recomputed are the ones the backward uses). A plan
+    that recomputes per operator (recompute_ops) trains as well."""
+    gpt = os.path.join(TMP, "gpt_recompute.json")
+    s = subprocess.run([BIN, "gen", "gpt", "--layers", "2", "--hidden", "32", "--heads", "2", "--seq", "32",
+                        "--vocab", "64", "--batch", "4", "--dtype", "f32", "-q", "-o", gpt],
+                       capture_output=True, text=True)
+    if not check(s.returncode == 0, f"gen gpt: {s.stderr}"):
+        return
+    plans = {}
+    for algo, ranks, m in (("megatron", 2, 1), ("megatron", 4, 1), ("data-parallel", 2, 2)):
+        runs = {}
+        for mode in ("none", "selective", "full"):
+            plan = os.path.join(TMP, f"recompute.{algo}.{ranks}.{mode}.plan.json")
+            s = subprocess.run([BIN, "search", gpt, "--devices", str(ranks), "--algo", algo, "--zero", "0",
+                                "--microbatches", str(m), "--recompute", mode, "-q", "-o", plan],
+                               capture_output=True, text=True)
+            if not check(s.returncode == 0, f"search {algo} {ranks} --recompute {mode}: {s.stderr}"):
+                continue
+            plans[(algo, ranks, mode)] = plan
+            out = train_ok(f"recompute {mode}, {algo} on {ranks}, {m} microbatch(es)", ranks, gpt, plan,
+                           optimizer="adam", steps=2)
+            if out is None:
+                continue
+            nums = recompute_numbers(out)
+            if not check(nums is not None and f"recomputation {mode}" in out, f"recompute {mode}: report\n{out}"):
+                continue
+            losses = re.search(r"of the others\):\s+([^\n]+)", out).group(1)
+            again = AGAIN_LINE.search(out)
+            if mode != "none" and check(again is not None, f"recompute {mode}: no recomputed bytes\n{out}"):
+                cm, cp, pm, pp = (int(x) for x in again.groups())
+                check(cm == cp and pm == pp, f"recompute {mode}: recomputed bytes {cm}/{cp}, {pm}/{pp}")
+                # Megatron's fully recomputed layers all-reduce their row-parallel outputs again.
+                check(cm > 0 if (algo, mode) == ("megatron", "full") else True,
+                      f"recompute {mode}: nothing sent again\n{out}")
+            runs[mode] = (nums, train_numbers(out), losses)
+        if len(runs) != 3:
+            continue
+        label = f"{algo} on {ranks}"
+        (ops_n, _, held_n, peak_n, model_n), bytes_n, loss_n = runs["none"]
+        (ops_s, groups_s, held_s, _, model_s), bytes_s, loss_s = runs["selective"]
+        (ops_f, groups_f, held_f, peak_f, model_f), bytes_f, loss_f = runs["full"]
+        check(ops_n == 0 and peak_n == held_n, f"{label}: recomputation none reran operators")
+        # Two attention cores of 6 operators; full: segments of both layers.
+        check(ops_s == 12 and groups_s == 2, f"{label}: selective reran {ops_s} operators in {groups_s} groups")
+        check(ops_f > ops_s and groups_f >= 2, f"{label}: full reran {ops_f} operators in {groups_f} groups")
+        check(held_f < held_s < held_n and model_f < model_s < model_n,
+              f"{label}: held after the forward {held_n}/{held_s}/{held_f}, model {model_n}/{model_s}/{model_f}")
+        check(peak_f < peak_n, f"{label}: full's peak {peak_f} not below none's {peak_n}")
+        check(loss_n == loss_s == loss_f, f"{label}: losses {loss_n} / {loss_s} / {loss_f}")
+        check(bytes_n["forward"][0] == bytes_s["forward"][0] == bytes_f["forward"][0],
+              f"{label}: forward bytes differ between settings")
+        if algo == "megatron":
+            check(bytes_f["backward"][0] > bytes_n["backward"][0],
+                  f"{label}: full recomputation sent no more in the backward than none")
+        print(f"recompute {label}: held after the forward none/selective/full {held_n}/{held_s}/{held_f}, "
+              f"peak {peak_n}/{runs['selective'][0][3]}/{peak_f}; cost model {model_n}/{model_s}/{model_f}",
+              flush=True)
+    # Per operator (the plan file's recompute_ops, as the search writes it
+    # for a stack): the first layer's attention core selective, the second
+    # layer fully recomputed, the rest kept.
+    if ("megatron", 2, "none") in plans:
+        with open(plans[("megatron", 2, "none")]) as f:
+            doc = json.load(f)
+        names = [o["name"] for o in json.load(open(gpt))["operators"]]
+        doc["training"]["recompute_ops"] = {n: "selective" if n.startswith("h0.") else "full"
+                                            for n in names if n.startswith(("h0.", "h1."))}
+        out = train_ok("recompute per operator, megatron on 2", 2, gpt, write("recompute_mixed.plan.json", doc),
+                       optimizer="sgd", steps=2)
+        nums = recompute_numbers(out or "")
+        layer = sum(n.startswith("h1.") for n in names)
+        check(nums is not None and "recomputation per operator" in out and nums[0] == 6 + layer,
+              f"recompute per operator: {nums}, want {6 + layer} operators\n{out}")
+    # The small CNN cut in H on 2 ranks, fully recomputed: halo exchanges
+    # and batch statistics run again inside the backward pass.
+    g = cnn_graph()
+    gp = write("small_cnn_recompute.json", g)
+    doc = plan_json(g, [2], CNN_SPATIAL)
+    doc["mode"] = "train"
+    doc["training"] = {"recompute": "full", "zero_stage": 0, "microbatches": 1}
+    cp = write("small_cnn_recompute.plan.json", doc)
+    out = train_ok("recompute full, cnn H on 2", 2, gp, cp, optimizer="sgd-momentum", steps=2)
+    if out is not None:
+        nums, halo = recompute_numbers(out), TRAIN_HALO.search(out)
+        doc["training"]["recompute"] = "none"
+        rc, plain, err, _ = mpirun(2, [gp, write("small_cnn_plain.plan.json", doc), "--train", "--steps", "2",
+                                       "--check"])
+        halo_plain = TRAIN_HALO.search(plain)
+        if check(rc == 0 and nums and halo and halo_plain, f"cnn recompute: rc {rc}\n{out}\n{plain}\n{err}"):
+            again = AGAIN_LINE.search(out)
+            check(nums[0] > 0 and int(halo.group(3)) > int(halo_plain.group(3)) and again is not None and
+                  int(again.group(3)) == int(halo.group(3)) - int(halo_plain.group(3)) > 0 and
+                  int(again.group(1)) > 0,
+                  f"cnn recompute: no halo or statistics exchanged again in the backward\n{out}\n{plain}")
+    # A recomputation that does not reproduce the forward pass.
+    softmax = next(i for i, o in enumerate(json.load(open(gpt))["operators"]) if o["type"] == "Softmax")
+    for mode, caught in (("selective", True), ("full", True), ("none", False)):
+        plan = plans.get(("megatron", 2, mode))
+        if plan is None:
+            continue
+        rc, out, err, _ = mpirun(2, [gpt, plan, "--train", "--steps", "2", "--check", "--fault",
+                                     f"1:recompute:{softmax}"])
+        if caught:
+            check(rc == 4 and "check: FAILED" in out and "check gradient of" in out,
+                  f"recompute {mode}: a wrong recomputed Softmax not caught: rc {rc}\n{out}\n{err}")
+        else:
+            check(rc == 0 and "check: passed" in out, f"recompute none: the fault changed something: rc {rc}\n{out}")
+
+
 CASES = {"kinds": case_kinds, "vocab": case_vocab_parallel, "bundled": case_bundled, "failures": case_failures, "nccl": case_nccl,
          "train": case_train, "layout_kinds": case_layout_kinds, "phases": case_phases,
          "buckets": case_buckets, "pipeline": case_pipeline, "cnn": case_cnn, "cnn_train": case_cnn_train,
-         "microbatches": case_microbatches}
+         "microbatches": case_microbatches, "recompute": case_recompute}
 
 
 def main(argv):

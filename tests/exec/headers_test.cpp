@@ -8,6 +8,7 @@
 #include "recsearch/exec/executor.hpp"
 #include "recsearch/exec/layout.hpp"
 #include "recsearch/exec/phases.hpp"
+#include "recsearch/exec/recompute.hpp"
 #include "recsearch/exec/redistributor.hpp"
 
 #include <doctest/doctest.h>

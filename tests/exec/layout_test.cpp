@@ -17,7 +17,9 @@
 #include "recsearch/error.hpp"
 #include "recsearch/exec/executor.hpp"
 #include "recsearch/exec/layout.hpp"
+#include "recsearch/exec/recompute.hpp"
 #include "recsearch/plan/evaluator.hpp"
+#include "recsearch/plan/training.hpp"
 #include "support/graph_factories.hpp"
 
 using namespace recsearch;
@@ -597,5 +599,93 @@ TEST_CASE(
       CHECK(exec::predict_train_bytes(g, pl, 1).gradient_sync.total == doctest::Approx(model_zero));
     }
     CHECK(syncing > 0);
+  }
+}
+
+namespace {
+
+// A two-layer transformer on one device, in training, recomputing `rc`.
+plan::Plan one_device_training(const ir::Graph& g, plan::Recompute rc) {
+  plan::Plan p;
+  p.mode = Mode::Train;
+  p.cuts.assign(g.num_operators(), {});
+  p.training.recompute = rc;
+  return p;
+}
+
+std::size_t count(const std::vector<std::uint8_t>& v) {
+  return static_cast<std::size_t>(std::count(v.begin(), v.end(), std::uint8_t{1}));
+}
+
+}  // namespace
+
+TEST_CASE("exec: recompute_plan drops the attention cores' tensors and the full segments'") {
+  const ir::Graph g = testing::transformer_stack(2, 2, 16, 16, 2, ir::DType::F32);
+  const auto spaces = algebra::build_op_spaces(g);
+  const auto pl = exec::plan_layouts(g, spaces, one_device_training(g, plan::Recompute::None));
+  const auto rp_of = [&](plan::Recompute rc) {
+    const plan::MemoryRules r = plan::memory_rules(g, spaces, rc);
+    return exec::recompute_plan(g, pl, r.recomputed, r.saved);
+  };
+  CHECK(rp_of(plan::Recompute::None).empty());
+  // Selective: scores, softmax and context product rerun per layer; the
+  // scores and the softmax output go, the context stays (read by ctx_t).
+  const exec::RecomputePlan sel = rp_of(plan::Recompute::Selective);
+  CHECK(sel.groups == 2);
+  CHECK(count(sel.op) == 6);
+  CHECK(count(sel.dropped) == 4);
+  for (const char* name : {"l0.sc", "l0.pr", "l1.sc", "l1.pr"})
+    CHECK(sel.dropped[*g.find_tensor(name)] == 1);
+  CHECK(sel.dropped[*g.find_tensor("l0.ctx")] == 0);
+  CHECK(sel.group[*g.find_operator("l0.scores")] == sel.group[*g.find_operator("l0.context")]);
+  CHECK(sel.group[*g.find_operator("l0.scores")] != sel.group[*g.find_operator("l1.scores")]);
+  // Full: every dropped tensor is made and read by recomputed operators
+  // only, and no graph output is dropped; a checkpoint separates groups.
+  const exec::RecomputePlan full = rp_of(plan::Recompute::Full);
+  CHECK(full.groups >= 2);
+  CHECK(count(full.dropped) > count(sel.dropped));
+  for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
+    if (!full.dropped[t]) continue;
+    const ir::Tensor& x = g.tensor(t);
+    CHECK(!x.consumers.empty());
+    CHECK(full.op[x.producer] == 1);
+    for (const ir::OpId c : x.consumers) CHECK(full.group[c] == full.group[x.producer]);
+  }
+  // One device: nothing to send again.
+  CHECK(exec::predict_recompute_bytes(g, pl, full).total == 0);
+}
+
+TEST_CASE("exec: a one-device training step with recomputation gives the same gradients") {
+  const ir::Graph g = testing::transformer_stack(2, 2, 16, 16, 2, ir::DType::F32);
+  const auto spaces = algebra::build_op_spaces(g);
+  struct Step {
+    std::vector<std::vector<float>> grads;
+    exec::ActivationBytes held;
+  };
+  const auto step = [&](plan::Recompute rc) {
+    auto comm = exec::make_local_communicator();
+    exec::ExecOptions opts;
+    opts.recompute = true;
+    exec::Executor ex(g, spaces, one_device_training(g, rc), *comm, opts);
+    ex.run();
+    ex.backward();
+    ex.sync_gradients();
+    Step s;
+    for (const ir::TensorId t : ex.trained()) s.grads.push_back(ex.gradient(t).data);
+    s.held = ex.activation_bytes();
+    return s;
+  };
+  const Step none = step(plan::Recompute::None);
+  CHECK(!none.grads.empty());
+  CHECK(none.held.peak == none.held.after_forward);
+  double previous = none.held.after_forward;
+  for (const plan::Recompute rc : {plan::Recompute::Selective, plan::Recompute::Full}) {
+    CAPTURE(plan::recompute_name(rc));
+    const Step s = step(rc);
+    CHECK(s.grads == none.grads);  // the recomputed forward gives the forward's values
+    CHECK(s.held.after_forward < previous);
+    CHECK(s.held.peak > s.held.after_forward);
+    CHECK(s.held.peak < none.held.peak);
+    previous = s.held.after_forward;
   }
 }

@@ -26,6 +26,7 @@
 #include "recsearch/algebra/op_space.hpp"
 #include "recsearch/exec/communicator.hpp"
 #include "recsearch/exec/layout.hpp"
+#include "recsearch/exec/recompute.hpp"
 #include "recsearch/exec/redistributor.hpp"
 #include "recsearch/ir/graph.hpp"
 #include "recsearch/plan/plan.hpp"
@@ -57,6 +58,9 @@ struct ExecOptions {
   // Testing: this operator's backward on this rank drops the gradients of
   // its rows that come back from the halo exchange (the traffic still runs).
   std::optional<ir::OpId> drop_halo_return_op = std::nullopt;
+  // Testing: this operator's recomputed forward on this rank doubles its
+  // outputs (a recomputation that does not reproduce the forward pass).
+  std::optional<ir::OpId> corrupt_recompute_op = std::nullopt;
   // Training: parameter gradients that only need all-reduces (data
   // parallelism) are fused into buckets of up to this many f32 elements,
   // one all-reduce per bucket and axis, as DDP fuses them and the cost
@@ -71,6 +75,28 @@ struct ExecOptions {
   // pipeline group's first rank. Halo exchanges send point to point to
   // world ranks.
   int world_rank_base = 0;
+  // Training: recompute as the plan says (exec/recompute.hpp): the forward
+  // pass drops what its recomputed operators would not keep, and the
+  // backward pass runs their forward again, redistributions included.
+  bool recompute = false;
+};
+
+// Bytes (f32 elements) of the data tensors a rank holds for the backward
+// pass: activations and graph inputs, each in its holder layout and every
+// redistributed copy of them the forward pass made (exec keeps what its
+// backward kernels read: every input of an operator). `after_forward`:
+// at the end of the forward pass (what recomputation dropped gone); `peak`:
+// the most during the backward pass, with a recomputed group's tensors.
+struct ActivationBytes {
+  double after_forward = 0;
+  double peak = 0;
+};
+
+// Bytes a rank sent in the recomputed forward of the last backward pass
+// (part of the backward's traffic): collectives and point to point (halo).
+struct RecomputeTraffic {
+  double collectives = 0;
+  double p2p = 0;
 };
 
 // The optimizer step of exec --train, applied elementwise to each rank's
@@ -145,10 +171,27 @@ class Executor {
   // Parameters that get a gradient, in tensor id order.
   [[nodiscard]] const std::vector<ir::TensorId>& trained() const noexcept { return trained_; }
   [[nodiscard]] const GradientLayouts& gradient_layouts() const noexcept { return grads_layout_; }
+  // What the backward pass recomputes (empty without ExecOptions::recompute).
+  [[nodiscard]] const RecomputePlan& recompute_plan() const noexcept { return recompute_; }
+  // Of the last forward and backward pass.
+  [[nodiscard]] const ActivationBytes& activation_bytes() const noexcept { return act_bytes_; }
+  [[nodiscard]] const RecomputeTraffic& recompute_traffic() const noexcept {
+    return recompute_sent_;
+  }
 
  private:
   void make_inputs(const std::function<float(ir::TensorId, std::int64_t)>& value, bool parameters);
-  void run_op(ir::OpId o);
+  // `again`: the recomputed forward in the backward pass, which keeps the
+  // outputs still held (a checkpoint, a graph output already reduced).
+  void run_op(ir::OpId o, bool again = false);
+  // After the forward pass: frees what recompute_ drops.
+  void drop_for_backward();
+  // Runs recomputed group `group`'s forward again, once per backward pass.
+  void recompute_group(std::int32_t group);
+  // After operator o's backward: frees the dropped tensors (and copies) it
+  // was the last to read.
+  void release_after_backward(ir::OpId o);
+  [[nodiscard]] double held_data_bytes() const;
   std::vector<float> gather(const LocalTensor& b);
   // The kernel arguments of operator o on the blocks the forward pass used
   // (inputs redistributed to the operator's layouts, made if missing). For
@@ -211,6 +254,15 @@ class Executor {
   std::vector<std::vector<float>> moment1_, moment2_;    // per tensor: optimizer state
   std::int64_t optimizer_steps_ = 0;
   std::vector<double> loss_scale_;  // per graph output (outputs_ order)
+  // Recomputation: the plan, each group's operators in topological order,
+  // the groups rerun in this backward pass, per tensor the reads whose
+  // backward has yet to run.
+  RecomputePlan recompute_;
+  std::vector<std::vector<ir::OpId>> group_ops_;
+  std::vector<std::uint8_t> group_done_;
+  std::vector<std::int32_t> pending_reads_;
+  ActivationBytes act_bytes_;
+  RecomputeTraffic recompute_sent_;
 };
 
 }  // namespace recsearch::exec
