@@ -794,6 +794,76 @@ class Importer {
     fused_.insert(i);
   }
 
+  // torch.onnx.export without constant folding writes F.linear on a 3-D
+  // input as Transpose(weight) -> MatMul: the transposed weight would be an
+  // activation of its own (its gradient reduced apart from the parameters'),
+  // where torch multiplies by the weight itself. A 2-D Transpose of a weight
+  // that nothing else reads, feeding only input B of MatMuls, becomes their
+  // transpose_b.
+  void match_weight_transpose(int i) {
+    const auto& n = graph().node(i);
+    if (n.input_size() != 1 || n.output_size() != 1 || is_graph_output(n.output(0))) return;
+    const std::string& w = n.input(0);
+    const auto u = uses_.find(w);
+    if (!weight_root(w) || static_.count(w) || u == uses_.end() || u->second != 1 ||
+        rank_known(w) != 2)
+      return;
+    if (const auto* perm = find_attr(n, "perm");
+        perm && !(perm->ints_size() == 2 && perm->ints(0) == 1 && perm->ints(1) == 0))
+      return;
+    const auto users = users_.find(n.output(0));
+    if (users == users_.end() || users->second.empty()) return;
+    for (const int j : users->second) {
+      const auto& m = graph().node(j);
+      if (m.op_type() != "MatMul" || m.input_size() != 2 || m.input(0) == n.output(0) ||
+          folded_.count(j))
+        return;
+    }
+    alias_[n.output(0)] = w;
+    fused_.insert(i);
+    for (const int j : users->second) transpose_b_.insert(j);
+  }
+
+  std::size_t rank_known(const std::string& name) const {
+    const auto v = values_.find(name);
+    return v == values_.end() || !v->second.shape ? 0 : v->second.shape->size();
+  }
+
+  // Nodes that compute nothing: a Dropout of ratio 0 whose mask nobody
+  // reads (torch's F.dropout(x, p=0.0) returns x), and a Slice that keeps
+  // every element in order (x[:, :H] at H, a view in torch). Their output is
+  // their input, as for a Mul by 1.
+  void match_no_op(int i) {
+    const auto& n = graph().node(i);
+    if (n.input_size() < 1 || n.output_size() < 1 || is_graph_output(n.output(0))) return;
+    const std::string& x = n.input(0);
+    if (n.op_type() == "Dropout") {
+      std::optional<double> ratio;
+      if (const auto* r = find_attr(n, "ratio"); r && r->type() == onnx::AttributeProto::FLOAT) {
+        ratio = r->f();
+      } else if (n.input_size() > 1 && !n.input(1).empty()) {
+        ratio = known_float(n.input(1));
+      }
+      const bool mask_read = n.output_size() > 1 && !n.output(1).empty() &&
+                             (users_.count(n.output(1)) || is_graph_output(n.output(1)));
+      if (!ratio || *ratio > 0.0 || mask_read) return;
+    } else {  // Slice
+      const auto in = values_.find(x);
+      const auto out = values_.find(n.output(0));
+      if (in == values_.end() || out == values_.end() || !in->second.shape || !out->second.shape ||
+          *in->second.shape != *out->second.shape)
+        return;
+      if (n.input_size() > 4 && !n.input(4).empty()) {
+        const auto steps = known_ints(n.input(4));
+        if (!steps || std::any_of(steps->begin(), steps->end(), [](auto s) { return s != 1; }))
+          return;
+      }
+    }
+    if (weight_root(x) || static_.count(x)) return;
+    alias_[n.output(0)] = x;
+    fused_.insert(i);
+  }
+
   void mark_fusions() {
     const auto& g = graph();
     for (int i = 0; i < g.node_size(); ++i) {
@@ -812,6 +882,8 @@ class Importer {
     for (int i = 0; i < g.node_size(); ++i) {
       const std::string& op = g.node(i).op_type();
       if (mapped(i) && !gelu_.count(i) && (op == "Mul" || op == "Div")) match_identity_scale(i);
+      if (mapped(i) && op == "Transpose") match_weight_transpose(i);
+      if (mapped(i) && (op == "Dropout" || op == "Slice")) match_no_op(i);
     }
   }
 
@@ -1177,7 +1249,10 @@ class Importer {
     simple(x, "Dropout", std::move(a));
   }
 
-  void map_matmul(const NodeCtx& x) { simple(x, "MatMul"); }
+  void map_matmul(const NodeCtx& x) {
+    if (!transpose_b_.count(x.index)) return simple(x, "MatMul");
+    simple(x, "MatMul", ir::Attrs{{"transpose_a", false}, {"transpose_b", true}});
+  }
 
   void map_gemm(const NodeCtx& x) {
     const auto& ins = x.ins;
@@ -1498,6 +1573,7 @@ class Importer {
   std::unordered_map<std::string, std::vector<int>> users_;  // tensor -> the nodes reading it
   std::unordered_set<int> fused_;                            // nodes absorbed (mark_fusions)
   std::unordered_map<int, std::string> gelu_;                // node -> x, where it ends a GeLU
+  std::unordered_set<int> transpose_b_;           // MatMuls reading a weight through its Transpose
   std::unordered_map<int, std::string> gave_up_;  // node -> why folding left its output open
   std::unordered_map<std::string, ir::TensorId> tensors_;
   std::unordered_set<std::string> op_names_;

@@ -4,8 +4,8 @@
 route, on a torchvision ResNet-50, an nn.TransformerEncoder, an
 nn.TransformerDecoder (cross-attention), the small GPT of
 torch_export_test.py (nn.Embedding, nn.MultiheadAttention, nn.Linear), and
-torchvision's densenet121 and vit_b_16 (64x64) as that test builds them
-(its small Swin is not traced faithfully yet: see check_zoo).
+torchvision's densenet121, vit_b_16 (64x64) and small Swin (112x112) as
+that test builds them.
 
 Run by meson as `torch_fx_test.py RECSEARCH_EXE` with Debian's
 /usr/bin/python3, PYTHONPATH including tools/python and RECSEARCH_LIBRARY
@@ -52,7 +52,7 @@ except ImportError as e:  # the only reason to skip
 import recsearch
 import recsearch.torch as rt
 # The models and the norm count of the ONNX import test.
-from torch_export_test import GPT, densenet121, folded_norm_channels, vit_b_16
+from torch_export_test import GPT, densenet121, folded_norm_channels, small_swin, vit_b_16
 
 EXE = sys.argv[1]
 FAILURES = []
@@ -66,13 +66,14 @@ def check(cond, msg):
     return bool(cond)
 
 
-def onnx_route(tmp, name, module, example, mode):
+def onnx_route(tmp, name, module, example, mode, fold=True):
     path = os.path.join(tmp, name + ".onnx")
     gpath = os.path.join(tmp, name + ".json")
     if not os.path.exists(gpath):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            torch.onnx.export(module, example, path, opset_version=17, input_names=["x"])
+            torch.onnx.export(module, example, path, opset_version=17, input_names=["x"],
+                              do_constant_folding=fold)
         subprocess.run([EXE, "import", path, "-q", "-o", gpath], check=True)
     g = recsearch.Graph.read_file(gpath)
     return recsearch.search(g, recsearch.Cluster.mesh(list(MESH.values())), mode=mode)
@@ -82,14 +83,14 @@ def param_count(graph):
     return param_count_bytes(graph)[0]
 
 
-def check_model(tmp, name, module, example):
+def check_model(tmp, name, module, example, fold=True):
     module.eval()
     graph = rt.trace(module, example)
     recsearch.Graph.from_json(json.dumps(graph)).validate()
     onnx_json = os.path.join(tmp, name + ".json")
     for mode in ("train", "infer"):
         p = rt.plan(module, example, mesh=MESH, mode=mode)
-        q = onnx_route(tmp, name, module, example, mode)
+        q = onnx_route(tmp, name, module, example, mode, fold)
         a, b = p.step_time_s, q.summary["step_time_s"]
         check(abs(a - b) <= 0.05 * b,
               "%s %s: fx route step %.4g s, ONNX route %.4g s (more than 5%% apart)"
@@ -277,28 +278,65 @@ def param_count_bytes(graph):
 
 
 def check_zoo(tmp):
-    """densenet121 (its pads, concats and F.adaptive_avg_pool2d) and vit_b_16
+    """densenet121 (its pads, concats and F.adaptive_avg_pool2d), vit_b_16
     at 64x64 (the class token's expand, and `x, _ = self_attention(...)`,
-    which unpacks a leaf's tuple), as torch_export_test.py builds them,
-    through both routes (check_model), each with exactly torch's parameters
-    (count and bytes; DenseNet less the channels of the norms folded into a
-    convolution, as both routes fold them). The small Swin of that test is
-    left out: torchvision marks shifted_window_attention,
-    _get_relative_position_bias, _patch_merging_pad and stochastic_depth
-    with torch.fx.wrap, so fx keeps each as one opaque call (replicated, its
-    matmuls and softmax not in the graph: 64 operators where the ONNX route
-    has 230); docs/pytorch.md has its figures."""
-    for name, build, has_bn in (
-            ("densenet121", densenet121, True), ("vit_b_16", vit_b_16, False)):
+    which unpacks a leaf's tuple) and the small Swin at 112x112, as
+    torch_export_test.py builds them, through both routes (check_model),
+    each with exactly torch's parameters (count and bytes; DenseNet less the
+    channels of the norms folded into a convolution, as both routes fold
+    them). The Swin is exported as that test does, without constant folding
+    (which would store each block's relative-position bias already
+    gathered); check_swin compares its two graphs."""
+    for name, build, has_bn, size, fold in (
+            ("densenet121", densenet121, True, 64, True), ("vit_b_16", vit_b_16, False, 64, True),
+            ("swin_2x2", small_swin, False, 112, False)):
         torch.manual_seed(0)
         module = build()
-        graph, _ = check_model(tmp, name, module, torch.randn(8, 3, 64, 64))
+        graph, _ = check_model(tmp, name, module, torch.randn(8, 3, size, size), fold)
         want = sum(p.numel() for p in module.parameters())
         if has_bn:
             want -= folded_norm_channels(module)
         got, got_bytes = param_count_bytes(graph)
         check(got == want and got_bytes == 4 * want,
               "%s: fx graph has %d parameters (%d bytes), torch %d" % (name, got, got_bytes, want))
+        if name == "swin_2x2":
+            check_swin(tmp, module, graph)
+
+
+def check_swin(tmp, module, graph):
+    """torchvision marks Swin's shifted_window_attention,
+    _get_relative_position_bias, _patch_merging_pad and stochastic_depth with
+    torch.fx.wrap; the fx route traces through them, so that its graph has
+    the ONNX route's operators kind by kind (the window attention's
+    projections, matmuls and softmax, the cyclic shifts as Slice and Concat,
+    the shifted-window mask as a constant, the relative-position bias as a
+    Gather of its table), none opaque. The one difference: the exporter
+    writes each strided 2-D slice of patch merging as one Slice per axis (6
+    for 4)."""
+    with open(os.path.join(tmp, "swin_2x2.json")) as f:
+        onnx_graph = json.load(f)
+    fx_kinds, onnx_kinds = ({} for _ in range(2))
+    for g, kinds in ((graph, fx_kinds), (onnx_graph, onnx_kinds)):
+        for o in g["operators"]:
+            kinds[o["type"]] = kinds.get(o["type"], 0) + 1
+    slices = fx_kinds.pop("Slice", 0), onnx_kinds.pop("Slice", 0)
+    check(fx_kinds == onnx_kinds and slices == (20, 22),
+          "swin: fx operators %s (%d slices), ONNX %s (%d)"
+          % (fx_kinds, slices[0], onnx_kinds, slices[1]))
+    blocks = [n for n, m in module.named_modules() if type(m).__name__ == "ShiftedWindowAttention"]
+    ops = {o["name"]: o for o in graph["operators"]}
+    kinds = {t["name"]: t.get("kind") for t in graph["tensors"]}
+    for b in blocks:
+        bias = [o for o in graph["operators"]
+                if o["inputs"][:1] == [b + ".relative_position_bias_table"]]
+        check(len(bias) == 1 and bias[0]["type"] == "Gather" and
+              kinds.get(bias[0]["inputs"][1]) == "constant",
+              "swin %s: the bias table feeds %s" % (b, bias))
+        check(any(n.startswith(b + ".") and o["type"] == "Softmax" for n, o in ops.items()),
+              "swin %s: no softmax" % b)
+    shifted = [o for o in graph["operators"] if o["type"] == "Add" and
+               any(kinds.get(i) == "constant" and "const" in i for i in o["inputs"])]
+    check(len(shifted) == 2, "swin: %d shifted-window mask adds, want 2" % len(shifted))
 
 
 def check_gpt(tmp):

@@ -31,6 +31,7 @@ none does, Partial() when the tensor is a partial sum there, and Mixed([...])
 dim between several tensor dims, which one DTensor placement cannot say.
 """
 
+import contextlib
 import copy
 import dis
 import inspect
@@ -251,6 +252,36 @@ class _SizedProxy(torch.fx.Proxy):
             return super().__len__()
         return len(v)
 
+    # `x.new_zeros(size)` and its kin build a tensor from sizes alone (Swin's
+    # shifted-window mask, then filled by slice assignment): made eagerly on
+    # the model's device, so that what the code computes from it (setitem,
+    # view, masked_fill) runs eagerly too and enters the graph as a constant.
+    def _new(self, fill, size, kwargs):
+        v = self._value()
+        if v is None:
+            return None
+        if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
+            size = tuple(size[0])
+        kwargs = dict(kwargs)
+        kwargs.setdefault("dtype", v.dtype)
+        kwargs.setdefault("device", self.tracer.device)
+        return torch.full(size, fill, **kwargs)
+
+    def new_zeros(self, *size, **kwargs):
+        t = self._new(0, size, kwargs)
+        return t if t is not None else self.tracer.create_proxy(
+            "call_method", "new_zeros", (self,) + size, kwargs)
+
+    def new_ones(self, *size, **kwargs):
+        t = self._new(1, size, kwargs)
+        return t if t is not None else self.tracer.create_proxy(
+            "call_method", "new_ones", (self,) + size, kwargs)
+
+    def new_full(self, size, fill_value, **kwargs):
+        t = self._new(fill_value, (size,), kwargs)
+        return t if t is not None else self.tracer.create_proxy(
+            "call_method", "new_full", (self, size, fill_value), kwargs)
+
     def __iter__(self):
         # `x, _ = self.self_attention(...)` (torchvision's ViT) unpacks a
         # leaf's tuple. torch 1.13 finds the UNPACK_SEQUENCE at f_lasti // 2
@@ -288,6 +319,10 @@ class _Tracer(torch.fx.Tracer):
                             if isinstance(x, torch.Tensor)), torch.device("cpu"))
 
     def trace(self, root, concrete_args=None):
+        with _inline_wrapped():
+            return self._trace(root, concrete_args)
+
+    def _trace(self, root, concrete_args):
         self.meta_root = _meta_copy(root)
         self.buffer_names = {id(b): n for n, b in root.named_buffers()}
         try:
@@ -377,10 +412,64 @@ class _Tracer(torch.fx.Tracer):
                 if node.op == "call_method":
                     return getattr(args[0], node.target)(*args[1:], **kwargs)
                 if node.op == "call_module":
-                    return self.meta_root.get_submodule(node.target)(*args, **kwargs)
+                    return _call_unpatched(self.meta_root.get_submodule(node.target), args,
+                                           kwargs)
         except Exception:  # noqa: BLE001  (no meta kernel, or not a tensor operation)
             return None
         return None
+
+
+# Functions torchvision marks with torch.fx.wrap, so that plain fx records
+# each as one call (their bodies read sizes and build masks from them, which
+# plain fx cannot); the lowering would keep such a call as one opaque,
+# replicated operator. This tracer knows sizes (_SizedProxy), so it traces
+# through them, as torch.onnx.export does: Swin's window attention, its
+# relative-position bias (a Gather of the table), its patch merging, and
+# stochastic depth (the input itself in eval mode).
+_INLINED = {
+    ("torchvision.models.swin_transformer", "shifted_window_attention"),
+    ("torchvision.models.swin_transformer", "_get_relative_position_bias"),
+    ("torchvision.models.swin_transformer", "_patch_merging_pad"),
+    ("torchvision.ops.stochastic_depth", "stochastic_depth"),
+}
+
+
+@contextlib.contextmanager
+def _inline_wrapped():
+    """While tracing, leaves the _INLINED functions out of the list of
+    wrapped functions torch.fx patches (a global list: restored after, with
+    anything registered meanwhile)."""
+    from torch.fx import _symbolic_trace as st
+    table = getattr(st, "_wrapped_fns_to_patch", None)
+    if table is None:  # another torch: trace as plain fx does
+        yield
+        return
+    saved = list(table)
+    table[:] = [e for e in saved if (e[0].get("__name__"), e[1]) not in _INLINED]
+    kept = {id(e) for e in table}
+    try:
+        yield
+    finally:
+        table[:] = saved + [e for e in table if id(e) not in kept]
+
+
+def _call_unpatched(m, args, kwargs):
+    """m(*args, **kwargs) while fx traces: fx patches nn.Module's __call__
+    and __getattr__ for the trace, and through the patch a call of the meta
+    copy's module would be traced (and fail, the copy not being the root's
+    submodule) instead of run; they are set back to torch's own for the
+    call."""
+    st = torch.fx._symbolic_trace
+    orig_call = getattr(st, "_orig_module_call", None)
+    orig_getattr = getattr(st, "_orig_module_getattr", None)
+    if orig_call is None or orig_getattr is None:
+        return m(*args, **kwargs)
+    patched = nn.Module.__call__, nn.Module.__getattr__
+    nn.Module.__call__, nn.Module.__getattr__ = orig_call, orig_getattr
+    try:
+        return m(*args, **kwargs)
+    finally:
+        nn.Module.__call__, nn.Module.__getattr__ = patched
 
 
 def _fetch(root, target):
@@ -1104,6 +1193,13 @@ def _index(low, name, x, idx, r):
             axis += 1
         else:
             raise ValueError("indexing with %r is not lowered" % (i,))
+    ints = [k for k, i in enumerate(idx) if isinstance(i, int)]
+    if gather is None and len(ints) == 1 and len(starts) == 1 and None not in idx:
+        # One integer index, every other axis whole (`qkv[0]`, a class token
+        # `x[:, 0]`): a Gather of that row, as torch.onnx.export writes it,
+        # not a Slice and a Reshape.
+        index = low.em.const(name + ".index", [], torch.int64)
+        return low.emit(name, "Gather", [x, index], list(r.shape), r.dtype, {"axis": axes[0]})
     if gather is not None:
         if starts or len([i for i in idx if i is not Ellipsis]) != 1:
             raise ValueError("a tensor index with other indices is not lowered")
@@ -1143,6 +1239,75 @@ def _fn_contiguous(low, name, args, kwargs, r):
     return args[0]
 
 
+def _fn_linear(low, name, args, kwargs, r):
+    """F.linear(x, weight, bias), as nn.Linear (Swin's attention calls it
+    with its modules' weights): a MatMul against the weight, then the bias."""
+    x = args[0]
+    w = args[1] if len(args) > 1 else kwargs["weight"]
+    b = args[2] if len(args) > 2 else kwargs.get("bias")
+    y = low.emit(name + ".matmul" if b is not None else name, "MatMul", [x, w], list(r.shape),
+                 r.dtype, {"transpose_a": False, "transpose_b": True})
+    if b is not None:
+        y = low.emit(name, "Add", [y, b], list(r.shape), r.dtype)
+    return y
+
+
+def _fn_pad(low, name, args, kwargs, r):
+    """F.pad in constant mode, as the ONNX importer maps Pad: pads of zero
+    are a copy (torch's constant_pad_nd clones its input), zero borders on
+    the two spatial dims of an NCHW tensor a 1x1 AvgPool window with those
+    pads; any other pad stays one replicated operator, as there."""
+    x = args[0]
+    pad = list(args[1] if len(args) > 1 else kwargs["pad"])
+    mode = args[2] if len(args) > 2 else kwargs.get("mode", "constant")
+    value = args[3] if len(args) > 3 else kwargs.get("value", None)
+    if mode != "constant":
+        raise ValueError("F.pad mode '%s' is not lowered" % mode)
+    if not any(pad):
+        return low.emit(name, "Identity", [x], list(r.shape), r.dtype)
+    rank = len(x.shape)
+    # F.pad lists (begin, end) from the last dim backwards.
+    per_dim = {rank - 1 - i // 2: (pad[i], pad[i + 1]) for i in range(0, len(pad), 2)}
+    if rank == 4 and not value and min(pad) >= 0 and set(per_dim) <= {2, 3}:
+        (t, b), (left, right) = per_dim.get(2, (0, 0)), per_dim.get(3, (0, 0))
+        return low.emit(name, "AvgPool", [x], list(r.shape), r.dtype,
+                        {"kernel_shape": [1, 1], "strides": [1, 1], "pads": [t, left, b, right]})
+    return low.emit(name, "Pad", [x], list(r.shape), r.dtype)
+
+
+def _fn_roll(low, name, args, kwargs, r):
+    """torch.roll along given dims, as torch.onnx.export writes it: per dim,
+    the two slices of the input swapped by a Concat."""
+    x = args[0]
+    shifts = args[1] if len(args) > 1 else kwargs["shifts"]
+    dims = args[2] if len(args) > 2 else kwargs.get("dims")
+    if dims is None:
+        raise ValueError("torch.roll without dims (a flattened roll) is not lowered")
+    shifts = list(shifts) if isinstance(shifts, (tuple, list)) else [shifts]
+    dims = list(dims) if isinstance(dims, (tuple, list)) else [dims]
+    y = x
+    for shift, dim in zip(shifts, dims):
+        dim = _norm_axis(dim, len(x.shape))
+        n = x.shape[dim]
+        k = shift % n
+        if k == 0:
+            continue
+        parts = []
+        for tag, lo, hi in (("tail", n - k, n), ("head", 0, n - k)):
+            shape = list(y.shape)
+            shape[dim] = hi - lo
+            parts.append(low.emit("%s.%s%d" % (name, tag, dim), "Slice", [y], shape, r.dtype,
+                                  {"starts": [lo], "ends": [hi], "axes": [dim]}))
+        y = low.emit(name, "Concat", parts, list(y.shape), r.dtype, {"axis": dim})
+    return y
+
+
+def _fn_unsqueeze(low, name, args, kwargs, r):
+    d = args[1] if len(args) > 1 else kwargs["dim"]
+    return low.emit(name, "Unsqueeze", [args[0]], list(r.shape), r.dtype,
+                    {"axes": [_norm_axis(d, len(r.shape))]})
+
+
 _FUNCTIONS = {}
 for _f, _k in ((operator.add, "Add"), (operator.iadd, "Add"), (torch.add, "Add"),
                ("method:add", "Add"),
@@ -1167,6 +1332,9 @@ _FUNCTIONS.update({
     F.dropout: _fn_dropout,
     F.adaptive_avg_pool2d: _fn_adaptive_avg_pool,
     "method:contiguous": _fn_contiguous,
+    F.linear: _fn_linear, F.pad: _fn_pad, torch.roll: _fn_roll, "method:roll": _fn_roll,
+    "method:matmul": _fn_matmul,
+    "method:unsqueeze": _fn_unsqueeze, torch.unsqueeze: _fn_unsqueeze,
 })
 
 
