@@ -3,9 +3,10 @@
 // as small ModelProtos: weights fed through Identity copies and Cast /
 // Reshape views, batch-norm statistics fed through copies, shape folding
 // as deep as the model (no round cap) including expand(n, -1, -1) and
-// F.pad's pad table, the mappings of Pad / Expand / Resize, and empty
-// optional inputs. Every imported graph must pass what `validate` checks:
-// it round-trips through the graph JSON reader.
+// F.pad's pad table, the mappings of Pad / Expand / Resize, empty
+// optional inputs, a weight's Transpose as MatMul's transpose_b, and
+// Dropout / Slice nodes that compute nothing. Every imported graph must pass what `validate`
+// checks: it round-trips through the graph JSON reader.
 #include <doctest/doctest.h>
 
 #include <cctype>
@@ -391,4 +392,74 @@ TEST_CASE("onnx fidelity: a large mask built from shapes and constants is a cons
   CHECK(g.num_operators() == 1);
   CHECK(tensor(g, "mask").kind == ir::TensorKind::Constant);
   check_validates(g);
+}
+
+TEST_CASE("onnx fidelity: a weight read through its own Transpose is MatMul's transpose_b") {
+  // torch.onnx.export without constant folding writes F.linear on a 3-D
+  // input as Transpose(weight) -> MatMul.
+  ModelBuilder b(13);
+  b.input("x", {"2", "3", "8"});
+  b.weight("fc.weight", {16, 8});
+  b.node("Transpose", {"fc.weight"}, {"wt"});
+  ModelBuilder::attr_ints(*b.g().mutable_node(0), "perm", {1, 0});
+  b.node("MatMul", {"x", "wt"}, {"y"});
+  b.output("y");
+  const ir::Graph g = b.import().graph;
+  CHECK(g.num_operators() == 1);
+  const ir::Operator& mm = op(g, "y");
+  CHECK(mm.kind == ir::OpKind::MatMul);
+  CHECK(mm.attrs.get_bool("transpose_b", false));
+  CHECK(g.tensor(mm.inputs[1]).kind == ir::TensorKind::Parameter);
+  CHECK(g.tensor(mm.inputs[1]).shape == ir::Shape{16, 8});
+  CHECK(g.tensor(mm.outputs[0]).shape == ir::Shape{2, 3, 16});
+  check_validates(g);
+
+  // The weight read elsewhere too: the Transpose stays an operator.
+  ModelBuilder s(13);
+  s.input("x", {"2", "3", "8"});
+  s.input("z", {"2", "3", "16"});
+  s.weight("fc.weight", {16, 8});
+  s.node("Transpose", {"fc.weight"}, {"wt"});
+  s.node("MatMul", {"x", "wt"}, {"y"});
+  s.node("MatMul", {"z", "fc.weight"}, {"y2"});
+  s.output("y");
+  s.output("y2");
+  const ir::Graph gs = s.import().graph;
+  CHECK(gs.num_operators() == 3);
+  CHECK_FALSE(op(gs, "y").attrs.get_bool("transpose_b", false));
+  check_validates(gs);
+}
+
+TEST_CASE("onnx fidelity: a Dropout of ratio 0 and a Slice that keeps everything are no-ops") {
+  const auto model = [](float ratio, std::int64_t end) {
+    ModelBuilder b(13);
+    b.input("x", {"4", "6"});
+    auto* r = b.g().add_initializer();
+    r->set_name("ratio");
+    r->set_data_type(TP::FLOAT);
+    r->add_float_data(ratio);
+    b.ints("starts", {0});
+    b.ints("ends", {end});
+    b.ints("axes", {1});
+    b.node("Relu", {"x"}, {"h"});
+    b.node("Dropout", {"h", "ratio"}, {"d"});
+    b.node("Slice", {"d", "starts", "ends", "axes"}, {"s"});
+    b.node("Relu", {"s"}, {"y"});
+    b.output("y");
+    return b.import().graph;
+  };
+  const ir::Graph none = model(0.0F, 6);
+  CHECK(none.num_operators() == 2);
+  CHECK_FALSE(none.find_operator("d").has_value());
+  CHECK_FALSE(none.find_operator("s").has_value());
+  CHECK(none.tensor(op(none, "y").inputs[0]).name == "h");
+  check_validates(none);
+
+  // A real dropout and a trimming slice stay.
+  const ir::Graph both = model(0.1F, 4);
+  CHECK(both.num_operators() == 4);
+  CHECK(op(both, "d").kind == ir::OpKind::Dropout);
+  CHECK(op(both, "s").kind == ir::OpKind::Slice);
+  CHECK(both.tensor(op(both, "y").inputs[0]).shape == ir::Shape{4, 4});
+  check_validates(both);
 }
