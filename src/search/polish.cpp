@@ -131,6 +131,7 @@ class Polish {
   void release(ir::OpId o) { movable_[o] = 1; }
 
   bool run(plan::Plan& plan, double untouched) {
+    note_state(untouched);
     // Small graphs over the budget: propagated regions first, which can
     // make the plan fit without the collective a single move would add.
     bool any = small_ && held_ + peak_ + untouched > ctx_.budget && regions(untouched);
@@ -145,7 +146,20 @@ class Polish {
     return any;
   }
 
+  // See PolishResult::path_memory and budget_sensitive.
+  [[nodiscard]] double path_memory() const { return path_mem_; }
+  [[nodiscard]] bool budget_sensitive() const { return sensitive_; }
+  [[nodiscard]] bool budget_binding() const { return binding_; }
+
  private:
+  // The current state, for path_memory: within the budget, its memory;
+  // over it, the moves depend on by how much.
+  void note_state(double untouched) {
+    const double mem = held_ + peak_ + untouched;
+    if (mem > ctx_.budget) sensitive_ = binding_ = true;
+    else path_mem_ = std::max(path_mem_, mem);
+  }
+
   // Sweeps in id order; after the first, only operators next to a change
   // (whose best move may have changed) are looked at again.
   bool sweeps(double untouched) {
@@ -235,9 +249,13 @@ class Polish {
       delta += apply(n, std::move(r));
       enqueue(n, depth);
     }
-    if ((delta < -gain || (propagate && was_over)) && fits(untouched)) {
-      if (ctx_.opts.mode == Mode::Infer) rebuild_peak();
-      return true;
+    if (delta < -gain || (propagate && was_over)) {
+      if (fits(untouched)) {
+        if (ctx_.opts.mode == Mode::Infer) rebuild_peak();
+        note_state(untouched);
+        return true;
+      }
+      binding_ = true;
     }
     for (std::size_t x = undo_.size(); x-- > 0;) {
       const ir::OpId op = undo_[x].first;
@@ -311,18 +329,28 @@ class Polish {
     for (ir::TensorId t : ts) edges_now += edge_[t];
     const double peak = ctx_.opts.mode == Mode::Infer ? region_peak() : 0.0;
     double best = -gain;
+    double best_mem = 0;
     bool found = false;
     for (auto& cuts : neighbours(n, false)) {
       OpStrategy alt = make_strategy(ctx_, n, cuts);
-      if (held_ - now.mem + alt.mem + std::max(peak, alt.work) + untouched > ctx_.budget) continue;
+      const double mem = held_ - now.mem + alt.mem + std::max(peak, alt.work) + untouched;
+      if (mem > ctx_.budget) {
+        binding_ = true;
+        continue;
+      }
       double edges_alt = 0;
       for (ir::TensorId t : ts) edges_alt += tensor_edge(t, n, &alt);
       const double dt = alt.own + edges_alt - now.own - edges_now;
       if (dt >= best) continue;
       best = dt;
+      best_mem = mem;
       out = std::move(alt);
       found = true;
     }
+    // The response chosen is the fastest that fits; under a smaller budget
+    // it fits too (and so stays the choice) down to its memory, whether or
+    // not its region is kept.
+    if (found) path_mem_ = std::max(path_mem_, best_mem);
     return found;
   }
 
@@ -477,8 +505,10 @@ class Polish {
     // Over budget: moves that free memory, those that also save time first
     // (by memory freed), then by memory freed per second added. Within
     // budget: moves that fit, by time saved.
+    if (over) sensitive_ = true;
     std::pair<int, double> best_score{0, 0.0};
     OpStrategy best;
+    double best_mem = 0;
     bool found = false;
     for (auto& cuts : neighbours(o, true)) {
       OpStrategy alt = make_strategy(ctx_, o, cuts);
@@ -493,15 +523,21 @@ class Polish {
         if (freed <= 0) continue;
         score = dt <= 0 ? std::pair{1, freed} : std::pair{0, freed / dt};
       } else {
-        if (mem_alt > ctx_.budget || dt >= -kMinGain * (now.own + edges_now)) continue;
+        if (dt >= -kMinGain * (now.own + edges_now)) continue;
+        if (mem_alt > ctx_.budget) {
+          binding_ = true;
+          continue;
+        }
         score = {0, -dt};
       }
       if (found && score <= best_score) continue;
       best_score = score;
       best = std::move(alt);
+      best_mem = mem_alt;
       found = true;
     }
     if (!found) return false;
+    if (!over) path_mem_ = std::max(path_mem_, best_mem);
     held_ += best.mem - cur_[o].mem;
     cur_[o] = std::move(best);
     for (ir::TensorId t : ts) edge_[t] = tensor_edge(t, ir::kNone, nullptr);
@@ -528,6 +564,10 @@ class Polish {
   std::vector<double> works_, suffix_;  // inference: sorted working sets, suffix sums
   ir::OpId peak_op_ = ir::kNone;
   mutable std::vector<std::pair<AxisLayout, std::int64_t>> seen_;
+  // PolishResult::path_memory and budget_sensitive (best_response, const, notes its choice).
+  mutable double path_mem_ = 0;
+  bool sensitive_ = false;
+  mutable bool binding_ = false;  // PolishResult::budget_binding
 };
 
 }  // namespace
@@ -542,6 +582,7 @@ PolishResult kick(const ir::Graph& g, const std::vector<algebra::OpSpace>& space
   const Context ctx(g, spaces, cluster, opts, budget);
   const double untouched = std::max(0.0, evaluated_memory - Polish(ctx, plan).memory());
   PolishResult r;
+  r.budget_sensitive = r.budget_binding = true;  // kicks hold operators whatever that costs
   // Plans reached on letting a kicked operator go: polish from the same
   // plan gives the same result (its state is a function of the cuts), so a
   // kick that lands on one already seen, or on the plan kicked from (the
@@ -585,6 +626,9 @@ PolishResult polish(const ir::Graph& g, const std::vector<algebra::OpSpace>& spa
   PolishResult r;
   r.changed = p.run(plan, untouched);
   r.step_time_s = p.step_time();
+  r.path_memory = p.path_memory();
+  r.budget_sensitive = p.budget_sensitive();
+  r.budget_binding = p.budget_binding();
   return r;
 }
 

@@ -63,6 +63,20 @@ struct PolishResult {
   // own costs plus every tensor's redistributions), for the tests to hold
   // against plan::evaluate.
   double step_time_s = 0;
+  // What makes the result a function of the budget (search.cpp, tighten):
+  // the most memory of any state polish chose while within the budget (the
+  // start included). Under any budget from path_memory up to the one it ran
+  // under, every fitting test polish made comes out the same, so it makes
+  // the same moves and returns the same plan. budget_sensitive: the plan
+  // was over the budget at some point (how much it is over steers the
+  // moves) or kicks ran, and no budget but its own is known to give the
+  // same result.
+  double path_memory = 0;
+  bool budget_sensitive = false;
+  // Whether the budget turned anything down (a move over it, a region that
+  // did not fit): where not, polish made the moves it would make with no
+  // budget at all.
+  bool budget_binding = false;
 };
 
 // Moves single operators on single axes of `plan`: over `budget`, toward

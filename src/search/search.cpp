@@ -202,19 +202,55 @@ plan::Evaluation evaluate(const detail::Context& ctx, const plan::Plan& p) {
   return plan::evaluate(ctx.g, ctx.spaces, ctx.cluster, p, ctx.opts.cost, eval_detail(ctx.opts));
 }
 
+// The budgets under which a search makes every choice as it did: from
+// `memory` up to the budget it ran under. Each choice that a budget steers
+// passes a fitting test (a price of the ladder that fits, a plan taken,
+// polish's moves: detail::PolishResult::path_memory); a tighter budget that
+// every such test still passes fails the same tests the budget failed, so
+// it repeats the search. `sensitive`: no budget but its own is known to.
+// `binding`: the budget turned something down (a price, a plan, a move);
+// where not, the search made the choices it would make with no budget.
+// `ladder`: the part of `memory` from the ladder and the expert splits.
+struct PathBound {
+  double memory = 0;
+  double ladder = 0;
+  bool sensitive = false;
+  bool binding = false;
+
+  void take(const detail::PolishResult& r) {
+    memory = std::max(memory, r.path_memory);
+    sensitive = sensitive || r.budget_sensitive;
+    binding = binding || r.budget_binding;
+  }
+  void passed(double mem) {
+    memory = std::max(memory, mem);
+    ladder = std::max(ladder, mem);
+  }
+  void failed() { binding = true; }
+  // Whether a search of the same start under `budget` makes the same choices.
+  [[nodiscard]] bool holds_at(double budget) const { return !sensitive && memory <= budget; }
+};
+
 // Polishes `start` (plan::evaluate's memory: start_mem) and takes the result
 // into `res` when it fits and beats what res holds (`have`). `smallest`
 // learns the polished plan's memory.
-// `kick`: detail::kick instead of detail::polish.
+// `kick`: detail::kick instead of detail::polish. `bound` learns the budgets
+// under which the result would be the same.
 bool take_polished(const detail::Context& ctx, plan::Plan start, double start_mem, bool have,
-                   SearchResult& res, MemoryParts& smallest, bool kick = false) {
+                   SearchResult& res, MemoryParts& smallest, bool kick = false,
+                   PathBound* bound = nullptr) {
   const detail::PolishResult pr = (kick ? detail::kick : detail::polish)(
       ctx.g, ctx.spaces, ctx.cluster, ctx.opts, ctx.budget, start, start_mem);
+  if (bound != nullptr) bound->take(pr);
   if (!pr.changed) return false;
   plan::Evaluation ev = evaluate(ctx, start);
   smallest.take_min(MemoryParts::of(ev.summary));
-  if (ev.summary.memory_per_device_bytes > ctx.budget) return false;
+  if (ev.summary.memory_per_device_bytes > ctx.budget) {
+    if (bound != nullptr) bound->failed();
+    return false;
+  }
   if (have && ev.summary.step_time_s >= res.eval.summary.step_time_s) return false;
+  if (bound != nullptr) bound->memory = std::max(bound->memory, ev.summary.memory_per_device_bytes);
   res.plan = std::move(start);
   res.eval = std::move(ev);
   res.bookkept_step_time_s = pr.step_time_s;
@@ -232,7 +268,7 @@ bool take_polished(const detail::Context& ctx, plan::Plan start, double start_me
 // fits; at most axes^2 / 2 evaluations a round, kSwapRounds rounds.
 constexpr int kSwapRounds = 4;
 
-bool take_axis_swaps(const detail::Context& ctx, SearchResult& res) {
+bool take_axis_swaps(const detail::Context& ctx, SearchResult& res, PathBound* bound = nullptr) {
   const std::vector<Cut>& mesh = res.plan.mesh;
   const auto alike = [&](std::size_t a, std::size_t b) {
     return mesh[a].size == mesh[b].size && mesh[a].level == mesh[b].level;
@@ -253,18 +289,48 @@ bool take_axis_swaps(const detail::Context& ctx, SearchResult& res) {
         const auto sum = plan::evaluate(ctx.g, ctx.spaces, ctx.cluster, trial, ctx.opts.cost,
                                         plan::EvalDetail::Summary)
                              .summary;
-        if (sum.memory_per_device_bytes > ctx.budget ||
-            sum.step_time_s >= res.eval.summary.step_time_s * (1 - 1e-12))
+        if (sum.step_time_s >= res.eval.summary.step_time_s * (1 - 1e-12)) continue;
+        if (sum.memory_per_device_bytes > ctx.budget) {
+          if (bound != nullptr) bound->failed();
           continue;
+        }
         res.eval = evaluate(ctx, trial);
         res.plan = std::move(trial);
         res.bookkept_step_time_s = res.eval.summary.step_time_s;
+        if (bound != nullptr) bound->memory = std::max(bound->memory, sum.memory_per_device_bytes);
         improved = changed = true;
       }
     if (!improved) break;
   }
   return changed;
 }
+
+// Budget monotonicity (issue 19; docs/search.md, "Tightening"). The ladder
+// bisects prices by what fits, and polish is greedy, so the plan a search
+// reaches depends on the budget: a tighter budget can end at a faster plan,
+// which fits the looser budget too. So the search is a chain: once it has a
+// plan, it searches again under the budget that plan needs (a hair over
+// it, as a user reading the plan file would give), and so on, keeping the
+// fastest plan of every link. A search under a link's budget is the chain
+// from that link on, so it finds no faster plan than the chain did, up to
+// where the chain stopped. The chain stops where a link's PathBound shows
+// that the next would repeat it (no search made: most stop there at once),
+// at the first link no faster than the fastest plan so far (past it, the
+// links of the zoo walk down the memory at a growing step time, each a
+// search), or after kTightenRounds links. Where polish does not run (the
+// passes alone, past kPolishMaxWork) or runs from every start (small
+// graphs, whose ladder is climbed to the top whatever the budget) there
+// is no chain.
+constexpr int kTightenRounds = 8;
+
+// The budget of the chain's next link after a plan of `mem` bytes: a hair
+// over it (the plan file rounds memory to whole bytes), within the search's.
+double tightened(double budget, double mem) { return std::min(budget, mem * (1 + 1e-9)); }
+
+// The folded ladder accepts a plan a hair under the budget, so that
+// rounding in the extrapolation cannot accept one the full evaluation finds
+// over it.
+constexpr double kFoldSlack = 1e-9;
 
 // The full graph's figures for plan3 (a plan of the 3-copy fold f3) from
 // the 3- and 4-copy folds: memory and the additive parts of step time
@@ -332,6 +398,9 @@ class FoldedLadder {
     finish(rung, fits);
   }
 
+  // After run(): the budgets under which it would make the same choices.
+  [[nodiscard]] const PathBound& bound() const { return bound_; }
+
   // The fastest fitting plan on the fold, not unfolded: for a comparison
   // of settings where polish does not apply. Throws NoFit like run().
   FoldedChoice choose() {
@@ -384,7 +453,12 @@ class FoldedLadder {
     }
     // A hair under the budget, so that rounding in the extrapolation cannot
     // accept a plan the full evaluation finds over it.
-    if (mem > ctx_.budget * (1 - 1e-9)) return false;
+    if (mem > ctx_.budget * (1 - kFoldSlack)) {
+      // An expert split slower than the fastest plan so far decides nothing.
+      if (!expert || step < best_step_) bound_.failed();
+      return false;
+    }
+    if (!expert || step < best_step_) bound_.passed(mem / (1 - kFoldSlack));
     if (step < best_step_) {
       best_step_ = step;
       best_ = std::move(trial);
@@ -404,6 +478,7 @@ class FoldedLadder {
     // the folds extrapolate only approximately: a plan over the budget once
     // unfolded is mended by polish or reported as not fitting.
     if (fits && ev.summary.memory_per_device_bytes > ctx.budget) {
+      bound_.failed();
       best_mem_.take_min(MemoryParts::of(ev.summary));
       if (!may_polish(ctx)) throw NoFit(ctx.budget, ctx.cluster, best_mem_);
       fits = false;
@@ -418,8 +493,9 @@ class FoldedLadder {
     } else {
       res_.plan.cuts.clear();
     }
-    const bool polished =
-        may_polish(ctx) && take_polished(ctx, std::move(full), full_mem, fits, res_, best_mem_);
+    if (fits) bound_.passed(full_mem);
+    const bool polished = may_polish(ctx) && take_polished(ctx, std::move(full), full_mem, fits,
+                                                           res_, best_mem_, false, &bound_);
     if (!fits && !polished) throw NoFit(ctx.budget, ctx.cluster, best_mem_);
   }
 
@@ -433,6 +509,7 @@ class FoldedLadder {
   double best_step_ = std::numeric_limits<double>::infinity();
   bool best_expert_ = false;
   plan::Plan smallest_;  // the least memory seen, for polish to mend
+  PathBound bound_;
 };
 
 // The memory ladder of Rec on the whole graph, then the expert splits, then
@@ -455,7 +532,8 @@ class RecLadder {
     if (may_polish(ctx_)) {
       plan::Plan start = have_ ? res_.plan : std::move(smallest_);
       const double start_mem = have_ ? res_.eval.summary.memory_per_device_bytes : best_mem_.total;
-      if (take_polished(ctx_, std::move(start), start_mem, have_, res_, best_mem_)) have_ = true;
+      if (take_polished(ctx_, std::move(start), start_mem, have_, res_, best_mem_, false, &bound_))
+        have_ = true;
       // On small graphs, every other plan the ladder and the splits made is
       // polished too (see multi_start()).
       for (auto& [plan, mem] : starts_)
@@ -465,13 +543,18 @@ class RecLadder {
         (void)take_polished(ctx_, res_.plan, res_.eval.summary.memory_per_device_bytes, true, res_,
                             best_mem_, true);
       // Then equal axes swapped (take_axis_swaps), and polish again from there.
-      if (have_ && take_axis_swaps(ctx_, res_))
+      if (have_ && take_axis_swaps(ctx_, res_, &bound_))
         (void)take_polished(ctx_, res_.plan, res_.eval.summary.memory_per_device_bytes, true, res_,
-                            best_mem_);
+                            best_mem_, false, &bound_);
     }
     if (!have_) throw NoFit(ctx_.budget, ctx_.cluster, best_mem_);
     res_.memory_rungs = rung < 0 ? kLadderRungs + 1 : rung;
   }
+
+  // After run(): the budgets under which it would make the same choices;
+  // small graphs (multi_start()) do not chain (kTightenRounds).
+  [[nodiscard]] const PathBound& bound() const { return bound_; }
+  [[nodiscard]] bool chains() const { return may_polish(ctx_) && !multi_start(); }
 
  private:
   // Polish's moves are local: from the fastest fitting plan it cannot
@@ -526,7 +609,11 @@ class RecLadder {
         detail::rec_search(ctx_.g, ctx_.spaces, ctx_.cluster, opts, lambda, trial, nullptr, rung);
     plan::Evaluation ev = evaluate(ctx_, trial);
     note_memory(trial, ev.summary);
-    if (ev.summary.memory_per_device_bytes > ctx_.budget) return false;
+    if (ev.summary.memory_per_device_bytes > ctx_.budget) {
+      bound_.failed();
+      return false;
+    }
+    bound_.passed(ev.summary.memory_per_device_bytes);
     if (!have_ || ev.summary.step_time_s < res_.eval.summary.step_time_s) {
       have_ = true;
       res_.plan = std::move(trial);
@@ -547,9 +634,12 @@ class RecLadder {
                                       plan::EvalDetail::Summary)
                            .summary;
       note_memory(trial, sum);
-      if (sum.memory_per_device_bytes > ctx.budget ||
-          (have_ && sum.step_time_s >= res_.eval.summary.step_time_s))
+      if (have_ && sum.step_time_s >= res_.eval.summary.step_time_s) continue;
+      if (sum.memory_per_device_bytes > ctx.budget) {
+        bound_.failed();
         continue;
+      }
+      bound_.passed(sum.memory_per_device_bytes);
       have_ = true;
       res_.eval = evaluate(ctx, trial);
       res_.plan = std::move(trial);
@@ -564,6 +654,7 @@ class RecLadder {
   MemoryParts best_mem_;                               // the least memory seen, by kind
   plan::Plan smallest_;                                // the least memory seen, for polish to mend
   std::vector<std::pair<plan::Plan, double>> starts_;  // multi_start(): plans and their memory
+  PathBound bound_;
 };
 
 void run_algorithm(const detail::Context& ctx, SearchResult& res,
@@ -581,22 +672,54 @@ SearchResult run_nested(const detail::Context& ctx, const SearchOptions& o,
   return r;
 }
 
+// One link of rec's chain (kTightenRounds): the folded or the whole
+// graph's ladder, with polish, under ctx's budget. `rep`: ctx.g's
+// repetition, if it folds. Whether the chain goes on from it.
+bool run_link(const detail::Context& ctx, SearchResult& res,
+              const std::optional<detail::Repetition>& rep, PathBound& bound) {
+  if (rep) {
+    res.fold_period = rep->period;
+    res.fold_repeats = rep->repeats;
+    FoldedLadder ladder(ctx, *rep, res, detail::fold(ctx.g, ctx.spaces, *rep, 3),
+                        detail::fold(ctx.g, ctx.spaces, *rep, 4), ctx.g.num_operators());
+    ladder.run();
+    bound = ladder.bound();
+    return may_polish(ctx);
+  }
+  RecLadder ladder(ctx, res);
+  ladder.run();
+  bound = ladder.bound();
+  return ladder.chains();
+}
+
 // `known`: ctx.g's repetition where the caller found it already (a pass over
 // the whole graph).
 void run_rec(const detail::Context& ctx, SearchResult& res, const detail::Repetition* known) {
-  if (ctx.opts.fold_repeats) {
-    const auto rep =
-        known ? std::optional(*known) : detail::find_repetition(ctx.g, ctx.opts.fold_min_repeats);
-    if (rep) {
-      res.fold_period = rep->period;
-      res.fold_repeats = rep->repeats;
-      FoldedLadder(ctx, *rep, res, detail::fold(ctx.g, ctx.spaces, *rep, 3),
-                   detail::fold(ctx.g, ctx.spaces, *rep, 4), ctx.g.num_operators())
-          .run();
+  std::optional<detail::Repetition> rep;
+  if (ctx.opts.fold_repeats)
+    rep = known ? std::optional(*known) : detail::find_repetition(ctx.g, ctx.opts.fold_min_repeats);
+  PathBound bound;
+  if (!run_link(ctx, res, rep, bound)) return;
+  SearchOptions quiet = ctx.opts;
+  quiet.on_progress = nullptr;
+  for (int round = 0; round < kTightenRounds; ++round) {
+    const double b = tightened(ctx.budget, res.eval.summary.memory_per_device_bytes);
+    // No link where it would repeat this one. Where the budget turned
+    // nothing down, only where the ladder would differ (its first price no
+    // longer fits), not where only polish would: see kTightenRounds.
+    if (bound.binding ? bound.holds_at(b) : bound.ladder <= b) return;
+    const detail::Context tight(ctx.g, ctx.spaces, ctx.cluster, quiet, b);
+    SearchResult link;
+    link.plan = res.plan;  // the header
+    link.plan.cuts.clear();
+    try {
+      (void)run_link(tight, link, rep, bound);
+    } catch (const NoFit&) {
       return;
     }
+    if (link.eval.summary.step_time_s >= res.eval.summary.step_time_s) return;
+    res = std::move(link);
   }
-  RecLadder(ctx, res).run();
 }
 
 // DataParallel and Megatron: one fixed plan each, which must fit; they
