@@ -260,6 +260,14 @@ RS_API rs_status rs_result_operator_recompute(const rs_result* r, size_t op,
  * the plan-wide one; 0 in inference). RS_USAGE for a tensor that is not a
  * parameter. */
 RS_API rs_status rs_result_parameter_zero_stage(const rs_result* r, size_t tensor, int* zero_stage);
+/* The ZeRO axes of one parameter: the mesh axes (indices as in
+ * rs_result_axis, ascending) over which its stage shards its state, those
+ * of more than one device on which the operator holding it is cut while it
+ * is replicated (the plan file's "zero_axes"). None at stage 0 and in
+ * inference. Valid while r lives. RS_USAGE for a tensor that is not a
+ * parameter. */
+RS_API rs_status rs_result_parameter_zero_axes(const rs_result* r, size_t tensor,
+                                               const uint32_t** axes, size_t* count);
 
 /* Mesh axes of the plan (the cut schedule): name ("c0", ...), size (a prime)
  * and the cluster level it belongs to. */

@@ -64,10 +64,12 @@ struct rs_result {
   // level name of each axis: what the getters hand out as const char*.
   std::vector<std::vector<std::string>> cut_names;
   std::vector<std::string> axis_levels;
-  // Training plans: each operator's recomputation (plan::operator_recompute)
-  // and each tensor's ZeRO stage (plan::parameter_zero); empty in inference.
+  // Training plans: each operator's recomputation (plan::operator_recompute),
+  // each tensor's ZeRO stage (plan::parameter_zero) and ZeRO axes
+  // (plan::zero_axes); empty in inference.
   std::vector<recsearch::plan::Recompute> recompute;
   std::vector<int> zero;
+  recsearch::plan::ZeroAxes zero_axes;
 
   [[nodiscard]] const recsearch::ir::Graph& graph() const noexcept {
     return solution.problem().graph();

@@ -5,6 +5,7 @@
 // out (the graph's recsearch::Problem is shared, never copied), so it outlives the
 // handles it was made from and may be read from several threads at once.
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -17,7 +18,7 @@ namespace recsearch::capi {
 namespace {
 
 std::unique_ptr<rs_result> make_result(Solution solution) {
-  auto r = std::unique_ptr<rs_result>(new rs_result{std::move(solution), {}, {}, {}, {}});
+  auto r = std::unique_ptr<rs_result>(new rs_result{std::move(solution), {}, {}, {}, {}, {}});
   const auto& spaces = r->solution.problem().spaces();
   const auto& cuts = r->plan().cuts;
   r->cut_names.resize(cuts.size());
@@ -30,6 +31,7 @@ std::unique_ptr<rs_result> make_result(Solution solution) {
   if (r->plan().mode == Mode::Train) {
     r->recompute = plan::operator_recompute(r->graph(), r->plan().training);
     r->zero = plan::parameter_zero(r->graph(), r->plan().training);
+    r->zero_axes = plan::zero_axes(r->graph(), spaces, r->plan());
   }
   const Cluster& cluster = r->solution.cluster();
   for (const Cut& cut : r->plan().mesh)
@@ -158,6 +160,24 @@ rs_status rs_result_parameter_zero_stage(const rs_result* r, size_t tensor, int*
       throw Error(Errc::kUsage, "tensor '" + rr.graph().tensor(t).name +
                                     "' is not a parameter: only parameters have a ZeRO stage");
     capi::put(zero_stage, rr.zero.empty() ? 0 : rr.zero[t]);
+  });
+}
+
+rs_status rs_result_parameter_zero_axes(const rs_result* r, size_t tensor, const uint32_t** axes,
+                                        size_t* count) {
+  return guard([&] {
+    const rs_result& rr = capi::res(r);
+    const auto t = static_cast<ir::TensorId>(capi::tensor_index(rr, tensor));
+    if (rr.graph().tensor(t).kind != ir::TensorKind::Parameter)
+      throw Error(Errc::kUsage, "tensor '" + rr.graph().tensor(t).name +
+                                    "' is not a parameter: only parameters have ZeRO axes");
+    need(axes, "output pointer");
+    need(count, "output pointer");
+    // Stage 0 (and inference) shards nothing, whatever the cuts.
+    const bool sharded = !rr.zero.empty() && rr.zero[t] > 0;
+    const auto of = sharded ? rr.zero_axes.of(t) : std::span<const std::uint32_t>{};
+    *axes = of.data();
+    *count = of.size();
   });
 }
 

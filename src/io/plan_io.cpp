@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The plan file (docs/design.md, Plan file): reading a plan against a graph and
-// a cut schedule, writing a plan with its evaluation, and the text table.
+// a cut schedule, writing a plan with its evaluation. (The text table is
+// report::plan_to_table.)
 //
 // A plan's meaning is its cuts (plan/plan.hpp); everything else in the file
 // (tensor shardings, redistributions, summary) is derived and ignored on
@@ -209,10 +210,11 @@ plan::Training read_training(const Reader& r, const Json& root, const ir::Graph&
       t.zero_stage = detail::read_zero_stage(r, value, at);
     } else if (key == "microbatches") {
       t.microbatches = r.positive_integer(value, at);
-    } else if (key != "recompute_ops" && key != "zero_params") {
+    } else if (key != "recompute_ops" && key != "zero_params" && key != "zero_axes") {
       r.fail(Errc::kSchema,
              "unknown training setting '" + key +
-                 "' (known: recompute, zero_stage, microbatches, recompute_ops, zero_params)",
+                 "' (known: recompute, zero_stage, microbatches, recompute_ops, zero_params, "
+                 "zero_axes)",
              at);
     }
   }
@@ -230,6 +232,67 @@ plan::Training read_training(const Reader& r, const Json& root, const ir::Graph&
     if (!plan::mixed_zero(g, t)) t.zero_per_param.clear();
   }
   return t;
+}
+
+std::string axis_list(const std::vector<std::string>& names, std::span<const std::uint32_t> axes) {
+  std::string out = "[";
+  for (const std::uint32_t a : axes) {
+    if (out.size() > 1) out += ", ";
+    out += a < names.size() ? names[a] : "c" + std::to_string(a);
+  }
+  return out + "]";
+}
+
+// "zero_axes" (derived from the cuts, so checked, never used): per
+// parameter its ZeRO axes by the file's axis names. Each listed entry must
+// be the axes plan::zero_axes gives for the plan as read, and a parameter
+// with a ZeRO stage and axes may not be left out; plans without the field
+// (written before it existed) are not checked.
+void check_zero_axes(const Reader& r, const Json& head, const ir::Graph& g,
+                     const std::vector<algebra::OpSpace>& spaces, const plan::Plan& p,
+                     const std::vector<std::string>& names,
+                     const std::unordered_map<std::string, std::size_t>& axis_index) {
+  const Json* training = r.find(head, "training");
+  const Json* j = training == nullptr ? nullptr : r.find(*training, "zero_axes");
+  if (j == nullptr) return;
+  const std::string path = "/training/zero_axes";
+  r.expect_object(*j, path);
+  const plan::ZeroAxes expected = plan::zero_axes(g, spaces, p);
+  std::vector<bool> listed(g.num_tensors(), false);
+  for (const auto& [name, value] : j->items()) {
+    const std::string at = child(path, name);
+    const auto id = g.find_tensor(name);
+    if (!id) r.fail(Errc::kUnknownName, "unknown tensor '" + name + "'", at);
+    if (g.tensor(*id).kind != ir::TensorKind::Parameter)
+      r.fail(Errc::kSchema,
+             "tensor '" + name + "' is not a parameter: only parameters have ZeRO axes", at);
+    r.array(value, at);
+    std::vector<std::uint32_t> axes;
+    for (std::size_t k = 0; k < value.size(); ++k) {
+      const std::string axis = r.string(value[k], child(at, k));
+      const auto it = axis_index.find(axis);
+      if (it == axis_index.end())
+        r.fail(Errc::kUnknownName, "unknown mesh axis '" + axis + "'", child(at, k));
+      axes.push_back(static_cast<std::uint32_t>(it->second));
+    }
+    const auto want = expected.of(*id);
+    if (!std::equal(axes.begin(), axes.end(), want.begin(), want.end())) {
+      r.fail(Errc::kPlan,
+             "parameter '" + name + "' has ZeRO axes " + axis_list(names, axes) +
+                 " in the plan but the plan's cuts give " + axis_list(names, want),
+             at);
+    }
+    listed[*id] = true;
+  }
+  const std::vector<int> zero = plan::parameter_zero(g, p.training);
+  for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
+    if (listed[t] || zero[t] <= 0 || expected.of(t).empty()) continue;
+    r.fail(Errc::kPlan,
+           "parameter '" + g.tensor(t).name + "' (ZeRO stage " + std::to_string(zero[t]) +
+               ") is missing; the plan's cuts give it ZeRO axes " +
+               axis_list(names, expected.of(t)),
+           path);
+  }
 }
 
 // Reads one entry's "cuts" into cuts (sized to the mesh).
@@ -311,61 +374,6 @@ std::string axis_name(const plan::Plan& p, std::size_t a) {
 
 std::string_view mode_name(Mode m) { return m == Mode::Infer ? "infer" : "train"; }
 
-// Display width of UTF-8 text: one column per code point (names are mostly
-// ASCII; this keeps "…" and accented names from skewing the columns).
-std::size_t display_width(std::string_view s) {
-  return static_cast<std::size_t>(std::count_if(
-      s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
-}
-
-std::string truncate(std::string s, std::size_t width) {
-  // A newline or tab inside a name would break the table's rows.
-  for (char& c : s) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7F) c = '?';
-  }
-  if (display_width(s) <= width) return s;
-  // Keep width-1 code points, then the ellipsis.
-  std::size_t points = 0;
-  std::size_t i = 0;
-  for (; i < s.size(); ++i) {
-    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80) {
-      if (points == width - 1) break;
-      ++points;
-    }
-  }
-  s.resize(i);
-  return s + "\xE2\x80\xA6";
-}
-
-std::string pad_right(const std::string& s, std::size_t width) {
-  const std::size_t w = display_width(s);
-  return w >= width ? s : s + std::string(width - w, ' ');
-}
-
-std::string pad_left(const std::string& s, std::size_t width) {
-  const std::size_t w = display_width(s);
-  return w >= width ? s : std::string(width - w, ' ') + s;
-}
-
-// Milliseconds for the table: three decimals for the usual magnitudes, three
-// significant digits below 1 us so that small operators do not all read 0.
-std::string millis(double seconds) {
-  const double ms = seconds * 1e3;
-  char buf[64];
-  if (ms == 0 || std::fabs(ms) >= 1e-3) {
-    std::snprintf(buf, sizeof buf, "%.3f", ms);
-  } else {
-    std::snprintf(buf, sizeof buf, "%.3g", ms);
-  }
-  return buf;
-}
-
-std::string general(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
-
 }  // namespace
 
 namespace {
@@ -432,14 +440,16 @@ class PlanStream final : public detail::StreamHandler {
       throw repoint(e, r_, g_, entries_);
     }
     check_strategies();
+    if (p_.mode == recsearch::Mode::Train)
+      check_zero_axes(r_, head, g_, spaces_, p_, names_, axis_index_);
     return std::move(p_);
   }
 
  private:
   // The mesh is known (or known to be absent): entries can be read.
   void start(const Json& head) {
-    const std::vector<std::string> names = read_mesh(r_, head, mesh_);
-    for (std::size_t a = 0; a < names.size(); ++a) axis_index_.emplace(names[a], a);
+    names_ = read_mesh(r_, head, mesh_);
+    for (std::size_t a = 0; a < names_.size(); ++a) axis_index_.emplace(names_[a], a);
     ready_ = true;
     for (std::size_t i = 0; i < pending_.size(); ++i) entry(i, std::exchange(pending_[i], Json()));
     pending_.clear();
@@ -580,6 +590,7 @@ class PlanStream final : public detail::StreamHandler {
   const std::vector<Cut>& mesh_;
   plan::Plan p_;
   std::vector<OpEntry> entries_;
+  std::vector<std::string> names_;  // the file's axis names, by axis
   std::unordered_map<std::string, std::size_t> axis_index_;
   bool format_ok_ = false;
   bool ready_ = false;
@@ -1022,6 +1033,26 @@ OrderedJson detail::training_json(const ir::Graph& g, const plan::Training& t) {
   return j;
 }
 
+OrderedJson detail::training_json(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                                  const plan::Plan& p) {
+  OrderedJson j = training_json(g, p.training);
+  const std::vector<int> z = plan::parameter_zero(g, p.training);
+  const plan::ZeroAxes axes = plan::zero_axes(g, spaces, p);
+  OrderedJson named = OrderedJson::object();
+  // Appended without ordered_map's lookup (linear per insertion): tensor
+  // names are unique, and a graph of 10^6 operators has 10^5 parameters.
+  auto& entries = named.get_ref<OrderedJson::object_t&>();
+  for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
+    const auto of = axes.of(t);
+    if (z[t] <= 0 || of.empty()) continue;
+    OrderedJson list = OrderedJson::array();
+    for (const std::uint32_t a : of) list.push_back(axis_name(p, a));
+    entries.OrderedJson::object_t::Container::emplace_back(g.tensor(t).name, std::move(list));
+  }
+  if (!named.empty()) j["zero_axes"] = std::move(named);
+  return j;
+}
+
 namespace {
 
 OrderedJson summary_json(const plan::Summary& s) {
@@ -1041,124 +1072,6 @@ OrderedJson summary_json(const plan::Summary& s) {
   return summary;
 }
 
-// The columns of plan_to_table. Caps keep one absurdly long name or
-// strategy from pushing every other column off the screen.
-constexpr std::size_t kCaps[] = {60, 24, 40, 72, 12, 12};
-constexpr std::size_t kColumns = std::size(kCaps);
-using TableRow = std::array<std::string, kColumns>;
-
-// One operator's row of the table.
-TableRow table_row(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
-                   const plan::Plan& p, const plan::Evaluation& ev, ir::OpId id) {
-  const ir::Operator& op = g.op(id);
-  TableRow row;
-  row[0] = op.name;
-  row[1] = op.type;
-  if (id < ev.strategies.size()) {
-    row[2] = strategy_string(ev.strategies[id]);
-  } else if (id < spaces.size() && id < p.cuts.size()) {
-    row[2] = strategy_string(plan::strategy_of(spaces[id], p.mesh, p.cuts[id]));
-  }
-  // Only the axes that cut something: on a deep mesh the replicated ones
-  // would crowd out the rest (the summary lists every axis).
-  std::string cuts;
-  for (std::size_t a = 0; a < p.mesh.size(); ++a) {
-    const std::int16_t loop = cut_of(p, id, a);
-    if (loop < 0 || id >= spaces.size() ||
-        static_cast<std::size_t>(loop) >= spaces[id].loops.size())
-      continue;
-    if (!cuts.empty()) cuts += ' ';
-    cuts += axis_name(p, a) + ':' + spaces[id].loops[static_cast<std::size_t>(loop)].name;
-  }
-  row[3] = cuts.empty() ? "-" : cuts;
-  const plan::OpCost cost = id < ev.op_costs.size() ? ev.op_costs[id] : plan::OpCost{};
-  row[4] = millis(cost.compute_s);
-  row[5] = millis(cost.communication_s);
-  for (std::size_t c = 0; c < kColumns; ++c) row[c] = truncate(std::move(row[c]), kCaps[c]);
-  return row;
-}
-
-// The header, a rule and the rows, each column as wide as its widest cell.
-std::string table_text(const TableRow& headers, const std::vector<TableRow>& rows) {
-  std::size_t width[kColumns];
-  for (std::size_t c = 0; c < kColumns; ++c) {
-    width[c] = display_width(headers[c]);
-    for (const auto& row : rows) width[c] = std::max(width[c], display_width(row[c]));
-  }
-  auto emit = [&](const TableRow& cells, std::string& out) {
-    std::string line;
-    for (std::size_t c = 0; c < kColumns; ++c) {
-      if (c > 0) line += "  ";
-      // Numbers right-aligned so that their decimal points line up.
-      line += c >= 4 ? pad_left(cells[c], width[c]) : pad_right(cells[c], width[c]);
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    out += line;
-    out += '\n';
-  };
-  std::string out;
-  emit(headers, out);
-  std::size_t total = 0;
-  for (std::size_t c = 0; c < kColumns; ++c) total += width[c] + (c > 0 ? 2 : 0);
-  out += std::string(total, '-');
-  out += '\n';
-  for (const auto& row : rows) emit(row, out);
-  return out;
-}
-
-// Where the recomputation differs per operator: how many operators run
-// each, e.g. " (per operator: full 69, none 1032)".
-std::string recompute_counts(const ir::Graph& g, const plan::Training& t) {
-  if (!plan::mixed_recompute(g, t)) return {};
-  std::size_t count[3] = {0, 0, 0};
-  for (const plan::Recompute rc : plan::operator_recompute(g, t)) ++count[static_cast<int>(rc)];
-  std::string out;
-  for (const plan::Recompute rc :
-       {plan::Recompute::Full, plan::Recompute::Selective, plan::Recompute::None}) {
-    if (count[static_cast<int>(rc)] == 0) continue;
-    out += (out.empty() ? " (per operator: " : ", ") + std::string(plan::recompute_name(rc)) + " " +
-           std::to_string(count[static_cast<int>(rc)]);
-  }
-  return out + ")";
-}
-
-// The lines under the table: times, memory, devices and search time.
-std::string summary_text(const ir::Graph& g, const Cluster& cluster, const plan::Plan& p,
-                         const plan::Summary& s) {
-  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-  std::string mesh;
-  for (std::size_t a = 0; a < p.mesh.size(); ++a) {
-    if (a > 0) mesh += ' ';
-    mesh += axis_name(p, a) + "=" + std::to_string(p.mesh[a].size);
-  }
-  std::string out = "\n";
-  out += "step time:          " + general(s.step_time_s * 1e3) + " ms\n";
-  out += "compute:            " + general(s.compute_s * 1e3) + " ms";
-  if (s.recompute_s > 0) out += " (recomputation " + general(s.recompute_s * 1e3) + " ms)";
-  out += "\ncommunication:      " + general(s.communication_s * 1e3) + " ms";
-  if (s.exposed_communication_s < s.communication_s)
-    out += " (exposed " + general(s.exposed_communication_s * 1e3) + " ms)";
-  out += "\nmemory per device:  " + general(s.memory_per_device_bytes / kGiB) +
-         " GiB (parameters " +
-         general((s.parameter_bytes - s.gradient_bytes - s.optimizer_bytes) / kGiB) +
-         " GiB, gradients " + general(s.gradient_bytes / kGiB) + " GiB, optimizer " +
-         general(s.optimizer_bytes / kGiB) + " GiB, activations " +
-         general(s.activation_bytes / kGiB) + " GiB)\n";
-  if (p.mode == Mode::Train) {
-    out += "training:           recompute " +
-           std::string(plan::recompute_name(p.training.recompute)) +
-           recompute_counts(g, p.training) + ", ZeRO stage " +
-           std::to_string(p.training.zero_stage) + ", " + std::to_string(p.training.microbatches) +
-           " microbatch" + (p.training.microbatches == 1 ? "" : "es") + "\n";
-  }
-  out += "devices:            " + std::to_string(p.num_devices());
-  if (!mesh.empty()) out += " (" + mesh + ")";
-  if (!cluster.name().empty()) out += " on " + cluster.name();
-  out += '\n';
-  out += "search time:        " + general(s.search_time_s) + " s\n";
-  return out;
-}
-
 }  // namespace
 
 namespace {
@@ -1173,7 +1086,7 @@ void write_head(detail::LayoutWriter& w, const PlanContext& c) {
   w.field("mode", std::string(mode_name(c.p.mode)));
   w.field("algorithm", c.p.algorithm);
   if (!c.full) w.field("detail", "summary");
-  if (c.p.mode == Mode::Train) w.field("training", detail::training_json(c.g, c.p.training));
+  if (c.p.mode == Mode::Train) w.field("training", detail::training_json(c.g, c.spaces, c.p));
 }
 
 void write_mesh(detail::LayoutWriter& w, const PlanContext& c) {
@@ -1320,17 +1233,6 @@ void write_plan_file(const std::string& path, const ir::Graph& g,
   AxisText text(cluster, p);
   write_plan(w, PlanContext{g, spaces, cluster, p, ev, full_detail(level, g), text});
   (void)w.finish();
-}
-
-std::string plan_to_table(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
-                          const Cluster& cluster, const plan::Plan& p, const plan::Evaluation& ev) {
-  const TableRow headers = {"operator", "type", "strategy", "cuts", "compute ms", "comm ms"};
-  std::vector<TableRow> rows;
-  rows.reserve(g.num_operators());
-  for (ir::OpId id = 0; id < g.num_operators(); ++id) {
-    rows.push_back(table_row(g, spaces, p, ev, id));
-  }
-  return table_text(headers, rows) + summary_text(g, cluster, p, ev.summary);
 }
 
 }  // namespace recsearch::io

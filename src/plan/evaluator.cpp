@@ -234,7 +234,12 @@ class Evaluator {
       loop_begin_[o + 1] = loop_begin_[o] + spaces[o].loops.size();
     loop_split_.assign(loop_begin_[n_ops_], 1);
     zero_ways_.assign(n_tensors_, 1);
-    if (train_) rules_ = memory_rules(g, spaces, operator_recompute(g, p.training));
+    if (train_) {
+      rules_ = memory_rules(g, spaces, operator_recompute(g, p.training));
+      const ZeroAxes zero = zero_axes(g, spaces, p);
+      for (ir::TensorId t = 0; t < n_tensors_; ++t)
+        for (const std::uint32_t a : zero.of(t)) zero_ways_[t] *= p.mesh[a].size;
+    }
   }
 
   // The empty shardings a Full or Shardings evaluation fills.
@@ -408,8 +413,8 @@ class Evaluator {
   }
 
   // 2. Gradient: inputs the cut replicates get partial gradients, synchronised
-  // as cost::gradient_sync_steps says (ZeRO for parameters); a parameter's
-  // holder cut on the axis shards its ZeRO state there.
+  // as cost::gradient_sync_steps says (ZeRO for parameters, whose state is
+  // sharded over zero_axes: the axes where this happens at their holder).
   void gradient_events(std::uint32_t a, AxisEvents& events) {
     for (ir::OpId o = 0; o < n_ops_; ++o) {
       if (p_.cuts[o][a] == kReplicated) continue;
@@ -419,7 +424,6 @@ class Evaluator {
         const ir::Tensor& tensor = g_.tensor(t);
         if (!tensor.requires_grad() || layout_[slot].kind != LayoutKind::Replicate) continue;
         const bool parameter = tensor.kind == ir::TensorKind::Parameter;
-        if (parameter && slots_.holder[t] == slot) zero_ways_[t] *= p_.mesh[a].size;
         cost::SyncStep steps[3];
         const int n = cost::gradient_sync_steps(parameter, zero_[t], steps);
         for (int i = 0; i < n; ++i) {

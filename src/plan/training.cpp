@@ -17,6 +17,8 @@
 
 #include "recsearch/cost/cost_model.hpp"
 #include "recsearch/error.hpp"
+#include "recsearch/plan/evaluator.hpp"
+#include "recsearch/plan/plan.hpp"
 
 namespace recsearch::plan {
 namespace {
@@ -485,6 +487,40 @@ bool mixed_zero(const ir::Graph& g, const Training& t) {
   for (ir::TensorId i = 0; i < g.num_tensors(); ++i)
     if (g.tensor(i).kind == ir::TensorKind::Parameter && z[i] != t.zero_stage) return true;
   return false;
+}
+
+ZeroAxes zero_axes(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces, const Plan& p) {
+  const std::size_t n = g.num_tensors();
+  // Each parameter's holder: (operator, input slot) of its first use.
+  std::vector<ir::OpId> holder(n, ir::kNone);
+  std::vector<std::uint32_t> slot(n, 0);
+  for (ir::OpId o = 0; o < g.num_operators(); ++o) {
+    const auto& inputs = g.op(o).inputs;
+    for (std::uint32_t j = 0; j < inputs.size(); ++j) {
+      const ir::TensorId t = inputs[j];
+      if (g.tensor(t).kind != ir::TensorKind::Parameter || holder[t] != ir::kNone) continue;
+      holder[t] = o;
+      slot[t] = j;
+    }
+  }
+  ZeroAxes z;
+  z.begin.assign(n + 1, 0);
+  for (ir::TensorId t = 0; t < n; ++t) {
+    z.begin[t] = static_cast<std::uint32_t>(z.axes.size());
+    const ir::OpId o = holder[t];
+    if (o == ir::kNone || o >= spaces.size() || o >= p.cuts.size()) continue;
+    const algebra::OpSpace& s = spaces[o];
+    const std::vector<int>* dims = slot[t] < s.inputs.size() ? &s.inputs[slot[t]] : nullptr;
+    const std::vector<std::int16_t>& cuts = p.cuts[o];
+    for (std::size_t a = 0; a < p.mesh.size() && a < cuts.size(); ++a) {
+      // An axis of one device shards nothing (the evaluator prices no event there).
+      if (p.mesh[a].size <= 1 || cuts[a] == kReplicated) continue;
+      if (wanted_layout(s, cuts[a], dims, false).kind == cost::LayoutKind::Replicate)
+        z.axes.push_back(static_cast<std::uint32_t>(a));
+    }
+  }
+  z.begin[n] = static_cast<std::uint32_t>(z.axes.size());
+  return z;
 }
 
 ParameterState parameter_state(const CostParams& p, Mode mode, int dtype_bytes) {

@@ -105,23 +105,27 @@ json classes_data(const ColourClasses& classes) {
   return cls;
 }
 
-// The ZeRO stages of the parameters an operator reads ("" if none): the
-// stage alone when they share one, else "name stage" for each, in input
-// order. `zero`: plan::parameter_zero.
-std::string operator_zero_text(const ir::Graph& g, const ir::Operator& op,
-                               const std::vector<int>& zero) {
+// The ZeRO stages and axes of the parameters an operator reads ("" if
+// none; zero_over_text: "2 over node,gpu"): the text alone when they share
+// one, else "name text" for each, in input order. `zero`:
+// plan::parameter_zero, `axes`: plan::zero_axes.
+std::string operator_zero_text(const ReportInput& in, const ir::Operator& op,
+                               const std::vector<int>& zero, const plan::ZeroAxes& axes) {
+  const ir::Graph& g = in.graph;
   std::vector<ir::TensorId> params;
   for (const ir::TensorId t : op.inputs)
     if (g.tensor(t).kind == ir::TensorKind::Parameter &&
         std::find(params.begin(), params.end(), t) == params.end())
       params.push_back(t);
   if (params.empty()) return {};
-  const bool shared = std::all_of(params.begin(), params.end(),
-                                  [&](ir::TensorId t) { return zero[t] == zero[params[0]]; });
-  if (shared) return std::to_string(zero[params[0]]);
+  std::vector<std::string> texts;
+  for (const ir::TensorId t : params) texts.push_back(zero_over_text(in, zero[t], axes.of(t)));
+  const bool shared =
+      std::all_of(texts.begin(), texts.end(), [&](const std::string& x) { return x == texts[0]; });
+  if (shared) return texts[0];
   std::string text;
-  for (const ir::TensorId t : params)
-    text += (text.empty() ? "" : ", ") + g.tensor(t).name + " " + std::to_string(zero[t]);
+  for (std::size_t i = 0; i < params.size(); ++i)
+    text += (text.empty() ? "" : ", ") + g.tensor(params[i]).name + " " + texts[i];
   return text;
 }
 
@@ -145,9 +149,13 @@ json operators_data(const ReportInput& in, const ColourClasses& classes,
   const std::vector<plan::Recompute> recompute = in.plan.mode == Mode::Train
                                                      ? plan::operator_recompute(g, in.plan.training)
                                                      : std::vector<plan::Recompute>{};
-  // The ZeRO stage of each parameter (plan::parameter_zero), in training.
+  // The ZeRO stage and axes of each parameter (plan::parameter_zero,
+  // plan::zero_axes), in training.
+  const bool train = in.plan.mode == Mode::Train;
   const std::vector<int> zero =
-      in.plan.mode == Mode::Train ? plan::parameter_zero(g, in.plan.training) : std::vector<int>{};
+      train ? plan::parameter_zero(g, in.plan.training) : std::vector<int>{};
+  const plan::ZeroAxes zero_axes =
+      train ? plan::zero_axes(g, in.spaces, in.plan) : plan::ZeroAxes{};
   std::vector<ir::OpId> all;
   if (kept.empty())
     for (std::size_t o = 0; o < g.num_operators(); ++o) all.push_back(static_cast<ir::OpId>(o));
@@ -171,7 +179,7 @@ json operators_data(const ReportInput& in, const ColourClasses& classes,
                    {"layer", layer[o]},
                    {"row", row[o]}});
     if (!recompute.empty()) ops.back()["recompute"] = plan::recompute_name(recompute[o]);
-    if (!zero.empty()) ops.back()["zero"] = operator_zero_text(g, op, zero);
+    if (train) ops.back()["zero"] = operator_zero_text(in, op, zero, zero_axes);
   }
   return ops;
 }
@@ -357,7 +365,8 @@ json page_data(const ReportInput& in) {
   d["mesh"] = mesh_data(in);
   d["summary"] = summary_data(in.eval.summary);
   if (in.plan.mode == Mode::Train) {
-    // The plan file's training object, and its settings in words for the page.
+    // The plan file's training object less its per-parameter ZeRO axes
+    // (each operator's ZeRO column gives them), and its settings in words.
     d["training"] = io::detail::training_json(g, in.plan.training);
     d["training"]["recompute_text"] = recompute_text(g, in.plan.training);
     d["training"]["zero_text"] = zero_text(g, in.plan.training);

@@ -92,6 +92,27 @@ std::string level_name(const ReportInput& in, std::uint32_t axis) {
   return l < in.cluster.levels().size() ? in.cluster.levels()[l].name : in.plan.mesh[axis].axis;
 }
 
+// The parameters with a ZeRO stage grouped by how they shard ("ZeRO 2 over
+// node,gpu on 96 parameters, ZeRO 3 over node on 2"), the most common
+// first; "" when no parameter shards over any axis.
+std::string zero_axes_text(const ReportInput& in) {
+  const std::vector<int> zero = plan::parameter_zero(in.graph, in.plan.training);
+  const plan::ZeroAxes axes = plan::zero_axes(in.graph, in.spaces, in.plan);
+  std::map<std::string, std::size_t> count;
+  for (ir::TensorId t = 0; t < in.graph.num_tensors(); ++t)
+    if (zero[t] > 0 && !axes.of(t).empty()) ++count[zero_over_text(in, zero[t], axes.of(t))];
+  std::vector<std::pair<std::string, std::size_t>> groups(count.begin(), count.end());
+  std::stable_sort(groups.begin(), groups.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string out;
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    const auto& [text, n] = groups[i];
+    out += std::string(i > 0 ? ", " : "") + "ZeRO " + text + " on " + std::to_string(n);
+    if (i == 0) out += n == 1 ? " parameter" : " parameters";
+  }
+  return out;
+}
+
 // The summary lines: label, value.
 std::string summary_text(const ReportInput& in, const TableOptions& opts) {
   const plan::Summary& s = in.eval.summary;
@@ -125,6 +146,7 @@ std::string summary_text(const ReportInput& in, const TableOptions& opts) {
                          zero_text(in.graph, p.training) + ", " +
                          std::to_string(p.training.microbatches) + " microbatch" +
                          (p.training.microbatches == 1 ? "" : "es"));
+    if (const std::string zero = zero_axes_text(in); !zero.empty()) line("ZeRO axes", zero);
   }
   if (!p.mesh.empty()) line("mesh axes", io::axis_levels_text(in.cluster, p));
   line("parallelism", parallelism_text(in));
@@ -329,6 +351,13 @@ std::string tensor_sharding_text(const ReportInput& in, ir::TensorId t) {
   out += "]";
   if (!ts.partial.empty()) out += " partial " + io::mesh_dims_text(in.cluster, in.plan, ts.partial);
   return out;
+}
+
+std::string zero_over_text(const ReportInput& in, int stage, std::span<const std::uint32_t> axes) {
+  if (stage <= 0 || axes.empty()) return std::to_string(stage);
+  return std::to_string(stage) + " over " +
+         io::mesh_dims_text(in.cluster, in.plan,
+                            std::vector<std::uint32_t>(axes.begin(), axes.end()));
 }
 
 std::string op_split_text(const ReportInput& in, ir::OpId op) {

@@ -4,9 +4,12 @@
 // and a number the same way.
 #pragma once
 
+#include <cstdint>
+#include <span>
 #include <string>
 
 #include "recsearch/ir/graph.hpp"
+#include "recsearch/report/report.hpp"
 
 namespace recsearch::report {
 
@@ -20,5 +23,12 @@ namespace recsearch::report {
 // "1.5 GiB".
 [[nodiscard]] std::string ms_text(double seconds);
 [[nodiscard]] std::string gib_text(double bytes);
+
+// A parameter's ZeRO stage and the axes it shards over (plan::zero_axes)
+// on the user's mesh dims (io::mesh_dims_text): "2 over node,gpu/4"; the
+// stage alone at stage 0 or without axes. Shared by the text table's
+// summary and the HTML report's operator table.
+[[nodiscard]] std::string zero_over_text(const ReportInput& in, int stage,
+                                         std::span<const std::uint32_t> axes);
 
 }  // namespace recsearch::report

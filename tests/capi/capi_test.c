@@ -1171,8 +1171,8 @@ static void test_costmodel(void) {
   free(text);
 }
 
-/* Each operator's recomputation and each parameter's ZeRO stage, as a plan
- * file with per-operator and per-parameter exceptions sets them. */
+/* Each operator's recomputation and each parameter's ZeRO stage and axes,
+ * as a plan file with per-operator and per-parameter exceptions sets them. */
 static void test_training_detail(void) {
   static const char* kPlan =
       "{\"format\": \"recsearch.plan\", \"version\": 1,\n"
@@ -1187,6 +1187,8 @@ static void test_training_detail(void) {
   const char* rc = NULL;
   int zero = -1;
   int64_t micro = 0;
+  const uint32_t* zaxes = NULL;
+  size_t zcount = 0;
   OK(rs_cluster_create_flat(2, &c));
   OK(rs_evaluate(g, c, kPlan, strlen(kPlan), NULL, &r));
   if (r == NULL) goto done;
@@ -1211,6 +1213,19 @@ static void test_training_detail(void) {
   FAILS(rs_result_parameter_zero_stage(r, t, &zero), RS_USAGE, 201, "not a parameter");
   OK(rs_result_num_tensors(r, &n));
   FAILS(rs_result_parameter_zero_stage(r, n, &zero), RS_USAGE, 201, "out of range");
+  /* ZeRO axes: proj's pin cuts its batch over the one axis and replicates
+   * wp there; dense1 is replicated, so w1 shards over none. */
+  OK(rs_result_find_tensor(r, "wp", &t));
+  OK(rs_result_parameter_zero_axes(r, t, &zaxes, &zcount));
+  CHECK(zcount == 1 && zaxes != NULL && zaxes[0] == 0);
+  OK(rs_result_find_tensor(r, "w1", &t));
+  OK(rs_result_parameter_zero_axes(r, t, &zaxes, &zcount));
+  CHECK(zcount == 0);
+  OK(rs_result_find_tensor(r, "x", &t));
+  FAILS(rs_result_parameter_zero_axes(r, t, &zaxes, &zcount), RS_USAGE, 201, "not a parameter");
+  FAILS(rs_result_parameter_zero_axes(r, n, &zaxes, &zcount), RS_USAGE, 201, "out of range");
+  OK(rs_result_find_tensor(r, "wp", &t));
+  FAILS(rs_result_parameter_zero_axes(r, t, NULL, &zcount), RS_USAGE, 201, "output pointer");
   /* An inference plan recomputes nothing and shards no state. */
   OK(rs_options_create(&infer));
   OK(rs_options_set_mode(infer, "infer"));
@@ -1221,6 +1236,9 @@ static void test_training_detail(void) {
     OK(rs_result_find_tensor(ri, "w1", &t));
     OK(rs_result_parameter_zero_stage(ri, t, &zero));
     CHECK(zero == 0);
+    OK(rs_result_find_tensor(ri, "wp", &t));
+    OK(rs_result_parameter_zero_axes(ri, t, &zaxes, &zcount));
+    CHECK(zcount == 0);
   }
 done:
   rs_result_free(ri);

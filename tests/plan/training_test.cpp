@@ -380,6 +380,29 @@ TEST_CASE("ZeRO stages shard parameter state and change the gradient collectives
   }
 }
 
+TEST_CASE("ZeRO axes: where the holder is cut and the parameter whole, on axes of 2+ devices") {
+  // mm1 cuts i on c0 (w1 whole there), j on c1 (w1 split) and i on the
+  // one-device c2; mm2 cuts only i, on c1 (w2 whole there).
+  Mlp m(6);
+  const std::int16_t r = plan::kReplicated;
+  auto p = make_plan({axis("c0", 3), axis("c1", 2), axis("c2", 1)}, {{0, 2, 0}, {r, 0, r}});
+  const plan::ZeroAxes z = plan::zero_axes(m.g, m.spaces, p);
+  const auto list = [&](ir::TensorId t) {
+    return std::vector<std::uint32_t>(z.of(t).begin(), z.of(t).end());
+  };
+  CHECK(list(m.w1) == std::vector<std::uint32_t>{0});
+  CHECK(list(m.w2) == std::vector<std::uint32_t>{1});
+  CHECK(list(m.x).empty());
+  CHECK(list(m.h).empty());
+  CHECK(list(m.y).empty());
+  // The evaluator shards each parameter's state over exactly those axes:
+  // at stage 1 the optimizer state (2 bytes per byte, f32) of w1's slice
+  // (2048 / 2 bytes) over 3 devices, of w2 (2048 bytes) over 2.
+  p.training.zero_stage = 1;
+  const auto ev = plan::evaluate(m.g, m.spaces, test_cluster(), p, {});
+  CHECK(ev.summary.optimizer_bytes == doctest::Approx(2 * 1024.0 / 3 + 2 * 2048.0 / 2));
+}
+
 TEST_CASE("ZeRO per parameter: each parameter priced by its own stage") {
   // The Mlp of the plan-wide test, batch cut 3 ways: w1 and w2 (2048 bytes
   // each, f32 state 1 + 1 + 2 per byte) are replicated, so each one's state

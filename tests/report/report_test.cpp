@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 // Plan reports: the HTML page's data block carries exactly the evaluator's
 // numbers, the communication breakdown adds up, names cannot break out of
-// the page, nothing is fetched from the network, and the DOT graph has one
-// node per operator and a red edge per layout redistribution.
+// the page, nothing is fetched from the network, the DOT graph has one
+// node per operator and a red edge per layout redistribution, and the text
+// table shows cuts, summary and each parameter's ZeRO axes.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
+#include <map>
 #include <regex>
 #include <set>
 #include <string>
@@ -15,10 +18,12 @@
 #include <nlohmann/json.hpp>  // reads the page's data block back
 
 #include "recsearch/algebra/op_space.hpp"
+#include "recsearch/gen/generate.hpp"
 #include "recsearch/io/json_io.hpp"
 #include "recsearch/io/mesh_names.hpp"
 #include "recsearch/report/report.hpp"
 #include "recsearch/search/search.hpp"
+#include "support/gen_specs.hpp"
 
 using namespace recsearch;
 
@@ -440,4 +445,146 @@ TEST_CASE("report: DOT of a large graph draws a repeated block once, or every co
   for (std::size_t b = 0; b < fold->repeats; ++b)
     CHECK(whole.find("subgraph cluster_block" + std::to_string(b) + " {") != std::string::npos);
   CHECK(whole.find("(into the next block)") == std::string::npos);
+}
+
+namespace {
+
+// x[4,16] @ w[16,32] -> h[4,32] -> ReLU -> y, the plan file tests' graph;
+// `act` names the second operator.
+ir::Graph two_op_graph(const std::string& act = "act") {
+  return io::parse_graph(R"({"format": "recsearch.graph", "version": 1, "name": "g",
+  "tensors": [{"name": "x", "shape": [4, 16]}, {"name": "w", "shape": [16, 32], "kind": "parameter"},
+              {"name": "h", "shape": [4, 32]}, {"name": "y", "shape": [4, 32]}],
+  "operators": [{"name": "mm", "type": "MatMul", "inputs": ["x", "w"], "outputs": ["h"]},
+                {"name": ")" +
+                             act + R"(", "type": "ReLU", "inputs": ["h"], "outputs": ["y"]}]})",
+                         "g.json");
+}
+
+// node 2 (c0) then gpu 4 (c1, c2).
+Cluster node_gpu_cluster() {
+  return Cluster("test", {Level{"node", 2, 50.0, 5.0}, Level{"gpu", 4, 450.0, 2.0}});
+}
+
+// mm cut on i over c0 and on j over c2; act replicated.
+plan::Plan two_op_plan(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                       const Cluster& c) {
+  return io::parse_plan(
+      R"({"format": "recsearch.plan", "version": 1, "graph": "g", "operators":
+         [{"name": "mm", "cuts": [{"axis": "c0", "dim": "i"}, {"axis": "c2", "dim": "j"}]}]})",
+      "plan.json", g, spaces, c.cuts());
+}
+
+}  // namespace
+
+TEST_CASE("report: the table of a hand-written plan: rows, cuts and summary") {
+  const ir::Graph g = two_op_graph();
+  const auto spaces = algebra::build_op_spaces(g);
+  const Cluster c = node_gpu_cluster();
+  const plan::Plan p = two_op_plan(g, spaces, c);
+  plan::Evaluation ev = plan::evaluate(g, spaces, c, p, CostParams{});
+  const std::string table = report::plan_to_table({g, spaces, c, p, ev});
+  INFO(table);
+  CHECK(table.find("operator") != std::string::npos);
+  CHECK(table.find("MatMul") != std::string::npos);
+  CHECK(table.find("[[2, 1], [1, 2]]") != std::string::npos);
+  // Cuts list only the axes that cut something; "replicated" when none does.
+  CHECK(table.find("c0:i c2:j ") != std::string::npos);
+  CHECK(table.find("c1:") == std::string::npos);
+  CHECK(std::regex_search(table, std::regex("\nact +ReLU +\\[\\[1, 1\\]\\] +replicated ")));
+  CHECK(table.find("\nstep time ") != std::string::npos);
+  CHECK(table.find(" per device of a ") != std::string::npos);
+  CHECK(table.find("GiB") != std::string::npos);
+  CHECK(table.find(" on 8 devices of test\n") != std::string::npos);
+  // An evaluated plan has no search time; a searched one says it.
+  CHECK(table.find("search time") == std::string::npos);
+  ev.summary.search_time_s = 0.25;
+  CHECK(report::plan_to_table({g, spaces, c, p, ev}).find("\nsearch time     0.2500 s\n") !=
+        std::string::npos);
+
+  // A very long name is cut with an ellipsis and does not widen the table.
+  const std::string long_name(500, 'n');
+  const ir::Graph g2 = two_op_graph(long_name);
+  const auto spaces2 = algebra::build_op_spaces(g2);
+  const plan::Plan p2 = two_op_plan(g2, spaces2, c);
+  const plan::Evaluation ev2 = plan::evaluate(g2, spaces2, c, p2, CostParams{});
+  const std::string t2 = report::plan_to_table({g2, spaces2, c, p2, ev2}, {.every_operator = true});
+  INFO(t2);
+  CHECK(t2.find(long_name) == std::string::npos);
+  CHECK(t2.find("\xE2\x80\xA6") != std::string::npos);
+  std::size_t start = 0;
+  while (start < t2.size()) {
+    const std::size_t end = t2.find('\n', start);
+    CHECK(end - start < 200);
+    start = end + 1;
+  }
+}
+
+TEST_CASE("report: sample graphs: the table of a replicated plan") {
+  const Cluster cluster = Cluster::mesh({2, 4});
+  for (const auto& entry :
+       std::filesystem::recursive_directory_iterator(std::filesystem::path(data_path("graphs")))) {
+    if (entry.path().extension() != ".json") continue;
+    // The model zoo's manifest lists gen commands; it is not a graph.
+    if (entry.path().filename() == "zoo.json") continue;
+    CAPTURE(entry.path().string());
+    const ir::Graph g = io::read_graph_file(entry.path().string());
+    const auto spaces = algebra::build_op_spaces(g);
+    const std::string empty = R"({"format": "recsearch.plan", "version": 1, "operators": []})";
+    const plan::Plan p = io::parse_plan(empty, "empty.json", g, spaces, cluster.cuts());
+    const plan::Evaluation ev = plan::evaluate(g, spaces, cluster, p, CostParams{});
+    CHECK_FALSE(report::plan_to_table({g, spaces, cluster, p, ev}).empty());
+  }
+}
+
+TEST_CASE("report: each parameter's ZeRO axes in the table and the page") {
+  const ir::Graph g = gen::build_graph(testing::small_gpt(2));
+  const auto spaces = algebra::build_op_spaces(g);
+  const Cluster c = Cluster::mesh({2, 4});
+  for (const int stage : {2, 3}) {
+    CAPTURE(stage);
+    search::SearchOptions o;
+    o.training.zero_stage = stage;
+    const search::SearchResult res = search::run(g, spaces, c, o);
+    const report::ReportInput in{g, spaces, c, res.plan, res.eval};
+    const std::vector<int> zero = plan::parameter_zero(g, res.plan.training);
+    const plan::ZeroAxes axes = plan::zero_axes(g, spaces, res.plan);
+    // Every parameter's "N over dims" counted, as the summary line groups them.
+    std::map<std::string, std::size_t> groups;
+    for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
+      if (zero[t] <= 0 || axes.of(t).empty()) continue;
+      ++groups[std::to_string(zero[t]) + " over " +
+               io::mesh_dims_text(
+                   c, res.plan, std::vector<std::uint32_t>(axes.of(t).begin(), axes.of(t).end()))];
+    }
+    REQUIRE_FALSE(groups.empty());
+    const std::string table = report::plan_to_table(in);
+    INFO(table);
+    const std::size_t line = table.find("\nZeRO axes       ZeRO ");
+    REQUIRE(line != std::string::npos);
+    const std::string text = table.substr(line, table.find('\n', line + 1) - line);
+    for (const auto& [over, n] : groups) {
+      CHECK(text.find("ZeRO " + over + " on " + std::to_string(n)) != std::string::npos);
+    }
+    // The page: each operator gives the stage and axes of the parameters it
+    // reads; an operator reading one parameter gives exactly its text.
+    const nlohmann::json d = data_block(report::plan_to_html(in));
+    std::size_t checked = 0;
+    for (const auto& op : d["operators"]) {
+      const ir::Operator& reader = g.op(op["id"].get<ir::OpId>());
+      std::vector<ir::TensorId> params;
+      for (const ir::TensorId t : reader.inputs)
+        if (g.tensor(t).kind == ir::TensorKind::Parameter) params.push_back(t);
+      if (params.size() != 1) continue;
+      const ir::TensorId t = params[0];
+      std::string want = std::to_string(zero[t]);
+      if (!axes.of(t).empty())
+        want += " over " +
+                io::mesh_dims_text(
+                    c, res.plan, std::vector<std::uint32_t>(axes.of(t).begin(), axes.of(t).end()));
+      CHECK(op["zero"] == want);
+      ++checked;
+    }
+    CHECK(checked > 0);
+  }
 }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Readers and writers of the three file formats (docs/design.md, Formats;
-// the fields: docs/formats.md): graph, cluster and plan JSON, plus the plan
-// table. nlohmann_json stays inside src/io.
+// the fields: docs/formats.md): graph, cluster and plan JSON (the plan's text
+// table is report::plan_to_table). nlohmann_json stays inside src/io.
 //
 // Readers throw recsearch::Error naming the file (`source`), the JSON path
 // and the problem; they never crash on any input. `source` "-" reads stdin.
@@ -128,11 +128,5 @@ void write_plan_file(const std::string& path, const ir::Graph& g,
                      const std::vector<algebra::OpSpace>& spaces, const Cluster& cluster,
                      const plan::Plan& p, const plan::Evaluation& ev,
                      PlanDetail detail = PlanDetail::Auto, int indent = 2);
-// Human-readable table: one row per operator (name, type, strategy, cuts,
-// compute, communication), then the summary.
-[[nodiscard]] std::string plan_to_table(const ir::Graph& g,
-                                        const std::vector<algebra::OpSpace>& spaces,
-                                        const Cluster& cluster, const plan::Plan& p,
-                                        const plan::Evaluation& ev);
 
 }  // namespace recsearch::io

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -84,6 +85,27 @@ inline constexpr int kMaxZeroStage = 3;
 // Whether some parameter of g has a ZeRO stage other than t.zero_stage: the
 // plan file then lists them.
 [[nodiscard]] bool mixed_zero(const ir::Graph& g, const Training& t);
+
+struct Plan;
+
+// The ZeRO axes of each parameter under a plan: the mesh axes (of more than
+// one device) on which the parameter's holding operator (its first consumer:
+// lowest operator id, then lowest input slot; plan/evaluator.hpp, Holder) is
+// cut while the parameter itself is replicated there -- its data-parallel
+// axes, over which its ZeRO stage shards its state. The one definition the
+// evaluator prices and the plan file writes and checks. Per tensor, in
+// ascending axis order; empty for tensors that are not parameters and for
+// parameters nobody reads. Compressed (begin per tensor) because graphs of
+// millions of tensors have few parameters with axes.
+struct ZeroAxes {
+  std::vector<std::uint32_t> begin;  // per tensor, plus one end entry
+  std::vector<std::uint32_t> axes;   // axes[begin[t] .. begin[t + 1]] are tensor t's
+  [[nodiscard]] std::span<const std::uint32_t> of(ir::TensorId t) const noexcept {
+    return {axes.data() + begin[t], axes.data() + begin[t + 1]};
+  }
+};
+[[nodiscard]] ZeroAxes zero_axes(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                                 const Plan& p);
 
 // Per-tensor and per-operator memory rules of one graph under one training
 // setting (docs/cost-model.md, Saved tensors):
