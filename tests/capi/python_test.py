@@ -167,6 +167,11 @@ def test_training_detail():
     check(all(r.zero_stage(t) == 2 for t in params[1:]), "ZeRO stage of the others")
     back = json.loads(r.to_json())["training"]
     check(back.get("zero_params") == {params[0]: 3}, "zero_params written back: %s" % back)
+    # Each parameter's ZeRO axes are the plan file's, by axis name.
+    for t in params:
+        check(r.zero_axes(t) == back.get("zero_axes", {}).get(t, []),
+              "zero_axes of %s: %s against %s" % (t, r.zero_axes(t), back.get("zero_axes")))
+    check(any(r.zero_axes(t) for t in params), "some parameter is ZeRO-sharded: %s" % back)
     try:
         r.zero_stage(next(t for t in r.tensors if t not in params))
         check(False, "ZeRO stage of a tensor that is not a parameter")

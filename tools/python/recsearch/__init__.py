@@ -121,6 +121,8 @@ def _load():
                                 ctypes.POINTER(I64)], ctypes.c_int),
         "rs_result_operator_recompute": ([P, S, _c_char_p_p], ctypes.c_int),
         "rs_result_parameter_zero_stage": ([P, S, ctypes.POINTER(ctypes.c_int)], ctypes.c_int),
+        "rs_result_parameter_zero_axes": ([P, S, ctypes.POINTER(ctypes.POINTER(ctypes.c_uint32)),
+                                           _size_p], ctypes.c_int),
         "rs_result_num_tensors": ([P, _size_p], ctypes.c_int),
         "rs_result_tensor_name": ([P, S, _c_char_p_p], ctypes.c_int),
         "rs_result_find_tensor": ([P, C, _size_p], ctypes.c_int),
@@ -478,6 +480,15 @@ class Plan(_Handle):
         z = ctypes.c_int()
         _check(_lib.rs_result_parameter_zero_stage(self, self._tensor(tensor), ctypes.byref(z)))
         return z.value
+
+    def zero_axes(self, tensor):
+        """Names of the mesh axes the parameter's ZeRO stage shards its state
+        over (the plan file's "zero_axes"); empty at stage 0 and in inference."""
+        ptr, n = ctypes.POINTER(ctypes.c_uint32)(), _size()
+        _check(_lib.rs_result_parameter_zero_axes(self, self._tensor(tensor), ctypes.byref(ptr),
+                                                  ctypes.byref(n)))
+        names = [a[0] for a in self.axes]
+        return [names[ptr[i]] for i in range(n.value)]
 
     def sharding(self, tensor):
         """(per dim the splitting axis indices, partial axis indices)."""
