@@ -11,6 +11,7 @@
 #include <oneapi/tbb/global_control.h>
 #include <nlohmann/json.hpp>  // reads the plan file's stated redistributions
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -72,9 +73,10 @@ Fault parse_fault(const std::string& s) {
     throw Error(Errc::kUsage, "--fault '" + s + "': expected RANK:KIND[:OP]");
   }
   if (f.kind != "throw" && f.kind != "kill" && f.kind != "stall" && f.kind != "grad" &&
-      f.kind != "halo" && f.kind != "recompute") {
-    throw Error(Errc::kUsage,
-                "--fault '" + s + "': KIND is throw, kill, stall, grad, halo or recompute");
+      f.kind != "halo" && f.kind != "recompute" && f.kind != "boundary") {
+    throw Error(
+        Errc::kUsage,
+        "--fault '" + s + "': KIND is throw, kill, stall, grad, halo, recompute or boundary");
   }
   return f;
 }
@@ -225,15 +227,25 @@ void check_runnable(const ExecArgs& a, const Problem& problem, const plan::Plan&
 }
 
 // A pipelined plan: its stages on the whole cluster, what exec runs of it
-// (the 1F1B forward pass on MPI), the world size and every stage's operators.
+// (the 1F1B forward pass, or with --train 1F1B training steps, on MPI), the
+// world size and every stage's operators.
 void load_pipeline(const ExecArgs& a, Inputs& in, const std::string& ptext, const std::string& psrc,
                    int world_size) {
   const ir::Graph& g = in.problem->graph();
   in.pipeline = io::parse_pipeline(ptext, psrc, g, in.problem->spaces(), *in.cluster);
   const plan::PipelinePlan& pp = *in.pipeline;
-  if (a.train)
-    throw Error(Errc::kUsage, "exec runs a pipelined plan's forward pass only (no --train)",
-                "/pipeline", psrc);
+  // With --train, what exec does not run in a pipeline: parameters tied
+  // across device groups (their gradients all-reduced across the groups),
+  // and below per stage what it does not run without one.
+  if (a.train) {
+    const auto tied = plan::tied_syncs(g, *in.cluster, pp, Mode::Train, CostParams{});
+    if (!tied.empty())
+      throw Error(Errc::kUsage,
+                  "exec does not train parameters tied across device groups ('" +
+                      g.tensor(tied[0].tensor).name + "' is read by stages of " +
+                      std::to_string(tied[0].groups.size()) + " groups)",
+                  "/pipeline/stages", psrc);
+  }
   if (pp.schedule != plan::Schedule::OneFOneB || pp.virtual_stages != 1)
     throw Error(Errc::kUsage, "exec runs the 1F1B schedule only (the plan is interleaved)",
                 "/pipeline/schedule", psrc);
@@ -252,6 +264,16 @@ void load_pipeline(const ExecArgs& a, Inputs& in, const std::string& ptext, cons
   for (std::size_t j = 0; j < pp.stages.size(); ++j) {
     const plan::Stage& st = pp.stages[j];
     const plan::StageGraph sg = plan::stage_graph(g, in.problem->spaces(), st.first, st.last);
+    const std::string at = "/pipeline/stages/" + std::to_string(j) + "/training";
+    // ZeRO 3 and ZeRO stages per parameter, as without pipelining.
+    if (a.train) {
+      try {
+        refuse_unsupported_training(sg.graph, st.plan, psrc, true);
+      } catch (const Error& e) {
+        throw Error(e.code(), e.detail(), "/pipeline/stages/" + std::to_string(j) + e.json_path(),
+                    psrc);
+      }
+    }
     if (const auto bad = unsupported_operators(sg.graph, sg.spaces, st.plan); !bad.empty()) {
       std::string msg = std::to_string(bad.size()) + " operator(s) of stage " + std::to_string(j) +
                         " cannot be executed:";
@@ -280,6 +302,11 @@ Inputs load_inputs(const ExecArgs& a, int world_size) {
     in.cluster = io::read_cluster_file(a.cluster, &cost);
     in.cluster_source = "cluster " + a.cluster;
   }
+  if (a.train && a.optimizer != "sgd" && a.optimizer != "sgd-momentum" && a.optimizer != "adam")
+    throw Error(Errc::kUsage, "--optimizer '" + a.optimizer + "': sgd, sgd-momentum or adam");
+  if (a.train && !(a.lr > 0)) throw Error(Errc::kUsage, "--lr must be positive");
+  if (!(a.bucket_mib >= 0) || a.bucket_mib > 1e6)
+    throw Error(Errc::kUsage, "--bucket-mb must be between 0 and 1e6");
   if (io::plan_has_pipeline(ptext, psrc)) {
     load_pipeline(a, in, ptext, psrc, world_size);
     return in;
@@ -293,11 +320,6 @@ Inputs load_inputs(const ExecArgs& a, int world_size) {
       throw Error(Errc::kPlan, plan::microbatch_error(in.problem->graph(), m),
                   "/training/microbatches", psrc);
   }
-  if (a.train && a.optimizer != "sgd" && a.optimizer != "sgd-momentum" && a.optimizer != "adam")
-    throw Error(Errc::kUsage, "--optimizer '" + a.optimizer + "': sgd, sgd-momentum or adam");
-  if (a.train && !(a.lr > 0)) throw Error(Errc::kUsage, "--lr must be positive");
-  if (!(a.bucket_mib >= 0) || a.bucket_mib > 1e6)
-    throw Error(Errc::kUsage, "--bucket-mb must be between 0 and 1e6");
   if (in.plan.num_devices() != world_size) {
     throw Error(Errc::kPlan,
                 "the plan is for " + std::to_string(in.plan.num_devices()) + " devices but " +
@@ -326,8 +348,8 @@ Inputs load_inputs(const ExecArgs& a, int world_size) {
 
 // The hook that makes one rank fail on purpose (--fault) before an operator.
 std::function<void(ir::OpId)> fault_hook(const Fault& f) {
-  // A wrong backward or recomputation, not a failure.
-  if (f.kind == "grad" || f.kind == "halo" || f.kind == "recompute") return {};
+  // A wrong backward, recomputation or boundary gradient, not a failure.
+  if (f.kind != "throw" && f.kind != "kill" && f.kind != "stall") return {};
   return [f](ir::OpId o) {
     if (static_cast<std::int64_t>(o) != f.op) return;
     if (f.kind == "throw")
@@ -801,6 +823,75 @@ void report_recompute(std::ostream& out, const Inputs& in, const Executor& ex, c
       << "; cost model " << fmt("%.0f", in.eval.summary.activation_bytes) << "\n";
 }
 
+constexpr double kTolerance = 1e-4;
+constexpr double kGradTolerance = 1e-3;
+
+// Every step's loss against the one-device run's; prints the worst error
+// and each failure. Returns whether all agree.
+bool compare_losses(std::ostream& out, const std::vector<double>& losses,
+                    const std::vector<double>& ref) {
+  bool ok = true;
+  double worst = -1;
+  int worst_step = 1;
+  for (std::size_t s = 0; s < losses.size(); ++s) {
+    const double err = std::abs(losses[s] - ref[s]) / (1.0 + std::abs(ref[s]));
+    if (!(err <= worst)) {
+      worst = err;
+      worst_step = static_cast<int>(s) + 1;
+    }
+    if (!(err <= kTolerance)) {
+      ok = false;
+      out << "  check loss of step " << s + 1 << ": " << fmt("%.7g", losses[s]) << ", one device "
+          << fmt("%.7g", ref[s]) << " FAILED (tolerance 1e-4)\n";
+    }
+  }
+  out << "  check loss of " << losses.size() << " step(s): worst error relative to "
+      << "1+|ref| " << fmt("%.3g", worst) << " (step " << worst_step << ")\n";
+  return ok;
+}
+
+// The floor of the gradient check: 1e-3 of the largest gradient element of
+// any parameter of the one-device run (at least 1e-6).
+double gradient_floor(Executor& ref, const std::vector<ir::TensorId>& params) {
+  double floor = 1e-6;
+  for (const ir::TensorId t : params) {
+    for (const float v : ref.gradient(t).data) floor = std::max(floor, 1e-3 * std::abs(double{v}));
+  }
+  return floor;
+}
+
+// One trained parameter's last gradient and value after the steps against
+// the one-device run's: the gradient against its own size, but at least
+// `grad_floor` (a gradient that vanishes analytically is float noise,
+// whatever its own size), the parameter against 1 + its largest value.
+// Prints each failure; keeps the worst errors. Returns whether both agree.
+bool compare_parameter(std::ostream& out, const std::string& name, int steps,
+                       const LocalTensor& ref_grad, const LocalTensor& ref_param,
+                       const std::vector<float>& grad, const std::vector<float>& got,
+                       double grad_floor, double& grad_worst, double& param_worst) {
+  bool ok = true;
+  double max_abs = 0, ref_max = 0;
+  for (const float v : ref_grad.data) ref_max = std::max(ref_max, std::abs(double{v}));
+  const double gerr = normwise_error(ref_grad.data, grad, &max_abs) * (1.0 + ref_max) /
+                      std::max(ref_max, grad_floor);
+  grad_worst = std::max(grad_worst, gerr);
+  if (!(gerr <= kGradTolerance)) {
+    ok = false;
+    out << "  check gradient of " << name << " in step " << steps << ": max abs error "
+        << fmt("%.3g", max_abs) << ", relative to max|ref| " << fmt("%.3g", gerr)
+        << " FAILED (tolerance 1e-3)\n";
+  }
+  const double err = normwise_error(ref_param.data, got, &max_abs);
+  param_worst = std::max(param_worst, err);
+  if (!(err <= kTolerance)) {
+    ok = false;
+    out << "  check parameter " << name << " after " << steps << " step(s): max abs error "
+        << fmt("%.3g", max_abs) << ", relative to 1+max|ref| " << fmt("%.3g", err)
+        << " FAILED (tolerance 1e-4)\n";
+  }
+  return ok;
+}
+
 // --check of a training run: rank 0 runs the same steps on one device; the
 // loss of every step and every trained parameter afterwards must agree.
 bool check_training(std::ostream& out, const ExecArgs& a, const Inputs& in, Executor& ex,
@@ -818,68 +909,24 @@ bool check_training(std::ostream& out, const ExecArgs& a, const Inputs& in, Exec
                                      ExecOptions{a.seed, false, {}, {}});
     ref_run = run_training(*ref, *solo, a.steps, optimizer_settings(a));
   }
-  constexpr double kTolerance = 1e-4;
-  constexpr double kGradTolerance = 1e-3;
   bool ok = true;
-  if (rank == 0) {
-    double worst = -1;
-    int worst_step = 1;
-    for (std::size_t s = 0; s < run.losses.size(); ++s) {
-      const double err =
-          std::abs(run.losses[s] - ref_run.losses[s]) / (1.0 + std::abs(ref_run.losses[s]));
-      if (!(err <= worst)) {
-        worst = err;
-        worst_step = static_cast<int>(s) + 1;
-      }
-      if (!(err <= kTolerance)) {
-        ok = false;
-        out << "  check loss of step " << s + 1 << ": " << fmt("%.7g", run.losses[s])
-            << ", one device " << fmt("%.7g", ref_run.losses[s]) << " FAILED (tolerance 1e-4)\n";
-      }
-    }
-    out << "  check loss of " << run.losses.size() << " step(s): worst error relative to "
-        << "1+|ref| " << fmt("%.3g", worst) << " (step " << worst_step << ")\n";
-  }
-  // The last step's gradients, each against its own size (a wrong gradient
-  // times a small learning rate can hide inside the parameters' tolerance),
-  // but at least 1e-3 of the largest gradient of any parameter: a gradient
-  // that vanishes analytically is float noise, whatever its own size (in
-  // ResNet-50, the stem BatchNorm's bias: the batch-statistics BatchNorms
-  // after the 1x1 convolutions take each channel's mean out of the
-  // gradient, leaving sums of about 1e-6 of the others); then the
+  if (rank == 0) ok = compare_losses(out, run.losses, ref_run.losses);
+  // The last step's gradients (a wrong gradient times a small learning rate
+  // can hide inside the parameters' tolerance; in ResNet-50 the stem
+  // BatchNorm's bias gradient is float noise: the batch-statistics
+  // BatchNorms after the 1x1 convolutions take each channel's mean out of
+  // the gradient, leaving sums of about 1e-6 of the others), then the
   // parameters after every step.
-  double grad_floor = 1e-6;
-  if (rank == 0) {
-    for (const ir::TensorId t : ex.trained()) {
-      for (const float v : ref->gradient(t).data)
-        grad_floor = std::max(grad_floor, 1e-3 * std::abs(double{v}));
-    }
-  }
+  const double grad_floor = rank == 0 ? gradient_floor(*ref, ex.trained()) : 0;
   double grad_worst = 0, param_worst = 0;
   for (const ir::TensorId t : ex.trained()) {
     const std::vector<float> grad = ex.gather_gradient(t);  // collectives: every rank
     const std::vector<float> got = ex.gather_full(t);
     if (rank != 0) continue;
     const std::string name = g.tensor(t).name + " " + ir::shape_to_string(g.tensor(t).shape);
-    double max_abs = 0, ref_max = 0;
-    for (const float v : ref->gradient(t).data) ref_max = std::max(ref_max, std::abs(double{v}));
-    const double gerr = normwise_error(ref->gradient(t).data, grad, &max_abs) * (1.0 + ref_max) /
-                        std::max(ref_max, grad_floor);
-    grad_worst = std::max(grad_worst, gerr);
-    if (!(gerr <= kGradTolerance)) {
-      ok = false;
-      out << "  check gradient of " << name << " in step " << a.steps << ": max abs error "
-          << fmt("%.3g", max_abs) << ", relative to max|ref| " << fmt("%.3g", gerr)
-          << " FAILED (tolerance 1e-3)\n";
-    }
-    const double err = normwise_error(ref->block(t).data, got, &max_abs);
-    param_worst = std::max(param_worst, err);
-    if (!(err <= kTolerance)) {
-      ok = false;
-      out << "  check parameter " << name << " after " << a.steps << " step(s): max abs error "
-          << fmt("%.3g", max_abs) << ", relative to 1+max|ref| " << fmt("%.3g", err)
-          << " FAILED (tolerance 1e-4)\n";
-    }
+    ok = compare_parameter(out, name, a.steps, ref->gradient(t), ref->block(t), grad, got,
+                           grad_floor, grad_worst, param_worst) &&
+         ok;
   }
   if (rank == 0) {
     out << "  check " << ex.trained().size() << " gradient(s) of step " << a.steps
@@ -961,7 +1008,7 @@ int execute_training(const ExecArgs& a, const Inputs& in, Executor& ex, Communic
   return code;
 }
 
-// ---- pipelined plans: the 1F1B forward pass over m microbatches ----
+// ---- pipelined plans: 1F1B over m microbatches ----
 
 // One stage as this rank runs it: its graph (of the microbatch graph), plan,
 // device group's communicator, the stages that feed it and that it feeds.
@@ -1019,18 +1066,536 @@ float microbatch_value(const ir::Graph& whole, const ir::Graph& part, ir::Tensor
   return input_value(whole, *id, split ? k * ir::num_elements(tensor.shape) + index : index, seed);
 }
 
-struct PipelineRun {
-  double seconds = 0;
-  double p2p_predicted = 0;   // bytes this rank sends point to point, per step
-  double coll_predicted = 0;  // bytes of its group's collectives, per step
+// Bytes one rank sends in a part of a pipelined pass: point to point
+// (boundary tensors and halo rows) and its group's collectives, predicted
+// from the plan and measured.
+struct PipeBytes {
+  double p2p_predicted = 0, coll_predicted = 0;
   double p2p_measured = 0, coll_measured = 0;
-  double model_p2p = 0;  // the cost model's (plan::stage_sends), per device per step
-  bool ok = true;        // --check on this rank's group root
-  std::string check_text;
+  [[nodiscard]] bool equal() const {
+    return std::abs(p2p_measured - p2p_predicted) <= 0.5 &&
+           std::abs(coll_measured - coll_predicted) <= 0.5;
+  }
 };
+
+// Adds what `c` counted while f ran to b's measured bytes.
+void measured(PipeBytes& b, const Communicator& c, const std::function<void()>& f) {
+  const double p0 = c.p2p_bytes(), c0 = c.bytes_sent();
+  f();
+  b.p2p_measured += c.p2p_bytes() - p0;
+  b.coll_measured += c.bytes_sent() - c0;
+}
+
+// The point-to-point boundary exchange of one stage group (docs/exec.md,
+// Pipelines), forward for activations and backward for their gradients:
+// the sending group brings the tensor to every rank, rank i sends the i-th
+// chunk to rank i of each receiving group, which all-gathers the chunks.
+// Messages are tagged with the tensor's id (its gradient's: plus the
+// number of tensors), so each pair of ranks matches them in order.
+class Boundary {
+ public:
+  Boundary(StageRun& run, Redistributor& redist) : run_(run), redist_(redist) {}
+
+  // The whole tensor of `shape`, replicated on the group, from stage `from`.
+  LocalTensor receive(const ir::Shape& shape, std::size_t from, int tag, PipeBytes& b) {
+    Communicator& gc = *run_.comm;
+    const std::size_t axes = gc.mesh().size();
+    const std::int64_t n = ir::num_elements(shape);
+    const std::int64_t c = chunk_of(n, run_.devices);
+    LocalTensor flat{{c * static_cast<std::int64_t>(run_.devices)},
+                     all_axes(axes, cost::AxisLayout::shard(0)),
+                     std::vector<float>(static_cast<std::size_t>(c))};
+    gc.recv(static_cast<int>(from * run_.devices + run_.local), flat.data.data(), flat.data.size(),
+            tag);
+    LocalTensor whole = redist_.redistribute(flat, all_axes(axes, cost::AxisLayout::replicate()));
+    b.coll_predicted += redistribution_bytes(flat.full, flat.layout, whole.layout, gc.mesh()).total;
+    whole.data.resize(static_cast<std::size_t>(n));
+    whole.full = shape;
+    return whole;
+  }
+
+  // This rank's chunk of `block`'s tensor, to each of `to` (times `scale`:
+  // a fault injection). The chunk stays alive until finish().
+  void send(const LocalTensor& block, const std::vector<std::size_t>& to, int tag, PipeBytes& b,
+            float scale = 1.0f) {
+    Communicator& gc = *run_.comm;
+    const Layout replicated = all_axes(gc.mesh().size(), cost::AxisLayout::replicate());
+    b.coll_predicted += redistribution_bytes(block.full, block.layout, replicated, gc.mesh()).total;
+    const LocalTensor whole = redist_.redistribute(block, replicated);
+    const std::int64_t n = ir::num_elements(block.full);
+    const std::int64_t c = chunk_of(n, run_.devices);
+    std::vector<float> chunk(static_cast<std::size_t>(c), 0.0f);
+    const std::int64_t begin = c * static_cast<std::int64_t>(run_.local);
+    for (std::int64_t i = begin; i < std::min(n, begin + c); ++i)
+      chunk[static_cast<std::size_t>(i - begin)] = scale * whole.data[static_cast<std::size_t>(i)];
+    outgoing_.push_back(std::move(chunk));
+    for (const std::size_t j : to) {
+      gc.send(static_cast<int>(j * run_.devices + run_.local), outgoing_.back().data(),
+              outgoing_.back().size(), tag);
+      b.p2p_predicted += static_cast<double>(c) * sizeof(float);
+    }
+  }
+
+  // Waits for every send (their buffers are then free).
+  void finish() {
+    run_.comm->finish_sends();
+    outgoing_.clear();
+  }
+
+ private:
+  StageRun& run_;
+  Redistributor& redist_;
+  std::deque<std::vector<float>> outgoing_;
+};
+
+// What a stage needs to run its part of one microbatch: the pipeline, the
+// microbatch graph, this rank's stage and its boundary exchange.
+struct StageContext {
+  const plan::PipelinePlan& pp;
+  const ir::Graph& mg;
+  StageRun& run;
+  Redistributor& redist;
+  Boundary& boundary;
+
+  [[nodiscard]] ir::TensorId stage_id(ir::TensorId full) const {
+    const auto t = run.sg.graph.find_tensor(mg.tensor(full).name);
+    if (!t) throw Error(Errc::kInternal, "no stage tensor '" + mg.tensor(full).name + "'");
+    return *t;
+  }
+  [[nodiscard]] int grad_tag(ir::TensorId full) const {
+    return static_cast<int>(mg.num_tensors() + full);
+  }
+
+  // Receives the boundary tensors this stage reads, into ex's input blocks.
+  void receive_inputs(Executor& ex, PipeBytes& b) const {
+    for (const ir::TensorId full : run.sg.received) {
+      const ir::TensorId t = stage_id(full);
+      const LocalTensor whole = boundary.receive(
+          run.sg.graph.tensor(t).shape, stage_of_producer(pp, mg, full), static_cast<int>(full), b);
+      ex.set_input(t, redist.redistribute(whole, ex.layouts().holders[t]).data);
+    }
+  }
+
+  // Sends the boundary tensors later stages read.
+  void send_outputs(Executor& ex, PipeBytes& b) const {
+    for (const ir::TensorId full : run.sg.sent) {
+      boundary.send(ex.block(stage_id(full)), stages_using(pp, mg, full, run.index),
+                    static_cast<int>(full), b);
+    }
+  }
+
+  // The gradients of the boundary tensors this stage sent (those that get
+  // one: `needs`, per full-graph tensor), from every later stage that read
+  // them, each in the tensor's gradient layout: the backward's seeds.
+  std::vector<std::pair<ir::TensorId, LocalTensor>> receive_gradients(
+      Executor& ex, const std::vector<bool>& needs, PipeBytes& b) const {
+    std::vector<std::pair<ir::TensorId, LocalTensor>> seeds;
+    for (const ir::TensorId full : run.sg.sent) {
+      if (!needs[full]) continue;
+      const ir::TensorId t = stage_id(full);
+      for (const std::size_t j : stages_using(pp, mg, full, run.index)) {
+        const LocalTensor whole =
+            boundary.receive(run.sg.graph.tensor(t).shape, j, grad_tag(full), b);
+        seeds.emplace_back(t, redist.redistribute(whole, ex.gradient_layouts().target[t]));
+      }
+    }
+    return seeds;
+  }
+
+  // Sends the gradients of the boundary tensors this stage received back
+  // to the stages that produced them (times `scale`: a fault injection).
+  void send_gradients(Executor& ex, const std::vector<bool>& needs, PipeBytes& b,
+                      float scale) const {
+    for (const ir::TensorId full : run.sg.received) {
+      if (!needs[full]) continue;
+      boundary.send(ex.input_gradient(stage_id(full)), {stage_of_producer(pp, mg, full)},
+                    grad_tag(full), b, scale);
+    }
+  }
+};
+
+// 1F1B's order on stage i of p over m microbatches (Megatron-LM's
+// non-interleaved schedule): min(p - i - 1, m) warm-up forwards, then one
+// forward and one backward while forwards remain, then the cool-down
+// backwards; a stage holds at most p - i microbatches' activations. Each
+// entry: (forward?, microbatch).
+std::vector<std::pair<bool, std::int64_t>> one_f_one_b(std::size_t p, std::size_t i,
+                                                       std::int64_t m) {
+  const std::int64_t warmup = std::min(static_cast<std::int64_t>(p - i - 1), m);
+  std::vector<std::pair<bool, std::int64_t>> order;
+  for (std::int64_t k = 0; k < warmup; ++k) order.emplace_back(true, k);
+  for (std::int64_t r = 0; r < m - warmup; ++r) {
+    order.emplace_back(true, warmup + r);
+    order.emplace_back(false, r);
+  }
+  for (std::int64_t r = m - warmup; r < m; ++r) order.emplace_back(false, r);
+  return order;
+}
+
+// The cost model's point-to-point bytes of one rank's stage per step
+// (plan::stage_sends times m, at 4 bytes an element): forward and backward.
+std::array<double, 2> model_stage_sends(const Inputs& in, const StageRun& run) {
+  const ir::Graph& g = in.problem->graph();
+  const plan::PipelinePlan& pp = *in.pipeline;
+  const plan::StageGraph whole_stage =
+      plan::stage_graph(g, in.problem->spaces(), run.stage->first, run.stage->last);
+  // The model prices the graph's dtypes; exec sends f32: its count at 4 bytes an element.
+  double dtype_bytes = 0, f32_bytes = 0;
+  for (const ir::TensorId t : whole_stage.sent) {
+    dtype_bytes += g.tensor(t).bytes();
+    f32_bytes += ir::num_elements(g.tensor(t).shape) * 4.0;
+  }
+  for (const ir::TensorId t : whole_stage.received) {
+    dtype_bytes += g.tensor(t).bytes();
+    f32_bytes += ir::num_elements(g.tensor(t).shape) * 4.0;
+  }
+  const double scale =
+      static_cast<double>(pp.microbatches) * (dtype_bytes > 0 ? f32_bytes / dtype_bytes : 1.0);
+  const double fwd = plan::stage_sends(g, whole_stage, *in.cluster, pp, Mode::Infer).bytes;
+  const double both = plan::stage_sends(g, whole_stage, *in.cluster, pp, Mode::Train).bytes;
+  return {fwd * scale, (both - fwd) * scale};
+}
+
+// The whole job's communicator and this rank's stage on its group's.
+StageRun make_stage_run(const ExecArgs& a, const Inputs& in, std::unique_ptr<Communicator>& comm,
+                        int rank, const ir::Graph& mg,
+                        const std::vector<algebra::OpSpace>& mspaces) {
+  const plan::PipelinePlan& pp = *in.pipeline;
+  comm = make_communicator(Backend::Mpi, {static_cast<std::int64_t>(in.cluster->num_devices())});
+  comm->set_timeout(a.timeout_s);
+  StageRun run;
+  run.devices = in.cluster->num_devices() / pp.groups;
+  run.index = static_cast<std::size_t>(rank) / run.devices;
+  run.local = static_cast<std::size_t>(rank) % run.devices;
+  run.stage = &pp.stages.at(run.index);
+  run.sg = plan::stage_graph(mg, mspaces, run.stage->first, run.stage->last);
+  run.comm = make_group_communicator(Backend::Mpi, mesh_sizes(run.stage->plan),
+                                     static_cast<int>(pp.groups));
+  run.comm->set_timeout(a.timeout_s);
+  return run;
+}
+
+// The --fault hook of a stage (operator ids of the whole graph), if any.
+std::function<void(ir::OpId)> stage_fault_hook(const Inputs& in, const StageRun& run, int rank) {
+  if (!in.fault || in.fault->rank != rank) return {};
+  const auto inner = fault_hook(*in.fault);
+  if (!inner) return {};
+  const ir::OpId first = run.stage->first;
+  return [inner, first](ir::OpId o) { inner(o + first); };
+}
+
+// The sum over every rank of v, on rank 0 (uncounted: a report, not plan traffic).
+double sum_to_root(Communicator& world, double v) {
+  const auto mine = static_cast<float>(v);
+  std::vector<float> all(world.rank() == 0 ? static_cast<std::size_t>(world.size()) : 0);
+  world.gather_to_root(&mine, world.rank() == 0 ? all.data() : nullptr, 1);
+  double total = 0;
+  for (const float x : all) total += x;
+  return total;
+}
+
+// What one rank measured over the training steps of a pipelined plan.
+struct PipelineTrainRun {
+  std::vector<double> losses;       // per step, summed over the stages, on rank 0
+  std::array<double, 3> seconds{};  // 1F1B passes, gradient sync, optimizer: slowest rank
+  double min_step_s = 1e300;        // the fastest step (each phase its slowest rank)
+  std::array<PipeBytes, 3> bytes;   // forward, backward, sync: the last step's
+  std::size_t in_flight = 0;        // the most microbatches whose activations were kept
+};
+
+// Steps of a pipelined plan on this rank's stage: per step, the stage's
+// forward and backward passes of every microbatch in 1F1B order (boundary
+// tensors received and sent forward, their gradients back), the gradient
+// synchronisation inside the group, the optimizer step on the stage's
+// parameters. Gradients accumulate over the microbatches (Executor::backward).
+PipelineTrainRun run_pipeline_training(const ExecArgs& a, const Inputs& in, const StageContext& ctx,
+                                       Executor& ex, Communicator& world,
+                                       const std::vector<bool>& needs, float grad_scale) {
+  const ir::Graph& g = in.problem->graph();
+  const std::int64_t m = ctx.pp.microbatches;
+  Communicator& gc = *ctx.run.comm;
+  const ir::Graph& sgraph = ctx.run.sg.graph;
+  const auto order = one_f_one_b(ctx.pp.stages.size(), ctx.run.index, m);
+  PipelineTrainRun r;
+  for (int s = 0; s < a.steps; ++s) {
+    gc.reset_counters();
+    world.barrier();
+    std::array<PipeBytes, 3> bytes;
+    double loss = 0;
+    std::deque<Executor::PassState> kept;  // forward passes awaiting their backward
+    const auto t0 = std::chrono::steady_clock::now();
+    double off_clock = 0;  // reading the loss, not plan work
+    for (const auto& [forward, k] : order) {
+      if (forward) {
+        ex.reseed_inputs([&, k](ir::TensorId t, std::int64_t i) {
+          return microbatch_value(g, sgraph, t, i, k, a.seed);
+        });
+        measured(bytes[0], gc, [&] {
+          ctx.receive_inputs(ex, bytes[0]);
+          ex.run();
+        });
+        const auto l0 = std::chrono::steady_clock::now();
+        loss += ex.loss();  // a gather inside the group, uncounted
+        off_clock += std::chrono::duration<double>(std::chrono::steady_clock::now() - l0).count();
+        measured(bytes[0], gc, [&] { ctx.send_outputs(ex, bytes[0]); });
+        kept.push_back(ex.take_pass());
+        r.in_flight = std::max(r.in_flight, kept.size());
+      } else {
+        ex.restore_pass(std::move(kept.front()));
+        kept.pop_front();
+        measured(bytes[1], gc, [&] {
+          ex.backward(ctx.receive_gradients(ex, needs, bytes[1]));
+          ctx.send_gradients(ex, needs, bytes[1], grad_scale);
+        });
+        const Executor::PassState spent = ex.take_pass();  // this microbatch is done
+      }
+    }
+    ctx.boundary.finish();
+    const auto t1 = std::chrono::steady_clock::now();
+    measured(bytes[2], gc, [&] { ex.sync_gradients(); });
+    const auto t2 = std::chrono::steady_clock::now();
+    // (ZeRO's all-gather of the updated shards would run here, counted in the sync.)
+    measured(bytes[2], gc, [&] { ex.optimizer_step(optimizer_settings(a)); });
+    const auto t3 = std::chrono::steady_clock::now();
+    const std::array<double, 3> local = {std::chrono::duration<double>(t1 - t0).count() - off_clock,
+                                         std::chrono::duration<double>(t2 - t1).count(),
+                                         std::chrono::duration<double>(t3 - t2).count()};
+    double step = 0;
+    for (std::size_t p = 0; p < 3; ++p) {
+      const double slowest = world.max_over_ranks(local[p]);
+      r.seconds[p] += slowest;
+      step += slowest;
+    }
+    r.min_step_s = std::min(r.min_step_s, step);
+    r.bytes = bytes;
+    // The step's loss: each group's first rank holds its stage's share.
+    r.losses.push_back(sum_to_root(world, loss));
+  }
+  return r;
+}
+
+// --check of a pipelined training run: each group's first rank runs the
+// whole graph's full-batch steps on one device; rank 0 compares every
+// step's loss, every group its stage's parameters (their last gradient and
+// their values after the steps). Returns whether this rank's part passed.
+bool check_pipeline_training(std::ostream& out, const ExecArgs& a, const Inputs& in,
+                             const StageRun& run, Executor& ex, const PipelineTrainRun& r,
+                             Communicator& world, int rank) {
+  const ir::Graph& g = in.problem->graph();
+  std::unique_ptr<Communicator> solo;
+  std::unique_ptr<Executor> ref;
+  TrainRun ref_run;
+  const bool root = run.local == 0;
+  if (root) {
+    plan::Plan one;
+    one.mode = Mode::Train;
+    one.cuts.assign(g.num_operators(), {});
+    solo = make_local_communicator();
+    ref = std::make_unique<Executor>(g, in.problem->spaces(), one, *solo,
+                                     ExecOptions{a.seed, false, {}, {}});
+    ref_run = run_training(*ref, *solo, a.steps, optimizer_settings(a));
+  }
+  bool ok = true;
+  if (rank == 0) ok = compare_losses(out, r.losses, ref_run.losses);
+  const double grad_floor = root ? gradient_floor(*ref, ref->trained()) : 0;
+  double grad_worst = 0, param_worst = 0;
+  std::ostringstream failures;
+  const ir::Graph& sgraph = run.sg.graph;
+  for (const ir::TensorId t : ex.trained()) {
+    const std::vector<float> grad = ex.gather_gradient(t);  // collectives within the group
+    const std::vector<float> got = ex.gather_full(t);
+    if (!root) continue;
+    const auto full = g.find_tensor(sgraph.tensor(t).name);
+    if (!full) throw Error(Errc::kInternal, "no tensor '" + sgraph.tensor(t).name + "'");
+    const std::string name = g.tensor(*full).name + " " +
+                             ir::shape_to_string(g.tensor(*full).shape) + " (stage " +
+                             std::to_string(run.index) + ")";
+    ok = compare_parameter(failures, name, a.steps, ref->gradient(*full), ref->block(*full), grad,
+                           got, grad_floor, grad_worst, param_worst) &&
+         ok;
+  }
+  if (rank == 0) {
+    out << failures.str();
+  } else if (!failures.str().empty()) {
+    std::cerr << "recsearch exec: [rank " + std::to_string(rank) + "]\n" + failures.str()
+              << std::flush;
+  }
+  const double params = sum_to_root(world, root ? static_cast<double>(ex.trained().size()) : 0.0);
+  grad_worst = world.max_over_ranks(grad_worst);
+  param_worst = world.max_over_ranks(param_worst);
+  if (rank == 0) {
+    out << "  check " << fmt("%.0f", params) << " gradient(s) of step " << a.steps
+        << " (each on its stage's group): max error relative to max|ref| "
+        << fmt("%.3g", grad_worst) << "\n";
+    out << "  check " << fmt("%.0f", params) << " parameter(s) after " << a.steps
+        << " step(s): max error relative to 1+max|ref| " << fmt("%.3g", param_worst) << "\n";
+  }
+  return ok;
+}
+
+// --train of a pipelined plan (docs/exec.md, Pipelines): the steps, every
+// rank's bytes against the prediction, the report and with --check the
+// one-device comparison. Returns the exit code.
+int execute_pipeline_training(const ExecArgs& a, const Inputs& in,
+                              std::unique_ptr<Communicator>& comm, int rank) {
+  const ir::Graph& g = in.problem->graph();
+  const plan::PipelinePlan& pp = *in.pipeline;
+  const std::int64_t m = pp.microbatches;
+  std::optional<plan::MicrobatchView> mv;
+  if (m > 1) mv = plan::microbatch_view(g, in.problem->spaces(), m);
+  const ir::Graph& mg = mv ? mv->graph : g;
+  StageRun run = make_stage_run(a, in, comm, rank, mg, mv ? mv->spaces : in.problem->spaces());
+  Communicator& gc = *run.comm;
+  Redistributor redist(gc);
+  Boundary boundary(run, redist);
+  const StageContext ctx{pp, mg, run, redist, boundary};
+  const ir::Graph& sgraph = run.sg.graph;
+  // A boundary tensor carries a gradient back when, in the whole graph, it
+  // is downstream of a parameter (the producing stage's layouts say the same).
+  const std::vector<bool> needs = differentiable_tensors(mg);
+  ExecOptions opts;
+  opts.seed = a.seed;
+  opts.before_op = stage_fault_hook(in, run, rank);
+  opts.world_rank_base = rank - static_cast<int>(run.local);
+  opts.value = [&](ir::TensorId t, std::int64_t i) {
+    return microbatch_value(g, sgraph, t, i, 0, a.seed);
+  };
+  opts.bucket_elements = static_cast<std::size_t>(a.bucket_mib * 1024 * 1024 / sizeof(float));
+  opts.recompute = true;
+  for (const ir::TensorId full : run.sg.received) {
+    if (needs[full]) opts.grad_inputs.push_back(ctx.stage_id(full));
+  }
+  float grad_scale = 1.0f;
+  if (in.fault && in.fault->rank == rank) {
+    // Operator ids of the whole graph, on the stage that runs them.
+    const auto first = static_cast<std::int64_t>(run.stage->first);
+    const bool here = in.fault->op >= first && in.fault->op < run.stage->last;
+    const auto local_op = static_cast<ir::OpId>(in.fault->op - first);
+    if (in.fault->kind == "grad" && here) opts.corrupt_backward_op = local_op;
+    if (in.fault->kind == "halo" && here) opts.drop_halo_return_op = local_op;
+    if (in.fault->kind == "recompute" && here) opts.corrupt_recompute_op = local_op;
+    if (in.fault->kind == "boundary") grad_scale = 2.0f;
+  }
+  Executor ex(sgraph, run.sg.spaces, run.stage->plan, gc, opts);
+  // The loss counts the whole graph's outputs; a boundary tensor that no
+  // operator of the stage reads gets its gradient from the later stages.
+  std::vector<double> scale = microbatch_loss_scale(sgraph, ex.outputs(), m);
+  for (std::size_t i = 0; i < scale.size(); ++i) {
+    const auto full = mg.find_tensor(sgraph.tensor(ex.outputs()[i]).name);
+    if (full && !mg.tensor(*full).consumers.empty()) scale[i] = 0;
+  }
+  ex.set_loss_scale(scale);
+  // Per step, what the boundary exchange does not add as it runs: the
+  // stage's forward and backward passes, m times, and one gradient sync.
+  const auto passes = static_cast<double>(m);
+  const std::vector<std::int64_t> coords =
+      rank_coords(static_cast<std::int64_t>(run.local), gc.mesh());
+  const TrainBytePrediction tp = predict_train_bytes(
+      sgraph, ex.layouts(), run.stage->plan.training.zero_stage, 4.0, opts.grad_inputs);
+  // The recomputed forward runs inside the backward pass.
+  const double again = predict_recompute_bytes(sgraph, ex.layouts(), ex.recompute_plan()).total;
+  const std::array<double, 3> coll = {passes * predict_exec_bytes(sgraph, ex.layouts()).total,
+                                      passes * (tp.backward.total + again), tp.gradient_sync.total};
+  const std::array<double, 2> halo = {
+      passes * predict_halo_bytes(sgraph, ex.layouts(), coords),
+      passes * (predict_halo_backward_bytes(sgraph, ex.layouts(), ex.gradient_layouts(), coords) +
+                predict_recompute_halo_bytes(sgraph, ex.layouts(), ex.recompute_plan(), coords))};
+  PipelineTrainRun r = run_pipeline_training(a, in, ctx, ex, *comm, needs, grad_scale);
+  bool bytes_ok = true;
+  for (std::size_t ph = 0; ph < 3; ++ph) {
+    r.bytes[ph].coll_predicted += coll[ph];
+    if (ph < 2) r.bytes[ph].p2p_predicted += halo[ph];
+    bytes_ok = bytes_ok && r.bytes[ph].equal();
+  }
+  const std::size_t deepest = std::min(pp.stages.size() - run.index, static_cast<std::size_t>(m));
+  const bool depth_ok = r.in_flight == deepest;
+  const bool all_bytes_ok = comm->max_over_ranks(bytes_ok && depth_ok ? 0.0 : 1.0) == 0.0;
+  const std::array<double, 2> model = model_stage_sends(in, run);
+  const std::array<double, 2> model_off = {
+      comm->max_over_ranks(std::abs(r.bytes[0].p2p_measured - model[0])),
+      comm->max_over_ranks(std::abs(r.bytes[1].p2p_measured - model[1]))};
+  // Per rank: microbatches kept at once, point-to-point bytes forward and backward.
+  const std::array<float, 3> mine = {static_cast<float>(r.in_flight),
+                                     static_cast<float>(r.bytes[0].p2p_measured),
+                                     static_cast<float>(r.bytes[1].p2p_measured)};
+  std::vector<float> per_rank(rank == 0 ? 3 * static_cast<std::size_t>(comm->size()) : 0);
+  comm->gather_to_root(mine.data(), rank == 0 ? per_rank.data() : nullptr, 3);
+
+  std::ostringstream out;
+  if (rank == 0) {
+    out << "recsearch exec: " << g.name() << " on " << comm->size() << " rank(s), pipeline of "
+        << pp.stages.size() << " stage(s) on " << pp.groups << " group(s) of " << run.devices
+        << ", 1F1B training over " << m << " microbatch(es), " << a.steps << " step(s), optimizer "
+        << a.optimizer << " (lr " << fmt("%g", a.lr) << "), backend mpi\n";
+    out << "  loss (sum of one-element outputs and 1/2 mean(y^2) of the others):";
+    for (std::size_t s = 0; s < r.losses.size(); ++s)
+      out << (s % 6 == 0 ? "\n   " : "") << " " << fmt("%.7g", r.losses[s]);
+    out << "\n";
+    const double n = a.steps;
+    out << "  step time (slowest rank per phase): mean "
+        << fmt("%.3f", (r.seconds[0] + r.seconds[1] + r.seconds[2]) / n * 1e3) << " ms, min "
+        << fmt("%.3f", r.min_step_s * 1e3) << " ms; 1F1B forward and backward "
+        << fmt("%.3f", r.seconds[0] / n * 1e3) << ", gradient sync "
+        << fmt("%.3f", r.seconds[1] / n * 1e3) << ", optimizer "
+        << fmt("%.3f", r.seconds[2] / n * 1e3) << " ms\n";
+    out << "  microbatches whose activations a stage kept at once (1F1B: min(p - i, m)):";
+    for (std::size_t j = 0; j < pp.stages.size(); ++j)
+      out << " stage " << j << " " << fmt("%.0f", per_rank[3 * j * run.devices]);
+    out << "\n";
+    const std::array<const char*, 3> names = {"forward", "backward", "gradient sync"};
+    out << "  bytes sent per rank, one training step, f32 elements (rank 0; every rank checks "
+           "its own):\n";
+    for (std::size_t ph = 0; ph < 3; ++ph) {
+      const PipeBytes& b = r.bytes[ph];
+      out << "    " << names[ph] << ":";
+      if (ph < 2) {
+        out << " point to point measured " << fmt("%.0f", b.p2p_measured) << ", predicted "
+            << fmt("%.0f", b.p2p_predicted) << ", cost model " << fmt("%.0f", model[ph])
+            << (model_off[ph] <= 0.5 ? " (equal on every rank);" : " (differs on some rank);");
+      }
+      out << " stage collectives measured " << fmt("%.0f", b.coll_measured) << ", predicted "
+          << fmt("%.0f", b.coll_predicted) << "\n";
+    }
+    out << "    point to point per rank (forward/backward):";
+    for (int i = 0; i < comm->size(); ++i) {
+      const auto k = 3 * static_cast<std::size_t>(i);
+      out << (i ? ", " : " ") << i << " " << fmt("%.0f", per_rank[k + 1]) << "/"
+          << fmt("%.0f", per_rank[k + 2]);
+    }
+    out << "\n";
+    out << "    predicted" << (all_bytes_ok ? ": every rank matches" : ": MISMATCH on some rank")
+        << "\n";
+  }
+  int code = all_bytes_ok ? 0 : exit_code(Errc::kRuntime);
+  if (a.check) {
+    const bool ok = check_pipeline_training(out, a, in, run, ex, r, *comm, rank);
+    const bool all_ok = comm->max_over_ranks(ok && all_bytes_ok ? 0.0 : 1.0) == 0.0;
+    if (!all_ok) code = exit_code(Errc::kRuntime);
+    if (rank == 0) out << "  check: " << (all_ok ? "passed" : "FAILED") << "\n";
+  }
+  if (rank == 0) std::cout << out.str() << std::flush;
+  if (!bytes_ok || !depth_ok) {
+    std::string msg = "recsearch exec: [rank " + std::to_string(rank) + "]";
+    const std::array<const char*, 3> names = {"forward", "backward", "gradient sync"};
+    for (std::size_t ph = 0; ph < 3; ++ph) {
+      const PipeBytes& b = r.bytes[ph];
+      msg += " " + std::string(names[ph]) + " sent " + fmt("%.0f", b.p2p_measured) +
+             " point-to-point and " + fmt("%.0f", b.coll_measured) +
+             " collective bytes, predicted " + fmt("%.0f", b.p2p_predicted) + " and " +
+             fmt("%.0f", b.coll_predicted) + ";";
+    }
+    msg += " kept " + std::to_string(r.in_flight) + " microbatches, 1F1B keeps " +
+           std::to_string(deepest) + "\n";
+    std::cerr << msg << std::flush;
+  }
+  run.comm.reset();
+  comm.reset();
+  return code;
+}
 
 int execute_pipeline(const ExecArgs& a, const Inputs& in, std::unique_ptr<Communicator>& comm,
                      int rank) {
+  if (a.train) return execute_pipeline_training(a, in, comm, rank);
   const ir::Graph& g = in.problem->graph();
   const plan::PipelinePlan& pp = *in.pipeline;
   const std::int64_t m = pp.microbatches;
@@ -1038,36 +1603,14 @@ int execute_pipeline(const ExecArgs& a, const Inputs& in, std::unique_ptr<Commun
   if (m > 1) mv = plan::microbatch_view(g, in.problem->spaces(), m);
   const ir::Graph& mg = mv ? mv->graph : g;
   const std::vector<algebra::OpSpace>& mspaces = mv ? mv->spaces : in.problem->spaces();
-  // The whole job (for the time and the checks' verdict), then this rank's group.
-  comm = make_communicator(Backend::Mpi, {static_cast<std::int64_t>(in.cluster->num_devices())});
-  comm->set_timeout(a.timeout_s);
-  const auto groups = static_cast<int>(pp.groups);
-  StageRun run;
-  run.devices = in.cluster->num_devices() / pp.groups;
-  run.index = static_cast<std::size_t>(rank) / run.devices;
-  run.local = static_cast<std::size_t>(rank) % run.devices;
-  run.stage = &pp.stages.at(run.index);
-  run.sg = plan::stage_graph(mg, mspaces, run.stage->first, run.stage->last);
-  run.comm = make_group_communicator(Backend::Mpi, mesh_sizes(run.stage->plan), groups);
-  run.comm->set_timeout(a.timeout_s);
+  StageRun run = make_stage_run(a, in, comm, rank, mg, mspaces);
   Communicator& gc = *run.comm;
   Redistributor redist(gc);
+  Boundary boundary(run, redist);
+  const StageContext ctx{pp, mg, run, redist, boundary};
   const ir::Graph& sgraph = run.sg.graph;
-  const std::size_t axes = gc.mesh().size();
-  const auto stage_id = [&](ir::TensorId full) {
-    const auto t = sgraph.find_tensor(mg.tensor(full).name);
-    if (!t) throw Error(Errc::kInternal, "no stage tensor '" + mg.tensor(full).name + "'");
-    return *t;
-  };
-  std::function<void(ir::OpId)> hook;
-  if (in.fault && in.fault->rank == rank && in.fault->kind != "grad" && in.fault->kind != "halo" &&
-      in.fault->kind != "recompute") {
-    const auto inner = fault_hook(*in.fault);
-    const ir::OpId first = run.stage->first;
-    hook = [inner, first](ir::OpId o) { inner(o + first); };
-  }
-  PipelineRun r;
-  std::deque<std::vector<float>> outgoing;  // alive until finish_sends
+  const std::function<void(ir::OpId)> hook = stage_fault_hook(in, run, rank);
+  PipeBytes r;
   std::vector<std::unique_ptr<Executor>> done;
   comm->barrier();
   const auto t0 = std::chrono::steady_clock::now();
@@ -1081,80 +1624,34 @@ int execute_pipeline(const ExecArgs& a, const Inputs& in, std::unique_ptr<Commun
       return microbatch_value(g, sgraph, t, i, k, a.seed);
     };
     auto ex = std::make_unique<Executor>(sgraph, run.sg.spaces, run.stage->plan, gc, opts);
-    for (const ir::TensorId full : run.sg.received) {
-      const ir::TensorId t = stage_id(full);
-      const std::int64_t n = ir::num_elements(sgraph.tensor(t).shape);
-      const std::int64_t c = chunk_of(n, run.devices);
-      const std::size_t from = stage_of_producer(pp, mg, full);
-      LocalTensor flat{{c * static_cast<std::int64_t>(run.devices)},
-                       all_axes(axes, cost::AxisLayout::shard(0)),
-                       std::vector<float>(static_cast<std::size_t>(c))};
-      gc.recv(static_cast<int>(from * run.devices + run.local), flat.data.data(), flat.data.size(),
-              static_cast<int>(full));
-      LocalTensor whole = redist.redistribute(flat, all_axes(axes, cost::AxisLayout::replicate()));
-      whole.data.resize(static_cast<std::size_t>(n));
-      whole.full = sgraph.tensor(t).shape;
-      r.coll_predicted +=
-          redistribution_bytes(flat.full, flat.layout, whole.layout, gc.mesh()).total;
-      const Layout& holder = ex->layouts().holders[t];
-      ex->set_input(t, redist.redistribute(whole, holder).data);
-    }
+    ctx.receive_inputs(*ex, r);
     r.coll_predicted += predict_exec_bytes(sgraph, ex->layouts()).total;
     r.p2p_predicted += predict_halo_bytes(
         sgraph, ex->layouts(), rank_coords(static_cast<std::int64_t>(run.local), gc.mesh()));
     ex->run();
-    for (const ir::TensorId full : run.sg.sent) {
-      const ir::TensorId t = stage_id(full);
-      const LocalTensor& block = ex->block(t);
-      const Layout replicated = all_axes(axes, cost::AxisLayout::replicate());
-      r.coll_predicted +=
-          redistribution_bytes(block.full, block.layout, replicated, gc.mesh()).total;
-      const LocalTensor whole = redist.redistribute(block, replicated);
-      const std::int64_t n = ir::num_elements(block.full);
-      const std::int64_t c = chunk_of(n, run.devices);
-      std::vector<float> chunk(static_cast<std::size_t>(c), 0.0f);
-      const std::int64_t begin = c * static_cast<std::int64_t>(run.local);
-      for (std::int64_t i = begin; i < std::min(n, begin + c); ++i)
-        chunk[static_cast<std::size_t>(i - begin)] = whole.data[static_cast<std::size_t>(i)];
-      outgoing.push_back(std::move(chunk));
-      for (const std::size_t to : stages_using(pp, mg, full, run.index)) {
-        gc.send(static_cast<int>(to * run.devices + run.local), outgoing.back().data(),
-                outgoing.back().size(), static_cast<int>(full));
-        r.p2p_predicted += static_cast<double>(c) * sizeof(float);
-      }
-    }
+    ctx.send_outputs(*ex, r);
     done.push_back(std::move(ex));
   }
-  gc.finish_sends();
-  r.seconds = comm->max_over_ranks(
+  boundary.finish();
+  const double seconds = comm->max_over_ranks(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   r.p2p_measured = gc.p2p_bytes();
   r.coll_measured = gc.bytes_sent();
-  const plan::StageGraph whole_stage =
-      plan::stage_graph(g, in.problem->spaces(), run.stage->first, run.stage->last);
-  // The model prices the graph's dtypes; exec sends f32: its count at 4 bytes an element.
-  double dtype_bytes = 0, f32_bytes = 0;
-  for (const ir::TensorId t : whole_stage.sent) {
-    dtype_bytes += g.tensor(t).bytes();
-    f32_bytes += ir::num_elements(g.tensor(t).shape) * 4.0;
-  }
-  r.model_p2p = plan::stage_sends(g, whole_stage, *in.cluster, pp, Mode::Infer).bytes *
-                static_cast<double>(m) * (dtype_bytes > 0 ? f32_bytes / dtype_bytes : 1.0);
-  const bool bytes_ok = std::abs(r.p2p_measured - r.p2p_predicted) <= 0.5 &&
-                        std::abs(r.coll_measured - r.coll_predicted) <= 0.5;
+  const double model_p2p = model_stage_sends(in, run)[0];
+  const bool bytes_ok = r.equal();
   const bool all_bytes_ok = comm->max_over_ranks(bytes_ok ? 0.0 : 1.0) == 0.0;
-  const double worst_p2p = comm->max_over_ranks(std::abs(r.p2p_measured - r.model_p2p));
+  const double worst_p2p = comm->max_over_ranks(std::abs(r.p2p_measured - model_p2p));
 
   std::ostringstream out;
   if (rank == 0) {
     out << "recsearch exec: " << g.name() << " on " << comm->size() << " rank(s), pipeline of "
         << pp.stages.size() << " stage(s) on " << pp.groups << " group(s) of " << run.devices
         << ", 1F1B forward over " << m << " microbatch(es), backend mpi\n";
-    out << "  forward time (slowest rank, every microbatch): " << fmt("%.3f", r.seconds * 1e3)
+    out << "  forward time (slowest rank, every microbatch): " << fmt("%.3f", seconds * 1e3)
         << " ms\n";
     out << "  bytes sent per rank, one forward pass, f32 elements (rank 0):\n"
         << "    point to point: measured " << fmt("%.0f", r.p2p_measured) << ", predicted "
-        << fmt("%.0f", r.p2p_predicted) << ", cost model " << fmt("%.0f", r.model_p2p)
+        << fmt("%.0f", r.p2p_predicted) << ", cost model " << fmt("%.0f", model_p2p)
         << (worst_p2p <= 0.5 ? " (equal on every rank)" : " (differs on some rank)") << "\n"
         << "    stage collectives: measured " << fmt("%.0f", r.coll_measured) << ", predicted "
         << fmt("%.0f", r.coll_predicted) << "\n"
@@ -1193,7 +1690,7 @@ int execute_pipeline(const ExecArgs& a, const Inputs& in, std::unique_ptr<Commun
         const double err = normwise_error(ref->block(*full).data, got, &max_abs);
         worst = std::max(worst, err);
         ++compared;
-        if (!(err <= 1e-4)) {
+        if (!(err <= kTolerance)) {
           ok = false;
           std::cerr << ("recsearch exec: [rank " + std::to_string(rank) + "] check output " +
                         mg.tensor(*full).name + " of microbatch " + std::to_string(k) +

@@ -227,10 +227,11 @@ Executor::Executor(const ir::Graph& g, const std::vector<algebra::OpSpace>& spac
   row_lse_.resize(g.num_operators());
   windows_.resize(g.num_operators());
   bn_stats_.resize(g.num_operators());
-  grads_layout_ = exec::gradient_layouts(g, layouts_, p.training.zero_stage);
+  grads_layout_ = exec::gradient_layouts(g, layouts_, p.training.zero_stage, options_.grad_inputs);
   for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
     const ir::Tensor& tensor = g.tensor(t);
-    if (grads_layout_.needs_grad[t] && tensor.producer == ir::kNone && !tensor.consumers.empty())
+    if (grads_layout_.needs_grad[t] && tensor.kind == ir::TensorKind::Parameter &&
+        tensor.producer == ir::kNone && !tensor.consumers.empty())
       trained_.push_back(t);
   }
   if (options_.recompute) {
@@ -689,7 +690,39 @@ void add_into(std::vector<float>& acc, const std::vector<float>& x) {
 
 }  // namespace
 
-void Executor::backward() {
+Executor::PassState Executor::take_pass() {
+  PassState s;
+  s.held.resize(held_.size());
+  for (ir::TensorId t = 0; t < g_.num_tensors(); ++t) {
+    if (g_.tensor(t).kind != ir::TensorKind::Parameter) s.held[t] = std::move(held_[t]);
+  }
+  s.copies = std::exchange(copies_, std::vector<std::deque<LocalTensor>>(g_.num_tensors()));
+  s.windows = std::exchange(windows_, std::vector<WindowBlock>(g_.num_operators()));
+  s.bn_stats = std::exchange(bn_stats_, decltype(bn_stats_)(g_.num_operators()));
+  s.row_lse = std::exchange(row_lse_, decltype(row_lse_)(g_.num_operators()));
+  return s;
+}
+
+void Executor::restore_pass(PassState s) {
+  if (s.held.size() != held_.size())
+    throw Error(Errc::kInternal, "restore_pass: the state of another graph");
+  for (ir::TensorId t = 0; t < g_.num_tensors(); ++t) {
+    if (g_.tensor(t).kind != ir::TensorKind::Parameter) held_[t] = std::move(s.held[t]);
+  }
+  copies_ = std::move(s.copies);
+  windows_ = std::move(s.windows);
+  bn_stats_ = std::move(s.bn_stats);
+  row_lse_ = std::move(s.row_lse);
+}
+
+const LocalTensor& Executor::input_gradient(ir::TensorId t) {
+  if (std::find(options_.grad_inputs.begin(), options_.grad_inputs.end(), t) ==
+      options_.grad_inputs.end())
+    throw Error(Errc::kInternal, "input_gradient: '" + g_.tensor(t).name + "' is no grad input");
+  return collect_gradient(t);
+}
+
+void Executor::backward(std::vector<std::pair<ir::TensorId, LocalTensor>> seeds) {
   const std::size_t n = g_.num_tensors();
   // Parameters' contributions wait for sync_gradients() (which takes them),
   // across microbatches; everything else starts afresh.
@@ -704,15 +737,21 @@ void Executor::backward() {
   // partial: run() summed it, and the dual of a partial sum is replicated).
   for (std::size_t k = 0; k < outputs_.size(); ++k) {
     const ir::TensorId t = outputs_[k];
-    if (!grads_layout_.needs_grad[t]) continue;
-    const LocalTensor& y = *held_[t];
     const double scale = loss_scale_[k];
+    if (!grads_layout_.needs_grad[t] || scale == 0) continue;
+    const LocalTensor& y = *held_[t];
     if (y.layout != grads_layout_.target[t])
       throw Error(Errc::kInternal, "output '" + g_.tensor(t).name + "' not in its gradient layout");
     LocalTensor dy = zeros(y.full, y.layout, layouts_.mesh);
     const auto total = static_cast<double>(ir::num_elements(y.full));
     for (std::size_t i = 0; i < dy.data.size(); ++i)
       dy.data[i] = static_cast<float>(total == 1 ? scale : scale * y.data[i] / total);
+    contributions_[t].push_back(std::move(dy));
+  }
+  for (auto& [t, dy] : seeds) {
+    if (!grads_layout_.needs_grad[t] || dy.layout != grads_layout_.target[t])
+      throw Error(Errc::kInternal,
+                  "gradient seed of '" + g_.tensor(t).name + "' not in its gradient layout");
     contributions_[t].push_back(std::move(dy));
   }
   const std::vector<ir::OpId> order = g_.topological_order();

@@ -524,27 +524,36 @@ Layout zero_shard(const ir::Graph& g, const PlanLayouts& pl, ir::TensorId t) {
 
 }  // namespace
 
-GradientLayouts gradient_layouts(const ir::Graph& g, const PlanLayouts& pl, int zero_stage) {
-  GradientLayouts gl;
-  gl.needs_grad.assign(g.num_tensors(), false);
+std::vector<bool> differentiable_tensors(const ir::Graph& g,
+                                         const std::vector<ir::TensorId>& grad_inputs) {
+  std::vector<bool> needs(g.num_tensors(), false);
   for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
     const ir::Tensor& tensor = g.tensor(t);
-    gl.needs_grad[t] = tensor.kind == ir::TensorKind::Parameter && floating(tensor.dtype);
+    needs[t] = floating(tensor.dtype) &&
+               (tensor.kind == ir::TensorKind::Parameter ||
+                (tensor.producer == ir::kNone &&
+                 std::find(grad_inputs.begin(), grad_inputs.end(), t) != grad_inputs.end()));
   }
   for (const ir::OpId o : g.topological_order()) {
     const ir::Operator& op = g.op(o);
     bool any = false;
     for (std::size_t j = 0; j < op.inputs.size(); ++j)
-      any = any || (gl.needs_grad[op.inputs[j]] && differentiable_input(g, op, j));
-    for (const ir::TensorId out : op.outputs)
-      gl.needs_grad[out] = any && floating(g.tensor(out).dtype);
+      any = any || (needs[op.inputs[j]] && differentiable_input(g, op, j));
+    for (const ir::TensorId out : op.outputs) needs[out] = any && floating(g.tensor(out).dtype);
   }
+  return needs;
+}
+
+GradientLayouts gradient_layouts(const ir::Graph& g, const PlanLayouts& pl, int zero_stage,
+                                 const std::vector<ir::TensorId>& grad_inputs) {
+  GradientLayouts gl;
+  gl.needs_grad = differentiable_tensors(g, grad_inputs);
   gl.target.resize(g.num_tensors());
   for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
     const ir::Tensor& tensor = g.tensor(t);
     if (tensor.producer != ir::kNone) {
       gl.target[t] = dual(pl.holders[t]);
-    } else if (zero_stage > 0 && gl.needs_grad[t]) {
+    } else if (zero_stage > 0 && gl.needs_grad[t] && tensor.kind == ir::TensorKind::Parameter) {
       gl.target[t] = zero_shard(g, pl, t);
     } else {
       gl.target[t] = pl.holders[t];
@@ -570,11 +579,12 @@ GradientLayouts gradient_layouts(const ir::Graph& g, const PlanLayouts& pl, int 
 }
 
 TrainBytePrediction predict_train_bytes(const ir::Graph& g, const PlanLayouts& pl, int zero_stage,
-                                        double element_bytes) {
+                                        double element_bytes,
+                                        const std::vector<ir::TensorId>& grad_inputs) {
   TrainBytePrediction out;
   out.backward.per_axis.assign(pl.mesh.size(), 0.0);
   out.gradient_sync.per_axis.assign(pl.mesh.size(), 0.0);
-  const GradientLayouts gl = gradient_layouts(g, pl, zero_stage);
+  const GradientLayouts gl = gradient_layouts(g, pl, zero_stage, grad_inputs);
   for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
     if (!gl.needs_grad[t]) continue;
     const ir::Tensor& tensor = g.tensor(t);

@@ -711,7 +711,8 @@ def case_pipeline():
     forward pass with --check (every output of every microbatch against a
     one-device run), point-to-point bytes equal to the prediction from the
     plan and to the cost model's, the stages' collectives to the prediction;
-    a killed stage rank and a stalled one end every rank; --train is refused."""
+    a killed stage rank and a stalled one end every rank; then training
+    (pipeline_training)."""
     cluster = write("two_by_two.json", {
         "format": "recsearch.cluster", "version": 1, "name": "two nodes of two",
         "levels": [{"name": "node", "size": 2, "bandwidth_GBps": 10, "latency_us": 5},
@@ -753,8 +754,83 @@ def case_pipeline():
     rc, out, err, secs = mpirun(4, [gpath, plan, "--fault", f"0:stall:{op0}", "--timeout", "3"], timeout=120)
     check(rc == 4 and "did not finish within" in err and secs < 60,
           f"pipeline: stall on stage rank 0: rc {rc}, {secs:.0f} s\n{err}")
-    rc, out, err, _ = mpirun(4, [gpath, plan, "--train"])
-    check(rc == 2 and "forward pass only" in err, f"pipeline --train not refused: rc {rc}\n{err}")
+    pipeline_training(cluster, plans)
+
+
+PIPE_BYTES = re.compile(r"    (forward|backward): point to point measured (\d+), predicted (\d+), cost model (\d+) "
+                        r"\((equal on every rank|differs on some rank)\); stage collectives measured (\d+), "
+                        r"predicted (\d+)")
+
+
+def pipeline_training(cluster, plans):
+    """--train --check of 2-stage 1F1B plans on 2 groups of 2 ranks: ffn.json
+    and the small GPT-2 block with 2 microbatches (SGD) and 4 (Adam). Every
+    step's loss and every stage's parameters equal a one-device full-batch
+    run; per rank the point-to-point and collective bytes of the forward and
+    the backward equal the prediction (exec fails otherwise) and the cost
+    model's; the boundary gradients sent back are as many bytes as the
+    boundary tensors sent forward; stage 0 keeps 2 microbatches'
+    activations, stage 1 one. The searched stage plans use ZeRO 1 and
+    selective recomputation; one with --zero 0 --recompute full trains too.
+    A doubled boundary gradient fails the check, a killed stage rank ends
+    every rank; ZeRO 3 and the interleaved schedule are refused with their
+    JSON paths."""
+    for name, (gpath, plan2, _) in plans.items():
+        cases = [(2, "sgd", "0.01", []), (4, "adam", "0.001", [])]
+        if name == "gpt2_block_small.json":
+            cases.append((2, "sgd-momentum", "0.01", ["--zero", "0", "--recompute", "full"]))
+        for m, optimizer, lr, flags in cases:
+            plan = plan2
+            if m != 2 or flags:
+                plan = os.path.join(TMP, f"{name}.pipeline{m}{''.join(flags)}.plan.json")
+                s = subprocess.run([BIN, "search", gpath, "--cluster", cluster, "--stages", "2",
+                                    "--microbatches", str(m), "-q", "-o", plan] + flags, capture_output=True, text=True)
+                if not check(s.returncode == 0, f"search --stages 2 --microbatches {m} {flags} {name}: {s.stderr}"):
+                    continue
+            label = f"pipeline training {name} m={m} {optimizer} {' '.join(flags)}"
+            rc, out, err, secs = mpirun(4, [gpath, plan, "--train", "--steps", "2", "--check", "--optimizer",
+                                            optimizer, "--lr", lr, "--timeout", "60"])
+            print(f"{label}: 4 ranks, rc {rc}, {secs:.1f} s\n{out}", end="", flush=True)
+            if not check(rc == 0 and "check: passed" in out and "every rank matches" in out
+                         and f"1F1B training over {m} microbatch(es)" in out, f"{label}: rc {rc}\n{out}\n{err}"):
+                continue
+            phases = {p[0]: [int(x) for x in p[1:4]] + [p[4], int(p[5]), int(p[6])]
+                      for p in PIPE_BYTES.findall(out)}
+            if not check(set(phases) == {"forward", "backward"}, f"{label}: bytes lines\n{out}"):
+                continue
+            for phase, (meas, pred, model, eq, cmeas, cpred) in phases.items():
+                check(meas == pred == model and eq == "equal on every rank" and cmeas == cpred,
+                      f"{label}: {phase} bytes {phases[phase]}")
+            per_rank = re.search(r"point to point per rank \(forward/backward\): (.*)", out)
+            pairs = [tuple(int(v) for v in x.split()[1].split("/")) for x in per_rank.group(1).split(", ")] \
+                if per_rank else []
+            # Stage 0 (ranks 0, 1) sends forward only, stage 1 (ranks 2, 3)
+            # backward only; the gradients are the boundary tensors' sizes.
+            check(len(pairs) == 4 and all(f > 0 and b == 0 for f, b in pairs[:2]) and
+                  all(f == 0 and b > 0 for f, b in pairs[2:]) and
+                  sum(f for f, _ in pairs) == sum(b for _, b in pairs),
+                  f"{label}: point to point per rank {pairs}")
+            check("stage 0 2 stage 1 1" in out, f"{label}: microbatches kept\n{out}")
+            check(re.search(r"check \d+ parameter\(s\) after 2 step", out) is not None, f"{label}: parameters checked")
+    if "ffn.json" in plans:
+        gpath, plan, pp = plans["ffn.json"]
+        rc, out, err, _ = mpirun(4, [gpath, plan, "--train", "--steps", "2", "--check", "--fault", "2:boundary"])
+        check(rc == 4 and "check: FAILED" in out and "gradient of" in out and "(stage 0)" in out,
+              f"pipeline: doubled boundary gradient not caught: rc {rc}\n{out}\n{err}")
+        op = pp["stages"][1]["range"][0]
+        rc, out, err, secs = mpirun(4, [gpath, plan, "--train", "--steps", "2", "--fault", f"3:kill:{op}",
+                                        "--timeout", "30"], timeout=120)
+        check(rc not in (0, None) and secs < 60, f"pipeline training: kill stage rank 3: rc {rc}, {secs:.0f} s\n{err}")
+        for flags, path in ((["--zero", "3"], "/pipeline/stages/0/training/zero_stage"),
+                            (["--stages", "2x2", "--microbatches", "2"], "/pipeline/schedule")):
+            refused = os.path.join(TMP, "pipeline.refused.plan.json")
+            args = ["--stages", "2", "--microbatches", "2"] if "--stages" not in flags else []
+            s = subprocess.run([BIN, "search", gpath, "--cluster", cluster, "-q", "-o", refused] + args + flags,
+                               capture_output=True, text=True)
+            if not check(s.returncode == 0, f"search {flags}: {s.stderr}"):
+                continue
+            rc, out, err, _ = mpirun(4, [gpath, refused, "--train"])
+            check(rc == 2 and path in err, f"pipeline --train {flags} not refused at {path}: rc {rc}\n{err}")
 
 # ---- convolutions, pools and BatchNorm (halo exchange, SyncBatchNorm) ------
 

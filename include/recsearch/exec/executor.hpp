@@ -79,6 +79,9 @@ struct ExecOptions {
   // pass drops what its recomputed operators would not keep, and the
   // backward pass runs their forward again, redistributions included.
   bool recompute = false;
+  // Training in a pipeline stage: the graph inputs received from earlier
+  // stages whose gradients go back to them (input_gradient()).
+  std::vector<ir::TensorId> grad_inputs = {};
 };
 
 // Bytes (f32 elements) of the data tensors a rank holds for the backward
@@ -160,7 +163,15 @@ class Executor {
   // gradients are left as per-rank contributions for sync_gradients(); a
   // second backward() before it adds its own (gradient accumulation over
   // microbatches: one synchronisation for all of them).
-  void backward();
+  // `seeds`: more gradient contributions (a pipeline stage's boundary
+  // tensors, their gradients received from the later stages that use them),
+  // each in its tensor's GradientLayouts target; an output whose loss
+  // weight is 0 gets only these.
+  void backward(std::vector<std::pair<ir::TensorId, LocalTensor>> seeds = {});
+  // After backward(): the gradient of ExecOptions::grad_inputs member t, in
+  // its holder's layout (its contributions summed and moved there, counted
+  // in the backward's traffic as predict_train_bytes counts them).
+  [[nodiscard]] const LocalTensor& input_gradient(ir::TensorId t);
   // Sums every parameter's contributions into its holder layout: the
   // all-reduce over its replicated (data-parallel) axes, reduce-scatter
   // where it is sharded but a use left partial sums. All-reduces of
@@ -178,6 +189,34 @@ class Executor {
   [[nodiscard]] const RecomputeTraffic& recompute_traffic() const noexcept {
     return recompute_sent_;
   }
+
+ private:
+  // Per window operator with a cut window dim: its input block with the
+  // halo rows the forward pass received, and where the block and the
+  // output block start in the whole tensor (H, W); kept for the backward.
+  struct WindowBlock {
+    std::vector<float> data;
+    ir::Shape shape;
+    std::array<std::int64_t, 2> in_begin{}, out_begin{};
+  };
+
+ public:
+  // What one forward pass leaves for its backward pass: every block but
+  // the parameters', the redistributed copies, halo-extended blocks,
+  // BatchNorm statistics and a cut loss's log-sum-exps. A 1F1B pipeline
+  // stage runs several microbatches' forward passes before their backward
+  // passes: it takes each pass's state after run() (the executor then
+  // holds no inputs: reseed_inputs() makes the next microbatch's) and puts
+  // it back before that microbatch's backward().
+  struct PassState {
+    std::vector<std::unique_ptr<LocalTensor>> held;
+    std::vector<std::deque<LocalTensor>> copies;
+    std::vector<WindowBlock> windows;
+    std::vector<std::array<std::vector<float>, 2>> bn_stats;
+    std::vector<std::vector<float>> row_lse;
+  };
+  [[nodiscard]] PassState take_pass();
+  void restore_pass(PassState s);
 
  private:
   void make_inputs(const std::function<float(ir::TensorId, std::int64_t)>& value, bool parameters);
@@ -234,15 +273,7 @@ class Executor {
   std::vector<std::unique_ptr<LocalTensor>> held_;  // per tensor, holder layout
   std::vector<std::deque<LocalTensor>> copies_;     // per tensor, other layouts made
   std::vector<ir::TensorId> outputs_;
-  // Per window operator with a cut window dim: its input block with the
-  // halo rows the forward pass received, and where the block and the
-  // output block start in the whole tensor (H, W); kept for the backward.
-  struct WindowBlock {
-    std::vector<float> data;
-    ir::Shape shape;
-    std::array<std::int64_t, 2> in_begin{}, out_begin{};
-  };
-  std::vector<WindowBlock> windows_;
+  std::vector<WindowBlock> windows_;  // per window operator
   // Per BatchNorm: the mean and variance its forward pass normalised with.
   std::vector<std::array<std::vector<float>, 2>> bn_stats_;
   // Training state.

@@ -160,8 +160,18 @@ struct GradientLayouts {
   // Per op, per input: its contribution's layout (none when the input gets no gradient).
   std::vector<std::vector<std::optional<Layout>>> input;
 };
+// `grad_inputs`: graph inputs that get a gradient as parameters do (a
+// pipeline stage's received boundary tensors, whose gradients go back to
+// the stage that produced them); their gradient lives in their holder's
+// layout and is never a ZeRO shard.
 [[nodiscard]] GradientLayouts gradient_layouts(const ir::Graph& g, const PlanLayouts& pl,
-                                               int zero_stage = 0);
+                                               int zero_stage = 0,
+                                               const std::vector<ir::TensorId>& grad_inputs = {});
+
+// Per tensor: floating and downstream of a parameter or of one of
+// `grad_inputs` (GradientLayouts::needs_grad, from the graph alone).
+[[nodiscard]] std::vector<bool> differentiable_tensors(
+    const ir::Graph& g, const std::vector<ir::TensorId>& grad_inputs = {});
 
 // Whether input j of op receives a gradient from the operator's backward
 // kernel (floating operands other than indices and labels).
@@ -177,9 +187,10 @@ struct TrainBytePrediction {
   BytePrediction backward;
   BytePrediction gradient_sync;
 };
-[[nodiscard]] TrainBytePrediction predict_train_bytes(const ir::Graph& g, const PlanLayouts& pl,
-                                                      int zero_stage = 0,
-                                                      double element_bytes = 4.0);
+// `grad_inputs` as for gradient_layouts (their gradients count in `backward`).
+[[nodiscard]] TrainBytePrediction predict_train_bytes(
+    const ir::Graph& g, const PlanLayouts& pl, int zero_stage = 0, double element_bytes = 4.0,
+    const std::vector<ir::TensorId>& grad_inputs = {});
 // Bytes the rank at `coords` sends point to point in a backward pass: the
 // reverse of each halo exchange whose input gets a gradient (the gradients
 // of the halo rows it received, sent back to the ranks that hold them, the
