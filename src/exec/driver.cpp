@@ -1514,12 +1514,15 @@ int execute_pipeline_training(const ExecArgs& a, const Inputs& in,
   const std::array<double, 2> model_off = {
       comm->max_over_ranks(std::abs(r.bytes[0].p2p_measured - model[0])),
       comm->max_over_ranks(std::abs(r.bytes[1].p2p_measured - model[1]))};
-  // Per rank: microbatches kept at once, point-to-point bytes forward and backward.
-  const std::array<float, 3> mine = {static_cast<float>(r.in_flight),
-                                     static_cast<float>(r.bytes[0].p2p_measured),
-                                     static_cast<float>(r.bytes[1].p2p_measured)};
-  std::vector<float> per_rank(rank == 0 ? 3 * static_cast<std::size_t>(comm->size()) : 0);
-  comm->gather_to_root(mine.data(), rank == 0 ? per_rank.data() : nullptr, 3);
+  // Per rank: microbatches kept at once, point-to-point bytes forward and
+  // backward, operators its backward passes recompute.
+  std::size_t recomputed = 0;
+  for (const std::uint8_t x : ex.recompute_plan().op) recomputed += x;
+  const std::array<float, 4> mine = {
+      static_cast<float>(r.in_flight), static_cast<float>(r.bytes[0].p2p_measured),
+      static_cast<float>(r.bytes[1].p2p_measured), static_cast<float>(recomputed)};
+  std::vector<float> per_rank(rank == 0 ? 4 * static_cast<std::size_t>(comm->size()) : 0);
+  comm->gather_to_root(mine.data(), rank == 0 ? per_rank.data() : nullptr, 4);
 
   std::ostringstream out;
   if (rank == 0) {
@@ -1540,7 +1543,10 @@ int execute_pipeline_training(const ExecArgs& a, const Inputs& in,
         << fmt("%.3f", r.seconds[2] / n * 1e3) << " ms\n";
     out << "  microbatches whose activations a stage kept at once (1F1B: min(p - i, m)):";
     for (std::size_t j = 0; j < pp.stages.size(); ++j)
-      out << " stage " << j << " " << fmt("%.0f", per_rank[3 * j * run.devices]);
+      out << " stage " << j << " " << fmt("%.0f", per_rank[4 * j * run.devices]);
+    out << "\n  operators recomputed in each backward pass:";
+    for (std::size_t j = 0; j < pp.stages.size(); ++j)
+      out << " stage " << j << " " << fmt("%.0f", per_rank[4 * j * run.devices + 3]);
     out << "\n";
     const std::array<const char*, 3> names = {"forward", "backward", "gradient sync"};
     out << "  bytes sent per rank, one training step, f32 elements (rank 0; every rank checks "
@@ -1558,7 +1564,7 @@ int execute_pipeline_training(const ExecArgs& a, const Inputs& in,
     }
     out << "    point to point per rank (forward/backward):";
     for (int i = 0; i < comm->size(); ++i) {
-      const auto k = 3 * static_cast<std::size_t>(i);
+      const auto k = 4 * static_cast<std::size_t>(i);
       out << (i ? ", " : " ") << i << " " << fmt("%.0f", per_rank[k + 1]) << "/"
           << fmt("%.0f", per_rank[k + 2]);
     }

@@ -811,6 +811,9 @@ def pipeline_training(cluster, plans):
                   sum(f for f, _ in pairs) == sum(b for _, b in pairs),
                   f"{label}: point to point per rank {pairs}")
             check("stage 0 2 stage 1 1" in out, f"{label}: microbatches kept\n{out}")
+            if "full" in flags:
+                rec = re.search(r"operators recomputed in each backward pass: stage 0 (\d+)", out)
+                check(rec is not None and int(rec.group(1)) > 0, f"{label}: stage 0 recomputes nothing\n{out}")
             check(re.search(r"check \d+ parameter\(s\) after 2 step", out) is not None, f"{label}: parameters checked")
     if "ffn.json" in plans:
         gpath, plan, pp = plans["ffn.json"]
