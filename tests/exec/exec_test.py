@@ -772,6 +772,7 @@ def pipeline_training(cluster, plans):
     boundary tensors sent forward; stage 0 keeps 2 microbatches'
     activations, stage 1 one. The searched stage plans use ZeRO 1 and
     selective recomputation; one with --zero 0 --recompute full trains too.
+    Three stages of ffn.json on 3 groups of 2 keep 3, 2 and 1 microbatches.
     A doubled boundary gradient fails the check, a killed stage rank ends
     every rank; ZeRO 3 and the interleaved schedule are refused with their
     JSON paths."""
@@ -815,6 +816,27 @@ def pipeline_training(cluster, plans):
                 rec = re.search(r"operators recomputed in each backward pass: stage 0 (\d+)", out)
                 check(rec is not None and int(rec.group(1)) > 0, f"{label}: stage 0 recomputes nothing\n{out}")
             check(re.search(r"check \d+ parameter\(s\) after 2 step", out) is not None, f"{label}: parameters checked")
+    # Three stages on 3 groups of 2 (6 ranks), 4 microbatches: warm-up depths
+    # 3, 2 and 1; the middle group receives and sends both ways.
+    ffn = os.path.join(ROOT, "data/graphs/ffn.json")
+    three = write("three_by_two.json", {
+        "format": "recsearch.cluster", "version": 1, "name": "three nodes of two",
+        "levels": [{"name": "node", "size": 3, "bandwidth_GBps": 10, "latency_us": 5},
+                   {"name": "gpu", "size": 2, "bandwidth_GBps": 100, "latency_us": 2}],
+        "device": {"peak_TFLOPs": 10, "memory_GiB": 16, "memory_bandwidth_GBps": 100}})
+    plan3 = os.path.join(TMP, "ffn.pipeline3.plan.json")
+    s = subprocess.run([BIN, "search", ffn, "--cluster", three, "--stages", "3", "--microbatches", "4",
+                        "-q", "-o", plan3], capture_output=True, text=True)
+    if check(s.returncode == 0, f"search --stages 3 ffn.json: {s.stderr}"):
+        rc, out, err, secs = mpirun(6, [ffn, plan3, "--train", "--steps", "2", "--check", "--optimizer", "adam",
+                                        "--lr", "0.001", "--timeout", "60"])
+        print(f"pipeline training ffn.json 3 stages m=4 adam: 6 ranks, rc {rc}, {secs:.1f} s\n{out}", end="", flush=True)
+        per_rank = re.search(r"point to point per rank \(forward/backward\): (.*)", out)
+        pairs = [tuple(int(v) for v in x.split()[1].split("/")) for x in per_rank.group(1).split(", ")] \
+            if per_rank else []
+        check(rc == 0 and "check: passed" in out and "stage 0 3 stage 1 2 stage 2 1" in out and len(pairs) == 6
+              and all(f > 0 and b > 0 for f, b in pairs[2:4]) and sum(f for f, _ in pairs) == sum(b for _, b in pairs),
+              f"pipeline training, 3 stages: rc {rc} {pairs}\n{out}\n{err}")
     if "ffn.json" in plans:
         gpath, plan, pp = plans["ffn.json"]
         rc, out, err, _ = mpirun(4, [gpath, plan, "--train", "--steps", "2", "--check", "--fault", "2:boundary"])

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <random>
 #include <string>
 #include <utility>
@@ -19,6 +20,7 @@
 #include "recsearch/exec/layout.hpp"
 #include "recsearch/exec/recompute.hpp"
 #include "recsearch/plan/evaluator.hpp"
+#include "recsearch/plan/pipeline.hpp"
 #include "recsearch/plan/training.hpp"
 #include "support/graph_factories.hpp"
 
@@ -688,4 +690,108 @@ TEST_CASE("exec: a one-device training step with recomputation gives the same gr
     CHECK(s.held.peak < none.held.peak);
     previous = s.held.after_forward;
   }
+}
+
+TEST_CASE("exec: two pipeline stages in 1F1B order accumulate the whole graph's gradients") {
+  // Two layers split inside layer 0's attention: stage 0 sends q, k and v
+  // (its outputs, loss weight 0), stage 1 reads them and the graph input x.
+  const ir::Graph g = testing::transformer_stack(2, 2, 8, 16, 2, ir::DType::F32);
+  const auto spaces = algebra::build_op_spaces(g);
+  const ir::OpId cut = *g.find_operator("l0.scores");
+  const plan::StageGraph s0 = plan::stage_graph(g, spaces, 0, cut);
+  const plan::StageGraph s1 = plan::stage_graph(g, spaces, cut, g.num_operators());
+  REQUIRE(s1.received.size() == 3);
+  const std::vector<bool> needs = exec::differentiable_tensors(g);
+  const auto id_in = [&](const ir::Graph& sg, ir::TensorId full) {
+    return *sg.find_tensor(g.tensor(full).name);
+  };
+  // Microbatch k: the graph's inputs seeded with 7 + k, parameters with 7.
+  const auto value = [&](const ir::Graph& sg, std::uint64_t seed) {
+    return [&g, &sg, seed](ir::TensorId t, std::int64_t i) {
+      return exec::input_value(g, *g.find_tensor(sg.tensor(t).name), i, seed);
+    };
+  };
+  const plan::Plan none = one_device_training(g, plan::Recompute::None);
+  // The whole graph: two passes, their gradients accumulated.
+  auto solo = exec::make_local_communicator();
+  exec::ExecOptions ro;
+  ro.seed = 7;
+  exec::Executor ref(g, spaces, none, *solo, ro);
+  for (std::uint64_t k = 0; k < 2; ++k) {
+    ref.reseed_inputs(value(g, 7 + k));
+    ref.run();
+    ref.backward();
+  }
+  ref.sync_gradients();
+  // The stages, each on its own one-device communicator.
+  auto c0 = exec::make_local_communicator();
+  auto c1 = exec::make_local_communicator();
+  plan::Plan p0 = one_device_training(s0.graph, plan::Recompute::None);
+  plan::Plan p1 = one_device_training(s1.graph, plan::Recompute::None);
+  exec::ExecOptions o0, o1;
+  o0.seed = o1.seed = 7;
+  o0.value = value(s0.graph, 7);
+  o1.value = value(s1.graph, 7);
+  for (const ir::TensorId full : s1.received) {
+    CHECK(needs[full]);
+    o1.grad_inputs.push_back(id_in(s1.graph, full));
+  }
+  exec::Executor e0(s0.graph, s0.spaces, p0, *c0, o0);
+  exec::Executor e1(s1.graph, s1.spaces, p1, *c1, o1);
+  e0.set_loss_scale(std::vector<double>(e0.outputs().size(), 0.0));
+  CHECK(e0.outputs().size() == 3);
+  std::vector<std::vector<std::vector<float>>> sent(2);  // per microbatch, per boundary tensor
+  std::deque<exec::Executor::PassState> kept0;
+  const auto forward0 = [&](std::uint64_t k) {
+    e0.reseed_inputs(value(s0.graph, 7 + k));
+    e0.run();
+    for (const ir::TensorId full : s1.received)
+      sent[k].push_back(e0.block(id_in(s0.graph, full)).data);
+    kept0.push_back(e0.take_pass());
+  };
+  std::vector<std::pair<ir::TensorId, exec::LocalTensor>> back;  // stage 1 -> stage 0
+  const auto step1 = [&](std::uint64_t k) {  // stage 1: forward, then backward at once
+    e1.reseed_inputs(value(s1.graph, 7 + k));
+    for (std::size_t i = 0; i < s1.received.size(); ++i)
+      e1.set_input(id_in(s1.graph, s1.received[i]), sent[k][i]);
+    e1.run();
+    e1.backward();
+    back.clear();
+    for (const ir::TensorId full : s1.received)
+      back.emplace_back(id_in(s0.graph, full), e1.input_gradient(id_in(s1.graph, full)));
+  };
+  const auto backward0 = [&] {
+    e0.restore_pass(std::move(kept0.front()));
+    kept0.pop_front();
+    e0.backward(back);
+  };
+  // 1F1B on 2 stages: stage 0 runs both forwards before its first backward.
+  forward0(0);
+  forward0(1);
+  CHECK(kept0.size() == 2);
+  step1(0);
+  backward0();
+  step1(1);
+  backward0();
+  e0.sync_gradients();
+  e1.sync_gradients();
+  std::size_t compared = 0;
+  for (exec::Executor* e : {&e0, &e1}) {
+    const ir::Graph& sg = e == &e0 ? s0.graph : s1.graph;
+    for (const ir::TensorId t : e->trained()) {
+      const std::vector<float>& want = ref.gradient(*g.find_tensor(sg.tensor(t).name)).data;
+      const std::vector<float>& got = e->gradient(t).data;
+      REQUIRE(got.size() == want.size());
+      double err = 0, scale = 0;
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        err = std::max(err, std::abs(double{got[i]} - want[i]));
+        scale = std::max(scale, std::abs(double{want[i]}));
+      }
+      CAPTURE(sg.tensor(t).name);
+      CHECK(scale > 0);
+      CHECK(err <= 1e-5 * scale);
+      ++compared;
+    }
+  }
+  CHECK(compared == ref.trained().size());
 }
