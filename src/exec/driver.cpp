@@ -234,6 +234,9 @@ void load_pipeline(const ExecArgs& a, Inputs& in, const std::string& ptext, cons
   const ir::Graph& g = in.problem->graph();
   in.pipeline = io::parse_pipeline(ptext, psrc, g, in.problem->spaces(), *in.cluster);
   const plan::PipelinePlan& pp = *in.pipeline;
+  if (pp.schedule != plan::Schedule::OneFOneB || pp.virtual_stages != 1)
+    throw Error(Errc::kUsage, "exec runs the 1F1B schedule only (the plan is interleaved)",
+                "/pipeline/schedule", psrc);
   // With --train, what exec does not run in a pipeline: parameters tied
   // across device groups (their gradients all-reduced across the groups),
   // and below per stage what it does not run without one.
@@ -246,9 +249,6 @@ void load_pipeline(const ExecArgs& a, Inputs& in, const std::string& ptext, cons
                       std::to_string(tied[0].groups.size()) + " groups)",
                   "/pipeline/stages", psrc);
   }
-  if (pp.schedule != plan::Schedule::OneFOneB || pp.virtual_stages != 1)
-    throw Error(Errc::kUsage, "exec runs the 1F1B schedule only (the plan is interleaved)",
-                "/pipeline/schedule", psrc);
   if (a.backend != Backend::Mpi)
     throw Error(Errc::kUsage, "pipelined plans run on the MPI backend (--backend mpi)");
   if (in.cluster->num_devices() != world_size)
@@ -264,7 +264,6 @@ void load_pipeline(const ExecArgs& a, Inputs& in, const std::string& ptext, cons
   for (std::size_t j = 0; j < pp.stages.size(); ++j) {
     const plan::Stage& st = pp.stages[j];
     const plan::StageGraph sg = plan::stage_graph(g, in.problem->spaces(), st.first, st.last);
-    const std::string at = "/pipeline/stages/" + std::to_string(j) + "/training";
     // ZeRO 3 and ZeRO stages per parameter, as without pipelining.
     if (a.train) {
       try {

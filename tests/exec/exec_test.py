@@ -774,8 +774,8 @@ def pipeline_training(cluster, plans):
     selective recomputation; one with --zero 0 --recompute full trains too.
     Three stages of ffn.json on 3 groups of 2 keep 3, 2 and 1 microbatches.
     A doubled boundary gradient fails the check, a killed stage rank ends
-    every rank; ZeRO 3 and the interleaved schedule are refused with their
-    JSON paths."""
+    every rank; ZeRO 3, the interleaved schedule and a weight tied across
+    the groups are refused with their JSON paths."""
     for name, (gpath, plan2, _) in plans.items():
         cases = [(2, "sgd", "0.01", []), (4, "adam", "0.001", [])]
         if name == "gpt2_block_small.json":
@@ -856,6 +856,23 @@ def pipeline_training(cluster, plans):
                 continue
             rc, out, err, _ = mpirun(4, [gpath, refused, "--train"])
             check(rc == 2 and path in err, f"pipeline --train {flags} not refused at {path}: rc {rc}\n{err}")
+    # A weight read by both stages (pinned): its gradients would need an
+    # all-reduce across the groups, which exec does not run.
+    t = lambda name, kind=None: dict(name=name, shape=[8, 16] if name != "w" else [16, 16], dtype="f32",
+                                     **({"kind": kind} if kind else {}))
+    tied = write("tied.json", {
+        "format": "recsearch.graph", "version": 1, "name": "tied",
+        "tensors": [t("x", "input"), t("w", "parameter"), t("h"), t("r"), t("y")],
+        "operators": [dict(name="mm1", type="MatMul", inputs=["x", "w"], outputs=["h"], attrs={"stage": 0}),
+                      dict(name="act", type="ReLU", inputs=["h"], outputs=["r"], attrs={"stage": 0}),
+                      dict(name="mm2", type="MatMul", inputs=["r", "w"], outputs=["y"], attrs={"stage": 1})]})
+    tied_plan = os.path.join(TMP, "tied.plan.json")
+    s = subprocess.run([BIN, "search", tied, "--cluster", cluster, "--stages", "2", "--microbatches", "2",
+                        "-q", "-o", tied_plan], capture_output=True, text=True)
+    if check(s.returncode == 0, f"search --stages 2 tied.json: {s.stderr}"):
+        rc, out, err, _ = mpirun(4, [tied, tied_plan, "--train"])
+        check(rc == 2 and "/pipeline/stages" in err and "tied across device groups" in err,
+              f"pipeline --train with a tied weight not refused: rc {rc}\n{err}")
 
 # ---- convolutions, pools and BatchNorm (halo exchange, SyncBatchNorm) ------
 
