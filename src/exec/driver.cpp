@@ -308,6 +308,14 @@ Inputs load_inputs(const ExecArgs& a, int world_size) {
     throw Error(Errc::kUsage, "--bucket-mb must be between 0 and 1e6");
   if (io::plan_has_pipeline(ptext, psrc)) {
     load_pipeline(a, in, ptext, psrc, world_size);
+    if (a.train) {
+      // The model's 1F1B step (stages, sends, bubble, per-step sync) in training.
+      plan::PipelinePlan trained = *in.pipeline;
+      for (plan::Stage& st : trained.stages) st.plan.mode = Mode::Train;
+      in.predicted.step_s = plan::evaluate_pipeline(in.problem->graph(), in.problem->spaces(),
+                                                    *in.cluster, trained, cost)
+                                .summary.step_time_s;
+    }
     return in;
   }
   in.plan = in.problem->parse_plan(ptext, psrc, *in.cluster);
@@ -1387,7 +1395,7 @@ bool check_pipeline_training(std::ostream& out, const ExecArgs& a, const Inputs&
   const bool root = run.local == 0;
   if (root) {
     plan::Plan one;
-    one.mode = Mode::Train;
+    one.mode = run.stage->plan.mode;  // BatchNorm's statistics as the stages take them
     one.cuts.assign(g.num_operators(), {});
     solo = make_local_communicator();
     ref = std::make_unique<Executor>(g, in.problem->spaces(), one, *solo,
@@ -1540,6 +1548,10 @@ int execute_pipeline_training(const ExecArgs& a, const Inputs& in,
         << fmt("%.3f", r.seconds[0] / n * 1e3) << ", gradient sync "
         << fmt("%.3f", r.seconds[1] / n * 1e3) << ", optimizer "
         << fmt("%.3f", r.seconds[2] / n * 1e3) << " ms\n";
+    out << "  predicted by the cost model (" << in.cluster_source << "): step "
+        << fmt("%.3f", in.predicted.step_s * 1e3) << " ms; measured/predicted "
+        << ratio_text((r.seconds[0] + r.seconds[1] + r.seconds[2]) / n, in.predicted.step_s)
+        << "\n";
     out << "  microbatches whose activations a stage kept at once (1F1B: min(p - i, m)):";
     for (std::size_t j = 0; j < pp.stages.size(); ++j)
       out << " stage " << j << " " << fmt("%.0f", per_rank[4 * j * run.devices]);
