@@ -19,6 +19,7 @@
 #include "io/graph_read.hpp"
 #include "recsearch/io/json_io.hpp"
 #include "support/errors.hpp"
+#include "support/sample_graphs.hpp"
 
 namespace {
 
@@ -186,13 +187,9 @@ TEST_CASE("graph_to_json round-trips a graph built in code, including awkward na
 TEST_CASE("sample graphs in data/graphs round-trip") {
   const char* dir = std::getenv("RECSEARCH_DATA");
   if (dir == nullptr) return;
-  for (const auto& entry :
-       std::filesystem::recursive_directory_iterator(std::filesystem::path(dir) / "graphs")) {
-    if (entry.path().extension() != ".json") continue;
-    // The model zoo's manifest lists gen commands; it is not a graph.
-    if (entry.path().filename() == "zoo.json") continue;
-    CAPTURE(entry.path().string());
-    const ir::Graph g = io::read_graph_file(entry.path().string());
+  for (const std::string& file : testing::sample_graph_files(dir)) {
+    CAPTURE(file);
+    const ir::Graph g = io::read_graph_file(file);
     check_same_graph(g, io::parse_graph(io::graph_to_json(g), "back.json"));
   }
 }

@@ -20,6 +20,7 @@
 #include "recsearch/search/search.hpp"
 #include "support/errors.hpp"
 #include "support/gen_specs.hpp"
+#include "support/sample_graphs.hpp"
 
 namespace {
 
@@ -512,13 +513,9 @@ TEST_CASE("sample graphs: a replicated plan writes and reads back") {
   const char* dir = std::getenv("RECSEARCH_DATA");
   if (dir == nullptr) return;
   const Cluster cluster = Cluster::mesh({2, 4});
-  for (const auto& entry :
-       std::filesystem::recursive_directory_iterator(std::filesystem::path(dir) / "graphs")) {
-    if (entry.path().extension() != ".json") continue;
-    // The model zoo's manifest lists gen commands; it is not a graph.
-    if (entry.path().filename() == "zoo.json") continue;
-    CAPTURE(entry.path().string());
-    const ir::Graph g = io::read_graph_file(entry.path().string());
+  for (const std::string& file : testing::sample_graph_files(dir)) {
+    CAPTURE(file);
+    const ir::Graph g = io::read_graph_file(file);
     const auto spaces = algebra::build_op_spaces(g);
     // No operators listed: pinned strategies or replicated.
     const std::string empty = R"({"format": "recsearch.plan", "version": 1, "operators": []})";

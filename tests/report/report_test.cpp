@@ -24,6 +24,7 @@
 #include "recsearch/report/report.hpp"
 #include "recsearch/search/search.hpp"
 #include "support/gen_specs.hpp"
+#include "support/sample_graphs.hpp"
 
 using namespace recsearch;
 
@@ -522,13 +523,9 @@ TEST_CASE("report: the table of a hand-written plan: rows, cuts and summary") {
 
 TEST_CASE("report: sample graphs: the table of a replicated plan") {
   const Cluster cluster = Cluster::mesh({2, 4});
-  for (const auto& entry :
-       std::filesystem::recursive_directory_iterator(std::filesystem::path(data_path("graphs")))) {
-    if (entry.path().extension() != ".json") continue;
-    // The model zoo's manifest lists gen commands; it is not a graph.
-    if (entry.path().filename() == "zoo.json") continue;
-    CAPTURE(entry.path().string());
-    const ir::Graph g = io::read_graph_file(entry.path().string());
+  for (const std::string& file : testing::sample_graph_files(data_path(""))) {
+    CAPTURE(file);
+    const ir::Graph g = io::read_graph_file(file);
     const auto spaces = algebra::build_op_spaces(g);
     const std::string empty = R"({"format": "recsearch.plan", "version": 1, "operators": []})";
     const plan::Plan p = io::parse_plan(empty, "empty.json", g, spaces, cluster.cuts());
