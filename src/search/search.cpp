@@ -699,7 +699,12 @@ void run_rec(const detail::Context& ctx, SearchResult& res, const detail::Repeti
   if (ctx.opts.fold_repeats)
     rep = known ? std::optional(*known) : detail::find_repetition(ctx.g, ctx.opts.fold_min_repeats);
   PathBound bound;
-  if (!run_link(ctx, res, rep, bound)) return;
+  if (!run_link(ctx, res, rep, bound)) {
+    // No polish, no chain: the ladder's fitting tests are all the budget
+    // steered.
+    if (!may_polish(ctx) && !bound.sensitive) res.same_choices_from_bytes = bound.memory;
+    return;
+  }
   SearchOptions quiet = ctx.opts;
   quiet.on_progress = nullptr;
   for (int round = 0; round < kTightenRounds; ++round) {
@@ -1282,6 +1287,12 @@ SearchResult run_training(const ir::Graph& g, const std::vector<algebra::OpSpace
     if (split && split->eval.summary.step_time_s < best->eval.summary.step_time_s)
       best = std::move(split);
   }
+  // One setting searched: its search's claim stands. Where settings were
+  // compared (or blocks and parameters split), a tighter budget may pick
+  // another.
+  if (best && !(opts.training.recompute && opts.training.zero_stage && opts.training.microbatches &&
+                !exact))
+    best->same_choices_from_bytes = std::numeric_limits<double>::infinity();
   if (!best) {
     // The smallest memory over every setting tried, where the ladders said.
     const std::string first =
