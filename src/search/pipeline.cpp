@@ -37,6 +37,7 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -521,6 +522,13 @@ class PipelineSearch {
     // memory ladder, not one per setting; the winner's stages are searched
     // again with the settings free.
     if (!polishing_) pin_walk_settings(o);
+    // The walk's searches of one stage shape differ in the budget only:
+    // their ladders share the prices they both try.
+    if (!polishing_) {
+      auto& memo = memos_[k];
+      if (!memo) memo = std::make_shared<detail::LadderMemo>();
+      o.ladder_memo = memo;
+    }
     std::optional<StageResult> r;
     ++searches_;
     try {
@@ -750,6 +758,8 @@ class PipelineSearch {
   // points into them).
   std::map<Key, std::map<double, std::optional<StageResult>>> cache_;
   std::map<std::size_t, const plan::Evaluation*> stage_evals_;
+  // Per stage, its folded ladder's searches by price (SearchOptions::ladder_memo).
+  std::map<Key, std::shared_ptr<detail::LadderMemo>> memos_;
   PipelineResult best_;
   bool have_ = false;  // best_ holds a pipeline
   std::optional<PipelineResult> single_;

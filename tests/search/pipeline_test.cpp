@@ -10,12 +10,15 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <random>
 
 #include "recsearch/gen/generate.hpp"
 #include "recsearch/plan/pipeline.hpp"
 #include "recsearch/search/pipeline.hpp"
 #include "recsearch/search/search.hpp"
+#include "search/common.hpp"
 #include "support/errors.hpp"
 #include "support/gen_specs.hpp"
 
@@ -266,4 +269,54 @@ TEST_CASE("a search without polish repeats itself under budgets down to its clai
     settings.training.recompute.reset();
     CHECK(std::isinf(search::run(g, spaces, c, settings).same_choices_from_bytes));
   }
+}
+
+TEST_CASE("searches sharing a ladder memo find what each finds alone") {
+  // SearchOptions::ladder_memo: the pipeline search's searches of one stage
+  // shape at several budgets share what each price of the folded ladder
+  // gave. Each budget, searched with the memo filled by the others (tighter
+  // and looser ones, in both orders), must give the plan a search without
+  // the memo gives.
+  const ir::Graph g = gen::build_graph(gpt(8));
+  const auto spaces = algebra::build_op_spaces(g);
+  const Cluster c = nodes(4);
+  search::SearchOptions o;
+  o.polish = false;
+  o.fold_min_repeats = 4;
+  o.training = {plan::Recompute::Selective, 1, 4};
+  const double need = search::run(g, spaces, c, o).eval.summary.memory_per_device_bytes;
+  const std::vector<double> shares{1.0, 0.8, 0.65, 0.5, 0.8, 1.0};
+  search::SearchOptions shared = o;
+  shared.ladder_memo = std::make_shared<search::detail::LadderMemo>();
+  int fits = 0;
+  std::size_t entries = 0;
+  for (std::size_t i = 0; i < shares.size(); ++i) {
+    const double share = shares[i];
+    CAPTURE(share);
+    // The budgets searched again try only prices the memo holds.
+    if (i == 4) entries = shared.ladder_memo->size();
+    search::SearchOptions alone = o, with = shared;
+    alone.cost.memory_budget_bytes = with.cost.memory_budget_bytes = share * need;
+    std::optional<search::SearchResult> a, b;
+    try {
+      a = search::run(g, spaces, c, alone);
+    } catch (const Error& e) {
+      CHECK(e.code() == Errc::kNoFit);
+    }
+    try {
+      b = search::run(g, spaces, c, with);
+    } catch (const Error& e) {
+      CHECK(e.code() == Errc::kNoFit);
+    }
+    REQUIRE(a.has_value() == b.has_value());
+    if (!a) continue;
+    ++fits;
+    CHECK(b->plan.cuts == a->plan.cuts);
+    CHECK(b->eval.summary.step_time_s == a->eval.summary.step_time_s);
+    CHECK(b->memory_rungs == a->memory_rungs);
+    CHECK(b->fold_repeats > 0);
+  }
+  CHECK(fits >= 3);
+  CHECK(entries > 0);
+  CHECK(shared.ladder_memo->size() == entries);
 }
