@@ -19,8 +19,11 @@
 // stages are searched middle first, and it is dropped as soon as the
 // groups' busy times found so far bound its step above the best it must
 // beat (the schedule's step grows with every group's busy time). Searches
-// of a stage are remembered by budget, and a larger budget where nothing
-// fit answers for a smaller one. Stage searches skip polish (most of a
+// of a stage are remembered by budget; a larger budget where nothing fit
+// answers for a smaller one, and so does one whose choices the smaller
+// budget would repeat (SearchResult::same_choices_from_bytes); otherwise
+// the stage's searches share their folded ladders' prices
+// (SearchOptions::ladder_memo). Stage searches skip polish (most of a
 // small search's time) and pin the training settings the user left open
 // (selective recomputation, ZeRO 1); so is the unpipelined plan priced
 // first, and searched with the settings free only when that price is
@@ -28,7 +31,7 @@
 // searched again with polish and the settings free (the settings chosen
 // without polish, then polished at that recomputation and microbatch
 // count), and only then weighed against the unpipelined plan. GPT-1T on
-// 384x8 DGX-A100: 24 candidates, 75 stage searches (docs/pipeline.md).
+// 384x8 DGX-A100: 24 candidates, 65 stage searches (docs/pipeline.md).
 #include "recsearch/search/pipeline.hpp"
 
 #include <algorithm>
