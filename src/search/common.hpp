@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -18,6 +20,29 @@
 #include "search/flat_graph.hpp"
 
 namespace recsearch::search::detail {
+
+// SearchOptions::ladder_memo: what a price of the folded ladder gave (the
+// 3-copy fold's cuts, all rec_search sets, and the whole graph's
+// extrapolated figures), by price, rung and training setting. The search at one price does not read
+// the budget, so a search under another budget that tries the same price finds the same plan.
+class LadderMemo {
+ public:
+  struct Entry {
+    std::vector<std::vector<std::int16_t>> cuts3;
+    plan::Summary whole;
+  };
+  using Key = std::tuple<double, int, plan::Recompute, int, std::int64_t>;
+
+  [[nodiscard]] const Entry* find(const Key& k) const {
+    const auto it = entries_.find(k);
+    return it == entries_.end() ? nullptr : &it->second;
+  }
+  void store(const Key& k, Entry e) { entries_.emplace(k, std::move(e)); }
+  [[nodiscard]] std::size_t size() const noexcept { return entries_.size(); }
+
+ private:
+  std::map<Key, Entry> entries_;
+};
 
 // Layout on one axis of operand `dims` (an OpSpace operand mapping) when its
 // operator chooses `choice` (a loop or plan::kReplicated).

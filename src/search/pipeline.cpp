@@ -19,8 +19,11 @@
 // stages are searched middle first, and it is dropped as soon as the
 // groups' busy times found so far bound its step above the best it must
 // beat (the schedule's step grows with every group's busy time). Searches
-// of a stage are remembered by budget, and a larger budget where nothing
-// fit answers for a smaller one. Stage searches skip polish (most of a
+// of a stage are remembered by budget; a larger budget where nothing fit
+// answers for a smaller one, and so does one whose choices the smaller
+// budget would repeat (SearchResult::same_choices_from_bytes); otherwise
+// the stage's searches share their folded ladders' prices
+// (SearchOptions::ladder_memo). Stage searches skip polish (most of a
 // small search's time) and pin the training settings the user left open
 // (selective recomputation, ZeRO 1); so is the unpipelined plan priced
 // first, and searched with the settings free only when that price is
@@ -28,7 +31,7 @@
 // searched again with polish and the settings free (the settings chosen
 // without polish, then polished at that recomputation and microbatch
 // count), and only then weighed against the unpipelined plan. GPT-1T on
-// 384x8 DGX-A100: 24 candidates, 75 stage searches (docs/pipeline.md).
+// 384x8 DGX-A100: 24 candidates, 65 stage searches (docs/pipeline.md).
 #include "recsearch/search/pipeline.hpp"
 
 #include <algorithm>
@@ -37,6 +40,7 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -211,6 +215,37 @@ std::vector<double> prefix_sums(const std::vector<double>& w) {
 struct StageResult {
   plan::Plan plan;
   plan::Evaluation eval;  // summary detail
+  // SearchResult::same_choices_from_bytes: the least budget this search
+  // answers for.
+  double same_from = std::numeric_limits<double>::infinity();
+};
+
+// A candidate's stage graphs, each built when first asked for: a stage
+// recalled from the cache needs its graph only for pricing, and a candidate
+// the bound drops before pricing needs none.
+class StageGraphs {
+ public:
+  StageGraphs(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+              const plan::PipelinePlan& pp)
+      : g_(g), spaces_(spaces), pp_(pp), built_(pp.stages.size()) {}
+
+  const plan::StageGraph& operator[](std::size_t j) {
+    if (!built_[j])
+      built_[j] = plan::stage_graph(g_, spaces_, pp_.stages[j].first, pp_.stages[j].last);
+    return *built_[j];
+  }
+
+  // The stage graph's name (plan::stage_graph's), without building it.
+  [[nodiscard]] std::string name(std::size_t j) const {
+    return g_.name() + "/ops" + std::to_string(pp_.stages[j].first) + "-" +
+           std::to_string(pp_.stages[j].last);
+  }
+
+ private:
+  const ir::Graph& g_;
+  const std::vector<algebra::OpSpace>& spaces_;
+  const plan::PipelinePlan& pp_;
+  std::vector<std::optional<plan::StageGraph>> built_;
 };
 
 // How much slower than the fastest pipeline the unpipelined plan may be,
@@ -453,23 +488,26 @@ class PipelineSearch {
   }
 
   // A search of the same stage that answers for one at `budget`: one at
-  // this budget, or one at a larger budget where nothing fit (nothing fits
-  // in less: the memory ladder tries the same prices). A plan found at a
-  // larger budget is not reused even where it fits this one: the search
-  // at a lower budget may trade time for memory differently, which is what
-  // a group over the budget asks of it.
+  // this budget, one at a larger budget where nothing fit (nothing fits
+  // in less: the memory ladder tries the same prices), or one at a larger
+  // budget whose every fitting test `budget` still passes (its
+  // same_choices_from_bytes: the search at `budget` would repeat it). A
+  // plan found at a larger budget is not reused merely because it fits
+  // this one: the search at a lower budget may trade time for memory
+  // differently, which is what a group over the budget asks of it.
   std::optional<const std::optional<StageResult>*> recall(const Key& k, double budget) const {
     const auto it = cache_.find(k);
     if (it == cache_.end()) return std::nullopt;
     for (auto e = it->second.lower_bound(budget); e != it->second.end(); ++e)
-      if (e->first == budget || !e->second) return &e->second;
+      if (e->first == budget || !e->second || e->second->same_from <= budget) return &e->second;
     return std::nullopt;
   }
 
-  // search::run on the stage graph at `budget`; nullptr when nothing fits.
-  const StageResult* stage(const plan::StageGraph& sg, const Cluster& group, const Key& k,
+  // search::run on stage j's graph at `budget`; nullptr when nothing fits.
+  const StageResult* stage(StageGraphs& graphs, std::size_t j, const Cluster& group, const Key& k,
                            std::int64_t m, double budget) {
     if (const auto hit = recall(k, budget)) return **hit ? &***hit : nullptr;
+    const plan::StageGraph& sg = graphs[j];
     SearchOptions o = opts_;
     o.training.microbatches = m;
     o.cost.memory_budget_bytes = budget;
@@ -487,11 +525,18 @@ class PipelineSearch {
     // memory ladder, not one per setting; the winner's stages are searched
     // again with the settings free.
     if (!polishing_) pin_walk_settings(o);
+    // The walk's searches of one stage shape differ in the budget only:
+    // their ladders share the prices they both try.
+    if (!polishing_) {
+      auto& memo = memos_[k];
+      if (!memo) memo = std::make_shared<detail::LadderMemo>();
+      o.ladder_memo = memo;
+    }
     std::optional<StageResult> r;
     ++searches_;
     try {
       SearchResult sr = run_polished(sg.graph, sg.spaces, group, o);
-      r = StageResult{std::move(sr.plan), std::move(sr.eval)};
+      r = StageResult{std::move(sr.plan), std::move(sr.eval), sr.same_choices_from_bytes};
     } catch (const Error& e) {
       if (e.code() != Errc::kNoFit) throw;
     }
@@ -523,7 +568,6 @@ class PipelineSearch {
     pp.schedule = v > 1 ? plan::Schedule::Interleaved : plan::Schedule::OneFOneB;
     pp.virtual_stages = static_cast<std::size_t>(v);
     pp.microbatches = m;
-    std::vector<plan::StageGraph> graphs;
     std::vector<std::size_t> begins(parts);
     for (std::size_t j = 0; j < parts; ++j) {
       begins[j] = j == 0 ? 0 : ends[j - 1];
@@ -532,8 +576,8 @@ class PipelineSearch {
       s.last = units_.bounds[ends[j]];
       s.group = j % pp.groups;
       pp.stages.push_back(std::move(s));
-      graphs.push_back(plan::stage_graph(g_, spaces_, pp.stages[j].first, pp.stages[j].last));
     }
+    StageGraphs graphs(g_, spaces_, pp);
     // Each stage at the whole budget, then the groups over it again with
     // room for the microbatches they keep in flight (twice at most).
     std::vector<double> budgets(parts, budget_);
@@ -587,9 +631,7 @@ class PipelineSearch {
     if (best_.plan.groups <= 1) return;
     plan::PipelinePlan pp = best_.plan;
     const Cluster group = plan::stage_cluster(cluster_, pp.groups);
-    std::vector<plan::StageGraph> graphs;
-    for (const plan::Stage& s : pp.stages)
-      graphs.push_back(plan::stage_graph(g_, spaces_, s.first, s.last));
+    StageGraphs graphs(g_, spaces_, pp);
     // The result is taken only when it fits and is faster: its stages stop
     // being searched as soon as the bound or a group's memory says it will
     // not be.
@@ -616,10 +658,10 @@ class PipelineSearch {
   // group over the memory budget (a group's memory is a sum over its
   // stages, plan::stage_memory_bytes).
   enum class Filled { kAll, kNoFit, kPruned };
-  Filled fill(plan::PipelinePlan& pp, const std::vector<plan::StageGraph>& graphs,
-              const Cluster& group, const std::vector<std::size_t>& begins,
-              const std::vector<std::size_t>& ends, const std::vector<double>& budgets,
-              std::int64_t m, double cutoff = infinity(), bool over_budget_fails = false) {
+  Filled fill(plan::PipelinePlan& pp, StageGraphs& graphs, const Cluster& group,
+              const std::vector<std::size_t>& begins, const std::vector<std::size_t>& ends,
+              const std::vector<double>& budgets, std::int64_t m, double cutoff = infinity(),
+              bool over_budget_fails = false) {
     // Middle stages first: on a repeated graph they are one search for most
     // groups, so the bound below is strong after the first search.
     const std::size_t parts = pp.stages.size();
@@ -639,10 +681,10 @@ class PipelineSearch {
     for (const std::size_t j : order) {
       if (budgets[j] <= 0) return Filled::kNoFit;
       const Key k = key(begins[j], ends[j], static_cast<std::int64_t>(pp.groups), m);
-      const StageResult* r = stage(graphs[j], group, k, m, budgets[j]);
+      const StageResult* r = stage(graphs, j, group, k, m, budgets[j]);
       if (r == nullptr) return Filled::kNoFit;
       pp.stages[j].plan = r->plan;
-      pp.stages[j].plan.graph_name = graphs[j].graph.name();
+      pp.stages[j].plan.graph_name = graphs.name(j);
       pp.stages[j].plan.training.microbatches = m;
       stage_evals_[j] = &r->eval;
       const plan::Summary& sum = r->eval.summary;
@@ -692,8 +734,7 @@ class PipelineSearch {
     return static_cast<double>(pp.microbatches) * most + (sum - most) / v;
   }
 
-  plan::PipelineEvaluation price(const plan::PipelinePlan& pp,
-                                 const std::vector<plan::StageGraph>& graphs) {
+  plan::PipelineEvaluation price(const plan::PipelinePlan& pp, StageGraphs& graphs) {
     std::vector<plan::Evaluation> evals;
     std::vector<double> send_s, sent;
     for (std::size_t j = 0; j < pp.stages.size(); ++j) {
@@ -720,6 +761,8 @@ class PipelineSearch {
   // points into them).
   std::map<Key, std::map<double, std::optional<StageResult>>> cache_;
   std::map<std::size_t, const plan::Evaluation*> stage_evals_;
+  // Per stage, its folded ladder's searches by price (SearchOptions::ladder_memo).
+  std::map<Key, std::shared_ptr<detail::LadderMemo>> memos_;
   PipelineResult best_;
   bool have_ = false;  // best_ holds a pipeline
   std::optional<PipelineResult> single_;

@@ -428,23 +428,44 @@ class FoldedLadder {
     return {rung, rung >= 0 || expert_fits};
   }
 
-  // Rec on the 3-copy fold at memory price lambda.
+  // Rec on the 3-copy fold at memory price lambda (or what it gave, from
+  // SearchOptions::ladder_memo).
   bool attempt(double lambda, int rung) {
+    detail::LadderMemo* memo = ctx_.opts.ladder_memo.get();
+    const plan::Training& t = res_.plan.training;
+    const detail::LadderMemo::Key key{lambda, rung, t.recompute, t.zero_stage,
+                                      ctx_.opts.training.microbatches.value_or(1)};
+    if (memo != nullptr)
+      if (const detail::LadderMemo::Entry* e = memo->find(key)) {
+        plan::Plan trial = res_.plan;  // the header
+        trial.cuts = e->cuts3;
+        return consider(std::move(trial), e->whole, false);
+      }
     plan::Plan trial = res_.plan;
     (void)detail::rec_search(f3_.graph, f3_.spaces, ctx_.cluster, ctx_.opts, lambda, trial,
                              &f3_.weight, rung);
-    return consider(std::move(trial), false);
+    const plan::Summary whole = extrapolated(trial);
+    if (memo != nullptr) memo->store(key, {trial.cuts, whole});
+    return consider(std::move(trial), whole, false);
   }
 
-  // Extrapolated from the folds; a fitting plan is kept if it is the fastest so far.
-  bool consider(plan::Plan trial, bool expert) {
+  // The full graph's figures for a plan of the 3-copy fold.
+  plan::Summary extrapolated(const plan::Plan& trial) const {
     plan::check_plan(f3_.graph, f3_.spaces, trial);
     // The weighted search models the edges between middle blocks by the
     // middle copy's edges to the last one, so its own account is not the
     // full graph's; the extrapolation is exact, and the tests hold it to the
     // full evaluation.
-    const plan::Summary whole =
-        extrapolate(f3_, f4_, rep_, full_ops_, ctx_.cluster, ctx_.opts, trial);
+    return extrapolate(f3_, f4_, rep_, full_ops_, ctx_.cluster, ctx_.opts, trial);
+  }
+
+  bool consider(plan::Plan trial, bool expert) {
+    const plan::Summary whole = extrapolated(trial);
+    return consider(std::move(trial), whole, expert);
+  }
+
+  // A fitting plan is kept if it is the fastest so far.
+  bool consider(plan::Plan trial, const plan::Summary& whole, bool expert) {
     const double mem = whole.memory_per_device_bytes;
     const double step = whole.step_time_s;
     if (mem < best_mem_.total) {
@@ -699,7 +720,12 @@ void run_rec(const detail::Context& ctx, SearchResult& res, const detail::Repeti
   if (ctx.opts.fold_repeats)
     rep = known ? std::optional(*known) : detail::find_repetition(ctx.g, ctx.opts.fold_min_repeats);
   PathBound bound;
-  if (!run_link(ctx, res, rep, bound)) return;
+  if (!run_link(ctx, res, rep, bound)) {
+    // No polish, no chain: the ladder's fitting tests are all the budget
+    // steered.
+    if (!may_polish(ctx) && !bound.sensitive) res.same_choices_from_bytes = bound.memory;
+    return;
+  }
   SearchOptions quiet = ctx.opts;
   quiet.on_progress = nullptr;
   for (int round = 0; round < kTightenRounds; ++round) {
@@ -1282,6 +1308,12 @@ SearchResult run_training(const ir::Graph& g, const std::vector<algebra::OpSpace
     if (split && split->eval.summary.step_time_s < best->eval.summary.step_time_s)
       best = std::move(split);
   }
+  // One setting searched: its search's claim stands. Where settings were
+  // compared (or blocks and parameters split), a tighter budget may pick
+  // another.
+  if (best && !(opts.training.recompute && opts.training.zero_stage && opts.training.microbatches &&
+                !exact))
+    best->same_choices_from_bytes = std::numeric_limits<double>::infinity();
   if (!best) {
     // The smallest memory over every setting tried, where the ladders said.
     const std::string first =
@@ -1339,7 +1371,13 @@ SearchResult run(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces
   const auto start = std::chrono::steady_clock::now();
   if (spaces.size() != g.num_operators())
     throw Error(Errc::kUsage, "search::run: one OpSpace per operator is required");
-  const SearchOptions opts = with_graph_pins(g, options);
+  SearchOptions opts = with_graph_pins(g, options);
+  // The ladder memo serves one graph at one setting: where settings are
+  // compared (on folds of their own), or blocks pinned on copies of the
+  // graph, a price means another search.
+  if (opts.mode == Mode::Train &&
+      !(opts.training.recompute && opts.training.zero_stage && opts.training.microbatches))
+    opts.ladder_memo.reset();
   if (opts.mode == Mode::Train) check_exact_pins(g, opts);
   SearchResult res = opts.mode == Mode::Train ? run_training(g, spaces, cluster, opts)
                                               : run_setting(g, spaces, cluster, opts, {});

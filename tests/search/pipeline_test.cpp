@@ -10,12 +10,15 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <random>
 
 #include "recsearch/gen/generate.hpp"
 #include "recsearch/plan/pipeline.hpp"
 #include "recsearch/search/pipeline.hpp"
 #include "recsearch/search/search.hpp"
+#include "search/common.hpp"
 #include "support/errors.hpp"
 #include "support/gen_specs.hpp"
 
@@ -211,4 +214,109 @@ TEST_CASE("the searched pipeline is never slower than the plan without stages") 
   CHECK(rt.eval.summary.memory_per_device_bytes <= tight.cost.memory_budget_bytes);
   for (const plan::GroupReport& gr : rt.eval.groups)
     CHECK(gr.memory_bytes <= tight.cost.memory_budget_bytes);
+}
+
+TEST_CASE("a search without polish repeats itself under budgets down to its claim") {
+  // The pipeline search reuses a stage's search at a lower budget where
+  // SearchResult::same_choices_from_bytes says the search would repeat
+  // itself: each such budget is searched here and must give the same plan.
+  const ir::Graph g = gen::build_graph(gpt(8));
+  const auto spaces = algebra::build_op_spaces(g);
+  const Cluster c = nodes(4);
+  for (const bool fold : {true, false}) {
+    CAPTURE(fold);
+    search::SearchOptions o;
+    o.polish = false;
+    o.fold_repeats = fold;
+    o.fold_min_repeats = 4;
+    o.training = {plan::Recompute::Selective, 1, 4};
+    const auto free = search::run(g, spaces, c, o);
+    const double need = free.eval.summary.memory_per_device_bytes;
+    CHECK(free.same_choices_from_bytes >= need);
+    CHECK(free.same_choices_from_bytes <= 80.0 * 1024 * 1024 * 1024);
+    int claims = 0;
+    for (const double share : {0.95, 0.8, 0.65, 0.5}) {
+      CAPTURE(share);
+      search::SearchOptions b = o;
+      b.cost.memory_budget_bytes = share * need;
+      search::SearchResult r;
+      try {
+        r = search::run(g, spaces, c, b);
+      } catch (const Error& e) {
+        CHECK(e.code() == Errc::kNoFit);
+        continue;
+      }
+      const double claim = r.same_choices_from_bytes;
+      REQUIRE(std::isfinite(claim));
+      CHECK(claim >= r.eval.summary.memory_per_device_bytes);
+      CHECK(claim <= b.cost.memory_budget_bytes);
+      ++claims;
+      for (const double at : {claim, 0.5 * (claim + b.cost.memory_budget_bytes)}) {
+        search::SearchOptions lower = b;
+        lower.cost.memory_budget_bytes = at;
+        const auto again = search::run(g, spaces, c, lower);
+        CHECK(again.plan.cuts == r.plan.cuts);
+        CHECK(again.eval.summary.step_time_s == r.eval.summary.step_time_s);
+        CHECK(again.memory_rungs == r.memory_rungs);
+      }
+    }
+    CHECK(claims >= 2);
+    // Polish, or settings left to the search, claim nothing.
+    search::SearchOptions polished = o;
+    polished.polish = true;
+    CHECK(std::isinf(search::run(g, spaces, c, polished).same_choices_from_bytes));
+    search::SearchOptions settings = o;
+    settings.training.recompute.reset();
+    CHECK(std::isinf(search::run(g, spaces, c, settings).same_choices_from_bytes));
+  }
+}
+
+TEST_CASE("searches sharing a ladder memo find what each finds alone") {
+  // SearchOptions::ladder_memo: the pipeline search's searches of one stage
+  // shape at several budgets share what each price of the folded ladder
+  // gave. Each budget, searched with the memo filled by the others (tighter
+  // and looser ones, in both orders), must give the plan a search without
+  // the memo gives.
+  const ir::Graph g = gen::build_graph(gpt(8));
+  const auto spaces = algebra::build_op_spaces(g);
+  const Cluster c = nodes(4);
+  search::SearchOptions o;
+  o.polish = false;
+  o.fold_min_repeats = 4;
+  o.training = {plan::Recompute::Selective, 1, 4};
+  const double need = search::run(g, spaces, c, o).eval.summary.memory_per_device_bytes;
+  const std::vector<double> shares{1.0, 0.8, 0.65, 0.5, 0.8, 1.0};
+  search::SearchOptions shared = o;
+  shared.ladder_memo = std::make_shared<search::detail::LadderMemo>();
+  int fits = 0;
+  std::size_t entries = 0;
+  for (std::size_t i = 0; i < shares.size(); ++i) {
+    const double share = shares[i];
+    CAPTURE(share);
+    // The budgets searched again try only prices the memo holds.
+    if (i == 4) entries = shared.ladder_memo->size();
+    search::SearchOptions alone = o, with = shared;
+    alone.cost.memory_budget_bytes = with.cost.memory_budget_bytes = share * need;
+    std::optional<search::SearchResult> a, b;
+    try {
+      a = search::run(g, spaces, c, alone);
+    } catch (const Error& e) {
+      CHECK(e.code() == Errc::kNoFit);
+    }
+    try {
+      b = search::run(g, spaces, c, with);
+    } catch (const Error& e) {
+      CHECK(e.code() == Errc::kNoFit);
+    }
+    REQUIRE(a.has_value() == b.has_value());
+    if (!a) continue;
+    ++fits;
+    CHECK(b->plan.cuts == a->plan.cuts);
+    CHECK(b->eval.summary.step_time_s == a->eval.summary.step_time_s);
+    CHECK(b->memory_rungs == a->memory_rungs);
+    CHECK(b->fold_repeats > 0);
+  }
+  CHECK(fits >= 3);
+  CHECK(entries > 0);
+  CHECK(shared.ladder_memo->size() == entries);
 }

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string_view>
 
@@ -37,6 +38,10 @@ struct TrainingChoice {
   std::optional<int> zero_stage;
   std::optional<std::int64_t> microbatches;
 };
+
+namespace detail {
+class LadderMemo;  // search/common.hpp
+}
 
 struct SearchOptions {
   Algorithm algorithm = Algorithm::Rec;
@@ -115,6 +120,11 @@ struct SearchOptions {
   // ladder's rung (0 = no memory price) and the cut pass within it, of
   // `passes`. For progress displays; must not throw.
   std::function<void(int rung, std::size_t pass, std::size_t passes)> on_progress;
+  // The folded memory ladder's searches by price, shared by searches of
+  // the same graph, cluster and options that differ in the budget only
+  // (which steers what the ladder tries, not what a price gives): the
+  // pipeline search's searches of one stage shape. Null: none kept.
+  std::shared_ptr<detail::LadderMemo> ladder_memo;
   // Exhaustive: give up (Error kUsage) past this many operators, and stop
   // proving optimality after this many search nodes (result flagged).
   std::size_t exhaustive_max_operators = 16;

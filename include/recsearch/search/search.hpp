@@ -6,6 +6,7 @@
 //   // result.plan: per operator and axis the loop cut; result.eval: costs
 #pragma once
 
+#include <limits>
 #include <vector>
 
 #include "recsearch/algebra/op_space.hpp"
@@ -49,6 +50,12 @@ struct SearchResult {
   // optimum over the candidates it had.
   bool ilp_restricted = false;
   double ilp_lower_bound_s = 0;
+  // The search makes every choice as it did, and so returns this result,
+  // under any memory budget from this many bytes up to its own (each
+  // fitting test it passed still passes, each it failed still fails);
+  // infinity where it claims nothing (polish, or several training settings
+  // compared). The pipeline search reuses a stage's search at such budgets.
+  double same_choices_from_bytes = std::numeric_limits<double>::infinity();
   double search_time_s = 0;
 };
 
