@@ -546,6 +546,14 @@ std::vector<bool> differentiable_tensors(const ir::Graph& g,
 
 GradientLayouts gradient_layouts(const ir::Graph& g, const PlanLayouts& pl, int zero_stage,
                                  const std::vector<ir::TensorId>& grad_inputs) {
+  return gradient_layouts(g, pl, std::vector<int>(g.num_tensors(), zero_stage), grad_inputs);
+}
+
+GradientLayouts gradient_layouts(const ir::Graph& g, const PlanLayouts& pl,
+                                 const std::vector<int>& zero,
+                                 const std::vector<ir::TensorId>& grad_inputs) {
+  if (zero.size() != g.num_tensors())
+    throw Error(Errc::kInternal, "gradient_layouts: one ZeRO stage per tensor");
   GradientLayouts gl;
   gl.needs_grad = differentiable_tensors(g, grad_inputs);
   gl.target.resize(g.num_tensors());
@@ -553,7 +561,7 @@ GradientLayouts gradient_layouts(const ir::Graph& g, const PlanLayouts& pl, int 
     const ir::Tensor& tensor = g.tensor(t);
     if (tensor.producer != ir::kNone) {
       gl.target[t] = dual(pl.holders[t]);
-    } else if (zero_stage > 0 && gl.needs_grad[t] && tensor.kind == ir::TensorKind::Parameter) {
+    } else if (zero[t] > 0 && gl.needs_grad[t] && tensor.kind == ir::TensorKind::Parameter) {
       gl.target[t] = zero_shard(g, pl, t);
     } else {
       gl.target[t] = pl.holders[t];
@@ -581,10 +589,17 @@ GradientLayouts gradient_layouts(const ir::Graph& g, const PlanLayouts& pl, int 
 TrainBytePrediction predict_train_bytes(const ir::Graph& g, const PlanLayouts& pl, int zero_stage,
                                         double element_bytes,
                                         const std::vector<ir::TensorId>& grad_inputs) {
+  return predict_train_bytes(g, pl, std::vector<int>(g.num_tensors(), zero_stage), element_bytes,
+                             grad_inputs);
+}
+
+TrainBytePrediction predict_train_bytes(const ir::Graph& g, const PlanLayouts& pl,
+                                        const std::vector<int>& zero, double element_bytes,
+                                        const std::vector<ir::TensorId>& grad_inputs) {
   TrainBytePrediction out;
   out.backward.per_axis.assign(pl.mesh.size(), 0.0);
   out.gradient_sync.per_axis.assign(pl.mesh.size(), 0.0);
-  const GradientLayouts gl = gradient_layouts(g, pl, zero_stage, grad_inputs);
+  const GradientLayouts gl = gradient_layouts(g, pl, zero, grad_inputs);
   for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
     if (!gl.needs_grad[t]) continue;
     const ir::Tensor& tensor = g.tensor(t);
@@ -594,8 +609,10 @@ TrainBytePrediction predict_train_bytes(const ir::Graph& g, const PlanLayouts& p
     for (const Layout& l : from) {
       if (l != gl.target[t]) charge(into, pl, element_bytes, tensor, l, gl.target[t]);
     }
-    // ZeRO: the updated shard is gathered back into the holder's layout.
-    if (tensor.producer == ir::kNone && !from.empty() && gl.target[t] != pl.holders[t])
+    // ZeRO 1 and 2: the updated shard is gathered back into the holder's
+    // layout (ZeRO 3 keeps the shard: its gathers are the passes').
+    if (tensor.producer == ir::kNone && !from.empty() && gl.target[t] != pl.holders[t] &&
+        zero[t] < 3)
       charge(into, pl, element_bytes, tensor, gl.target[t], pl.holders[t]);
   }
   // SyncBatchNorm's backward: Σdy and Σdy·x̂ per channel, all-reduced as the
@@ -605,6 +622,54 @@ TrainBytePrediction predict_train_bytes(const ir::Graph& g, const PlanLayouts& p
     if (op.kind == ir::OpKind::BatchNorm && !gl.input[o].empty() && gl.input[o][0] &&
         detail::batch_norm_batch_stats(op, pl.train))
       charge_batch_norm(out.backward, g, pl, o, element_bytes);
+  }
+  return out;
+}
+
+std::vector<std::uint8_t> zero3_sharded(const ir::Graph& g, const PlanLayouts& pl,
+                                        const GradientLayouts& gl, const std::vector<int>& zero) {
+  std::vector<std::uint8_t> out(g.num_tensors(), 0);
+  for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
+    const ir::Tensor& tensor = g.tensor(t);
+    out[t] = tensor.kind == ir::TensorKind::Parameter && tensor.producer == ir::kNone &&
+                     !tensor.consumers.empty() && gl.needs_grad[t] && zero[t] >= 3 &&
+                     gl.target[t] != pl.holders[t]
+                 ? 1
+                 : 0;
+  }
+  return out;
+}
+
+Zero3GatherBytes predict_zero3_gather_bytes(const ir::Graph& g, const PlanLayouts& pl,
+                                            const GradientLayouts& gl,
+                                            const std::vector<int>& zero, const RecomputePlan& rp,
+                                            double element_bytes) {
+  Zero3GatherBytes out;
+  out.forward.per_axis.assign(pl.mesh.size(), 0.0);
+  out.backward.per_axis.assign(pl.mesh.size(), 0.0);
+  const std::vector<std::uint8_t> sharded = zero3_sharded(g, pl, gl, zero);
+  for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
+    if (!sharded[t]) continue;
+    const ir::Tensor& tensor = g.tensor(t);
+    charge(out.forward, pl, element_bytes, tensor, gl.target[t], pl.holders[t]);
+    charge(out.backward, pl, element_bytes, tensor, gl.target[t], pl.holders[t]);
+    // The forward freed the copies its readers made from the gathered
+    // parameter; the backward makes them again (those only recomputed
+    // operators read are the recomputation's, predict_recompute_bytes').
+    std::vector<Layout> made;
+    for (const ir::OpId o : tensor.consumers) {
+      const ir::Operator& op = g.op(o);
+      for (std::size_t j = 0; j < op.inputs.size(); ++j) {
+        const Layout& want = pl.ops[o].inputs[j];
+        if (op.inputs[j] != t || want == pl.holders[t]) continue;
+        if (std::find(made.begin(), made.end(), want) != made.end()) continue;
+        if (!rp.empty() && std::find(rp.dropped_copies[t].begin(), rp.dropped_copies[t].end(),
+                                     want) != rp.dropped_copies[t].end())
+          continue;
+        made.push_back(want);
+        charge(out.backward, pl, element_bytes, tensor, pl.holders[t], want);
+      }
+    }
   }
   return out;
 }

@@ -167,6 +167,11 @@ struct GradientLayouts {
 [[nodiscard]] GradientLayouts gradient_layouts(const ir::Graph& g, const PlanLayouts& pl,
                                                int zero_stage = 0,
                                                const std::vector<ir::TensorId>& grad_inputs = {});
+// The same with a ZeRO stage per tensor (plan::parameter_zero; entries of
+// tensors that are not parameters are ignored): each parameter's own stage.
+[[nodiscard]] GradientLayouts gradient_layouts(const ir::Graph& g, const PlanLayouts& pl,
+                                               const std::vector<int>& zero,
+                                               const std::vector<ir::TensorId>& grad_inputs = {});
 
 // Per tensor: floating and downstream of a parameter or of one of
 // `grad_inputs` (GradientLayouts::needs_grad, from the graph alone).
@@ -191,6 +196,34 @@ struct TrainBytePrediction {
 [[nodiscard]] TrainBytePrediction predict_train_bytes(
     const ir::Graph& g, const PlanLayouts& pl, int zero_stage = 0, double element_bytes = 4.0,
     const std::vector<ir::TensorId>& grad_inputs = {});
+// With a ZeRO stage per tensor: a ZeRO-3 parameter's updated shard is not
+// gathered back (it stays sharded; the passes gather it).
+[[nodiscard]] TrainBytePrediction predict_train_bytes(
+    const ir::Graph& g, const PlanLayouts& pl, const std::vector<int>& zero,
+    double element_bytes = 4.0, const std::vector<ir::TensorId>& grad_inputs = {});
+
+// ZeRO 3 (docs/exec.md, ZeRO 3): per tensor, whether it is a parameter kept
+// as its gradient's shard between passes (stage 3 and a GradientLayouts
+// target other than its holder's layout; a parameter without a shard dim is
+// kept whole, as under stage 0).
+[[nodiscard]] std::vector<std::uint8_t> zero3_sharded(const ir::Graph& g, const PlanLayouts& pl,
+                                                      const GradientLayouts& gl,
+                                                      const std::vector<int>& zero);
+// Bytes one rank sends gathering ZeRO-3 parameters: in the forward pass each
+// shard is all-gathered once into its holder's layout; in the backward pass
+// again, and the copies its readers need in other layouts are made again
+// from it (but those the recomputation makes: `rp`).
+struct RecomputePlan;  // exec/recompute.hpp
+struct Zero3GatherBytes {
+  BytePrediction forward;
+  BytePrediction backward;
+};
+[[nodiscard]] Zero3GatherBytes predict_zero3_gather_bytes(const ir::Graph& g,
+                                                          const PlanLayouts& pl,
+                                                          const GradientLayouts& gl,
+                                                          const std::vector<int>& zero,
+                                                          const RecomputePlan& rp,
+                                                          double element_bytes = 4.0);
 // Bytes the rank at `coords` sends point to point in a backward pass: the
 // reverse of each halo exchange whose input gets a gradient (the gradients
 // of the halo rows it received, sent back to the ranks that hold them, the
