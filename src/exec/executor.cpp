@@ -998,6 +998,10 @@ void Executor::sync_gradients() {
       const std::vector<std::uint32_t> axes = options_.bucket_elements > 0
                                                   ? all_reduce_axes(group, target, layouts_.mesh)
                                                   : std::vector<std::uint32_t>{};
+      if (zero3_[t] && !zero_scatter_axes(group.layout, target).empty()) {
+        add_into(sum.data, redist_.scatter_partial(group, target).data);
+        continue;
+      }
       if (axes.empty()) {
         add_into(sum.data, redist_.redistribute(group, target).data);
         continue;

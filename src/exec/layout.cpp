@@ -99,6 +99,22 @@ std::string layout_to_string(const Layout& l) {
   return s + "]";
 }
 
+std::vector<std::uint32_t> zero_scatter_axes(const Layout& from, const Layout& to) {
+  std::vector<std::uint32_t> axes;
+  int dim = -1;
+  for (std::uint32_t a = 0; a < from.size() && a < to.size(); ++a) {
+    if (from[a] == to[a]) continue;
+    if (from[a].kind != LayoutKind::Partial || to[a].kind != LayoutKind::Shard ||
+        (dim >= 0 && to[a].dim != dim))
+      return {};
+    dim = to[a].dim;
+    axes.push_back(a);
+  }
+  // The dim must be split by these axes alone, in this order.
+  if (from.size() != to.size() || axes.size() < 2 || dim_axes(to, dim) != axes) return {};
+  return axes;
+}
+
 std::vector<RedistStep> redistribution_plan(const Layout& from, const Layout& to,
                                             std::size_t rank) {
   return plan_steps(from, to, rank, nullptr, nullptr);
@@ -447,6 +463,21 @@ void charge_tensor(BytePrediction& out, const ir::Graph& g, const PlanLayouts& p
   if (partial) charge(out, pl, element_bytes, tensor, pl.holders[t], whole);
 }
 
+// A ZeRO-3 gradient's reduce-scatter over several axes, one axis after the
+// other from the outermost (Redistributor::scatter_partial): what a rank
+// sends on each is (k-1)/k of its block there.
+void charge_zero_scatter(BytePrediction& out, const PlanLayouts& pl, double element_bytes,
+                         const ir::Tensor& t, const Layout& from, const Layout& to) {
+  Layout state = from;
+  for (const std::uint32_t a : zero_scatter_axes(from, to)) {
+    const double n = ir::num_elements(local_shape(t.shape, state, pl.mesh));
+    const double k = static_cast<double>(pl.mesh[a]);
+    out.per_axis[a] += (k - 1) / k * n * element_bytes;
+    out.total += (k - 1) / k * n * element_bytes;
+    state[a] = to[a];
+  }
+}
+
 bool floating(ir::DType d) { return !ir::is_integer(d); }
 
 // The gradient of a tensor in layout l is taken in l's dual: partial -> replicated.
@@ -496,27 +527,32 @@ namespace {
 
 // The ZeRO shard of parameter t's gradient (see GradientLayouts), or its
 // holder layout when it has no data-parallel axis or no dim to shard.
-Layout zero_shard(const ir::Graph& g, const PlanLayouts& pl, ir::TensorId t) {
+// Stages 1 and 2 shard over the innermost data-parallel axis: the partial
+// sums over the outer ones are then reduced on the shard (reduce-scatter
+// inside, all-reduce of the piece outside), the hierarchical reduction's
+// bytes without its gather. Stage 3 (`all_axes`) shards over every one, as
+// the cost model's zero_axes do: the weights a rank keeps, and the
+// all-gathers of each pass, are then the model's.
+Layout zero_shard(const ir::Graph& g, const PlanLayouts& pl, ir::TensorId t, bool all_axes) {
   const Layout& holder = pl.holders[t];
   const ir::Tensor& tensor = g.tensor(t);
   ir::OpId first = ir::kNone;
   for (const ir::OpId o : tensor.consumers) first = std::min(first, o);
-  // The innermost data-parallel axis: the partial sums over the outer ones
-  // are then reduced on the shard (reduce-scatter inside, all-reduce of the
-  // piece outside), the hierarchical reduction's bytes without its gather.
-  std::optional<std::size_t> dp;
+  std::vector<std::size_t> dp;
   for (std::size_t a = 0; first != ir::kNone && a < holder.size(); ++a) {
-    if (holder[a].kind == LayoutKind::Replicate && cut_on(pl, first, a)) dp = a;
+    if (holder[a].kind == LayoutKind::Replicate && cut_on(pl, first, a)) dp.push_back(a);
   }
-  if (!dp) return holder;
-  const std::int64_t ways = pl.mesh[*dp];
+  if (dp.empty()) return holder;
+  if (!all_axes) dp.erase(dp.begin(), dp.end() - 1);
+  std::int64_t ways = 1;
+  for (const std::size_t a : dp) ways *= pl.mesh[a];
   for (std::size_t d = 0; d < tensor.shape.size(); ++d) {
     const bool split = std::any_of(holder.begin(), holder.end(), [&](const AxisLayout& x) {
       return x.kind == LayoutKind::Shard && x.dim == static_cast<int>(d);
     });
     if (split || tensor.shape[d] % ways != 0) continue;
     Layout shard = holder;
-    shard[*dp] = AxisLayout::shard(static_cast<int>(d));
+    for (const std::size_t a : dp) shard[a] = AxisLayout::shard(static_cast<int>(d));
     return shard;
   }
   return holder;
@@ -562,7 +598,7 @@ GradientLayouts gradient_layouts(const ir::Graph& g, const PlanLayouts& pl,
     if (tensor.producer != ir::kNone) {
       gl.target[t] = dual(pl.holders[t]);
     } else if (zero[t] > 0 && gl.needs_grad[t] && tensor.kind == ir::TensorKind::Parameter) {
-      gl.target[t] = zero_shard(g, pl, t);
+      gl.target[t] = zero_shard(g, pl, t, zero[t] >= 3);
     } else {
       gl.target[t] = pl.holders[t];
     }
@@ -607,7 +643,12 @@ TrainBytePrediction predict_train_bytes(const ir::Graph& g, const PlanLayouts& p
         tensor.kind == ir::TensorKind::Parameter ? out.gradient_sync : out.backward;
     const std::vector<Layout> from = contribution_layouts(g, gl, t);
     for (const Layout& l : from) {
-      if (l != gl.target[t]) charge(into, pl, element_bytes, tensor, l, gl.target[t]);
+      if (l == gl.target[t]) continue;
+      if (zero[t] >= 3 && !zero_scatter_axes(l, gl.target[t]).empty()) {
+        charge_zero_scatter(into, pl, element_bytes, tensor, l, gl.target[t]);
+      } else {
+        charge(into, pl, element_bytes, tensor, l, gl.target[t]);
+      }
     }
     // ZeRO 1 and 2: the updated shard is gathered back into the holder's
     // layout (ZeRO 3 keeps the shard: its gathers are the passes').

@@ -202,6 +202,15 @@ struct TrainBytePrediction {
     const ir::Graph& g, const PlanLayouts& pl, const std::vector<int>& zero,
     double element_bytes = 4.0, const std::vector<ir::TensorId>& grad_inputs = {});
 
+// ZeRO 3 over several axes: a gradient partial on them becomes a shard of
+// one dim split by them alone (major first). The redistribution plan would
+// all-reduce the inner axes (an axis can only join a dim after the ones
+// before it); the reduce-scatter runs one axis after the other from the
+// outermost instead (Redistributor::scatter_partial), the hierarchical
+// reduce-scatter the cost model prices. The axes, ascending, when `from`
+// and `to` differ exactly so on two or more; empty otherwise.
+[[nodiscard]] std::vector<std::uint32_t> zero_scatter_axes(const Layout& from, const Layout& to);
+
 // ZeRO 3 (docs/exec.md, ZeRO 3): per tensor, whether it is a parameter kept
 // as its gradient's shard between passes (stage 3 and a GradientLayouts
 // target other than its holder's layout; a parameter without a shard dim is
