@@ -23,6 +23,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -849,10 +850,19 @@ void report_parameters(std::ostream& out, const Inputs& in, const Executor& ex,
   for (const ir::TensorId t : ex.trained()) {
     sharded += ex.block(t).layout != ex.layouts().holders[t] ? 1 : 0;
   }
+  // The model counts the graph's dtype, exec 4 bytes an element: scaled
+  // when every parameter has one width.
+  const ir::Graph& g = in.problem->graph();
+  std::set<std::size_t> widths;
+  for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
+    if (g.tensor(t).kind == ir::TensorKind::Parameter) widths.insert(ir::dtype_size(g.tensor(t).dtype));
+  }
+  const double scale = widths.size() == 1 ? 4.0 / static_cast<double>(*widths.begin()) : 1.0;
   out << "  parameters held (rank 0, bytes): between steps " << fmt("%.0f", held.kept)
       << ", peak in the passes " << fmt("%.0f", held.peak) << "; cost model (weights) "
-      << fmt("%.0f", sum.parameter_bytes - sum.gradient_bytes - sum.optimizer_bytes) << "; "
-      << sharded << " of " << ex.trained().size() << " parameter(s) kept as ZeRO-3 shards\n";
+      << fmt("%.0f", (sum.parameter_bytes - sum.gradient_bytes - sum.optimizer_bytes) * scale)
+      << (widths.size() > 1 ? " at the graph's dtypes" : "") << "; " << sharded << " of "
+      << ex.trained().size() << " parameter(s) kept as ZeRO-3 shards\n";
   if (sharded > 0) {
     out << "    ZeRO 3 all-gathers of parameters per pass (predicted from the layouts, rank 0): "
            "forward "
