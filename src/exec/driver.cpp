@@ -121,8 +121,8 @@ void refuse_unsupported_training(const ir::Graph& g, const plan::Plan& p, const 
   if (p.mode != Mode::Train) return;
   const std::vector<int> zero = plan::parameter_zero(g, p.training);
   const bool zero3 = std::any_of(zero.begin(), zero.end(), [](int z) { return z >= 3; });
-  const char* const where = plan::mixed_zero(g, p.training) ? "/training/zero_params"
-                                                            : "/training/zero_stage";
+  const char* const where =
+      plan::mixed_zero(g, p.training) ? "/training/zero_params" : "/training/zero_stage";
   if (pipelined && (zero3 || plan::mixed_zero(g, p.training)))
     throw Error(Errc::kUsage,
                 "exec does not train pipelined plans with ZeRO stage 3 or ZeRO stages per "
@@ -855,7 +855,8 @@ void report_parameters(std::ostream& out, const Inputs& in, const Executor& ex,
   const ir::Graph& g = in.problem->graph();
   std::set<std::size_t> widths;
   for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
-    if (g.tensor(t).kind == ir::TensorKind::Parameter) widths.insert(ir::dtype_size(g.tensor(t).dtype));
+    if (g.tensor(t).kind == ir::TensorKind::Parameter)
+      widths.insert(ir::dtype_size(g.tensor(t).dtype));
   }
   const double scale = widths.size() == 1 ? 4.0 / static_cast<double>(*widths.begin()) : 1.0;
   out << "  parameters held (rank 0, bytes): between steps " << fmt("%.0f", held.kept)
@@ -866,8 +867,8 @@ void report_parameters(std::ostream& out, const Inputs& in, const Executor& ex,
   if (sharded > 0) {
     out << "    ZeRO 3 all-gathers of parameters per pass (predicted from the layouts, rank 0): "
            "forward "
-        << fmt("%.0f", gathers.forward.total) << ", backward " << fmt("%.0f", gathers.backward.total)
-        << "\n";
+        << fmt("%.0f", gathers.forward.total) << ", backward "
+        << fmt("%.0f", gathers.backward.total) << "\n";
   }
 }
 
@@ -997,9 +998,8 @@ int execute_training(const ExecArgs& a, const Inputs& in, Executor& ex, Communic
   std::array<BytePrediction, 3> predicted = {predict_exec_bytes(g, ex.layouts()), tp.backward,
                                              tp.gradient_sync};
   // ZeRO 3's all-gathers of parameters, once in each pass.
-  const Zero3GatherBytes gathers = predict_zero3_gather_bytes(g, ex.layouts(),
-                                                              ex.gradient_layouts(), zero,
-                                                              ex.recompute_plan());
+  const Zero3GatherBytes gathers =
+      predict_zero3_gather_bytes(g, ex.layouts(), ex.gradient_layouts(), zero, ex.recompute_plan());
   for (std::size_t ph = 0; ph < 2; ++ph) {
     const BytePrediction& more = ph == 0 ? gathers.forward : gathers.backward;
     predicted[ph].total += more.total;

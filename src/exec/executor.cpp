@@ -259,8 +259,8 @@ Executor::Executor(const ir::Graph& g, const std::vector<algebra::OpSpace>& spac
   }
   for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
     if (!zero3_[t]) continue;
-    shards_[t] = std::make_unique<LocalTensor>(
-        redist_.redistribute(*held_[t], grads_layout_.target[t]));
+    shards_[t] =
+        std::make_unique<LocalTensor>(redist_.redistribute(*held_[t], grads_layout_.target[t]));
     held_[t].reset();
   }
   param_bytes_.kept = param_bytes_.peak = held_parameter_bytes();

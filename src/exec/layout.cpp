@@ -682,9 +682,8 @@ std::vector<std::uint8_t> zero3_sharded(const ir::Graph& g, const PlanLayouts& p
 }
 
 Zero3GatherBytes predict_zero3_gather_bytes(const ir::Graph& g, const PlanLayouts& pl,
-                                            const GradientLayouts& gl,
-                                            const std::vector<int>& zero, const RecomputePlan& rp,
-                                            double element_bytes) {
+                                            const GradientLayouts& gl, const std::vector<int>& zero,
+                                            const RecomputePlan& rp, double element_bytes) {
   Zero3GatherBytes out;
   out.forward.per_axis.assign(pl.mesh.size(), 0.0);
   out.backward.per_axis.assign(pl.mesh.size(), 0.0);

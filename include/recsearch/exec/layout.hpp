@@ -227,8 +227,7 @@ struct Zero3GatherBytes {
   BytePrediction forward;
   BytePrediction backward;
 };
-[[nodiscard]] Zero3GatherBytes predict_zero3_gather_bytes(const ir::Graph& g,
-                                                          const PlanLayouts& pl,
+[[nodiscard]] Zero3GatherBytes predict_zero3_gather_bytes(const ir::Graph& g, const PlanLayouts& pl,
                                                           const GradientLayouts& gl,
                                                           const std::vector<int>& zero,
                                                           const RecomputePlan& rp,
