@@ -735,9 +735,10 @@ void report_training(std::ostream& out, const ExecArgs& a, const Inputs& in, Com
   out << "recsearch exec: " << g.name() << " on " << comm.size() << " rank(s), mesh "
       << (mesh_text.empty() ? "1" : mesh_text) << ", backend " << comm.backend_name() << ", train "
       << a.steps << " step(s), optimizer " << a.optimizer
-      << (p.mode == Mode::Train && p.training.zero_stage > 0
-              ? ", ZeRO stage " + std::to_string(p.training.zero_stage)
-              : std::string())
+      << (p.mode != Mode::Train             ? std::string()
+          : plan::mixed_zero(g, p.training) ? std::string(", ZeRO stages per parameter")
+          : p.training.zero_stage > 0 ? ", ZeRO stage " + std::to_string(p.training.zero_stage)
+                                      : std::string())
       << " (lr " << fmt("%g", a.lr) << "), "
       << (in.micro ? std::to_string(p.training.microbatches) +
                          " microbatches accumulated per step (one gradient sync), "

@@ -3,7 +3,8 @@
 // identity) of a planned graph on each rank's blocks, and in training the
 // backward pass, the gradient synchronisation and an optimizer step.
 //
-// Every tensor lives in its holder's layout (exec/layout.hpp). Before an
+// Every tensor lives in its holder's layout (exec/layout.hpp), but a ZeRO-3
+// parameter, kept as a shard and gathered into it for each pass. Before an
 // operator runs, each input is brought to the layout the operator's cuts
 // require (once per distinct layout; later uses reuse it), the local kernel
 // runs on the blocks, and its outputs stay as the operator leaves them:
