@@ -153,7 +153,9 @@ struct BytePrediction {
 // the shard) into a shard along its first dim that no axis splits and that
 // the axis divides; the optimizer updates that shard and all-gathers the
 // parameter back (a parameter without such a dim is all-reduced as in
-// stage 0: the same bytes).
+// stage 0: the same bytes). Under stage 3 the shard is over every
+// data-parallel axis (the cost model's plan::zero_axes), and it stays
+// sharded: the passes gather it (zero3_sharded).
 struct GradientLayouts {
   std::vector<bool> needs_grad;  // per tensor: floating and downstream of a parameter
   std::vector<Layout> target;    // per tensor: where its summed gradient lives (a ZeRO shard)
