@@ -23,6 +23,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -73,10 +74,10 @@ Fault parse_fault(const std::string& s) {
     throw Error(Errc::kUsage, "--fault '" + s + "': expected RANK:KIND[:OP]");
   }
   if (f.kind != "throw" && f.kind != "kill" && f.kind != "stall" && f.kind != "grad" &&
-      f.kind != "halo" && f.kind != "recompute" && f.kind != "boundary") {
-    throw Error(
-        Errc::kUsage,
-        "--fault '" + s + "': KIND is throw, kill, stall, grad, halo, recompute or boundary");
+      f.kind != "halo" && f.kind != "recompute" && f.kind != "boundary" && f.kind != "gather") {
+    throw Error(Errc::kUsage,
+                "--fault '" + s +
+                    "': KIND is throw, kill, stall, grad, halo, recompute, boundary or gather");
   }
   return f;
 }
@@ -107,27 +108,32 @@ std::optional<double> stated_forward_bytes(const std::string& text, const std::s
   return sum;
 }
 
-// The execution layer runs the forward pass with whole weights: a plan
-// that needs ZeRO-3 weight gathers is refused (exit 2) rather than run as
-// something else, and so is a plan with microbatches outside --train (which
-// runs them, accumulating their gradients). ZeRO 1 and 2 change only the
-// backward pass and the optimizer step (which --train runs: docs/exec.md,
-// Training), with one stage for every parameter: a plan that gives
-// parameters their own stages is refused. Recomputation runs under --train
+// A plan exec cannot run as it is priced is refused (exit 2) rather than
+// run as something else: ZeRO 3 (and ZeRO stages per parameter) outside
+// --train (a forward pass alone would not gather as the training step
+// does) and in a pipelined plan's stages (`pipelined`: not run yet), and
+// microbatches outside --train (which runs them, accumulating their
+// gradients). Under --train every parameter runs its own stage
+// (docs/exec.md, ZeRO). Recomputation runs under --train
 // (ExecOptions::recompute); a forward pass alone recomputes nothing.
 void refuse_unsupported_training(const ir::Graph& g, const plan::Plan& p, const std::string& source,
-                                 bool train) {
+                                 bool train, bool pipelined = false) {
   if (p.mode != Mode::Train) return;
-  if (p.training.zero_stage >= 3)
+  const std::vector<int> zero = plan::parameter_zero(g, p.training);
+  const bool zero3 = std::any_of(zero.begin(), zero.end(), [](int z) { return z >= 3; });
+  const char* const where =
+      plan::mixed_zero(g, p.training) ? "/training/zero_params" : "/training/zero_stage";
+  if (pipelined && (zero3 || plan::mixed_zero(g, p.training)))
     throw Error(Errc::kUsage,
-                "exec does not run ZeRO stage 3 yet (the forward pass would need the weight "
-                "all-gathers); search with --zero 2 or lower to execute the plan",
-                "/training/zero_stage", source);
-  if (plan::mixed_zero(g, p.training))
+                "exec does not train pipelined plans with ZeRO stage 3 or ZeRO stages per "
+                "parameter yet; search the pipeline with --zero 2 or lower to execute the plan",
+                where, source);
+  if (zero3 && !train)
     throw Error(Errc::kUsage,
-                "exec runs one ZeRO stage for every parameter, and this plan gives parameters "
-                "their own stages; search with --zero 0, 1 or 2 to execute the plan",
-                "/training/zero_params", source);
+                "exec runs a plan with ZeRO stage 3 only as training steps that gather its "
+                "parameters in both passes (--train); search with --zero 2 or lower to run its "
+                "forward pass",
+                where, source);
   if (p.training.microbatches > 1 && !train)
     throw Error(Errc::kUsage,
                 "exec runs a plan with microbatches (it has " +
@@ -267,7 +273,7 @@ void load_pipeline(const ExecArgs& a, Inputs& in, const std::string& ptext, cons
     // ZeRO 3 and ZeRO stages per parameter, as without pipelining.
     if (a.train) {
       try {
-        refuse_unsupported_training(sg.graph, st.plan, psrc, true);
+        refuse_unsupported_training(sg.graph, st.plan, psrc, true, true);
       } catch (const Error& e) {
         throw Error(e.code(), e.detail(), "/pipeline/stages/" + std::to_string(j) + e.json_path(),
                     psrc);
@@ -687,23 +693,28 @@ TrainRun run_training(Executor& ex, Communicator& comm, int steps, const Optimiz
   return r;
 }
 
-// The cost model's per-device bytes of a training step's backward, at 4
-// bytes an element: layout duals and activation gradients (backward), and
-// parameter gradients with ZeRO's all-gathers (sync).
-std::pair<double, double> model_backward_bytes(const ir::Graph& g, const plan::Evaluation& ev) {
-  double backward = 0, sync = 0;
+// The cost model's per-device bytes of a training step, at 4 bytes an
+// element, beyond the forward's layout and output events: ZeRO 3's
+// all-gathers of parameters in the forward pass (phase 0) and in the
+// backward pass (phase 1, with layout duals and activation gradients), and
+// the parameter gradients' collectives (sync, with ZeRO 1 and 2's
+// all-gathers, which the model lists as forward-phase events of the next
+// step). `zero`: each tensor's ZeRO stage.
+std::array<double, 3> model_train_bytes(const ir::Graph& g, const plan::Evaluation& ev,
+                                        const std::vector<int>& zero) {
+  std::array<double, 3> out{};
   for (const auto& e : ev.events) {
     if (e.tensor == ir::kNone) continue;
     const ir::Tensor& t = g.tensor(e.tensor);
     const double b = e.bytes * 4.0 / static_cast<double>(ir::dtype_size(t.dtype)) * e.repeats;
-    // ZeRO's all-gather of the updated shards is a forward-phase event.
     if (t.kind == ir::TensorKind::Parameter && e.reason == plan::CommReason::Gradient) {
-      sync += b;
+      const bool pass_gather = zero[e.tensor] >= 3 && e.collective == cost::Collective::AllGather;
+      out[pass_gather ? (e.phase == cost::Phase::Forward ? 0 : 1) : 2] += b;
     } else if (e.phase == cost::Phase::Backward && e.reason != plan::CommReason::Halo) {
-      backward += b;
+      out[1] += b;
     }
   }
-  return {backward, sync};
+  return out;
 }
 
 // A training step's halo traffic (point to point) on this rank, forward and
@@ -724,9 +735,10 @@ void report_training(std::ostream& out, const ExecArgs& a, const Inputs& in, Com
   out << "recsearch exec: " << g.name() << " on " << comm.size() << " rank(s), mesh "
       << (mesh_text.empty() ? "1" : mesh_text) << ", backend " << comm.backend_name() << ", train "
       << a.steps << " step(s), optimizer " << a.optimizer
-      << (p.mode == Mode::Train && p.training.zero_stage > 0
-              ? ", ZeRO stage " + std::to_string(p.training.zero_stage)
-              : std::string())
+      << (p.mode != Mode::Train             ? std::string()
+          : plan::mixed_zero(g, p.training) ? std::string(", ZeRO stages per parameter")
+          : p.training.zero_stage > 0 ? ", ZeRO stage " + std::to_string(p.training.zero_stage)
+                                      : std::string())
       << " (lr " << fmt("%g", a.lr) << "), "
       << (in.micro ? std::to_string(p.training.microbatches) +
                          " microbatches accumulated per step (one gradient sync), "
@@ -759,9 +771,8 @@ void report_training(std::ostream& out, const ExecArgs& a, const Inputs& in, Com
       << ratio_text(r.seconds[kBackward] / n, pt.backward_s) << ", gradient sync "
       << ratio_text(r.seconds[kSync] / n, pt.sync_s) << ", optimizer "
       << ratio_text(r.seconds[kOptimizer] / n, pt.optimizer_s) << "\n";
-  const auto [model_bwd, model_sync] = model_backward_bytes(g, in.eval);
-  const std::array<double, 3> model = {model_forward_bytes(g, in.eval, true, true), model_bwd,
-                                       model_sync};
+  std::array<double, 3> model = model_train_bytes(g, in.eval, plan::parameter_zero(g, p.training));
+  model[0] += model_forward_bytes(g, in.eval, true, true);
   const std::array<const char*, 3> names = {"forward", "backward", "gradient sync"};
   out << "  bytes sent per rank, one training step, f32 elements (measured on rank 0, predicted "
          "from the plan layouts, cost model):\n";
@@ -828,6 +839,38 @@ void report_recompute(std::ostream& out, const Inputs& in, const Executor& ex, c
   out << "  activations held for the backward (rank 0, bytes): after the forward "
       << fmt("%.0f", r.held.after_forward) << ", peak in the backward " << fmt("%.0f", r.held.peak)
       << "; cost model " << fmt("%.0f", in.eval.summary.activation_bytes) << "\n";
+}
+
+// The parameters a rank holds and ZeRO 3's gathers, against the cost
+// model's weights per device (docs/exec.md, ZeRO 3).
+void report_parameters(std::ostream& out, const Inputs& in, const Executor& ex,
+                       const Zero3GatherBytes& gathers) {
+  const plan::Summary& sum = in.eval.summary;
+  const ParameterBytes& held = ex.parameter_bytes();
+  std::size_t sharded = 0;
+  for (const ir::TensorId t : ex.trained()) {
+    sharded += ex.block(t).layout != ex.layouts().holders[t] ? 1 : 0;
+  }
+  // The model counts the graph's dtype, exec 4 bytes an element: scaled
+  // when every parameter has one width.
+  const ir::Graph& g = in.problem->graph();
+  std::set<std::size_t> widths;
+  for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
+    if (g.tensor(t).kind == ir::TensorKind::Parameter)
+      widths.insert(ir::dtype_size(g.tensor(t).dtype));
+  }
+  const double scale = widths.size() == 1 ? 4.0 / static_cast<double>(*widths.begin()) : 1.0;
+  out << "  parameters held (rank 0, bytes): between steps " << fmt("%.0f", held.kept)
+      << ", peak in the passes " << fmt("%.0f", held.peak) << "; cost model (weights) "
+      << fmt("%.0f", (sum.parameter_bytes - sum.gradient_bytes - sum.optimizer_bytes) * scale)
+      << (widths.size() > 1 ? " at the graph's dtypes" : "") << "; " << sharded << " of "
+      << ex.trained().size() << " parameter(s) kept as ZeRO-3 shards\n";
+  if (sharded > 0) {
+    out << "    ZeRO 3 all-gathers of parameters per pass (predicted from the layouts, rank 0): "
+           "forward "
+        << fmt("%.0f", gathers.forward.total) << ", backward "
+        << fmt("%.0f", gathers.backward.total) << "\n";
+  }
 }
 
 constexpr double kTolerance = 1e-4;
@@ -949,10 +992,21 @@ bool check_training(std::ostream& out, const ExecArgs& a, const Inputs& in, Exec
 int execute_training(const ExecArgs& a, const Inputs& in, Executor& ex, Communicator& comm,
                      int rank) {
   const ir::Graph& g = in.micro ? in.micro->graph : in.problem->graph();
-  const TrainBytePrediction tp = predict_train_bytes(
-      g, ex.layouts(), in.plan.mode == Mode::Train ? in.plan.training.zero_stage : 0);
+  const std::vector<int> zero = in.plan.mode == Mode::Train
+                                    ? plan::parameter_zero(g, in.plan.training)
+                                    : std::vector<int>(g.num_tensors(), 0);
+  const TrainBytePrediction tp = predict_train_bytes(g, ex.layouts(), zero);
   std::array<BytePrediction, 3> predicted = {predict_exec_bytes(g, ex.layouts()), tp.backward,
                                              tp.gradient_sync};
+  // ZeRO 3's all-gathers of parameters, once in each pass.
+  const Zero3GatherBytes gathers =
+      predict_zero3_gather_bytes(g, ex.layouts(), ex.gradient_layouts(), zero, ex.recompute_plan());
+  for (std::size_t ph = 0; ph < 2; ++ph) {
+    const BytePrediction& more = ph == 0 ? gathers.forward : gathers.backward;
+    predicted[ph].total += more.total;
+    for (std::size_t ax = 0; ax < more.per_axis.size(); ++ax)
+      predicted[ph].per_axis[ax] += more.per_axis[ax];
+  }
   // The recomputed forward runs inside the backward pass.
   const BytePrediction again = predict_recompute_bytes(g, ex.layouts(), ex.recompute_plan());
   predicted[1].total += again.total;
@@ -999,6 +1053,7 @@ int execute_training(const ExecArgs& a, const Inputs& in, Executor& ex, Communic
   std::ostringstream out;
   report_training(out, a, in, comm, run, predicted, halo, all_bytes_ok);
   report_recompute(out, in, ex, run, again_predicted);
+  report_parameters(out, in, ex, gathers);
   int code = all_bytes_ok ? 0 : exit_code(Errc::kRuntime);
   if (a.check) {
     const bool ok = check_training(out, a, in, ex, run, rank);
@@ -1760,6 +1815,7 @@ int execute(const ExecArgs& a, const Inputs& in, std::unique_ptr<Communicator>& 
     if (in.fault->kind == "halo") opts.drop_halo_return_op = static_cast<ir::OpId>(in.fault->op);
     if (in.fault->kind == "recompute")
       opts.corrupt_recompute_op = static_cast<ir::OpId>(in.fault->op);
+    if (in.fault->kind == "gather") opts.corrupt_gather_op = static_cast<ir::OpId>(in.fault->op);
   }
   if (in.micro) {
     // Microbatch 0's rows; run_training moves to the next ones.

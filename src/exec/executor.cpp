@@ -227,7 +227,9 @@ Executor::Executor(const ir::Graph& g, const std::vector<algebra::OpSpace>& spac
   row_lse_.resize(g.num_operators());
   windows_.resize(g.num_operators());
   bn_stats_.resize(g.num_operators());
-  grads_layout_ = exec::gradient_layouts(g, layouts_, p.training.zero_stage, options_.grad_inputs);
+  const std::vector<int> zero = plan::parameter_zero(g, p.training);
+  grads_layout_ = exec::gradient_layouts(g, layouts_, zero, options_.grad_inputs);
+  zero3_ = zero3_sharded(g, layouts_, grads_layout_, zero);
   for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
     const ir::Tensor& tensor = g.tensor(t);
     if (grads_layout_.needs_grad[t] && tensor.kind == ir::TensorKind::Parameter &&
@@ -245,6 +247,23 @@ Executor::Executor(const ir::Graph& g, const std::vector<algebra::OpSpace>& spac
     }
   }
   make_inputs(options_.value, true);
+  // ZeRO 3: each rank keeps its shard (a local slice, nothing sent).
+  shards_.resize(g.num_tensors());
+  first_reader_.assign(g.num_tensors(), ir::kNone);
+  last_reader_.assign(g.num_tensors(), ir::kNone);
+  for (const ir::OpId o : g.topological_order()) {
+    for (const ir::TensorId t : g.op(o).inputs) {
+      if (first_reader_[t] == ir::kNone) first_reader_[t] = o;
+      last_reader_[t] = o;
+    }
+  }
+  for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
+    if (!zero3_[t]) continue;
+    shards_[t] =
+        std::make_unique<LocalTensor>(redist_.redistribute(*held_[t], grads_layout_.target[t]));
+    held_[t].reset();
+  }
+  param_bytes_.kept = param_bytes_.peak = held_parameter_bytes();
   for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
     const ir::Tensor& tensor = g.tensor(t);
     if (tensor.producer == ir::kNone) continue;
@@ -304,7 +323,12 @@ void Executor::run() {
   for (WindowBlock& wb : windows_) wb = WindowBlock{};
   for (const ir::OpId o : g_.topological_order()) {
     if (options_.before_op) options_.before_op(o);
+    gather_parameters(o, options_.corrupt_gather_op == o);
     run_op(o);
+    param_bytes_.peak = std::max(param_bytes_.peak, held_parameter_bytes());
+    for (const ir::TensorId t : g_.op(o).inputs) {
+      if (zero3_[t] && last_reader_[t] == o) free_parameter(t);
+    }
   }
   for (const ir::TensorId t : outputs_) redist_.reduce_partial(*held_[t]);
   if (!recompute_.empty()) drop_for_backward();
@@ -358,6 +382,33 @@ void Executor::release_after_backward(ir::OpId o) {
       erase_copies(copies_[t], recompute_.dropped_copies[t]);
     }
   }
+}
+
+void Executor::gather_parameters(ir::OpId o, bool corrupt) {
+  for (const ir::TensorId t : g_.op(o).inputs) {
+    if (!zero3_[t] || held_[t]) continue;
+    held_[t] =
+        std::make_unique<LocalTensor>(redist_.redistribute(*shards_[t], layouts_.holders[t]));
+    if (corrupt) {
+      for (float& v : held_[t]->data) v *= 2.0f;
+    }
+  }
+}
+
+void Executor::free_parameter(ir::TensorId t) {
+  held_[t].reset();
+  copies_[t].clear();
+}
+
+double Executor::held_parameter_bytes() const {
+  double elements = 0;
+  for (ir::TensorId t = 0; t < g_.num_tensors(); ++t) {
+    if (g_.tensor(t).kind != ir::TensorKind::Parameter) continue;
+    if (held_[t]) elements += static_cast<double>(held_[t]->data.size());
+    if (shards_[t]) elements += static_cast<double>(shards_[t]->data.size());
+    for (const LocalTensor& c : copies_[t]) elements += static_cast<double>(c.data.size());
+  }
+  return elements * sizeof(float);
 }
 
 double Executor::held_data_bytes() const {
@@ -755,8 +806,20 @@ void Executor::backward(std::vector<std::pair<ir::TensorId, LocalTensor>> seeds)
     contributions_[t].push_back(std::move(dy));
   }
   const std::vector<ir::OpId> order = g_.topological_order();
+  // ZeRO 3: a parameter is gathered again before the first backward (or
+  // recomputed forward) that reads it, and freed after its first reader's.
+  const auto after = [&](ir::OpId o) {
+    param_bytes_.peak = std::max(param_bytes_.peak, held_parameter_bytes());
+    for (const ir::TensorId t : g_.op(o).inputs) {
+      if (zero3_[t] && first_reader_[t] == o) free_parameter(t);
+    }
+  };
   if (recompute_.empty()) {
-    for (auto it = order.rbegin(); it != order.rend(); ++it) backward_op(*it);
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      gather_parameters(*it);
+      backward_op(*it);
+      after(*it);
+    }
     return;
   }
   // Recomputation: a group's forward runs again when the backward pass
@@ -769,9 +832,18 @@ void Executor::backward(std::vector<std::pair<ir::TensorId, LocalTensor>> seeds)
     for (const ir::TensorId t : op.inputs) ++pending_reads_[t];
   }
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    if (recompute_.op[*it]) recompute_group(recompute_.group[*it]);
+    if (recompute_.op[*it]) {
+      // The gathers belong to the backward, not to the recomputation's share.
+      const auto k = static_cast<std::size_t>(recompute_.group[*it]);
+      if (!group_done_[k]) {
+        for (const ir::OpId r : group_ops_[k]) gather_parameters(r);
+      }
+      recompute_group(recompute_.group[*it]);
+    }
+    gather_parameters(*it);
     backward_op(*it);
     release_after_backward(*it);
+    after(*it);
   }
 }
 
@@ -926,6 +998,10 @@ void Executor::sync_gradients() {
       const std::vector<std::uint32_t> axes = options_.bucket_elements > 0
                                                   ? all_reduce_axes(group, target, layouts_.mesh)
                                                   : std::vector<std::uint32_t>{};
+      if (zero3_[t] && !zero_scatter_axes(group.layout, target).empty()) {
+        add_into(sum.data, redist_.scatter_partial(group, target).data);
+        continue;
+      }
       if (axes.empty()) {
         add_into(sum.data, redist_.redistribute(group, target).data);
         continue;
@@ -948,12 +1024,16 @@ void Executor::optimizer_step(const OptimizerSettings& s) {
   const double c2 = 1 - std::pow(s.beta2, static_cast<double>(optimizer_steps_));
   for (const ir::TensorId t : trained_) {
     if (!grads_[t]) throw Error(Errc::kInternal, "optimizer step before the gradients");
-    // Under ZeRO the gradient is a shard: its block of the parameter (a
-    // local slice) is updated and gathered back.
-    const bool sharded = grads_[t]->layout != held_[t]->layout;
+    // Under ZeRO 1 and 2 the gradient is a shard: its block of the
+    // parameter (a local slice) is updated and gathered back. ZeRO 3 keeps
+    // only the shard and updates it.
+    const bool z3 = zero3_[t] != 0;
+    if (z3 && shards_[t]->layout != grads_[t]->layout)
+      throw Error(Errc::kInternal, "ZeRO 3: a shard and its gradient in other layouts");
+    const bool sharded = !z3 && grads_[t]->layout != held_[t]->layout;
     LocalTensor shard;
     if (sharded) shard = redist_.redistribute(*held_[t], grads_[t]->layout);
-    std::vector<float>& w = sharded ? shard.data : held_[t]->data;
+    std::vector<float>& w = z3 ? shards_[t]->data : sharded ? shard.data : held_[t]->data;
     const std::vector<float>& gr = grads_[t]->data;
     std::vector<float>& m = moment1_[t];
     std::vector<float>& v = moment2_[t];
@@ -978,9 +1058,13 @@ void Executor::optimizer_step(const OptimizerSettings& s) {
     }
     if (sharded) *held_[t] = redist_.redistribute(shard, held_[t]->layout);
   }
+  param_bytes_.kept = held_parameter_bytes();
+  param_bytes_.peak = std::max(param_bytes_.peak, param_bytes_.kept);
 }
 
 const LocalTensor& Executor::block(ir::TensorId t) const {
+  // A ZeRO-3 parameter outside the passes: this rank's shard.
+  if (t < shards_.size() && shards_[t] && !held_[t]) return *shards_[t];
   if (t >= held_.size() || !held_[t])
     throw Error(Errc::kInternal, "no block for tensor " + std::to_string(t));
   return *held_[t];

@@ -99,6 +99,22 @@ std::string layout_to_string(const Layout& l) {
   return s + "]";
 }
 
+std::vector<std::uint32_t> zero_scatter_axes(const Layout& from, const Layout& to) {
+  std::vector<std::uint32_t> axes;
+  int dim = -1;
+  for (std::uint32_t a = 0; a < from.size() && a < to.size(); ++a) {
+    if (from[a] == to[a]) continue;
+    if (from[a].kind != LayoutKind::Partial || to[a].kind != LayoutKind::Shard ||
+        (dim >= 0 && to[a].dim != dim))
+      return {};
+    dim = to[a].dim;
+    axes.push_back(a);
+  }
+  // The dim must be split by these axes alone, in this order.
+  if (from.size() != to.size() || axes.size() < 2 || dim_axes(to, dim) != axes) return {};
+  return axes;
+}
+
 std::vector<RedistStep> redistribution_plan(const Layout& from, const Layout& to,
                                             std::size_t rank) {
   return plan_steps(from, to, rank, nullptr, nullptr);
@@ -447,6 +463,21 @@ void charge_tensor(BytePrediction& out, const ir::Graph& g, const PlanLayouts& p
   if (partial) charge(out, pl, element_bytes, tensor, pl.holders[t], whole);
 }
 
+// A ZeRO-3 gradient's reduce-scatter over several axes, one axis after the
+// other from the outermost (Redistributor::scatter_partial): what a rank
+// sends on each is (k-1)/k of its block there.
+void charge_zero_scatter(BytePrediction& out, const PlanLayouts& pl, double element_bytes,
+                         const ir::Tensor& t, const Layout& from, const Layout& to) {
+  Layout state = from;
+  for (const std::uint32_t a : zero_scatter_axes(from, to)) {
+    const double n = ir::num_elements(local_shape(t.shape, state, pl.mesh));
+    const double k = static_cast<double>(pl.mesh[a]);
+    out.per_axis[a] += (k - 1) / k * n * element_bytes;
+    out.total += (k - 1) / k * n * element_bytes;
+    state[a] = to[a];
+  }
+}
+
 bool floating(ir::DType d) { return !ir::is_integer(d); }
 
 // The gradient of a tensor in layout l is taken in l's dual: partial -> replicated.
@@ -496,27 +527,32 @@ namespace {
 
 // The ZeRO shard of parameter t's gradient (see GradientLayouts), or its
 // holder layout when it has no data-parallel axis or no dim to shard.
-Layout zero_shard(const ir::Graph& g, const PlanLayouts& pl, ir::TensorId t) {
+// Stages 1 and 2 shard over the innermost data-parallel axis: the partial
+// sums over the outer ones are then reduced on the shard (reduce-scatter
+// inside, all-reduce of the piece outside), the hierarchical reduction's
+// bytes without its gather. Stage 3 (`all_axes`) shards over every one, as
+// the cost model's zero_axes do: the weights a rank keeps, and the
+// all-gathers of each pass, are then the model's.
+Layout zero_shard(const ir::Graph& g, const PlanLayouts& pl, ir::TensorId t, bool all_axes) {
   const Layout& holder = pl.holders[t];
   const ir::Tensor& tensor = g.tensor(t);
   ir::OpId first = ir::kNone;
   for (const ir::OpId o : tensor.consumers) first = std::min(first, o);
-  // The innermost data-parallel axis: the partial sums over the outer ones
-  // are then reduced on the shard (reduce-scatter inside, all-reduce of the
-  // piece outside), the hierarchical reduction's bytes without its gather.
-  std::optional<std::size_t> dp;
+  std::vector<std::size_t> dp;
   for (std::size_t a = 0; first != ir::kNone && a < holder.size(); ++a) {
-    if (holder[a].kind == LayoutKind::Replicate && cut_on(pl, first, a)) dp = a;
+    if (holder[a].kind == LayoutKind::Replicate && cut_on(pl, first, a)) dp.push_back(a);
   }
-  if (!dp) return holder;
-  const std::int64_t ways = pl.mesh[*dp];
+  if (dp.empty()) return holder;
+  if (!all_axes) dp.erase(dp.begin(), dp.end() - 1);
+  std::int64_t ways = 1;
+  for (const std::size_t a : dp) ways *= pl.mesh[a];
   for (std::size_t d = 0; d < tensor.shape.size(); ++d) {
     const bool split = std::any_of(holder.begin(), holder.end(), [&](const AxisLayout& x) {
       return x.kind == LayoutKind::Shard && x.dim == static_cast<int>(d);
     });
     if (split || tensor.shape[d] % ways != 0) continue;
     Layout shard = holder;
-    shard[*dp] = AxisLayout::shard(static_cast<int>(d));
+    for (const std::size_t a : dp) shard[a] = AxisLayout::shard(static_cast<int>(d));
     return shard;
   }
   return holder;
@@ -546,6 +582,14 @@ std::vector<bool> differentiable_tensors(const ir::Graph& g,
 
 GradientLayouts gradient_layouts(const ir::Graph& g, const PlanLayouts& pl, int zero_stage,
                                  const std::vector<ir::TensorId>& grad_inputs) {
+  return gradient_layouts(g, pl, std::vector<int>(g.num_tensors(), zero_stage), grad_inputs);
+}
+
+GradientLayouts gradient_layouts(const ir::Graph& g, const PlanLayouts& pl,
+                                 const std::vector<int>& zero,
+                                 const std::vector<ir::TensorId>& grad_inputs) {
+  if (zero.size() != g.num_tensors())
+    throw Error(Errc::kInternal, "gradient_layouts: one ZeRO stage per tensor");
   GradientLayouts gl;
   gl.needs_grad = differentiable_tensors(g, grad_inputs);
   gl.target.resize(g.num_tensors());
@@ -553,8 +597,8 @@ GradientLayouts gradient_layouts(const ir::Graph& g, const PlanLayouts& pl, int 
     const ir::Tensor& tensor = g.tensor(t);
     if (tensor.producer != ir::kNone) {
       gl.target[t] = dual(pl.holders[t]);
-    } else if (zero_stage > 0 && gl.needs_grad[t] && tensor.kind == ir::TensorKind::Parameter) {
-      gl.target[t] = zero_shard(g, pl, t);
+    } else if (zero[t] > 0 && gl.needs_grad[t] && tensor.kind == ir::TensorKind::Parameter) {
+      gl.target[t] = zero_shard(g, pl, t, zero[t] >= 3);
     } else {
       gl.target[t] = pl.holders[t];
     }
@@ -581,10 +625,17 @@ GradientLayouts gradient_layouts(const ir::Graph& g, const PlanLayouts& pl, int 
 TrainBytePrediction predict_train_bytes(const ir::Graph& g, const PlanLayouts& pl, int zero_stage,
                                         double element_bytes,
                                         const std::vector<ir::TensorId>& grad_inputs) {
+  return predict_train_bytes(g, pl, std::vector<int>(g.num_tensors(), zero_stage), element_bytes,
+                             grad_inputs);
+}
+
+TrainBytePrediction predict_train_bytes(const ir::Graph& g, const PlanLayouts& pl,
+                                        const std::vector<int>& zero, double element_bytes,
+                                        const std::vector<ir::TensorId>& grad_inputs) {
   TrainBytePrediction out;
   out.backward.per_axis.assign(pl.mesh.size(), 0.0);
   out.gradient_sync.per_axis.assign(pl.mesh.size(), 0.0);
-  const GradientLayouts gl = gradient_layouts(g, pl, zero_stage, grad_inputs);
+  const GradientLayouts gl = gradient_layouts(g, pl, zero, grad_inputs);
   for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
     if (!gl.needs_grad[t]) continue;
     const ir::Tensor& tensor = g.tensor(t);
@@ -592,10 +643,17 @@ TrainBytePrediction predict_train_bytes(const ir::Graph& g, const PlanLayouts& p
         tensor.kind == ir::TensorKind::Parameter ? out.gradient_sync : out.backward;
     const std::vector<Layout> from = contribution_layouts(g, gl, t);
     for (const Layout& l : from) {
-      if (l != gl.target[t]) charge(into, pl, element_bytes, tensor, l, gl.target[t]);
+      if (l == gl.target[t]) continue;
+      if (zero[t] >= 3 && !zero_scatter_axes(l, gl.target[t]).empty()) {
+        charge_zero_scatter(into, pl, element_bytes, tensor, l, gl.target[t]);
+      } else {
+        charge(into, pl, element_bytes, tensor, l, gl.target[t]);
+      }
     }
-    // ZeRO: the updated shard is gathered back into the holder's layout.
-    if (tensor.producer == ir::kNone && !from.empty() && gl.target[t] != pl.holders[t])
+    // ZeRO 1 and 2: the updated shard is gathered back into the holder's
+    // layout (ZeRO 3 keeps the shard: its gathers are the passes').
+    if (tensor.producer == ir::kNone && !from.empty() && gl.target[t] != pl.holders[t] &&
+        zero[t] < 3)
       charge(into, pl, element_bytes, tensor, gl.target[t], pl.holders[t]);
   }
   // SyncBatchNorm's backward: Σdy and Σdy·x̂ per channel, all-reduced as the
@@ -605,6 +663,53 @@ TrainBytePrediction predict_train_bytes(const ir::Graph& g, const PlanLayouts& p
     if (op.kind == ir::OpKind::BatchNorm && !gl.input[o].empty() && gl.input[o][0] &&
         detail::batch_norm_batch_stats(op, pl.train))
       charge_batch_norm(out.backward, g, pl, o, element_bytes);
+  }
+  return out;
+}
+
+std::vector<std::uint8_t> zero3_sharded(const ir::Graph& g, const PlanLayouts& pl,
+                                        const GradientLayouts& gl, const std::vector<int>& zero) {
+  std::vector<std::uint8_t> out(g.num_tensors(), 0);
+  for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
+    const ir::Tensor& tensor = g.tensor(t);
+    out[t] = tensor.kind == ir::TensorKind::Parameter && tensor.producer == ir::kNone &&
+                     !tensor.consumers.empty() && gl.needs_grad[t] && zero[t] >= 3 &&
+                     gl.target[t] != pl.holders[t]
+                 ? 1
+                 : 0;
+  }
+  return out;
+}
+
+Zero3GatherBytes predict_zero3_gather_bytes(const ir::Graph& g, const PlanLayouts& pl,
+                                            const GradientLayouts& gl, const std::vector<int>& zero,
+                                            const RecomputePlan& rp, double element_bytes) {
+  Zero3GatherBytes out;
+  out.forward.per_axis.assign(pl.mesh.size(), 0.0);
+  out.backward.per_axis.assign(pl.mesh.size(), 0.0);
+  const std::vector<std::uint8_t> sharded = zero3_sharded(g, pl, gl, zero);
+  for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
+    if (!sharded[t]) continue;
+    const ir::Tensor& tensor = g.tensor(t);
+    charge(out.forward, pl, element_bytes, tensor, gl.target[t], pl.holders[t]);
+    charge(out.backward, pl, element_bytes, tensor, gl.target[t], pl.holders[t]);
+    // The forward freed the copies its readers made from the gathered
+    // parameter; the backward makes them again (those only recomputed
+    // operators read are the recomputation's, predict_recompute_bytes').
+    std::vector<Layout> made;
+    for (const ir::OpId o : tensor.consumers) {
+      const ir::Operator& op = g.op(o);
+      for (std::size_t j = 0; j < op.inputs.size(); ++j) {
+        const Layout& want = pl.ops[o].inputs[j];
+        if (op.inputs[j] != t || want == pl.holders[t]) continue;
+        if (std::find(made.begin(), made.end(), want) != made.end()) continue;
+        if (!rp.empty() && std::find(rp.dropped_copies[t].begin(), rp.dropped_copies[t].end(),
+                                     want) != rp.dropped_copies[t].end())
+          continue;
+        made.push_back(want);
+        charge(out.backward, pl, element_bytes, tensor, pl.holders[t], want);
+      }
+    }
   }
   return out;
 }

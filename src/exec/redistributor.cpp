@@ -61,6 +61,23 @@ std::vector<float> join_pieces(const std::vector<float>& x, const View& piece_vi
 Redistributor::Redistributor(Communicator& comm)
     : comm_(comm), coords_(rank_coords(comm.rank(), comm.mesh())) {}
 
+LocalTensor Redistributor::scatter_partial(const LocalTensor& t, const Layout& to) {
+  const std::vector<std::uint32_t> axes = zero_scatter_axes(t.layout, to);
+  if (axes.empty()) throw Error(Errc::kInternal, "scatter_partial: not a reduce-scatter");
+  const auto& mesh = comm_.mesh();
+  LocalTensor cur = t;
+  for (const std::uint32_t a : axes) {
+    const std::int64_t k = mesh[a];
+    const ir::Shape shape = local_shape(cur.full, cur.layout, mesh);
+    const std::vector<float> send = split_pieces(cur.data, view(shape, to[a].dim), k);
+    std::vector<float> next(send.size() / static_cast<std::size_t>(k));
+    comm_.reduce_scatter(a, send.data(), next.data(), next.size());
+    cur.layout[a] = to[a];
+    cur.data = std::move(next);
+  }
+  return cur;
+}
+
 LocalTensor Redistributor::redistribute(const LocalTensor& t, const Layout& to) {
   const auto& mesh = comm_.mesh();
   LocalTensor cur = t;

@@ -433,7 +433,8 @@ def case_train():
     reduced hierarchically), a vocabulary-parallel loss, and searched,
     data-parallel and tensor-parallel (megatron) plans of an MLP and a
     transformer block; ZeRO 1 and 2; then a wrong gradient on one rank must
-    fail the check, and a ZeRO 3 plan must be refused."""
+    fail the check, and a ZeRO 3 plan's forward pass alone must be refused
+    (case_zero3 trains it)."""
     m, k, n, p = 24, 48, 36, 12
     g = chain_graph(m, k, n, p)
     gp = write("chain_train.json", g)
@@ -478,15 +479,16 @@ def case_train():
             if check(s.returncode == 0, f"search --zero {zero}: {s.stderr}"):
                 train_ok(f"ZeRO {zero} data-parallel on {ranks}", ranks, gpt, zplan, optimizer="adam", steps=2,
                          sync_model_equal=True)
-    # Training settings exec does not run are refused before any traffic.
+    # ZeRO 3 trains (case_zero3); its forward pass alone is refused, with the
+    # setting's path, before any traffic.
     zplan = os.path.join(TMP, "zero3.plan.json")
     s = subprocess.run([BIN, "search", gpt, "--devices", "2", "--algo", "data-parallel", "--zero", "3",
                         "--microbatches", "1", "-q", "-o", zplan], capture_output=True, text=True)
     if check(s.returncode == 0, f"search --zero 3: {s.stderr}"):
-        rc, out, err, _ = mpirun(2, [gpt, zplan, "--train"])
-        check(rc == 2 and "does not run ZeRO stage 3" in err, f"ZeRO 3 not refused: rc {rc}\n{out}\n{err}")
-    # A stage per parameter (the plan file's zero_params) is refused with the
-    # setting's path, before any traffic; recomputation trains (case_recompute).
+        rc, out, err, _ = mpirun(2, [gpt, zplan])
+        check(rc == 2 and "/training/zero_stage" in err and "--train" in err,
+              f"ZeRO 3 forward pass not refused: rc {rc}\n{out}\n{err}")
+    # Recomputation trains under ZeRO 2 (and case_recompute).
     rplan = os.path.join(TMP, "recompute.plan.json")
     s = subprocess.run([BIN, "search", gpt, "--devices", "2", "--algo", "data-parallel", "--zero", "2",
                         "--recompute", "full", "--microbatches", "1", "-q", "-o", rplan],
@@ -495,18 +497,129 @@ def case_train():
         rc, out, err, _ = mpirun(2, [gpt, rplan, "--train", "--check", "--steps", "2"])
         check(rc == 0 and "check: passed" in out and "recomputation full" in out,
               f"recomputation under --train: rc {rc}\n{out}\n{err}")
-        with open(rplan) as f:
+
+
+def parameters_of(graph_path):
+    """(name, shape) of every parameter of a graph file."""
+    with open(graph_path) as f:
+        return [(t["name"], t["shape"]) for t in json.load(f)["tensors"] if t.get("kind") == "parameter"]
+
+
+def numel(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def zero3_expected(params, ways, stage=None):
+    """Per rank, for data-parallel plans over `ways` ranks: the bytes one
+    all-gather of every ZeRO-3 parameter sends ((ways-1)/ways of it, f32) and
+    the parameter bytes a rank keeps between steps. A parameter is a shard
+    when one of its dims divides by `ways` (else kept whole, as in stage 0);
+    `stage`: each parameter's stage (all 3 when None)."""
+    gather = kept = 0
+    for name, shape in params:
+        size = numel(shape) * 4
+        z3 = (stage is None or stage[name] >= 3) and any(d % ways == 0 for d in shape)
+        if z3:
+            gather += size * (ways - 1) // ways
+            kept += size // ways
+        else:
+            kept += size
+    return gather, kept
+
+
+def held_numbers(out):
+    m = re.search(r"parameters held \(rank 0, bytes\): between steps (\d+), peak in the passes (\d+); "
+                  r"cost model \(weights\) (\d+); (\d+) of (\d+) parameter\(s\) kept as ZeRO-3 shards", out)
+    return tuple(int(x) for x in m.groups()) if m else None
+
+
+def case_zero3():
+    """ZeRO stage 3 and ZeRO stages per parameter (docs/exec.md, ZeRO 3):
+    data-parallel plans of ffn.json searched with --zero 3 on 2 and 4 ranks
+    (SGD and Adam), the small GPT-2 block on 2x2 with 2 microbatches, and a
+    plan edited to give ffn.json's parameters stages 3, 2, 1 and 0. Every
+    run passes --check (the parameters after the steps, gathered, equal the
+    one-device run's) with every phase's bytes equal to the prediction; the
+    backward's all-gathers, the sync's reduce-scatters and the parameter
+    bytes kept are recomputed here from the graph's shapes. A doubled
+    gathered shard on one rank must fail the check."""
+    ffn = os.path.join(ROOT, "data/graphs/ffn.json")
+    gpt = os.path.join(ROOT, "tests/exec/graphs/gpt2_block_small.json")
+    ffn_params = parameters_of(ffn)
+    plans = {}
+    for ranks, optimizer in ((2, "adam"), (4, "sgd")):
+        zplan = os.path.join(TMP, f"zero3.ffn.{ranks}.plan.json")
+        s = subprocess.run([BIN, "search", ffn, "--devices", str(ranks), "--algo", "data-parallel", "--zero", "3",
+                            "--microbatches", "1", "-q", "-o", zplan], capture_output=True, text=True)
+        if not check(s.returncode == 0, f"search ffn --zero 3 on {ranks}: {s.stderr}"):
+            continue
+        plans[ranks] = zplan
+        out = train_ok(f"ZeRO 3 ffn on {ranks}", ranks, ffn, zplan, optimizer=optimizer, steps=2)
+        if out is None:
+            continue
+        nums, held = train_numbers(out), held_numbers(out)
+        gather, kept = zero3_expected(ffn_params, ranks)
+        # Data parallelism: the backward sends the parameters' gathers alone.
+        check(nums["backward"][0] == gather and nums["backward"][3][0] > 0,
+              f"ZeRO 3 ffn on {ranks}: backward {nums['backward']}, expected the gathers' {gather}\n{out}")
+        check(nums["forward"][0] >= gather, f"ZeRO 3 ffn on {ranks}: forward {nums['forward']} < {gather}")
+        check(held is not None and held[0] == kept and held[1] > kept,
+              f"ZeRO 3 ffn on {ranks}: parameters held {held}, expected {kept} kept\n{out}")
+        if ranks == 2:
+            # One axis: the reduce-scatter's bytes are the gather's, and the
+            # cost model's count is exact in every phase.
+            check(nums["gradient sync"][0] == gather and nums["gradient sync"][3][2] == len(ffn_params),
+                  f"ZeRO 3 ffn on 2: sync {nums['gradient sync']}, expected {gather}\n{out}")
+            for phase, (measured, _, model, _) in nums.items():
+                check(measured == model, f"ZeRO 3 ffn on 2: {phase} measured {measured}, cost model {model}")
+            check(held is not None and held[2] == kept, f"ZeRO 3 ffn on 2: cost model weights {held}")
+    if 2 in plans:
+        rc, out, err, _ = mpirun(2, [ffn, plans[2], "--train", "--steps", "2", "--check", "--fault", "1:gather:0"])
+        check(rc == 4 and "check: FAILED" in out and "check loss of step 1" in out,
+              f"ZeRO 3: a doubled gathered shard not caught: rc {rc}\n{out}\n{err}")
+    # The small GPT-2 block on 2x2 with 2 microbatches: gathered in each
+    # microbatch's passes, the gradient reduce-scattered once.
+    gplan = os.path.join(TMP, "zero3.gpt.plan.json")
+    s = subprocess.run([BIN, "search", gpt, "--devices", "4", "--algo", "data-parallel", "--zero", "3",
+                        "--microbatches", "2", "-q", "-o", gplan], capture_output=True, text=True)
+    if check(s.returncode == 0, f"search gpt --zero 3 --microbatches 2: {s.stderr}"):
+        with open(gplan) as f:
             doc = json.load(f)
-        doc["training"]["recompute"] = "none"
-        doc["training"].pop("recompute_ops", None)
-        param = next(t["name"] for t in json.load(open(gpt))["tensors"] if t.get("kind") == "parameter")
-        doc["training"]["zero_params"] = {param: 1}
-        mplan = os.path.join(TMP, "mixed_zero.plan.json")
+        check([a["size"] for a in doc["mesh"]["axes"]] == [2, 2], f"GPT-2 ZeRO 3: mesh {doc['mesh']}")
+        out = train_ok("ZeRO 3 GPT-2 block on 2x2, 2 microbatches", 4, gpt, gplan, optimizer="adam", steps=2)
+        if out is not None:
+            nums, held = train_numbers(out), held_numbers(out)
+            one = sum(numel(shape) * 4 for _, shape in parameters_of(gpt)) // 2  # f32, half on each rank of c0
+            check(held is not None and held[3] == held[4] == len(parameters_of(gpt)) and held[0] == one,
+                  f"GPT-2 ZeRO 3: parameters held {held}, expected {one} kept\n{out}")
+            check(nums["backward"][0] == 2 * one and nums["gradient sync"][0] == one,
+                  f"GPT-2 ZeRO 3: backward {nums['backward']}, sync {nums['gradient sync']}, "
+                  f"expected {2 * one} and {one}\n{out}")
+    # Stages per parameter (zero_params) on 2x2: 3, 2, 1, 0 in turn.
+    if 4 in plans:
+        with open(plans[4]) as f:
+            doc = json.load(f)
+        stage = {name: (3, 2, 1, 0)[i % 4] for i, (name, _) in enumerate(ffn_params)}
+        doc["training"]["zero_stage"] = 0
+        doc["training"]["zero_params"] = stage
+        mplan = os.path.join(TMP, "zero.mixed.plan.json")
         with open(mplan, "w") as f:
             json.dump(doc, f)
-        rc, out, err, _ = mpirun(2, [gpt, mplan, "--train"])
-        check(rc == 2 and "their own stages" in err and "/training/zero_params" in err,
-              f"per-parameter ZeRO not refused: rc {rc}\n{out}\n{err}")
+        out = train_ok("ZeRO stages per parameter ffn on 4", 4, ffn, mplan, optimizer="sgd-momentum", steps=2)
+        if out is not None:
+            nums, held = train_numbers(out), held_numbers(out)
+            gather, kept = zero3_expected(ffn_params, 4, stage)
+            shards = sum(1 for name, shape in ffn_params
+                         if stage[name] == 3 and any(d % 4 == 0 for d in shape))
+            check(held is not None and held[0] == kept and held[3] == shards,
+                  f"per-parameter ZeRO: held {held}, expected {kept} kept and {shards} shards\n{out}")
+            check(nums["backward"][0] == gather, f"per-parameter ZeRO: backward {nums['backward']}, expected {gather}")
+            for phase in ("backward", "gradient sync"):
+                check(nums[phase][0] == nums[phase][2],
+                      f"per-parameter ZeRO: {phase} measured {nums[phase][0]}, cost model {nums[phase][2]}")
 
 
 def layout_kinds_graph(m, k, n, depth):
@@ -1307,7 +1420,7 @@ def case_recompute():
 CASES = {"kinds": case_kinds, "vocab": case_vocab_parallel, "bundled": case_bundled, "failures": case_failures, "nccl": case_nccl,
          "train": case_train, "layout_kinds": case_layout_kinds, "phases": case_phases,
          "buckets": case_buckets, "pipeline": case_pipeline, "cnn": case_cnn, "cnn_train": case_cnn_train,
-         "microbatches": case_microbatches, "recompute": case_recompute}
+         "microbatches": case_microbatches, "recompute": case_recompute, "zero3": case_zero3}
 
 
 def main(argv):

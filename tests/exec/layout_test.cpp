@@ -544,7 +544,8 @@ TEST_CASE(
   // Training: on one axis of size 2 and of size 3, every parameter
   // gradient's synchronisation (its contributions moved to the parameter's
   // holder layout) sends what the evaluator's parameter-gradient events
-  // count, under ZeRO stages 0, 1 and 2.
+  // count, under ZeRO stages 0, 1 and 2; under ZeRO 3 its reduce-scatter
+  // and the forward pass's all-gather of the parameter are the model's.
   const ir::Graph g = chain(12, 18, 24);
   const auto spaces = algebra::build_op_spaces(g);
   for (const std::int64_t k : {2, 3}) {
@@ -561,7 +562,7 @@ TEST_CASE(
     }
     std::size_t combos = 1;
     for (const auto& c : choices) combos *= c.size();
-    std::size_t syncing = 0;
+    std::size_t syncing = 0, sharded = 0;
     for (std::size_t code = 0; code < combos; ++code) {
       plan::Plan p;
       p.mode = Mode::Train;
@@ -599,8 +600,30 @@ TEST_CASE(
         }
       }
       CHECK(exec::predict_train_bytes(g, pl, 1).gradient_sync.total == doctest::Approx(model_zero));
+      // ZeRO 3: the gradient's reduce-scatter (sync) and the parameter's
+      // all-gather in each pass are the model's events of those phases.
+      p.training.zero_stage = 3;
+      const auto ev3 = plan::evaluate(g, spaces, cluster, p, CostParams{});
+      double model_rs = 0, model_fwd = 0;
+      for (const auto& e : ev3.events) {
+        if (e.reason != plan::CommReason::Gradient ||
+            g.tensor(e.tensor).kind != ir::TensorKind::Parameter)
+          continue;
+        if (e.collective == cost::Collective::ReduceScatter) model_rs += e.bytes;
+        if (e.collective == cost::Collective::AllGather && e.phase == cost::Phase::Forward)
+          model_fwd += e.bytes;
+      }
+      const std::vector<int> zero3 = plan::parameter_zero(g, p.training);
+      const exec::GradientLayouts gl3 = exec::gradient_layouts(g, pl, zero3);
+      const exec::RecomputePlan none;
+      CHECK(exec::predict_train_bytes(g, pl, zero3).gradient_sync.total ==
+            doctest::Approx(model_rs));
+      CHECK(exec::predict_zero3_gather_bytes(g, pl, gl3, zero3, none).forward.total ==
+            doctest::Approx(model_fwd));
+      if (model_rs > 0 && model_fwd > 0) ++sharded;
     }
     CHECK(syncing > 0);
+    CHECK(sharded > 0);
   }
 }
 

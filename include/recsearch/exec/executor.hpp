@@ -3,7 +3,8 @@
 // identity) of a planned graph on each rank's blocks, and in training the
 // backward pass, the gradient synchronisation and an optimizer step.
 //
-// Every tensor lives in its holder's layout (exec/layout.hpp). Before an
+// Every tensor lives in its holder's layout (exec/layout.hpp), but a ZeRO-3
+// parameter, kept as a shard and gathered into it for each pass. Before an
 // operator runs, each input is brought to the layout the operator's cuts
 // require (once per distinct layout; later uses reuse it), the local kernel
 // runs on the blocks, and its outputs stay as the operator leaves them:
@@ -61,6 +62,9 @@ struct ExecOptions {
   // Testing: this operator's recomputed forward on this rank doubles its
   // outputs (a recomputation that does not reproduce the forward pass).
   std::optional<ir::OpId> corrupt_recompute_op = std::nullopt;
+  // Testing: on this rank, the ZeRO-3 parameters this operator reads are
+  // gathered doubled in the forward pass (a corrupted gathered shard).
+  std::optional<ir::OpId> corrupt_gather_op = std::nullopt;
   // Training: parameter gradients that only need all-reduces (data
   // parallelism) are fused into buckets of up to this many f32 elements,
   // one all-reduce per bucket and axis, as DDP fuses them and the cost
@@ -92,6 +96,16 @@ struct ExecOptions {
 // the most during the backward pass, with a recomputed group's tensors.
 struct ActivationBytes {
   double after_forward = 0;
+  double peak = 0;
+};
+
+// Bytes (f32 elements) of parameters a rank holds: `kept` between steps
+// (after the optimizer step: a ZeRO-3 parameter's shard, every other
+// parameter's block), `peak` the most at any point of the passes since the
+// executor was made (with the gathered ZeRO-3 parameters and the copies
+// their readers made).
+struct ParameterBytes {
+  double kept = 0;
   double peak = 0;
 };
 
@@ -189,6 +203,9 @@ class Executor {
   [[nodiscard]] const RecomputeTraffic& recompute_traffic() const noexcept {
     return recompute_sent_;
   }
+  // Parameters held, kept and at the peak of the passes since the last
+  // optimizer step (docs/exec.md, ZeRO 3).
+  [[nodiscard]] const ParameterBytes& parameter_bytes() const noexcept { return param_bytes_; }
 
  private:
   // Per window operator with a cut window dim: its input block with the
@@ -231,6 +248,12 @@ class Executor {
   // was the last to read.
   void release_after_backward(ir::OpId o);
   [[nodiscard]] double held_data_bytes() const;
+  [[nodiscard]] double held_parameter_bytes() const;
+  // ZeRO 3: all-gathers the parameters operator o reads from their shards
+  // into their holders' layouts, those not gathered yet (`corrupt`: the
+  // ExecOptions::corrupt_gather_op fault), and frees them again.
+  void gather_parameters(ir::OpId o, bool corrupt = false);
+  void free_parameter(ir::TensorId t);
   std::vector<float> gather(const LocalTensor& b);
   // The kernel arguments of operator o on the blocks the forward pass used
   // (inputs redistributed to the operator's layouts, made if missing). For
@@ -294,6 +317,14 @@ class Executor {
   std::vector<std::int32_t> pending_reads_;
   ActivationBytes act_bytes_;
   RecomputeTraffic recompute_sent_;
+  // ZeRO 3: per tensor, whether it is kept as a shard (zero3_sharded), the
+  // shard, and its first and last reader in topological order (the
+  // backward pass frees it after the first's backward, the forward after
+  // the last's forward).
+  std::vector<std::uint8_t> zero3_;
+  std::vector<std::unique_ptr<LocalTensor>> shards_;
+  std::vector<ir::OpId> first_reader_, last_reader_;
+  ParameterBytes param_bytes_;
 };
 
 }  // namespace recsearch::exec

@@ -153,7 +153,9 @@ struct BytePrediction {
 // the shard) into a shard along its first dim that no axis splits and that
 // the axis divides; the optimizer updates that shard and all-gathers the
 // parameter back (a parameter without such a dim is all-reduced as in
-// stage 0: the same bytes).
+// stage 0: the same bytes). Under stage 3 the shard is over every
+// data-parallel axis (the cost model's plan::zero_axes), and it stays
+// sharded: the passes gather it (zero3_sharded).
 struct GradientLayouts {
   std::vector<bool> needs_grad;  // per tensor: floating and downstream of a parameter
   std::vector<Layout> target;    // per tensor: where its summed gradient lives (a ZeRO shard)
@@ -166,6 +168,11 @@ struct GradientLayouts {
 // layout and is never a ZeRO shard.
 [[nodiscard]] GradientLayouts gradient_layouts(const ir::Graph& g, const PlanLayouts& pl,
                                                int zero_stage = 0,
+                                               const std::vector<ir::TensorId>& grad_inputs = {});
+// The same with a ZeRO stage per tensor (plan::parameter_zero; entries of
+// tensors that are not parameters are ignored): each parameter's own stage.
+[[nodiscard]] GradientLayouts gradient_layouts(const ir::Graph& g, const PlanLayouts& pl,
+                                               const std::vector<int>& zero,
                                                const std::vector<ir::TensorId>& grad_inputs = {});
 
 // Per tensor: floating and downstream of a parameter or of one of
@@ -191,6 +198,42 @@ struct TrainBytePrediction {
 [[nodiscard]] TrainBytePrediction predict_train_bytes(
     const ir::Graph& g, const PlanLayouts& pl, int zero_stage = 0, double element_bytes = 4.0,
     const std::vector<ir::TensorId>& grad_inputs = {});
+// With a ZeRO stage per tensor: a ZeRO-3 parameter's updated shard is not
+// gathered back (it stays sharded; the passes gather it).
+[[nodiscard]] TrainBytePrediction predict_train_bytes(
+    const ir::Graph& g, const PlanLayouts& pl, const std::vector<int>& zero,
+    double element_bytes = 4.0, const std::vector<ir::TensorId>& grad_inputs = {});
+
+// ZeRO 3 over several axes: a gradient partial on them becomes a shard of
+// one dim split by them alone (major first). The redistribution plan would
+// all-reduce the inner axes (an axis can only join a dim after the ones
+// before it); the reduce-scatter runs one axis after the other from the
+// outermost instead (Redistributor::scatter_partial), the hierarchical
+// reduce-scatter the cost model prices. The axes, ascending, when `from`
+// and `to` differ exactly so on two or more; empty otherwise.
+[[nodiscard]] std::vector<std::uint32_t> zero_scatter_axes(const Layout& from, const Layout& to);
+
+// ZeRO 3 (docs/exec.md, ZeRO 3): per tensor, whether it is a parameter kept
+// as its gradient's shard between passes (stage 3 and a GradientLayouts
+// target other than its holder's layout; a parameter without a shard dim is
+// kept whole, as under stage 0).
+[[nodiscard]] std::vector<std::uint8_t> zero3_sharded(const ir::Graph& g, const PlanLayouts& pl,
+                                                      const GradientLayouts& gl,
+                                                      const std::vector<int>& zero);
+// Bytes one rank sends gathering ZeRO-3 parameters: in the forward pass each
+// shard is all-gathered once into its holder's layout; in the backward pass
+// again, and the copies its readers need in other layouts are made again
+// from it (but those the recomputation makes: `rp`).
+struct RecomputePlan;  // exec/recompute.hpp
+struct Zero3GatherBytes {
+  BytePrediction forward;
+  BytePrediction backward;
+};
+[[nodiscard]] Zero3GatherBytes predict_zero3_gather_bytes(const ir::Graph& g, const PlanLayouts& pl,
+                                                          const GradientLayouts& gl,
+                                                          const std::vector<int>& zero,
+                                                          const RecomputePlan& rp,
+                                                          double element_bytes = 4.0);
 // Bytes the rank at `coords` sends point to point in a backward pass: the
 // reverse of each halo exchange whose input gets a gradient (the gradients
 // of the halo rows it received, sent back to the ranks that hold them, the

@@ -26,6 +26,10 @@ class Redistributor {
   // The block `t` becomes in layout `to` (never partial), through the
   // collectives of redistribution_plan(t.layout, to).
   [[nodiscard]] LocalTensor redistribute(const LocalTensor& t, const Layout& to);
+  // The block `t` becomes in layout `to` by reduce-scatters over the axes
+  // of zero_scatter_axes(t.layout, to), one after the other from the
+  // outermost. Error(kInternal) when those are empty.
+  [[nodiscard]] LocalTensor scatter_partial(const LocalTensor& t, const Layout& to);
   // Sums the axes on which `t` is partial (all-reduce), in place.
   void reduce_partial(LocalTensor& t);
 
