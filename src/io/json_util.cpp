@@ -890,6 +890,44 @@ void LayoutWriter::field(std::string_view k, const OrderedJson& value) {
   sink_.maybe_flush();
 }
 
+void LayoutWriter::object_field(std::string_view k, const OrderedJson& head,
+                                std::string_view tail_key,
+                                const std::function<void(std::string&, bool)>* tail) {
+  if (tail == nullptr || !head.is_object()) {
+    field(k, head);
+    return;
+  }
+  key(k);
+  std::string& out = sink_.buffer();
+  const bool spaced = indent_ >= 0;
+  // As dump_expanded at depth 1 (members one per line, each value compact)
+  // or, unindented, as dump(-1).
+  const std::string pad = spaced ? std::string(static_cast<std::size_t>(indent_) * 2, ' ') : "";
+  const std::string_view sep = spaced ? ",\n" : ",";
+  out += spaced ? "{\n" : "{";
+  for (const auto& [name, value] : head.items()) {
+    out += pad;
+    out += json_quote(name);
+    out += colon(spaced);
+    if (spaced) {
+      dump_compact(value, out);
+    } else {
+      out += value.dump(-1, ' ', false, Json::error_handler_t::replace);
+    }
+    out += sep;
+  }
+  out += pad;
+  out += json_quote(tail_key);
+  out += colon(spaced);
+  (*tail)(out, spaced);
+  if (spaced) {
+    out += '\n';
+    out.append(static_cast<std::size_t>(indent_), ' ');
+  }
+  out += '}';
+  sink_.maybe_flush();
+}
+
 void LayoutWriter::begin_array(std::string_view k) {
   key(k);
   sink_.buffer() += '[';

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -228,6 +229,12 @@ class LayoutWriter {
   LayoutWriter& operator=(const LayoutWriter&) = delete;
   // A whole field (its containers spread over lines one level deep).
   void field(std::string_view key, const OrderedJson& value);
+  // An object field: the members of `head` (an object), then, when `tail`
+  // is given, one more member `tail_key` whose value `tail(out, spaced)`
+  // prints: for a member too big to build as values. The same bytes as
+  // field() of the whole object.
+  void object_field(std::string_view key, const OrderedJson& head, std::string_view tail_key,
+                    const std::function<void(std::string&, bool)>* tail);
   // An array field written record by record, one record per line.
   void begin_array(std::string_view key);
   void element(const OrderedJson& value);

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The one definition of a plan's "training" object ({recompute, zero_stage,
-// microbatches, recompute_ops, zero_params, zero_axes}), written by the plan file, the
-// HTML report's data block and the sweep's JSON alike, so that the three
-// never disagree on a name or on which exceptions are listed. Private to the
-// library (nlohmann stays out of include/).
+// microbatches, recompute_ops, zero_params}; the plan file adds zero_axes), written by the plan
+// file, the HTML report's data block and the sweep's JSON alike, so that the three never disagree
+// on a name or on which exceptions are listed. Private to the library (nlohmann stays out of
+// include/).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -19,13 +19,5 @@ namespace recsearch::io::detail {
 // "zero_params" the parameters whose ZeRO stage is not (each present only
 // when it has an entry).
 [[nodiscard]] nlohmann::ordered_json training_json(const ir::Graph& g, const plan::Training& t);
-
-// The same for plan p (its training settings) plus "zero_axes": every
-// parameter whose ZeRO stage is above 0 and that has ZeRO axes
-// (plan::zero_axes), in graph order, with its axes by the plan's axis names
-// ({"layer0.w": ["c0", "c2"]}); absent when no parameter has any.
-[[nodiscard]] nlohmann::ordered_json training_json(const ir::Graph& g,
-                                                   const std::vector<algebra::OpSpace>& spaces,
-                                                   const plan::Plan& p);
 
 }  // namespace recsearch::io::detail

@@ -290,26 +290,29 @@ void check_plan_shape(const ir::Graph& g, const std::vector<algebra::OpSpace>& s
 // `allowed`), on axis a of the plan.
 void check_loop_cuttable(const ir::Operator& node, ir::OpId o, const algebra::OpSpace& s,
                          const Plan& p, std::size_t a, int c) {
-  const std::string path = cut_path(o, a);
-  const std::string axis = quoted(p.mesh[a].axis);
+  // Built only for a message: a plan of 10^6 operators on 12 axes checks
+  // about 10^7 cuts, nearly all of them legal.
+  const auto path = [&] { return cut_path(o, a); };
+  const auto axis_text = [&] { return quoted(p.mesh[a].axis); };
   if (s.opaque) {
     throw Error(Errc::kPlan,
                 "operator " + quoted(node.name) + " of unknown type " + quoted(node.type) +
-                    " cannot be cut (axis " + axis + ")",
-                path);
+                    " cannot be cut (axis " + axis_text() + ")",
+                path());
   }
   if (c < 0 || static_cast<std::size_t>(c) >= s.loops.size()) {
     throw Error(Errc::kPlan,
-                "loop index " + std::to_string(c) + " on axis " + axis + " is out of range: " +
-                    quoted(node.name) + " has " + std::to_string(s.loops.size()) + " loops",
-                path);
+                "loop index " + std::to_string(c) + " on axis " + axis_text() +
+                    " is out of range: " + quoted(node.name) + " has " +
+                    std::to_string(s.loops.size()) + " loops",
+                path());
   }
   const algebra::LoopDim& ld = s.loops[static_cast<std::size_t>(c)];
   if (ld.role == algebra::DimRole::Whole) {
     throw Error(Errc::kPlan,
                 "loop " + quoted(ld.name) + " of " + quoted(node.name) + " must not be cut (axis " +
-                    axis + ")",
-                path);
+                    axis_text() + ")",
+                path());
   }
   if (node.allowed) {
     bool ok = false;
@@ -317,15 +320,17 @@ void check_loop_cuttable(const ir::Operator& node, ir::OpId o, const algebra::Op
     if (!ok) {
       throw Error(Errc::kPlan,
                   "loop " + quoted(ld.name) + " of " + quoted(node.name) +
-                      " is not among its allowed dims (axis " + axis + ")",
-                  path);
+                      " is not among its allowed dims (axis " + axis_text() + ")",
+                  path());
     }
   }
 }
 
 // Operator o's row of cuts: each legal, and each dividing what the earlier
 // axes left.
-void check_op_cuts(const ir::Graph& g, ir::OpId o, const algebra::OpSpace& s, const Plan& p) {
+// `splits` is scratch, reused from operator to operator.
+void check_op_cuts(const ir::Graph& g, ir::OpId o, const algebra::OpSpace& s, const Plan& p,
+                   std::vector<std::int64_t>& splits) {
   const ir::Operator& node = g.op(o);
   const auto& row = p.cuts[o];
   if (row.size() != p.mesh.size()) {
@@ -334,7 +339,7 @@ void check_op_cuts(const ir::Graph& g, ir::OpId o, const algebra::OpSpace& s, co
                     " cuts but the mesh has " + std::to_string(p.mesh.size()) + " axes",
                 op_path(o) + "/cuts");
   }
-  std::vector<std::int64_t> splits(s.loops.size(), 1);
+  splits.assign(s.loops.size(), 1);
   for (std::size_t a = 0; a < row.size(); ++a) {
     const int c = row[a];
     if (c == kReplicated) continue;
@@ -392,8 +397,9 @@ std::vector<std::int16_t> assign_cuts(const ir::Graph& g, ir::OpId op, const alg
 
 void check_plan(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces, const Plan& p) {
   check_plan_shape(g, spaces, p);
+  std::vector<std::int64_t> splits;
   for (ir::OpId o = 0; o < g.num_operators(); ++o) {
-    check_op_cuts(g, o, spaces[o], p);
+    check_op_cuts(g, o, spaces[o], p, splits);
     if (g.op(o).strategy) check_pinned(g, o, spaces[o], p);
   }
 }

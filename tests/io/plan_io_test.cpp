@@ -2,17 +2,20 @@
 // Tests of the plan file: reading cuts and strategies against a graph and a
 // cut schedule, errors re-pointed at the file, writing a plan with its
 // evaluation (checked field by field against the Evaluation), read-write-read
-// identity, plan_mesh_sizes and the ZeRO axes a plan lists per parameter.
+// identity, plan_mesh_sizes and the ZeRO axes a plan lists per parameter;
+// LayoutWriter::object_field against field() of the same object.
 #include <doctest/doctest.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "io/json_util.hpp"
 #include "recsearch/algebra/op_space.hpp"
 #include "recsearch/gen/generate.hpp"
 #include "recsearch/io/json_io.hpp"
@@ -695,5 +698,43 @@ TEST_CASE("zero_axes of a searched GPT: the axes its cuts give, and a round trip
       CHECK(again.summary.memory_per_device_bytes == ev.summary.memory_per_device_bytes);
       CHECK(again.summary.communication_s == ev.summary.communication_s);
     }
+  }
+}
+
+TEST_CASE("LayoutWriter::object_field prints what field() prints for the whole object") {
+  using OrderedJson = nlohmann::ordered_json;
+  OrderedJson head;
+  head["recompute"] = "full";
+  head["zero_stage"] = 2;
+  head["list"] = OrderedJson::array({1, 2.5, "a\"b"});
+  head["nested"] = OrderedJson::object({{"k", OrderedJson::array({"x"})}});
+  // The tail as a value, for field(), and as a printer, for object_field.
+  OrderedJson tail = OrderedJson::object();
+  tail["w\u00e9"] = OrderedJson::array({"c0", "c3"});
+  tail["v"] = OrderedJson::array();
+  // dump() writes the name's UTF-8 as is.
+  const std::function<void(std::string&, bool)> print = [](std::string& out, bool spaced) {
+    out += spaced ? "{\"w\u00e9\": [\"c0\", \"c3\"], \"v\": []}"
+                  : "{\"w\u00e9\":[\"c0\",\"c3\"],\"v\":[]}";
+  };
+  for (const int indent : {2, 4, -1}) {
+    CAPTURE(indent);
+    OrderedJson whole = head;
+    whole["zero_axes"] = tail;
+    io::detail::LayoutWriter expected(indent);
+    expected.field("first", 1);
+    expected.field("training", whole);
+    expected.field("last", "z");
+    io::detail::LayoutWriter got(indent);
+    got.field("first", 1);
+    got.object_field("training", head, "zero_axes", &print);
+    got.field("last", "z");
+    CHECK(got.finish() == expected.finish());
+    // No tail: field() of the head alone.
+    io::detail::LayoutWriter plain(indent);
+    plain.field("training", head);
+    io::detail::LayoutWriter no_tail(indent);
+    no_tail.object_field("training", head, "zero_axes", nullptr);
+    CHECK(no_tail.finish() == plain.finish());
   }
 }

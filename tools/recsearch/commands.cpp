@@ -21,8 +21,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "pipeline_cmd.hpp"
 #include "recsearch/error.hpp"
@@ -155,6 +157,14 @@ std::map<std::string, std::int64_t, std::less<>> parse_dims(
   return dims;
 }
 
+void keep_until_exit(std::shared_ptr<const void> held) {
+  // The command ends right after its output is written; freeing a
+  // 10^6-operator graph, its spaces and its plan (about 10^7 small blocks)
+  // would take a tenth of its CPU time for nothing.
+  static auto* const kept = new std::vector<std::shared_ptr<const void>>();
+  kept->push_back(std::move(held));
+}
+
 Problem load_problem(const std::string& path, bool quiet, const ReadOptions& options) {
   // A graph file has no symbolic dims: a --dim there is a mistake to report,
   // not a value to drop.
@@ -162,6 +172,8 @@ Problem load_problem(const std::string& path, bool quiet, const ReadOptions& opt
     throw Error(Errc::kUsage, "--dim binds symbolic dims of an ONNX model (.onnx); " +
                                   source_name(path) + " is a graph file");
   Problem problem = Problem::read(path, options);
+  // Copies share the graph: the one kept holds it past every other.
+  keep_until_exit(std::make_shared<const Problem>(problem));
   if (!quiet) {
     for (const std::string& w : problem.warnings())
       std::cerr << "recsearch: warning: " << problem.source() << ": " << w << '\n';
@@ -270,7 +282,9 @@ int run_search(const SearchArgs& a) {
   opts.list_redistributions =
       plan_format(a.format) == PlanFormat::Table ||
       io::lists_redistributions(plan_detail(a.detail), problem.graph().num_operators());
-  const Solution solution = solve_or_explain(problem, cluster, opts);
+  const auto kept = std::make_shared<const Solution>(solve_or_explain(problem, cluster, opts));
+  keep_until_exit(kept);
+  const Solution& solution = *kept;
   if (progress.on()) std::fputc('\n', stderr);
   if (solution.details().expert_plan)
     progress.say("the fastest fitting plan is a data x tensor parallel split");
@@ -308,7 +322,10 @@ int run_eval(const EvalArgs& a) {
     return run_pipeline_eval(problem, cluster, cost, plan_text, plan_source, a);
   plan::Plan p = problem.parse_plan(plan_text, plan_source, cluster);
   if (a.mode) p.mode = parse_mode(*a.mode);
-  const Solution solution = evaluate(problem, std::move(p), cluster, cost);
+  const auto kept =
+      std::make_shared<const Solution>(evaluate(problem, std::move(p), cluster, cost));
+  keep_until_exit(kept);
+  const Solution& solution = *kept;
   progress.say("done in " + format_double("%.2f", progress.elapsed_s()) + " s (" +
                solution.summary() + ")");
   write_solution(

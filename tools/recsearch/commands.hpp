@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -129,9 +130,15 @@ void warn_budget_over_device(double budget_gib, const Cluster& cluster, bool qui
 [[nodiscard]] std::map<std::string, std::int64_t, std::less<>> parse_dims(
     const std::vector<std::string>& bindings);
 
+// Hands `held` to the process's exit: a command's graph, spaces and plan
+// are not freed block by block when it returns (docs/scaling.md, End to
+// end). Held from a static pointer, so that leak checkers count them as
+// reachable.
+void keep_until_exit(std::shared_ptr<const void> held);
+
 // Reads a graph JSON file or ONNX model; its warnings go to stderr unless
 // quiet. Error(kUsage) when options bind dims (--dim) of a graph JSON file,
-// which has none.
+// which has none. The graph is kept until exit (keep_until_exit).
 [[nodiscard]] Problem load_problem(const std::string& path, bool quiet,
                                    const ReadOptions& options = {});
 // Reads a `--cost FILE` JSON object over the coefficients gathered so far.

@@ -10,6 +10,8 @@
 // argument parser take the same one-line form as every other error
 // ("recsearch: search: --devices: ... [E201]"), with a "did you mean" for a
 // misspelled command or option.
+#include <malloc.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -197,6 +199,8 @@ void add_core_commands(CLI::App& app, Registry& reg) {
 
 namespace {
 
+constexpr int kOneGiB = 1 << 30;
+constexpr int kHeapStep = 64 << 20;
 constexpr int kExitUsage = 2;
 constexpr int kExitRuntime = 4;
 
@@ -321,6 +325,14 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Every block from the heap, none given back before exit: the big
+  // vectors of a 10^6-operator graph, its spaces and its evaluation are
+  // otherwise mapped, freed and mapped again, and every page of them faulted
+  // in afresh each time (a third of the system time of `search` there;
+  // docs/scaling.md, End to end). The heap grows 64 MiB at a time.
+  ::mallopt(M_MMAP_THRESHOLD, kOneGiB);
+  ::mallopt(M_TRIM_THRESHOLD, kOneGiB);
+  ::mallopt(M_TOP_PAD, kHeapStep);
   try {
     return run(argc, argv);
   } catch (const recsearch::Error& e) {
