@@ -577,6 +577,8 @@ PhaseBytes plus(const PhaseBytes& a, const PhaseBytes& b) {
 }
 
 enum TrainPhase { kForward, kBackward, kSync, kOptimizer, kPhases };
+// The phases a training step's bytes are counted in (TrainRun::bytes).
+constexpr std::array<const char*, 3> kBytePhases = {"forward", "backward", "gradient sync"};
 
 struct TrainRun {
   std::vector<double> losses;             // per step, on rank 0
@@ -773,12 +775,11 @@ void report_training(std::ostream& out, const ExecArgs& a, const Inputs& in, Com
       << ratio_text(r.seconds[kOptimizer] / n, pt.optimizer_s) << "\n";
   std::array<double, 3> model = model_train_bytes(g, in.eval, plan::parameter_zero(g, p.training));
   model[0] += model_forward_bytes(g, in.eval, true, true);
-  const std::array<const char*, 3> names = {"forward", "backward", "gradient sync"};
   out << "  bytes sent per rank, one training step, f32 elements (measured on rank 0, predicted "
          "from the plan layouts, cost model):\n";
   for (std::size_t ph = 0; ph < 3; ++ph) {
     const auto& c = r.bytes[ph].calls;
-    out << "    " << names[ph] << ": measured " << fmt("%.0f", r.bytes[ph].total())
+    out << "    " << kBytePhases[ph] << ": measured " << fmt("%.0f", r.bytes[ph].total())
         << ", predicted " << fmt("%.0f", predicted[ph].total) << ", cost model "
         << fmt("%.0f", model[ph])
         << (std::abs(model[ph] - predicted[ph].total) <= 0.5 ? " (equal)" : " (differs)")
@@ -803,8 +804,9 @@ void report_training(std::ostream& out, const ExecArgs& a, const Inputs& in, Com
   for (std::size_t ax = 0; ax < p.mesh.size(); ++ax) {
     out << "    axis " << p.mesh[ax].axis << " (size " << p.mesh[ax].size << "):";
     for (std::size_t ph = 0; ph < 3; ++ph) {
-      out << (ph ? "," : "") << " " << names[ph] << " " << fmt("%.0f", r.bytes[ph].per_axis[ax])
-          << "/" << fmt("%.0f", predicted[ph].per_axis[ax]);
+      out << (ph ? "," : "") << " " << kBytePhases[ph] << " "
+          << fmt("%.0f", r.bytes[ph].per_axis[ax]) << "/"
+          << fmt("%.0f", predicted[ph].per_axis[ax]);
     }
     out << " (measured/predicted)\n";
   }
@@ -942,39 +944,52 @@ bool compare_parameter(std::ostream& out, const std::string& name, int steps,
   return ok;
 }
 
+// The one-device run a training --check compares with: the whole graph's
+// steps under `one` (no cuts) on a local communicator, from the same seed.
+// The executor refers to the communicator, which the struct keeps alive.
+struct Reference {
+  std::unique_ptr<Communicator> solo;
+  std::unique_ptr<Executor> ex;
+  TrainRun run;
+};
+
+Reference reference_training(const ExecArgs& a, const Inputs& in, const plan::Plan& one) {
+  Reference r;
+  r.solo = make_local_communicator();
+  r.ex = std::make_unique<Executor>(in.problem->graph(), in.problem->spaces(), one, *r.solo,
+                                    ExecOptions{a.seed, false, {}, {}});
+  r.run = run_training(*r.ex, *r.solo, a.steps, optimizer_settings(a));
+  return r;
+}
+
 // --check of a training run: rank 0 runs the same steps on one device; the
 // loss of every step and every trained parameter afterwards must agree.
 bool check_training(std::ostream& out, const ExecArgs& a, const Inputs& in, Executor& ex,
                     const TrainRun& run, int rank) {
   const ir::Graph& g = in.problem->graph();
-  std::unique_ptr<Communicator> solo;
-  std::unique_ptr<Executor> ref;
-  TrainRun ref_run;
-  plan::Plan one = in.plan;
-  one.mesh.clear();
-  for (auto& c : one.cuts) c.clear();
+  Reference ref;
   if (rank == 0) {
-    solo = make_local_communicator();
-    ref = std::make_unique<Executor>(g, in.problem->spaces(), one, *solo,
-                                     ExecOptions{a.seed, false, {}, {}});
-    ref_run = run_training(*ref, *solo, a.steps, optimizer_settings(a));
+    plan::Plan one = in.plan;
+    one.mesh.clear();
+    for (auto& c : one.cuts) c.clear();
+    ref = reference_training(a, in, one);
   }
   bool ok = true;
-  if (rank == 0) ok = compare_losses(out, run.losses, ref_run.losses);
+  if (rank == 0) ok = compare_losses(out, run.losses, ref.run.losses);
   // The last step's gradients (a wrong gradient times a small learning rate
   // can hide inside the parameters' tolerance; in ResNet-50 the stem
   // BatchNorm's bias gradient is float noise: the batch-statistics
   // BatchNorms after the 1x1 convolutions take each channel's mean out of
   // the gradient, leaving sums of about 1e-6 of the others), then the
   // parameters after every step.
-  const double grad_floor = rank == 0 ? gradient_floor(*ref, ex.trained()) : 0;
+  const double grad_floor = rank == 0 ? gradient_floor(*ref.ex, ex.trained()) : 0;
   double grad_worst = 0, param_worst = 0;
   for (const ir::TensorId t : ex.trained()) {
     const std::vector<float> grad = ex.gather_gradient(t);  // collectives: every rank
     const std::vector<float> got = ex.gather_full(t);
     if (rank != 0) continue;
     const std::string name = g.tensor(t).name + " " + ir::shape_to_string(g.tensor(t).shape);
-    ok = compare_parameter(out, name, a.steps, ref->gradient(t), ref->block(t), grad, got,
+    ok = compare_parameter(out, name, a.steps, ref.ex->gradient(t), ref.ex->block(t), grad, got,
                            grad_floor, grad_worst, param_worst) &&
          ok;
   }
@@ -1444,22 +1459,17 @@ bool check_pipeline_training(std::ostream& out, const ExecArgs& a, const Inputs&
                              const StageRun& run, Executor& ex, const PipelineTrainRun& r,
                              Communicator& world, int rank) {
   const ir::Graph& g = in.problem->graph();
-  std::unique_ptr<Communicator> solo;
-  std::unique_ptr<Executor> ref;
-  TrainRun ref_run;
+  Reference ref;
   const bool root = run.local == 0;
   if (root) {
     plan::Plan one;
     one.mode = run.stage->plan.mode;  // BatchNorm's statistics as the stages take them
     one.cuts.assign(g.num_operators(), {});
-    solo = make_local_communicator();
-    ref = std::make_unique<Executor>(g, in.problem->spaces(), one, *solo,
-                                     ExecOptions{a.seed, false, {}, {}});
-    ref_run = run_training(*ref, *solo, a.steps, optimizer_settings(a));
+    ref = reference_training(a, in, one);
   }
   bool ok = true;
-  if (rank == 0) ok = compare_losses(out, r.losses, ref_run.losses);
-  const double grad_floor = root ? gradient_floor(*ref, ref->trained()) : 0;
+  if (rank == 0) ok = compare_losses(out, r.losses, ref.run.losses);
+  const double grad_floor = root ? gradient_floor(*ref.ex, ref.ex->trained()) : 0;
   double grad_worst = 0, param_worst = 0;
   std::ostringstream failures;
   const ir::Graph& sgraph = run.sg.graph;
@@ -1472,8 +1482,8 @@ bool check_pipeline_training(std::ostream& out, const ExecArgs& a, const Inputs&
     const std::string name = g.tensor(*full).name + " " +
                              ir::shape_to_string(g.tensor(*full).shape) + " (stage " +
                              std::to_string(run.index) + ")";
-    ok = compare_parameter(failures, name, a.steps, ref->gradient(*full), ref->block(*full), grad,
-                           got, grad_floor, grad_worst, param_worst) &&
+    ok = compare_parameter(failures, name, a.steps, ref.ex->gradient(*full), ref.ex->block(*full),
+                           grad, got, grad_floor, grad_worst, param_worst) &&
          ok;
   }
   if (rank == 0) {
@@ -1493,6 +1503,119 @@ bool check_pipeline_training(std::ostream& out, const ExecArgs& a, const Inputs&
         << " step(s): max error relative to 1+max|ref| " << fmt("%.3g", param_worst) << "\n";
   }
   return ok;
+}
+
+// The cost model's point-to-point bytes of a stage rank per phase (forward,
+// backward), and the most any rank differs from them.
+struct ModelSends {
+  std::array<double, 2> bytes;
+  std::array<double, 2> off;
+};
+
+// Rank 0's report of a pipelined training run. `per_rank` holds, per rank,
+// the microbatches kept at once, the point-to-point bytes sent forward and
+// backward and the operators its backward passes recompute.
+void report_pipeline_training(std::ostream& out, const ExecArgs& a, const Inputs& in,
+                              const StageRun& run, const Communicator& world,
+                              const PipelineTrainRun& r, const ModelSends& model,
+                              const std::vector<float>& per_rank, bool all_bytes_ok) {
+  const ir::Graph& g = in.problem->graph();
+  const plan::PipelinePlan& pp = *in.pipeline;
+  const std::int64_t m = pp.microbatches;
+  out << "recsearch exec: " << g.name() << " on " << world.size() << " rank(s), pipeline of "
+      << pp.stages.size() << " stage(s) on " << pp.groups << " group(s) of " << run.devices
+      << ", 1F1B training over " << m << " microbatch(es), " << a.steps << " step(s), optimizer "
+      << a.optimizer << " (lr " << fmt("%g", a.lr) << "), backend mpi\n";
+  out << "  loss (sum of one-element outputs and 1/2 mean(y^2) of the others):";
+  for (std::size_t s = 0; s < r.losses.size(); ++s)
+    out << (s % 6 == 0 ? "\n   " : "") << " " << fmt("%.7g", r.losses[s]);
+  out << "\n";
+  const double n = a.steps;
+  out << "  step time (slowest rank per phase): mean "
+      << fmt("%.3f", (r.seconds[0] + r.seconds[1] + r.seconds[2]) / n * 1e3) << " ms, min "
+      << fmt("%.3f", r.min_step_s * 1e3) << " ms; 1F1B forward and backward "
+      << fmt("%.3f", r.seconds[0] / n * 1e3) << ", gradient sync "
+      << fmt("%.3f", r.seconds[1] / n * 1e3) << ", optimizer "
+      << fmt("%.3f", r.seconds[2] / n * 1e3) << " ms\n";
+  out << "  predicted by the cost model (" << in.cluster_source << "): step "
+      << fmt("%.3f", in.predicted.step_s * 1e3) << " ms; measured/predicted "
+      << ratio_text((r.seconds[0] + r.seconds[1] + r.seconds[2]) / n, in.predicted.step_s) << "\n";
+  out << "  microbatches whose activations a stage kept at once (1F1B: min(p - i, m)):";
+  for (std::size_t j = 0; j < pp.stages.size(); ++j)
+    out << " stage " << j << " " << fmt("%.0f", per_rank[4 * j * run.devices]);
+  out << "\n  operators recomputed in each backward pass:";
+  for (std::size_t j = 0; j < pp.stages.size(); ++j)
+    out << " stage " << j << " " << fmt("%.0f", per_rank[4 * j * run.devices + 3]);
+  out << "\n";
+  out << "  bytes sent per rank, one training step, f32 elements (rank 0; every rank checks "
+         "its own):\n";
+  for (std::size_t ph = 0; ph < 3; ++ph) {
+    const PipeBytes& b = r.bytes[ph];
+    out << "    " << kBytePhases[ph] << ":";
+    if (ph < 2) {
+      out << " point to point measured " << fmt("%.0f", b.p2p_measured) << ", predicted "
+          << fmt("%.0f", b.p2p_predicted) << ", cost model " << fmt("%.0f", model.bytes[ph])
+          << (model.off[ph] <= 0.5 ? " (equal on every rank);" : " (differs on some rank);");
+    }
+    out << " stage collectives measured " << fmt("%.0f", b.coll_measured) << ", predicted "
+        << fmt("%.0f", b.coll_predicted) << "\n";
+  }
+  out << "    point to point per rank (forward/backward):";
+  for (int i = 0; i < world.size(); ++i) {
+    const auto k = 4 * static_cast<std::size_t>(i);
+    out << (i ? ", " : " ") << i << " " << fmt("%.0f", per_rank[k + 1]) << "/"
+        << fmt("%.0f", per_rank[k + 2]);
+  }
+  out << "\n";
+  out << "    predicted" << (all_bytes_ok ? ": every rank matches" : ": MISMATCH on some rank")
+      << "\n";
+}
+
+// One rank's line when its bytes or its 1F1B depth differ from the prediction.
+std::string pipeline_mismatch(int rank, const PipelineTrainRun& r, std::size_t deepest) {
+  std::string msg = "recsearch exec: [rank " + std::to_string(rank) + "]";
+  for (std::size_t ph = 0; ph < 3; ++ph) {
+    const PipeBytes& b = r.bytes[ph];
+    msg += " " + std::string(kBytePhases[ph]) + " sent " + fmt("%.0f", b.p2p_measured) +
+           " point-to-point and " + fmt("%.0f", b.coll_measured) + " collective bytes, predicted " +
+           fmt("%.0f", b.p2p_predicted) + " and " + fmt("%.0f", b.coll_predicted) + ";";
+  }
+  msg += " kept " + std::to_string(r.in_flight) + " microbatches, 1F1B keeps " +
+         std::to_string(deepest) + "\n";
+  return msg;
+}
+
+// The executor options of a stage rank's training run: values of the whole
+// graph's microbatch 0 (reseeded per microbatch), gradients of the received
+// tensors downstream of a parameter (`needs`, whole-graph ids) kept for the
+// earlier stages, and this rank's --fault on an operator of its stage.
+ExecOptions stage_train_options(const ExecArgs& a, const Inputs& in, const StageContext& ctx,
+                                const std::vector<bool>& needs, int rank) {
+  const StageRun& run = ctx.run;
+  const ir::Graph& g = in.problem->graph();
+  const ir::Graph& sgraph = run.sg.graph;
+  ExecOptions opts;
+  opts.seed = a.seed;
+  opts.before_op = stage_fault_hook(in, run, rank);
+  opts.world_rank_base = rank - static_cast<int>(run.local);
+  opts.value = [&g, &sgraph, seed = a.seed](ir::TensorId t, std::int64_t i) {
+    return microbatch_value(g, sgraph, t, i, 0, seed);
+  };
+  opts.bucket_elements = static_cast<std::size_t>(a.bucket_mib * 1024 * 1024 / sizeof(float));
+  opts.recompute = true;
+  for (const ir::TensorId full : run.sg.received) {
+    if (needs[full]) opts.grad_inputs.push_back(ctx.stage_id(full));
+  }
+  if (in.fault && in.fault->rank == rank) {
+    // Operator ids of the whole graph, on the stage that runs them.
+    const auto first = static_cast<std::int64_t>(run.stage->first);
+    const bool here = in.fault->op >= first && in.fault->op < run.stage->last;
+    const auto local_op = static_cast<ir::OpId>(in.fault->op - first);
+    if (in.fault->kind == "grad" && here) opts.corrupt_backward_op = local_op;
+    if (in.fault->kind == "halo" && here) opts.drop_halo_return_op = local_op;
+    if (in.fault->kind == "recompute" && here) opts.corrupt_recompute_op = local_op;
+  }
+  return opts;
 }
 
 // --train of a pipelined plan (docs/exec.md, Pipelines): the steps, every
@@ -1515,29 +1638,10 @@ int execute_pipeline_training(const ExecArgs& a, const Inputs& in,
   // A boundary tensor carries a gradient back when, in the whole graph, it
   // is downstream of a parameter (the producing stage's layouts say the same).
   const std::vector<bool> needs = differentiable_tensors(mg);
-  ExecOptions opts;
-  opts.seed = a.seed;
-  opts.before_op = stage_fault_hook(in, run, rank);
-  opts.world_rank_base = rank - static_cast<int>(run.local);
-  opts.value = [&](ir::TensorId t, std::int64_t i) {
-    return microbatch_value(g, sgraph, t, i, 0, a.seed);
-  };
-  opts.bucket_elements = static_cast<std::size_t>(a.bucket_mib * 1024 * 1024 / sizeof(float));
-  opts.recompute = true;
-  for (const ir::TensorId full : run.sg.received) {
-    if (needs[full]) opts.grad_inputs.push_back(ctx.stage_id(full));
-  }
-  float grad_scale = 1.0f;
-  if (in.fault && in.fault->rank == rank) {
-    // Operator ids of the whole graph, on the stage that runs them.
-    const auto first = static_cast<std::int64_t>(run.stage->first);
-    const bool here = in.fault->op >= first && in.fault->op < run.stage->last;
-    const auto local_op = static_cast<ir::OpId>(in.fault->op - first);
-    if (in.fault->kind == "grad" && here) opts.corrupt_backward_op = local_op;
-    if (in.fault->kind == "halo" && here) opts.drop_halo_return_op = local_op;
-    if (in.fault->kind == "recompute" && here) opts.corrupt_recompute_op = local_op;
-    if (in.fault->kind == "boundary") grad_scale = 2.0f;
-  }
+  const ExecOptions opts = stage_train_options(a, in, ctx, needs, rank);
+  // --fault RANK:boundary: the gradients RANK sends back are doubled.
+  const float grad_scale =
+      in.fault && in.fault->rank == rank && in.fault->kind == "boundary" ? 2.0f : 1.0f;
   Executor ex(sgraph, run.sg.spaces, run.stage->plan, gc, opts);
   // The loss counts the whole graph's outputs; a boundary tensor that no
   // operator of the stage reads gets its gradient from the later stages.
@@ -1588,55 +1692,7 @@ int execute_pipeline_training(const ExecArgs& a, const Inputs& in,
 
   std::ostringstream out;
   if (rank == 0) {
-    out << "recsearch exec: " << g.name() << " on " << comm->size() << " rank(s), pipeline of "
-        << pp.stages.size() << " stage(s) on " << pp.groups << " group(s) of " << run.devices
-        << ", 1F1B training over " << m << " microbatch(es), " << a.steps << " step(s), optimizer "
-        << a.optimizer << " (lr " << fmt("%g", a.lr) << "), backend mpi\n";
-    out << "  loss (sum of one-element outputs and 1/2 mean(y^2) of the others):";
-    for (std::size_t s = 0; s < r.losses.size(); ++s)
-      out << (s % 6 == 0 ? "\n   " : "") << " " << fmt("%.7g", r.losses[s]);
-    out << "\n";
-    const double n = a.steps;
-    out << "  step time (slowest rank per phase): mean "
-        << fmt("%.3f", (r.seconds[0] + r.seconds[1] + r.seconds[2]) / n * 1e3) << " ms, min "
-        << fmt("%.3f", r.min_step_s * 1e3) << " ms; 1F1B forward and backward "
-        << fmt("%.3f", r.seconds[0] / n * 1e3) << ", gradient sync "
-        << fmt("%.3f", r.seconds[1] / n * 1e3) << ", optimizer "
-        << fmt("%.3f", r.seconds[2] / n * 1e3) << " ms\n";
-    out << "  predicted by the cost model (" << in.cluster_source << "): step "
-        << fmt("%.3f", in.predicted.step_s * 1e3) << " ms; measured/predicted "
-        << ratio_text((r.seconds[0] + r.seconds[1] + r.seconds[2]) / n, in.predicted.step_s)
-        << "\n";
-    out << "  microbatches whose activations a stage kept at once (1F1B: min(p - i, m)):";
-    for (std::size_t j = 0; j < pp.stages.size(); ++j)
-      out << " stage " << j << " " << fmt("%.0f", per_rank[4 * j * run.devices]);
-    out << "\n  operators recomputed in each backward pass:";
-    for (std::size_t j = 0; j < pp.stages.size(); ++j)
-      out << " stage " << j << " " << fmt("%.0f", per_rank[4 * j * run.devices + 3]);
-    out << "\n";
-    const std::array<const char*, 3> names = {"forward", "backward", "gradient sync"};
-    out << "  bytes sent per rank, one training step, f32 elements (rank 0; every rank checks "
-           "its own):\n";
-    for (std::size_t ph = 0; ph < 3; ++ph) {
-      const PipeBytes& b = r.bytes[ph];
-      out << "    " << names[ph] << ":";
-      if (ph < 2) {
-        out << " point to point measured " << fmt("%.0f", b.p2p_measured) << ", predicted "
-            << fmt("%.0f", b.p2p_predicted) << ", cost model " << fmt("%.0f", model[ph])
-            << (model_off[ph] <= 0.5 ? " (equal on every rank);" : " (differs on some rank);");
-      }
-      out << " stage collectives measured " << fmt("%.0f", b.coll_measured) << ", predicted "
-          << fmt("%.0f", b.coll_predicted) << "\n";
-    }
-    out << "    point to point per rank (forward/backward):";
-    for (int i = 0; i < comm->size(); ++i) {
-      const auto k = 4 * static_cast<std::size_t>(i);
-      out << (i ? ", " : " ") << i << " " << fmt("%.0f", per_rank[k + 1]) << "/"
-          << fmt("%.0f", per_rank[k + 2]);
-    }
-    out << "\n";
-    out << "    predicted" << (all_bytes_ok ? ": every rank matches" : ": MISMATCH on some rank")
-        << "\n";
+    report_pipeline_training(out, a, in, run, *comm, r, {model, model_off}, per_rank, all_bytes_ok);
   }
   int code = all_bytes_ok ? 0 : exit_code(Errc::kRuntime);
   if (a.check) {
@@ -1646,20 +1702,7 @@ int execute_pipeline_training(const ExecArgs& a, const Inputs& in,
     if (rank == 0) out << "  check: " << (all_ok ? "passed" : "FAILED") << "\n";
   }
   if (rank == 0) std::cout << out.str() << std::flush;
-  if (!bytes_ok || !depth_ok) {
-    std::string msg = "recsearch exec: [rank " + std::to_string(rank) + "]";
-    const std::array<const char*, 3> names = {"forward", "backward", "gradient sync"};
-    for (std::size_t ph = 0; ph < 3; ++ph) {
-      const PipeBytes& b = r.bytes[ph];
-      msg += " " + std::string(names[ph]) + " sent " + fmt("%.0f", b.p2p_measured) +
-             " point-to-point and " + fmt("%.0f", b.coll_measured) +
-             " collective bytes, predicted " + fmt("%.0f", b.p2p_predicted) + " and " +
-             fmt("%.0f", b.coll_predicted) + ";";
-    }
-    msg += " kept " + std::to_string(r.in_flight) + " microbatches, 1F1B keeps " +
-           std::to_string(deepest) + "\n";
-    std::cerr << msg << std::flush;
-  }
+  if (!bytes_ok || !depth_ok) std::cerr << pipeline_mismatch(rank, r, deepest) << std::flush;
   run.comm.reset();
   comm.reset();
   return code;
