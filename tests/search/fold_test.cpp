@@ -233,17 +233,8 @@ TEST_CASE("training settings compared on the folds choose as the unfolded compar
       o.cost.memory_budget_bytes = f * free_mem;
       search::SearchOptions ref = o;
       ref.fold_settings = false;
-      std::optional<search::SearchResult> folded, unfolded;
-      try {
-        folded = search::run(g, spaces, c, o);
-      } catch (const Error& e) {
-        CHECK(e.code() == Errc::kNoFit);
-      }
-      try {
-        unfolded = search::run(g, spaces, c, ref);
-      } catch (const Error& e) {
-        CHECK(e.code() == Errc::kNoFit);
-      }
+      const auto folded = testing::search_or_no_fit(g, spaces, c, o);
+      const auto unfolded = testing::search_or_no_fit(g, spaces, c, ref);
       REQUIRE(folded.has_value() == unfolded.has_value());
       if (!folded) continue;
       const plan::Training& a = folded->plan.training;

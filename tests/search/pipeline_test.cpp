@@ -21,6 +21,7 @@
 #include "search/common.hpp"
 #include "support/errors.hpp"
 #include "support/gen_specs.hpp"
+#include "support/search_options.hpp"
 
 using namespace recsearch;
 namespace t = recsearch::testing;
@@ -297,17 +298,8 @@ TEST_CASE("searches sharing a ladder memo find what each finds alone") {
     if (i == 4) entries = shared.ladder_memo->size();
     search::SearchOptions alone = o, with = shared;
     alone.cost.memory_budget_bytes = with.cost.memory_budget_bytes = share * need;
-    std::optional<search::SearchResult> a, b;
-    try {
-      a = search::run(g, spaces, c, alone);
-    } catch (const Error& e) {
-      CHECK(e.code() == Errc::kNoFit);
-    }
-    try {
-      b = search::run(g, spaces, c, with);
-    } catch (const Error& e) {
-      CHECK(e.code() == Errc::kNoFit);
-    }
+    const auto a = testing::search_or_no_fit(g, spaces, c, alone);
+    const auto b = testing::search_or_no_fit(g, spaces, c, with);
     REQUIRE(a.has_value() == b.has_value());
     if (!a) continue;
     ++fits;
