@@ -45,6 +45,11 @@
 #include <string>
 #include <tuple>
 
+#include <oneapi/tbb/info.h>
+#include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/task_arena.h>
+#include <oneapi/tbb/task_group.h>
+
 #include "recsearch/error.hpp"
 #include "recsearch/plan/training.hpp"
 #include "search/common.hpp"
@@ -235,6 +240,11 @@ class StageGraphs {
     return *built_[j];
   }
 
+  // Stage j's graph, already built (operator[]); safe to read from several
+  // threads.
+  [[nodiscard]] const plan::StageGraph& built(std::size_t j) const { return *built_[j]; }
+  [[nodiscard]] std::size_t groups() const { return pp_.groups; }
+
   // The stage graph's name (plan::stage_graph's), without building it.
   [[nodiscard]] std::string name(std::size_t j) const {
     return g_.name() + "/ops" + std::to_string(pp_.stages[j].first) + "-" +
@@ -247,6 +257,13 @@ class StageGraphs {
   const plan::PipelinePlan& pp_;
   std::vector<std::optional<plan::StageGraph>> built_;
 };
+
+// SearchOptions::threads, capped at the machine's (more only makes oneTBB
+// warn).
+int worker_threads(const SearchOptions& opts) {
+  const int hw = oneapi::tbb::info::default_concurrency();
+  return opts.threads > 0 ? std::min(opts.threads, hw) : hw;
+}
 
 // How much slower than the fastest pipeline the unpipelined plan may be,
 // both with the walk's pinned settings, and still be searched with the
@@ -266,38 +283,27 @@ class PipelineSearch {
         weights_(unit_weights(g, spaces, cluster, opts, units_)),
         weight_prefix_(prefix_sums(weights_)),
         pins_(unit_pins(g, units_)),
-        max_pin_(pins_.empty() ? -1 : *std::max_element(pins_.begin(), pins_.end())) {}
+        max_pin_(pins_.empty() ? -1 : *std::max_element(pins_.begin(), pins_.end())),
+        arena_(worker_threads(opts)) {}
 
   PipelineResult run() {
     const auto start = Clock::now();
-    // Group counts in increasing order; past the first that fits, two in a
-    // row that are not faster than the best so far end the walk (the step
-    // time falls with p while the bubble and the sends are small, then
-    // rises).
-    int worse = 0;
-    for (const std::int64_t p : group_counts()) {
-      const double before = have_ ? best_.eval.summary.step_time_s : infinity();
-      bool fits = false;
-      if (p == 1) {
-        if (max_pin_ > 0) continue;  // pins ask for stages
-        walked_single_ = true;
-        fits = single_pinned();
-      } else {
-        const auto vs = virtual_counts(p);
-        std::int64_t m_best = 0;
-        fits = walk_microbatches(p, vs.front(), m_best);
-        // Interleaving only at the microbatch count plain 1F1B liked best.
-        for (std::size_t i = 1; i < vs.size() && m_best > 0; ++i)
-          if (m_best % p == 0)
-            fits = std::isfinite(candidate(p, vs[i], m_best, best_step())) || fits;
-      }
-      if (!fits || !have_) continue;
-      if (best_.eval.summary.step_time_s < before) {
-        worse = 0;
-      } else if (++worse == 2) {
-        break;
-      }
+    // The unpipelined plan's price decides nothing in the walk, which
+    // weighs pipelines against each other only: it is searched beside it.
+    oneapi::tbb::task_group beside;
+    try {
+      walk(beside);
+    } catch (...) {
+      arena_.execute([&] {
+        beside.cancel();
+        try {
+          beside.wait();
+        } catch (...) {  // the walk's error is the one to report
+        }
+      });
+      throw;
     }
+    arena_.execute([&] { beside.wait(); });
     if (walked_single_ && single_may_win()) single();
     if (!have_ && !single_) throw NoFitError(no_fit_message(), smallest_, 0);
     if (have_) polish_best();
@@ -330,6 +336,37 @@ class PipelineSearch {
     if (std::isfinite(smallest_))
       m += "; the smallest found needs " + gib(smallest_) + " (" + smallest_at_ + ")";
     return m;
+  }
+
+  // Group counts in increasing order; past the first that fits, two in a
+  // row that are not faster than the best so far end the walk (the step
+  // time falls with p while the bubble and the sends are small, then
+  // rises). p = 1 is priced in `beside`.
+  void walk(oneapi::tbb::task_group& beside) {
+    int worse = 0;
+    for (const std::int64_t p : group_counts()) {
+      if (p == 1) {
+        if (max_pin_ > 0) continue;  // pins ask for stages
+        walked_single_ = true;
+        ++searches_;
+        ++candidates_;
+        arena_.execute([&] { beside.run([this] { single_pinned(); }); });
+        continue;
+      }
+      const double before = best_step();
+      const auto vs = virtual_counts(p);
+      std::int64_t m_best = 0;
+      bool fits = walk_microbatches(p, vs.front(), m_best);
+      // Interleaving only at the microbatch count plain 1F1B liked best.
+      for (std::size_t i = 1; i < vs.size() && m_best > 0; ++i)
+        if (m_best % p == 0) fits = std::isfinite(candidate(p, vs[i], m_best, best_step())) || fits;
+      if (!fits || !have_) continue;
+      if (best_.eval.summary.step_time_s < before) {
+        worse = 0;
+      } else if (++worse == 2) {
+        break;
+      }
+    }
   }
 
   // Remembers the least memory a priced candidate needed, for no_fit_message.
@@ -394,23 +431,20 @@ class PipelineSearch {
   }
 
   // The unpipelined plan priced as the walk prices a stage (training
-  // settings pinned, no polish); whether it fits. Only a rough price: the
-  // plan itself comes from single() after the walk.
-  bool single_pinned() {
+  // settings pinned, no polish) into single_pinned_s_ (infinity when it
+  // does not fit). Only a rough price: the plan itself comes from single()
+  // after the walk. Runs beside the walk, touching nothing else.
+  void single_pinned() {
     SearchOptions o = opts_;
     pin_walk_settings(o);
     o.polish = false;
     o.detailed_evaluation = false;
     o.on_progress = nullptr;
-    ++searches_;
-    ++candidates_;
     try {
       single_pinned_s_ = search::run(g_, spaces_, cluster_, o).eval.summary.step_time_s;
     } catch (const Error& e) {
       if (e.code() != Errc::kNoFit) throw;
-      return false;
     }
-    return true;
   }
 
   // Whether the unpipelined plan is worth its search with the settings
@@ -507,7 +541,28 @@ class PipelineSearch {
   const StageResult* stage(StageGraphs& graphs, std::size_t j, const Cluster& group, const Key& k,
                            std::int64_t m, double budget) {
     if (const auto hit = recall(k, budget)) return **hit ? &***hit : nullptr;
-    const plan::StageGraph& sg = graphs[j];
+    ++searches_;
+    auto& slot = cache_[k][budget];
+    slot = search_stage(graphs[j], group, m, budget, memo(k));
+    return slot ? &*slot : nullptr;
+  }
+
+  // The walk's searches of one stage shape differ in the budget only:
+  // their ladders share the prices they both try. Polished searches share
+  // nothing.
+  std::shared_ptr<detail::LadderMemo> memo(const Key& k) {
+    if (polishing_) return nullptr;
+    auto& memo = memos_[k];
+    if (!memo) memo = std::make_shared<detail::LadderMemo>();
+    return memo;
+  }
+
+  // One stage search, touching nothing of this object but its settings
+  // (and the ladder memo it is handed), so that searches of different
+  // shapes may run at once (prefetch).
+  std::optional<StageResult> search_stage(const plan::StageGraph& sg, const Cluster& group,
+                                          std::int64_t m, double budget,
+                                          std::shared_ptr<detail::LadderMemo> memo) const {
     SearchOptions o = opts_;
     o.training.microbatches = m;
     o.cost.memory_budget_bytes = budget;
@@ -525,24 +580,14 @@ class PipelineSearch {
     // memory ladder, not one per setting; the winner's stages are searched
     // again with the settings free.
     if (!polishing_) pin_walk_settings(o);
-    // The walk's searches of one stage shape differ in the budget only:
-    // their ladders share the prices they both try.
-    if (!polishing_) {
-      auto& memo = memos_[k];
-      if (!memo) memo = std::make_shared<detail::LadderMemo>();
-      o.ladder_memo = memo;
-    }
-    std::optional<StageResult> r;
-    ++searches_;
+    o.ladder_memo = std::move(memo);
     try {
       SearchResult sr = run_polished(sg.graph, sg.spaces, group, o);
-      r = StageResult{std::move(sr.plan), std::move(sr.eval), sr.same_choices_from_bytes};
+      return StageResult{std::move(sr.plan), std::move(sr.eval), sr.same_choices_from_bytes};
     } catch (const Error& e) {
       if (e.code() != Errc::kNoFit) throw;
     }
-    auto& slot = cache_[k][budget];
-    slot = std::move(r);
-    return slot ? &*slot : nullptr;
+    return std::nullopt;
   }
 
   // The training settings the walk pins where the user left them open.
@@ -678,9 +723,16 @@ class PipelineSearch {
     }
     if (pipelined_bound(pp, known) >= cutoff) return Filled::kPruned;
     std::vector<double> memory(pp.groups, 0.0);
-    for (const std::size_t j : order) {
+    bool searched = false;
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      const std::size_t j = order[i];
       if (budgets[j] <= 0) return Filled::kNoFit;
       const Key k = key(begins[j], ends[j], static_cast<std::int64_t>(pp.groups), m);
+      if (!recall(k, budgets[j])) {
+        // The first search left the candidate standing: the rest at once.
+        if (searched) prefetch(graphs, group, begins, ends, budgets, m, order, i);
+        searched = true;
+      }
       const StageResult* r = stage(graphs, j, group, k, m, budgets[j]);
       if (r == nullptr) return Filled::kNoFit;
       pp.stages[j].plan = r->plan;
@@ -699,6 +751,48 @@ class PipelineSearch {
       if (over_budget_fails && mem > budget_ * (1 + 1e-9)) return Filled::kNoFit;
     }
     return Filled::kAll;
+  }
+
+  // Searches, at once on the search's threads, the stages from order[from]
+  // on that are not remembered yet, one per shape (a shape's searches at
+  // several budgets share a ladder memo, so they stay in order), up to the
+  // first stage without a budget (fill stops there). The same searches
+  // fill() would make one by one and the same results, which do not depend
+  // on what else is remembered (recall, SearchOptions::ladder_memo), so the
+  // plan is the same for any thread count; fill() then finds them
+  // remembered. A stage that fill() would not have reached (the bound, or a
+  // stage before it that does not fit) is searched too, and remembered for
+  // later candidates.
+  void prefetch(StageGraphs& graphs, const Cluster& group, const std::vector<std::size_t>& begins,
+                const std::vector<std::size_t>& ends, const std::vector<double>& budgets,
+                std::int64_t m, const std::vector<std::size_t>& order, std::size_t from) {
+    struct Job {
+      std::size_t stage;
+      Key key;
+      double budget;
+      std::shared_ptr<detail::LadderMemo> memo;
+      std::optional<StageResult> result;
+    };
+    std::vector<Job> jobs;
+    for (std::size_t i = from; i < order.size(); ++i) {
+      const std::size_t j = order[i];
+      if (budgets[j] <= 0) break;
+      const Key k = key(begins[j], ends[j], static_cast<std::int64_t>(graphs.groups()), m);
+      const bool seen =
+          std::any_of(jobs.begin(), jobs.end(), [&](const Job& x) { return x.key == k; });
+      if (seen || recall(k, budgets[j])) continue;
+      jobs.push_back(Job{j, k, budgets[j], memo(k), std::nullopt});
+    }
+    if (jobs.size() < 2) return;
+    for (const Job& x : jobs) (void)graphs[x.stage];  // built here: StageGraphs is not shared
+    searches_ += jobs.size();
+    arena_.execute([&] {
+      oneapi::tbb::parallel_for(std::size_t{0}, jobs.size(), [&](std::size_t i) {
+        Job& x = jobs[i];
+        x.result = search_stage(graphs.built(x.stage), group, m, x.budget, x.memo);
+      });
+    });
+    for (Job& x : jobs) cache_[x.key][x.budget] = std::move(x.result);
   }
 
   // A floor under the busy time per microbatch of the stage of units
@@ -757,6 +851,9 @@ class PipelineSearch {
   const std::vector<double> weight_prefix_;  // weight_prefix_[k]: units [0, k)
   const std::vector<std::int64_t> pins_;
   const std::int64_t max_pin_;  // -1: nothing pinned
+  // The threads independent stage searches run on (prefetch, and the
+  // unpipelined plan's price beside the walk).
+  oneapi::tbb::task_arena arena_;
   // Per stage, its searches by budget (map nodes stay put: stage_evals_
   // points into them).
   std::map<Key, std::map<double, std::optional<StageResult>>> cache_;

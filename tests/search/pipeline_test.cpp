@@ -312,3 +312,42 @@ TEST_CASE("searches sharing a ladder memo find what each finds alone") {
   CHECK(entries > 0);
   CHECK(shared.ladder_memo->size() == entries);
 }
+
+TEST_CASE("the searched pipeline is the same for any thread count") {
+  // Stage searches of different shapes run at once (and the unpipelined
+  // plan's price beside the walk): the same searches, the same plan, the
+  // same count, on one thread or several, with a budget that makes groups
+  // go over it and be searched again.
+  const ir::Graph g = gen::build_graph(gpt(16));
+  const auto spaces = algebra::build_op_spaces(g);
+  const Cluster c = nodes(8);
+  search::SearchOptions o;
+  o.pipeline_stages = 0;
+  o.pipeline_virtual_stages = 0;
+  const double whole = search::run(g, spaces, c, o).eval.summary.memory_per_device_bytes;
+  for (const double share : {0.0, 0.5}) {
+    CAPTURE(share);
+    o.cost.memory_budget_bytes = share * whole;
+    o.threads = 1;
+    const search::PipelineResult one = search::run_pipeline(g, spaces, c, o);
+    for (const int threads : {2, 4, 0}) {
+      CAPTURE(threads);
+      o.threads = threads;
+      const search::PipelineResult r = search::run_pipeline(g, spaces, c, o);
+      CHECK(r.stage_searches == one.stage_searches);
+      CHECK(r.candidates == one.candidates);
+      CHECK(r.eval.summary.step_time_s == one.eval.summary.step_time_s);
+      CHECK(r.eval.summary.memory_per_device_bytes == one.eval.summary.memory_per_device_bytes);
+      CHECK(r.plan.groups == one.plan.groups);
+      CHECK(r.plan.microbatches == one.plan.microbatches);
+      REQUIRE(r.plan.stages.size() == one.plan.stages.size());
+      for (std::size_t j = 0; j < r.plan.stages.size(); ++j) {
+        CHECK(r.plan.stages[j].first == one.plan.stages[j].first);
+        CHECK(r.plan.stages[j].last == one.plan.stages[j].last);
+        CHECK(r.plan.stages[j].plan.cuts == one.plan.stages[j].plan.cuts);
+        CHECK(r.plan.stages[j].plan.training.recompute ==
+              one.plan.stages[j].plan.training.recompute);
+      }
+    }
+  }
+}
