@@ -8,6 +8,7 @@
 #include "recsearch/plan/pipeline.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <variant>
@@ -91,15 +92,79 @@ StageGraph stage_graph(const ir::Graph& g, const std::vector<algebra::OpSpace>& 
   return sg;
 }
 
+namespace {
+
+// How p contiguous device groups split the levels, outermost first: each
+// level's size within a group, and the outermost level the split divides
+// (of size > 1), whose link the groups' sends cross. nullopt when p does
+// not split a prefix of the levels (whole outer levels, then a divisor of
+// the next).
+struct GroupSplit {
+  std::vector<Level> levels;
+  std::size_t link = 0;
+};
+std::optional<GroupSplit> split_levels(const Cluster& cluster, std::size_t p) {
+  GroupSplit s{cluster.levels(), 0};
+  if (p == 0 || s.levels.empty()) return std::nullopt;
+  auto rest = static_cast<std::int64_t>(p);
+  bool linked = false;
+  for (std::size_t i = 0; i < s.levels.size() && rest > 1; ++i) {
+    Level& l = s.levels[i];
+    if (l.size > 1 && !linked) {
+      s.link = i;
+      linked = true;
+    }
+    if (l.size % rest == 0) {
+      l.size /= rest;
+      rest = 1;
+    } else if (rest % l.size == 0) {
+      rest /= l.size;
+      l.size = 1;
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (rest != 1) return std::nullopt;
+  return s;
+}
+
+std::string levels_text(const Cluster& cluster) {
+  std::string out;
+  for (const Level& l : cluster.levels())
+    out += (out.empty() ? "" : " x ") + l.name + " " + std::to_string(l.size);
+  return out;
+}
+
+}  // namespace
+
 Cluster stage_cluster(const Cluster& cluster, std::size_t p) {
-  std::vector<Level> levels = cluster.levels();
-  if (p == 0 || levels.empty() || levels[0].size % static_cast<std::int64_t>(p) != 0)
+  std::optional<GroupSplit> s = split_levels(cluster, p);
+  if (!s)
     bad("/pipeline/device_groups",
-        std::to_string(p) + " device groups do not divide the outermost level" +
-            (levels.empty() ? std::string()
-                            : " (" + levels[0].name + ", " + std::to_string(levels[0].size) + ")"));
-  levels[0].size /= static_cast<std::int64_t>(p);
-  return Cluster(cluster.name(), std::move(levels), cluster.device());
+        std::to_string(p) +
+            " device groups do not split the cluster's levels from the outermost (" +
+            levels_text(cluster) +
+            "): a group is whole members of the outer levels and an equal part of the next");
+  return Cluster(cluster.name(), std::move(s->levels), cluster.device());
+}
+
+std::size_t pipeline_link_level(const Cluster& cluster, std::size_t p) {
+  const std::optional<GroupSplit> s = split_levels(cluster, p);
+  return s ? s->link : 0;
+}
+
+std::vector<std::size_t> device_group_counts(const Cluster& cluster) {
+  std::vector<std::size_t> out;
+  std::int64_t outer = 1;  // devices in a member of the levels walked so far
+  for (const Level& l : cluster.levels()) {
+    for (std::int64_t d = 1; d <= l.size; ++d)
+      if (l.size % d == 0) out.push_back(static_cast<std::size_t>(outer * d));
+    outer *= l.size;
+  }
+  if (out.empty()) out.push_back(1);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 std::int64_t pinned_stage(const ir::Graph& g, ir::OpId op) {
@@ -174,7 +239,7 @@ StageSends stage_sends(const ir::Graph& g, const StageGraph& sg, const Cluster& 
                        const PipelinePlan& pp, Mode mode) {
   StageSends out;
   if (pp.groups <= 1 || cluster.levels().empty()) return out;
-  const Level& link = cluster.levels()[0];
+  const Level& link = cluster.levels()[pipeline_link_level(cluster, pp.groups)];
   const double devices =
       static_cast<double>(cluster.num_devices()) / static_cast<double>(pp.groups);
   const double m = static_cast<double>(pp.microbatches);
@@ -198,10 +263,11 @@ std::vector<TiedSync> tied_syncs(const ir::Graph& g, const Cluster& cluster, con
   std::vector<std::size_t> group_of(g.num_operators(), 0);
   for (const Stage& s : pp.stages)
     for (ir::OpId o = s.first; o < s.last && o < g.num_operators(); ++o) group_of[o] = s.group;
-  const Level& link = cluster.levels()[0];
+  const std::size_t level = pipeline_link_level(cluster, pp.groups);
+  const Level& link = cluster.levels()[level];
   Cut cut;
   cut.axis = "pipeline";
-  cut.level = 0;
+  cut.level = level;
   cut.bandwidth_Bps = link.bandwidth_GBps * 1e9;
   cut.latency_s = link.latency_us * 1e-6;
   cut.devices_below = cluster.num_devices() / static_cast<std::int64_t>(pp.groups);

@@ -30,8 +30,10 @@
 // within kSingleMargin of the best pipeline's. The winner's stages are
 // searched again with polish and the settings free (the settings chosen
 // without polish, then polished at that recomputation and microbatch
-// count), and only then weighed against the unpipelined plan. GPT-1T on
-// 384x8 DGX-A100: 24 candidates, 65 stage searches (docs/pipeline.md).
+// count), and only then weighed against the unpipelined plan. Searches of
+// different shapes run at once once a candidate's first search leaves it
+// standing, and the unpipelined price beside the walk (prefetch). GPT-1T
+// on 384x8 DGX-A100: 24 candidates, 74 stage searches (docs/pipeline.md).
 #include "recsearch/search/pipeline.hpp"
 
 #include <algorithm>
@@ -377,23 +379,36 @@ class PipelineSearch {
                    " microbatches";
   }
 
+  std::string levels_text() const {
+    std::string out;
+    for (const Level& l : cluster_.levels())
+      out += (out.empty() ? "" : " x ") + l.name + " " + std::to_string(l.size);
+    return out;
+  }
+
+  // Every group count that splits the cluster's levels from the outermost
+  // (plan::device_group_counts: divisors of the node count, then groups
+  // inside the nodes), up to the graph's units.
   std::vector<std::int64_t> group_counts() const {
-    const std::int64_t outer = cluster_.levels().empty() ? 1 : cluster_.levels()[0].size;
+    const std::vector<std::size_t> all = plan::device_group_counts(cluster_);
     const auto units = static_cast<std::int64_t>(units_.count());
     if (opts_.pipeline_stages > 0) {
       const std::int64_t p = opts_.pipeline_stages;
-      if (p > 1 && (outer % p != 0 || p > units))
-        throw Error(Errc::kUsage,
-                    std::to_string(p) + " pipeline stages: " +
-                        (outer % p != 0
-                             ? "they do not divide the outermost level (" + std::to_string(outer) +
-                                   " devices)"
-                             : "the graph has only " + std::to_string(units) + " places to cut"));
+      const bool splits =
+          std::find(all.begin(), all.end(), static_cast<std::size_t>(p)) != all.end();
+      if (p > 1 && (!splits || p > units))
+        throw Error(
+            Errc::kUsage,
+            std::to_string(p) + " pipeline stages: " +
+                (!splits ? "they do not split the cluster's levels (" + levels_text() +
+                               ") from the outermost (whole outer members, then an "
+                               "equal part of the next)"
+                         : "the graph has only " + std::to_string(units) + " places to cut"));
       return {p};
     }
     std::vector<std::int64_t> out;
-    for (const std::int64_t p : divisors(outer))
-      if (p <= units) out.push_back(p);
+    for (const std::size_t p : all)
+      if (static_cast<std::int64_t>(p) <= units) out.push_back(static_cast<std::int64_t>(p));
     return out;
   }
 

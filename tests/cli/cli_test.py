@@ -855,7 +855,7 @@ def check_no_fit_message():
     check("so no training setting fits" in err and "also tried" not in err,
           "no-fit: below the floor one setting is searched: %s" % err)
     # Pinned settings are named as the savings not tried, and so are the
-    # pipeline stages on a cluster whose outer level has devices to split.
+    # pipeline stages on a cluster of several devices.
     r = run(["search", graph_path("gpt2_block.json"), "--mesh", "2x4", "--memory", "0.001",
              "--zero", "1", "--recompute", "none", "-q"], expect=3)
     check("not allowed: full recomputation (--recompute none), ZeRO stage 3 (--zero 1)" in r.err,

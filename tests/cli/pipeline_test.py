@@ -118,7 +118,7 @@ def main():
     p = run(["search", graph, "--mesh", "4x2", "--stages", "many", "-q"], expect=2)
     check("--stages" in p.stderr, "a bad --stages names the option: %s" % p.stderr)
     p = run(["search", graph, "--mesh", "4x2", "--stages", "3", "-q"], expect=2)
-    check("divide" in p.stderr, "3 groups do not divide 4 nodes: %s" % p.stderr)
+    check("do not split" in p.stderr, "3 groups do not split 4 nodes: %s" % p.stderr)
     # NxV pins the interleaved schedule with V stages per group.
     inter = json.loads(run(["search", graph, "--mesh", "4x2", "--stages", "2x2",
                             "--microbatches", "4", "-q"]).stdout).get("pipeline", {})

@@ -118,59 +118,111 @@ TEST_CASE("a stage graph receives what earlier stages produce and sends what lat
   CHECK(other.graph.num_tensors() == sg.graph.num_tensors());
 }
 
-TEST_CASE("the group cluster splits the outermost level") {
+TEST_CASE("the group cluster splits the levels from the outermost") {
   const Cluster c = nodes();
   const Cluster half = plan::stage_cluster(c, 2);
   CHECK(half.num_devices() == 4);
   CHECK(half.levels()[0].size == 2);
+  CHECK(half.levels()[1].size == 2);
   CHECK(plan::stage_cluster(c, 4).num_devices() == 2);
-  t::check_error([&] { (void)plan::stage_cluster(c, 3); }, Errc::kPlan, "/pipeline/device_groups");
+  // Past the nodes, the groups split the devices of a node.
+  const Cluster single = plan::stage_cluster(c, 8);
+  CHECK(single.num_devices() == 1);
+  CHECK(single.levels()[0].size == 1);
+  CHECK(single.levels()[1].size == 1);
+  t::check_error([&] { (void)plan::stage_cluster(c, 3); }, Errc::kPlan, "/pipeline/device_groups",
+                 "node 4 x gpu 2");
+  t::check_error([&] { (void)plan::stage_cluster(c, 16); }, Errc::kPlan, "/pipeline/device_groups");
+  CHECK(plan::device_group_counts(c) == std::vector<std::size_t>{1, 2, 4, 8});
+  CHECK(plan::pipeline_link_level(c, 2) == 0);
+  CHECK(plan::pipeline_link_level(c, 8) == 0);
+  // 6 nodes of 4: divisors of 6, then 12 and 24 groups inside the nodes;
+  // not 4 (a group of one and a half nodes) nor 8.
+  const Cluster six("six", {Level{"node", 6, 25.0, 5.0}, Level{"gpu", 4, 300.0, 2.0}},
+                    DeviceSpec{100.0, 80.0, 1000.0});
+  CHECK(plan::device_group_counts(six) == std::vector<std::size_t>{1, 2, 3, 6, 12, 24});
+  t::check_error([&] { (void)plan::stage_cluster(six, 4); }, Errc::kPlan,
+                 "/pipeline/device_groups");
+  const Cluster twelve = plan::stage_cluster(six, 12);
+  CHECK(twelve.levels()[0].size == 1);
+  CHECK(twelve.levels()[1].size == 2);
+  // One node: its level of size 1 is not what the groups cross.
+  const Cluster one("one node", {Level{"node", 1, 12.5, 10.0}, Level{"gpu", 8, 300.0, 2.0}},
+                    DeviceSpec{100.0, 80.0, 1000.0});
+  CHECK(plan::device_group_counts(one) == std::vector<std::size_t>{1, 2, 4, 8});
+  CHECK(plan::pipeline_link_level(one, 4) == 1);
+  CHECK(plan::stage_cluster(one, 4).levels()[1].size == 2);
 }
+
+namespace {
+
+// The 1F1B step and each group's memory of an even pipeline of p groups and
+// m microbatches on c, priced by hand from the stages' own evaluations,
+// with the sends over a link of link_Bps bytes/s and link_s latency.
+void check_one_f_one_b(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                       const Cluster& c, std::size_t p, std::int64_t m, double link_Bps,
+                       double link_s) {
+  CAPTURE(m);
+  CAPTURE(p);
+  CostParams cost;
+  const plan::PipelinePlan pp = even_pipeline(g, spaces, c, p, 1, m);
+  const plan::PipelineEvaluation pe = plan::evaluate_pipeline(g, spaces, c, pp, cost);
+  const Cluster group = plan::stage_cluster(c, p);
+  const double devices = static_cast<double>(c.num_devices()) / static_cast<double>(p);
+  // One boundary tensor of kBatch x kWidth f32 per cut, split over the
+  // group's devices, once forward and once backward per microbatch.
+  const double share = kBatch * kWidth * 4.0 / static_cast<double>(m) / devices;
+  const double send = share / link_Bps + link_s;
+  std::vector<double> t(p);
+  double sum = 0, slowest = 0, per_step = 0;
+  for (std::size_t j = 0; j < p; ++j) {
+    const plan::Stage& s = pp.stages[j];
+    const plan::StageGraph sg = plan::stage_graph(g, spaces, s.first, s.last);
+    const plan::Summary own = plan::evaluate(sg.graph, sg.spaces, group, s.plan, cost).summary;
+    const Figures f = figures(own, m);
+    t[j] = f.mb + (j + 1 < p ? send : 0.0) + (j > 0 ? send : 0.0);
+    sum += t[j];
+    slowest = std::max(slowest, t[j]);
+    per_step = std::max(per_step, f.per_step);
+    const double kept =
+        static_cast<double>(std::min<std::int64_t>(static_cast<std::int64_t>(p - j), m));
+    CHECK(pe.groups[j].memory_bytes ==
+          doctest::Approx(own.parameter_bytes + kept * f.act).epsilon(1e-12));
+    CHECK(pe.groups[j].in_flight == kept);
+    CHECK(pe.groups[j].bubble_s ==
+          doctest::Approx(pe.pipelined_s - static_cast<double>(m) * t[j]).epsilon(1e-12));
+  }
+  const double step = sum + static_cast<double>(m - 1) * slowest + per_step;
+  CHECK(pe.summary.step_time_s == doctest::Approx(step).epsilon(1e-12));
+  // Balanced stages (equal operators, the sends alike on the two ends):
+  // the bubble is (p - 1) microbatch times, (p - 1)/m of the busy time.
+  if (p == 2)
+    CHECK(pe.pipelined_s == doctest::Approx(static_cast<double>(m + 1) * t[0]).epsilon(1e-12));
+}
+
+}  // namespace
 
 TEST_CASE("1F1B step time and per-group memory follow from the stages' own evaluations") {
   const ir::Graph g = chain(8);
   const auto spaces = algebra::build_op_spaces(g);
-  const Cluster c = nodes();
-  CostParams cost;
-  for (const std::int64_t m : {1, 2, 4, 8}) {
-    for (const std::size_t p : {std::size_t{2}, std::size_t{4}}) {
-      CAPTURE(m);
-      CAPTURE(p);
-      const plan::PipelinePlan pp = even_pipeline(g, spaces, c, p, 1, m);
-      const plan::PipelineEvaluation pe = plan::evaluate_pipeline(g, spaces, c, pp, cost);
-      const Cluster group = plan::stage_cluster(c, p);
-      const double devices = static_cast<double>(c.num_devices()) / static_cast<double>(p);
-      // One boundary tensor of kBatch x kWidth f32 per cut, split over the
-      // group's devices, once forward and once backward per microbatch.
-      const double share = kBatch * kWidth * 4.0 / static_cast<double>(m) / devices;
-      const double send = share / 12.5e9 + 10e-6;
-      std::vector<double> t(p);
-      double sum = 0, slowest = 0, per_step = 0;
-      for (std::size_t j = 0; j < p; ++j) {
-        const plan::Stage& s = pp.stages[j];
-        const plan::StageGraph sg = plan::stage_graph(g, spaces, s.first, s.last);
-        const plan::Summary own = plan::evaluate(sg.graph, sg.spaces, group, s.plan, cost).summary;
-        const Figures f = figures(own, m);
-        t[j] = f.mb + (j + 1 < p ? send : 0.0) + (j > 0 ? send : 0.0);
-        sum += t[j];
-        slowest = std::max(slowest, t[j]);
-        per_step = std::max(per_step, f.per_step);
-        const double kept =
-            static_cast<double>(std::min<std::int64_t>(static_cast<std::int64_t>(p - j), m));
-        CHECK(pe.groups[j].memory_bytes ==
-              doctest::Approx(own.parameter_bytes + kept * f.act).epsilon(1e-12));
-        CHECK(pe.groups[j].in_flight == kept);
-        CHECK(pe.groups[j].bubble_s ==
-              doctest::Approx(pe.pipelined_s - static_cast<double>(m) * t[j]).epsilon(1e-12));
-      }
-      const double step = sum + static_cast<double>(m - 1) * slowest + per_step;
-      CHECK(pe.summary.step_time_s == doctest::Approx(step).epsilon(1e-12));
-      // Balanced stages (equal operators, the sends alike on the two ends):
-      // the bubble is (p - 1) microbatch times, (p - 1)/m of the busy time.
-      if (p == 2)
-        CHECK(pe.pipelined_s == doctest::Approx(static_cast<double>(m + 1) * t[0]).epsilon(1e-12));
-    }
-  }
+  for (const std::int64_t m : {1, 2, 4, 8})
+    for (const std::size_t p : {std::size_t{2}, std::size_t{4}})
+      check_one_f_one_b(g, spaces, nodes(), p, m, 12.5e9, 10e-6);
+}
+
+TEST_CASE("groups inside the nodes send over the link of the level they split") {
+  // One node of 8: 2 and 4 groups split the devices of the node, and the
+  // sends cross its NVLink-like link. 4 nodes of 2 in 8 groups: every group
+  // is one device, and neighbours on different nodes set the price (the
+  // node link, as for 4 groups).
+  const ir::Graph g = chain(8);
+  const auto spaces = algebra::build_op_spaces(g);
+  const Cluster one("one node", {Level{"node", 1, 12.5, 10.0}, Level{"gpu", 8, 300.0, 2.0}},
+                    DeviceSpec{100.0, 80.0, 1000.0});
+  for (const std::int64_t m : {1, 4})
+    for (const std::size_t p : {std::size_t{2}, std::size_t{4}})
+      check_one_f_one_b(g, spaces, one, p, m, 300e9, 2e-6);
+  check_one_f_one_b(g, spaces, nodes(), 8, 8, 12.5e9, 10e-6);
 }
 
 TEST_CASE("the interleaved schedule divides the bubble by v and sends more") {

@@ -152,7 +152,7 @@ TEST_CASE("a pinned pipeline fits, and its figures are evaluate_pipeline's") {
   // Pins it cannot honour are usage errors.
   o.pipeline_stages = 3;
   t::check_error([&] { (void)search::run_pipeline(g, spaces, c, o); }, Errc::kUsage, "",
-                 "do not divide");
+                 "do not split the cluster's levels (node 4 x gpu 2)");
 }
 
 TEST_CASE("a pinned interleaved pipeline has v stages per group, in group order") {
@@ -350,4 +350,28 @@ TEST_CASE("the searched pipeline is the same for any thread count") {
       }
     }
   }
+}
+
+TEST_CASE("stages inside one node: the groups split its devices") {
+  // One node of 8 devices: before the levels could be split below the
+  // outermost, a single node had no pipeline at all.
+  const ir::Graph g = gen::build_graph(gpt(16));
+  const auto spaces = algebra::build_op_spaces(g);
+  const Cluster one("one node", {Level{"node", 1, 25.0, 5.0}, Level{"gpu", 8, 300.0, 2.0}},
+                    DeviceSpec{312.0, 80.0, 2039.0});
+  search::SearchOptions o;
+  o.pipeline_stages = 4;
+  const search::PipelineResult r = search::run_pipeline(g, spaces, one, o);
+  REQUIRE(r.plan.groups == 4);
+  for (const plan::Stage& s : r.plan.stages) {
+    std::int64_t devices = 1;
+    for (const Cut& cut : s.plan.mesh) devices *= cut.size;
+    CHECK(devices == 2);
+  }
+  const auto pe = plan::evaluate_pipeline(g, spaces, one, r.plan, o.cost);
+  CHECK(pe.summary.step_time_s == doctest::Approx(r.eval.summary.step_time_s).epsilon(1e-9));
+  // The walk weighs 1, 2, 4 and 8 groups (until two in a row are slower).
+  o.pipeline_stages = 0;
+  const search::PipelineResult walked = search::run_pipeline(g, spaces, one, o);
+  CHECK(walked.candidates >= 3);
 }

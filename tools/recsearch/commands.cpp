@@ -79,14 +79,13 @@ void write_solution(const Solution& solution, const std::string& path, const std
 
 // solve(), with a no-fit message that also names the saving the command
 // line left out: pipeline stages are tried only with --stages, and they split
-// the outermost level, so they are named only where it has devices to split.
+// the devices, so they are named where there are two or more.
 Solution solve_or_explain(const Problem& problem, const Cluster& cluster,
                           const search::SearchOptions& opts) {
   try {
     return solve(problem, cluster, opts);
   } catch (const Error& e) {
-    const bool stages_possible =
-        opts.mode == Mode::Train && !cluster.levels().empty() && cluster.levels().front().size > 1;
+    const bool stages_possible = opts.mode == Mode::Train && cluster.num_devices() > 1;
     if (e.code() != Errc::kNoFit || !stages_possible) throw;
     throw Error(e.code(), e.detail() + "; pipeline stages were not tried (--stages auto)",
                 e.json_path(), e.file());

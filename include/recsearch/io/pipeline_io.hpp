@@ -23,7 +23,7 @@ namespace recsearch::io {
 [[nodiscard]] bool plan_has_pipeline(std::string_view text, const std::string& source);
 
 // The pipeline plan of a plan file, against the graph and the whole
-// cluster (whose outermost level the groups split). Errors name the file
+// cluster (whose devices the groups split, plan::stage_cluster). Errors name the file
 // and the JSON path ("/pipeline/stages/1/operators/3/cuts/0"): kSchema for
 // a missing or mistyped field, kPlan for stages that do not fit the graph
 // or cluster (plan::check_pipeline), and each stage's plan errors as

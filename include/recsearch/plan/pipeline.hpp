@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // Pipeline parallelism as a layer around the operator-level plan
 // (docs/pipeline.md). The graph is cut, in operator id order (a topological
-// order), into contiguous stages; the cluster's outermost level is split
-// into p device groups, and each stage runs on one group with its own
-// operator-level Plan on the group's sub-mesh. With the interleaved schedule
+// order), into contiguous stages; the cluster's devices are split into p
+// contiguous device groups (whole members of the outer levels and an equal
+// part of the next: on 384 nodes of 8, p may be a divisor of 384, or 768,
+// 1536 or 3072 groups inside the nodes), and each stage runs on one group
+// with its own operator-level Plan on the group's sub-mesh. With the interleaved schedule
 // there are v stages per group (v·p in all, stage j on group j mod p).
 //
 // Evaluation (evaluate_pipeline), with m microbatches and, per group g, t_g
@@ -19,8 +21,9 @@
 // time.
 // A boundary tensor is sent forward and its gradient backward once per
 // microbatch (training; forward only in inference), each device sending its
-// share (bytes / devices of the group) over the outermost level's link:
-// share / bandwidth + latency.
+// share (bytes / devices of the group) over the link of the outermost level
+// the groups split (pipeline_link_level; the slowest link between two
+// neighbouring groups): share / bandwidth + latency.
 // Memory of group g: its stages' parameter state plus the saved activations
 // of k_g microbatches, k_g = min(p − g, m) for 1F1B and
 // min(m, (2(p − g − 1) + (v − 1)·p + 1)/v) interleaved (Megatron-LM's
@@ -58,7 +61,7 @@ struct Stage {
 };
 
 struct PipelinePlan {
-  std::size_t groups = 1;  // p: the outermost level split p ways
+  std::size_t groups = 1;  // p device groups (stage_cluster)
   Schedule schedule = Schedule::OneFOneB;
   std::size_t virtual_stages = 1;  // v: stages per group (1 for 1F1B)
   std::int64_t microbatches = 1;   // m
@@ -83,10 +86,21 @@ struct StageGraph {
                                      const std::vector<algebra::OpSpace>& spaces, ir::OpId first,
                                      ir::OpId last);
 
-// The cluster of one of p device groups: the outermost level's size divided
-// by p (a level of size 1 is kept; it has no cuts). Error(kPlan) at
-// "/pipeline/device_groups" when p does not divide the outermost level.
+// The cluster of one of p device groups: the levels split from the
+// outermost, whole levels first, then the next divided by what is left of
+// p (a level of size 1 is kept; it has no cuts). Error(kPlan) at
+// "/pipeline/device_groups" when p does not split them so (3 groups of 4
+// nodes, or 16 of 4 nodes of 8 devices, but not 3 of 4 x 8).
 [[nodiscard]] Cluster stage_cluster(const Cluster& cluster, std::size_t p);
+
+// The level whose link the sends between p device groups cross: the
+// outermost level of size > 1 that the groups split (0 when p does not
+// split the levels, or is 1).
+[[nodiscard]] std::size_t pipeline_link_level(const Cluster& cluster, std::size_t p);
+
+// Every p that splits the cluster's levels (stage_cluster), ascending, 1
+// first.
+[[nodiscard]] std::vector<std::size_t> device_group_counts(const Cluster& cluster);
 
 // The stage an operator is pinned to by its integer attribute "stage" in
 // the graph (0 = the first stage), or -1. Error(kSchema) at
@@ -94,7 +108,7 @@ struct StageGraph {
 inline constexpr std::string_view kStageAttr = "stage";
 [[nodiscard]] std::int64_t pinned_stage(const ir::Graph& g, ir::OpId op);
 
-// Checks the shape of a pipeline plan: p divides the outermost level, p·v
+// Checks the shape of a pipeline plan: p splits the levels, p·v
 // stages (v = 1 for 1F1B) covering the operators in order without gaps,
 // stage j on group j mod p, each stage non-empty, m >= 1 (and a multiple of
 // p when interleaved), every tensor a stage receives produced by an earlier
@@ -148,7 +162,7 @@ struct PipelineEvaluation {
 // training their gradients are all-reduced across the groups once per
 // step, after the last microbatch's backward pass, as Megatron-LM's
 // embedding group does: nothing overlaps it. The all-reduce crosses the
-// outermost level, k = groups.size() ways, and each group's devices share
+// groups' link (pipeline_link_level), k = groups.size() ways, and each group's devices share
 // the gradient's traffic (the collective convention of cost/model.hpp,
 // devices_below = the group's devices).
 struct TiedSync {

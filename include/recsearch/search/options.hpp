@@ -51,9 +51,9 @@ struct SearchOptions {
   TrainingChoice training;
   // Pipeline parallelism (search::run_pipeline; docs/pipeline.md): into how
   // many device groups, each running a contiguous stage of the graph, the
-  // cluster's outermost level is split. 1: none (the default; run_pipeline
-  // is then search::run); 0: searched among the divisors of the outermost
-  // level's size, 1 included; N: pinned.
+  // cluster's devices are split (plan::stage_cluster). 1: none (the
+  // default; run_pipeline is then search::run); 0: searched among
+  // plan::device_group_counts, 1 included; N: pinned.
   std::int64_t pipeline_stages = 1;
   // Stages per device group (interleaved 1F1B when > 1); 0: searched (1 or 2).
   std::int64_t pipeline_virtual_stages = 1;

@@ -64,7 +64,7 @@ inline constexpr std::size_t kMaxPipelineUnits = 512;
 // pins inside one repeated block must agree (Error(kPlan) otherwise). Stages
 // of the same shape (the same count of middle blocks) are searched once.
 // Error(kNoFit) when nothing fits; Error(kUsage) for a pinned p that does
-// not divide the outermost level or exceeds the units.
+// not split the cluster's levels (plan::stage_cluster) or exceeds the units.
 [[nodiscard]] PipelineResult run_pipeline(const ir::Graph& g,
                                           const std::vector<algebra::OpSpace>& spaces,
                                           const Cluster& cluster, const SearchOptions& opts);
