@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "exec/kernels.hpp"
 #include "recsearch/error.hpp"
@@ -196,33 +197,104 @@ void b_norm(const KernelArgs& a, const Buf& dy, const std::vector<Buf*>& dx) {
   for (std::size_t i = 0; i < gb.size(); ++i) (*dbias)[i] += static_cast<float>(gb[i]);
 }
 
-// C = op(A)·op(B) per batch entry: dA = dC·op(B)ᵀ, dB = op(A)ᵀ·dC, summed
-// over the entries that share a broadcast operand.
+// One GEMM of the backward pass, on the GPU where the forward ran there.
+void run_gemm(const KernelArgs& a, const GemmBatch& g, const float* x, std::size_t x_n,
+              const float* y, std::size_t y_n, float* out, std::size_t out_n) {
+  if (a.use_gpu) {
+    gemm_gpu(g, x, x_n, y, y_n, out, out_n);
+  } else {
+    gemm_cpu(g, x, y, out);
+  }
+}
+
+// Whether no two batch entries share a block of the operand (offsets off).
+bool distinct(std::vector<std::int64_t> off) {
+  std::sort(off.begin(), off.end());
+  return std::adjacent_find(off.begin(), off.end()) == off.end();
+}
+
+// Whether the entries are consecutive blocks of `block` elements (entry i
+// at i·block): their rows then stack into one matrix.
+bool stacked(const std::vector<std::int64_t>& off, std::int64_t block) {
+  for (std::size_t i = 0; i < off.size(); ++i)
+    if (off[i] != static_cast<std::int64_t>(i) * block) return false;
+  return true;
+}
+
+// Adds into `grad` (an operand's gradient, `size` elements) the GEMM `g`
+// of the gradients' formula, whose output entries land at the operand's
+// offsets g.c_off. Entries with blocks of their own are one batched GEMM;
+// entries sharing a block (a broadcast operand) are each computed apart and
+// summed in entry order.
+void add_gemm(const KernelArgs& a, GemmBatch g, const float* x, std::size_t x_n, const float* y,
+              std::size_t y_n, Buf* grad) {
+  const std::size_t size = grad->size();
+  if (distinct(g.c_off)) {
+    Buf out(size, 0.0f);
+    run_gemm(a, g, x, x_n, y, y_n, out.data(), size);
+    for (std::size_t i = 0; i < size; ++i) (*grad)[i] += out[i];
+    return;
+  }
+  std::vector<double> sum(size, 0.0);
+  const auto block = static_cast<std::size_t>(g.m * g.n);
+  Buf out(block);
+  GemmBatch one = g;
+  for (std::size_t e = 0; e < g.c_off.size(); ++e) {
+    one.a_off = {g.a_off[e]};
+    one.b_off = {g.b_off[e]};
+    one.c_off = {0};
+    run_gemm(a, one, x, x_n, y, y_n, out.data(), block);
+    const auto at = static_cast<std::size_t>(g.c_off[e]);
+    for (std::size_t i = 0; i < block; ++i) sum[at + i] += out[i];
+  }
+  for (std::size_t i = 0; i < size; ++i) (*grad)[i] += static_cast<float>(sum[i]);
+}
+
+// C = op(A)·op(B) per batch entry (A m×k, B k×n after op): dA = dC·op(B)ᵀ
+// and dB = op(A)ᵀ·dC, each a GEMM of the executor's kernel (so the
+// backward runs at the forward's rate, on its threads), summed over the
+// entries that share a broadcast operand. A weight shared by every entry
+// of a batched input (x[b, s, h]·W[h, f]) is one GEMM over the stacked
+// rows: dW = Xᵀ·dY with the b·s rows as the inner dimension.
 void b_matmul(const KernelArgs& a, const Buf& dy, Buf* da, Buf* db) {
   const GemmBatch g = matmul_batch(a);
   const Buf& A = *a.in[0];
   const Buf& B = *a.in[1];
-  std::vector<double> ga(da != nullptr ? A.size() : 0), gb(db != nullptr ? B.size() : 0);
-  for (std::size_t e = 0; e < g.c_off.size(); ++e) {
-    for (std::int64_t i = 0; i < g.m; ++i) {
-      for (std::int64_t k = 0; k < g.k; ++k) {
-        const auto ia =
-            static_cast<std::size_t>(g.a_off[e] + (g.trans_a ? k * g.m + i : i * g.k + k));
-        double acc_a = 0;
-        const double av = A[ia];
-        for (std::int64_t j = 0; j < g.n; ++j) {
-          const auto ib =
-              static_cast<std::size_t>(g.b_off[e] + (g.trans_b ? j * g.k + k : k * g.n + j));
-          const double d = dy[static_cast<std::size_t>(g.c_off[e] + i * g.n + j)];
-          acc_a += d * B[ib];
-          if (db != nullptr) gb[ib] += av * d;
-        }
-        if (da != nullptr) ga[ia] += acc_a;
-      }
+  if (da != nullptr) {
+    GemmBatch d;  // dA (as stored) = dC·op(B)ᵀ, or op(B)·dCᵀ when A is transposed
+    d.c_off = g.a_off;
+    if (!g.trans_a) {
+      d.m = g.m, d.n = g.k, d.k = g.n, d.trans_a = false, d.trans_b = !g.trans_b;
+      d.a_off = g.c_off, d.b_off = g.b_off;
+      add_gemm(a, d, dy.data(), dy.size(), B.data(), B.size(), da);
+    } else {
+      d.m = g.k, d.n = g.m, d.k = g.n, d.trans_a = g.trans_b, d.trans_b = true;
+      d.a_off = g.b_off, d.b_off = g.c_off;
+      add_gemm(a, d, B.data(), B.size(), dy.data(), dy.size(), da);
     }
   }
-  for (std::size_t i = 0; i < ga.size(); ++i) (*da)[i] += static_cast<float>(ga[i]);
-  for (std::size_t i = 0; i < gb.size(); ++i) (*db)[i] += static_cast<float>(gb[i]);
+  if (db == nullptr) return;
+  GemmBatch d;  // dB (as stored) = op(A)ᵀ·dC, or dCᵀ·op(A) when B is transposed
+  d.c_off = g.b_off;
+  const auto entries = static_cast<std::int64_t>(g.c_off.size());
+  const bool one_weight = entries > 1 && !g.trans_a &&
+                          std::all_of(g.b_off.begin(), g.b_off.end(),
+                                      [&](std::int64_t o) { return o == g.b_off[0]; }) &&
+                          stacked(g.a_off, g.m * g.k) && stacked(g.c_off, g.m * g.n);
+  // Stacked rows: one entry whose inner dimension is every entry's rows.
+  const std::int64_t rows = one_weight ? entries * g.m : g.m;
+  const std::vector<std::int64_t> a_off = one_weight ? std::vector<std::int64_t>{0} : g.a_off;
+  const std::vector<std::int64_t> c_off = one_weight ? std::vector<std::int64_t>{0} : g.c_off;
+  if (one_weight) d.c_off = {g.b_off[0]};
+  if (!g.trans_b) {
+    d.m = g.k, d.n = g.n, d.k = rows, d.trans_a = !g.trans_a, d.trans_b = false;
+    d.a_off = a_off, d.b_off = c_off;
+    add_gemm(a, d, A.data(), A.size(), dy.data(), dy.size(), db);
+  } else {
+    d.m = g.n, d.n = g.k, d.k = rows, d.trans_a = true, d.trans_b = g.trans_a;
+    d.a_off = c_off, d.b_off = a_off;
+    add_gemm(a, d, dy.data(), dy.size(), A.data(), A.size(), db);
+  }
 }
 
 // Every term of the einsum's sum in turn: each operand's gradient gets dy

@@ -243,6 +243,20 @@ TEST_CASE("exec backward: contractions and data movement against finite differen
                    {{3, 5}},
                    ir::Attrs{{"transpose_a", true}, {"transpose_b", true}}});
   check_gradients({"MatMul", {{"a", {2, 3, 4}}, {"b", {4, 5}}}, {{2, 3, 5}}, {}});  // broadcast B
+  // The backward's GEMMs in every arrangement: a shared weight transposed,
+  // a transposed batched input, a broadcast A, and batch dims that
+  // broadcast against each other (entries share blocks of both operands).
+  check_gradients(
+      {"MatMul", {{"a", {2, 3, 4}}, {"b", {5, 4}}}, {{2, 3, 5}}, ir::Attrs{{"transpose_b", true}}});
+  check_gradients(
+      {"MatMul", {{"a", {2, 4, 3}}, {"b", {4, 5}}}, {{2, 3, 5}}, ir::Attrs{{"transpose_a", true}}});
+  check_gradients({"MatMul", {{"a", {3, 4}}, {"b", {2, 4, 5}}}, {{2, 3, 5}}, {}});  // broadcast A
+  check_gradients({"MatMul", {{"a", {2, 1, 3, 4}}, {"b", {1, 2, 4, 5}}}, {{2, 2, 3, 5}}, {}});
+  check_gradients({"MatMul",
+                   {{"a", {2, 1, 4, 3}}, {"b", {1, 2, 5, 4}}},
+                   {{2, 2, 3, 5}},
+                   ir::Attrs{{"transpose_a", true}, {"transpose_b", true}}});
+  check_gradients({"MatMul", {{"a", {2, 3, 4}}, {"b", {4}}}, {{2, 3}}, {}});  // vector B
   check_gradients({"MatMul", {{"a", {4}}, {"b", {4, 5}}}, {{5}}, {}});
   check_gradients({"BatchMatMul", {{"a", {2, 3, 4}}, {"b", {2, 4, 2}}}, {{2, 3, 2}}, {}});
   check_gradients({"Einsum",
