@@ -101,7 +101,7 @@ struct CutsHash {
 // redistribution seconds by the ids of its holder's and users' strategies.
 class Memo {
  public:
-  explicit Memo(std::size_t ops) : ops_(ops) {}
+  Memo(std::size_t ops, std::size_t tensors) : ops_(ops), edges_(tensors) {}
 
   // o's strategy with `cuts`, made on the first ask.
   const Held& strategy(const Context& ctx, ir::OpId o, const std::vector<std::int16_t>& cuts) {
@@ -114,61 +114,68 @@ class Memo {
     return p.made.back();
   }
 
-  // Tensor t's redistribution seconds under `key`, from `compute` on the
-  // first ask.
+  // Tensor t's redistribution seconds under `key` (not kNoKey), from
+  // `compute` on the first ask.
   template <class F>
   double edge(ir::TensorId t, std::uint64_t key, F&& compute) {
-    if (2 * (used_ + 1) > slots_.size()) grow();
-    const std::uint64_t tag = std::uint64_t{t} + 1;
-    std::size_t i = slot_of(tag, key);
-    for (; slots_[i].tag != 0; i = (i + 1) & (slots_.size() - 1))
-      if (slots_[i].tag == tag && slots_[i].key == key) return slots_[i].seconds;
+    EdgeTable& e = edges_[t];
+    if (2 * (e.used + 1) > e.slots.size()) grow(e);
+    std::size_t i = slot_of(e, key);
+    for (; e.slots[i].key != kNoKey; i = (i + 1) & (e.slots.size() - 1))
+      if (e.slots[i].key == key) return e.slots[i].seconds;
     const double v = compute();
-    slots_[i] = EdgeSlot{tag, key, v};
-    ++used_;
+    e.slots[i] = EdgeSlot{key, v};
+    ++e.used;
     return v;
   }
+
+  static constexpr std::uint64_t kNoKey = ~std::uint64_t{0};
 
  private:
   struct PerOp {
     std::deque<Held> made;
     std::unordered_map<std::vector<std::int16_t>, std::uint32_t, CutsHash> index;
   };
-  // The edge memo: one open-addressed table (linear probing, at most half
-  // full) for all tensors, so that a priced edge costs no allocation of
-  // its own; tag: tensor + 1, 0 for an empty slot.
+  // The edge memo: per tensor, an open-addressed table (linear probing,
+  // at most half full), so that a priced edge costs no allocation of its
+  // own and one operator's candidates probe one small table.
   struct EdgeSlot {
-    std::uint64_t tag = 0, key = 0;
+    std::uint64_t key = kNoKey;
     double seconds = 0;
   };
+  struct EdgeTable {
+    std::vector<EdgeSlot> slots;
+    std::size_t used = 0;
+  };
 
-  [[nodiscard]] std::size_t slot_of(std::uint64_t tag, std::uint64_t key) const {
-    std::uint64_t h = key ^ (tag * 0x9e3779b97f4a7c15ULL);  // splitmix64's finalizer
+  [[nodiscard]] static std::size_t slot_of(const EdgeTable& e, std::uint64_t key) {
+    std::uint64_t h = key;  // splitmix64's finalizer
     h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ULL;
     h = (h ^ (h >> 27)) * 0x94d049bb133111ebULL;
-    return static_cast<std::size_t>(h ^ (h >> 31)) & (slots_.size() - 1);
+    return static_cast<std::size_t>(h ^ (h >> 31)) & (e.slots.size() - 1);
   }
 
-  void grow() {
-    std::vector<EdgeSlot> old(std::max<std::size_t>(slots_.size() * 2, 1024));
-    old.swap(slots_);
-    for (const EdgeSlot& e : old) {
-      if (e.tag == 0) continue;
-      std::size_t i = slot_of(e.tag, e.key);
-      while (slots_[i].tag != 0) i = (i + 1) & (slots_.size() - 1);
-      slots_[i] = e;
+  static void grow(EdgeTable& e) {
+    std::vector<EdgeSlot> old(std::max<std::size_t>(e.slots.size() * 2, 16));
+    old.swap(e.slots);
+    for (const EdgeSlot& x : old) {
+      if (x.key == kNoKey) continue;
+      std::size_t i = slot_of(e, x.key);
+      while (e.slots[i].key != kNoKey) i = (i + 1) & (e.slots.size() - 1);
+      e.slots[i] = x;
     }
   }
 
   std::vector<PerOp> ops_;
-  std::vector<EdgeSlot> slots_;
-  std::size_t used_ = 0;
+  std::vector<EdgeTable> edges_;
 };
 
 class Polish {
  public:
   Polish(const Context& ctx, const plan::Plan& plan)
-      : ctx_(ctx), flat_(flatten(ctx.g)), memo_(std::make_shared<Memo>(ctx.g.num_operators())) {
+      : ctx_(ctx),
+        flat_(flatten(ctx.g)),
+        memo_(std::make_shared<Memo>(ctx.g.num_operators(), ctx.g.num_tensors())) {
     const std::size_t n = ctx.g.num_operators();
     cur_.reserve(n);
     for (std::size_t o = 0; o < n; ++o)
@@ -510,7 +517,7 @@ class Polish {
   // The strategy ids of t's holder and of its uses, in use order, packed
   // into one word of 64 / (1 + uses) bits each (at most 32): a tensor's
   // redistribution seconds are a function of them alone. False where an id
-  // does not fit its bits.
+  // does not fit its bits, or the word is Memo::kNoKey.
   bool edge_key(ir::TensorId t, ir::OpId swapped, const Held* alt, std::uint64_t& key) const {
     const std::size_t n = 1 + uses(t);
     if (n > 64) return false;
@@ -525,7 +532,7 @@ class Polish {
     if (!add(flat_.holder_op[t])) return false;
     for (std::size_t x = flat_.use_off[t]; x < flat_.use_off[t + 1]; ++x)
       if (!add(flat_.uses[x])) return false;
-    return true;
+    return key != Memo::kNoKey;
   }
 
   // Inference: the largest working set and the runner-up's owner, so that
