@@ -30,6 +30,12 @@
 // answers around it, then let go; the fastest fitting result is kept. A
 // trade of memory freed in one place for a collective dropped in another
 // is out of reach of moves that must each fit and pay on their own.
+//
+// Memos (Memo): the same candidates are priced over and over (every sweep,
+// every region try, every kick), so each (operator, cuts) is made once and
+// shared, and each tensor's redistribution seconds are kept per choice of
+// its holder's and users' strategies. Both are pure functions of what they
+// are keyed by, so the memos change no decision, only its cost.
 #include "search/polish.hpp"
 
 #include <algorithm>
