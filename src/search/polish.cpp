@@ -30,13 +30,24 @@
 // answers around it, then let go; the fastest fitting result is kept. A
 // trade of memory freed in one place for a collective dropped in another
 // is out of reach of moves that must each fit and pay on their own.
+//
+// Memos (Memo): the same candidates are priced over and over (every sweep,
+// every region try, every kick), so each (operator, cuts) is made once and
+// shared, and each tensor's redistribution seconds are kept per choice of
+// its holder's and users' strategies. Both are pure functions of what they
+// are keyed by, so the memos change no decision, only its cost.
 #include "search/polish.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <deque>
 #include <limits>
+#include <memory>
 #include <set>
 #include <span>
+#include <unordered_map>
+#include <utility>
 
 #include "search/common.hpp"
 #include "search/flat_graph.hpp"
@@ -76,13 +87,105 @@ constexpr std::size_t kKickOps = 12;
 constexpr std::size_t kKickWork = 32;
 constexpr double kKickBinding = 0.5;
 
+// A strategy as polish holds it: made once per (operator, cuts) by Memo and
+// shared by address; `id` numbers it among its operator's (Polish::edge_key).
+struct Held {
+  OpStrategy s;
+  std::uint32_t id = 0;
+};
+
+struct CutsHash {
+  std::size_t operator()(const std::vector<std::int16_t>& cuts) const noexcept {
+    std::uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a
+    for (std::int16_t c : cuts) h = (h ^ static_cast<std::uint16_t>(c)) * 0x100000001b3ULL;
+    return static_cast<std::size_t>(h);
+  }
+};
+
+// What one polish, and the copies kick() makes of it, has priced: each
+// operator's strategies by cuts (addresses stable), and each tensor's
+// redistribution seconds by the ids of its holder's and users' strategies.
+class Memo {
+ public:
+  Memo(std::size_t ops, std::size_t tensors) : ops_(ops), edges_(tensors) {}
+
+  // o's strategy with `cuts`, made on the first ask.
+  const Held& strategy(const Context& ctx, ir::OpId o, const std::vector<std::int16_t>& cuts) {
+    PerOp& p = ops_[o];
+    const auto it = p.index.find(cuts);
+    if (it != p.index.end()) return p.made[it->second];
+    const auto id = static_cast<std::uint32_t>(p.made.size());
+    p.made.push_back(Held{make_strategy(ctx, o, cuts), id});
+    p.index.emplace(cuts, id);
+    return p.made.back();
+  }
+
+  // Tensor t's redistribution seconds under `key` (not kNoKey), from
+  // `compute` on the first ask.
+  template <class F>
+  double edge(ir::TensorId t, std::uint64_t key, F&& compute) {
+    EdgeTable& e = edges_[t];
+    if (2 * (e.used + 1) > e.slots.size()) grow(e);
+    std::size_t i = slot_of(e, key);
+    for (; e.slots[i].key != kNoKey; i = (i + 1) & (e.slots.size() - 1))
+      if (e.slots[i].key == key) return e.slots[i].seconds;
+    const double v = compute();
+    e.slots[i] = EdgeSlot{key, v};
+    ++e.used;
+    return v;
+  }
+
+  static constexpr std::uint64_t kNoKey = ~std::uint64_t{0};
+
+ private:
+  struct PerOp {
+    std::deque<Held> made;
+    std::unordered_map<std::vector<std::int16_t>, std::uint32_t, CutsHash> index;
+  };
+  // The edge memo: per tensor, an open-addressed table (linear probing,
+  // at most half full), so that a priced edge costs no allocation of its
+  // own and one operator's candidates probe one small table.
+  struct EdgeSlot {
+    std::uint64_t key = kNoKey;
+    double seconds = 0;
+  };
+  struct EdgeTable {
+    std::vector<EdgeSlot> slots;
+    std::size_t used = 0;
+  };
+
+  [[nodiscard]] static std::size_t slot_of(const EdgeTable& e, std::uint64_t key) {
+    std::uint64_t h = key;  // splitmix64's finalizer
+    h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    h = (h ^ (h >> 27)) * 0x94d049bb133111ebULL;
+    return static_cast<std::size_t>(h ^ (h >> 31)) & (e.slots.size() - 1);
+  }
+
+  static void grow(EdgeTable& e) {
+    std::vector<EdgeSlot> old(std::max<std::size_t>(e.slots.size() * 2, 16));
+    old.swap(e.slots);
+    for (const EdgeSlot& x : old) {
+      if (x.key == kNoKey) continue;
+      std::size_t i = slot_of(e, x.key);
+      while (e.slots[i].key != kNoKey) i = (i + 1) & (e.slots.size() - 1);
+      e.slots[i] = x;
+    }
+  }
+
+  std::vector<PerOp> ops_;
+  std::vector<EdgeTable> edges_;
+};
+
 class Polish {
  public:
-  Polish(const Context& ctx, const plan::Plan& plan) : ctx_(ctx), flat_(flatten(ctx.g)) {
+  Polish(const Context& ctx, const plan::Plan& plan)
+      : ctx_(ctx),
+        flat_(flatten(ctx.g)),
+        memo_(std::make_shared<Memo>(ctx.g.num_operators(), ctx.g.num_tensors())) {
     const std::size_t n = ctx.g.num_operators();
     cur_.reserve(n);
     for (std::size_t o = 0; o < n; ++o)
-      cur_.push_back(make_strategy(ctx, static_cast<ir::OpId>(o), plan.cuts[o]));
+      cur_.push_back(&memo_->strategy(ctx_, static_cast<ir::OpId>(o), plan.cuts[o]));
     const auto pinned = pinned_cuts(ctx.g, ctx.spaces, ctx.mesh);
     movable_.assign(n, 1);
     for (std::size_t o = 0; o < n; ++o) {
@@ -94,7 +197,7 @@ class Polish {
     for (std::size_t t = 0; t < ctx.g.num_tensors(); ++t)
       edge_[t] = tensor_edge(static_cast<ir::TensorId>(t), ir::kNone, nullptr);
     held_ = 0;
-    for (const OpStrategy& s : cur_) held_ += s.mem;
+    for (const Held* s : cur_) held_ += s->s.mem;
     if (ctx.opts.mode == Mode::Infer) rebuild_peak();
   }
 
@@ -105,7 +208,7 @@ class Polish {
   // Own costs of every strategy plus every tensor's redistributions.
   [[nodiscard]] double step_time() const {
     double total = 0;
-    for (const OpStrategy& s : cur_) total += s.own;
+    for (const Held* s : cur_) total += s->s.own;
     for (double e : edge_) total += e;
     return total;
   }
@@ -124,7 +227,7 @@ class Polish {
   // Sets o to `cuts` whatever that costs and holds it there until release().
   void force(ir::OpId o, const std::vector<std::int16_t>& cuts) {
     undo_.clear();
-    (void)apply(o, make_strategy(ctx_, o, cuts));
+    (void)apply(o, &memo_->strategy(ctx_, o, cuts));
     if (ctx_.opts.mode == Mode::Infer) rebuild_peak();
     movable_[o] = 0;
   }
@@ -142,7 +245,7 @@ class Polish {
       any = true;
       (void)sweeps(untouched);
     }
-    for (std::size_t o = 0; o < cur_.size(); ++o) plan.cuts[o] = cur_[o].cuts;
+    for (std::size_t o = 0; o < cur_.size(); ++o) plan.cuts[o] = cur_[o]->s.cuts;
     return any;
   }
 
@@ -203,7 +306,7 @@ class Polish {
     for (ir::OpId o = 0; o < cur_.size(); ++o)
       if (movable_[o]) order.push_back(o);
     std::stable_sort(order.begin(), order.end(),
-                     [&](ir::OpId x, ir::OpId y) { return cur_[x].own > cur_[y].own; });
+                     [&](ir::OpId x, ir::OpId y) { return cur_[x]->s.own > cur_[y]->s.own; });
     const double gain = kMinGain * step_time();
     // A try costs about (axes)^2: candidates of each responder, each over
     // every axis.
@@ -238,15 +341,15 @@ class Polish {
     undo_.clear();
     const bool was_over = !fits(untouched);
     region_.clear();
-    double delta = apply(o, make_strategy(ctx_, o, cuts));
+    double delta = apply(o, &memo_->strategy(ctx_, o, cuts));
     region_.emplace_back(o, 0);
     enqueue(o, 0);
     for (std::size_t head = 1; head < region_.size() && undo_.size() < region_ops_; ++head) {
       const auto [n, depth] = region_[head];
       if (!movable_[n]) continue;
-      OpStrategy r;
+      const Held* r = nullptr;
       if (!(propagate ? propagated(n, r) : best_response(n, untouched, gain, r))) continue;
-      delta += apply(n, std::move(r));
+      delta += apply(n, r);
       enqueue(n, depth);
     }
     if (delta < -gain || (propagate && was_over)) {
@@ -259,8 +362,8 @@ class Polish {
     }
     for (std::size_t x = undo_.size(); x-- > 0;) {
       const ir::OpId op = undo_[x].first;
-      held_ += undo_[x].second.mem - cur_[op].mem;
-      cur_[op] = std::move(undo_[x].second);
+      held_ += undo_[x].second->s.mem - cur_[op]->s.mem;
+      cur_[op] = undo_[x].second;
       for (ir::TensorId t : touched(op)) edge_[t] = tensor_edge(t, ir::kNone, nullptr);
     }
     return false;
@@ -277,13 +380,13 @@ class Polish {
   }
 
   // Sets o to strategy s for good (logged for undo); the step time's change.
-  double apply(ir::OpId o, OpStrategy s) {
-    const auto& ts = touched(o);
-    double before = cur_[o].own, after = s.own;
+  double apply(ir::OpId o, const Held* s) {
+    const auto ts = touched(o);
+    double before = cur_[o]->s.own, after = s->s.own;
     for (ir::TensorId t : ts) before += edge_[t];
-    held_ += s.mem - cur_[o].mem;
-    undo_.emplace_back(o, std::move(cur_[o]));
-    cur_[o] = std::move(s);
+    held_ += s->s.mem - cur_[o]->s.mem;
+    undo_.emplace_back(o, cur_[o]);
+    cur_[o] = s;
     for (ir::TensorId t : ts) {
       edge_[t] = tensor_edge(t, ir::kNone, nullptr);
       after += edge_[t];
@@ -296,15 +399,16 @@ class Polish {
   // list taken before the region, less the changed operators' old values.
   [[nodiscard]] double region_peak() const {
     double top = 0;
-    std::vector<double> removed;
+    std::vector<double>& removed = removed_;
+    removed.clear();
     for (const auto& [op, old] : undo_) {
-      top = std::max(top, cur_[op].work);
+      top = std::max(top, cur_[op]->s.work);
       bool first = true;
       for (const auto& [p, o2] : undo_) {
         if (&o2 == &old) break;
         if (p == op) first = false;
       }
-      if (first) removed.push_back(old.work);
+      if (first) removed.push_back(old->s.work);
     }
     for (std::size_t i = works_.size(); i-- > 0;) {
       const auto it = std::find(removed.begin(), removed.end(), works_[i]);
@@ -322,31 +426,31 @@ class Polish {
   // n's fastest neighbouring strategy that saves time and keeps the plan
   // within budget (inference: conservatively, with n's old working set
   // still counted).
-  bool best_response(ir::OpId n, double untouched, double gain, OpStrategy& out) const {
-    const auto& ts = touched(n);
-    const OpStrategy& now = cur_[n];
+  bool best_response(ir::OpId n, double untouched, double gain, const Held*& out) const {
+    const auto ts = touched(n);
+    const OpStrategy& now = cur_[n]->s;
     double edges_now = 0;
     for (ir::TensorId t : ts) edges_now += edge_[t];
     const double peak = ctx_.opts.mode == Mode::Infer ? region_peak() : 0.0;
     double best = -gain;
     double best_mem = 0;
     bool found = false;
-    for (auto& cuts : neighbours(n, false)) {
-      OpStrategy alt = make_strategy(ctx_, n, cuts);
-      const double mem = held_ - now.mem + alt.mem + std::max(peak, alt.work) + untouched;
+    for_each_neighbour(n, false, [&](const std::vector<std::int16_t>& cuts) {
+      const Held& alt = memo_->strategy(ctx_, n, cuts);
+      const double mem = held_ - now.mem + alt.s.mem + std::max(peak, alt.s.work) + untouched;
       if (mem > ctx_.budget) {
         binding_ = true;
-        continue;
+        return;
       }
       double edges_alt = 0;
       for (ir::TensorId t : ts) edges_alt += tensor_edge(t, n, &alt);
-      const double dt = alt.own + edges_alt - now.own - edges_now;
-      if (dt >= best) continue;
+      const double dt = alt.s.own + edges_alt - now.own - edges_now;
+      if (dt >= best) return;
       best = dt;
       best_mem = mem;
-      out = std::move(alt);
+      out = &alt;
       found = true;
-    }
+    });
     // The response chosen is the fastest that fits; under a smaller budget
     // it fits too (and so stays the choice) down to its memory, whether or
     // not its region is kept.
@@ -356,11 +460,12 @@ class Polish {
 
   // n's strategy with the least redistribution seconds on its tensors, own
   // cost breaking ties; false when that is its current one.
-  bool propagated(ir::OpId n, OpStrategy& out) const {
+  bool propagated(ir::OpId n, const Held*& out) const {
     // Only the tensors n shares with the region's changed operators count:
     // the sharding comes from there; the edges further on are the next
     // responders' to answer.
-    std::vector<ir::TensorId> ts;
+    std::vector<ir::TensorId>& ts = shared_;
+    ts.clear();
     for (ir::TensorId t : touched(n)) {
       bool shared = false;
       for (const auto& [op, old] : undo_)
@@ -370,20 +475,20 @@ class Polish {
     double best_edges = 0;
     for (ir::TensorId t : ts) best_edges += edge_[t];
     if (best_edges <= 0) return false;  // the region asks nothing of n
-    double best_own = cur_[n].own;
+    double best_own = cur_[n]->s.own;
     bool found = false;
-    for (auto& cuts : neighbours(n, false)) {
-      OpStrategy alt = make_strategy(ctx_, n, cuts);
+    for_each_neighbour(n, false, [&](const std::vector<std::int16_t>& cuts) {
+      const Held& alt = memo_->strategy(ctx_, n, cuts);
       double edges_alt = 0;
       for (ir::TensorId t : ts) edges_alt += tensor_edge(t, n, &alt);
       if (edges_alt > best_edges * (1 - 1e-12) &&
-          !(edges_alt <= best_edges * (1 + 1e-12) && alt.own < best_own * (1 - 1e-12)))
-        continue;
+          !(edges_alt <= best_edges * (1 + 1e-12) && alt.s.own < best_own * (1 - 1e-12)))
+        return;
       best_edges = edges_alt;
-      best_own = alt.own;
-      out = std::move(alt);
+      best_own = alt.s.own;
+      out = &alt;
       found = true;
-    }
+    });
     return found;
   }
 
@@ -397,24 +502,50 @@ class Polish {
   }
 
   // The strategy operator `o` has, or `alt` when o == `swapped`.
-  const OpStrategy& strategy(ir::OpId o, ir::OpId swapped, const OpStrategy* alt) const {
-    return o == swapped ? *alt : cur_[o];
+  const Held& strategy(ir::OpId o, ir::OpId swapped, const Held* alt) const {
+    return o == swapped ? *alt : *cur_[o];
   }
 
-  // Redistribution seconds of tensor t, with `swapped` taking `alt`.
-  double tensor_edge(ir::TensorId t, ir::OpId swapped, const OpStrategy* alt) const {
+  // Redistribution seconds of tensor t, with `swapped` taking `alt`;
+  // memoized by edge_key where it has one.
+  double tensor_edge(ir::TensorId t, ir::OpId swapped, const Held* alt) const {
     const ir::OpId hop = flat_.holder_op[t];
     if (hop == ir::kNone) return 0.0;
-    return tensor_redistribution(
-        ctx_, flat_, t, strategy(hop, swapped, alt), flat_.holder_slot[t],
-        [&](ir::OpId u) { return &strategy(u, swapped, alt); }, seen_);
+    const auto compute = [&] {
+      return tensor_redistribution(
+          ctx_, flat_, t, strategy(hop, swapped, alt).s, flat_.holder_slot[t],
+          [&](ir::OpId u) { return &strategy(u, swapped, alt).s; }, seen_);
+    };
+    std::uint64_t key = 0;
+    return edge_key(t, swapped, alt, key) ? memo_->edge(t, key, compute) : compute();
+  }
+
+  // The strategy ids of t's holder and of its uses, in use order, packed
+  // into one word of 64 / (1 + uses) bits each (at most 32): a tensor's
+  // redistribution seconds are a function of them alone. False where an id
+  // does not fit its bits, or the word is Memo::kNoKey.
+  bool edge_key(ir::TensorId t, ir::OpId swapped, const Held* alt, std::uint64_t& key) const {
+    const std::size_t n = 1 + uses(t);
+    if (n > 64) return false;
+    const auto bits = static_cast<unsigned>(std::min<std::size_t>(32, 64 / n));
+    const auto add = [&](ir::OpId o) {
+      const std::uint64_t id = strategy(o, swapped, alt).id;
+      if ((id >> bits) != 0) return false;
+      key = (key << bits) | id;
+      return true;
+    };
+    key = 0;
+    if (!add(flat_.holder_op[t])) return false;
+    for (std::size_t x = flat_.use_off[t]; x < flat_.use_off[t + 1]; ++x)
+      if (!add(flat_.uses[x])) return false;
+    return key != Memo::kNoKey;
   }
 
   // Inference: the largest working set and the runner-up's owner, so that
   // one operator's change is answered in O(1).
   void rebuild_peak() {
     works_.resize(cur_.size());
-    for (std::size_t o = 0; o < cur_.size(); ++o) works_[o] = cur_[o].work;
+    for (std::size_t o = 0; o < cur_.size(); ++o) works_[o] = cur_[o]->s.work;
     std::sort(works_.begin(), works_.end());
     suffix_.assign(works_.size() + 1, 0.0);
     for (std::size_t i = works_.size(); i-- > 0;) suffix_[i] = suffix_[i + 1] + works_[i];
@@ -422,7 +553,7 @@ class Polish {
     second_ = 0;
     peak_op_ = ir::kNone;
     for (std::size_t o = 0; o < cur_.size(); ++o) {
-      const double w = cur_[o].work;
+      const double w = cur_[o]->s.work;
       if (w > peak_) {
         second_ = peak_;
         peak_ = w;
@@ -446,7 +577,7 @@ class Polish {
     const auto i = static_cast<std::size_t>(it - works_.begin());
     double total = suffix_[i] - static_cast<double>(works_.size() - i) * room;
     if (o != ir::kNone) {
-      total -= std::max(0.0, cur_[o].work - room);
+      total -= std::max(0.0, cur_[o]->s.work - room);
       total += std::max(0.0, work - room);
     }
     return std::max(0.0, total);
@@ -460,43 +591,53 @@ class Polish {
 
   // Strategies of o that differ from its current one on one axis (legal
   // for the loops' splits on every axis) or, with `swaps`, by two axes of
-  // one size swapped.
-  std::vector<std::vector<std::int16_t>> neighbours(ir::OpId o, bool swaps) const {
-    std::vector<std::vector<std::int16_t>> out;
-    const auto& now = cur_[o].cuts;
-    std::vector<std::int16_t> choices;
+  // one size swapped; each passed to f in turn (from scratch buffers: f
+  // must not walk neighbours itself).
+  template <class F>
+  void for_each_neighbour(ir::OpId o, bool swaps, F&& f) const {
+    const auto& now = cur_[o]->s.cuts;
+    std::vector<std::int16_t>& cuts = cuts_;
+    cuts = now;
     for (std::size_t a = 0; a < ctx_.mesh.size(); ++a) {
       // Splits of the other axes; the choice on `a` must divide what they leave.
-      std::vector<std::int64_t> splits(ctx_.spaces[o].loops.size(), 1);
+      splits_.assign(ctx_.spaces[o].loops.size(), 1);
       for (std::size_t b = 0; b < ctx_.mesh.size(); ++b)
         if (b != a && now[b] != plan::kReplicated)
-          splits[static_cast<std::size_t>(now[b])] *= ctx_.mesh[b].size;
-      legal_choices(ctx_.g, o, ctx_.spaces[o], splits, ctx_.mesh[a].size, choices);
-      for (std::int16_t c : choices) {
+          splits_[static_cast<std::size_t>(now[b])] *= ctx_.mesh[b].size;
+      legal_choices(ctx_.g, o, ctx_.spaces[o], splits_, ctx_.mesh[a].size, choices_);
+      for (std::int16_t c : choices_) {
         if (c == now[a]) continue;
-        std::vector<std::int16_t> cuts = now;
         cuts[a] = c;
-        out.push_back(std::move(cuts));
+        f(std::as_const(cuts));
       }
+      cuts[a] = now[a];
     }
-    if (!swaps) return out;
+    if (!swaps) return;
     // Two axes trading their choices: the same loops cut as often, on other
     // links (a reduction's all-reduce from the slow level to the fast one;
     // within a level, a collective at another depth of the schedule).
     for (std::size_t a = 0; a < ctx_.mesh.size(); ++a)
       for (std::size_t b = a + 1; b < ctx_.mesh.size(); ++b) {
         if (now[a] == now[b] || ctx_.mesh[a].size != ctx_.mesh[b].size) continue;
-        std::vector<std::int16_t> cuts = now;
         std::swap(cuts[a], cuts[b]);
-        out.push_back(std::move(cuts));
+        f(std::as_const(cuts));
+        std::swap(cuts[a], cuts[b]);
       }
+  }
+
+  // The same strategies, as a list (the region tries and kicks walk it
+  // while moving other operators).
+  [[nodiscard]] std::vector<std::vector<std::int16_t>> neighbours(ir::OpId o, bool swaps) const {
+    std::vector<std::vector<std::int16_t>> out;
+    for_each_neighbour(o, swaps,
+                       [&](const std::vector<std::int16_t>& cuts) { out.push_back(cuts); });
     return out;
   }
 
   // The best move of o, taken if it helps: see the file comment.
   bool improve(ir::OpId o, double untouched) {
-    const auto& ts = touched(o);
-    const OpStrategy& now = cur_[o];
+    const auto ts = touched(o);
+    const OpStrategy& now = cur_[o]->s;
     double edges_now = 0;
     for (ir::TensorId t : ts) edges_now += edge_[t];
     const double mem_now = held_ + peak_ + untouched;
@@ -507,39 +648,37 @@ class Polish {
     // budget: moves that fit, by time saved.
     if (over) sensitive_ = true;
     std::pair<int, double> best_score{0, 0.0};
-    OpStrategy best;
+    const Held* best = nullptr;
     double best_mem = 0;
-    bool found = false;
-    for (auto& cuts : neighbours(o, true)) {
-      OpStrategy alt = make_strategy(ctx_, o, cuts);
+    for_each_neighbour(o, true, [&](const std::vector<std::int16_t>& cuts) {
+      const Held& alt = memo_->strategy(ctx_, o, cuts);
       double edges_alt = 0;
       for (ir::TensorId t : ts) edges_alt += tensor_edge(t, o, &alt);
-      const double dt = alt.own + edges_alt - now.own - edges_now;
-      const double mem_alt = held_ - now.mem + alt.mem + peak_with(o, alt.work) + untouched;
+      const double dt = alt.s.own + edges_alt - now.own - edges_now;
+      const double mem_alt = held_ - now.mem + alt.s.mem + peak_with(o, alt.s.work) + untouched;
       std::pair<int, double> score;
       if (over) {
         const double freed =
-            overflow_now - overflow(held_ - now.mem + alt.mem + untouched, o, alt.work);
-        if (freed <= 0) continue;
+            overflow_now - overflow(held_ - now.mem + alt.s.mem + untouched, o, alt.s.work);
+        if (freed <= 0) return;
         score = dt <= 0 ? std::pair{1, freed} : std::pair{0, freed / dt};
       } else {
-        if (dt >= -kMinGain * (now.own + edges_now)) continue;
+        if (dt >= -kMinGain * (now.own + edges_now)) return;
         if (mem_alt > ctx_.budget) {
           binding_ = true;
-          continue;
+          return;
         }
         score = {0, -dt};
       }
-      if (found && score <= best_score) continue;
+      if (best != nullptr && score <= best_score) return;
       best_score = score;
-      best = std::move(alt);
+      best = &alt;
       best_mem = mem_alt;
-      found = true;
-    }
-    if (!found) return false;
+    });
+    if (best == nullptr) return false;
     if (!over) path_mem_ = std::max(path_mem_, best_mem);
-    held_ += best.mem - cur_[o].mem;
-    cur_[o] = std::move(best);
+    held_ += best->s.mem - cur_[o]->s.mem;
+    cur_[o] = best;
     for (ir::TensorId t : ts) edge_[t] = tensor_edge(t, ir::kNone, nullptr);
     if (ctx_.opts.mode == Mode::Infer) rebuild_peak();
     return true;
@@ -553,17 +692,23 @@ class Polish {
   const bool small_ = small_graph(ctx_.g, ctx_.mesh.size());
   const int region_depth_ = small_ ? kSmallRegionDepth : kRegionDepth;
   const std::size_t region_ops_ = small_ ? kSmallRegionOps : kRegionOps;
-  FlatGraph flat_;  // holders, uses and touched tensors
-  std::vector<OpStrategy> cur_;
+  FlatGraph flat_;                // holders, uses and touched tensors
+  std::shared_ptr<Memo> memo_;    // shared with copies (kick())
+  std::vector<const Held*> cur_;  // in memo_
   std::vector<std::uint8_t> movable_;
-  std::vector<double> edge_;                           // redistribution seconds of each tensor
-  double held_ = 0;                                    // parameter state and saved activations
-  std::vector<std::pair<ir::OpId, OpStrategy>> undo_;  // a region's changes, in order
-  std::vector<std::pair<ir::OpId, int>> region_;       // breadth-first: operator, hops
-  double peak_ = 0, second_ = 0;                       // inference working sets
+  std::vector<double> edge_;                            // redistribution seconds of each tensor
+  double held_ = 0;                                     // parameter state and saved activations
+  std::vector<std::pair<ir::OpId, const Held*>> undo_;  // a region's changes, in order
+  std::vector<std::pair<ir::OpId, int>> region_;        // breadth-first: operator, hops
+  double peak_ = 0, second_ = 0;                        // inference working sets
   std::vector<double> works_, suffix_;  // inference: sorted working sets, suffix sums
   ir::OpId peak_op_ = ir::kNone;
+  // Scratch, reused so that the hot loops allocate nothing.
   mutable std::vector<std::pair<AxisLayout, std::int64_t>> seen_;
+  mutable std::vector<std::int16_t> cuts_, choices_;
+  mutable std::vector<std::int64_t> splits_;
+  mutable std::vector<double> removed_;
+  mutable std::vector<ir::TensorId> shared_;
   // PolishResult::path_memory and budget_sensitive (best_response, const, notes its choice).
   mutable double path_mem_ = 0;
   bool sensitive_ = false;
