@@ -143,14 +143,35 @@ inline constexpr std::size_t kRegionOps = 12;
 // it fixes by itself: compute, gradient all-reduces, halos, the reduction of
 // unconsumed partial outputs; the memory it accounts for; its operands'
 // layouts. Redistributions depend on neighbours and are not included.
+// A table of [slot][axis] in one buffer (row `slot` is axes long), so that
+// a strategy costs one allocation per table, not one per operand slot.
+template <class T>
+class SlotAxes {
+ public:
+  void assign(std::size_t slots, std::size_t axes, const T& value) {
+    slots_ = slots;
+    axes_ = axes;
+    data_.assign(slots * axes, value);
+  }
+  [[nodiscard]] T* operator[](std::size_t slot) noexcept { return data_.data() + slot * axes_; }
+  [[nodiscard]] const T* operator[](std::size_t slot) const noexcept {
+    return data_.data() + slot * axes_;
+  }
+  [[nodiscard]] std::size_t size() const noexcept { return slots_; }  // slots
+
+ private:
+  std::vector<T> data_;
+  std::size_t slots_ = 0, axes_ = 0;
+};
+
 struct OpStrategy {
   std::vector<std::int16_t> cuts;
   double own = 0;   // seconds
   double mem = 0;   // bytes per device this operator accounts for (training)
   double work = 0;  // inference: its working set (operands other than parameters)
   // [slot][axis]: inputs first, then outputs.
-  std::vector<std::vector<cost::AxisLayout>> layout;
-  std::vector<std::vector<std::int64_t>> divisor;  // slice divisor before the axis
+  SlotAxes<cost::AxisLayout> layout;
+  SlotAxes<std::int64_t> divisor;  // slice divisor before the axis
 };
 
 // Redistribution seconds of tensor t held in slot `holder_slot` of

@@ -280,8 +280,8 @@ OpStrategy make_strategy(const Context& ctx, ir::OpId o, const std::vector<std::
   const std::size_t nin = op.inputs.size(), nslots = nin + op.outputs.size();
   OpStrategy st;
   st.cuts = cuts;
-  st.layout.assign(nslots, std::vector<AxisLayout>(mesh.size()));
-  st.divisor.assign(nslots, std::vector<std::int64_t>(mesh.size(), 1));
+  st.layout.assign(nslots, mesh.size(), AxisLayout{});
+  st.divisor.assign(nslots, mesh.size(), 1);
   std::vector<std::int64_t> div(nslots, 1), splits(s.loops.size(), 1);
   auto tensor_of = [&](std::size_t slot) {
     return slot < nin ? op.inputs[slot] : op.outputs[slot - nin];

@@ -46,7 +46,6 @@
 #include <memory>
 #include <set>
 #include <span>
-#include <unordered_map>
 #include <utility>
 
 #include "search/common.hpp"
@@ -112,11 +111,15 @@ class Memo {
   // o's strategy with `cuts`, made on the first ask.
   const Held& strategy(const Context& ctx, ir::OpId o, const std::vector<std::int16_t>& cuts) {
     PerOp& p = ops_[o];
-    const auto it = p.index.find(cuts);
-    if (it != p.index.end()) return p.made[it->second];
+    if (2 * (p.made.size() + 1) > p.index.size()) grow(p);
+    const std::size_t mask = p.index.size() - 1;
+    const std::size_t h = CutsHash{}(cuts);
+    std::size_t i = h & mask;
+    for (; p.index[i] != kEmpty; i = (i + 1) & mask)
+      if (p.made[p.index[i]].s.cuts == cuts) return p.made[p.index[i]];
     const auto id = static_cast<std::uint32_t>(p.made.size());
     p.made.push_back(Held{make_strategy(ctx, o, cuts), id});
-    p.index.emplace(cuts, id);
+    p.index[i] = id;
     return p.made.back();
   }
 
@@ -138,10 +141,24 @@ class Memo {
   static constexpr std::uint64_t kNoKey = ~std::uint64_t{0};
 
  private:
+  // An operator's strategies, and their ids in an open-addressed table by
+  // the hash of their cuts (linear probing, at most half full), so that a
+  // strategy's cuts are not copied into a key of their own.
   struct PerOp {
     std::deque<Held> made;
-    std::unordered_map<std::vector<std::int16_t>, std::uint32_t, CutsHash> index;
+    std::vector<std::uint32_t> index;
   };
+  static constexpr std::uint32_t kEmpty = ~std::uint32_t{0};
+
+  static void grow(PerOp& p) {
+    p.index.assign(std::max<std::size_t>(p.index.size() * 2, 8), kEmpty);
+    const std::size_t mask = p.index.size() - 1;
+    for (const Held& h : p.made) {
+      std::size_t i = CutsHash{}(h.s.cuts) & mask;
+      while (p.index[i] != kEmpty) i = (i + 1) & mask;
+      p.index[i] = h.id;
+    }
+  }
   // The edge memo: per tensor, an open-addressed table (linear probing,
   // at most half full), so that a priced edge costs no allocation of its
   // own and one operator's candidates probe one small table.
