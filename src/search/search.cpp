@@ -1251,6 +1251,7 @@ SearchResult run_training(const ir::Graph& g, const std::vector<algebra::OpSpace
   const bool selective = folded ? folded->has_attention_core() : has_attention_core(g, spaces);
   std::optional<SettingOutcome> won;
   std::optional<Error> first_error;
+  bool first_is_memory = false;  // a NoFitError: about memory, not a setting
   MemoryParts smallest;
   double reached = std::numeric_limits<double>::infinity();  // other algorithms' smallest
   bool unconstrained = false;
@@ -1271,12 +1272,18 @@ SearchResult run_training(const ir::Graph& g, const std::vector<algebra::OpSpace
         break;
       } catch (const NoFit& e) {
         smallest.take_min(e.smallest());
-        if (!first_error) first_error = e;
+        if (!first_error) {
+          first_error = e;
+          first_is_memory = true;
+        }
       } catch (const Error& e) {
         if (e.code() != Errc::kNoFit) throw;
-        if (const auto* n = dynamic_cast<const NoFitError*>(&e))
-          reached = std::min(reached, n->smallest_bytes());  // NaN leaves it
-        if (!first_error) first_error = e;
+        const auto* n = dynamic_cast<const NoFitError*>(&e);
+        if (n != nullptr) reached = std::min(reached, n->smallest_bytes());  // NaN leaves it
+        if (!first_error) {
+          first_error = e;
+          first_is_memory = n != nullptr;
+        }
       }
     }
   }
@@ -1316,9 +1323,15 @@ SearchResult run_training(const ir::Graph& g, const std::vector<algebra::OpSpace
     best->same_choices_from_bytes = std::numeric_limits<double>::infinity();
   if (!best) {
     // The smallest memory over every setting tried, where the ladders said.
+    // Below the floor the one setting searched may fail for a reason of its
+    // own (a batch its microbatch count does not split): the budget is the
+    // reason then, and floor_note says why.
+    const double budget = detail::memory_budget(cluster, opts);
     const std::string first =
-        std::isfinite(smallest.total)
-            ? no_fit_message(detail::memory_budget(cluster, opts), cluster, smallest)
+        std::isfinite(smallest.total) ? no_fit_message(budget, cluster, smallest)
+        : below_floor && !first_is_memory
+            ? "no plan fits the memory budget of " + gib(budget) + " per device on " +
+                  std::to_string(cluster.num_devices()) + " devices"
             : first_error->detail();
     const std::string tried = below_floor ? floor_note(floor, cluster, ladders.back().back())
                                           : tried_settings(g, pin, allow_full && !exact);

@@ -41,6 +41,12 @@ inline void check_error(const recsearch::Error& e, const std::string& source,
       die("parse error without its reason: " + what);
     return;
   }
+  // No plan fitting a budget is about the whole graph, not one place in it.
+  if (e.code() == recsearch::Errc::kNoFit) {
+    if (e.detail().find("no plan fits") == std::string::npos)
+      die("no-fit error that does not say no plan fits: " + what);
+    return;
+  }
   // The document itself has the empty path (RFC 6901): only an error about
   // the top-level value may go without one.
   const bool about_root = e.code() == recsearch::Errc::kSchema && e.json_path().empty() &&
