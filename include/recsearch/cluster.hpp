@@ -96,6 +96,8 @@ class Cluster {
   [[nodiscard]] const std::vector<Cut>& cuts() const noexcept { return cuts_; }
   // Mixed-radix digits of a device id, one per cut.
   [[nodiscard]] std::vector<std::int64_t> device_coords(std::int64_t device) const;
+  // The levels outermost first, as messages name them: "node 4 x gpu 2".
+  [[nodiscard]] std::string levels_text() const;
 
  private:
   std::string name_;

@@ -122,6 +122,13 @@ Cluster Cluster::mesh(const std::vector<std::int64_t>& dims, DeviceSpec device) 
   return Cluster(name, std::move(levels), device);
 }
 
+std::string Cluster::levels_text() const {
+  std::string out;
+  for (const Level& l : levels_)
+    out += (out.empty() ? "" : " x ") + l.name + " " + std::to_string(l.size);
+  return out;
+}
+
 std::vector<std::int64_t> Cluster::device_coords(std::int64_t device) const {
   std::vector<std::int64_t> coords(cuts_.size());
   for (std::size_t i = cuts_.size(); i-- > 0;) {

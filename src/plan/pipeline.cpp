@@ -128,13 +128,6 @@ std::optional<GroupSplit> split_levels(const Cluster& cluster, std::size_t p) {
   return s;
 }
 
-std::string levels_text(const Cluster& cluster) {
-  std::string out;
-  for (const Level& l : cluster.levels())
-    out += (out.empty() ? "" : " x ") + l.name + " " + std::to_string(l.size);
-  return out;
-}
-
 }  // namespace
 
 Cluster stage_cluster(const Cluster& cluster, std::size_t p) {
@@ -143,7 +136,7 @@ Cluster stage_cluster(const Cluster& cluster, std::size_t p) {
     bad("/pipeline/device_groups",
         std::to_string(p) +
             " device groups do not split the cluster's levels from the outermost (" +
-            levels_text(cluster) +
+            cluster.levels_text() +
             "): a group is whole members of the outer levels and an equal part of the next");
   return Cluster(cluster.name(), std::move(s->levels), cluster.device());
 }

@@ -379,13 +379,6 @@ class PipelineSearch {
                    " microbatches";
   }
 
-  std::string levels_text() const {
-    std::string out;
-    for (const Level& l : cluster_.levels())
-      out += (out.empty() ? "" : " x ") + l.name + " " + std::to_string(l.size);
-    return out;
-  }
-
   // Every group count that splits the cluster's levels from the outermost
   // (plan::device_group_counts: divisors of the node count, then groups
   // inside the nodes), up to the graph's units.
@@ -400,7 +393,7 @@ class PipelineSearch {
         throw Error(
             Errc::kUsage,
             std::to_string(p) + " pipeline stages: " +
-                (!splits ? "they do not split the cluster's levels (" + levels_text() +
+                (!splits ? "they do not split the cluster's levels (" + cluster_.levels_text() +
                                ") from the outermost (whole outer members, then an "
                                "equal part of the next)"
                          : "the graph has only " + std::to_string(units) + " places to cut"));
