@@ -189,21 +189,15 @@ double tensor_redistribution(const Context& ctx, const FlatGraph& flat, ir::Tens
   for (std::size_t a = 0; a < ctx.mesh.size(); ++a) {
     const cost::AxisLayout h = holder.layout[holder_slot][a];
     seen.clear();
-    ir::OpId prev = ir::kNone;
-    for (std::size_t x = flat.use_off[t]; x < flat.use_off[t + 1]; ++x) {
-      const ir::OpId u = flat.uses[x];
-      if (u == prev) continue;  // uses list an op once per use
-      prev = u;
-      const OpStrategy* us = strategy_of(u);
+    for (const FlatGraph::UseSlot& use : flat.use_slots_of(t)) {
+      const OpStrategy* us = strategy_of(use.op);
       if (us == nullptr) continue;
-      for (std::size_t j = 0; j < flat.in_off[u + 1] - flat.in_off[u]; ++j) {
-        if (flat.in_tensor[flat.in_off[u] + j] != t) continue;
-        const std::pair<cost::AxisLayout, std::int64_t> key{us->layout[j][a], us->divisor[j][a]};
-        if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
-        seen.push_back(key);
-        total += redistribution_seconds(h, key.first, bytes / static_cast<double>(key.second),
-                                        ctx.mesh[a], ctx.opts.cost, ctx.opts.mode);
-      }
+      const std::pair<cost::AxisLayout, std::int64_t> key{us->layout[use.slot][a],
+                                                          us->divisor[use.slot][a]};
+      if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
+      seen.push_back(key);
+      total += redistribution_seconds(h, key.first, bytes / static_cast<double>(key.second),
+                                      ctx.mesh[a], ctx.opts.cost, ctx.opts.mode);
     }
   }
   return total;

@@ -87,12 +87,52 @@ void flatten_tensors(const ir::Graph& g, FlatGraph& f) {
   }
 }
 
+// Each tensor's input slots (FlatGraph::use_slots), from its uses and the
+// operators' input tensors.
+void flatten_use_slots(FlatGraph& f) {
+  const std::size_t nt = f.use_off.size() - 1;
+  f.use_slot_off.assign(nt + 1, 0);
+  f.use_slots.clear();
+  f.use_slots.reserve(f.uses.size());
+  for (std::size_t t = 0; t < nt; ++t) {
+    ir::OpId prev = ir::kNone;
+    for (std::size_t x = f.use_off[t]; x < f.use_off[t + 1]; ++x) {
+      const ir::OpId u = f.uses[x];
+      if (u == prev) continue;
+      prev = u;
+      for (std::size_t j = 0; j < f.in_off[u + 1] - f.in_off[u]; ++j)
+        if (f.in_tensor[f.in_off[u] + j] == t)
+          f.use_slots.push_back({u, static_cast<std::uint32_t>(j)});
+    }
+    f.use_slot_off[t + 1] = f.use_slots.size();
+  }
+}
+
+// FlatGraph::in_repeat: per operator, its input tensors that occur in more
+// than one slot (sorted copies: O(k log k) for k inputs).
+void flatten_repeats(FlatGraph& f) {
+  f.in_repeat.assign(f.in_tensor.size(), 0);
+  std::vector<ir::TensorId> sorted;
+  for (std::size_t o = 0; o + 1 < f.in_off.size(); ++o) {
+    const std::size_t in0 = f.in_off[o], nin = f.in_off[o + 1] - in0;
+    sorted.assign(f.in_tensor.begin() + static_cast<std::ptrdiff_t>(in0),
+                  f.in_tensor.begin() + static_cast<std::ptrdiff_t>(in0 + nin));
+    std::sort(sorted.begin(), sorted.end());
+    if (std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end()) continue;
+    for (std::size_t j = 0; j < nin; ++j)
+      for (std::size_t m = 0; m < nin; ++m)
+        if (m != j && f.in_tensor[in0 + m] == f.in_tensor[in0 + j])
+          f.in_repeat[in0 + j] |= m < j ? FlatGraph::kEarlierSlot : FlatGraph::kLaterSlot;
+  }
+}
+
 }  // namespace
 
 FlatGraph flatten(const ir::Graph& g) {
   FlatGraph f;
   flatten_operands(g, f);
   flatten_tensors(g, f);
+  flatten_use_slots(f);
   // An input slot holds its tensor when it is the holder's slot: a source
   // tensor's first use (a producer's slot is an output slot).
   f.in_holds.assign(f.in_tensor.size(), 0);
@@ -101,6 +141,7 @@ FlatGraph flatten(const ir::Graph& g) {
       const ir::TensorId t = f.in_tensor[f.in_off[o] + j];
       f.in_holds[f.in_off[o] + j] = f.holder_op[t] == o && f.holder_slot[t] == j;
     }
+  flatten_repeats(f);
   return f;
 }
 

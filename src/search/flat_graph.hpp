@@ -66,6 +66,12 @@ struct FlatGraph {
   std::vector<std::size_t> in_off, out_off, touched_off;
   std::vector<ir::TensorId> in_tensor, out_tensor, touched;
   std::vector<std::uint8_t> in_holds;
+  // Per input slot: kEarlierSlot when an earlier input slot of the same
+  // operator reads the same tensor, kLaterSlot when a later one does, so
+  // that the searches skip their scans of the other slots (a Concat of k
+  // inputs: k per slot) where there is nothing to find.
+  static constexpr std::uint8_t kEarlierSlot = 1, kLaterSlot = 2;
+  std::vector<std::uint8_t> in_repeat;
 
   // Per tensor: full bytes; its holder, whose layout a redistribution
   // starts from (the producer, else the first use; kNone for a tensor
@@ -76,9 +82,22 @@ struct FlatGraph {
   std::vector<std::uint32_t> holder_slot;
   std::vector<std::size_t> use_off;
   std::vector<ir::OpId> uses;
+  // Per tensor (offsets size tensors + 1): the input slots that read it,
+  // as (operator, slot within its inputs), in use order and, within an
+  // operator, in slot order; an operator listed by consecutive uses once.
+  // A Concat of k inputs would otherwise be scanned whole for each of them.
+  struct UseSlot {
+    ir::OpId op;
+    std::uint32_t slot;
+  };
+  std::vector<std::size_t> use_slot_off;
+  std::vector<UseSlot> use_slots;
 
   [[nodiscard]] std::span<const ir::TensorId> touched_of(ir::OpId o) const {
     return {touched.data() + touched_off[o], touched_off[o + 1] - touched_off[o]};
+  }
+  [[nodiscard]] std::span<const UseSlot> use_slots_of(ir::TensorId t) const {
+    return {use_slots.data() + use_slot_off[t], use_slot_off[t + 1] - use_slot_off[t]};
   }
 };
 

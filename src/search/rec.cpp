@@ -786,8 +786,9 @@ class RecSearch {
       }
       // A later slot of a tensor o holds was charged with the holder slot.
       bool held_here = false;
-      for (std::size_t m = 0; m < j && !held_here; ++m)
-        held_here = flat_.in_tensor[in0 + m] == t && flat_.in_holds[in0 + m];
+      if ((flat_.in_repeat[in0 + j] & FlatGraph::kEarlierSlot) != 0)
+        for (std::size_t m = 0; m < j && !held_here; ++m)
+          held_here = flat_.in_tensor[in0 + m] == t && flat_.in_holds[in0 + m];
       if (held_here || !holder_decided_[t]) continue;
       total += tensor_w_[t] * request_cost(in0, j, lay);
     }
@@ -808,6 +809,7 @@ class RecSearch {
     double sum = 0;
     for (std::size_t x = 0; x < n; ++x)
       sum += redist_.seconds(wl, base[x].layout, bytes / static_cast<double>(base[x].divisor));
+    if ((flat_.in_repeat[in0 + j] & FlatGraph::kLaterSlot) == 0) return sum;
     for (std::size_t k = j + 1; k < nin; ++k) {
       if (flat_.in_tensor[in0 + k] != t) continue;
       bool dup = false;
@@ -833,8 +835,9 @@ class RecSearch {
     bool seen = false;
     for (std::size_t x = 0; x < n && !seen; ++x)
       seen = base[x].layout == wl && base[x].divisor == wd;
-    for (std::size_t m = 0; m < j && !seen; ++m)
-      seen = flat_.in_tensor[in0 + m] == t && lay[m] == wl && in_div_[in0 + m] == wd;
+    if ((flat_.in_repeat[in0 + j] & FlatGraph::kEarlierSlot) != 0)
+      for (std::size_t m = 0; m < j && !seen; ++m)
+        seen = flat_.in_tensor[in0 + m] == t && lay[m] == wl && in_div_[in0 + m] == wd;
     if (seen) return 0.0;
     return redist_.seconds(holder_layout_[t], wl, flat_.bytes[t] / static_cast<double>(wd));
   }
