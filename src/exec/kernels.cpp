@@ -619,44 +619,6 @@ void k_attention(const KernelArgs& a) {
 
 }  // namespace
 
-void gemm_cpu(const GemmBatch& g, const float* a, const float* b, float* c) {
-  const std::int64_t rows = static_cast<std::int64_t>(g.c_off.size()) * g.m;
-  parallel_rows(rows, [&](std::int64_t r) {
-    const std::size_t bi = static_cast<std::size_t>(r / g.m);
-    const std::int64_t i = r % g.m;
-    const float* A = a + g.a_off[bi];
-    const float* B = b + g.b_off[bi];
-    float* C = c + g.c_off[bi] + i * g.n;
-    if (g.trans_b) {
-      // B's rows are contiguous in k: each element is a dot product of
-      // op(A)'s row with one of them, summed over k in the same order (and
-      // so to the same bits) as the row update below, without its stride.
-      std::vector<float> row;
-      const float* Ai = A + i * g.k;
-      if (g.trans_a) {
-        row.resize(static_cast<std::size_t>(g.k));
-        for (std::int64_t k = 0; k < g.k; ++k) row[static_cast<std::size_t>(k)] = A[k * g.m + i];
-        Ai = row.data();
-      }
-      for (std::int64_t j = 0; j < g.n; ++j) {
-        const float* Bj = B + j * g.k;
-        double sum = 0.0;
-        for (std::int64_t k = 0; k < g.k; ++k) sum += static_cast<double>(Ai[k]) * Bj[k];
-        C[j] = static_cast<float>(sum);
-      }
-      return;
-    }
-    std::vector<double> acc(static_cast<std::size_t>(g.n), 0.0);
-    for (std::int64_t k = 0; k < g.k; ++k) {
-      const double av = g.trans_a ? A[k * g.m + i] : A[i * g.k + k];
-      const float* Bk = B + k * g.n;
-      for (std::int64_t j = 0; j < g.n; ++j) acc[static_cast<std::size_t>(j)] += av * Bk[j];
-    }
-    for (std::int64_t j = 0; j < g.n; ++j)
-      C[j] = static_cast<float>(acc[static_cast<std::size_t>(j)]);
-  });
-}
-
 SliceDims slice_dims(const ir::Operator& op, const ir::Shape& full_in) {
   SliceDims sd;
   sd.start.assign(full_in.size(), 0);

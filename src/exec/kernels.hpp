@@ -31,6 +31,11 @@ struct GemmBatch {
   std::vector<std::int64_t> a_off, b_off, c_off;  // element offsets, one per batch entry
 };
 void gemm_cpu(const GemmBatch& g, const float* a, const float* b, float* c);
+// The vector code a gemm_cpu call runs: the widest this CPU has (what the
+// overload above runs), or the SSE2 code every x86-64 has. Both give the
+// same bits; tests run each.
+enum class GemmIsa { best, sse2 };
+void gemm_cpu(const GemmBatch& g, const float* a, const float* b, float* c, GemmIsa isa);
 // cuBLAS on a staged copy (CUDA builds); Error(kRuntime) without a usable GPU.
 void gemm_gpu(const GemmBatch& g, const float* a, std::size_t a_n, const float* b, std::size_t b_n,
               float* c, std::size_t c_n);
