@@ -364,14 +364,7 @@ class Program {
   // Uses of tensor t: (op, input slot), each op once per slot.
   [[nodiscard]] std::vector<std::pair<ir::OpId, std::size_t> > uses_of(ir::TensorId t) const {
     std::vector<std::pair<ir::OpId, std::size_t> > uses;
-    ir::OpId prev = ir::kNone;
-    for (std::size_t x = flat_.use_off[t]; x < flat_.use_off[t + 1]; ++x) {
-      const ir::OpId u = flat_.uses[x];
-      if (u == prev) continue;
-      prev = u;
-      for (std::size_t j = 0; j < flat_.in_off[u + 1] - flat_.in_off[u]; ++j)
-        if (flat_.in_tensor[flat_.in_off[u] + j] == t) uses.emplace_back(u, j);
-    }
+    for (const FlatGraph::UseSlot& u : flat_.use_slots_of(t)) uses.emplace_back(u.op, u.slot);
     return uses;
   }
 
