@@ -915,24 +915,29 @@ double largest_gradient(Executor& ref, const std::vector<ir::TensorId>& params) 
 // (at least 1e-6).
 double gradient_floor(double largest) { return std::max(1e-6, 1e-3 * largest); }
 
+// Below this fraction of the largest gradient element of any parameter, a
+// gradient element is float noise (adam_noise_matched).
+constexpr double kNoiseGradient = 1e-6;
+
+// The elements adam_noise_matched took as agreeing, and how many of them lie
+// outside the parameter check's tolerance (those it would otherwise fail).
+struct AdamNoise {
+  double taken = 0, outside = 0;
+};
+
 // Adam divides each gradient element by its own running size, so an element
 // whose gradient vanishes analytically (a key bias under softmax, say) and
 // is float noise moves by up to the learning rate each step in a direction
 // the noise picks: the same step on cuBLAS and on the CPU kernels, or with
 // another summation order, moves it elsewhere. Such an element (its last
-// reference gradient under 1e-6 of the largest gradient element of any
-// parameter, `grad_max`: float keeps about 7 digits of the sums that make a
+// reference gradient under kNoiseGradient of the largest gradient element
+// of any parameter, `grad_max`: float keeps about 7 digits of the sums that make a
 // gradient, so below that no direction is determined) is taken as agreeing
 // when the two values lie within lr x steps of each other, the most Adam can
 // move it; its gradient is still checked (the gradient check's floor, 1e-3
 // of the largest, does not see such an element either). A check of Adam's
-// own conditioning (m against sqrt(v)) would be tighter. Returns the values to compare, and
-// counts the elements so taken and those of them that differ by more than
-// the parameter check's tolerance (those it would otherwise fail).
-struct AdamNoise {
-  double taken = 0, outside = 0;
-};
-
+// own conditioning (m against sqrt(v)) would be tighter. Returns the values
+// to compare; counts the elements taken in `noise`.
 std::vector<float> adam_noise_matched(const OptimizerSettings& opt, int steps,
                                       const LocalTensor& ref_grad, const LocalTensor& ref_param,
                                       const std::vector<float>& got, double grad_max,
@@ -948,7 +953,7 @@ std::vector<float> adam_noise_matched(const OptimizerSettings& opt, int steps,
     const double g = std::abs(double{ref_grad.data[i]});
     // An element no sample reaches (a gradient of exactly 0 that moved no
     // value, an unused embedding row) is no noise.
-    if (!(g < 1e-6 * grad_max) || (g == 0 && diff == 0)) continue;
+    if (!(g < kNoiseGradient * grad_max) || (g == 0 && diff == 0)) continue;
     noise.taken += 1;
     if (diff > 0 && diff <= travel) {
       cmp[i] = ref_param.data[i];

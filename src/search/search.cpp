@@ -161,11 +161,15 @@ std::string would_fit_text(double budget, const Cluster& cluster, const MemoryPa
   return out;
 }
 
+// "no plan fits the memory budget of B per device on N devices".
+std::string no_fit_head(const std::string& budget_text, const Cluster& cluster) {
+  return "no plan fits the memory budget of " + budget_text + " per device on " +
+         std::to_string(cluster.num_devices()) + " devices";
+}
+
 std::string no_fit_message(double budget, const Cluster& cluster, const MemoryParts& smallest) {
   const auto [budget_text, need_text] = gib_pair(budget, smallest.total);
-  std::string out = "no plan fits the memory budget of " + budget_text + " per device on " +
-                    std::to_string(cluster.num_devices()) + " devices; the smallest found needs " +
-                    need_text;
+  std::string out = no_fit_head(budget_text, cluster) + "; the smallest found needs " + need_text;
   if (!std::isfinite(smallest.total)) return out;
   return out + " (" + memory_parts_text(smallest) + ")" + would_fit_text(budget, cluster, smallest);
 }
@@ -1327,12 +1331,10 @@ SearchResult run_training(const ir::Graph& g, const std::vector<algebra::OpSpace
     // own (a batch its microbatch count does not split): the budget is the
     // reason then, and floor_note says why.
     const double budget = detail::memory_budget(cluster, opts);
-    const std::string first =
-        std::isfinite(smallest.total) ? no_fit_message(budget, cluster, smallest)
-        : below_floor && !first_is_memory
-            ? "no plan fits the memory budget of " + gib(budget) + " per device on " +
-                  std::to_string(cluster.num_devices()) + " devices"
-            : first_error->detail();
+    const std::string first = std::isfinite(smallest.total)
+                                  ? no_fit_message(budget, cluster, smallest)
+                              : below_floor && !first_is_memory ? no_fit_head(gib(budget), cluster)
+                                                                : first_error->detail();
     const std::string tried = below_floor ? floor_note(floor, cluster, ladders.back().back())
                                           : tried_settings(g, pin, allow_full && !exact);
     throw NoFitError(first + tried + untried_savings(opts.training, allow_full && !exact),
