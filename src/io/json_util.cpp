@@ -858,6 +858,14 @@ void append_int_array(std::string& out, const std::vector<std::int64_t>& v, bool
   out += ']';
 }
 
+void append_json(std::string& out, const OrderedJson& value, bool spaced) {
+  if (spaced) {
+    dump_compact(value, out);
+  } else {
+    out += value.dump(-1, ' ', false, Json::error_handler_t::replace);
+  }
+}
+
 LayoutWriter::LayoutWriter(int indent) : indent_(indent), sink_(own_) { sink_.buffer() += '{'; }
 
 LayoutWriter::LayoutWriter(int indent, TextSink& sink) : indent_(indent), sink_(sink) {
@@ -909,11 +917,7 @@ void LayoutWriter::object_field(std::string_view k, const OrderedJson& head,
     out += pad;
     out += json_quote(name);
     out += colon(spaced);
-    if (spaced) {
-      dump_compact(value, out);
-    } else {
-      out += value.dump(-1, ' ', false, Json::error_handler_t::replace);
-    }
+    append_json(out, value, spaced);
     out += sep;
   }
   out += pad;
@@ -946,12 +950,7 @@ void LayoutWriter::start_element() {
 
 void LayoutWriter::element(const OrderedJson& value) {
   start_element();
-  std::string& out = sink_.buffer();
-  if (indent_ >= 0) {
-    dump_compact(value, out);
-  } else {
-    out += value.dump(-1, ' ', false, Json::error_handler_t::replace);
-  }
+  append_json(sink_.buffer(), value, indent_ >= 0);
   sink_.maybe_flush();
 }
 

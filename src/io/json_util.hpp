@@ -203,6 +203,9 @@ void append_int(std::string& out, std::int64_t v);
 // number_json(v), printed.
 void append_number(std::string& out, double v);
 void append_int_array(std::string& out, const std::vector<std::int64_t>& v, bool spaced);
+// A value on one line: spaced as the indented layout's records ({"a": [1, 2]}),
+// else as dump(-1) ({"a":[1,2]}).
+void append_json(std::string& out, const OrderedJson& value, bool spaced);
 inline std::string_view comma(bool spaced) noexcept { return spaced ? ", " : ","; }
 inline std::string_view colon(bool spaced) noexcept { return spaced ? ": " : ":"; }
 // '"key": ' (spaced) or '"key":'; keys are plain ASCII.

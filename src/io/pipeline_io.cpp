@@ -1,15 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
 // The "pipeline" section of plan files (recsearch/io/pipeline_io.hpp). Each
 // stage's operator-level plan is written and read in the plan file's own
-// form by plan_to_json and parse_plan on its stage graph, so that a stage
-// means exactly what an unpipelined plan of the same operators means; this
-// file adds the stage ranges, groups, schedule and the figures.
+// form on its stage graph (the plan writer's print_plan_members, and
+// parse_plan), so that a stage means exactly what an unpipelined plan of
+// the same operators means; this file adds the stage ranges, groups,
+// schedule and the figures.
 #include "recsearch/io/pipeline_io.hpp"
 
+#include <functional>
 #include <string>
 
 #include "io/cluster_json.hpp"
 #include "io/json_util.hpp"
+#include "io/plan_members.hpp"
 #include "recsearch/error.hpp"
 #include "recsearch/io/json_io.hpp"
 
@@ -33,28 +36,34 @@ std::int64_t group_devices(const Cluster& cluster, const plan::PipelinePlan& pp)
   return cluster.num_devices() / static_cast<std::int64_t>(std::max<std::size_t>(pp.groups, 1));
 }
 
-// One stage: its range and group, then its plan's fields as plan_to_json
-// writes them.
-OrderedJson stage_json(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
-                       const Cluster& cluster, const Cluster& group, const plan::PipelinePlan& pp,
-                       const plan::PipelineEvaluation& pe, std::size_t j) {
+// One stage on one line: its range and group, then its plan's members as
+// the plan file of its stage graph holds them (detail::print_plan_members).
+void print_stage(std::string& out, bool spaced, const ir::Graph& g,
+                 const std::vector<algebra::OpSpace>& spaces, const Cluster& cluster,
+                 const Cluster& group, const plan::PipelinePlan& pp,
+                 const plan::PipelineEvaluation& pe, std::size_t j) {
   const plan::Stage& s = pp.stages[j];
   const plan::StageGraph sg = plan::stage_graph(g, spaces, s.first, s.last);
-  const OrderedJson whole =
-      OrderedJson::parse(plan_to_json(sg.graph, sg.spaces, group, s.plan, pe.stages[j], -1));
-  OrderedJson js;
-  js["range"] = {s.first, s.last};
-  js["first"] = g.op(s.first).name;
-  js["last"] = g.op(s.last - 1).name;
-  js["group"] = s.group;
   const std::int64_t per = group_devices(cluster, pp);
-  js["devices"] = {static_cast<std::int64_t>(s.group) * per,
-                   static_cast<std::int64_t>(s.group + 1) * per};
-  for (const auto& [key, value] : whole.items()) {
-    if (key == "mesh" || key == "operators" || key == "training" || key == "summary")
-      js[key] = value;
-  }
-  return js;
+  const auto group_at = static_cast<std::int64_t>(s.group);
+  out += '{';
+  detail::append_key(out, "range", spaced);
+  detail::append_int_array(out, {s.first, s.last}, spaced);
+  out += detail::comma(spaced);
+  detail::append_key(out, "first", spaced);
+  detail::append_string(out, g.op(s.first).name);
+  out += detail::comma(spaced);
+  detail::append_key(out, "last", spaced);
+  detail::append_string(out, g.op(s.last - 1).name);
+  out += detail::comma(spaced);
+  detail::append_key(out, "group", spaced);
+  detail::append_int(out, group_at);
+  out += detail::comma(spaced);
+  detail::append_key(out, "devices", spaced);
+  detail::append_int_array(out, {group_at * per, (group_at + 1) * per}, spaced);
+  out += detail::comma(spaced);
+  detail::print_plan_members(out, spaced, sg.graph, sg.spaces, group, s.plan, pe.stages[j]);
+  out += '}';
 }
 
 OrderedJson group_json(const plan::GroupReport& gr, std::size_t gi) {
@@ -237,11 +246,16 @@ std::string pipeline_to_json(const ir::Graph& g, const std::vector<algebra::OpSp
   for (std::size_t gi = 0; gi < pe.groups.size(); ++gi)
     groups.push_back(group_json(pe.groups[gi], gi));
   head["group_figures"] = std::move(groups);
-  OrderedJson stages = OrderedJson::array();
-  for (std::size_t j = 0; j < pp.stages.size(); ++j)
-    stages.push_back(stage_json(g, spaces, cluster, group, pp, pe, j));
-  head["stages"] = std::move(stages);
-  w.field("pipeline", head);
+  // The stages are printed, not built: a stage's operators are most of the file.
+  const std::function<void(std::string&, bool)> stages = [&](std::string& out, bool spaced) {
+    out += '[';
+    for (std::size_t j = 0; j < pp.stages.size(); ++j) {
+      if (j > 0) out += detail::comma(spaced);
+      print_stage(out, spaced, g, spaces, cluster, group, pp, pe, j);
+    }
+    out += ']';
+  };
+  w.object_field("pipeline", head, "stages", &stages);
   w.field("summary", summary_json(pe));
   return w.finish();
 }

@@ -23,6 +23,7 @@
 
 #include "io/cluster_json.hpp"
 #include "io/json_util.hpp"
+#include "io/plan_members.hpp"
 #include "io/training_json.hpp"
 #include "recsearch/io/json_io.hpp"
 #include "recsearch/io/mesh_names.hpp"
@@ -1064,27 +1065,69 @@ namespace {
 // lists (10^5 at 10^6 operators, a few dozen distinct) are printed through
 // the memoized axis text, not built as nlohmann values: 3*10^6 of those
 // were a sixth of writing the plan.
-void write_training(detail::LayoutWriter& w, const PlanContext& c) {
-  const OrderedJson head = detail::training_json(c.g, c.p.training);
-  const std::vector<int> z = plan::parameter_zero(c.g, c.p.training);
-  const plan::ZeroAxes axes = plan::zero_axes(c.g, c.spaces, c.p);
-  const auto listed = [&](ir::TensorId t) { return z[t] > 0 && !axes.of(t).empty(); };
-  bool any = false;
-  for (ir::TensorId t = 0; t < c.g.num_tensors() && !any; ++t) any = listed(t);
-  const std::function<void(std::string&, bool)> print = [&](std::string& out, bool spaced) {
+class TrainingMembers {
+ public:
+  explicit TrainingMembers(const PlanContext& c)
+      : c_(c),
+        head_(detail::training_json(c.g, c.p.training)),
+        zero_(plan::parameter_zero(c.g, c.p.training)),
+        axes_(plan::zero_axes(c.g, c.spaces, c.p)) {
+    for (ir::TensorId t = 0; t < c.g.num_tensors() && !any_; ++t) any_ = listed(t);
+  }
+
+  // training_json's members.
+  [[nodiscard]] const OrderedJson& head() const noexcept { return head_; }
+  // Whether "zero_axes" is written.
+  [[nodiscard]] bool any() const noexcept { return any_; }
+
+  // The value of "zero_axes".
+  void print_axes(std::string& out, bool spaced) const {
     out += '{';
     bool first = true;
-    for (ir::TensorId t = 0; t < c.g.num_tensors(); ++t) {
+    for (ir::TensorId t = 0; t < c_.g.num_tensors(); ++t) {
       if (!listed(t)) continue;
       if (!first) out += detail::comma(spaced);
       first = false;
-      detail::append_string(out, c.g.tensor(t).name);
+      detail::append_string(out, c_.g.tensor(t).name);
       out += detail::colon(spaced);
-      c.text.append_axes(out, axes.of(t), spaced);
+      c_.text.append_axes(out, axes_.of(t), spaced);
     }
     out += '}';
+  }
+
+  // The whole object on one line, as LayoutWriter::element would print it.
+  void print(std::string& out, bool spaced) const {
+    if (!any_ || !head_.is_object()) {
+      detail::append_json(out, head_, spaced);
+      return;
+    }
+    out += '{';
+    for (const auto& [name, value] : head_.items()) {
+      detail::append_key(out, name, spaced);
+      detail::append_json(out, value, spaced);
+      out += detail::comma(spaced);
+    }
+    detail::append_key(out, "zero_axes", spaced);
+    print_axes(out, spaced);
+    out += '}';
+  }
+
+ private:
+  [[nodiscard]] bool listed(ir::TensorId t) const { return zero_[t] > 0 && !axes_.of(t).empty(); }
+
+  const PlanContext& c_;
+  OrderedJson head_;
+  std::vector<int> zero_;
+  plan::ZeroAxes axes_;
+  bool any_ = false;
+};
+
+void write_training(detail::LayoutWriter& w, const PlanContext& c) {
+  const TrainingMembers t(c);
+  const std::function<void(std::string&, bool)> print = [&](std::string& out, bool spaced) {
+    t.print_axes(out, spaced);
   };
-  w.object_field("training", head, "zero_axes", any ? &print : nullptr);
+  w.object_field("training", t.head(), "zero_axes", t.any() ? &print : nullptr);
 }
 
 // The sections of a plan file, one function each, in file order. Small ones
@@ -1225,6 +1268,35 @@ std::optional<PlanDetail> parse_plan_detail(std::string_view text) {
   if (text == "summary") return PlanDetail::Summary;
   return std::nullopt;
 }
+
+namespace detail {
+
+void print_plan_members(std::string& out, bool spaced, const ir::Graph& g,
+                        const std::vector<algebra::OpSpace>& spaces, const Cluster& cluster,
+                        const plan::Plan& p, const plan::Evaluation& ev) {
+  AxisText text(cluster, p);
+  const PlanContext c{g, spaces, cluster, p, ev, true, text};
+  if (p.mode == Mode::Train) {
+    append_key(out, "training", spaced);
+    TrainingMembers(c).print(out, spaced);
+    out += comma(spaced);
+  }
+  append_key(out, "mesh", spaced);
+  append_json(out, mesh_json(cluster, p), spaced);
+  out += comma(spaced);
+  append_key(out, "operators", spaced);
+  out += '[';
+  for (ir::OpId id = 0; id < g.num_operators(); ++id) {
+    if (id > 0) out += comma(spaced);
+    print_operator(out, spaced, c, id);
+  }
+  out += ']';
+  out += comma(spaced);
+  append_key(out, "summary", spaced);
+  append_json(out, summary_json(ev.summary), spaced);
+}
+
+}  // namespace detail
 
 std::string plan_to_json(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
                          const Cluster& cluster, const plan::Plan& p, const plan::Evaluation& ev,

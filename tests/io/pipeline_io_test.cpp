@@ -9,6 +9,7 @@
 #include "recsearch/gen/generate.hpp"
 #include "recsearch/io/json_io.hpp"
 #include "recsearch/io/pipeline_io.hpp"
+#include "recsearch/plan/pipeline.hpp"
 #include "recsearch/search/pipeline.hpp"
 #include "support/errors.hpp"
 
@@ -74,6 +75,43 @@ TEST_CASE("a pipeline plan file reads back to the same stages and figures") {
   a.summary.search_time_s = b.summary.search_time_s = 0;
   CHECK(io::pipeline_to_json(f.g, f.spaces, *saved, back, b) ==
         io::pipeline_to_json(f.g, f.spaces, f.cluster, f.r.plan, a));
+}
+
+// A stage holds its plan as the plan file of its stage graph: every member
+// that file has besides the cluster, the tensors and the redistributions,
+// value for value, whatever the layout (indented or on one line) and mode.
+TEST_CASE("each stage holds the members of its stage graph's own plan file") {
+  Fixture f = searched();
+  for (const Mode mode : {Mode::Train, Mode::Infer}) {
+    CAPTURE(mode == Mode::Train);
+    plan::PipelinePlan pp = f.r.plan;
+    for (plan::Stage& s : pp.stages) s.plan.mode = mode;
+    const auto pe = plan::evaluate_pipeline(f.g, f.spaces, f.cluster, pp, {});
+    const Cluster group = plan::stage_cluster(f.cluster, pp.groups);
+    for (const int indent : {2, -1}) {
+      CAPTURE(indent);
+      const Json file = Json::parse(io::pipeline_to_json(f.g, f.spaces, f.cluster, pp, pe, indent));
+      const Json& stages = file["pipeline"]["stages"];
+      REQUIRE(stages.size() == pp.num_stages());
+      for (std::size_t j = 0; j < pp.num_stages(); ++j) {
+        CAPTURE(j);
+        const plan::Stage& s = pp.stages[j];
+        const plan::StageGraph sg = plan::stage_graph(f.g, f.spaces, s.first, s.last);
+        const Json own =
+            Json::parse(io::plan_to_json(sg.graph, sg.spaces, group, s.plan, pe.stages[j]));
+        Json expected = Json::object();
+        for (const char* key : {"training", "mesh", "operators", "summary"})
+          if (own.contains(key)) expected[key] = own[key];
+        CHECK(expected.contains("training") == (mode == Mode::Train));
+        Json got = stages[j];
+        for (const char* key : {"range", "first", "last", "group", "devices"}) got.erase(key);
+        CHECK(got == expected);
+        CHECK(stages[j]["range"] == Json::array({s.first, s.last}));
+        CHECK(stages[j]["first"] == f.g.op(s.first).name);
+        CHECK(stages[j]["last"] == f.g.op(s.last - 1).name);
+      }
+    }
+  }
 }
 
 TEST_CASE("bad stage data is an error naming the file and the JSON path") {
