@@ -772,8 +772,7 @@ class RecSearch {
       const Want* w = wants_.data() + flat_.use_off[t];
       const std::uint32_t n = want_count_[t];
       double sum = 0;
-      for (std::size_t x = 0; x < n; ++x)
-        sum += redist_.seconds(h, w[x].layout, w[x].slice_bytes);
+      for (std::size_t x = 0; x < n; ++x) sum += redist_.seconds(h, w[x].layout, w[x].slice_bytes);
       if (n == 0 && h.kind == LayoutKind::Partial && flat_.use_off[t + 1] > flat_.use_off[t])
         sum += redist_.seconds(h, AxisLayout::shard(0),
                                flat_.bytes[t] / static_cast<double>(out_div_[out0 + j]));
