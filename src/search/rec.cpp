@@ -89,6 +89,7 @@ constexpr double kStartSlack = 1.5;
 class RedistTable {
  public:
   void set(const Cut& cut, const CostParams& p, Mode mode) {
+    nonnegative_ = true;
     for (int f = 0; f < 3; ++f)
       for (int t = 0; t < 3; ++t)
         for (int same = 0; same < 2; ++same) {
@@ -103,8 +104,12 @@ class RedistTable {
           const double at1 = redistribution_seconds(from, to, 1.0, cut, p, mode);
           fixed_[f][t][same] = at0;
           per_byte_[f][t][same] = at1 - at0;
+          nonnegative_ = nonnegative_ && at0 >= 0 && at1 - at0 >= 0;
         }
   }
+  // Whether no redistribution can cost less than nothing (a user's cost
+  // model could make one): choose's pruning relies on it.
+  [[nodiscard]] bool nonnegative() const noexcept { return nonnegative_; }
   [[nodiscard]] double seconds(AxisLayout from, AxisLayout to, double bytes) const {
     const int f = static_cast<int>(from.kind), t = static_cast<int>(to.kind);
     const int same = from.dim == to.dim ? 1 : 0;
@@ -114,6 +119,7 @@ class RedistTable {
  private:
   double fixed_[3][3][2] = {};
   double per_byte_[3][3][2] = {};
+  bool nonnegative_ = true;
 };
 
 // What a cut saved in this pass is worth at the end of the schedule: its
@@ -222,6 +228,11 @@ class RecSearch {
       lo = std::min(lo, own_[at]);
       hi = std::max(hi, own_[at]);
     }
+    std::uint16_t* order = by_own_.data() + cand_off_[o];
+    std::iota(order, order + c.size(), std::uint16_t{0});
+    const double* own = own_.data() + cand_off_[o];
+    std::stable_sort(order, order + c.size(),
+                     [own](std::uint16_t x, std::uint16_t y) { return own[x] < own[y]; });
     return hi - lo;
   }
 
@@ -306,6 +317,7 @@ class RecSearch {
     cands_.assign(cand_off_[nops], plan::kReplicated);
     n_cands_.assign(nops, 0);
     own_.assign(cand_off_[nops], 0.0);
+    by_own_.assign(cand_off_[nops], 0);
     own_comm_.assign(cand_off_[nops], 0.0);
     flag_.assign(nops, 0);
     // The batch as data parallelism follows it (through transposes and
@@ -845,19 +857,37 @@ class RecSearch {
   // Best candidate of o: cached own cost plus edge_cost. On ties the
   // earlier candidate wins; with prefer_keep, `keep` stays unless another
   // is strictly better (refinement moves only on a gain).
+  //
+  // Candidates are weighed cheapest own cost first, and the rest skipped
+  // once an own cost alone exceeds the best total: edge costs are never
+  // negative (RedistTable::nonnegative, multiplicities), so none of them
+  // could win, nor could `keep` stay. The answer is the one weighing every
+  // candidate gives; only most edge_cost calls are saved.
   std::uint16_t choose(ir::OpId o, std::uint16_t keep, bool prefer_keep) {
-    double best = std::numeric_limits<double>::infinity(), kept = best;
+    const double* own = own_.data() + cand_off_[o];
+    const std::uint16_t* order = by_own_.data() + cand_off_[o];
+    const bool prune = redist_.nonnegative();
+    double best = std::numeric_limits<double>::infinity();
     std::uint16_t best_i = 0;
-    for (std::uint16_t i = 0; i < n_cands_[o]; ++i) {
-      const double v = own_[cand_off_[o] + i] + edge_cost(o, i);
-      if (i == keep) kept = v;
-      if (v < best) {
+    bool kept_seen = false;
+    double kept = best;
+    for (std::uint16_t r = 0; r < n_cands_[o]; ++r) {
+      const std::uint16_t i = order[r];
+      if (prune && own[i] > best) break;
+      const double v = own[i] + edge_cost(o, i);
+      if (i == keep) {
+        kept = v;
+        kept_seen = true;
+      }
+      if (v < best || (v == best && i < best_i)) {
         best = v;
         best_i = i;
       }
     }
-    if (prefer_keep && kept <= best * (1 + 1e-12)) return keep;
-    return best_i;
+    if (!prefer_keep) return best_i;
+    const double threshold = best * (1 + 1e-12);
+    if (!kept_seen && own[keep] <= threshold) kept = own[keep] + edge_cost(o, keep);
+    return kept <= threshold ? keep : best_i;
   }
 
   // Redistribution seconds of tensor t on this axis: each distinct request
@@ -964,6 +994,7 @@ class RecSearch {
   std::vector<std::int16_t> cands_;
   std::vector<std::uint16_t> n_cands_;
   std::vector<double> own_, own_comm_;
+  std::vector<std::uint16_t> by_own_;  // each operator's candidates by own cost, cheapest first
   std::vector<std::uint8_t> flag_;
 
   // Per tensor: bytes, holder, and this pass's layout and requests.
