@@ -175,13 +175,13 @@ std::vector<KernelSample> measure_kernels(Communicator& comm, int reps) {
   constexpr int inner = 8;
   std::vector<KernelSample> out;
   for (const KernelCase& kc : kernel_cases()) {
+    const auto constant = [&](std::size_t j) { return j + kc.constants >= kc.in.size(); };
     ir::Graph g("calibrate");
     std::vector<ir::TensorId> ins, outs;
     for (std::size_t j = 0; j < kc.in.size(); ++j)
-      ins.push_back(g.add_tensor("x" + std::to_string(j), kc.in[j], ir::DType::F32,
-                                 j + kc.constants >= kc.in.size() && kc.constants > 0
-                                     ? ir::TensorKind::Constant
-                                     : ir::TensorKind::Parameter));
+      ins.push_back(
+          g.add_tensor("x" + std::to_string(j), kc.in[j], ir::DType::F32,
+                       constant(j) ? ir::TensorKind::Constant : ir::TensorKind::Parameter));
     for (std::size_t j = 0; j < kc.out.size(); ++j)
       outs.push_back(g.add_tensor("y" + std::to_string(j), kc.out[j], ir::DType::F32,
                                   ir::TensorKind::Activation));
@@ -225,7 +225,7 @@ std::vector<KernelSample> measure_kernels(Communicator& comm, int reps) {
     for (const auto& d : dy_bufs) dy.push_back(&d);
     std::vector<Buf*> dx;
     for (std::size_t j = 0; j < kc.in.size(); ++j)
-      dx.push_back(j + kc.constants >= kc.in.size() && kc.constants > 0 ? nullptr : &dx_bufs[j]);
+      dx.push_back(constant(j) ? nullptr : &dx_bufs[j]);
 
     KernelSample ks;
     ks.name = kc.type + " " + shape_text(kc.in[0]);

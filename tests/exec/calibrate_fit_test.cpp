@@ -69,18 +69,19 @@ KernelSample kernel(double bytes, double fwd, double bwd, bool gemm = false) {
 
 TEST_CASE("calibrate: kernel_rates sums bytes and seconds over the memory-bound kernels") {
   Calibration c;
-  // 1 MB in 1 ms (backward 3 ms) and 4 MB in 1 ms (backward 1 ms): a mean of
-  // the forward rates would be 2.5 GB/s, the sums give 5 MB / 2 ms.
-  c.kernels = {kernel(1e6, 1e-3, 3e-3), kernel(4e6, 1e-3, 1e-3),
+  // 1 MB in 1 ms (backward 2 ms) and 4 MB in 3 ms (backward 1 ms): the sums
+  // give 5 MB / 4 ms forward, where a mean of the two forward rates would be
+  // 1.17 GB/s; the backward takes 0.75 of the forward, not the model's 2.
+  c.kernels = {kernel(1e6, 1e-3, 2e-3), kernel(4e6, 3e-3, 1e-3),
                kernel(1e9, 1.0, 10.0, /*gemm=*/true)};
   recsearch::exec::kernel_rates(c);
-  CHECK(c.kernel_forward_Bps == doctest::Approx(2.5e9).epsilon(1e-12));
-  CHECK(c.kernel_backward_ratio == doctest::Approx(2.0).epsilon(1e-12));
+  CHECK(c.kernel_forward_Bps == doctest::Approx(1.25e9).epsilon(1e-12));
+  CHECK(c.kernel_backward_ratio == doctest::Approx(0.75).epsilon(1e-12));
   CHECK(c.backward_flops_factor == 2.0);
   // The model charges (1 + 2) · 5 MB / rate for the pair's training step,
-  // which must be their measured 6 ms.
-  CHECK(c.memory_Bps == doctest::Approx(3 * 5e6 / 6e-3).epsilon(1e-12));
-  CHECK((1 + c.backward_flops_factor) * 5e6 / c.memory_Bps == doctest::Approx(6e-3));
+  // which must be their measured 7 ms (not the forward rate's 12 ms).
+  CHECK(c.memory_Bps == doctest::Approx(3 * 5e6 / 7e-3).epsilon(1e-12));
+  CHECK((1 + c.backward_flops_factor) * 5e6 / c.memory_Bps == doctest::Approx(7e-3));
 }
 
 TEST_CASE("calibrate: kernel_rates refuses a set without memory-bound kernels") {
