@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // `recsearch calibrate` (docs/exec.md, Calibration): times the executor's
-// own GEMM kernel, a streaming copy and the communicator's four collectives
-// on every rank of an MPI job, fits the collectives to the cost model's
-// latency + bytes/bandwidth form, and writes the figures as a cluster file.
+// own GEMM kernel, its own memory-bound kernels (forward and backward), a
+// streaming copy and the communicator's four collectives on every rank of
+// an MPI job, fits the collectives to the cost model's latency +
+// bytes/bandwidth form, and writes the figures as a cluster file.
 // Every rank runs every measurement at once, as exec's ranks do, so that
 // the figures include the contention of N processes on one machine; a
 // timed figure is the slowest rank's, the median over repetitions.
@@ -29,12 +30,20 @@
 #include "exec/guard.hpp"
 #include "exec/kernels.hpp"
 #include "recsearch/cluster.hpp"
+#include "recsearch/cost/cost_params.hpp"
 #include "recsearch/error.hpp"
 #include "recsearch/io/json_io.hpp"
+#include "recsearch/ir/graph.hpp"
 
 namespace recsearch::exec {
 
 namespace {
+
+using detail::Buf;
+using detail::KernelArgs;
+using detail::numel;
+using detail::run_backward_kernel;
+using detail::run_kernel;
 
 // Threads per rank as the exec driver sets them: the cores shared evenly by
 // the ranks on this node, so GEMM figures match what exec's kernels get.
@@ -107,6 +116,139 @@ double measure_copy(Communicator& comm, int reps, double* bytes) {
   return *bytes / s;
 }
 
+// exec's memory-bound kernels on blocks shaped like the activations of the
+// benchmark graphs (tools/exec/calibration_bench.py: the GPT-2 block at batch
+// 2, sequence 128, hidden 256, 4 heads, MLP 1024; ffn at batch 512, hidden
+// 512): the GPT-2 block's non-GEMM operators, one of each, and ffn's ReLU.
+// The copy alone streams far past the caches at the hardware's rate; these
+// kernels work on blocks of 0.25 to 1 MiB and compute per element (exp,
+// tanh, a row's mean and variance), and their backward re-reads the forward's
+// inputs, so they run at their own rate, which is what a step pays.
+struct KernelCase {
+  std::string type;
+  ir::Attrs attrs;
+  std::vector<ir::Shape> in;
+  std::size_t constants = 0;  // the last inputs take no gradient (a mask, a scale)
+  std::vector<ir::Shape> out;
+  bool gemm = false;
+};
+
+std::vector<KernelCase> kernel_cases() {
+  const std::int64_t b = 2, s = 128, h = 256, nh = 4, f = 1024;
+  const ir::Shape act{b, s, h}, wide{b, s, f}, scores{b, nh, s, s};
+  std::vector<KernelCase> v;
+  v.push_back({"LayerNorm",
+               {{"axis", std::int64_t{-1}}, {"epsilon", 1e-5}},
+               {act, {h}, {h}},
+               0,
+               {act},
+               false});
+  v.push_back({"BiasAdd", {}, {wide, {f}}, 0, {wide}, false});
+  v.push_back({"GeLU", {{"approximate", std::string("tanh")}}, {wide}, 0, {wide}, false});
+  v.push_back({"Mul", {}, {scores, {}}, 1, {scores}, false});
+  v.push_back({"Add", {}, {scores, {1, 1, s, s}}, 1, {scores}, false});
+  v.push_back({"Softmax", {{"axis", std::int64_t{-1}}}, {scores}, 0, {scores}, false});
+  v.push_back({"Transpose",
+               {{"perm", std::vector<std::int64_t>{0, 2, 1, 3}}},
+               {{b, s, nh, h / nh}},
+               0,
+               {{b, nh, s, h / nh}},
+               false});
+  v.push_back({"Add", {}, {act, act}, 0, {act}, false});
+  v.push_back({"ReLU", {}, {{512, 512}}, 0, {{512, 512}}, false});
+  // A GEMM of the MLP's first layer, for the backward/forward ratio only.
+  v.push_back({"MatMul", {}, {{b * s, h}, {h, f}}, 0, {{b * s, f}}, true});
+  return v;
+}
+
+std::string shape_text(const ir::Shape& sh) {
+  std::string t = "[";
+  for (std::size_t i = 0; i < sh.size(); ++i) t += (i ? "," : "") + std::to_string(sh[i]);
+  return t + "]";
+}
+
+// Runs each case's forward and backward kernel (run_kernel and
+// run_backward_kernel, as the executor calls them on a rank's blocks) on
+// every rank at once; each timed run repeats the kernel `inner` times, so
+// that a sample of a 0.1 ms kernel is not the barrier's and the clock's noise.
+std::vector<KernelSample> measure_kernels(Communicator& comm, int reps) {
+  constexpr int inner = 8;
+  std::vector<KernelSample> out;
+  for (const KernelCase& kc : kernel_cases()) {
+    const auto constant = [&](std::size_t j) { return j + kc.constants >= kc.in.size(); };
+    ir::Graph g("calibrate");
+    std::vector<ir::TensorId> ins, outs;
+    for (std::size_t j = 0; j < kc.in.size(); ++j)
+      ins.push_back(
+          g.add_tensor("x" + std::to_string(j), kc.in[j], ir::DType::F32,
+                       constant(j) ? ir::TensorKind::Constant : ir::TensorKind::Parameter));
+    for (std::size_t j = 0; j < kc.out.size(); ++j)
+      outs.push_back(g.add_tensor("y" + std::to_string(j), kc.out[j], ir::DType::F32,
+                                  ir::TensorKind::Activation));
+    ir::Operator op;
+    op.name = "op";
+    op.type = kc.type;
+    op.inputs = ins;
+    op.outputs = outs;
+    op.attrs = kc.attrs;
+    g.add_operator(std::move(op));
+    g.finalize();
+
+    std::vector<Buf> in_bufs, out_bufs, dy_bufs, dx_bufs;
+    double elements = 0;
+    for (const auto& sh : kc.in) {
+      const auto n = static_cast<std::size_t>(numel(sh));
+      Buf x(n);
+      for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<float>(i % 13) * 0.125f - 0.75f;
+      in_bufs.push_back(std::move(x));
+      dx_bufs.emplace_back(n, 0.0f);
+      elements += static_cast<double>(n);
+    }
+    for (const auto& sh : kc.out) {
+      const auto n = static_cast<std::size_t>(numel(sh));
+      out_bufs.emplace_back(n, 0.0f);
+      dy_bufs.emplace_back(n, 1e-3f);
+      elements += static_cast<double>(n);
+    }
+    KernelArgs a;
+    a.op = &g.op(0);
+    for (std::size_t j = 0; j < kc.in.size(); ++j) {
+      a.in.push_back(&in_bufs[j]);
+      a.in_shapes.push_back(kc.in[j]);
+      a.full_in_shapes.push_back(kc.in[j]);
+    }
+    for (std::size_t j = 0; j < kc.out.size(); ++j) {
+      a.out.push_back(&out_bufs[j]);
+      a.out_shapes.push_back(kc.out[j]);
+    }
+    std::vector<const Buf*> dy;
+    for (const auto& d : dy_bufs) dy.push_back(&d);
+    std::vector<Buf*> dx;
+    for (std::size_t j = 0; j < kc.in.size(); ++j)
+      dx.push_back(constant(j) ? nullptr : &dx_bufs[j]);
+
+    KernelSample ks;
+    ks.name = kc.type + " " + shape_text(kc.in[0]);
+    ks.gemm = kc.gemm;
+    ks.inputs = kc.in;
+    ks.outputs = kc.out;
+    ks.bytes = 4.0 * elements;  // f32, every input and output once, as the cost model counts
+    ks.forward_s = time_on_all_ranks(comm, reps,
+                                     [&] {
+                                       for (int i = 0; i < inner; ++i) run_kernel(a);
+                                     }) /
+                   inner;
+    ks.backward_s = time_on_all_ranks(comm, reps,
+                                      [&] {
+                                        for (int i = 0; i < inner; ++i)
+                                          run_backward_kernel(a, dy, dx);
+                                      }) /
+                    inner;
+    out.push_back(std::move(ks));
+  }
+  return out;
+}
+
 // The latency steps the cost model charges a collective over k ranks.
 double latency_steps(const std::string& kind, int k) {
   const double steps = std::ceil(std::log2(static_cast<double>(k)));
@@ -150,6 +292,29 @@ double physical_memory_bytes() {
 
 }  // namespace
 
+void kernel_rates(Calibration& c) {
+  // Sums, not a mean of per-kernel rates: a step pays each kernel's time,
+  // so the kernels that take longest must weigh most, as they do in
+  // Σ bytes / Σ seconds (a mean of rates would let a fast small kernel
+  // count as much as a slow large one).
+  double bytes = 0, fwd = 0, bwd = 0;
+  for (const auto& k : c.kernels) {
+    if (k.gemm) continue;
+    bytes += k.bytes;
+    fwd += k.forward_s;
+    bwd += k.backward_s;
+  }
+  if (!(bytes > 0 && fwd > 0 && bwd > 0))
+    throw Error(Errc::kRuntime, "calibrate: the memory-bound kernels took no time");
+  c.kernel_forward_Bps = bytes / fwd;
+  c.kernel_backward_ratio = bwd / fwd;
+  // The cost model prices a kernel's training step as (1 + factor) times
+  // its forward, so the rate that gives the set's measured forward +
+  // backward time under that factor is the one to write.
+  c.backward_flops_factor = CostParams{}.backward_flops_factor;
+  c.memory_Bps = (1.0 + c.backward_flops_factor) * bytes / (fwd + bwd);
+}
+
 LinkFit fit_link(const std::vector<CollectiveSample>& samples) {
   // Normal equations of min sum (a·s + beta·x - t)^2 over a and beta = 1/bandwidth.
   // Absolute, not relative, residuals: a step time is a sum of collective
@@ -192,7 +357,9 @@ Calibration calibrate(Communicator& comm, int reps) {
   std::vector<double> rates;
   for (const auto& g : c.gemm) rates.push_back(g.flops_per_s);
   c.gemm_flops_per_s = median(rates);
-  c.memory_Bps = measure_copy(comm, reps, &c.copy_bytes);
+  c.copy_Bps = measure_copy(comm, reps, &c.copy_bytes);
+  c.kernels = measure_kernels(comm, reps);
+  kernel_rates(c);
   c.collectives = measure_collectives(comm, reps);
   for (const std::string kind : {"all-reduce", "all-gather", "reduce-scatter", "all-to-all"}) {
     std::vector<CollectiveSample> of_kind;
@@ -234,7 +401,24 @@ std::string calibration_samples_json(const Calibration& c) {
   for (const auto& g : c.gemm)
     j["gemm"].push_back({{"size", g.size}, {"seconds", g.seconds}, {"flops_per_s", g.flops_per_s}});
   j["copy_bytes"] = c.copy_bytes;
+  j["copy_Bps"] = c.copy_Bps;
+  j["kernels"] = nlohmann::ordered_json::array();
+  for (const auto& k : c.kernels)
+    j["kernels"].push_back({{"name", k.name},
+                            {"gemm", k.gemm},
+                            {"inputs", k.inputs},
+                            {"outputs", k.outputs},
+                            {"bytes", k.bytes},
+                            {"forward_s", k.forward_s},
+                            {"backward_s", k.backward_s}});
+  j["kernel_forward_Bps"] = c.kernel_forward_Bps;
+  j["kernel_backward_ratio"] = c.kernel_backward_ratio;
+  j["backward_flops_factor"] = c.backward_flops_factor;
+  // What the cluster file holds as memory_bandwidth_GBps (times 1e9), and how.
   j["memory_Bps"] = c.memory_Bps;
+  j["memory_Bps_from"] =
+      "(1 + backward_flops_factor) * sum(bytes) / sum(forward_s + backward_s) over the "
+      "kernels that are not GEMMs";
   j["link"] = {{"latency_s", c.link.latency_s}, {"bandwidth_Bps", c.link.bandwidth_Bps}};
   j["kind_fits"] = nlohmann::ordered_json::object();
   for (const auto& [kind, f] : c.kind_fits)
@@ -266,9 +450,23 @@ void print_report(const Calibration& c) {
                   g.seconds * 1e3, g.flops_per_s / 1e9);
     s += line;
   }
+  s += "  kernel                      bytes   forward ms   backward ms   bwd/fwd   fwd GB/s\n";
+  for (const auto& k : c.kernels) {
+    std::snprintf(line, sizeof line, "  %-24s %10.0f %12.4f %13.4f %9.2f %10.2f%s\n",
+                  k.name.c_str(), k.bytes, k.forward_s * 1e3, k.backward_s * 1e3,
+                  k.backward_s / k.forward_s, k.bytes / k.forward_s / 1e9,
+                  k.gemm ? "  (GEMM: ratio only)" : "");
+    s += line;
+  }
   std::snprintf(line, sizeof line,
-                "  device: %.2f GFLOP/s (median), copy %.2f GB/s (read + write), %.1f GiB\n",
-                c.gemm_flops_per_s / 1e9, c.memory_Bps / 1e9, c.memory_GiB);
+                "  memory-bound kernels: forward %.2f GB/s (sum bytes / sum seconds), "
+                "backward/forward time %.2f (the model assumes %.1f)\n",
+                c.kernel_forward_Bps / 1e9, c.kernel_backward_ratio, c.backward_flops_factor);
+  s += line;
+  std::snprintf(line, sizeof line,
+                "  device: %.2f GFLOP/s (median), memory %.2f GB/s (the kernels, forward + "
+                "backward as the model prices them; copy %.2f GB/s), %.1f GiB\n",
+                c.gemm_flops_per_s / 1e9, c.memory_Bps / 1e9, c.copy_Bps / 1e9, c.memory_GiB);
   s += line;
   s += "  collective      elements   bytes/rank   measured ms   fit ms   cluster ms\n";
   for (const auto& x : c.collectives) {

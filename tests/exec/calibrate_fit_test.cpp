@@ -2,7 +2,9 @@
 // exec::fit_link, the least-squares fit behind `recsearch calibrate`: it
 // recovers a latency and bandwidth from exact samples, clamps a negative
 // latency to 0 (refitting the bandwidth alone), and refuses samples that
-// fit no positive bandwidth, without MPI.
+// fit no positive bandwidth, without MPI. exec::kernel_rates: the memory
+// figure is the memory-bound kernels' bytes over their time, summed (not a
+// mean of rates), scaled for the model's backward factor, the GEMM left out.
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -12,8 +14,10 @@
 
 namespace {
 
+using recsearch::exec::Calibration;
 using recsearch::exec::CollectiveSample;
 using recsearch::exec::fit_link;
+using recsearch::exec::KernelSample;
 
 CollectiveSample sample(double bytes, double steps, double seconds) {
   CollectiveSample s;
@@ -48,4 +52,42 @@ TEST_CASE("calibrate: a negative latency is clamped and the bandwidth refitted")
 TEST_CASE("calibrate: samples without bytes fit no bandwidth") {
   CHECK_THROWS_AS((void)fit_link({sample(0, 1, 1e-3)}), recsearch::Error);
   CHECK_THROWS_AS((void)fit_link({}), recsearch::Error);
+}
+
+namespace {
+
+KernelSample kernel(double bytes, double fwd, double bwd, bool gemm = false) {
+  KernelSample k;
+  k.bytes = bytes;
+  k.forward_s = fwd;
+  k.backward_s = bwd;
+  k.gemm = gemm;
+  return k;
+}
+
+}  // namespace
+
+TEST_CASE("calibrate: kernel_rates sums bytes and seconds over the memory-bound kernels") {
+  Calibration c;
+  // 1 MB in 1 ms (backward 2 ms) and 4 MB in 3 ms (backward 1 ms): the sums
+  // give 5 MB / 4 ms forward, where a mean of the two forward rates would be
+  // 1.17 GB/s; the backward takes 0.75 of the forward, not the model's 2.
+  c.kernels = {kernel(1e6, 1e-3, 2e-3), kernel(4e6, 3e-3, 1e-3),
+               kernel(1e9, 1.0, 10.0, /*gemm=*/true)};
+  recsearch::exec::kernel_rates(c);
+  CHECK(c.kernel_forward_Bps == doctest::Approx(1.25e9).epsilon(1e-12));
+  CHECK(c.kernel_backward_ratio == doctest::Approx(0.75).epsilon(1e-12));
+  CHECK(c.backward_flops_factor == 2.0);
+  // The model charges (1 + 2) · 5 MB / rate for the pair's training step,
+  // which must be their measured 7 ms (not the forward rate's 12 ms).
+  CHECK(c.memory_Bps == doctest::Approx(3 * 5e6 / 7e-3).epsilon(1e-12));
+  CHECK((1 + c.backward_flops_factor) * 5e6 / c.memory_Bps == doctest::Approx(7e-3));
+}
+
+TEST_CASE("calibrate: kernel_rates refuses a set without memory-bound kernels") {
+  Calibration c;
+  c.kernels = {kernel(1e9, 1.0, 2.0, /*gemm=*/true)};
+  CHECK_THROWS_AS(recsearch::exec::kernel_rates(c), recsearch::Error);
+  c.kernels = {kernel(1e6, 0.0, 0.0)};
+  CHECK_THROWS_AS(recsearch::exec::kernel_rates(c), recsearch::Error);
 }

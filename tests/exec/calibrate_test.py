@@ -11,8 +11,15 @@ per byte above ~1 MiB than below, so the tolerance has a relative and an
 absolute part: each kind's own fit within 50% of every measured time plus
 20% of that kind's largest measured time, and the cluster's joint fit (one
 latency and bandwidth for all four kinds, as the file holds) within 100%
-plus 40% of the largest time of all. A wrong --np is a usage error (exit 2)
-on every rank.
+plus 40% of the largest time of all. The memory figure is recomputed from
+the kernel samples: each kernel's bytes are 4 x the elements of its input
+and output shapes (the cost model's count, f32), the file's
+memory_bandwidth_GBps is (1 + backward_flops_factor) x their bytes over
+their forward + backward seconds (the GEMM sample left out), and the set
+holds the GPT-2 block's kinds. The kernels read and write at most what a
+streaming copy does (within 2x: their blocks are smaller and may sit in a
+cache the copy's do not). A wrong --np is a usage error (exit 2) on every
+rank.
 Exit 77 (skipped) when mpirun is absent.
 
 usage: calibrate_test.py RECSEARCH SOURCE_ROOT
@@ -98,6 +105,34 @@ def main():
         # for reduce-scatter and all-to-all): n elements each.
         want = 4 * x["elements"]
         check(abs(x["bytes"] - want) <= 0.5, f"{what}: bytes {x['bytes']} vs {want}")
+
+    # The memory figure, recomputed from the kernels' own samples.
+    ks = m["kernels"]
+    names = {k["name"].split()[0] for k in ks}
+    want_kinds = {"LayerNorm", "BiasAdd", "GeLU", "Mul", "Add", "Softmax", "Transpose", "MatMul"}
+    check(want_kinds <= names, f"kernel kinds {names}")
+    check([k["name"] for k in ks if k["gemm"]] == [k["name"] for k in ks if "MatMul" in k["name"]],
+          "the MatMul, and only it, is the GEMM sample")
+    for k in ks:
+        elements = sum(math.prod(s) for s in k["inputs"] + k["outputs"])
+        check(k["bytes"] == 4 * elements, f"{k['name']}: bytes {k['bytes']} vs 4 x {elements}")
+        check(positive_finite(k["forward_s"]) and positive_finite(k["backward_s"]),
+              f"{k['name']}: timed")
+    mem = [k for k in ks if not k["gemm"]]
+    nbytes = sum(k["bytes"] for k in mem)
+    fwd = sum(k["forward_s"] for k in mem)
+    bwd = sum(k["backward_s"] for k in mem)
+    factor = m["backward_flops_factor"]
+    check(factor == 2, f"backward_flops_factor {factor}: the cost model's default")
+    want = (1 + factor) * nbytes / (fwd + bwd)
+    got = c["device"]["memory_bandwidth_GBps"] * 1e9
+    check(abs(got - want) <= 1e-9 * want, f"memory_bandwidth_GBps {got / 1e9} vs kernels {want / 1e9}")
+    check(abs(m["kernel_forward_Bps"] - nbytes / fwd) <= 1e-9 * nbytes / fwd, "forward rate")
+    check(abs(m["kernel_backward_ratio"] - bwd / fwd) <= 1e-9 * bwd / fwd, "backward ratio")
+    check(positive_finite(m["copy_Bps"]), f"copy {m['copy_Bps']}")
+    check(m["kernel_forward_Bps"] <= 2 * m["copy_Bps"],
+          f"kernels {m['kernel_forward_Bps'] / 1e9:.2f} GB/s above twice the copy's "
+          f"{m['copy_Bps'] / 1e9:.2f}")
 
     # --np that is not the world size: usage error, exit 2.
     p = subprocess.run(base + ["--np", "3"], capture_output=True, text=True, env=ENV, timeout=60)

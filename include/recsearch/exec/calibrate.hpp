@@ -2,11 +2,14 @@
 // `recsearch calibrate`: measures the machine an MPI job runs on and writes
 // a cluster file (docs/formats.md) whose coefficients are what the exec
 // layer achieves there (docs/exec.md, Calibration): per-process GEMM FLOP/s
-// with the executor's own CPU kernel, memory bandwidth of a streaming copy,
-// and the four collectives over every rank at a few message sizes, fitted
-// to the cost model's form time = steps·latency + bytes/bandwidth.
+// with the executor's own CPU kernel, the memory bandwidth its own non-GEMM
+// kernels (elementwise, GeLU, softmax, layer norm and their backward) reach
+// in the cost model's terms, beside that of a streaming copy, and the four
+// collectives over every rank at a few message sizes, fitted to the cost
+// model's form time = steps·latency + bytes/bandwidth.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -51,12 +54,40 @@ struct GemmSample {
   double flops_per_s = 0;
 };
 
+// One of exec's memory-bound kernels timed on activation-sized blocks: the
+// bytes the cost model counts for it (every input and output, f32), and
+// the median over repetitions of the slowest rank's seconds for one run of
+// its forward kernel and of its backward kernel (every floating input's
+// gradient but the graph's constants: a mask or a scale). A GEMM sample
+// (MatMul) is timed the same way for its backward/forward ratio, but is
+// not one of the memory-bound set.
+struct KernelSample {
+  std::string name;  // e.g. "Softmax [2,4,128,128]"
+  bool gemm = false;
+  std::vector<std::vector<std::int64_t>> inputs, outputs;  // the block shapes
+  double bytes = 0;
+  double forward_s = 0;
+  double backward_s = 0;
+};
+
 struct Calibration {
   int ranks = 1;
   std::vector<GemmSample> gemm;
   double gemm_flops_per_s = 0;  // per process: the median over the sizes
   double copy_bytes = 0;        // bytes read and written by one copy
-  double memory_Bps = 0;        // per process, read + write bytes per second
+  double copy_Bps = 0;          // per process, the copy's read + write bytes per second
+  std::vector<KernelSample> kernels;
+  // Over the memory-bound kernels (not the GEMM): Σ bytes / Σ forward
+  // seconds, and Σ backward seconds / Σ forward seconds.
+  double kernel_forward_Bps = 0;
+  double kernel_backward_ratio = 0;
+  // The backward_flops_factor the cost model trains with (CostParams' default:
+  // calibrate writes no other), and the figure the cluster file holds as
+  // memory_bandwidth_GBps: the rate at which the model, charging a kernel
+  // (1 + factor) · bytes / rate per training step, gives the set's measured
+  // forward + backward time: (1 + factor) · Σ bytes / Σ (forward + backward).
+  double backward_flops_factor = 0;
+  double memory_Bps = 0;
   std::vector<CollectiveSample> collectives;
   std::vector<std::pair<std::string, LinkFit>> kind_fits;  // one per collective kind
   LinkFit link;                                            // all kinds together
@@ -67,6 +98,12 @@ struct Calibration {
 // absolute residuals; latency clamped at 0 (then bandwidth alone is fitted).
 // Error(kRuntime) when no positive bandwidth fits the samples.
 [[nodiscard]] LinkFit fit_link(const std::vector<CollectiveSample>& samples);
+
+// Sets the kernel figures of c from c.kernels (the GEMM samples left out):
+// kernel_forward_Bps, kernel_backward_ratio, backward_flops_factor (the
+// cost model's default) and memory_Bps, as documented on Calibration.
+// Error(kRuntime) when the memory-bound kernels took no time.
+void kernel_rates(Calibration& c);
 
 // Runs every measurement on every rank of comm (a one-axis mesh of all
 // ranks); the figures are the same on every rank.

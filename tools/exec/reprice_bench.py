@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Re-prices a calibration benchmark's plans with other device figures
+(docs/exec.md, Model against the clock).
+
+Reads what `calibration_bench.py --keep DIR` left (graphs, plans, calibrated
+clusters) and its printed output (the calibrations and the table), and
+prices the same plans with `recsearch eval --cluster` on each calibrated
+cluster with its memory_bandwidth_GBps replaced by another figure the
+calibration printed: the streaming copy's (what the file held before the
+kernels were timed) or the memory-bound kernels' forward rate; and, with
+`--matmul`, its peak_TFLOPs by the MatMul sample's forward rate. The
+measured step times stay the benchmark's, so the comparison is of the
+model's figures on the same plans and the same clock (the search on
+another cluster might have chosen other plans). Prints the Spearman rank
+correlation and the median absolute relative error for each variant; the
+"file" variant must reproduce the predictions exec printed.
+
+usage: reprice_bench.py DIR BENCH_OUTPUT [--bin build/tools/recsearch/recsearch] [--matmul]
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROW_RE = re.compile(r"\| (\w+) \| (\d+) \| ([\w-]+) \| [\w-]* \| ([\d.]+) \| ([\d.]+) ")
+# The MatMul sample: [256,256] x [256,1024] (src/exec/calibrate.cpp, kernel_cases).
+MATMUL_FLOPS = 2 * 256 * 256 * 1024
+
+
+def ranks(v):
+    order = sorted(range(len(v)), key=lambda i: v[i])
+    r = [0.0] * len(v)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            r[order[k]] = (i + j) / 2  # ties share their mean rank
+        i = j + 1
+    return r
+
+
+def spearman(a, b):
+    ra, rb = ranks(a), ranks(b)
+    ma, mb = statistics.mean(ra), statistics.mean(rb)
+    num = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
+    den = (sum((x - ma) ** 2 for x in ra) * sum((y - mb) ** 2 for y in rb)) ** 0.5
+    return num / den if den > 0 else float("nan")
+
+
+def calibrations(text):
+    """Per rank count, the figures each calibration printed."""
+    out = {}
+    for block in text.split("recsearch calibrate: ")[1:]:
+        n = int(block.split()[0])
+        matmul_ms = float(re.search(r"MatMul \[256,256\]\s+\d+\s+([\d.]+)", block).group(1))
+        out[n] = {
+            "copy": float(re.search(r"copy ([\d.]+) GB/s\)", block).group(1)),
+            "kernel_forward": float(re.search(r"forward ([\d.]+) GB/s \(sum", block).group(1)),
+            "matmul_TFLOPs": MATMUL_FLOPS / (matmul_ms * 1e-3) / 1e12,
+        }
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("dir")
+    ap.add_argument("bench_output")
+    ap.add_argument("--bin", default=os.path.join(ROOT, "build/tools/recsearch/recsearch"))
+    ap.add_argument("--matmul", action="store_true",
+                    help="also price the GEMMs at the MatMul sample's forward rate")
+    a = ap.parse_args()
+    with open(a.bench_output) as f:
+        text = f.read()
+    figs = calibrations(text)
+    rows = [(m.group(1), int(m.group(2)), m.group(3), float(m.group(4)), float(m.group(5)))
+            for m in map(ROW_RE.match, text.splitlines()) if m]
+    if len(rows) < 2:
+        print("no benchmark table in", a.bench_output)
+        return 1
+    variants = [("file", None, False), ("copy", "copy", False),
+                ("kernel forward", "kernel_forward", False)]
+    if a.matmul:
+        variants += [("file + matmul", None, True), ("copy + matmul", "copy", True)]
+    meas = [r[4] for r in rows]
+    for label, memory, matmul in variants:
+        pred = []
+        for graph, n, algo, _, _ in rows:
+            with open(os.path.join(a.dir, f"cluster{n}.json")) as f:
+                c = json.load(f)
+            if memory:
+                c["device"]["memory_bandwidth_GBps"] = figs[n][memory]
+            if matmul:
+                c["device"]["peak_TFLOPs"] = figs[n]["matmul_TFLOPs"]
+            path = os.path.join(a.dir, f"reprice_{n}.json")
+            with open(path, "w") as f:
+                json.dump(c, f)
+            out = subprocess.run([a.bin, "eval", os.path.join(a.dir, graph + ".json"),
+                                  os.path.join(a.dir, f"{graph}_{n}_{algo}.plan.json"),
+                                  "--cluster", path, "-q"],
+                                 capture_output=True, text=True, check=True).stdout
+            pred.append(json.loads(out)["summary"]["step_time_s"] * 1e3)
+        rel = statistics.median(abs(p - m) / m for p, m in zip(pred, meas))
+        within = ", ".join(
+            f"{g} {spearman([p for p, r in zip(pred, rows) if r[0] == g], [r[4] for r in rows if r[0] == g]):.3f}"
+            for g in sorted({r[0] for r in rows}))
+        line = f"{label:15} Spearman {spearman(pred, meas):.3f}, median |error| {rel:.1%}; within {within}"
+        if label == "file":
+            off = max(abs(p - r[3]) for p, r in zip(pred, rows))
+            line += f"; max |eval - exec's prediction| {off:.4f} ms"
+        print(line)
+    for n, f in sorted(figs.items()):
+        print(f"  {n} ranks: copy {f['copy']} GB/s, kernels' forward {f['kernel_forward']} GB/s, "
+              f"MatMul {f['matmul_TFLOPs'] * 1e3:.2f} GFLOP/s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
