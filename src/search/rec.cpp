@@ -320,6 +320,7 @@ class RecSearch {
     by_own_.assign(cand_off_[nops], 0);
     own_comm_.assign(cand_off_[nops], 0.0);
     flag_.assign(nops, 0);
+    touched_.assign(nops, 0);
     // The batch as data parallelism follows it (through transposes and
     // merge regions), so that the batch start is that baseline's plan.
     batch_ = data_parallel_loops(ctx_.g, ctx_.spaces);
@@ -476,35 +477,35 @@ class RecSearch {
     auto enqueue = [&](ir::OpId n, std::uint16_t from, int depth) {
       if (depth >= kRegionDepth) return;
       for_each_neighbour_changed(n, from, choice[n], [&](ir::OpId m) {
-        for (const auto& [r, d] : region_)
-          if (r == m) return;
-        region_.emplace_back(m, depth + 1);
+        for (const RegionOp& r : region_)
+          if (r.op == m) return;
+        region_.push_back({m, depth + 1, 0});
       });
     };
     const std::uint16_t first = choice[o];
-    double delta = move(o, to, choice);
-    region_.emplace_back(o, 0);
+    double delta = region_step(o, to, choice);
+    region_.push_back({o, 0, 0});
     enqueue(o, first, 0);
     for (std::size_t head = 1; head < region_.size() && moved_.size() < kRegionOps; ++head) {
-      const auto [n, depth] = region_[head];
+      const ir::OpId n = region_[head].op;
       if (n_cands_[n] < 2) continue;
-      change_uses(n, choice[n], -1);
-      const std::uint16_t b = choose(n, choice[n], true);
-      change_uses(n, choice[n], +1);
+      region_[head].seen = clock_;
+      const std::uint16_t b = respond(n, choice);
       if (b == choice[n]) continue;
       const std::uint16_t was = choice[n];
-      delta += move(n, b, choice);
-      enqueue(n, was, depth);
+      delta += region_step(n, b, choice);
+      enqueue(n, was, region_[head].depth);
     }
     // Responses were taken in breadth-first order; one more round lets the
-    // early ones answer the later ones.
+    // early ones answer the later ones. An operator nothing around has
+    // changed since its response would give the same one: it is skipped.
     for (std::size_t x = 1; x < region_.size(); ++x) {
-      const ir::OpId n = region_[x].first;
+      const ir::OpId n = region_[x].op;
       if (n_cands_[n] < 2) continue;
-      change_uses(n, choice[n], -1);
-      const std::uint16_t b = choose(n, choice[n], true);
-      change_uses(n, choice[n], +1);
-      if (b != choice[n]) delta += move(n, b, choice);
+      if (region_[x].seen != 0 && touched_[n] <= region_[x].seen) continue;
+      region_[x].seen = clock_;
+      const std::uint16_t b = respond(n, choice);
+      if (b != choice[n]) delta += region_step(n, b, choice);
     }
     if (delta < 0) return true;
     for (std::size_t x = moved_.size(); x-- > 0;) {
@@ -514,6 +515,41 @@ class RecSearch {
       choice[op] = old;
     }
     return false;
+  }
+
+  // o's best response to the recorded uses (its own withdrawn meanwhile).
+  std::uint16_t respond(ir::OpId o, const std::vector<std::uint16_t>& choice) {
+    change_uses(o, choice[o], -1);
+    const std::uint16_t b = choose(o, choice[o], true);
+    change_uses(o, choice[o], +1);
+    return b;
+  }
+
+  // move() inside a region: also stamps every operator whose edge costs
+  // the move can change, i.e. every other use and the holder of each
+  // tensor whose layout it changed (for_each_neighbour_changed plus the
+  // co-readers for_each_coupled stands for).
+  double region_step(ir::OpId o, std::uint16_t to, std::vector<std::uint16_t>& choice) {
+    const std::uint16_t from = choice[o];
+    const double d = move(o, to, choice);
+    ++clock_;
+    const std::size_t nin = flat_.in_off[o + 1] - flat_.in_off[o];
+    const std::size_t nout = flat_.out_off[o + 1] - flat_.out_off[o];
+    const AxisLayout* la = layouts_of(o, from);
+    const AxisLayout* lb = layouts_of(o, to);
+    // o's own best response does not depend on its choice.
+    const auto touch = [&](ir::OpId n) {
+      if (n != o && n != ir::kNone) touched_[n] = clock_;
+    };
+    const auto touch_tensor = [&](ir::TensorId t) {
+      touch(flat_.holder_op[t]);
+      for (std::size_t u = flat_.use_off[t]; u < flat_.use_off[t + 1]; ++u) touch(flat_.uses[u]);
+    };
+    for (std::size_t j = 0; j < nin; ++j)
+      if (!(la[j] == lb[j])) touch_tensor(flat_.in_tensor[flat_.in_off[o] + j]);
+    for (std::size_t j = 0; j < nout; ++j)
+      if (!(la[nin + j] == lb[nin + j])) touch_tensor(flat_.out_tensor[flat_.out_off[o] + j]);
+    return d;
   }
 
   // Sets o to candidate `to` and returns the change of the pass objective
@@ -1002,8 +1038,18 @@ class RecSearch {
 
   // Scratch of region moves: operators changed (with their old choice) and
   // the breadth-first queue (operator, hops).
+  // `seen`: the clock_ at the member's last response (0: none yet);
+  // touched_: per operator, the clock_ of the last region step that could
+  // change its edge costs.
+  struct RegionOp {
+    ir::OpId op;
+    int depth;
+    std::uint64_t seen;
+  };
   std::vector<std::pair<ir::OpId, std::uint16_t>> moved_;
-  std::vector<std::pair<ir::OpId, int>> region_;
+  std::vector<RegionOp> region_;
+  std::vector<std::uint64_t> touched_;
+  std::uint64_t clock_ = 0;
 
   std::vector<std::uint8_t> tensor_flags_;  // kNeedsGrad | kParameter
   std::vector<int> batch_;                  // batch loop of each operator
