@@ -897,12 +897,13 @@ void print_operator(std::string& out, bool spaced, const PlanContext& c, ir::OpI
     out += '}';
   }
   out += ']';
-  print_mesh_split(out, spaced, c, id);
+  if (c.full) print_mesh_split(out, spaced, c, id);
   out += '}';
 }
 
 // One record of "tensors": name, shape, and the axes sharding each dim or
-// leaving it partial (in summary detail "partial" only when not empty).
+// leaving it partial (in summary detail "partial" only when not empty),
+// then, in full detail, the same on the named mesh.
 void print_tensor(std::string& out, bool spaced, const PlanContext& c, ir::TensorId t) {
   const ir::Tensor& tensor = c.g.tensor(t);
   const plan::TensorSharding* ts = t < c.ev.tensors.size() ? &c.ev.tensors[t] : nullptr;
@@ -943,7 +944,12 @@ void print_tensor(std::string& out, bool spaced, const PlanContext& c, ir::Tenso
     detail::append_key(out, "strided_outer", spaced);
     detail::append_int_array(out, outer, spaced);
   }
-  // The same on the user's named mesh dims (io/mesh_names.hpp).
+  // The same on the user's named mesh dims (io/mesh_names.hpp); a summary
+  // plan leaves this restatement out (docs/formats.md, Plan detail).
+  if (!c.full) {
+    out += '}';
+    return;
+  }
   out += detail::comma(spaced);
   detail::append_key(out, "mesh_sharding", spaced);
   out += '[';

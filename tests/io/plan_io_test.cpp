@@ -399,6 +399,22 @@ TEST_CASE("summary detail: redistributions totalled, null cuts left out, the sam
   CHECK(!j.contains("redistributions"));
   CHECK(j["operators"][1]["cuts"] == Json::parse(R"([{"axis": "c1", "dim": "d0"}])"));
   for (const Json& t : j["tensors"]) CHECK((!t.contains("partial") || !t["partial"].empty()));
+  // The named-mesh restatements are full detail's only; the rest of each
+  // record is as in the full file.
+  const Json whole = Json::parse(full);
+  REQUIRE(j["tensors"].size() == whole["tensors"].size());
+  for (std::size_t i = 0; i < j["tensors"].size(); ++i) {
+    Json t = whole["tensors"][i];
+    t.erase("mesh_sharding");
+    t.erase("mesh_partial");
+    if (t["partial"].empty()) t.erase("partial");
+    CHECK(j["tensors"][i] == t);
+  }
+  for (std::size_t i = 0; i < j["operators"].size(); ++i) {
+    CHECK(!j["operators"][i].contains("mesh_split"));
+    CHECK(whole["operators"][i].contains("mesh_split"));
+    CHECK(j["operators"][i]["strategy"] == whole["operators"][i]["strategy"]);
+  }
   std::int64_t events = 0;
   double bytes = 0;
   for (const Json& k : j["redistribution_summary"]) {
