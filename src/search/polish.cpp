@@ -63,6 +63,14 @@ constexpr double kMinGain = 1e-12;
 // Operators touching a tensor with more uses than this keep their strategy:
 // each of their moves would recount every use.
 constexpr std::size_t kMaxUses = 256;
+// Tensors with more uses than this (a DenseNet's features, read by every
+// later layer of their block and by each concatenation) are priced from
+// their distinct requests per axis, kept as strategies change, instead of
+// recounting every use for every candidate: O(axes · distinct requests) a
+// price instead of O(axes · uses). Their sums run over the requests in
+// the order they were first made, not in use order, so their seconds can
+// differ from a recount in the last bits.
+constexpr std::size_t kIncrementalUses = 4;
 // Region moves (see regions(); their depth and size: common.hpp): the tries
 // per polish, at most kRegionAttempts, at least one per two operators, else
 // kRegionWork over the squared number of mesh axes (4096 tries on 6 axes).
@@ -203,6 +211,7 @@ class Polish {
     cur_.reserve(n);
     for (std::size_t o = 0; o < n; ++o)
       cur_.push_back(&memo_->strategy(ctx_, static_cast<ir::OpId>(o), plan.cuts[o]));
+    count_requests();
     const auto pinned = pinned_cuts(ctx.g, ctx.spaces, ctx.mesh);
     movable_.assign(n, 1);
     for (std::size_t o = 0; o < n; ++o) {
@@ -380,7 +389,7 @@ class Polish {
     for (std::size_t x = undo_.size(); x-- > 0;) {
       const ir::OpId op = undo_[x].first;
       held_ += undo_[x].second->s.mem - cur_[op]->s.mem;
-      cur_[op] = undo_[x].second;
+      set_strategy(op, undo_[x].second);
       for (ir::TensorId t : touched(op)) edge_[t] = tensor_edge(t, ir::kNone, nullptr);
     }
     return false;
@@ -403,7 +412,7 @@ class Polish {
     for (ir::TensorId t : ts) before += edge_[t];
     held_ += s->s.mem - cur_[o]->s.mem;
     undo_.emplace_back(o, cur_[o]);
-    cur_[o] = s;
+    set_strategy(o, s);
     for (ir::TensorId t : ts) {
       edge_[t] = tensor_edge(t, ir::kNone, nullptr);
       after += edge_[t];
@@ -528,6 +537,7 @@ class Polish {
   double tensor_edge(ir::TensorId t, ir::OpId swapped, const Held* alt) const {
     const ir::OpId hop = flat_.holder_op[t];
     if (hop == ir::kNone) return 0.0;
+    if (request_index_[t] >= 0) return counted_edge(t, swapped, alt);
     const auto compute = [&] {
       return tensor_redistribution(
           ctx_, flat_, t, strategy(hop, swapped, alt).s, flat_.holder_slot[t],
@@ -535,6 +545,146 @@ class Polish {
     };
     std::uint64_t key = 0;
     return edge_key(t, swapped, alt, key) ? memo_->edge(t, key, compute) : compute();
+  }
+
+  // A distinct request of a tensor's uses on one axis (kIncrementalUses).
+  struct Request {
+    AxisLayout layout;
+    std::int64_t divisor;
+    std::uint32_t count;  // uses making it
+    // Its seconds turned from the holder's layout `from`, once asked
+    // (priced is false until then): the holder changes far less often than
+    // its users' candidates are priced.
+    mutable bool priced = false;
+    mutable AxisLayout from;
+    mutable double seconds = 0;
+  };
+
+  // The requests of every tensor priced from them, from the current strategies.
+  void count_requests() {
+    const std::size_t axes = ctx_.mesh.size();
+    slot_op_.assign(ctx_.g.num_tensors(), ir::kNone);
+    slot_at_.assign(ctx_.g.num_tensors(), 0);
+    request_index_.assign(ctx_.g.num_tensors(), -1);
+    for (ir::TensorId t = 0; t < ctx_.g.num_tensors(); ++t) {
+      if (uses(t) <= kIncrementalUses || flat_.holder_op[t] == ir::kNone) continue;
+      request_index_[t] =
+          static_cast<std::int32_t>(requests_.size() / std::max<std::size_t>(axes, 1));
+      requests_.resize(requests_.size() + axes);
+      for (const FlatGraph::UseSlot& use : flat_.use_slots_of(t))
+        count(t, cur_[use.op]->s, use.slot, +1);
+    }
+  }
+
+  // Adds (+1) or withdraws (-1) the requests slot `slot` of strategy s makes of t.
+  void count(ir::TensorId t, const OpStrategy& s, std::size_t slot, int delta) {
+    const std::size_t axes = ctx_.mesh.size();
+    Request* base = nullptr;
+    for (std::size_t a = 0; a < axes; ++a) {
+      std::vector<Request>& v = requests_[static_cast<std::size_t>(request_index_[t]) * axes + a];
+      base = nullptr;
+      for (Request& r : v)
+        if (r.layout == s.layout[slot][a] && r.divisor == s.divisor[slot][a]) base = &r;
+      if (delta > 0) {
+        if (base == nullptr) {
+          v.push_back(Request{s.layout[slot][a], s.divisor[slot][a], 1, false, {}, 0.0});
+        } else {
+          ++base->count;
+        }
+      } else if (base != nullptr && --base->count == 0) {
+        v.erase(v.begin() + (base - v.data()));  // keeps the order of first requests
+      }
+    }
+  }
+
+  // Sets o's strategy, keeping the counted requests of its tensors.
+  void set_strategy(ir::OpId o, const Held* s) {
+    const std::size_t in0 = flat_.in_off[o], nin = flat_.in_off[o + 1] - in0;
+    for (std::size_t j = 0; j < nin; ++j) {
+      const ir::TensorId t = flat_.in_tensor[in0 + j];
+      if (request_index_[t] < 0) continue;
+      count(t, cur_[o]->s, j, -1);
+      count(t, s->s, j, +1);
+    }
+    cur_[o] = s;
+  }
+
+  // Notes, for each input tensor of o, that o first reads it in that slot.
+  void index_inputs(ir::OpId o) const {
+    const std::size_t in0 = flat_.in_off[o], nin = flat_.in_off[o + 1] - in0;
+    for (std::size_t j = nin; j-- > 0;) {
+      const ir::TensorId t = flat_.in_tensor[in0 + j];
+      slot_op_[t] = o;
+      slot_at_[t] = static_cast<std::uint32_t>(j);
+    }
+  }
+
+  // tensor_edge of a tensor priced from its counted requests: each axis's
+  // distinct requests turned from the holder's layout, with `swapped`'s
+  // requests (if it uses t) those of `alt`: the counted ones less what
+  // swapped asks now, then what alt would ask that nobody else does.
+  double counted_edge(ir::TensorId t, ir::OpId swapped, const Held* alt) const {
+    const std::size_t axes = ctx_.mesh.size();
+    const OpStrategy& holder = strategy(flat_.holder_op[t], swapped, alt).s;
+    const std::size_t hslot = flat_.holder_slot[t];
+    std::vector<std::uint32_t>& slots = slots_;
+    slots.clear();
+    if (swapped != ir::kNone) {
+      // Where swapped reads t: its inputs are indexed once per operator
+      // priced, not searched per tensor (a Concat reads dozens).
+      if (slot_op_[t] != swapped) index_inputs(swapped);
+      if (slot_op_[t] == swapped) {
+        const std::size_t in0 = flat_.in_off[swapped], nin = flat_.in_off[swapped + 1] - in0;
+        const std::uint32_t first = slot_at_[t];
+        slots.push_back(first);
+        if ((flat_.in_repeat[in0 + first] & FlatGraph::kLaterSlot) != 0)
+          for (std::size_t j = first + 1; j < nin; ++j)
+            if (flat_.in_tensor[in0 + j] == t) slots.push_back(static_cast<std::uint32_t>(j));
+      }
+    }
+    const double bytes = flat_.bytes[t];
+    const auto seconds = [&](AxisLayout h, AxisLayout to, std::int64_t divisor, std::size_t a) {
+      return redistribution_seconds(h, to, bytes / static_cast<double>(divisor), ctx_.mesh[a],
+                                    ctx_.opts.cost, ctx_.opts.mode);
+    };
+    double total = 0;
+    for (std::size_t a = 0; a < axes; ++a) {
+      const AxisLayout h = holder.layout[hslot][a];
+      const std::vector<Request>& base =
+          requests_[static_cast<std::size_t>(request_index_[t]) * axes + a];
+      const auto priced = [&](const Request& r) {
+        if (!r.priced || !(r.from == h)) {
+          r.seconds = seconds(h, r.layout, r.divisor, a);
+          r.from = h;
+          r.priced = true;
+        }
+        return r.seconds;
+      };
+      if (slots.empty()) {
+        for (const Request& r : base) total += priced(r);
+        continue;
+      }
+      const OpStrategy& was = cur_[swapped]->s;
+      const OpStrategy& now = alt->s;
+      for (const Request& r : base) {
+        std::int64_t n = r.count;
+        for (const std::uint32_t k : slots) {
+          if (was.layout[k][a] == r.layout && was.divisor[k][a] == r.divisor) --n;
+          if (now.layout[k][a] == r.layout && now.divisor[k][a] == r.divisor) ++n;
+        }
+        if (n > 0) total += priced(r);
+      }
+      for (std::size_t x = 0; x < slots.size(); ++x) {
+        const AxisLayout l = now.layout[slots[x]][a];
+        const std::int64_t d = now.divisor[slots[x]][a];
+        bool counted = false;
+        for (const Request& r : base) counted = counted || (r.layout == l && r.divisor == d);
+        for (std::size_t y = 0; y < x && !counted; ++y)
+          counted = now.layout[slots[y]][a] == l && now.divisor[slots[y]][a] == d;
+        if (!counted) total += seconds(h, l, d, a);
+      }
+    }
+    return total;
   }
 
   // The strategy ids of t's holder and of its uses, in use order, packed
@@ -695,7 +845,7 @@ class Polish {
     if (best == nullptr) return false;
     if (!over) path_mem_ = std::max(path_mem_, best_mem);
     held_ += best->s.mem - cur_[o]->s.mem;
-    cur_[o] = best;
+    set_strategy(o, best);
     for (ir::TensorId t : ts) edge_[t] = tensor_edge(t, ir::kNone, nullptr);
     if (ctx_.opts.mode == Mode::Infer) rebuild_peak();
     return true;
@@ -713,7 +863,11 @@ class Polish {
   std::shared_ptr<Memo> memo_;    // shared with copies (kick())
   std::vector<const Held*> cur_;  // in memo_
   std::vector<std::uint8_t> movable_;
-  std::vector<double> edge_;                            // redistribution seconds of each tensor
+  std::vector<double> edge_;  // redistribution seconds of each tensor
+  // Counted requests (kIncrementalUses): per tensor its index among those
+  // counted (-1: priced by recount), per counted tensor and axis its requests.
+  std::vector<std::int32_t> request_index_;
+  std::vector<std::vector<Request>> requests_;
   double held_ = 0;                                     // parameter state and saved activations
   std::vector<std::pair<ir::OpId, const Held*>> undo_;  // a region's changes, in order
   std::vector<std::pair<ir::OpId, int>> region_;        // breadth-first: operator, hops
@@ -726,6 +880,11 @@ class Polish {
   mutable std::vector<std::int64_t> splits_;
   mutable std::vector<double> removed_;
   mutable std::vector<ir::TensorId> shared_;
+  mutable std::vector<std::uint32_t> slots_;
+  // index_inputs: per tensor, the operator last indexed that reads it, and
+  // its first slot there.
+  mutable std::vector<ir::OpId> slot_op_;
+  mutable std::vector<std::uint32_t> slot_at_;
   // PolishResult::path_memory and budget_sensitive (best_response, const, notes its choice).
   mutable double path_mem_ = 0;
   bool sensitive_ = false;
