@@ -15,7 +15,7 @@ plus 40% of the largest time of all. The memory figure is recomputed from
 the kernel samples: each kernel's bytes are 4 x the elements of its input
 and output shapes (the cost model's count, f32), the file's
 memory_bandwidth_GBps is (1 + backward_flops_factor) x their bytes over
-their forward + backward seconds (the GEMM sample left out), and the set
+their forward + backward seconds (no GEMM is among them), and the set
 holds the GPT-2 block's kinds. The kernels read and write at most what a
 streaming copy does (within 2x: their blocks are smaller and may sit in a
 cache the copy's do not). The GEMM figure is recomputed from the MatMul
@@ -70,7 +70,7 @@ def main():
     samples = os.path.join(tmp, "samples.json")
     base = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", binary, "calibrate"]
     p = subprocess.run(base + ["--np", "2", "-o", cluster, "--samples", samples, "--reps", "5"],
-                       capture_output=True, text=True, env=ENV, timeout=120)
+                       capture_output=True, text=True, env=ENV, timeout=240)
     print(p.stdout, p.stderr, flush=True)
     if not check(p.returncode == 0, f"calibrate exit {p.returncode}"):
         return 1
