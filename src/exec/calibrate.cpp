@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // `recsearch calibrate` (docs/exec.md, Calibration): times the executor's
-// own GEMM kernel, its own memory-bound kernels (forward and backward), a
-// streaming copy and the communicator's four collectives on every rank of
-// an MPI job, fits the collectives to the cost model's latency +
-// bytes/bandwidth form, and writes the figures as a cluster file.
+// own MatMul kernels (forward and backward) on the shapes transformer and
+// MLP layers give a rank, its own memory-bound kernels (forward and
+// backward), square GEMMs and a streaming copy for comparison, and the
+// communicator's four collectives on every rank of an MPI job, fits the
+// collectives to the cost model's latency + bytes/bandwidth form, and
+// writes the figures as a cluster file.
 // Every rank runs every measurement at once, as exec's ranks do, so that
 // the figures include the contention of N processes on one machine; a
 // timed figure is the slowest rank's, the median over repetitions.
@@ -31,6 +33,7 @@
 #include "exec/kernels.hpp"
 #include "recsearch/cluster.hpp"
 #include "recsearch/cost/cost_params.hpp"
+#include "recsearch/cost/model.hpp"
 #include "recsearch/error.hpp"
 #include "recsearch/io/json_io.hpp"
 #include "recsearch/ir/graph.hpp"
@@ -156,8 +159,40 @@ std::vector<KernelCase> kernel_cases() {
                false});
   v.push_back({"Add", {}, {act, act}, 0, {act}, false});
   v.push_back({"ReLU", {}, {{512, 512}}, 0, {{512, 512}}, false});
-  // A GEMM of the MLP's first layer, for the backward/forward ratio only.
-  v.push_back({"MatMul", {}, {{b * s, h}, {h, f}}, 0, {{b * s, f}}, true});
+  return v;
+}
+
+}  // namespace
+
+std::vector<GemmShape> gemm_shapes() {
+  // Tokens x hidden constant (131072): a layer's FLOPs, 8·tokens·h², then
+  // grow with h alone, so the widest does not dominate the set's time (9.4
+  // GFLOP forward in all: seconds per repetition on a CPU rank). The bench
+  // graphs' layers lie among these: gpt2's MLP is (256, 256) with 4h, mlp's
+  // layers (256, 1024) with 2h.
+  std::vector<GemmShape> v;
+  for (const auto& [t, h] :
+       {std::pair<std::int64_t, std::int64_t>{512, 256}, {256, 512}, {128, 1024}}) {
+    const std::int64_t f = 4 * h;
+    // The rank's share: the whole layer, data parallel (tokens split) and
+    // tensor parallel (the 4h dimension split, Megatron's column split of
+    // the first layer and row split of the second), over 2 and 4 ranks.
+    const std::vector<std::pair<std::int64_t, std::int64_t>> shares = {
+        {t, f}, {t / 2, f}, {t / 4, f}, {t, f / 2}, {t, f / 4}};
+    for (const auto& [m, ff] : shares) {
+      v.push_back({m, h, ff});  // [tokens, h] x [h, 4h]: the up projection
+      v.push_back({m, ff, h});  // [tokens, 4h] x [4h, h]: the down projection
+    }
+  }
+  return v;
+}
+
+namespace {
+
+std::vector<KernelCase> gemm_cases() {
+  std::vector<KernelCase> v;
+  for (const GemmShape& g : gemm_shapes())
+    v.push_back({"MatMul", {}, {{g.m, g.k}, {g.k, g.n}}, 0, {{g.m, g.n}}, true});
   return v;
 }
 
@@ -170,11 +205,12 @@ std::string shape_text(const ir::Shape& sh) {
 // Runs each case's forward and backward kernel (run_kernel and
 // run_backward_kernel, as the executor calls them on a rank's blocks) on
 // every rank at once; each timed run repeats the kernel `inner` times, so
-// that a sample of a 0.1 ms kernel is not the barrier's and the clock's noise.
-std::vector<KernelSample> measure_kernels(Communicator& comm, int reps) {
-  constexpr int inner = 8;
+// that a sample of a 0.1 ms kernel is not the barrier's and the clock's
+// noise (the GEMMs take milliseconds: once is enough).
+std::vector<KernelSample> measure_kernels(Communicator& comm, int reps,
+                                          const std::vector<KernelCase>& cases, int inner) {
   std::vector<KernelSample> out;
-  for (const KernelCase& kc : kernel_cases()) {
+  for (const KernelCase& kc : cases) {
     const auto constant = [&](std::size_t j) { return j + kc.constants >= kc.in.size(); };
     ir::Graph g("calibrate");
     std::vector<ir::TensorId> ins, outs;
@@ -229,7 +265,12 @@ std::vector<KernelSample> measure_kernels(Communicator& comm, int reps) {
 
     KernelSample ks;
     ks.name = kc.type + " " + shape_text(kc.in[0]);
+    if (kc.gemm) ks.name += " x " + shape_text(kc.in[1]);
     ks.gemm = kc.gemm;
+    // The cost model's count: 2mnk for a [m, k] x [k, n] MatMul.
+    if (kc.gemm)
+      ks.flops = 2.0 * static_cast<double>(kc.in[0][0]) * static_cast<double>(kc.in[0][1]) *
+                 static_cast<double>(kc.in[1][1]);
     ks.inputs = kc.in;
     ks.outputs = kc.out;
     ks.bytes = 4.0 * elements;  // f32, every input and output once, as the cost model counts
@@ -315,6 +356,49 @@ void kernel_rates(Calibration& c) {
   c.memory_Bps = (1.0 + c.backward_flops_factor) * bytes / (fwd + bwd);
 }
 
+void gemm_rates(Calibration& c) {
+  // Sums, not a mean or median of per-shape rates: a step pays each GEMM's
+  // time, so the shapes the kernel runs slowly (and long) must weigh as
+  // much as they take, as they do in Σ FLOPs / Σ seconds.
+  double flops = 0, fwd = 0, bwd = 0;
+  for (const auto& g : c.gemms) {
+    flops += g.flops;
+    fwd += g.forward_s;
+    bwd += g.backward_s;
+  }
+  if (!(flops > 0 && fwd > 0 && bwd > 0))
+    throw Error(Errc::kRuntime, "calibrate: the GEMMs took no time");
+  c.gemm_forward_flops_per_s = flops / fwd;
+  c.gemm_backward_ratio = bwd / fwd;
+  // The model prices a GEMM's training step as (1 + factor) times its
+  // forward FLOPs over the peak, so the peak that gives the set's measured
+  // forward + backward time under that factor is the one to write (the
+  // factor is CostParams' default, as for the memory figure).
+  c.gemm_flops_per_s = (1.0 + CostParams{}.backward_flops_factor) * flops / (fwd + bwd);
+}
+
+namespace {
+
+void model_check(Calibration& c) {
+  // The model charges an operator max(FLOPs / peak, bytes / bandwidth):
+  // with both figures written, a GEMM the kernels' bandwidth would price
+  // above its FLOPs is priced above its measured time. The set's training
+  // price through the model's own formula shows how much.
+  DeviceSpec dev;
+  dev.peak_TFLOPs = c.gemm_flops_per_s / 1e12;
+  dev.memory_bandwidth_GBps = c.memory_Bps / 1e9;
+  CostParams p;
+  p.compute_efficiency = 1.0;
+  c.gemm_measured_s = 0;
+  c.gemm_model_s = 0;
+  for (const auto& g : c.gemms) {
+    c.gemm_measured_s += g.forward_s + g.backward_s;
+    c.gemm_model_s += cost::compute_seconds(g.flops, g.bytes, dev, p, Mode::Train);
+  }
+}
+
+}  // namespace
+
 LinkFit fit_link(const std::vector<CollectiveSample>& samples) {
   // Normal equations of min sum (a·s + beta·x - t)^2 over a and beta = 1/bandwidth.
   // Absolute, not relative, residuals: a step time is a sum of collective
@@ -356,10 +440,13 @@ Calibration calibrate(Communicator& comm, int reps) {
   c.gemm = measure_gemm(comm, reps);
   std::vector<double> rates;
   for (const auto& g : c.gemm) rates.push_back(g.flops_per_s);
-  c.gemm_flops_per_s = median(rates);
+  c.square_gemm_flops_per_s = median(rates);
+  c.gemms = measure_kernels(comm, reps, gemm_cases(), 1);
+  gemm_rates(c);
   c.copy_Bps = measure_copy(comm, reps, &c.copy_bytes);
-  c.kernels = measure_kernels(comm, reps);
+  c.kernels = measure_kernels(comm, reps, kernel_cases(), 8);
   kernel_rates(c);
+  model_check(c);
   c.collectives = measure_collectives(comm, reps);
   for (const std::string kind : {"all-reduce", "all-gather", "reduce-scatter", "all-to-all"}) {
     std::vector<CollectiveSample> of_kind;
@@ -396,7 +483,25 @@ std::string calibration_cluster_json(const Calibration& c) {
 std::string calibration_samples_json(const Calibration& c) {
   nlohmann::ordered_json j;
   j["ranks"] = c.ranks;
+  // What the cluster file holds as peak_TFLOPs (times 1e12), and how.
   j["gemm_flops_per_s"] = c.gemm_flops_per_s;
+  j["gemm_flops_per_s_from"] =
+      "(1 + backward_flops_factor) * sum(flops) / sum(forward_s + backward_s) over gemms";
+  j["gemm_forward_flops_per_s"] = c.gemm_forward_flops_per_s;
+  j["gemm_backward_ratio"] = c.gemm_backward_ratio;
+  j["gemm_measured_s"] = c.gemm_measured_s;
+  j["gemm_model_s"] = c.gemm_model_s;
+  j["gemms"] = nlohmann::ordered_json::array();
+  for (const auto& g : c.gemms)
+    j["gemms"].push_back({{"name", g.name},
+                          {"inputs", g.inputs},
+                          {"outputs", g.outputs},
+                          {"flops", g.flops},
+                          {"bytes", g.bytes},
+                          {"forward_s", g.forward_s},
+                          {"backward_s", g.backward_s}});
+  // The square GEMMs, for comparison: their median was the figure before.
+  j["square_gemm_flops_per_s"] = c.square_gemm_flops_per_s;
   j["gemm"] = nlohmann::ordered_json::array();
   for (const auto& g : c.gemm)
     j["gemm"].push_back({{"size", g.size}, {"seconds", g.seconds}, {"flops_per_s", g.flops_per_s}});
@@ -450,12 +555,28 @@ void print_report(const Calibration& c) {
                   g.seconds * 1e3, g.flops_per_s / 1e9);
     s += line;
   }
+  std::snprintf(line, sizeof line, "  square GEMMs: %.2f GFLOP/s (median; not written)\n",
+                c.square_gemm_flops_per_s / 1e9);
+  s += line;
+  s += "  matmul                                   MFLOP   forward ms   backward ms   bwd/fwd"
+       "   fwd GFLOP/s\n";
+  for (const auto& g : c.gemms) {
+    std::snprintf(line, sizeof line, "  %-36s %9.1f %12.3f %13.3f %9.2f %13.2f\n", g.name.c_str(),
+                  g.flops / 1e6, g.forward_s * 1e3, g.backward_s * 1e3, g.backward_s / g.forward_s,
+                  g.flops / g.forward_s / 1e9);
+    s += line;
+  }
+  std::snprintf(line, sizeof line,
+                "  matmuls: forward %.2f GFLOP/s (sum flops / sum seconds), backward/forward "
+                "time %.2f (the model assumes %.1f)\n",
+                c.gemm_forward_flops_per_s / 1e9, c.gemm_backward_ratio,
+                CostParams{}.backward_flops_factor);
+  s += line;
   s += "  kernel                      bytes   forward ms   backward ms   bwd/fwd   fwd GB/s\n";
   for (const auto& k : c.kernels) {
-    std::snprintf(line, sizeof line, "  %-24s %10.0f %12.4f %13.4f %9.2f %10.2f%s\n",
-                  k.name.c_str(), k.bytes, k.forward_s * 1e3, k.backward_s * 1e3,
-                  k.backward_s / k.forward_s, k.bytes / k.forward_s / 1e9,
-                  k.gemm ? "  (GEMM: ratio only)" : "");
+    std::snprintf(line, sizeof line, "  %-24s %10.0f %12.4f %13.4f %9.2f %10.2f\n", k.name.c_str(),
+                  k.bytes, k.forward_s * 1e3, k.backward_s * 1e3, k.backward_s / k.forward_s,
+                  k.bytes / k.forward_s / 1e9);
     s += line;
   }
   std::snprintf(line, sizeof line,
@@ -464,9 +585,14 @@ void print_report(const Calibration& c) {
                 c.kernel_forward_Bps / 1e9, c.kernel_backward_ratio, c.backward_flops_factor);
   s += line;
   std::snprintf(line, sizeof line,
-                "  device: %.2f GFLOP/s (median), memory %.2f GB/s (the kernels, forward + "
-                "backward as the model prices them; copy %.2f GB/s), %.1f GiB\n",
+                "  device: %.2f GFLOP/s (the matmuls, forward + backward as the model prices "
+                "them), memory %.2f GB/s (the kernels, likewise; copy %.2f GB/s), %.1f GiB\n",
                 c.gemm_flops_per_s / 1e9, c.memory_Bps / 1e9, c.copy_Bps / 1e9, c.memory_GiB);
+  s += line;
+  std::snprintf(line, sizeof line,
+                "  matmuls' training time: measured %.1f ms, the model at these figures %.1f ms "
+                "(max of FLOPs and bytes terms)\n",
+                c.gemm_measured_s * 1e3, c.gemm_model_s * 1e3);
   s += line;
   s += "  collective      elements   bytes/rank   measured ms   fit ms   cluster ms\n";
   for (const auto& x : c.collectives) {

@@ -5,6 +5,12 @@
 // fit no positive bandwidth, without MPI. exec::kernel_rates: the memory
 // figure is the memory-bound kernels' bytes over their time, summed (not a
 // mean of rates), scaled for the model's backward factor, the GEMM left out.
+// exec::gemm_rates likewise for the GEMM figure over the MatMul set, and
+// exec::gemm_shapes is the documented set.
+#include <cstdint>
+#include <set>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -90,4 +96,52 @@ TEST_CASE("calibrate: kernel_rates refuses a set without memory-bound kernels") 
   CHECK_THROWS_AS(recsearch::exec::kernel_rates(c), recsearch::Error);
   c.kernels = {kernel(1e6, 0.0, 0.0)};
   CHECK_THROWS_AS(recsearch::exec::kernel_rates(c), recsearch::Error);
+}
+
+TEST_CASE("calibrate: gemm_rates sums FLOPs and seconds over the GEMM set") {
+  Calibration c;
+  // 1 GFLOP in 0.1 s (backward 0.1 s) and 1 GFLOP in 0.4 s (backward 0.5
+  // s): the sums give 2 GFLOP / 0.5 s = 4 GFLOP/s forward, where a mean of
+  // the rates would be 6.25 and a median of three shapes could be either.
+  KernelSample a = kernel(0, 0.1, 0.1, true), b = kernel(0, 0.4, 0.5, true);
+  a.flops = b.flops = 1e9;
+  c.gemms = {a, b};
+  recsearch::exec::gemm_rates(c);
+  CHECK(c.gemm_forward_flops_per_s == doctest::Approx(4e9).epsilon(1e-12));
+  CHECK(c.gemm_backward_ratio == doctest::Approx(1.2).epsilon(1e-12));
+  // The model charges (1 + 2) x 2 GFLOP / peak for the set's training step,
+  // which must be its measured 1.1 s (not the forward rate's 1.5 s).
+  CHECK(c.gemm_flops_per_s == doctest::Approx(3 * 2e9 / 1.1).epsilon(1e-12));
+  CHECK(3 * 2e9 / c.gemm_flops_per_s == doctest::Approx(1.1));
+}
+
+TEST_CASE("calibrate: gemm_rates refuses a set that took no time") {
+  Calibration c;
+  CHECK_THROWS_AS(recsearch::exec::gemm_rates(c), recsearch::Error);
+  KernelSample k = kernel(0, 0.0, 0.0, true);
+  k.flops = 1e9;
+  c.gemms = {k};
+  CHECK_THROWS_AS(recsearch::exec::gemm_rates(c), recsearch::Error);
+}
+
+TEST_CASE("calibrate: the GEMM set is the documented layers' shares over 1, 2 and 4 ranks") {
+  const auto v = recsearch::exec::gemm_shapes();
+  REQUIRE(v.size() == 30);
+  std::multiset<std::tuple<std::int64_t, std::int64_t, std::int64_t>> got, want;
+  for (const auto& g : v) got.insert({g.m, g.k, g.n});
+  for (const auto& [t, h] :
+       std::vector<std::pair<std::int64_t, std::int64_t>>{{512, 256}, {256, 512}, {128, 1024}}) {
+    for (const std::int64_t s : {1, 2, 4}) {
+      want.insert({t / s, h, 4 * h});  // tokens split: up and down projections
+      want.insert({t / s, 4 * h, h});
+      if (s == 1) continue;
+      want.insert({t, h, 4 * h / s});  // the 4h dimension split
+      want.insert({t, 4 * h / s, h});
+    }
+  }
+  CHECK(got == want);
+  // The bench graphs' gpt2 MLP layer as data parallel over 2 ranks would
+  // see it, and mlp's layer as a tensor-parallel rank over 4.
+  CHECK(got.count({256, 256, 1024}) == 1);
+  CHECK(got.count({128, 1024, 1024}) == 2);
 }

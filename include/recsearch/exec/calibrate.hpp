@@ -2,7 +2,8 @@
 // `recsearch calibrate`: measures the machine an MPI job runs on and writes
 // a cluster file (docs/formats.md) whose coefficients are what the exec
 // layer achieves there (docs/exec.md, Calibration): per-process GEMM FLOP/s
-// with the executor's own CPU kernel, the memory bandwidth its own non-GEMM
+// of the executor's own MatMul kernels, forward and backward, on the shapes
+// transformer and MLP layers give a rank, the memory bandwidth its own non-GEMM
 // kernels (elementwise, GeLU, softmax, layer norm and their backward) reach
 // in the cost model's terms, beside that of a streaming copy, and the four
 // collectives over every rank at a few message sizes, fitted to the cost
@@ -54,28 +55,57 @@ struct GemmSample {
   double flops_per_s = 0;
 };
 
-// One of exec's memory-bound kernels timed on activation-sized blocks: the
-// bytes the cost model counts for it (every input and output, f32), and
+// One of exec's kernels timed on a rank's blocks: the bytes the cost model
+// counts for it (every input and output, f32), its forward FLOPs as the
+// model counts them (2mnk for a MatMul; 0 for a memory-bound kernel), and
 // the median over repetitions of the slowest rank's seconds for one run of
 // its forward kernel and of its backward kernel (every floating input's
-// gradient but the graph's constants: a mask or a scale). A GEMM sample
-// (MatMul) is timed the same way for its backward/forward ratio, but is
-// not one of the memory-bound set.
+// gradient but the graph's constants: a mask or a scale).
 struct KernelSample {
-  std::string name;  // e.g. "Softmax [2,4,128,128]"
+  std::string name;  // e.g. "Softmax [2,4,128,128]", "MatMul [256,256] x [256,1024]"
   bool gemm = false;
   std::vector<std::vector<std::int64_t>> inputs, outputs;  // the block shapes
+  double flops = 0;
   double bytes = 0;
   double forward_s = 0;
   double backward_s = 0;
 };
 
+// A MatMul [m, k] x [k, n] of the GEMM set.
+struct GemmShape {
+  std::int64_t m = 0, k = 0, n = 0;
+};
+
+// The GEMM set calibrate times (docs/exec.md, Calibration): for (tokens,
+// hidden) = (512, 256), (256, 512), (128, 1024), the up projection
+// [tokens, h] x [h, 4h] and the down projection [tokens, 4h] x [4h, h] as a
+// rank holds them: whole, with the tokens split over 2 and 4 ranks (data
+// parallel), and with the 4h dimension split over 2 and 4 (tensor
+// parallel). 30 shapes, in that order.
+[[nodiscard]] std::vector<GemmShape> gemm_shapes();
+
 struct Calibration {
   int ranks = 1;
+  // The square GEMMs (gemm_cpu on 128, 256, 512) and their median rate, for
+  // comparison only: cache-sized squares run faster than a graph's shapes.
   std::vector<GemmSample> gemm;
-  double gemm_flops_per_s = 0;  // per process: the median over the sizes
-  double copy_bytes = 0;        // bytes read and written by one copy
-  double copy_Bps = 0;          // per process, the copy's read + write bytes per second
+  double square_gemm_flops_per_s = 0;
+  // The GEMM set (gemm_shapes(), MatMul through run_kernel and
+  // run_backward_kernel), Σ flops / Σ forward seconds, Σ backward /
+  // Σ forward seconds, and the figure the cluster file holds as
+  // peak_TFLOPs: (1 + factor) · Σ flops / Σ (forward + backward seconds),
+  // factor being the cost model's default backward_flops_factor.
+  std::vector<KernelSample> gemms;
+  double gemm_forward_flops_per_s = 0;
+  double gemm_backward_ratio = 0;
+  double gemm_flops_per_s = 0;  // per process
+  // The set's measured forward + backward seconds, and the model's training
+  // price of it at the written figures (max of the FLOPs and bytes terms:
+  // above the measured time where the bytes term wins).
+  double gemm_measured_s = 0;
+  double gemm_model_s = 0;
+  double copy_bytes = 0;  // bytes read and written by one copy
+  double copy_Bps = 0;    // per process, the copy's read + write bytes per second
   std::vector<KernelSample> kernels;
   // Over the memory-bound kernels (not the GEMM): Σ bytes / Σ forward
   // seconds, and Σ backward seconds / Σ forward seconds.
@@ -104,6 +134,11 @@ struct Calibration {
 // cost model's default) and memory_Bps, as documented on Calibration.
 // Error(kRuntime) when the memory-bound kernels took no time.
 void kernel_rates(Calibration& c);
+
+// Sets the GEMM figures of c from c.gemms: gemm_forward_flops_per_s,
+// gemm_backward_ratio and gemm_flops_per_s, as documented on Calibration.
+// Error(kRuntime) when the GEMMs took no time.
+void gemm_rates(Calibration& c);
 
 // Runs every measurement on every rank of comm (a one-axis mesh of all
 // ranks); the figures are the same on every rank.
