@@ -174,30 +174,44 @@ struct OpStrategy {
   SlotAxes<std::int64_t> divisor;  // slice divisor before the axis
 };
 
+// A use's rows of layouts and slice divisors (one entry per mesh axis):
+// tensor_redistribution's scratch.
+struct UseRows {
+  const cost::AxisLayout* layout;
+  const std::int64_t* divisor;
+};
+
 // Redistribution seconds of tensor t held in slot `holder_slot` of
 // strategy `holder`: on every axis, each distinct request (layout, slice
 // divisor) of its uses turned from the holder's layout, as plan::evaluate
-// counts them. strategy_of(op) is each user's strategy, or nullptr for one
-// not assigned yet (left out). `seen` is scratch.
+// counts them, summed axis by axis and, on an axis, in the order of the
+// requests' first uses. strategy_of(op) is each user's strategy, or nullptr
+// for one not assigned yet (left out). `rows` is scratch: each use's rows
+// are looked up once, not once per axis, and a request is matched against
+// the earlier uses directly (a tensor has a few), so the hot loop
+// allocates nothing.
 template <class StrategyOf>
 double tensor_redistribution(const Context& ctx, const FlatGraph& flat, ir::TensorId t,
                              const OpStrategy& holder, std::size_t holder_slot,
-                             StrategyOf&& strategy_of,
-                             std::vector<std::pair<cost::AxisLayout, std::int64_t>>& seen) {
+                             StrategyOf&& strategy_of, std::vector<UseRows>& rows) {
   const double bytes = flat.bytes[t];
+  rows.clear();
+  for (const FlatGraph::UseSlot& use : flat.use_slots_of(t)) {
+    const OpStrategy* us = strategy_of(use.op);
+    if (us != nullptr) rows.push_back({us->layout[use.slot], us->divisor[use.slot]});
+  }
+  const cost::AxisLayout* held = holder.layout[holder_slot];
   double total = 0;
   for (std::size_t a = 0; a < ctx.mesh.size(); ++a) {
-    const cost::AxisLayout h = holder.layout[holder_slot][a];
-    seen.clear();
-    for (const FlatGraph::UseSlot& use : flat.use_slots_of(t)) {
-      const OpStrategy* us = strategy_of(use.op);
-      if (us == nullptr) continue;
-      const std::pair<cost::AxisLayout, std::int64_t> key{us->layout[use.slot][a],
-                                                          us->divisor[use.slot][a]};
-      if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
-      seen.push_back(key);
-      total += redistribution_seconds(h, key.first, bytes / static_cast<double>(key.second),
-                                      ctx.mesh[a], ctx.opts.cost, ctx.opts.mode);
+    for (std::size_t k = 0; k < rows.size(); ++k) {
+      const cost::AxisLayout l = rows[k].layout[a];
+      const std::int64_t d = rows[k].divisor[a];
+      bool again = false;
+      for (std::size_t m = 0; m < k && !again; ++m)
+        again = rows[m].layout[a] == l && rows[m].divisor[a] == d;
+      if (again) continue;
+      total += redistribution_seconds(held[a], l, bytes / static_cast<double>(d), ctx.mesh[a],
+                                      ctx.opts.cost, ctx.opts.mode);
     }
   }
   return total;

@@ -113,7 +113,7 @@ class BranchAndBound {
         [&](ir::OpId u) -> const Strategy* {
           return chosen_[u] < 0 ? nullptr : &strategies_[u][static_cast<std::size_t>(chosen_[u])];
         },
-        seen_);
+        rows_);
   }
 
   void dfs(std::size_t pos, double own, double mem, double peak_work) {
@@ -174,7 +174,7 @@ class BranchAndBound {
   std::vector<double> suffix_min_;
   std::vector<int> chosen_;
   std::vector<double> edge_;
-  mutable std::vector<std::pair<AxisLayout, std::int64_t>> seen_;  // tensor_edge's scratch
+  mutable std::vector<UseRows> rows_;  // tensor_edge's scratch
   double edge_sum_ = 0;
   double best_ = std::numeric_limits<double>::infinity();
   std::vector<std::vector<std::int16_t>> best_cuts_;

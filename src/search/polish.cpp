@@ -541,7 +541,7 @@ class Polish {
     const auto compute = [&] {
       return tensor_redistribution(
           ctx_, flat_, t, strategy(hop, swapped, alt).s, flat_.holder_slot[t],
-          [&](ir::OpId u) { return &strategy(u, swapped, alt).s; }, seen_);
+          [&](ir::OpId u) { return &strategy(u, swapped, alt).s; }, rows_);
     };
     std::uint64_t key = 0;
     return edge_key(t, swapped, alt, key) ? memo_->edge(t, key, compute) : compute();
@@ -875,7 +875,7 @@ class Polish {
   std::vector<double> works_, suffix_;  // inference: sorted working sets, suffix sums
   ir::OpId peak_op_ = ir::kNone;
   // Scratch, reused so that the hot loops allocate nothing.
-  mutable std::vector<std::pair<AxisLayout, std::int64_t>> seen_;
+  mutable std::vector<UseRows> rows_;
   mutable std::vector<std::int16_t> cuts_, choices_;
   mutable std::vector<std::int64_t> splits_;
   mutable std::vector<double> removed_;
