@@ -32,31 +32,12 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# One rank correlation for the benchmark and its re-pricing.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from calibration_bench import spearman  # noqa: E402
 ROW_RE = re.compile(r"\| (\w+) \| (\d+) \| ([\w-]+) \| [\w-]* \| ([\d.]+) \| ([\d.]+) ")
 # The one MatMul sample of calibrations before the set: [256,256] x [256,1024].
 MATMUL_FLOPS = 2 * 256 * 256 * 1024
-
-
-def ranks(v):
-    order = sorted(range(len(v)), key=lambda i: v[i])
-    r = [0.0] * len(v)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            r[order[k]] = (i + j) / 2  # ties share their mean rank
-        i = j + 1
-    return r
-
-
-def spearman(a, b):
-    ra, rb = ranks(a), ranks(b)
-    ma, mb = statistics.mean(ra), statistics.mean(rb)
-    num = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
-    den = (sum((x - ma) ** 2 for x in ra) * sum((y - mb) ** 2 for y in rb)) ** 0.5
-    return num / den if den > 0 else float("nan")
 
 
 def calibrations(text):
