@@ -834,12 +834,7 @@ void print_strategy(std::string& out, const ir::Strategy& s, bool spaced) {
 void print_strategy_of(std::string& out, const algebra::OpSpace& s, const std::vector<Cut>& mesh,
                        const std::vector<std::int16_t>& cuts, std::vector<std::int64_t>& splits,
                        bool spaced) {
-  // plan::loop_splits, into the buffer.
-  splits.assign(s.loops.size(), 1);
-  for (std::size_t a = 0; a < mesh.size() && a < cuts.size(); ++a) {
-    const int c = cuts[a];
-    if (c >= 0 && static_cast<std::size_t>(c) < splits.size()) splits[c] *= mesh[a].size;
-  }
+  plan::loop_splits(s, mesh, cuts, splits);
   out += '[';
   for (std::size_t i = 0; i < s.inputs.size(); ++i) {
     if (i > 0) out += detail::comma(spaced);

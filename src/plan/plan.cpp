@@ -82,13 +82,19 @@ std::pair<int, int> first_undivided(const ir::Graph& g, const std::vector<ir::Te
 
 }  // namespace
 
-std::vector<std::int64_t> loop_splits(const algebra::OpSpace& s, const std::vector<Cut>& mesh,
-                                      const std::vector<std::int16_t>& cuts) {
-  std::vector<std::int64_t> splits(s.loops.size(), 1);
+void loop_splits(const algebra::OpSpace& s, const std::vector<Cut>& mesh,
+                 const std::vector<std::int16_t>& cuts, std::vector<std::int64_t>& splits) {
+  splits.assign(s.loops.size(), 1);
   for (std::size_t a = 0; a < mesh.size() && a < cuts.size(); ++a) {
     const int c = cuts[a];
     if (c >= 0 && static_cast<std::size_t>(c) < splits.size()) splits[c] *= mesh[a].size;
   }
+}
+
+std::vector<std::int64_t> loop_splits(const algebra::OpSpace& s, const std::vector<Cut>& mesh,
+                                      const std::vector<std::int16_t>& cuts) {
+  std::vector<std::int64_t> splits;
+  loop_splits(s, mesh, cuts, splits);
   return splits;
 }
 

@@ -579,20 +579,20 @@ class Polish {
   // Adds (+1) or withdraws (-1) the requests slot `slot` of strategy s makes of t.
   void count(ir::TensorId t, const OpStrategy& s, std::size_t slot, int delta) {
     const std::size_t axes = ctx_.mesh.size();
-    Request* base = nullptr;
     for (std::size_t a = 0; a < axes; ++a) {
       std::vector<Request>& v = requests_[static_cast<std::size_t>(request_index_[t]) * axes + a];
-      base = nullptr;
-      for (Request& r : v)
-        if (r.layout == s.layout[slot][a] && r.divisor == s.divisor[slot][a]) base = &r;
+      const AxisLayout l = s.layout[slot][a];
+      const std::int64_t d = s.divisor[slot][a];
+      const auto it = std::find_if(
+          v.begin(), v.end(), [&](const Request& r) { return r.layout == l && r.divisor == d; });
       if (delta > 0) {
-        if (base == nullptr) {
-          v.push_back(Request{s.layout[slot][a], s.divisor[slot][a], 1, false, {}, 0.0});
+        if (it == v.end()) {
+          v.push_back(Request{l, d, 1, false, {}, 0.0});
         } else {
-          ++base->count;
+          ++it->count;
         }
-      } else if (base != nullptr && --base->count == 0) {
-        v.erase(v.begin() + (base - v.data()));  // keeps the order of first requests
+      } else if (it != v.end() && --it->count == 0) {
+        v.erase(it);  // keeps the order of first requests
       }
     }
   }

@@ -533,22 +533,14 @@ class RecSearch {
     const std::uint16_t from = choice[o];
     const double d = move(o, to, choice);
     ++clock_;
-    const std::size_t nin = flat_.in_off[o + 1] - flat_.in_off[o];
-    const std::size_t nout = flat_.out_off[o + 1] - flat_.out_off[o];
-    const AxisLayout* la = layouts_of(o, from);
-    const AxisLayout* lb = layouts_of(o, to);
     // o's own best response does not depend on its choice.
     const auto touch = [&](ir::OpId n) {
       if (n != o && n != ir::kNone) touched_[n] = clock_;
     };
-    const auto touch_tensor = [&](ir::TensorId t) {
+    for_each_changed_tensor(o, from, to, [&](ir::TensorId t, std::size_t) {
       touch(flat_.holder_op[t]);
       for (std::size_t u = flat_.use_off[t]; u < flat_.use_off[t + 1]; ++u) touch(flat_.uses[u]);
-    };
-    for (std::size_t j = 0; j < nin; ++j)
-      if (!(la[j] == lb[j])) touch_tensor(flat_.in_tensor[flat_.in_off[o] + j]);
-    for (std::size_t j = 0; j < nout; ++j)
-      if (!(la[nin + j] == lb[nin + j])) touch_tensor(flat_.out_tensor[flat_.out_off[o] + j]);
+    });
     return d;
   }
 
@@ -750,28 +742,35 @@ class RecSearch {
     }
   }
 
+  // The tensors whose layout differs between o's candidates a and b:
+  // f(t, j) with j the flat input slot, or kOutputSlot for an output.
+  static constexpr std::size_t kOutputSlot = ~std::size_t{0};
+  template <class F>
+  void for_each_changed_tensor(ir::OpId o, std::uint16_t a, std::uint16_t b, F&& f) const {
+    const std::size_t in0 = flat_.in_off[o], nin = flat_.in_off[o + 1] - in0;
+    const std::size_t out0 = flat_.out_off[o], nout = flat_.out_off[o + 1] - out0;
+    const AxisLayout* la = layouts_of(o, a);
+    const AxisLayout* lb = layouts_of(o, b);
+    for (std::size_t j = 0; j < nin; ++j)
+      if (!(la[j] == lb[j])) f(flat_.in_tensor[in0 + j], in0 + j);
+    for (std::size_t j = 0; j < nout; ++j)
+      if (!(la[nin + j] == lb[nin + j])) f(flat_.out_tensor[out0 + j], kOutputSlot);
+  }
+
   // for_each_neighbour restricted to the tensors whose layout differs
   // between o's candidates a and b.
   template <class F>
   void for_each_neighbour_changed(ir::OpId o, std::uint16_t a, std::uint16_t b, F&& f) const {
-    const std::size_t nin = flat_.in_off[o + 1] - flat_.in_off[o];
-    const AxisLayout* la = layouts_of(o, a);
-    const AxisLayout* lb = layouts_of(o, b);
-    for (std::size_t j = 0; j < nin; ++j) {
-      if (la[j] == lb[j]) continue;
-      const ir::TensorId t = flat_.in_tensor[flat_.in_off[o] + j];
-      if (flat_.holder_op[t] != o) {
+    for_each_changed_tensor(o, a, b, [&](ir::TensorId t, std::size_t j) {
+      if (j == kOutputSlot) {
+        for (std::size_t u = flat_.use_off[t]; u < flat_.use_off[t + 1]; ++u) f(flat_.uses[u]);
+      } else if (flat_.holder_op[t] != o) {
         f(flat_.holder_op[t]);
-      } else if (flat_.in_holds[flat_.in_off[o] + j]) {
+      } else if (flat_.in_holds[j]) {
         for (std::size_t u = flat_.use_off[t]; u < flat_.use_off[t + 1]; ++u)
           if (flat_.uses[u] != o) f(flat_.uses[u]);
       }
-    }
-    for (std::size_t j = 0; j < flat_.out_off[o + 1] - flat_.out_off[o]; ++j) {
-      if (la[nin + j] == lb[nin + j]) continue;
-      const ir::TensorId t = flat_.out_tensor[flat_.out_off[o] + j];
-      for (std::size_t u = flat_.use_off[t]; u < flat_.use_off[t + 1]; ++u) f(flat_.uses[u]);
-    }
+    });
   }
 
   // Uses that share a request with o's: a change of o can make a shared
@@ -1037,10 +1036,9 @@ class RecSearch {
   RedistTable redist_;  // this pass's redistribution costs
 
   // Scratch of region moves: operators changed (with their old choice) and
-  // the breadth-first queue (operator, hops).
-  // `seen`: the clock_ at the member's last response (0: none yet);
-  // touched_: per operator, the clock_ of the last region step that could
-  // change its edge costs.
+  // the breadth-first queue (operator, hops, and `seen`: the clock_ at its
+  // last response, 0 for none yet); touched_: per operator, the clock_ of
+  // the last region step that could change its edge costs.
   struct RegionOp {
     ir::OpId op;
     int depth;

@@ -45,6 +45,9 @@ struct Plan {
 [[nodiscard]] std::vector<std::int64_t> loop_splits(const algebra::OpSpace& s,
                                                     const std::vector<Cut>& mesh,
                                                     const std::vector<std::int16_t>& cuts);
+// The same into `splits` (a reused buffer: writers call it per operator).
+void loop_splits(const algebra::OpSpace& s, const std::vector<Cut>& mesh,
+                 const std::vector<std::int16_t>& cuts, std::vector<std::int64_t>& splits);
 
 // MindSpore-style strategy of an operator's cuts: per input, the split count
 // of each dimension.
