@@ -169,6 +169,12 @@ struct OpStrategy {
   double own = 0;   // seconds
   double mem = 0;   // bytes per device this operator accounts for (training)
   double work = 0;  // inference: its working set (operands other than parameters)
+  // Parts of own that overlap trades (plan::finish_step_time): the compute
+  // (recomputation included), and the parameter-gradient collectives it
+  // may hide, once a step (per microbatch: their share) and repeated in
+  // every microbatch. With one microbatch every such collective counts
+  // once, as the evaluator counts it.
+  double compute = 0, sync_once = 0, sync_repeated = 0;
   // [slot][axis]: inputs first, then outputs.
   SlotAxes<cost::AxisLayout> layout;
   SlotAxes<std::int64_t> divisor;  // slice divisor before the axis

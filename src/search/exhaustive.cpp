@@ -207,6 +207,31 @@ double halo_bytes(const ir::Graph& g, const ir::Operator& op, const algebra::OpS
   return 0.0;
 }
 
+// Adds to st.own the seconds of synchronising the gradient of input t (a
+// slice of `slice` bytes replicated over `cut`), step by step as
+// cost::gradient_sync_seconds sums them; per microbatch, as every other
+// cost: what runs once per step counts 1/m. A parameter's steps are also
+// kept apart (OpStrategy::sync_once, sync_repeated) for overlap to hide.
+void add_sync_seconds(const Context& ctx, const ir::Tensor& t, double slice, const Cut& cut,
+                      OpStrategy& st) {
+  const bool parameter = t.kind == ir::TensorKind::Parameter;
+  const std::int64_t m = ctx.training.microbatches;
+  cost::SyncStep steps[3];
+  const int n = cost::gradient_sync_steps(parameter, ctx.training.zero_stage, steps);
+  double total = 0, once = 0, repeated = 0;
+  for (int i = 0; i < n; ++i) {
+    const double one = cost::sync_step_seconds(steps[i], slice, parameter, cut, ctx.opts.cost);
+    const double x = steps[i].per_microbatch ? one * static_cast<double>(m) : one;
+    total += x;
+    (steps[i].per_microbatch && m > 1 ? repeated : once) += x;
+  }
+  const auto per_micro = static_cast<double>(m);
+  st.own += total / per_micro;
+  if (!parameter) return;
+  st.sync_once += once / per_micro;
+  st.sync_repeated += repeated / per_micro;
+}
+
 // Adds to st.own the seconds of cutting loop c on mesh axis a: gradient
 // all-reduces of replicated inputs that need one (training) and the halo
 // exchange of a window loop. `st.layout` on axis a is in place.
@@ -218,11 +243,7 @@ void add_cut_seconds(const Context& ctx, const ir::Operator& op, const algebra::
   for (std::size_t j = 0; j < op.inputs.size(); ++j) {
     const ir::Tensor& t = ctx.g.tensor(op.inputs[j]);
     if (mode == Mode::Train && t.requires_grad() && st.layout[j][a].kind == LayoutKind::Replicate)
-      // Per microbatch, as every other cost: what runs once per step counts 1/m.
-      st.own += cost::gradient_sync_seconds(
-                    t.bytes() / static_cast<double>(div[j]), t.kind == ir::TensorKind::Parameter,
-                    ctx.training.zero_stage, ctx.training.microbatches, cut, ctx.opts.cost) /
-                static_cast<double>(ctx.training.microbatches);
+      add_sync_seconds(ctx, t, t.bytes() / static_cast<double>(div[j]), cut, st);
   }
   const algebra::LoopDim& loop = s.loops[static_cast<std::size_t>(c)];
   if (loop.role == algebra::DimRole::Window && loop.halo > 0) {
@@ -319,9 +340,14 @@ OpStrategy make_strategy(const Context& ctx, ir::OpId o, const std::vector<std::
   }
   const double flops = s.flops / static_cast<double>(total_split);
   const Precision prec = ctx.precision[o];
-  st.own += cost::compute_seconds(flops, touched, ctx.cluster.device(), prec, p, mode);
-  if (mode == Mode::Train && ctx.rules.recomputed[o])
-    st.own += cost::compute_seconds(flops, touched, ctx.cluster.device(), prec, p, Mode::Infer);
+  st.compute = cost::compute_seconds(flops, touched, ctx.cluster.device(), prec, p, mode);
+  st.own += st.compute;
+  if (mode == Mode::Train && ctx.rules.recomputed[o]) {
+    const double again =
+        cost::compute_seconds(flops, touched, ctx.cluster.device(), prec, p, Mode::Infer);
+    st.own += again;
+    st.compute += again;
+  }
   st.mem = held_memory(ctx, o, div, st);
   return st;
 }

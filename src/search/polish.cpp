@@ -9,7 +9,13 @@
 // axis) with the exact costs of the model: an operator's own costs
 // (make_strategy) and the redistributions of the tensors it touches, each
 // distinct request per axis turned from the holder's layout, as the
-// evaluator counts them.
+// evaluator counts them. In training the step time it lowers is the
+// evaluator's, overlap included (plan::finish_step_time): the
+// parameter-gradient collectives that compute hides count only where they
+// show (hidden()), from running totals of compute and of those
+// collectives, so a move's price stays O(1) more than its own costs. Where
+// it added them up as paid, it took moves (less gradient traffic for more
+// compute or redistribution) that the evaluated step time does not reward.
 //
 // Moves change one operator on one axis, or swap its choices on two axes;
 // once single moves are spent, region moves change an operator and let the
@@ -223,7 +229,12 @@ class Polish {
     for (std::size_t t = 0; t < ctx.g.num_tensors(); ++t)
       edge_[t] = tensor_edge(static_cast<ir::TensorId>(t), ir::kNone, nullptr);
     held_ = 0;
-    for (const Held* s : cur_) held_ += s->s.mem;
+    for (const Held* s : cur_) {
+      held_ += s->s.mem;
+      compute_ += s->s.compute;
+      once_ += s->s.sync_once;
+      repeated_ += s->s.sync_repeated;
+    }
     if (ctx.opts.mode == Mode::Infer) rebuild_peak();
   }
 
@@ -231,12 +242,18 @@ class Polish {
   // operator touches (constant: the caller adds them).
   [[nodiscard]] double memory() const { return held_ + peak_; }
 
-  // Own costs of every strategy plus every tensor's redistributions.
+  // Own costs of every strategy plus every tensor's redistributions, less
+  // what overlap hides.
   [[nodiscard]] double step_time() const {
-    double total = 0;
-    for (const Held* s : cur_) total += s->s.own;
+    double total = 0, compute = 0, once = 0, repeated = 0;
+    for (const Held* s : cur_) {
+      total += s->s.own;
+      compute += s->s.compute;
+      once += s->s.sync_once;
+      repeated += s->s.sync_repeated;
+    }
     for (double e : edge_) total += e;
-    return total;
+    return total + hidden(compute, once, repeated);
   }
 
   [[nodiscard]] bool fits_now(double untouched) const {
@@ -408,11 +425,12 @@ class Polish {
   // Sets o to strategy s for good (logged for undo); the step time's change.
   double apply(ir::OpId o, const Held* s) {
     const auto ts = touched(o);
-    double before = cur_[o]->s.own, after = s->s.own;
+    double before = cur_[o]->s.own + hidden_now(), after = s->s.own;
     for (ir::TensorId t : ts) before += edge_[t];
     held_ += s->s.mem - cur_[o]->s.mem;
     undo_.emplace_back(o, cur_[o]);
     set_strategy(o, s);
+    after += hidden_now();
     for (ir::TensorId t : ts) {
       edge_[t] = tensor_edge(t, ir::kNone, nullptr);
       after += edge_[t];
@@ -470,7 +488,7 @@ class Polish {
       }
       double edges_alt = 0;
       for (ir::TensorId t : ts) edges_alt += tensor_edge(t, n, &alt);
-      const double dt = alt.s.own + edges_alt - now.own - edges_now;
+      const double dt = alt.s.own + edges_alt - now.own - edges_now + hidden_change(now, alt.s);
       if (dt >= best) return;
       best = dt;
       best_mem = mem;
@@ -606,7 +624,31 @@ class Polish {
       count(t, cur_[o]->s, j, -1);
       count(t, s->s, j, +1);
     }
+    compute_ += s->s.compute - cur_[o]->s.compute;
+    once_ += s->s.sync_once - cur_[o]->s.sync_once;
+    repeated_ += s->s.sync_repeated - cur_[o]->s.sync_repeated;
     cur_[o] = s;
+  }
+
+  // Overlap (plan::finish_step_time, per microbatch as own is): the
+  // parameter-gradient collectives once a step hide behind the last
+  // microbatch's compute left after the repeated ones, and the repeated
+  // ones behind each microbatch's compute. What that takes off the sum of
+  // own costs, from the totals of compute, once and repeated; 0 without
+  // overlap (and in inference, which has no gradients).
+  [[nodiscard]] double hidden(double compute, double once, double repeated) const {
+    if (!overlap_) return 0.0;
+    const double left = std::max(0.0, compute - repeated);
+    return std::max(0.0, once * micro_ - left) / micro_ + std::max(0.0, repeated - compute) - once -
+           repeated;
+  }
+  [[nodiscard]] double hidden_now() const { return hidden(compute_, once_, repeated_); }
+  // hidden's change if an operator's strategy `now` became `alt`.
+  [[nodiscard]] double hidden_change(const OpStrategy& now, const OpStrategy& alt) const {
+    if (!overlap_) return 0.0;
+    return hidden(compute_ + alt.compute - now.compute, once_ + alt.sync_once - now.sync_once,
+                  repeated_ + alt.sync_repeated - now.sync_repeated) -
+           hidden_now();
   }
 
   // Notes, for each input tensor of o, that o first reads it in that slot.
@@ -821,7 +863,7 @@ class Polish {
       const Held& alt = memo_->strategy(ctx_, o, cuts);
       double edges_alt = 0;
       for (ir::TensorId t : ts) edges_alt += tensor_edge(t, o, &alt);
-      const double dt = alt.s.own + edges_alt - now.own - edges_now;
+      const double dt = alt.s.own + edges_alt - now.own - edges_now + hidden_change(now, alt.s);
       const double mem_alt = held_ - now.mem + alt.s.mem + peak_with(o, alt.s.work) + untouched;
       std::pair<int, double> score;
       if (over) {
@@ -852,6 +894,12 @@ class Polish {
   }
 
   const Context ctx_;
+  // Overlap of parameter-gradient collectives (CostParams::overlap) and
+  // the microbatches of a step (hidden()); the totals over the current
+  // strategies of compute and of those collectives, once and repeated.
+  const bool overlap_ = ctx_.opts.cost.overlap && ctx_.opts.mode == Mode::Train;
+  const double micro_ = static_cast<double>(std::max<std::int64_t>(ctx_.training.microbatches, 1));
+  double compute_ = 0, once_ = 0, repeated_ = 0;
   // Small graphs (kSmallGraphWork): propagated regions as well, over the
   // budget too, spanning up to kSmallRegionDepth hops and kSmallRegionOps
   // operators (a sharding that pays only from one end of an attention

@@ -218,6 +218,10 @@ plan::Evaluation evaluate(const detail::Context& ctx, const plan::Plan& p) {
 struct PathBound {
   double memory = 0;
   double ladder = 0;
+  // The least memory of a plan polish started from whose polished plan,
+  // taken, needs more: under a budget between the two the polished plan no
+  // longer fits, so the search there differs (run_rec).
+  double raised_from = std::numeric_limits<double>::infinity();
   bool sensitive = false;
   bool binding = false;
 
@@ -254,7 +258,11 @@ bool take_polished(const detail::Context& ctx, plan::Plan start, double start_me
     return false;
   }
   if (have && ev.summary.step_time_s >= res.eval.summary.step_time_s) return false;
-  if (bound != nullptr) bound->memory = std::max(bound->memory, ev.summary.memory_per_device_bytes);
+  if (bound != nullptr) {
+    bound->memory = std::max(bound->memory, ev.summary.memory_per_device_bytes);
+    if (ev.summary.memory_per_device_bytes > start_mem)
+      bound->raised_from = std::min(bound->raised_from, start_mem);
+  }
   res.plan = std::move(start);
   res.eval = std::move(ev);
   res.bookkept_step_time_s = pr.step_time_s;
@@ -733,10 +741,19 @@ void run_rec(const detail::Context& ctx, SearchResult& res, const detail::Repeti
   SearchOptions quiet = ctx.opts;
   quiet.on_progress = nullptr;
   for (int round = 0; round < kTightenRounds; ++round) {
-    const double b = tightened(ctx.budget, res.eval.summary.memory_per_device_bytes);
+    double b = tightened(ctx.budget, res.eval.summary.memory_per_device_bytes);
     // No link where it would repeat this one. Where the budget turned
     // nothing down, only where the ladder would differ (its first price no
-    // longer fits), not where only polish would: see kTightenRounds.
+    // longer fits), not where only polish would: see kTightenRounds. Where
+    // polish took a plan needing more memory than the ladder's plan it
+    // started from, the next link's budget is that plan's, where the
+    // polished plan no longer fits; or, where that plan is the most memory
+    // the ladder tried, a hair under it, where the ladder climbs on.
+    const bool repeats = bound.binding ? bound.holds_at(b) : bound.ladder <= b;
+    if (repeats && !bound.binding && bound.raised_from < b) {
+      b = tightened(ctx.budget, bound.raised_from);
+      if (bound.ladder <= b) b = std::min(ctx.budget, bound.raised_from * (1 - 1e-9));
+    }
     if (bound.binding ? bound.holds_at(b) : bound.ladder <= b) return;
     const detail::Context tight(ctx.g, ctx.spaces, ctx.cluster, quiet, b);
     SearchResult link;
@@ -748,6 +765,9 @@ void run_rec(const detail::Context& ctx, SearchResult& res, const detail::Repeti
       return;
     }
     if (link.eval.summary.step_time_s >= res.eval.summary.step_time_s) return;
+    // The rungs the ladder climbed under the search's own budget, not the
+    // link's: whether the budget priced memory at all (run_training).
+    link.memory_rungs = res.memory_rungs;
     res = std::move(link);
   }
 }
