@@ -589,6 +589,7 @@ class Polish {
       request_index_[t] =
           static_cast<std::int32_t>(requests_.size() / std::max<std::size_t>(axes, 1));
       requests_.resize(requests_.size() + axes);
+      axis_edge_.resize(requests_.size());
       for (const FlatGraph::UseSlot& use : flat_.use_slots_of(t))
         count(t, cur_[use.op]->s, use.slot, +1);
     }
@@ -689,11 +690,12 @@ class Polish {
       return redistribution_seconds(h, to, bytes / static_cast<double>(divisor), ctx_.mesh[a],
                                     ctx_.opts.cost, ctx_.opts.mode);
     };
+    const bool holder_swapped = swapped != ir::kNone && flat_.holder_op[t] == swapped;
     double total = 0;
     for (std::size_t a = 0; a < axes; ++a) {
       const AxisLayout h = holder.layout[hslot][a];
-      const std::vector<Request>& base =
-          requests_[static_cast<std::size_t>(request_index_[t]) * axes + a];
+      const std::size_t at = static_cast<std::size_t>(request_index_[t]) * axes + a;
+      const std::vector<Request>& base = requests_[at];
       const auto priced = [&](const Request& r) {
         if (!r.priced || !(r.from == h)) {
           r.seconds = seconds(h, r.layout, r.divisor, a);
@@ -702,19 +704,32 @@ class Polish {
         }
         return r.seconds;
       };
+      // An axis on which swapped asks and holds what it does now costs
+      // what it costs now (axis_edge_, kept by the last pricing of the
+      // current strategies): a neighbouring strategy changes one or two
+      // axes, and the slice divisors of the axes after them.
+      if (swapped != ir::kNone && unchanged_on(a, slots, holder_swapped ? hslot : kNoSlot,
+                                              cur_[swapped]->s, alt->s)) {
+        total += axis_edge_[at];
+        continue;
+      }
       if (slots.empty()) {
-        for (const Request& r : base) total += priced(r);
+        double here = 0;
+        for (const Request& r : base) here += priced(r);
+        if (swapped == ir::kNone) axis_edge_[at] = here;
+        total += here;
         continue;
       }
       const OpStrategy& was = cur_[swapped]->s;
       const OpStrategy& now = alt->s;
+      double here = 0;
       for (const Request& r : base) {
         std::int64_t n = r.count;
         for (const std::uint32_t k : slots) {
           if (was.layout[k][a] == r.layout && was.divisor[k][a] == r.divisor) --n;
           if (now.layout[k][a] == r.layout && now.divisor[k][a] == r.divisor) ++n;
         }
-        if (n > 0) total += priced(r);
+        if (n > 0) here += priced(r);
       }
       for (std::size_t x = 0; x < slots.size(); ++x) {
         const AxisLayout l = now.layout[slots[x]][a];
@@ -723,10 +738,26 @@ class Polish {
         for (const Request& r : base) counted = counted || (r.layout == l && r.divisor == d);
         for (std::size_t y = 0; y < x && !counted; ++y)
           counted = now.layout[slots[y]][a] == l && now.divisor[slots[y]][a] == d;
-        if (!counted) total += seconds(h, l, d, a);
+        if (!counted) here += seconds(h, l, d, a);
       }
+      total += here;
     }
     return total;
+  }
+
+  static constexpr std::size_t kNoSlot = ~std::size_t{0};
+
+  // Whether strategies `was` and `now` agree on axis a in the given slots
+  // and in `held` (kNoSlot: none): layout and slice divisor.
+  static bool unchanged_on(std::size_t a, const std::vector<std::uint32_t>& slots,
+                           std::size_t held, const OpStrategy& was, const OpStrategy& now) {
+    const auto same = [&](std::size_t k) {
+      return was.layout[k][a] == now.layout[k][a] && was.divisor[k][a] == now.divisor[k][a];
+    };
+    if (held != kNoSlot && !same(held)) return false;
+    for (const std::uint32_t k : slots)
+      if (!same(k)) return false;
+    return true;
   }
 
   // The strategy ids of t's holder and of its uses, in use order, packed
@@ -916,6 +947,9 @@ class Polish {
   // counted (-1: priced by recount), per counted tensor and axis its requests.
   std::vector<std::int32_t> request_index_;
   std::vector<std::vector<Request>> requests_;
+  // Per entry of requests_: that axis's seconds under the current
+  // strategies, as counted_edge last priced them.
+  mutable std::vector<double> axis_edge_;
   double held_ = 0;                                     // parameter state and saved activations
   std::vector<std::pair<ir::OpId, const Held*>> undo_;  // a region's changes, in order
   std::vector<std::pair<ir::OpId, int>> region_;        // breadth-first: operator, hops
