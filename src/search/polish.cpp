@@ -708,8 +708,8 @@ class Polish {
       // what it costs now (axis_edge_, kept by the last pricing of the
       // current strategies): a neighbouring strategy changes one or two
       // axes, and the slice divisors of the axes after them.
-      if (swapped != ir::kNone && unchanged_on(a, slots, holder_swapped ? hslot : kNoSlot,
-                                              cur_[swapped]->s, alt->s)) {
+      if (swapped != ir::kNone &&
+          unchanged_on(a, slots, holder_swapped ? hslot : kNoSlot, cur_[swapped]->s, alt->s)) {
         total += axis_edge_[at];
         continue;
       }
@@ -749,8 +749,8 @@ class Polish {
 
   // Whether strategies `was` and `now` agree on axis a in the given slots
   // and in `held` (kNoSlot: none): layout and slice divisor.
-  static bool unchanged_on(std::size_t a, const std::vector<std::uint32_t>& slots,
-                           std::size_t held, const OpStrategy& was, const OpStrategy& now) {
+  static bool unchanged_on(std::size_t a, const std::vector<std::uint32_t>& slots, std::size_t held,
+                           const OpStrategy& was, const OpStrategy& now) {
     const auto same = [&](std::size_t k) {
       return was.layout[k][a] == now.layout[k][a] && was.divisor[k][a] == now.divisor[k][a];
     };
