@@ -233,20 +233,23 @@ def browser(tmp, plan_path, ev):
     graph = json.load(open(GRAPH))
     tensors = {t["name"]: t for t in plan["tensors"]}
     by_name = {n["attrs"]["data-op"]: n for n in nodes}
+    # DP names the batch dim's mesh dims; TP the others' and the partial
+    # sums', runs of one level merged into one name (checked by prefix).
     checked = 0
     for o in graph["operators"]:
         t = tensors[o["outputs"][0]]
+        dp = t["mesh_sharding"][0] if t["mesh_sharding"] else []
         rest = [a for d in t["mesh_sharding"][1:] for a in d] + t.get("mesh_partial", [])
-        want = None
-        if not t["mesh_sharding"] or (not t["mesh_sharding"][0] and not rest):
-            want = "replicated"
-        elif not rest:
-            want = "DP " + ",".join(t["mesh_sharding"][0])
-        if want is not None:
-            got = names.get(int(by_name[o["name"]]["attrs"]["data-class"]))
-            check(got in (want, "other"), "%s: layout class %s, output says %s" % (o["name"], got, want))
-            checked += 1
-    check(checked > 0, "no operator with a DP or replicated output to check")
+        got = names.get(int(by_name[o["name"]]["attrs"]["data-class"]))
+        if not rest:
+            want = "DP " + ",".join(dp) if dp else "replicated"
+            ok = got in (want, "other")
+        else:
+            want = ("DP " + ",".join(dp) + " + " if dp else "") + "TP "
+            ok = got == "other" or (got is not None and got.startswith(want) and len(got) > len(want))
+        check(ok, "%s: layout class %s, output says %s" % (o["name"], got, want))
+        checked += 1
+    check(checked == len(graph["operators"]), "layout classes checked for %d operators" % checked)
     # Memory legend: parameters, gradients, optimizer state, activations.
     mleg = {e["attrs"]["data-key"]: float(e["attrs"]["data-value"]) for e in dom.find("span", within="memory-legend")
             if has_class(e, "memory-legend-item")}
