@@ -173,17 +173,26 @@ double sync_step_seconds(const SyncStep& s, double group_bytes, bool parameter, 
   return p.model->collective_seconds(s.collective, group_bytes, cut, bandwidth_only);
 }
 
+GradientSync gradient_sync(double group_bytes, bool parameter, int zero_stage,
+                           std::int64_t microbatches, const Cut& cut,
+                           const CostParams& p) noexcept {
+  SyncStep steps[3];
+  const int n = gradient_sync_steps(parameter, zero_stage, steps);
+  GradientSync out;
+  for (int i = 0; i < n; ++i) {
+    const double one = sync_step_seconds(steps[i], group_bytes, parameter, cut, p);
+    const bool repeated = steps[i].per_microbatch;
+    const double t = repeated ? one * static_cast<double>(microbatches) : one;
+    out.total += t;
+    (repeated && microbatches > 1 ? out.repeated : out.once) += t;
+  }
+  return out;
+}
+
 double gradient_sync_seconds(double group_bytes, bool parameter, int zero_stage,
                              std::int64_t microbatches, const Cut& cut,
                              const CostParams& p) noexcept {
-  SyncStep steps[3];
-  const int n = gradient_sync_steps(parameter, zero_stage, steps);
-  double t = 0;
-  for (int i = 0; i < n; ++i) {
-    const double one = sync_step_seconds(steps[i], group_bytes, parameter, cut, p);
-    t += steps[i].per_microbatch ? one * static_cast<double>(microbatches) : one;
-  }
-  return t;
+  return gradient_sync(group_bytes, parameter, zero_stage, microbatches, cut, p).total;
 }
 
 double CostModel::collective_seconds(Collective c, double group_bytes, const Cut& cut,

@@ -806,19 +806,24 @@ Evaluation evaluate(const ir::Graph& g, const std::vector<algebra::OpSpace>& spa
 // of each microbatch its own forward and backward, those once per step one
 // microbatch's compute (the last backward, the next forward). The rest are
 // on the critical path.
+double exposed_communication(double rest, double once, double repeated_per_micro,
+                             double micro_compute, std::int64_t m) noexcept {
+  const double left = std::max(0.0, micro_compute - repeated_per_micro);
+  return rest + std::max(0.0, once - left) +
+         static_cast<double>(std::max<std::int64_t>(m, 1)) *
+             std::max(0.0, repeated_per_micro - micro_compute);
+}
+
 void finish_step_time(Summary& s, std::int64_t microbatches, bool overlap) {
   const double m = static_cast<double>(std::max<std::int64_t>(microbatches, 1));
   const double micro_compute = s.compute_s / m;
   const double once = s.parameter_comm_s, repeated = s.parameter_comm_repeated_s;
   const double rest = s.communication_s - once - repeated;
   s.microbatch_s = micro_compute + (rest + repeated) / m;
-  double exposed = s.communication_s;
-  if (overlap) {
-    const double left = std::max(0.0, micro_compute - repeated / m);
-    exposed = rest + std::max(0.0, once - left) + m * std::max(0.0, repeated / m - micro_compute);
-  }
-  s.exposed_communication_s = exposed;
-  s.step_time_s = s.compute_s + exposed;
+  s.exposed_communication_s =
+      overlap ? exposed_communication(rest, once, repeated / m, micro_compute, microbatches)
+              : s.communication_s;
+  s.step_time_s = s.compute_s + s.exposed_communication_s;
 }
 
 void check_training(const ir::Graph& g, const Plan& p) {

@@ -208,28 +208,19 @@ double halo_bytes(const ir::Graph& g, const ir::Operator& op, const algebra::OpS
 }
 
 // Adds to st.own the seconds of synchronising the gradient of input t (a
-// slice of `slice` bytes replicated over `cut`), step by step as
-// cost::gradient_sync_seconds sums them; per microbatch, as every other
-// cost: what runs once per step counts 1/m. A parameter's steps are also
+// slice of `slice` bytes replicated over `cut`); per microbatch, as every
+// other cost: what runs once per step counts 1/m. A parameter's are also
 // kept apart (OpStrategy::sync_once, sync_repeated) for overlap to hide.
 void add_sync_seconds(const Context& ctx, const ir::Tensor& t, double slice, const Cut& cut,
                       OpStrategy& st) {
   const bool parameter = t.kind == ir::TensorKind::Parameter;
-  const std::int64_t m = ctx.training.microbatches;
-  cost::SyncStep steps[3];
-  const int n = cost::gradient_sync_steps(parameter, ctx.training.zero_stage, steps);
-  double total = 0, once = 0, repeated = 0;
-  for (int i = 0; i < n; ++i) {
-    const double one = cost::sync_step_seconds(steps[i], slice, parameter, cut, ctx.opts.cost);
-    const double x = steps[i].per_microbatch ? one * static_cast<double>(m) : one;
-    total += x;
-    (steps[i].per_microbatch && m > 1 ? repeated : once) += x;
-  }
-  const auto per_micro = static_cast<double>(m);
-  st.own += total / per_micro;
+  const auto m = static_cast<double>(ctx.training.microbatches);
+  const cost::GradientSync sync = cost::gradient_sync(
+      slice, parameter, ctx.training.zero_stage, ctx.training.microbatches, cut, ctx.opts.cost);
+  st.own += sync.total / m;
   if (!parameter) return;
-  st.sync_once += once / per_micro;
-  st.sync_repeated += repeated / per_micro;
+  st.sync_once += sync.once / m;
+  st.sync_repeated += sync.repeated / m;
 }
 
 // Adds to st.own the seconds of cutting loop c on mesh axis a: gradient

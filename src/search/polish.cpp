@@ -631,16 +631,14 @@ class Polish {
     cur_[o] = s;
   }
 
-  // Overlap (plan::finish_step_time, per microbatch as own is): the
-  // parameter-gradient collectives once a step hide behind the last
-  // microbatch's compute left after the repeated ones, and the repeated
-  // ones behind each microbatch's compute. What that takes off the sum of
-  // own costs, from the totals of compute, once and repeated; 0 without
-  // overlap (and in inference, which has no gradients).
+  // What overlap (plan::exposed_communication) takes off the sum of own
+  // costs, per microbatch as own is, from the totals of compute and of the
+  // parameter collectives once a step and repeated; 0 without overlap
+  // (and in inference, which has no gradients).
   [[nodiscard]] double hidden(double compute, double once, double repeated) const {
     if (!overlap_) return 0.0;
-    const double left = std::max(0.0, compute - repeated);
-    return std::max(0.0, once * micro_ - left) / micro_ + std::max(0.0, repeated - compute) - once -
+    const auto m = ctx_.training.microbatches;
+    return plan::exposed_communication(0.0, once * micro_, repeated, compute, m) / micro_ - once -
            repeated;
   }
   [[nodiscard]] double hidden_now() const { return hidden(compute_, once_, repeated_); }

@@ -749,12 +749,14 @@ void run_rec(const detail::Context& ctx, SearchResult& res, const detail::Repeti
     // started from, the next link's budget is that plan's, where the
     // polished plan no longer fits; or, where that plan is the most memory
     // the ladder tried, a hair under it, where the ladder climbs on.
-    const bool repeats = bound.binding ? bound.holds_at(b) : bound.ladder <= b;
-    if (repeats && !bound.binding && bound.raised_from < b) {
+    const auto repeats = [&](double budget) {
+      return bound.binding ? bound.holds_at(budget) : bound.ladder <= budget;
+    };
+    if (repeats(b) && !bound.binding && bound.raised_from < b) {
       b = tightened(ctx.budget, bound.raised_from);
-      if (bound.ladder <= b) b = std::min(ctx.budget, bound.raised_from * (1 - 1e-9));
+      if (repeats(b)) b = std::min(ctx.budget, bound.raised_from * (1 - 1e-9));
     }
-    if (bound.binding ? bound.holds_at(b) : bound.ladder <= b) return;
+    if (repeats(b)) return;
     const detail::Context tight(ctx.g, ctx.spaces, ctx.cluster, quiet, b);
     SearchResult link;
     link.plan = res.plan;  // the header

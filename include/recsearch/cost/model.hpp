@@ -87,7 +87,15 @@ int gradient_sync_steps(bool parameter, int zero_stage, SyncStep out[3]) noexcep
                                        const Cut& cut, const CostParams& p) noexcept;
 
 // Per-step seconds of all of a gradient's synchronisation with
-// `microbatches` microbatches.
+// `microbatches` microbatches (total), and of its steps that run once a
+// step and that each microbatch repeats, as the evaluator tells them
+// apart for overlap (with one microbatch, every step runs once).
+struct GradientSync {
+  double total = 0, once = 0, repeated = 0;
+};
+[[nodiscard]] GradientSync gradient_sync(double group_bytes, bool parameter, int zero_stage,
+                                         std::int64_t microbatches, const Cut& cut,
+                                         const CostParams& p) noexcept;
 [[nodiscard]] double gradient_sync_seconds(double group_bytes, bool parameter, int zero_stage,
                                            std::int64_t microbatches, const Cut& cut,
                                            const CostParams& p) noexcept;

@@ -206,6 +206,15 @@ enum class EvalDetail { Full, Summary, Shardings };
 // extrapolated first and the step time derived after.
 void finish_step_time(Summary& s, std::int64_t microbatches, bool overlap);
 
+// The overlap rule finish_step_time applies: communication seconds of a
+// step of m microbatches that stay exposed, from the rest (never hidden),
+// the parameter collectives once a step, each microbatch's repeated ones
+// and each microbatch's compute. The repeated ones hide behind each
+// microbatch's compute, the once-a-step ones behind what the last
+// microbatch's compute has left.
+[[nodiscard]] double exposed_communication(double rest, double once, double repeated_per_micro,
+                                           double micro_compute, std::int64_t m) noexcept;
+
 // Checks a plan's training settings against the graph (ZeRO stage 0..3,
 // microbatches dividing the batch); throws Error(kPlan) with the path
 // "/training/...". evaluate() calls it.
