@@ -139,6 +139,24 @@ double compute_seconds(double flops, double bytes, const DeviceSpec& dev, Precis
   return compute_seconds(flops, bytes, at, p, mode);
 }
 
+StepCompute step_compute(double flops, double bytes, const DeviceSpec& dev, Precision precision,
+                         const CostParams& p, Mode mode, double backward_share,
+                         bool recomputed) noexcept {
+  StepCompute c;
+  c.forward = compute_seconds(flops, bytes, dev, precision, p, Mode::Infer);
+  if (mode != Mode::Train) {
+    c.passes = c.forward;
+    return c;
+  }
+  // The symbolic model's training time is its forward's times a constant:
+  // one evaluation serves both (the same doubles as two calls).
+  const double whole = p.model ? compute_seconds(flops, bytes, dev, precision, p, Mode::Train)
+                               : c.forward * (1.0 + p.backward_flops_factor);
+  c.passes = backward_share >= 1.0 ? whole : c.forward + backward_share * (whole - c.forward);
+  if (recomputed) c.recompute = c.forward;
+  return c;
+}
+
 double parameter_state_factor(const CostParams& p, Mode mode) noexcept {
   return p.model ? p.model->parameter_state_factor(p, mode)
                  : symbolic_parameter_state_factor(p, mode);

@@ -35,6 +35,7 @@
 #include "recsearch/exec/phases.hpp"
 #include "recsearch/io/json_io.hpp"
 #include "recsearch/io/pipeline_io.hpp"
+#include "recsearch/ir/gradients.hpp"
 #include "recsearch/plan/evaluator.hpp"
 #include "recsearch/plan/pipeline.hpp"
 #include "recsearch/plan/training.hpp"
@@ -353,7 +354,7 @@ Inputs load_inputs(const ExecArgs& a, int world_size) {
   in.predicted = predicted_phase_times(
       in.problem->graph(),
       plan::evaluate(in.problem->graph(), in.problem->spaces(), *in.cluster, timed, cost),
-      timed.mode, cost);
+      timed.mode);
   check_stated_bytes(in.problem->graph(), in.eval, ptext, psrc);
   check_runnable(a, *in.problem, in.plan);
   return in;
@@ -1332,7 +1333,7 @@ struct StageContext {
   // one: `needs`, per full-graph tensor), from every later stage that read
   // them, each in the tensor's gradient layout: the backward's seeds.
   std::vector<std::pair<ir::TensorId, LocalTensor>> receive_gradients(
-      Executor& ex, const std::vector<bool>& needs, PipeBytes& b) const {
+      Executor& ex, const std::vector<std::uint8_t>& needs, PipeBytes& b) const {
     std::vector<std::pair<ir::TensorId, LocalTensor>> seeds;
     for (const ir::TensorId full : run.sg.sent) {
       if (!needs[full]) continue;
@@ -1348,7 +1349,7 @@ struct StageContext {
 
   // Sends the gradients of the boundary tensors this stage received back
   // to the stages that produced them (times `scale`: a fault injection).
-  void send_gradients(Executor& ex, const std::vector<bool>& needs, PipeBytes& b,
+  void send_gradients(Executor& ex, const std::vector<std::uint8_t>& needs, PipeBytes& b,
                       float scale) const {
     for (const ir::TensorId full : run.sg.received) {
       if (!needs[full]) continue;
@@ -1454,7 +1455,7 @@ struct PipelineTrainRun {
 // parameters. Gradients accumulate over the microbatches (Executor::backward).
 PipelineTrainRun run_pipeline_training(const ExecArgs& a, const Inputs& in, const StageContext& ctx,
                                        Executor& ex, Communicator& world,
-                                       const std::vector<bool>& needs, float grad_scale) {
+                                       const std::vector<std::uint8_t>& needs, float grad_scale) {
   const ir::Graph& g = in.problem->graph();
   const std::int64_t m = ctx.pp.microbatches;
   Communicator& gc = *ctx.run.comm;
@@ -1662,7 +1663,7 @@ std::string pipeline_mismatch(int rank, const PipelineTrainRun& r, std::size_t d
 // tensors downstream of a parameter (`needs`, whole-graph ids) kept for the
 // earlier stages, and this rank's --fault on an operator of its stage.
 ExecOptions stage_train_options(const ExecArgs& a, const Inputs& in, const StageContext& ctx,
-                                const std::vector<bool>& needs, int rank) {
+                                const std::vector<std::uint8_t>& needs, int rank) {
   const StageRun& run = ctx.run;
   const ir::Graph& g = in.problem->graph();
   const ir::Graph& sgraph = run.sg.graph;
@@ -1709,7 +1710,7 @@ int execute_pipeline_training(const ExecArgs& a, const Inputs& in,
   const ir::Graph& sgraph = run.sg.graph;
   // A boundary tensor carries a gradient back when, in the whole graph, it
   // is downstream of a parameter (the producing stage's layouts say the same).
-  const std::vector<bool> needs = differentiable_tensors(mg);
+  const std::vector<std::uint8_t> needs = ir::gradient_tensors(mg);
   const ExecOptions opts = stage_train_options(a, in, ctx, needs, rank);
   // --fault RANK:boundary: the gradients RANK sends back are doubled.
   const float grad_scale =

@@ -13,6 +13,7 @@
 #include "exec/halo.hpp"
 #include "recsearch/error.hpp"
 #include "recsearch/exec/recompute.hpp"
+#include "recsearch/ir/gradients.hpp"
 #include "recsearch/plan/evaluator.hpp"
 
 namespace recsearch::exec {
@@ -478,8 +479,6 @@ void charge_zero_scatter(BytePrediction& out, const PlanLayouts& pl, double elem
   }
 }
 
-bool floating(ir::DType d) { return !ir::is_integer(d); }
-
 // The gradient of a tensor in layout l is taken in l's dual: partial -> replicated.
 Layout dual(Layout l) {
   for (auto& x : l) {
@@ -515,13 +514,6 @@ std::vector<Layout> contribution_layouts(const ir::Graph& g, const GradientLayou
 }
 
 }  // namespace
-
-bool differentiable_input(const ir::Graph& g, const ir::Operator& op, std::size_t j) {
-  if (!floating(g.tensor(op.inputs[j]).dtype)) return false;
-  if ((op.kind == ir::OpKind::Gather || op.kind == ir::OpKind::SoftmaxCrossEntropy) && j > 0)
-    return false;
-  return true;
-}
 
 namespace {
 
@@ -560,26 +552,6 @@ Layout zero_shard(const ir::Graph& g, const PlanLayouts& pl, ir::TensorId t, boo
 
 }  // namespace
 
-std::vector<bool> differentiable_tensors(const ir::Graph& g,
-                                         const std::vector<ir::TensorId>& grad_inputs) {
-  std::vector<bool> needs(g.num_tensors(), false);
-  for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
-    const ir::Tensor& tensor = g.tensor(t);
-    needs[t] = floating(tensor.dtype) &&
-               (tensor.kind == ir::TensorKind::Parameter ||
-                (tensor.producer == ir::kNone &&
-                 std::find(grad_inputs.begin(), grad_inputs.end(), t) != grad_inputs.end()));
-  }
-  for (const ir::OpId o : g.topological_order()) {
-    const ir::Operator& op = g.op(o);
-    bool any = false;
-    for (std::size_t j = 0; j < op.inputs.size(); ++j)
-      any = any || (needs[op.inputs[j]] && differentiable_input(g, op, j));
-    for (const ir::TensorId out : op.outputs) needs[out] = any && floating(g.tensor(out).dtype);
-  }
-  return needs;
-}
-
 GradientLayouts gradient_layouts(const ir::Graph& g, const PlanLayouts& pl, int zero_stage,
                                  const std::vector<ir::TensorId>& grad_inputs) {
   return gradient_layouts(g, pl, std::vector<int>(g.num_tensors(), zero_stage), grad_inputs);
@@ -591,7 +563,7 @@ GradientLayouts gradient_layouts(const ir::Graph& g, const PlanLayouts& pl,
   if (zero.size() != g.num_tensors())
     throw Error(Errc::kInternal, "gradient_layouts: one ZeRO stage per tensor");
   GradientLayouts gl;
-  gl.needs_grad = differentiable_tensors(g, grad_inputs);
+  gl.needs_grad = ir::gradient_tensors(g, grad_inputs);
   gl.target.resize(g.num_tensors());
   for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
     const ir::Tensor& tensor = g.tensor(t);
@@ -611,7 +583,7 @@ GradientLayouts gradient_layouts(const ir::Graph& g, const PlanLayouts& pl,
     for (const ir::TensorId out : op.outputs) out_grad = out_grad || gl.needs_grad[out];
     if (!out_grad) continue;
     for (std::size_t j = 0; j < op.inputs.size(); ++j) {
-      if (!gl.needs_grad[op.inputs[j]] || !differentiable_input(g, op, j)) continue;
+      if (!ir::input_takes_gradient(g, gl.needs_grad, op, j)) continue;
       Layout l = pl.ops[o].inputs[j];
       for (std::size_t a = 0; a < l.size(); ++a) {
         if (l[a].kind == LayoutKind::Replicate && cut_on(pl, o, a)) l[a] = AxisLayout::partial();

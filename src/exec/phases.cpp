@@ -4,18 +4,15 @@
 
 namespace recsearch::exec {
 
-PhaseTimes predicted_phase_times(const ir::Graph& g, const plan::Evaluation& ev, Mode mode,
-                                 const CostParams& params) {
+PhaseTimes predicted_phase_times(const ir::Graph& g, const plan::Evaluation& ev, Mode mode) {
   PhaseTimes t;
   const plan::Summary& s = ev.summary;
   t.step_s = s.step_time_s;
   if (mode == Mode::Infer) {
     t.forward_s = s.compute_s;
   } else {
-    const double plain = s.compute_s - s.recompute_s;
-    const double forward_share = 1.0 / (1.0 + params.backward_flops_factor);
-    t.forward_s = plain * forward_share;
-    t.backward_s = plain - t.forward_s + s.recompute_s;
+    t.forward_s = s.compute_s - s.recompute_s - s.backward_compute_s;
+    t.backward_s = s.backward_compute_s + s.recompute_s;
   }
   for (const plan::CommEvent& e : ev.events) {
     const bool parameter =

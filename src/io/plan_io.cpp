@@ -1074,6 +1074,7 @@ OrderedJson summary_json(const plan::Summary& s) {
   summary["step_time_s"] = detail::number_json(s.step_time_s);
   summary["compute_s"] = detail::number_json(s.compute_s);
   summary["recompute_s"] = detail::number_json(s.recompute_s);
+  summary["backward_compute_s"] = detail::number_json(s.backward_compute_s);
   summary["communication_s"] = detail::number_json(s.communication_s);
   summary["exposed_communication_s"] = detail::number_json(s.exposed_communication_s);
   summary["microbatch_s"] = detail::number_json(s.microbatch_s);

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "recsearch/error.hpp"
+#include "recsearch/ir/gradients.hpp"
 #include "recsearch/plan/precision.hpp"
 
 namespace recsearch::plan {
@@ -359,12 +360,15 @@ class Evaluator {
       }
       const double flops = spaces_[o].flops / ways;
       const Precision prec = operator_precision(g_, o, params_);
-      double t = m * cost::compute_seconds(flops, touched, dev, prec, params_, p_.mode);
-      if (train_ && rules_.recomputed[o]) {
-        const double again =
-            m * cost::compute_seconds(flops, touched, dev, prec, params_, Mode::Infer);
-        sum.recompute_s += again;
-        t += again;
+      const bool again = train_ && rules_.recomputed[o] != 0;
+      const cost::StepCompute c =
+          cost::step_compute(flops, touched, dev, prec, params_, p_.mode,
+                             train_ ? rules_.backward_share[o] : 1.0, again);
+      double t = m * c.passes;
+      if (train_) sum.backward_compute_s += m * (c.passes - c.forward);
+      if (again) {
+        sum.recompute_s += m * c.recompute;
+        t += m * c.recompute;
       }
       ev_.op_costs[o].compute_s = t;
       sum.compute_s += t;
@@ -466,7 +470,9 @@ class Evaluator {
            ++slot) {
         const ir::TensorId t = slots_.tensor[slot];
         const ir::Tensor& tensor = g_.tensor(t);
-        if (!tensor.requires_grad() || layout_[slot].kind != LayoutKind::Replicate) continue;
+        if (layout_[slot].kind != LayoutKind::Replicate ||
+            !ir::input_takes_gradient(g_, rules_.grads, g_.op(o), slot - slots_.begin[o]))
+          continue;
         const bool parameter = tensor.kind == ir::TensorKind::Parameter;
         cost::SyncStep steps[3];
         const int n = cost::gradient_sync_steps(parameter, zero_[t], steps);

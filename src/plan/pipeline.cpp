@@ -15,6 +15,7 @@
 
 #include "recsearch/cost/model.hpp"
 #include "recsearch/error.hpp"
+#include "recsearch/ir/gradients.hpp"
 #include "recsearch/plan/training.hpp"
 
 namespace recsearch::plan {
@@ -60,7 +61,7 @@ std::string stage_path(std::size_t j) { return "/pipeline/stages/" + std::to_str
 }  // namespace
 
 StageGraph stage_graph(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
-                       ir::OpId first, ir::OpId last) {
+                       ir::OpId first, ir::OpId last, const std::vector<std::uint8_t>* grads) {
   if (first >= last || last > g.num_operators())
     throw Error(Errc::kUsage, "stage_graph: operators [" + std::to_string(first) + ", " +
                                   std::to_string(last) + ") out of range");
@@ -88,6 +89,12 @@ StageGraph stage_graph(const ir::Graph& g, const std::vector<algebra::OpSpace>& 
     sg.graph.add_operator(std::move(copy));
     sg.spaces.push_back(spaces[o]);
   }
+  std::optional<std::vector<std::uint8_t>> own;
+  if (grads == nullptr && !sg.received.empty()) grads = &own.emplace(ir::gradient_tensors(g));
+  std::vector<ir::TensorId> gradient_inputs;
+  for (const ir::TensorId t : sg.received)
+    if ((*grads)[t] != 0) gradient_inputs.push_back(map.get(t, ir::TensorKind::Input));
+  sg.graph.set_gradient_inputs(std::move(gradient_inputs));
   sg.graph.finalize();
   return sg;
 }
@@ -382,6 +389,7 @@ PipelineEvaluation schedule_pipeline(const PipelinePlan& pp, Mode mode,
     const Summary& s = pe.stages[j].summary;
     sum.compute_s += s.compute_s;
     sum.recompute_s += s.recompute_s;
+    sum.backward_compute_s += s.backward_compute_s;
     sum.communication_s += s.communication_s;
     sum.exposed_communication_s += s.exposed_communication_s;
   }

@@ -17,6 +17,7 @@
 
 #include "recsearch/cost/cost_model.hpp"
 #include "recsearch/error.hpp"
+#include "recsearch/ir/gradients.hpp"
 #include "recsearch/plan/evaluator.hpp"
 #include "recsearch/plan/plan.hpp"
 
@@ -50,13 +51,15 @@ float row_stats_fraction(const ir::Tensor& t, double per_row) {
                                        static_cast<double>(ir::dtype_size(t.dtype))));
 }
 
-// Contractions keep each operand that another operand's gradient needs.
-void keep_contraction(const ir::Graph& g, const ir::Operator& op, std::size_t operands, Keep& k) {
+// Contractions keep each operand that another operand's gradient needs
+// (grads: ir::gradient_tensors).
+void keep_contraction(const ir::Operator& op, std::size_t operands,
+                      const std::vector<std::uint8_t>& grads, Keep& k) {
   const std::size_t n = std::min(operands, op.inputs.size());
   for (std::size_t j = 0; j < n; ++j) {
     bool other_needs = false;
     for (std::size_t i = 0; i < n; ++i)
-      other_needs = other_needs || (i != j && g.tensor(op.inputs[i]).requires_grad());
+      other_needs = other_needs || (i != j && grads[op.inputs[i]] != 0);
     if (other_needs) k.whole[op.inputs[j]] = 1;
   }
 }
@@ -74,13 +77,14 @@ void add_output_mask(const ir::Graph& g, const ir::Operator& op, Keep& k) {
 }
 
 // The saved-tensor table (docs/cost-model.md, Saved tensors).
-void keep_of(const ir::Graph& g, const ir::Operator& op, Keep& k) {
+void keep_of(const ir::Graph& g, const ir::Operator& op, const std::vector<std::uint8_t>& grads,
+             Keep& k) {
   switch (op.kind) {
     case OpKind::MatMul:
     case OpKind::BatchMatMul:
-    case OpKind::Einsum: keep_contraction(g, op, op.inputs.size(), k); break;
-    case OpKind::Conv2D: keep_contraction(g, op, 2, k); break;  // the bias needs nothing
-    case OpKind::Mul: keep_contraction(g, op, 2, k); break;
+    case OpKind::Einsum: keep_contraction(op, op.inputs.size(), grads, k); break;
+    case OpKind::Conv2D: keep_contraction(op, 2, grads, k); break;  // the bias needs nothing
+    case OpKind::Mul: keep_contraction(op, 2, grads, k); break;
     case OpKind::Attention: {
       // FlashAttention: q, k, v, the output and a float log-sum-exp per row.
       keep_inputs(op, k);
@@ -128,10 +132,16 @@ void keep_of(const ir::Graph& g, const ir::Operator& op, Keep& k) {
   }
 }
 
-std::vector<float> saved_none(const ir::Graph& g) {
+std::vector<float> saved_none(const ir::Graph& g, const std::vector<std::uint8_t>& grads) {
   const std::size_t n = g.num_tensors();
   Keep k{std::vector<std::uint8_t>(n, 0), std::vector<float>(n, 0), std::vector<float>(n, 0)};
-  for (const ir::Operator& op : g.operators()) keep_of(g, op, k);
+  for (const ir::Operator& op : g.operators()) {
+    // An operator whose outputs take no gradient runs no backward and
+    // keeps nothing (an operator on the data alone).
+    if (std::any_of(op.outputs.begin(), op.outputs.end(),
+                    [&](ir::TensorId t) { return grads[t] != 0; }))
+      keep_of(g, op, grads, k);
+  }
   std::vector<float> saved(g.num_tensors(), 0.0F);
   for (std::size_t t = 0; t < saved.size(); ++t) {
     if (!is_data(g.tensor(static_cast<ir::TensorId>(t)))) continue;
@@ -440,7 +450,9 @@ MemoryRules memory_rules(const ir::Graph& g, const std::vector<algebra::OpSpace>
   if (per_op.size() != g.num_operators())
     throw Error(Errc::kInternal, "memory_rules: one recomputation per operator is required");
   MemoryRules r;
-  r.saved = saved_none(g);
+  r.grads = ir::gradient_tensors(g);
+  r.backward_share = ir::backward_shares(g, r.grads);
+  r.saved = saved_none(g, r.grads);
   r.segment.assign(g.num_tensors(), -1);
   r.recomputed.assign(g.num_operators(), 0);
   const auto any = [&](Recompute x) {
@@ -572,6 +584,7 @@ std::optional<MicrobatchView> microbatch_view(const ir::Graph& g,
     // microbatch allows, the plan check rejects this microbatch count.
     (void)v.graph.add_operator(op);
   }
+  v.graph.set_gradient_inputs(g.gradient_inputs());  // the same tensor ids
   try {
     v.graph.finalize();
     v.spaces = algebra::build_op_spaces(v.graph);

@@ -84,6 +84,7 @@ json summary_data(const plan::Summary& s) {
   return {{"step_time_s", num(s.step_time_s)},
           {"compute_s", num(s.compute_s)},
           {"recompute_s", num(s.recompute_s)},
+          {"backward_compute_s", num(s.backward_compute_s)},
           {"communication_s", num(s.communication_s)},
           {"exposed_communication_s", num(s.exposed_communication_s)},
           {"memory_per_device_bytes", num(s.memory_per_device_bytes)},

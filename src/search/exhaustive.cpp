@@ -15,6 +15,7 @@
 #include <span>
 
 #include "recsearch/error.hpp"
+#include "recsearch/ir/gradients.hpp"
 #include "search/common.hpp"
 
 namespace recsearch::search::detail {
@@ -233,7 +234,8 @@ void add_cut_seconds(const Context& ctx, const ir::Operator& op, const algebra::
   const Mode mode = ctx.opts.mode;
   for (std::size_t j = 0; j < op.inputs.size(); ++j) {
     const ir::Tensor& t = ctx.g.tensor(op.inputs[j]);
-    if (mode == Mode::Train && t.requires_grad() && st.layout[j][a].kind == LayoutKind::Replicate)
+    if (mode == Mode::Train && st.layout[j][a].kind == LayoutKind::Replicate &&
+        ir::input_takes_gradient(ctx.g, ctx.rules.grads, op, j))
       add_sync_seconds(ctx, t, t.bytes() / static_cast<double>(div[j]), cut, st);
   }
   const algebra::LoopDim& loop = s.loops[static_cast<std::size_t>(c)];
@@ -331,13 +333,15 @@ OpStrategy make_strategy(const Context& ctx, ir::OpId o, const std::vector<std::
   }
   const double flops = s.flops / static_cast<double>(total_split);
   const Precision prec = ctx.precision[o];
-  st.compute = cost::compute_seconds(flops, touched, ctx.cluster.device(), prec, p, mode);
+  const bool train = mode == Mode::Train;
+  const cost::StepCompute c = cost::step_compute(flops, touched, ctx.cluster.device(), prec, p,
+                                                 mode, train ? ctx.rules.backward_share[o] : 1.0,
+                                                 train && ctx.rules.recomputed[o] != 0);
+  st.compute = c.passes;
   st.own += st.compute;
-  if (mode == Mode::Train && ctx.rules.recomputed[o]) {
-    const double again =
-        cost::compute_seconds(flops, touched, ctx.cluster.device(), prec, p, Mode::Infer);
-    st.own += again;
-    st.compute += again;
+  if (train && ctx.rules.recomputed[o] != 0) {
+    st.own += c.recompute;
+    st.compute += c.recompute;
   }
   st.mem = held_memory(ctx, o, div, st);
   return st;

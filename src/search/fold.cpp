@@ -314,6 +314,10 @@ Folded fold(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces, con
     const ir::Tensor& x = g.tensor(t);
     if (x.producer == ir::kNone && x.consumers.empty()) add(t);
   }
+  std::vector<ir::TensorId> gradient_inputs;
+  for (const ir::TensorId t : g.gradient_inputs())
+    if (map[t] != ir::kNone) gradient_inputs.push_back(map[t]);
+  f.graph.set_gradient_inputs(std::move(gradient_inputs));
   f.graph.finalize();
   return f;
 }

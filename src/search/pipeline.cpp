@@ -53,6 +53,7 @@
 #include <oneapi/tbb/task_group.h>
 
 #include "recsearch/error.hpp"
+#include "recsearch/ir/gradients.hpp"
 #include "recsearch/plan/training.hpp"
 #include "search/common.hpp"
 #include "search/fold.hpp"
@@ -232,13 +233,14 @@ struct StageResult {
 // the bound drops before pricing needs none.
 class StageGraphs {
  public:
+  // grads: ir::gradient_tensors(g).
   StageGraphs(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
-              const plan::PipelinePlan& pp)
-      : g_(g), spaces_(spaces), pp_(pp), built_(pp.stages.size()) {}
+              const std::vector<std::uint8_t>& grads, const plan::PipelinePlan& pp)
+      : g_(g), spaces_(spaces), grads_(grads), pp_(pp), built_(pp.stages.size()) {}
 
   const plan::StageGraph& operator[](std::size_t j) {
     if (!built_[j])
-      built_[j] = plan::stage_graph(g_, spaces_, pp_.stages[j].first, pp_.stages[j].last);
+      built_[j] = plan::stage_graph(g_, spaces_, pp_.stages[j].first, pp_.stages[j].last, &grads_);
     return *built_[j];
   }
 
@@ -256,6 +258,7 @@ class StageGraphs {
  private:
   const ir::Graph& g_;
   const std::vector<algebra::OpSpace>& spaces_;
+  const std::vector<std::uint8_t>& grads_;
   const plan::PipelinePlan& pp_;
   std::vector<std::optional<plan::StageGraph>> built_;
 };
@@ -278,6 +281,7 @@ class PipelineSearch {
                  const Cluster& cluster, const SearchOptions& opts)
       : g_(g),
         spaces_(spaces),
+        grads_(ir::gradient_tensors(g)),
         cluster_(cluster),
         opts_(opts),
         budget_(detail::memory_budget(cluster, opts)),
@@ -630,7 +634,7 @@ class PipelineSearch {
       s.group = j % pp.groups;
       pp.stages.push_back(std::move(s));
     }
-    StageGraphs graphs(g_, spaces_, pp);
+    StageGraphs graphs(g_, spaces_, grads_, pp);
     // Each stage at the whole budget, then the groups over it again with
     // room for the microbatches they keep in flight (twice at most).
     std::vector<double> budgets(parts, budget_);
@@ -684,7 +688,7 @@ class PipelineSearch {
     if (best_.plan.groups <= 1) return;
     plan::PipelinePlan pp = best_.plan;
     const Cluster group = plan::stage_cluster(cluster_, pp.groups);
-    StageGraphs graphs(g_, spaces_, pp);
+    StageGraphs graphs(g_, spaces_, grads_, pp);
     // The result is taken only when it fits and is faster: its stages stop
     // being searched as soon as the bound or a group's memory says it will
     // not be.
@@ -851,6 +855,7 @@ class PipelineSearch {
 
   const ir::Graph& g_;
   const std::vector<algebra::OpSpace>& spaces_;
+  const std::vector<std::uint8_t> grads_;  // ir::gradient_tensors(g_), for the stage graphs
   const Cluster& cluster_;
   const SearchOptions& opts_;
   const double budget_;

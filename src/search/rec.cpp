@@ -43,6 +43,7 @@
 #include <numeric>
 #include <queue>
 
+#include "recsearch/ir/gradients.hpp"
 #include "search/common.hpp"
 #include "search/flat_graph.hpp"
 
@@ -71,7 +72,6 @@ constexpr int kRefineSweeps = 3;
 constexpr std::size_t kRegionMinAttempts = 8192;
 
 // Tensor flags.
-constexpr std::uint8_t kNeedsGrad = 1;
 constexpr std::uint8_t kParameter = 2;
 
 // Fixed starts of each pass besides growth: every operator on its batch
@@ -333,9 +333,16 @@ class RecSearch {
     tensor_flags_.resize(nt);
     for (std::size_t t = 0; t < nt; ++t) {
       const ir::Tensor& tensor = ctx_.g.tensor(static_cast<ir::TensorId>(t));
-      tensor_flags_[t] =
-          static_cast<std::uint8_t>((tensor.requires_grad() ? kNeedsGrad : 0) |
-                                    (tensor.kind == ir::TensorKind::Parameter ? kParameter : 0));
+      tensor_flags_[t] = tensor.kind == ir::TensorKind::Parameter ? kParameter : 0;
+    }
+    in_grad_.assign(flat_.in_tensor.size(), 0);
+    if (!ctx_.rules.grads.empty()) {
+      for (std::size_t o = 0; o < nops; ++o) {
+        const ir::Operator& op = ctx_.g.op(static_cast<ir::OpId>(o));
+        for (std::size_t j = 0; j < op.inputs.size(); ++j)
+          in_grad_[flat_.in_off[o] + j] =
+              ir::input_takes_gradient(ctx_.g, ctx_.rules.grads, op, j) ? 1 : 0;
+      }
     }
     wants_.resize(flat_.use_off[nt]);
     want_count_.assign(nt, 0);
@@ -604,7 +611,7 @@ class RecSearch {
           lay[j].kind == LayoutKind::Shard ? slice / static_cast<double>(k) : slice;
       touched += after;
       // The objective is per microbatch: what runs once per step counts 1/m.
-      if (c != plan::kReplicated && train && (f & kNeedsGrad) &&
+      if (c != plan::kReplicated && train && in_grad_[in0 + j] != 0 &&
           lay[j].kind == LayoutKind::Replicate)
         comm_s += cost::gradient_sync_seconds(slice, (f & kParameter) != 0, training_.zero_stage,
                                               training_.microbatches, cut, p) /
@@ -665,10 +672,10 @@ class RecSearch {
     if (comm) *comm = comm_s;
     const DeviceSpec& dev = ctx_.cluster.device();
     const Precision prec = ctx_.precision[o];
-    double compute = cost::compute_seconds(flops, touched / discount.compute, dev, prec, p, mode);
-    if (train && ctx_.rules.recomputed[o])
-      compute +=
-          cost::compute_seconds(flops, touched / discount.compute, dev, prec, p, Mode::Infer);
+    const double compute = cost::step_compute(flops, touched / discount.compute, dev, prec, p, mode,
+                                              train ? ctx_.rules.backward_share[o] : 1.0,
+                                              train && ctx_.rules.recomputed[o] != 0)
+                               .total();
     return comm_s + compute + lambda_ * mem / discount.memory;
   }
 
@@ -1008,9 +1015,11 @@ class RecSearch {
     const double flops = ctx_.spaces[o].flops / static_cast<double>(total_split);
     const DeviceSpec& dev = ctx_.cluster.device();
     const Precision prec = ctx_.precision[o];
-    double t = cost::compute_seconds(flops, touched, dev, prec, ctx_.opts.cost, ctx_.opts.mode);
-    if (ctx_.opts.mode == Mode::Train && ctx_.rules.recomputed[o])
-      t += cost::compute_seconds(flops, touched, dev, prec, ctx_.opts.cost, Mode::Infer);
+    const bool train = ctx_.opts.mode == Mode::Train;
+    const double t = cost::step_compute(flops, touched, dev, prec, ctx_.opts.cost, ctx_.opts.mode,
+                                        train ? ctx_.rules.backward_share[o] : 1.0,
+                                        train && ctx_.rules.recomputed[o] != 0)
+                         .total();
     return op_w_[o] * t;
   }
 
@@ -1049,7 +1058,8 @@ class RecSearch {
   std::vector<std::uint64_t> touched_;
   std::uint64_t clock_ = 0;
 
-  std::vector<std::uint8_t> tensor_flags_;  // kNeedsGrad | kParameter
+  std::vector<std::uint8_t> tensor_flags_;  // kParameter
+  std::vector<std::uint8_t> in_grad_;       // per input slot: ir::input_takes_gradient
   std::vector<int> batch_;                  // batch loop of each operator
   std::vector<std::int64_t> loop_gcd_;      // see set_loop_gcds
   std::vector<Want> wants_;

@@ -371,6 +371,7 @@ plan::Summary extrapolate(const detail::Folded& f3, const detail::Folded& f4,
   whole.memory_per_device_bytes = whole.parameter_bytes + whole.activation_bytes;
   whole.compute_s = ext(s3.compute_s, s4.compute_s);
   whole.recompute_s = ext(s3.recompute_s, s4.recompute_s);
+  whole.backward_compute_s = ext(s3.backward_compute_s, s4.backward_compute_s);
   whole.communication_s = ext(s3.communication_s, s4.communication_s);
   whole.parameter_comm_s = ext(s3.parameter_comm_s, s4.parameter_comm_s);
   whole.parameter_comm_repeated_s = ext(s3.parameter_comm_repeated_s, s4.parameter_comm_repeated_s);

@@ -695,18 +695,19 @@ PREDICTED_FORWARD = re.compile(r"predicted by the cost model \(([^)]*)\): forwar
                                r"measured/predicted ([\d.]+|-)")
 
 
-def model_phases(ev, graph, mode, backward_flops_factor=2.0):
+def model_phases(ev, graph, mode):
     """The phases of a step computed here from `eval --format json --detail
-    full`, independently of exec: compute without the recomputed forward
-    split 1:f between forward and backward (the recomputed forward in the
-    backward), parameter-gradient events to the sync, other backward-phase
+    full`, independently of exec: the backward's compute (backward_compute_s,
+    which tests/plan/evaluator_test.cpp holds to a hand count) and the
+    recomputed forward to the backward, the rest of the compute to the
+    forward, parameter-gradient events to the sync, other backward-phase
     events to the backward, the rest to the forward; no optimizer time."""
     s = ev["summary"]
     params = {t["name"] for t in graph["tensors"] if t.get("kind") == "parameter"}
     if mode == "train":
-        plain = s["compute_s"] - s.get("recompute_s", 0.0)
-        fwd = plain / (1 + backward_flops_factor)
-        bwd = plain - fwd + s.get("recompute_s", 0.0)
+        recompute = s.get("recompute_s", 0.0)
+        fwd = s["compute_s"] - recompute - s["backward_compute_s"]
+        bwd = s["backward_compute_s"] + recompute
     else:
         fwd, bwd = s["compute_s"], 0.0
     sync = 0.0

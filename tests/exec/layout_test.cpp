@@ -19,6 +19,7 @@
 #include "recsearch/exec/executor.hpp"
 #include "recsearch/exec/layout.hpp"
 #include "recsearch/exec/recompute.hpp"
+#include "recsearch/ir/gradients.hpp"
 #include "recsearch/plan/evaluator.hpp"
 #include "recsearch/plan/pipeline.hpp"
 #include "recsearch/plan/training.hpp"
@@ -724,7 +725,7 @@ TEST_CASE("exec: two pipeline stages in 1F1B order accumulate the whole graph's 
   const plan::StageGraph s0 = plan::stage_graph(g, spaces, 0, cut);
   const plan::StageGraph s1 = plan::stage_graph(g, spaces, cut, g.num_operators());
   REQUIRE(s1.received.size() == 3);
-  const std::vector<bool> needs = exec::differentiable_tensors(g);
+  const std::vector<std::uint8_t> needs = ir::gradient_tensors(g);
   const auto id_in = [&](const ir::Graph& sg, ir::TensorId full) {
     return *sg.find_tensor(g.tensor(full).name);
   };

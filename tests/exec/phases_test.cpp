@@ -27,8 +27,9 @@ TEST_CASE("phases: the model's step split into forward, backward, sync and optim
   const auto w = g.add_tensor("w", {4, 4}, ir::DType::F32, ir::TensorKind::Parameter);
   const auto h = g.add_tensor("h", {4, 4}, ir::DType::F32, ir::TensorKind::Activation);
   plan::Evaluation ev;
-  ev.summary.compute_s = 3.5;  // 3 s forward + backward, 0.5 s recomputed forward
+  ev.summary.compute_s = 3.5;  // 1 s forward, 2 s backward, 0.5 s recomputed forward
   ev.summary.recompute_s = 0.5;
+  ev.summary.backward_compute_s = 2.0;
   ev.summary.step_time_s = 9.0;
   ev.events = {event(w, plan::CommReason::Gradient, cost::Phase::Backward, 0.25),
                event(w, plan::CommReason::Gradient, cost::Phase::Forward, 0.125),  // ZeRO gather
@@ -36,19 +37,19 @@ TEST_CASE("phases: the model's step split into forward, backward, sync and optim
                event(h, plan::CommReason::Layout, cost::Phase::Backward, 2.0),
                event(h, plan::CommReason::Layout, cost::Phase::Forward, 4.0),
                event(ir::kNone, plan::CommReason::Halo, cost::Phase::Forward, 8.0)};
-  CostParams params;  // backward_flops_factor 2
-  const exec::PhaseTimes t = exec::predicted_phase_times(g, ev, Mode::Train, params);
+  const exec::PhaseTimes t = exec::predicted_phase_times(g, ev, Mode::Train);
   CHECK(t.forward_s == doctest::Approx(1.0 + 4.0 + 8.0));
   CHECK(t.backward_s == doctest::Approx(2.0 + 0.5 + 1.0 + 2.0));
   CHECK(t.sync_s == doctest::Approx(0.375));
   CHECK(t.optimizer_s == 0.0);
   CHECK(t.step_s == 9.0);
-  params.backward_flops_factor = 1.0;
-  const exec::PhaseTimes even = exec::predicted_phase_times(g, ev, Mode::Train, params);
+  // A backward of 1.5 s (operators on the data alone run less of theirs).
+  ev.summary.backward_compute_s = 1.5;
+  const exec::PhaseTimes even = exec::predicted_phase_times(g, ev, Mode::Train);
   CHECK(even.forward_s == doctest::Approx(1.5 + 12.0));
   CHECK(even.backward_s == doctest::Approx(1.5 + 0.5 + 3.0));
   // Inference: all compute is the forward's; the events go as above.
-  const exec::PhaseTimes infer = exec::predicted_phase_times(g, ev, Mode::Infer, params);
+  const exec::PhaseTimes infer = exec::predicted_phase_times(g, ev, Mode::Infer);
   CHECK(infer.forward_s == doctest::Approx(3.5 + 12.0));
   CHECK(infer.backward_s == doctest::Approx(3.0));
 }

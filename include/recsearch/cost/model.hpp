@@ -18,7 +18,8 @@
 //  * compute time = max(flops / (peak * efficiency), bytes touched / HBM
 //    bandwidth), times (1 + backward_flops_factor) in training, where peak
 //    is the device's peak at the operator's precision
-//    (plan::operator_precision).
+//    (plan::operator_precision); an operator whose inputs do not all take
+//    a gradient runs that share of its backward (step_compute).
 #pragma once
 
 #include <cstdint>
@@ -124,6 +125,20 @@ int redistribution_steps(AxisLayout from, AxisLayout to, Mode mode, RedistStep o
 // CostModel prices every precision through its one compute_seconds.
 [[nodiscard]] double compute_seconds(double flops, double bytes, const DeviceSpec& dev,
                                      Precision precision, const CostParams& p, Mode mode) noexcept;
+
+// An operator slice's compute in one microbatch of a step. In training,
+// `backward_share` of its backward runs (ir::backward_shares: 1 prices the
+// whole backward_flops_factor, 0 none, as for an operator on the data
+// alone), and a recomputed operator runs its forward once more.
+struct StepCompute {
+  double forward = 0;    // the forward pass
+  double passes = 0;     // the forward and the backward's share; the forward in inference
+  double recompute = 0;  // the forward again in the backward pass
+  [[nodiscard]] double total() const noexcept { return passes + recompute; }
+};
+[[nodiscard]] StepCompute step_compute(double flops, double bytes, const DeviceSpec& dev,
+                                       Precision precision, const CostParams& p, Mode mode,
+                                       double backward_share, bool recomputed) noexcept;
 
 // Bytes per device of parameter state per parameter byte: 1 in inference,
 // 1 + gradient_bytes_factor + optimizer_bytes_factor in training.

@@ -157,8 +157,8 @@ struct BytePrediction {
 // data-parallel axis (the cost model's plan::zero_axes), and it stays
 // sharded: the passes gather it (zero3_sharded).
 struct GradientLayouts {
-  std::vector<bool> needs_grad;  // per tensor: floating and downstream of a parameter
-  std::vector<Layout> target;    // per tensor: where its summed gradient lives (a ZeRO shard)
+  std::vector<std::uint8_t> needs_grad;  // per tensor: ir::gradient_tensors with grad_inputs
+  std::vector<Layout> target;  // per tensor: where its summed gradient lives (a ZeRO shard)
   // Per op, per input: its contribution's layout (none when the input gets no gradient).
   std::vector<std::vector<std::optional<Layout>>> input;
 };
@@ -174,15 +174,6 @@ struct GradientLayouts {
 [[nodiscard]] GradientLayouts gradient_layouts(const ir::Graph& g, const PlanLayouts& pl,
                                                const std::vector<int>& zero,
                                                const std::vector<ir::TensorId>& grad_inputs = {});
-
-// Per tensor: floating and downstream of a parameter or of one of
-// `grad_inputs` (GradientLayouts::needs_grad, from the graph alone).
-[[nodiscard]] std::vector<bool> differentiable_tensors(
-    const ir::Graph& g, const std::vector<ir::TensorId>& grad_inputs = {});
-
-// Whether input j of op receives a gradient from the operator's backward
-// kernel (floating operands other than indices and labels).
-[[nodiscard]] bool differentiable_input(const ir::Graph& g, const ir::Operator& op, std::size_t j);
 
 // Bytes one rank sends in the backward pass of a training step of the
 // execution layer, from the layouts alone: the activation gradients'

@@ -13,10 +13,11 @@ namespace recsearch::exec {
 
 // Seconds per step of each phase as the cost model prices them, and its
 // step time. The model's compute_s is the forward's time plus the
-// backward's (backward_flops_factor f times the forward's) plus the
+// backward's (backward_compute_s: each operator's share of
+// backward_flops_factor times its forward, ir::backward_shares) plus the
 // recomputed forward (recompute_s, which runs inside the backward pass):
-// compute_s − recompute_s is split 1:f into forward and backward, and
-// recompute_s goes to the backward. Collectives go by their events: a parameter's gradient
+// backward_compute_s and recompute_s go to the backward, the rest of
+// compute_s to the forward. Collectives go by their events: a parameter's gradient
 // events (its synchronisation, ZeRO's all-gathers included) to the sync,
 // other backward-phase events (layout duals, activation gradients) to the
 // backward, the rest (forward layout and output events) to the forward.
@@ -31,6 +32,6 @@ struct PhaseTimes {
   double step_s = 0;  // Summary::step_time_s
 };
 [[nodiscard]] PhaseTimes predicted_phase_times(const ir::Graph& g, const plan::Evaluation& ev,
-                                               Mode mode, const CostParams& params);
+                                               Mode mode);
 
 }  // namespace recsearch::exec

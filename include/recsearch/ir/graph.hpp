@@ -22,6 +22,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "recsearch/ir/attrs.hpp"
@@ -83,6 +84,15 @@ class Graph {
   [[nodiscard]] const TrainingPins& training_pins() const noexcept { return training_pins_; }
   void set_training_pins(TrainingPins pins) { training_pins_ = pins; }
 
+  // Graph inputs whose gradient is wanted outside the graph, as a
+  // parameter's is: a pipeline stage's received activations, whose
+  // gradients go back to the stage that produced them (ir/gradients.hpp).
+  // Not part of the graph file; empty for a whole graph.
+  [[nodiscard]] const std::vector<TensorId>& gradient_inputs() const noexcept {
+    return gradient_inputs_;
+  }
+  void set_gradient_inputs(std::vector<TensorId> ids) { gradient_inputs_ = std::move(ids); }
+
   [[nodiscard]] std::optional<TensorId> find_tensor(std::string_view name) const;
   [[nodiscard]] std::optional<OpId> find_operator(std::string_view name) const;
 
@@ -111,6 +121,7 @@ class Graph {
   detail::NameIndex op_index_;
   std::vector<OpId> topo_;
   TrainingPins training_pins_;
+  std::vector<TensorId> gradient_inputs_;
   bool finalized_ = false;
 };
 

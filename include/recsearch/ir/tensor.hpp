@@ -60,10 +60,6 @@ struct Tensor {
   [[nodiscard]] double bytes() const noexcept {
     return num_elements(shape) * static_cast<double>(dtype_size(dtype));
   }
-  // Whether backward computes a gradient for this tensor.
-  [[nodiscard]] bool requires_grad() const noexcept {
-    return kind == TensorKind::Parameter || kind == TensorKind::Activation;
-  }
 };
 
 }  // namespace recsearch::ir

@@ -116,6 +116,9 @@ struct Summary {
   // Per step, every microbatch, the recomputed forward included.
   double compute_s = 0;
   double recompute_s = 0;  // of compute_s: forward work redone in the backward pass
+  // Of compute_s: the backward pass, recomputation apart (training; each
+  // operator's share of it, ir::backward_shares).
+  double backward_compute_s = 0;
   // Per step, every collective (see CommEvent::repeats).
   double communication_s = 0;
   // Of communication_s: what compute does not hide. Parameter-gradient

@@ -82,9 +82,13 @@ struct StageGraph {
   std::vector<ir::TensorId> received;  // full-graph ids, in first-use order
   std::vector<ir::TensorId> sent;      // full-graph ids, in producer order
 };
+// The received tensors that take a gradient in g (ir::gradient_tensors)
+// are the stage graph's gradient inputs; `grads` is gradient_tensors(g)
+// when the caller has it (else it is computed).
 [[nodiscard]] StageGraph stage_graph(const ir::Graph& g,
                                      const std::vector<algebra::OpSpace>& spaces, ir::OpId first,
-                                     ir::OpId last);
+                                     ir::OpId last,
+                                     const std::vector<std::uint8_t>* grads = nullptr);
 
 // The cluster of one of p device groups: the levels split from the
 // outermost, whole levels first, then the next divided by what is left of

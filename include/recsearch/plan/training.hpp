@@ -122,6 +122,11 @@ struct MemoryRules {
   std::int32_t segments = 0;
   // Per operator: its forward runs again in the backward pass.
   std::vector<std::uint8_t> recomputed;
+  // Per tensor: it takes a gradient (ir::gradient_tensors); per operator:
+  // the share of its backward work that runs (ir::backward_shares), which
+  // cost::step_compute_seconds prices.
+  std::vector<std::uint8_t> grads;
+  std::vector<float> backward_share;
 };
 
 // The rules for graph g (finalized; spaces are its operator spaces).
