@@ -149,7 +149,14 @@ std::string summary_text(const ReportInput& in, const TableOptions& opts) {
     if (const std::string zero = zero_axes_text(in); !zero.empty()) line("ZeRO axes", zero);
   }
   if (!p.mesh.empty()) line("mesh axes", io::axis_levels_text(in.cluster, p));
-  line("parallelism", parallelism_text(in));
+  // One clause a line: the effective figure, the partly used axes, the
+  // idle ones ("; " between them) would make one line of 200 characters.
+  const std::string par = parallelism_text(in);
+  std::size_t from = 0;
+  for (std::size_t at = par.find("; "); from < par.size(); at = par.find("; ", from)) {
+    line(from == 0 ? "parallelism" : "", par.substr(from, at == std::string::npos ? at : at - from));
+    from = at == std::string::npos ? par.size() : at + 2;
+  }
   // Only a search has a search time; an evaluated plan would say "0 s".
   if (s.search_time_s > 0) line("search time", sig(s.search_time_s) + " s");
   return out;
