@@ -154,7 +154,8 @@ std::string summary_text(const ReportInput& in, const TableOptions& opts) {
   const std::string par = parallelism_text(in);
   std::size_t from = 0;
   for (std::size_t at = par.find("; "); from < par.size(); at = par.find("; ", from)) {
-    line(from == 0 ? "parallelism" : "", par.substr(from, at == std::string::npos ? at : at - from));
+    line(from == 0 ? "parallelism" : "",
+         par.substr(from, at == std::string::npos ? at : at - from));
     from = at == std::string::npos ? par.size() : at + 2;
   }
   // Only a search has a search time; an evaluated plan would say "0 s".
