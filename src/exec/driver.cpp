@@ -75,10 +75,12 @@ Fault parse_fault(const std::string& s) {
     throw Error(Errc::kUsage, "--fault '" + s + "': expected RANK:KIND[:OP]");
   }
   if (f.kind != "throw" && f.kind != "kill" && f.kind != "stall" && f.kind != "grad" &&
-      f.kind != "halo" && f.kind != "recompute" && f.kind != "boundary" && f.kind != "gather") {
-    throw Error(Errc::kUsage,
-                "--fault '" + s +
-                    "': KIND is throw, kill, stall, grad, halo, recompute, boundary or gather");
+      f.kind != "halo" && f.kind != "recompute" && f.kind != "boundary" && f.kind != "gather" &&
+      f.kind != "tied") {
+    throw Error(
+        Errc::kUsage,
+        "--fault '" + s +
+            "': KIND is throw, kill, stall, grad, halo, recompute, boundary, gather or tied");
   }
   return f;
 }
@@ -244,18 +246,6 @@ void load_pipeline(const ExecArgs& a, Inputs& in, const std::string& ptext, cons
   if (pp.schedule != plan::Schedule::OneFOneB || pp.virtual_stages != 1)
     throw Error(Errc::kUsage, "exec runs the 1F1B schedule only (the plan is interleaved)",
                 "/pipeline/schedule", psrc);
-  // With --train, what exec does not run in a pipeline: parameters tied
-  // across device groups (their gradients all-reduced across the groups),
-  // and below per stage what it does not run without one.
-  if (a.train) {
-    const auto tied = plan::tied_syncs(g, *in.cluster, pp, Mode::Train, CostParams{});
-    if (!tied.empty())
-      throw Error(Errc::kUsage,
-                  "exec does not train parameters tied across device groups ('" +
-                      g.tensor(tied[0].tensor).name + "' is read by stages of " +
-                      std::to_string(tied[0].groups.size()) + " groups)",
-                  "/pipeline/stages", psrc);
-  }
   if (a.backend != Backend::Mpi)
     throw Error(Errc::kUsage, "pipelined plans run on the MPI backend (--backend mpi)");
   if (in.cluster->num_devices() != world_size)
@@ -1293,6 +1283,88 @@ class Boundary {
   std::deque<std::vector<float>> outgoing_;
 };
 
+// Point-to-point messages of the tied parameters' all-reduce: a tag of
+// their own (boundary tensors are tagged by id, halo rows 32000), sent after
+// every boundary message of the step has arrived.
+constexpr int kTiedTag = 32001;
+
+// In-place sum of `data` over `peers` (world ranks, ascending, `self` among
+// them) in a ring of point-to-point messages: k - 1 steps of reduce-scatter,
+// then k - 1 of all-gather, each sending one of k segments of ceil(n / k)
+// elements to the next peer (the ring all-reduce the cost model prices:
+// 2(k - 1)/k of the data when k divides it). Each outgoing segment is copied,
+// so no buffer a send still reads is written; every peer ends with the same
+// values (each segment is summed on one rank, then copied).
+void ring_all_reduce(Communicator& c, const std::vector<int>& peers, int self,
+                     std::vector<float>& data, PipeBytes& b) {
+  const std::size_t k = peers.size();
+  if (k < 2) return;
+  const auto at = std::find(peers.begin(), peers.end(), self);
+  if (at == peers.end()) throw Error(Errc::kInternal, "ring_all_reduce: rank not among its peers");
+  const auto q = static_cast<std::size_t>(at - peers.begin());
+  const int next = peers[(q + 1) % k];
+  const int prev = peers[(q + k - 1) % k];
+  const std::size_t n = data.size();
+  const std::size_t seg = (n + k - 1) / k;
+  data.resize(seg * k, 0.0f);
+  std::deque<std::vector<float>> outgoing;
+  std::vector<float> in(seg);
+  const auto step = [&](std::size_t send_seg, std::size_t recv_seg, bool add) {
+    const auto from = data.begin() + static_cast<std::ptrdiff_t>(send_seg * seg);
+    outgoing.emplace_back(from, from + static_cast<std::ptrdiff_t>(seg));
+    c.send(next, outgoing.back().data(), seg, kTiedTag);
+    b.p2p_predicted += static_cast<double>(seg) * sizeof(float);
+    c.recv(prev, in.data(), seg, kTiedTag);
+    float* dst = data.data() + recv_seg * seg;
+    for (std::size_t i = 0; i < seg; ++i) dst[i] = add ? dst[i] + in[i] : in[i];
+  };
+  for (std::size_t s = 0; s + 1 < k; ++s) step((q + k - s) % k, (q + 2 * k - s - 1) % k, true);
+  for (std::size_t s = 0; s + 1 < k; ++s) step((q + 1 + k - s) % k, (q + k - s) % k, false);
+  c.finish_sends();
+  data.resize(n);
+}
+
+// A parameter that stages of several device groups read (plan::tied_syncs),
+// as one rank of one of those groups holds it: after the group's gradient
+// sync its gradient is the group's share alone. The groups sum their shares
+// as the cost model prices it (each group's devices share the traffic): the
+// group brings the gradient to every rank, rank i all-reduces the i-th chunk
+// of its flat elements (chunk_of) with rank i of every other group of the
+// parameter, the group all-gathers the summed chunks, and each rank takes
+// its block again (docs/exec.md, Tied parameters).
+struct TiedParameter {
+  ir::TensorId stage_tensor = 0;  // in the stage graph
+  std::vector<int> peers;         // world ranks: this rank's place in each group, ascending
+  double model_bytes = 0;         // the cost model's bytes per device per step, at f32
+};
+
+// The tied parameters this rank's stage reads, in tensor id order.
+std::vector<TiedParameter> tied_parameters(const Inputs& in, const plan::PipelinePlan& pp,
+                                           const StageRun& run) {
+  const ir::Graph& g = in.problem->graph();
+  const CostParams params;
+  std::vector<TiedParameter> out;
+  for (const plan::TiedSync& ts : plan::tied_syncs(g, *in.cluster, pp, Mode::Train, params)) {
+    if (!std::binary_search(ts.groups.begin(), ts.groups.end(), run.stage->group)) continue;
+    const ir::Tensor& x = g.tensor(ts.tensor);
+    const auto t = run.sg.graph.find_tensor(x.name);
+    if (!t) throw Error(Errc::kInternal, "no stage tensor '" + x.name + "'");
+    TiedParameter tp;
+    tp.stage_tensor = *t;
+    for (const std::size_t j : ts.groups)
+      tp.peers.push_back(static_cast<int>(j * run.devices + run.local));
+    // The model prices the parameter's gradient bytes; exec sends f32.
+    const double gradient =
+        x.bytes() *
+        plan::parameter_state(params, Mode::Train, static_cast<int>(ir::dtype_size(x.dtype)))
+            .gradient;
+    if (gradient > 0)
+      tp.model_bytes = ts.bytes * static_cast<double>(ir::num_elements(x.shape)) * 4.0 / gradient;
+    out.push_back(std::move(tp));
+  }
+  return out;
+}
+
 // What a stage needs to run its part of one microbatch: the pipeline, the
 // microbatch graph, this rank's stage and its boundary exchange.
 struct StageContext {
@@ -1345,6 +1417,40 @@ struct StageContext {
       }
     }
     return seeds;
+  }
+
+  // Sums each tied parameter's gradient across the groups that read it
+  // (TiedParameter), after sync_gradients(): every group ends with the
+  // whole graph's gradient in its own layout. This rank's chunk enters the
+  // sum times `scale` (a fault injection).
+  void sync_tied(Executor& ex, const std::vector<TiedParameter>& tied, int self, PipeBytes& b,
+                 float scale) const {
+    Communicator& gc = *run.comm;
+    const Layout replicated = all_axes(gc.mesh().size(), cost::AxisLayout::replicate());
+    const Layout chunked = all_axes(gc.mesh().size(), cost::AxisLayout::shard(0));
+    for (const TiedParameter& tp : tied) {
+      const LocalTensor& grad = ex.gradient(tp.stage_tensor);
+      const ir::Shape full = grad.full;
+      const Layout target = grad.layout;
+      b.coll_predicted += redistribution_bytes(full, target, replicated, gc.mesh()).total;
+      const LocalTensor whole = redist.redistribute(grad, replicated);
+      const std::int64_t n = ir::num_elements(full);
+      const std::int64_t c = chunk_of(n, run.devices);
+      const std::int64_t begin = c * static_cast<std::int64_t>(run.local);
+      std::vector<float> chunk(static_cast<std::size_t>(c), 0.0f);
+      for (std::int64_t i = begin; i < std::min(n, begin + c); ++i)
+        chunk[static_cast<std::size_t>(i - begin)] =
+            scale * whole.data[static_cast<std::size_t>(i)];
+      ring_all_reduce(gc, tp.peers, self, chunk, b);
+      const LocalTensor flat{
+          {c * static_cast<std::int64_t>(run.devices)}, chunked, std::move(chunk)};
+      b.coll_predicted += redistribution_bytes(flat.full, chunked, replicated, gc.mesh()).total;
+      LocalTensor summed = redist.redistribute(flat, replicated);
+      summed.data.resize(static_cast<std::size_t>(n));
+      summed.full = full;
+      b.coll_predicted += redistribution_bytes(full, replicated, target, gc.mesh()).total;
+      ex.set_gradient(tp.stage_tensor, redist.redistribute(summed, target).data);
+    }
   }
 
   // Sends the gradients of the boundary tensors this stage received back
@@ -1451,16 +1557,21 @@ struct PipelineTrainRun {
 // Steps of a pipelined plan on this rank's stage: per step, the stage's
 // forward and backward passes of every microbatch in 1F1B order (boundary
 // tensors received and sent forward, their gradients back), the gradient
-// synchronisation inside the group, the optimizer step on the stage's
-// parameters. Gradients accumulate over the microbatches (Executor::backward).
+// synchronisation inside the group (and across the groups for tied
+// parameters), the optimizer step on the stage's parameters. Gradients accumulate over the
+// microbatches (Executor::backward).
 PipelineTrainRun run_pipeline_training(const ExecArgs& a, const Inputs& in, const StageContext& ctx,
                                        Executor& ex, Communicator& world,
-                                       const std::vector<std::uint8_t>& needs, float grad_scale) {
+                                       const std::vector<std::uint8_t>& needs,
+                                       const std::vector<TiedParameter>& tied, float grad_scale) {
   const ir::Graph& g = in.problem->graph();
   const std::int64_t m = ctx.pp.microbatches;
   Communicator& gc = *ctx.run.comm;
   const ir::Graph& sgraph = ctx.run.sg.graph;
   const auto order = one_f_one_b(ctx.pp.stages.size(), ctx.run.index, m);
+  // --fault RANK:tied: RANK's share of the tied parameters' sum is doubled.
+  const float tied_scale =
+      in.fault && in.fault->rank == world.rank() && in.fault->kind == "tied" ? 2.0f : 1.0f;
   PipelineTrainRun r;
   for (int s = 0; s < a.steps; ++s) {
     gc.reset_counters();
@@ -1497,7 +1608,10 @@ PipelineTrainRun run_pipeline_training(const ExecArgs& a, const Inputs& in, cons
     }
     ctx.boundary.finish();
     const auto t1 = std::chrono::steady_clock::now();
-    measured(bytes[2], gc, [&] { ex.sync_gradients(); });
+    measured(bytes[2], gc, [&] {
+      ex.sync_gradients();
+      ctx.sync_tied(ex, tied, world.rank(), bytes[2], tied_scale);
+    });
     const auto t2 = std::chrono::steady_clock::now();
     // (ZeRO's all-gather of the updated shards would run here, counted in the sync.)
     measured(bytes[2], gc, [&] { ex.optimizer_step(optimizer_settings(a)); });
@@ -1579,19 +1693,21 @@ bool check_pipeline_training(std::ostream& out, const ExecArgs& a, const Inputs&
 }
 
 // The cost model's point-to-point bytes of a stage rank per phase (forward,
-// backward), and the most any rank differs from them.
+// backward, and the tied parameters' all-reduce in the gradient sync), and
+// the most any rank differs from them.
 struct ModelSends {
-  std::array<double, 2> bytes;
-  std::array<double, 2> off;
+  std::array<double, 3> bytes;
+  std::array<double, 3> off;
 };
 
 // Rank 0's report of a pipelined training run. `per_rank` holds, per rank,
 // the microbatches kept at once, the point-to-point bytes sent forward and
-// backward and the operators its backward passes recompute.
+// backward and the operators its backward passes recompute; `tied`: some
+// parameter is tied across groups (its all-reduce is reported).
 void report_pipeline_training(std::ostream& out, const ExecArgs& a, const Inputs& in,
                               const StageRun& run, const Communicator& world,
                               const PipelineTrainRun& r, const ModelSends& model,
-                              const std::vector<float>& per_rank, bool all_bytes_ok) {
+                              const std::vector<float>& per_rank, bool all_bytes_ok, bool tied) {
   const ir::Graph& g = in.problem->graph();
   const plan::PipelinePlan& pp = *in.pipeline;
   const std::int64_t m = pp.microbatches;
@@ -1625,9 +1741,10 @@ void report_pipeline_training(std::ostream& out, const ExecArgs& a, const Inputs
   for (std::size_t ph = 0; ph < 3; ++ph) {
     const PipeBytes& b = r.bytes[ph];
     out << "    " << kBytePhases[ph] << ":";
-    if (ph < 2) {
-      out << " point to point measured " << fmt("%.0f", b.p2p_measured) << ", predicted "
-          << fmt("%.0f", b.p2p_predicted) << ", cost model " << fmt("%.0f", model.bytes[ph])
+    if (ph < 2 || tied) {
+      out << (ph < 2 ? "" : " tied parameters") << " point to point measured "
+          << fmt("%.0f", b.p2p_measured) << ", predicted " << fmt("%.0f", b.p2p_predicted)
+          << ", cost model " << fmt("%.0f", model.bytes[ph])
           << (model.off[ph] <= 0.5 ? " (equal on every rank);" : " (differs on some rank);");
     }
     out << " stage collectives measured " << fmt("%.0f", b.coll_measured) << ", predicted "
@@ -1739,7 +1856,8 @@ int execute_pipeline_training(const ExecArgs& a, const Inputs& in,
       passes * predict_halo_bytes(sgraph, ex.layouts(), coords),
       passes * (predict_halo_backward_bytes(sgraph, ex.layouts(), ex.gradient_layouts(), coords) +
                 predict_recompute_halo_bytes(sgraph, ex.layouts(), ex.recompute_plan(), coords))};
-  PipelineTrainRun r = run_pipeline_training(a, in, ctx, ex, *comm, needs, grad_scale);
+  const std::vector<TiedParameter> tied = tied_parameters(in, pp, run);
+  PipelineTrainRun r = run_pipeline_training(a, in, ctx, ex, *comm, needs, tied, grad_scale);
   bool bytes_ok = true;
   for (std::size_t ph = 0; ph < 3; ++ph) {
     r.bytes[ph].coll_predicted += coll[ph];
@@ -1749,10 +1867,14 @@ int execute_pipeline_training(const ExecArgs& a, const Inputs& in,
   const std::size_t deepest = std::min(pp.stages.size() - run.index, static_cast<std::size_t>(m));
   const bool depth_ok = r.in_flight == deepest;
   const bool all_bytes_ok = comm->max_over_ranks(bytes_ok && depth_ok ? 0.0 : 1.0) == 0.0;
-  const std::array<double, 2> model = model_stage_sends(in, run);
-  const std::array<double, 2> model_off = {
-      comm->max_over_ranks(std::abs(r.bytes[0].p2p_measured - model[0])),
-      comm->max_over_ranks(std::abs(r.bytes[1].p2p_measured - model[1]))};
+  const std::array<double, 2> sends = model_stage_sends(in, run);
+  double tied_model = 0;
+  for (const TiedParameter& t : tied) tied_model += t.model_bytes;
+  const std::array<double, 3> model = {sends[0], sends[1], tied_model};
+  std::array<double, 3> model_off{};
+  for (std::size_t ph = 0; ph < 3; ++ph)
+    model_off[ph] = comm->max_over_ranks(std::abs(r.bytes[ph].p2p_measured - model[ph]));
+  const bool any_tied = comm->max_over_ranks(tied.empty() ? 0.0 : 1.0) > 0;
   // Per rank: microbatches kept at once, point-to-point bytes forward and
   // backward, operators its backward passes recompute.
   std::size_t recomputed = 0;
@@ -1765,7 +1887,8 @@ int execute_pipeline_training(const ExecArgs& a, const Inputs& in,
 
   std::ostringstream out;
   if (rank == 0) {
-    report_pipeline_training(out, a, in, run, *comm, r, {model, model_off}, per_rank, all_bytes_ok);
+    report_pipeline_training(out, a, in, run, *comm, r, {model, model_off}, per_rank, all_bytes_ok,
+                             any_tied);
   }
   int code = all_bytes_ok ? 0 : exit_code(Errc::kRuntime);
   if (a.check) {

@@ -1078,6 +1078,14 @@ const LocalTensor& Executor::gradient(ir::TensorId t) const {
   return *grads_[t];
 }
 
+void Executor::set_gradient(ir::TensorId t, std::vector<float> data) {
+  if (t >= grads_.size() || !grads_[t] || grads_[t]->data.size() != data.size())
+    throw Error(Errc::kInternal, "set_gradient: '" + g_.tensor(t).name +
+                                     "' has no gradient block of " + std::to_string(data.size()) +
+                                     " elements");
+  grads_[t]->data = std::move(data);
+}
+
 std::vector<float> Executor::gather_gradient(ir::TensorId t) { return gather(gradient(t)); }
 
 std::vector<float> Executor::gather(const LocalTensor& b) {

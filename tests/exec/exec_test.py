@@ -907,8 +907,8 @@ def pipeline_training(cluster, plans):
     selective recomputation; one with --zero 0 --recompute full trains too.
     Three stages of ffn.json on 3 groups of 2 keep 3, 2 and 1 microbatches.
     A doubled boundary gradient fails the check, a killed stage rank ends
-    every rank; ZeRO 3, the interleaved schedule and a weight tied across
-    the groups are refused with their JSON paths."""
+    every rank; ZeRO 3 and the interleaved schedule are refused with their
+    JSON paths; weights tied across the groups train (pipeline_tied)."""
     for name, (gpath, plan2, _) in plans.items():
         cases = [(2, "sgd", "0.01", []), (4, "adam", "0.001", [])]
         if name == "gpt2_block_small.json":
@@ -989,8 +989,25 @@ def pipeline_training(cluster, plans):
                 continue
             rc, out, err, _ = mpirun(4, [gpath, refused, "--train"])
             check(rc == 2 and path in err, f"pipeline --train {flags} not refused at {path}: rc {rc}\n{err}")
-    # A weight read by both stages (pinned): its gradients would need an
-    # all-reduce across the groups, which exec does not run.
+    pipeline_tied(cluster)
+
+
+TIED_BYTES = re.compile(r"gradient sync: tied parameters point to point measured (\d+), predicted (\d+), "
+                        r"cost model (\d+) \((equal on every rank|differs on some rank)\)")
+
+
+def pipeline_tied(cluster):
+    """Parameters read by stages of several device groups (tied weights):
+    each group's gradient share is summed across the groups (a ring of
+    point-to-point messages between the ranks at the same place in each
+    group) before the optimizer step. A weight read by both stages of a
+    pinned 2-stage plan (a different layout in each stage: sharded by
+    columns in one, replicated with a ZeRO 1 shard in the other) and a
+    generated GPT's tied embedding table train and check; the tied bytes
+    equal the prediction and the cost model's (2(k-1)/k of each rank's
+    1/devices chunk). Three groups reading one weight: the ring's segments
+    of ceil(chunk/3) elements send a little more than the model's 2/3 of
+    the chunk, which the report says. A doubled share fails the check."""
     t = lambda name, kind=None: dict(name=name, shape=[8, 16] if name != "w" else [16, 16], dtype="f32",
                                      **({"kind": kind} if kind else {}))
     tied = write("tied.json", {
@@ -999,13 +1016,56 @@ def pipeline_training(cluster, plans):
         "operators": [dict(name="mm1", type="MatMul", inputs=["x", "w"], outputs=["h"], attrs={"stage": 0}),
                       dict(name="act", type="ReLU", inputs=["h"], outputs=["r"], attrs={"stage": 0}),
                       dict(name="mm2", type="MatMul", inputs=["r", "w"], outputs=["y"], attrs={"stage": 1})]})
-    tied_plan = os.path.join(TMP, "tied.plan.json")
-    s = subprocess.run([BIN, "search", tied, "--cluster", cluster, "--stages", "2", "--microbatches", "2",
-                        "-q", "-o", tied_plan], capture_output=True, text=True)
-    if check(s.returncode == 0, f"search --stages 2 tied.json: {s.stderr}"):
-        rc, out, err, _ = mpirun(4, [tied, tied_plan, "--train"])
-        check(rc == 2 and "/pipeline/stages" in err and "tied across device groups" in err,
-              f"pipeline --train with a tied weight not refused: rc {rc}\n{err}")
+    gpt = os.path.join(TMP, "tied_gpt.json")
+    s = subprocess.run([BIN, "gen", "gpt", "--layers", "2", "--hidden", "32", "--heads", "4", "--seq", "16",
+                        "--vocab", "64", "--batch", "8", "-o", gpt], capture_output=True, text=True)
+    check(s.returncode == 0, f"gen gpt: {s.stderr}")
+    three = write("tied_three_by_two.json", {
+        "format": "recsearch.cluster", "version": 1, "name": "three nodes of two",
+        "levels": [{"name": "node", "size": 3, "bandwidth_GBps": 10, "latency_us": 5},
+                   {"name": "gpu", "size": 2, "bandwidth_GBps": 100, "latency_us": 2}],
+        "device": {"peak_TFLOPs": 10, "memory_GiB": 16, "memory_bandwidth_GBps": 100}})
+    ops3 = [dict(name="mm1", type="MatMul", inputs=["x", "w"], outputs=["h"], attrs={"stage": 0}),
+            dict(name="act", type="ReLU", inputs=["h"], outputs=["r"], attrs={"stage": 0}),
+            dict(name="mm2", type="MatMul", inputs=["r", "w"], outputs=["y"], attrs={"stage": 1}),
+            dict(name="act2", type="Tanh", inputs=["y"], outputs=["r2"], attrs={"stage": 1}),
+            dict(name="mm3", type="MatMul", inputs=["r2", "w"], outputs=["z"], attrs={"stage": 2})]
+    tied3 = write("tied3.json", {
+        "format": "recsearch.graph", "version": 1, "name": "tied3",
+        "tensors": [t("x", "input"), t("w", "parameter"), t("h"), t("r"), t("y"), t("r2"), t("z")],
+        "operators": ops3})
+    # (graph, cluster, stages, ranks, optimizer, lr, whether the model's bytes are exact)
+    runs = [(tied, cluster, "2", 4, "sgd", "0.01", True), (tied, cluster, "2", 4, "adam", "0.01", True),
+            (gpt, cluster, "2", 4, "adam", "0.001", True), (tied3, three, "3", 6, "adam", "0.001", False)]
+    for gpath, clu, stages, n, optimizer, lr, exact in runs:
+        label = f"pipeline tied {os.path.basename(gpath)} {optimizer}"
+        plan = os.path.join(TMP, f"{os.path.basename(gpath)}.tied{stages}.plan.json")
+        s = subprocess.run([BIN, "search", gpath, "--cluster", clu, "--stages", stages, "--microbatches", "2",
+                            "-q", "-o", plan], capture_output=True, text=True)
+        if not check(s.returncode == 0, f"{label}: search: {s.stderr}"):
+            continue
+        rc, out, err, secs = mpirun(n, [gpath, plan, "--train", "--steps", "3", "--check", "--optimizer",
+                                        optimizer, "--lr", lr, "--timeout", "60"])
+        print(f"{label}: {n} ranks, rc {rc}, {secs:.1f} s\n{out}", end="", flush=True)
+        if not check(rc == 0 and "check: passed" in out and "every rank matches" in out,
+                     f"{label}: rc {rc}\n{out}\n{err}"):
+            continue
+        m = TIED_BYTES.search(out)
+        if not check(m is not None, f"{label}: no tied bytes line\n{out}"):
+            continue
+        meas, pred, model = int(m.group(1)), int(m.group(2)), int(m.group(3))
+        if exact:
+            check(meas == pred == model > 0 and m.group(4) == "equal on every rank",
+                  f"{label}: tied bytes {m.groups()}")
+        else:
+            # 16x16 over 2 ranks a group: chunks of 128, 3 segments of 43.
+            check(meas == pred == 2 * 2 * 43 * 4 and model == round(2 * 2 / 3 * 128 * 4)
+                  and m.group(4) == "differs on some rank", f"{label}: tied bytes {m.groups()}")
+        if gpath == tied and optimizer == "sgd":
+            rc, out, err, _ = mpirun(n, [gpath, plan, "--train", "--steps", "2", "--check", "--fault", "2:tied"])
+            check(rc == 4 and "check: FAILED" in out and "gradient of w" in out,
+                  f"{label}: a doubled tied share not caught: rc {rc}\n{out}\n{err}")
+
 
 # ---- convolutions, pools and BatchNorm (halo exchange, SyncBatchNorm) ------
 

@@ -48,7 +48,9 @@ void add_exec_command(CLI::App& app, Registry& reg) {
              "--fault", *fault,
              "testing: RANK:KIND[:OP], KIND throw, kill or stall before operator OP, or grad (OP's "
              "backward gives doubled gradients), or recompute (OP's recomputed forward doubles "
-             "its outputs), or boundary (a pipeline stage sends doubled boundary gradients back)")
+             "its outputs), boundary (a pipeline stage sends doubled boundary gradients back), or "
+             "tied (its share of a tied parameter's gradient sum across pipeline groups is "
+             "doubled)")
           ->type_name("RANK:KIND[:OP]");
   reg.push_back({cmd, [=] {
                    if (!a->train && (cmd->count("--optimizer") > 0 || cmd->count("--lr") > 0 ||

@@ -152,6 +152,10 @@ class Executor {
   [[nodiscard]] std::vector<float> gather_gradient(ir::TensorId t);
   // This rank's block of that gradient.
   [[nodiscard]] const LocalTensor& gradient(ir::TensorId t) const;
+  // Replaces this rank's block of that gradient before optimizer_step(): a
+  // pipeline's tied parameter, its gradients summed across device groups.
+  // Error(kInternal) when t has no gradient or the size differs.
+  void set_gradient(ir::TensorId t, std::vector<float> data);
   [[nodiscard]] const PlanLayouts& layouts() const noexcept { return layouts_; }
   // Replaces this rank's block of graph input t (in its holder layout, as
   // block(t) holds it) before run(): a pipeline stage's received boundary
