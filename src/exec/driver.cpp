@@ -114,23 +114,17 @@ std::optional<double> stated_forward_bytes(const std::string& text, const std::s
 // A plan exec cannot run as it is priced is refused (exit 2) rather than
 // run as something else: ZeRO 3 (and ZeRO stages per parameter) outside
 // --train (a forward pass alone would not gather as the training step
-// does) and in a pipelined plan's stages (`pipelined`: not run yet), and
-// microbatches outside --train (which runs them, accumulating their
+// does), and microbatches outside --train (which runs them, accumulating their
 // gradients). Under --train every parameter runs its own stage
 // (docs/exec.md, ZeRO). Recomputation runs under --train
 // (ExecOptions::recompute); a forward pass alone recomputes nothing.
 void refuse_unsupported_training(const ir::Graph& g, const plan::Plan& p, const std::string& source,
-                                 bool train, bool pipelined = false) {
+                                 bool train) {
   if (p.mode != Mode::Train) return;
   const std::vector<int> zero = plan::parameter_zero(g, p.training);
   const bool zero3 = std::any_of(zero.begin(), zero.end(), [](int z) { return z >= 3; });
   const char* const where =
       plan::mixed_zero(g, p.training) ? "/training/zero_params" : "/training/zero_stage";
-  if (pipelined && (zero3 || plan::mixed_zero(g, p.training)))
-    throw Error(Errc::kUsage,
-                "exec does not train pipelined plans with ZeRO stage 3 or ZeRO stages per "
-                "parameter yet; search the pipeline with --zero 2 or lower to execute the plan",
-                where, source);
   if (zero3 && !train)
     throw Error(Errc::kUsage,
                 "exec runs a plan with ZeRO stage 3 only as training steps that gather its "
@@ -261,15 +255,6 @@ void load_pipeline(const ExecArgs& a, Inputs& in, const std::string& ptext, cons
   for (std::size_t j = 0; j < pp.stages.size(); ++j) {
     const plan::Stage& st = pp.stages[j];
     const plan::StageGraph sg = plan::stage_graph(g, in.problem->spaces(), st.first, st.last);
-    // ZeRO 3 and ZeRO stages per parameter, as without pipelining.
-    if (a.train) {
-      try {
-        refuse_unsupported_training(sg.graph, st.plan, psrc, true, true);
-      } catch (const Error& e) {
-        throw Error(e.code(), e.detail(), "/pipeline/stages/" + std::to_string(j) + e.json_path(),
-                    psrc);
-      }
-    }
     if (const auto bad = unsupported_operators(sg.graph, sg.spaces, st.plan); !bad.empty()) {
       std::string msg = std::to_string(bad.size()) + " operator(s) of stage " + std::to_string(j) +
                         " cannot be executed:";
@@ -1700,9 +1685,13 @@ struct ModelSends {
   std::array<double, 3> off;
 };
 
+// Values each rank reports to rank 0 after a pipelined training run.
+constexpr std::size_t kPerRank = 5;
+
 // Rank 0's report of a pipelined training run. `per_rank` holds, per rank,
 // the microbatches kept at once, the point-to-point bytes sent forward and
-// backward and the operators its backward passes recompute; `tied`: some
+// backward, the operators its backward passes recompute and the parameters
+// it keeps as ZeRO-3 shards; `tied`: some
 // parameter is tied across groups (its all-reduce is reported).
 void report_pipeline_training(std::ostream& out, const ExecArgs& a, const Inputs& in,
                               const StageRun& run, const Communicator& world,
@@ -1731,10 +1720,13 @@ void report_pipeline_training(std::ostream& out, const ExecArgs& a, const Inputs
       << ratio_text((r.seconds[0] + r.seconds[1] + r.seconds[2]) / n, in.predicted.step_s) << "\n";
   out << "  microbatches whose activations a stage kept at once (1F1B: min(p - i, m)):";
   for (std::size_t j = 0; j < pp.stages.size(); ++j)
-    out << " stage " << j << " " << fmt("%.0f", per_rank[4 * j * run.devices]);
+    out << " stage " << j << " " << fmt("%.0f", per_rank[kPerRank * j * run.devices]);
   out << "\n  operators recomputed in each backward pass:";
   for (std::size_t j = 0; j < pp.stages.size(); ++j)
-    out << " stage " << j << " " << fmt("%.0f", per_rank[4 * j * run.devices + 3]);
+    out << " stage " << j << " " << fmt("%.0f", per_rank[kPerRank * j * run.devices + 3]);
+  out << "\n  parameters kept as ZeRO-3 shards between the passes:";
+  for (std::size_t j = 0; j < pp.stages.size(); ++j)
+    out << " stage " << j << " " << fmt("%.0f", per_rank[kPerRank * j * run.devices + 4]);
   out << "\n";
   out << "  bytes sent per rank, one training step, f32 elements (rank 0; every rank checks "
          "its own):\n";
@@ -1752,7 +1744,7 @@ void report_pipeline_training(std::ostream& out, const ExecArgs& a, const Inputs
   }
   out << "    point to point per rank (forward/backward):";
   for (int i = 0; i < world.size(); ++i) {
-    const auto k = 4 * static_cast<std::size_t>(i);
+    const auto k = kPerRank * static_cast<std::size_t>(i);
     out << (i ? ", " : " ") << i << " " << fmt("%.0f", per_rank[k + 1]) << "/"
         << fmt("%.0f", per_rank[k + 2]);
   }
@@ -1804,6 +1796,7 @@ ExecOptions stage_train_options(const ExecArgs& a, const Inputs& in, const Stage
     if (in.fault->kind == "grad" && here) opts.corrupt_backward_op = local_op;
     if (in.fault->kind == "halo" && here) opts.drop_halo_return_op = local_op;
     if (in.fault->kind == "recompute" && here) opts.corrupt_recompute_op = local_op;
+    if (in.fault->kind == "gather" && here) opts.corrupt_gather_op = local_op;
   }
   return opts;
 }
@@ -1846,12 +1839,17 @@ int execute_pipeline_training(const ExecArgs& a, const Inputs& in,
   const auto passes = static_cast<double>(m);
   const std::vector<std::int64_t> coords =
       rank_coords(static_cast<std::int64_t>(run.local), gc.mesh());
-  const TrainBytePrediction tp = predict_train_bytes(
-      sgraph, ex.layouts(), run.stage->plan.training.zero_stage, 4.0, opts.grad_inputs);
+  // Each parameter's own ZeRO stage; ZeRO 3's all-gathers in both passes.
+  const std::vector<int> zero = plan::parameter_zero(sgraph, run.stage->plan.training);
+  const TrainBytePrediction tp =
+      predict_train_bytes(sgraph, ex.layouts(), zero, 4.0, opts.grad_inputs);
+  const Zero3GatherBytes gathers = predict_zero3_gather_bytes(
+      sgraph, ex.layouts(), ex.gradient_layouts(), zero, ex.recompute_plan());
   // The recomputed forward runs inside the backward pass.
   const double again = predict_recompute_bytes(sgraph, ex.layouts(), ex.recompute_plan()).total;
-  const std::array<double, 3> coll = {passes * predict_exec_bytes(sgraph, ex.layouts()).total,
-                                      passes * (tp.backward.total + again), tp.gradient_sync.total};
+  const std::array<double, 3> coll = {
+      passes * (predict_exec_bytes(sgraph, ex.layouts()).total + gathers.forward.total),
+      passes * (tp.backward.total + again + gathers.backward.total), tp.gradient_sync.total};
   const std::array<double, 2> halo = {
       passes * predict_halo_bytes(sgraph, ex.layouts(), coords),
       passes * (predict_halo_backward_bytes(sgraph, ex.layouts(), ex.gradient_layouts(), coords) +
@@ -1875,15 +1873,20 @@ int execute_pipeline_training(const ExecArgs& a, const Inputs& in,
   for (std::size_t ph = 0; ph < 3; ++ph)
     model_off[ph] = comm->max_over_ranks(std::abs(r.bytes[ph].p2p_measured - model[ph]));
   const bool any_tied = comm->max_over_ranks(tied.empty() ? 0.0 : 1.0) > 0;
-  // Per rank: microbatches kept at once, point-to-point bytes forward and
-  // backward, operators its backward passes recompute.
+  // Per rank (kPerRank values): microbatches kept at once, point-to-point
+  // bytes forward and backward, operators its backward passes recompute,
+  // parameters it keeps as ZeRO-3 shards.
   std::size_t recomputed = 0;
   for (const std::uint8_t x : ex.recompute_plan().op) recomputed += x;
-  const std::array<float, 4> mine = {
+  std::size_t sharded = 0;
+  for (const ir::TensorId t : ex.trained())
+    sharded += ex.block(t).layout != ex.layouts().holders[t] ? 1 : 0;
+  const std::array<float, kPerRank> mine = {
       static_cast<float>(r.in_flight), static_cast<float>(r.bytes[0].p2p_measured),
-      static_cast<float>(r.bytes[1].p2p_measured), static_cast<float>(recomputed)};
-  std::vector<float> per_rank(rank == 0 ? 4 * static_cast<std::size_t>(comm->size()) : 0);
-  comm->gather_to_root(mine.data(), rank == 0 ? per_rank.data() : nullptr, 4);
+      static_cast<float>(r.bytes[1].p2p_measured), static_cast<float>(recomputed),
+      static_cast<float>(sharded)};
+  std::vector<float> per_rank(rank == 0 ? kPerRank * static_cast<std::size_t>(comm->size()) : 0);
+  comm->gather_to_root(mine.data(), rank == 0 ? per_rank.data() : nullptr, kPerRank);
 
   std::ostringstream out;
   if (rank == 0) {

@@ -907,8 +907,9 @@ def pipeline_training(cluster, plans):
     selective recomputation; one with --zero 0 --recompute full trains too.
     Three stages of ffn.json on 3 groups of 2 keep 3, 2 and 1 microbatches.
     A doubled boundary gradient fails the check, a killed stage rank ends
-    every rank; ZeRO 3 and the interleaved schedule are refused with their
-    JSON paths; weights tied across the groups train (pipeline_tied)."""
+    every rank; the interleaved schedule is refused with its JSON path;
+    ZeRO 3 stages (pipeline_zero3) and weights tied across the groups
+    (pipeline_tied) train."""
     for name, (gpath, plan2, _) in plans.items():
         cases = [(2, "sgd", "0.01", []), (4, "adam", "0.001", [])]
         if name == "gpt2_block_small.json":
@@ -979,8 +980,7 @@ def pipeline_training(cluster, plans):
         rc, out, err, secs = mpirun(4, [gpath, plan, "--train", "--steps", "2", "--fault", f"3:kill:{op}",
                                         "--timeout", "30"], timeout=120)
         check(rc not in (0, None) and secs < 60, f"pipeline training: kill stage rank 3: rc {rc}, {secs:.0f} s\n{err}")
-        for flags, path in ((["--zero", "3"], "/pipeline/stages/0/training/zero_stage"),
-                            (["--stages", "2x2", "--microbatches", "2"], "/pipeline/schedule")):
+        for flags, path in ((["--stages", "2x2", "--microbatches", "2"], "/pipeline/schedule"),):
             refused = os.path.join(TMP, "pipeline.refused.plan.json")
             args = ["--stages", "2", "--microbatches", "2"] if "--stages" not in flags else []
             s = subprocess.run([BIN, "search", gpath, "--cluster", cluster, "-q", "-o", refused] + args + flags,
@@ -989,7 +989,44 @@ def pipeline_training(cluster, plans):
                 continue
             rc, out, err, _ = mpirun(4, [gpath, refused, "--train"])
             check(rc == 2 and path in err, f"pipeline --train {flags} not refused at {path}: rc {rc}\n{err}")
+    pipeline_zero3(cluster, plans)
     pipeline_tied(cluster)
+
+
+def pipeline_zero3(cluster, plans):
+    """Stage plans searched with --zero 3 (2 stages, 2 microbatches): each
+    stage keeps some parameters as shards between the passes, gathers them
+    in every microbatch's forward and backward pass, and trains to the
+    one-device values; every phase's bytes equal the prediction on every
+    rank. A shard gathered doubled (--fault R:gather:OP on a stage-1
+    operator) fails the check."""
+    if "gpt2_block_small.json" not in plans:
+        return
+    gpath, _, _ = plans["gpt2_block_small.json"]
+    plan = os.path.join(TMP, "gpt2_block_small.zero3.pipeline.plan.json")
+    s = subprocess.run([BIN, "search", gpath, "--cluster", cluster, "--stages", "2", "--microbatches", "2",
+                        "--zero", "3", "-q", "-o", plan], capture_output=True, text=True)
+    if not check(s.returncode == 0, f"search --stages 2 --zero 3: {s.stderr}"):
+        return
+    with open(plan) as f:
+        pp = json.load(f)["pipeline"]
+    check(all(st["training"]["zero_stage"] == 3 for st in pp["stages"]), f"zero3 pipeline: stages {pp['stages']}")
+    label = "pipeline training gpt2_block_small.json --zero 3"
+    rc, out, err, secs = mpirun(4, [gpath, plan, "--train", "--steps", "2", "--check", "--optimizer", "adam",
+                                    "--lr", "0.001", "--timeout", "60"])
+    print(f"{label}: 4 ranks, rc {rc}, {secs:.1f} s\n{out}", end="", flush=True)
+    shards = re.search(r"parameters kept as ZeRO-3 shards between the passes: stage 0 (\d+) stage 1 (\d+)", out)
+    check(rc == 0 and "check: passed" in out and "every rank matches" in out and shards is not None
+          and int(shards.group(1)) > 0 and int(shards.group(2)) > 0, f"{label}: rc {rc}\n{out}\n{err}")
+    # An operator of stage 1 that reads a weight kept as a shard.
+    names = {t["name"] for t in json.load(open(gpath))["tensors"] if t.get("kind") == "parameter"}
+    ops = json.load(open(gpath))["operators"]
+    first, last = pp["stages"][1]["range"]
+    op = next(i for i in range(first, last) if ops[i]["type"] == "MatMul" and
+              any(x in names for x in ops[i]["inputs"]))
+    rc, out, err, _ = mpirun(4, [gpath, plan, "--train", "--steps", "2", "--check", "--fault", f"2:gather:{op}",
+                                 "--timeout", "60"])
+    check(rc == 4 and "check: FAILED" in out, f"{label}: a doubled gathered shard not caught: rc {rc}\n{out}\n{err}")
 
 
 TIED_BYTES = re.compile(r"gradient sync: tied parameters point to point measured (\d+), predicted (\d+), "
