@@ -229,6 +229,42 @@ void check_runnable(const ExecArgs& a, const Problem& problem, const plan::Plan&
   }
 }
 
+// What exec does not run of an interleaved plan (exit 2, before any
+// traffic): its forward pass alone (exec runs interleaved plans as
+// training steps) and a parameter read by two stages of one group (each
+// stage's executor would hold its own copy; the model counts one per stage
+// too). The plan reader has checked that the microbatches come in rounds
+// of one per group.
+void refuse_interleaved(const ExecArgs& a, const ir::Graph& g, const plan::PipelinePlan& pp,
+                        const std::string& psrc) {
+  if (!a.train)
+    throw Error(Errc::kUsage,
+                "exec runs an interleaved plan only as training steps (--train); search with "
+                "--stages P (v = 1) to run its forward pass alone",
+                "/pipeline/schedule", psrc);
+  std::vector<std::size_t> stage_of(g.num_operators(), 0);
+  for (std::size_t j = 0; j < pp.stages.size(); ++j)
+    for (ir::OpId o = pp.stages[j].first; o < pp.stages[j].last && o < g.num_operators(); ++o)
+      stage_of[o] = j;
+  for (ir::TensorId t = 0; t < g.num_tensors(); ++t) {
+    const ir::Tensor& x = g.tensor(t);
+    if (x.kind != ir::TensorKind::Parameter) continue;
+    for (const ir::OpId c : x.consumers) {
+      for (const ir::OpId d : x.consumers) {
+        const plan::Stage& sc = pp.stages[stage_of[c]];
+        const plan::Stage& sd = pp.stages[stage_of[d]];
+        if (stage_of[c] < stage_of[d] && sc.group == sd.group)
+          throw Error(Errc::kUsage,
+                      "exec does not train a parameter read by two stages of one device group "
+                      "('" +
+                          x.name + "' in stages " + std::to_string(stage_of[c]) + " and " +
+                          std::to_string(stage_of[d]) + ")",
+                      "/pipeline/stages", psrc);
+      }
+    }
+  }
+}
+
 // A pipelined plan: its stages on the whole cluster, what exec runs of it
 // (the 1F1B forward pass, or with --train 1F1B training steps, on MPI), the
 // world size and every stage's operators.
@@ -237,9 +273,7 @@ void load_pipeline(const ExecArgs& a, Inputs& in, const std::string& ptext, cons
   const ir::Graph& g = in.problem->graph();
   in.pipeline = io::parse_pipeline(ptext, psrc, g, in.problem->spaces(), *in.cluster);
   const plan::PipelinePlan& pp = *in.pipeline;
-  if (pp.schedule != plan::Schedule::OneFOneB || pp.virtual_stages != 1)
-    throw Error(Errc::kUsage, "exec runs the 1F1B schedule only (the plan is interleaved)",
-                "/pipeline/schedule", psrc);
+  if (pp.virtual_stages > 1) refuse_interleaved(a, g, pp, psrc);
   if (a.backend != Backend::Mpi)
     throw Error(Errc::kUsage, "pipelined plans run on the MPI backend (--backend mpi)");
   if (in.cluster->num_devices() != world_size)
@@ -1214,7 +1248,8 @@ void measured(PipeBytes& b, const Communicator& c, const std::function<void()>& 
 // number of tensors), so each pair of ranks matches them in order.
 class Boundary {
  public:
-  Boundary(StageRun& run, Redistributor& redist) : run_(run), redist_(redist) {}
+  Boundary(StageRun& run, Redistributor& redist, const plan::PipelinePlan& pp)
+      : run_(run), redist_(redist), pp_(pp) {}
 
   // The whole tensor of `shape`, replicated on the group, from stage `from`.
   LocalTensor receive(const ir::Shape& shape, std::size_t from, int tag, PipeBytes& b) {
@@ -1225,8 +1260,7 @@ class Boundary {
     LocalTensor flat{{c * static_cast<std::int64_t>(run_.devices)},
                      all_axes(axes, cost::AxisLayout::shard(0)),
                      std::vector<float>(static_cast<std::size_t>(c))};
-    gc.recv(static_cast<int>(from * run_.devices + run_.local), flat.data.data(), flat.data.size(),
-            tag);
+    gc.recv(rank_of(from), flat.data.data(), flat.data.size(), tag);
     LocalTensor whole = redist_.redistribute(flat, all_axes(axes, cost::AxisLayout::replicate()));
     b.coll_predicted += redistribution_bytes(flat.full, flat.layout, whole.layout, gc.mesh()).total;
     whole.data.resize(static_cast<std::size_t>(n));
@@ -1250,8 +1284,7 @@ class Boundary {
       chunk[static_cast<std::size_t>(i - begin)] = scale * whole.data[static_cast<std::size_t>(i)];
     outgoing_.push_back(std::move(chunk));
     for (const std::size_t j : to) {
-      gc.send(static_cast<int>(j * run_.devices + run_.local), outgoing_.back().data(),
-              outgoing_.back().size(), tag);
+      gc.send(rank_of(j), outgoing_.back().data(), outgoing_.back().size(), tag);
       b.p2p_predicted += static_cast<double>(c) * sizeof(float);
     }
   }
@@ -1263,8 +1296,14 @@ class Boundary {
   }
 
  private:
+  // This rank's counterpart in the group that runs stage j.
+  [[nodiscard]] int rank_of(std::size_t j) const {
+    return static_cast<int>(pp_.stages.at(j).group * run_.devices + run_.local);
+  }
+
   StageRun& run_;
   Redistributor& redist_;
+  const plan::PipelinePlan& pp_;
   std::deque<std::vector<float>> outgoing_;
 };
 
@@ -1332,8 +1371,9 @@ std::vector<TiedParameter> tied_parameters(const Inputs& in, const plan::Pipelin
   for (const plan::TiedSync& ts : plan::tied_syncs(g, *in.cluster, pp, Mode::Train, params)) {
     if (!std::binary_search(ts.groups.begin(), ts.groups.end(), run.stage->group)) continue;
     const ir::Tensor& x = g.tensor(ts.tensor);
+    // Of the group's stages (v of them when interleaved), the one that reads it.
     const auto t = run.sg.graph.find_tensor(x.name);
-    if (!t) throw Error(Errc::kInternal, "no stage tensor '" + x.name + "'");
+    if (!t) continue;
     TiedParameter tp;
     tp.stage_tensor = *t;
     for (const std::size_t j : ts.groups)
@@ -1530,76 +1570,161 @@ double sum_to_root(Communicator& world, double v) {
   return total;
 }
 
+// One stage this rank runs in a training run (a group runs v of them under
+// the interleaved schedule), with its executor and exchanges. Made once and
+// never moved: the context and the boundary refer to the run.
+struct StageWork {
+  StageRun run;
+  std::unique_ptr<Redistributor> redist;
+  std::unique_ptr<Boundary> boundary;
+  std::unique_ptr<StageContext> ctx;
+  std::unique_ptr<Executor> ex;
+  std::vector<TiedParameter> tied;
+  std::vector<ir::TensorId> grad_inputs;  // ExecOptions::grad_inputs
+  std::deque<Executor::PassState> kept;   // forward passes awaiting their backward
+};
+using StageWorks = std::vector<std::unique_ptr<StageWork>>;
+
+// One pass of the schedule: the forward or backward pass of one of the
+// rank's stages (its chunk) on one microbatch.
+struct PassStep {
+  bool forward = true;
+  std::size_t chunk = 0;
+  std::int64_t microbatch = 0;
+};
+
+// The order of the passes of group i of p with v stages each over m
+// microbatches: 1F1B (v = 1, one_f_one_b), or Megatron-LM's interleaved
+// 1F1B (v > 1, m a multiple of p): the v·m chunk passes in rounds of p
+// microbatches, each round through the chunks in turn (forward: chunk
+// 0 first; backward: chunk v - 1 first), 2(p - i - 1) + (v - 1)·p warm-up
+// forwards, then one forward and one backward while forwards remain, then
+// the cool-down backwards. The group keeps at most min(warm-up + 1, v·m)
+// chunk passes' activations, the cost model's in_flight times v.
+// (Megatron-LM runs every pass as warm-up when m = p, which its paired
+// sends and receives need; with sends that never wait, the same order as
+// for other m runs, and keeps what the model counts.)
+std::vector<PassStep> pipeline_order(std::size_t p, std::size_t i, std::size_t v, std::int64_t m) {
+  std::vector<PassStep> order;
+  if (v <= 1) {
+    for (const auto& [forward, k] : one_f_one_b(p, i, m)) order.push_back({forward, 0, k});
+    return order;
+  }
+  const auto pi = static_cast<std::int64_t>(p);
+  const auto vi = static_cast<std::int64_t>(v);
+  const std::int64_t total = m * vi;
+  const std::int64_t warmup =
+      std::min(total, 2 * (pi - static_cast<std::int64_t>(i) - 1) + (vi - 1) * pi);
+  const auto step = [&](std::int64_t k, bool forward) {
+    const std::int64_t in_round = k % (pi * vi);
+    const std::int64_t c = in_round / pi;
+    return PassStep{forward, static_cast<std::size_t>(forward ? c : vi - 1 - c),
+                    (k / (pi * vi)) * pi + k % pi};
+  };
+  for (std::int64_t k = 0; k < warmup; ++k) order.push_back(step(k, true));
+  for (std::int64_t r = 0; r < total - warmup; ++r) {
+    order.push_back(step(warmup + r, true));
+    order.push_back(step(r, false));
+  }
+  for (std::int64_t r = total - warmup; r < total; ++r) order.push_back(step(r, false));
+  return order;
+}
+
+// The chunk passes group i keeps at once under pipeline_order.
+std::size_t deepest_kept(std::size_t p, std::size_t i, std::size_t v, std::int64_t m) {
+  std::size_t kept = 0, most = 0;
+  for (const PassStep& s : pipeline_order(p, i, v, m)) {
+    kept = s.forward ? kept + 1 : kept - 1;
+    most = std::max(most, kept);
+  }
+  return most;
+}
+
 // What one rank measured over the training steps of a pipelined plan.
 struct PipelineTrainRun {
   std::vector<double> losses;       // per step, summed over the stages, on rank 0
   std::array<double, 3> seconds{};  // 1F1B passes, gradient sync, optimizer: slowest rank
   double min_step_s = 1e300;        // the fastest step (each phase its slowest rank)
   std::array<PipeBytes, 3> bytes;   // forward, backward, sync: the last step's
-  std::size_t in_flight = 0;        // the most microbatches whose activations were kept
+  std::size_t in_flight = 0;        // the most chunk passes whose activations were kept
 };
 
-// Steps of a pipelined plan on this rank's stage: per step, the stage's
-// forward and backward passes of every microbatch in 1F1B order (boundary
-// tensors received and sent forward, their gradients back), the gradient
-// synchronisation inside the group (and across the groups for tied
-// parameters), the optimizer step on the stage's parameters. Gradients accumulate over the
-// microbatches (Executor::backward).
-PipelineTrainRun run_pipeline_training(const ExecArgs& a, const Inputs& in, const StageContext& ctx,
-                                       Executor& ex, Communicator& world,
-                                       const std::vector<std::uint8_t>& needs,
-                                       const std::vector<TiedParameter>& tied, float grad_scale) {
+// One forward or backward pass of the schedule on its stage.
+void run_pass(const ExecArgs& a, const Inputs& in, StageWork& w, const PassStep& s,
+              const std::vector<std::uint8_t>& needs, float grad_scale,
+              std::array<PipeBytes, 3>& bytes, double& loss, double& off_clock) {
   const ir::Graph& g = in.problem->graph();
-  const std::int64_t m = ctx.pp.microbatches;
-  Communicator& gc = *ctx.run.comm;
-  const ir::Graph& sgraph = ctx.run.sg.graph;
-  const auto order = one_f_one_b(ctx.pp.stages.size(), ctx.run.index, m);
+  const StageContext& ctx = *w.ctx;
+  Communicator& gc = *w.run.comm;
+  Executor& ex = *w.ex;
+  if (s.forward) {
+    const ir::Graph& sgraph = w.run.sg.graph;
+    const std::int64_t k = s.microbatch;
+    ex.reseed_inputs([&, k](ir::TensorId t, std::int64_t i) {
+      return microbatch_value(g, sgraph, t, i, k, a.seed);
+    });
+    measured(bytes[0], gc, [&] {
+      ctx.receive_inputs(ex, bytes[0]);
+      ex.run();
+    });
+    const auto l0 = std::chrono::steady_clock::now();
+    loss += ex.loss();  // a gather inside the group, uncounted
+    off_clock += std::chrono::duration<double>(std::chrono::steady_clock::now() - l0).count();
+    measured(bytes[0], gc, [&] { ctx.send_outputs(ex, bytes[0]); });
+    w.kept.push_back(ex.take_pass());
+    return;
+  }
+  ex.restore_pass(std::move(w.kept.front()));
+  w.kept.pop_front();
+  measured(bytes[1], gc, [&] {
+    ex.backward(ctx.receive_gradients(ex, needs, bytes[1]));
+    ctx.send_gradients(ex, needs, bytes[1], grad_scale);
+  });
+  const Executor::PassState spent = ex.take_pass();  // this microbatch is done
+}
+
+// Steps of a pipelined plan on this rank's stages: per step, the forward
+// and backward passes of every microbatch on each stage in the schedule's
+// order (boundary tensors received and sent forward, their gradients
+// back), the gradient synchronisation inside the group (and across the
+// groups for tied parameters), the optimizer step on the stages'
+// parameters. Gradients accumulate over the microbatches
+// (Executor::backward).
+PipelineTrainRun run_pipeline_training(const ExecArgs& a, const Inputs& in, StageWorks& works,
+                                       Communicator& world, const std::vector<std::uint8_t>& needs,
+                                       float grad_scale) {
+  const plan::PipelinePlan& pp = *in.pipeline;
+  const std::size_t group = works.front()->run.stage->group;
+  const auto order = pipeline_order(pp.groups, group, pp.virtual_stages, pp.microbatches);
   // --fault RANK:tied: RANK's share of the tied parameters' sum is doubled.
   const float tied_scale =
       in.fault && in.fault->rank == world.rank() && in.fault->kind == "tied" ? 2.0f : 1.0f;
   PipelineTrainRun r;
   for (int s = 0; s < a.steps; ++s) {
-    gc.reset_counters();
+    for (auto& w : works) w->run.comm->reset_counters();
     world.barrier();
     std::array<PipeBytes, 3> bytes;
     double loss = 0;
-    std::deque<Executor::PassState> kept;  // forward passes awaiting their backward
     const auto t0 = std::chrono::steady_clock::now();
     double off_clock = 0;  // reading the loss, not plan work
-    for (const auto& [forward, k] : order) {
-      if (forward) {
-        ex.reseed_inputs([&, k](ir::TensorId t, std::int64_t i) {
-          return microbatch_value(g, sgraph, t, i, k, a.seed);
-        });
-        measured(bytes[0], gc, [&] {
-          ctx.receive_inputs(ex, bytes[0]);
-          ex.run();
-        });
-        const auto l0 = std::chrono::steady_clock::now();
-        loss += ex.loss();  // a gather inside the group, uncounted
-        off_clock += std::chrono::duration<double>(std::chrono::steady_clock::now() - l0).count();
-        measured(bytes[0], gc, [&] { ctx.send_outputs(ex, bytes[0]); });
-        kept.push_back(ex.take_pass());
-        r.in_flight = std::max(r.in_flight, kept.size());
-      } else {
-        ex.restore_pass(std::move(kept.front()));
-        kept.pop_front();
-        measured(bytes[1], gc, [&] {
-          ex.backward(ctx.receive_gradients(ex, needs, bytes[1]));
-          ctx.send_gradients(ex, needs, bytes[1], grad_scale);
-        });
-        const Executor::PassState spent = ex.take_pass();  // this microbatch is done
-      }
+    std::size_t kept = 0;
+    for (const PassStep& p : order) {
+      run_pass(a, in, *works.at(p.chunk), p, needs, grad_scale, bytes, loss, off_clock);
+      kept = p.forward ? kept + 1 : kept - 1;
+      r.in_flight = std::max(r.in_flight, kept);
     }
-    ctx.boundary.finish();
+    for (auto& w : works) w->boundary->finish();
     const auto t1 = std::chrono::steady_clock::now();
-    measured(bytes[2], gc, [&] {
-      ex.sync_gradients();
-      ctx.sync_tied(ex, tied, world.rank(), bytes[2], tied_scale);
-    });
+    for (auto& w : works) {
+      measured(bytes[2], *w->run.comm, [&] {
+        w->ex->sync_gradients();
+        w->ctx->sync_tied(*w->ex, w->tied, world.rank(), bytes[2], tied_scale);
+      });
+    }
     const auto t2 = std::chrono::steady_clock::now();
-    // (ZeRO's all-gather of the updated shards would run here, counted in the sync.)
-    measured(bytes[2], gc, [&] { ex.optimizer_step(optimizer_settings(a)); });
+    // (ZeRO's all-gather of the updated shards runs here, counted in the sync.)
+    for (auto& w : works)
+      measured(bytes[2], *w->run.comm, [&] { w->ex->optimizer_step(optimizer_settings(a)); });
     const auto t3 = std::chrono::steady_clock::now();
     const std::array<double, 3> local = {std::chrono::duration<double>(t1 - t0).count() - off_clock,
                                          std::chrono::duration<double>(t2 - t1).count(),
@@ -1612,7 +1737,7 @@ PipelineTrainRun run_pipeline_training(const ExecArgs& a, const Inputs& in, cons
     }
     r.min_step_s = std::min(r.min_step_s, step);
     r.bytes = bytes;
-    // The step's loss: each group's first rank holds its stage's share.
+    // The step's loss: each group's first rank holds its stages' share.
     r.losses.push_back(sum_to_root(world, loss));
   }
   return r;
@@ -1620,17 +1745,18 @@ PipelineTrainRun run_pipeline_training(const ExecArgs& a, const Inputs& in, cons
 
 // --check of a pipelined training run: each group's first rank runs the
 // whole graph's full-batch steps on one device; rank 0 compares every
-// step's loss, every group its stage's parameters (their last gradient and
+// step's loss, every group its stages' parameters (their last gradient and
 // their values after the steps). Returns whether this rank's part passed.
 bool check_pipeline_training(std::ostream& out, const ExecArgs& a, const Inputs& in,
-                             const StageRun& run, Executor& ex, const PipelineTrainRun& r,
-                             Communicator& world, int rank) {
+                             StageWorks& works, const PipelineTrainRun& r, Communicator& world,
+                             int rank) {
   const ir::Graph& g = in.problem->graph();
   Reference ref;
-  const bool root = run.local == 0;
+  const bool root = works.front()->run.local == 0;
   if (root) {
     plan::Plan one;
-    one.mode = run.stage->plan.mode;  // BatchNorm's statistics as the stages take them
+    one.mode =
+        works.front()->run.stage->plan.mode;  // BatchNorm's statistics as the stages take them
     one.cuts.assign(g.num_operators(), {});
     ref = reference_training(a, in, one);
   }
@@ -1641,20 +1767,25 @@ bool check_pipeline_training(std::ostream& out, const ExecArgs& a, const Inputs&
   AdamNoise noise;
   const OptimizerSettings opt = optimizer_settings(a);
   std::ostringstream failures;
-  const ir::Graph& sgraph = run.sg.graph;
-  for (const ir::TensorId t : ex.trained()) {
-    const std::vector<float> grad = ex.gather_gradient(t);  // collectives within the group
-    const std::vector<float> got = ex.gather_full(t);
-    if (!root) continue;
-    const auto full = g.find_tensor(sgraph.tensor(t).name);
-    if (!full) throw Error(Errc::kInternal, "no tensor '" + sgraph.tensor(t).name + "'");
-    const std::string name = g.tensor(*full).name + " " +
-                             ir::shape_to_string(g.tensor(*full).shape) + " (stage " +
-                             std::to_string(run.index) + ")";
-    ok = compare_parameter(failures, name, opt, a.steps, ref.ex->gradient(*full),
-                           ref.ex->block(*full), grad, got, grad_max, grad_worst, param_worst,
-                           noise) &&
-         ok;
+  std::size_t params = 0;
+  for (auto& w : works) {
+    Executor& ex = *w->ex;
+    const ir::Graph& sgraph = w->run.sg.graph;
+    for (const ir::TensorId t : ex.trained()) {
+      const std::vector<float> grad = ex.gather_gradient(t);  // collectives within the group
+      const std::vector<float> got = ex.gather_full(t);
+      if (!root) continue;
+      ++params;
+      const auto full = g.find_tensor(sgraph.tensor(t).name);
+      if (!full) throw Error(Errc::kInternal, "no tensor '" + sgraph.tensor(t).name + "'");
+      const std::string name = g.tensor(*full).name + " " +
+                               ir::shape_to_string(g.tensor(*full).shape) + " (stage " +
+                               std::to_string(w->run.index) + ")";
+      ok = compare_parameter(failures, name, opt, a.steps, ref.ex->gradient(*full),
+                             ref.ex->block(*full), grad, got, grad_max, grad_worst, param_worst,
+                             noise) &&
+           ok;
+    }
   }
   if (rank == 0) {
     out << failures.str();
@@ -1662,15 +1793,15 @@ bool check_pipeline_training(std::ostream& out, const ExecArgs& a, const Inputs&
     std::cerr << "recsearch exec: [rank " + std::to_string(rank) + "]\n" + failures.str()
               << std::flush;
   }
-  const double params = sum_to_root(world, root ? static_cast<double>(ex.trained().size()) : 0.0);
+  const double checked = sum_to_root(world, static_cast<double>(params));
   grad_worst = world.max_over_ranks(grad_worst);
   param_worst = world.max_over_ranks(param_worst);
   const AdamNoise noise_all{sum_to_root(world, noise.taken), sum_to_root(world, noise.outside)};
   if (rank == 0) {
-    out << "  check " << fmt("%.0f", params) << " gradient(s) of step " << a.steps
+    out << "  check " << fmt("%.0f", checked) << " gradient(s) of step " << a.steps
         << " (each on its stage's group): max error relative to max|ref| "
         << fmt("%.3g", grad_worst) << "\n";
-    out << "  check " << fmt("%.0f", params) << " parameter(s) after " << a.steps
+    out << "  check " << fmt("%.0f", checked) << " parameter(s) after " << a.steps
         << " step(s): max error relative to 1+max|ref| " << fmt("%.3g", param_worst) << "\n";
     report_adam_noise(out, noise_all);
   }
@@ -1689,10 +1820,10 @@ struct ModelSends {
 constexpr std::size_t kPerRank = 5;
 
 // Rank 0's report of a pipelined training run. `per_rank` holds, per rank,
-// the microbatches kept at once, the point-to-point bytes sent forward and
+// the chunk passes kept at once, the point-to-point bytes sent forward and
 // backward, the operators its backward passes recompute and the parameters
-// it keeps as ZeRO-3 shards; `tied`: some
-// parameter is tied across groups (its all-reduce is reported).
+// it keeps as ZeRO-3 shards; `tied`: some parameter is tied across groups
+// (its all-reduce is reported).
 void report_pipeline_training(std::ostream& out, const ExecArgs& a, const Inputs& in,
                               const StageRun& run, const Communicator& world,
                               const PipelineTrainRun& r, const ModelSends& model,
@@ -1700,9 +1831,11 @@ void report_pipeline_training(std::ostream& out, const ExecArgs& a, const Inputs
   const ir::Graph& g = in.problem->graph();
   const plan::PipelinePlan& pp = *in.pipeline;
   const std::int64_t m = pp.microbatches;
+  const bool interleaved = pp.virtual_stages > 1;
   out << "recsearch exec: " << g.name() << " on " << world.size() << " rank(s), pipeline of "
-      << pp.stages.size() << " stage(s) on " << pp.groups << " group(s) of " << run.devices
-      << ", 1F1B training over " << m << " microbatch(es), " << a.steps << " step(s), optimizer "
+      << pp.stages.size() << " stage(s) on " << pp.groups << " group(s) of " << run.devices << ", "
+      << (interleaved ? "interleaved 1F1B (v " + std::to_string(pp.virtual_stages) + ")" : "1F1B")
+      << " training over " << m << " microbatch(es), " << a.steps << " step(s), optimizer "
       << a.optimizer << " (lr " << fmt("%g", a.lr) << "), backend mpi\n";
   out << "  loss (sum of one-element outputs and 1/2 mean(y^2) of the others):";
   for (std::size_t s = 0; s < r.losses.size(); ++s)
@@ -1718,16 +1851,21 @@ void report_pipeline_training(std::ostream& out, const ExecArgs& a, const Inputs
   out << "  predicted by the cost model (" << in.cluster_source << "): step "
       << fmt("%.3f", in.predicted.step_s * 1e3) << " ms; measured/predicted "
       << ratio_text((r.seconds[0] + r.seconds[1] + r.seconds[2]) / n, in.predicted.step_s) << "\n";
-  out << "  microbatches whose activations a stage kept at once (1F1B: min(p - i, m)):";
-  for (std::size_t j = 0; j < pp.stages.size(); ++j)
-    out << " stage " << j << " " << fmt("%.0f", per_rank[kPerRank * j * run.devices]);
-  out << "\n  operators recomputed in each backward pass:";
-  for (std::size_t j = 0; j < pp.stages.size(); ++j)
-    out << " stage " << j << " " << fmt("%.0f", per_rank[kPerRank * j * run.devices + 3]);
-  out << "\n  parameters kept as ZeRO-3 shards between the passes:";
-  for (std::size_t j = 0; j < pp.stages.size(); ++j)
-    out << " stage " << j << " " << fmt("%.0f", per_rank[kPerRank * j * run.devices + 4]);
-  out << "\n";
+  // Per group (v = 1: per stage, which is the group's one stage).
+  const auto per_group = [&](const char* what, std::size_t at) {
+    out << what;
+    for (std::size_t j = 0; j < pp.groups; ++j)
+      out << (interleaved ? " group " : " stage ") << j << " "
+          << fmt("%.0f", per_rank[kPerRank * j * run.devices + at]);
+    out << "\n";
+  };
+  per_group(interleaved ? "  chunk passes whose activations a group kept at once (interleaved: "
+                          "min(2(p - i - 1) + (v - 1)p + 1, v m)):"
+                        : "  microbatches whose activations a stage kept at once (1F1B: "
+                          "min(p - i, m)):",
+            0);
+  per_group("  operators recomputed in each backward pass:", 3);
+  per_group("  parameters kept as ZeRO-3 shards between the passes:", 4);
   out << "  bytes sent per rank, one training step, f32 elements (rank 0; every rank checks "
          "its own):\n";
   for (std::size_t ph = 0; ph < 3; ++ph) {
@@ -1753,7 +1891,7 @@ void report_pipeline_training(std::ostream& out, const ExecArgs& a, const Inputs
       << "\n";
 }
 
-// One rank's line when its bytes or its 1F1B depth differ from the prediction.
+// One rank's line when its bytes or its schedule depth differ from the prediction.
 std::string pipeline_mismatch(int rank, const PipelineTrainRun& r, std::size_t deepest) {
   std::string msg = "recsearch exec: [rank " + std::to_string(rank) + "]";
   for (std::size_t ph = 0; ph < 3; ++ph) {
@@ -1762,12 +1900,12 @@ std::string pipeline_mismatch(int rank, const PipelineTrainRun& r, std::size_t d
            " point-to-point and " + fmt("%.0f", b.coll_measured) + " collective bytes, predicted " +
            fmt("%.0f", b.p2p_predicted) + " and " + fmt("%.0f", b.coll_predicted) + ";";
   }
-  msg += " kept " + std::to_string(r.in_flight) + " microbatches, 1F1B keeps " +
+  msg += " kept " + std::to_string(r.in_flight) + " passes, the schedule keeps " +
          std::to_string(deepest) + "\n";
   return msg;
 }
 
-// The executor options of a stage rank's training run: values of the whole
+// The executor options of a stage's training run: values of the whole
 // graph's microbatch 0 (reseeded per microbatch), gradients of the received
 // tensors downstream of a parameter (`needs`, whole-graph ids) kept for the
 // earlier stages, and this rank's --fault on an operator of its stage.
@@ -1801,6 +1939,92 @@ ExecOptions stage_train_options(const ExecArgs& a, const Inputs& in, const Stage
   return opts;
 }
 
+// This rank's stages of a training run (StageWork, chunk order) on the
+// whole job's communicator, made here; each stage's group communicator is
+// collective over every rank, so every rank makes its v in the same order.
+StageWorks make_stage_works(const ExecArgs& a, const Inputs& in,
+                            std::unique_ptr<Communicator>& comm, int rank, const ir::Graph& mg,
+                            const std::vector<algebra::OpSpace>& mspaces,
+                            const std::vector<std::uint8_t>& needs) {
+  const plan::PipelinePlan& pp = *in.pipeline;
+  comm = make_communicator(Backend::Mpi, {static_cast<std::int64_t>(in.cluster->num_devices())});
+  comm->set_timeout(a.timeout_s);
+  const std::size_t devices = in.cluster->num_devices() / pp.groups;
+  const std::size_t group = static_cast<std::size_t>(rank) / devices;
+  StageWorks works;
+  for (std::size_t j = 0; j < pp.stages.size(); ++j) {
+    if (pp.stages[j].group != group) continue;
+    auto w = std::make_unique<StageWork>();
+    StageRun& run = w->run;
+    run.devices = devices;
+    run.index = j;
+    run.local = static_cast<std::size_t>(rank) % devices;
+    run.stage = &pp.stages[j];
+    run.sg = plan::stage_graph(mg, mspaces, run.stage->first, run.stage->last);
+    works.push_back(std::move(w));
+  }
+  for (std::size_t c = 0; c < pp.virtual_stages; ++c) {
+    // Every group has v stages (the plan reader checks it); a rank short of
+    // one would leave the others waiting in the split below.
+    if (c >= works.size())
+      throw Error(Errc::kInternal,
+                  "group " + std::to_string(group) + " has no stage " + std::to_string(c));
+    StageRun& run = works[c]->run;
+    run.comm = make_group_communicator(Backend::Mpi, mesh_sizes(run.stage->plan),
+                                       static_cast<int>(pp.groups));
+    run.comm->set_timeout(a.timeout_s);
+  }
+  const std::int64_t m = pp.microbatches;
+  for (auto& w : works) {
+    StageRun& run = w->run;
+    w->redist = std::make_unique<Redistributor>(*run.comm);
+    w->boundary = std::make_unique<Boundary>(run, *w->redist, pp);
+    w->ctx = std::make_unique<StageContext>(StageContext{pp, mg, run, *w->redist, *w->boundary});
+    const ir::Graph& sgraph = run.sg.graph;
+    const ExecOptions opts = stage_train_options(a, in, *w->ctx, needs, rank);
+    w->grad_inputs = opts.grad_inputs;
+    w->ex = std::make_unique<Executor>(sgraph, run.sg.spaces, run.stage->plan, *run.comm, opts);
+    // The loss counts the whole graph's outputs; a boundary tensor that no
+    // operator of the stage reads gets its gradient from the later stages.
+    std::vector<double> scale = microbatch_loss_scale(sgraph, w->ex->outputs(), m);
+    for (std::size_t i = 0; i < scale.size(); ++i) {
+      const auto full = mg.find_tensor(sgraph.tensor(w->ex->outputs()[i]).name);
+      if (full && !mg.tensor(*full).consumers.empty()) scale[i] = 0;
+    }
+    w->ex->set_loss_scale(scale);
+    w->tied = tied_parameters(in, pp, run);
+  }
+  return works;
+}
+
+// What a stage adds to its rank's prediction per step, beyond what the
+// boundary exchange adds as it runs: its forward and backward passes, m
+// times (collectives with ZeRO 3's gathers and the recomputed forward, and
+// halo rows), and one gradient sync.
+void add_stage_prediction(const StageWork& w, std::int64_t m, std::array<PipeBytes, 3>& bytes) {
+  const Executor& ex = *w.ex;
+  const ir::Graph& sgraph = w.run.sg.graph;
+  const auto passes = static_cast<double>(m);
+  const std::vector<std::int64_t> coords =
+      rank_coords(static_cast<std::int64_t>(w.run.local), w.run.comm->mesh());
+  // Each parameter's own ZeRO stage; ZeRO 3's all-gathers in both passes.
+  const std::vector<int> zero = plan::parameter_zero(sgraph, w.run.stage->plan.training);
+  const TrainBytePrediction tp =
+      predict_train_bytes(sgraph, ex.layouts(), zero, 4.0, w.grad_inputs);
+  const Zero3GatherBytes gathers = predict_zero3_gather_bytes(
+      sgraph, ex.layouts(), ex.gradient_layouts(), zero, ex.recompute_plan());
+  // The recomputed forward runs inside the backward pass.
+  const double again = predict_recompute_bytes(sgraph, ex.layouts(), ex.recompute_plan()).total;
+  bytes[0].coll_predicted +=
+      passes * (predict_exec_bytes(sgraph, ex.layouts()).total + gathers.forward.total);
+  bytes[1].coll_predicted += passes * (tp.backward.total + again + gathers.backward.total);
+  bytes[2].coll_predicted += tp.gradient_sync.total;
+  bytes[0].p2p_predicted += passes * predict_halo_bytes(sgraph, ex.layouts(), coords);
+  bytes[1].p2p_predicted +=
+      passes * (predict_halo_backward_bytes(sgraph, ex.layouts(), ex.gradient_layouts(), coords) +
+                predict_recompute_halo_bytes(sgraph, ex.layouts(), ex.recompute_plan(), coords));
+}
+
 // --train of a pipelined plan (docs/exec.md, Pipelines): the steps, every
 // rank's bytes against the prediction, the report and with --check the
 // one-device comparison. Returns the exit code.
@@ -1812,75 +2036,49 @@ int execute_pipeline_training(const ExecArgs& a, const Inputs& in,
   std::optional<plan::MicrobatchView> mv;
   if (m > 1) mv = plan::microbatch_view(g, in.problem->spaces(), m);
   const ir::Graph& mg = mv ? mv->graph : g;
-  StageRun run = make_stage_run(a, in, comm, rank, mg, mv ? mv->spaces : in.problem->spaces());
-  Communicator& gc = *run.comm;
-  Redistributor redist(gc);
-  Boundary boundary(run, redist);
-  const StageContext ctx{pp, mg, run, redist, boundary};
-  const ir::Graph& sgraph = run.sg.graph;
   // A boundary tensor carries a gradient back when, in the whole graph, it
   // is downstream of a parameter (the producing stage's layouts say the same).
   const std::vector<std::uint8_t> needs = ir::gradient_tensors(mg);
-  const ExecOptions opts = stage_train_options(a, in, ctx, needs, rank);
+  StageWorks works =
+      make_stage_works(a, in, comm, rank, mg, mv ? mv->spaces : in.problem->spaces(), needs);
   // --fault RANK:boundary: the gradients RANK sends back are doubled.
   const float grad_scale =
       in.fault && in.fault->rank == rank && in.fault->kind == "boundary" ? 2.0f : 1.0f;
-  Executor ex(sgraph, run.sg.spaces, run.stage->plan, gc, opts);
-  // The loss counts the whole graph's outputs; a boundary tensor that no
-  // operator of the stage reads gets its gradient from the later stages.
-  std::vector<double> scale = microbatch_loss_scale(sgraph, ex.outputs(), m);
-  for (std::size_t i = 0; i < scale.size(); ++i) {
-    const auto full = mg.find_tensor(sgraph.tensor(ex.outputs()[i]).name);
-    if (full && !mg.tensor(*full).consumers.empty()) scale[i] = 0;
-  }
-  ex.set_loss_scale(scale);
-  // Per step, what the boundary exchange does not add as it runs: the
-  // stage's forward and backward passes, m times, and one gradient sync.
-  const auto passes = static_cast<double>(m);
-  const std::vector<std::int64_t> coords =
-      rank_coords(static_cast<std::int64_t>(run.local), gc.mesh());
-  // Each parameter's own ZeRO stage; ZeRO 3's all-gathers in both passes.
-  const std::vector<int> zero = plan::parameter_zero(sgraph, run.stage->plan.training);
-  const TrainBytePrediction tp =
-      predict_train_bytes(sgraph, ex.layouts(), zero, 4.0, opts.grad_inputs);
-  const Zero3GatherBytes gathers = predict_zero3_gather_bytes(
-      sgraph, ex.layouts(), ex.gradient_layouts(), zero, ex.recompute_plan());
-  // The recomputed forward runs inside the backward pass.
-  const double again = predict_recompute_bytes(sgraph, ex.layouts(), ex.recompute_plan()).total;
-  const std::array<double, 3> coll = {
-      passes * (predict_exec_bytes(sgraph, ex.layouts()).total + gathers.forward.total),
-      passes * (tp.backward.total + again + gathers.backward.total), tp.gradient_sync.total};
-  const std::array<double, 2> halo = {
-      passes * predict_halo_bytes(sgraph, ex.layouts(), coords),
-      passes * (predict_halo_backward_bytes(sgraph, ex.layouts(), ex.gradient_layouts(), coords) +
-                predict_recompute_halo_bytes(sgraph, ex.layouts(), ex.recompute_plan(), coords))};
-  const std::vector<TiedParameter> tied = tied_parameters(in, pp, run);
-  PipelineTrainRun r = run_pipeline_training(a, in, ctx, ex, *comm, needs, tied, grad_scale);
+  PipelineTrainRun r = run_pipeline_training(a, in, works, *comm, needs, grad_scale);
+  std::array<PipeBytes, 3> predicted;
+  for (const auto& w : works) add_stage_prediction(*w, m, predicted);
   bool bytes_ok = true;
   for (std::size_t ph = 0; ph < 3; ++ph) {
-    r.bytes[ph].coll_predicted += coll[ph];
-    if (ph < 2) r.bytes[ph].p2p_predicted += halo[ph];
+    r.bytes[ph].coll_predicted += predicted[ph].coll_predicted;
+    r.bytes[ph].p2p_predicted += predicted[ph].p2p_predicted;
     bytes_ok = bytes_ok && r.bytes[ph].equal();
   }
-  const std::size_t deepest = std::min(pp.stages.size() - run.index, static_cast<std::size_t>(m));
+  const StageRun& first = works.front()->run;
+  const std::size_t deepest = deepest_kept(pp.groups, first.stage->group, pp.virtual_stages, m);
   const bool depth_ok = r.in_flight == deepest;
   const bool all_bytes_ok = comm->max_over_ranks(bytes_ok && depth_ok ? 0.0 : 1.0) == 0.0;
-  const std::array<double, 2> sends = model_stage_sends(in, run);
-  double tied_model = 0;
-  for (const TiedParameter& t : tied) tied_model += t.model_bytes;
-  const std::array<double, 3> model = {sends[0], sends[1], tied_model};
+  std::array<double, 3> model{};
+  for (const auto& w : works) {
+    const std::array<double, 2> sends = model_stage_sends(in, w->run);
+    model[0] += sends[0];
+    model[1] += sends[1];
+    for (const TiedParameter& t : w->tied) model[2] += t.model_bytes;
+  }
   std::array<double, 3> model_off{};
   for (std::size_t ph = 0; ph < 3; ++ph)
     model_off[ph] = comm->max_over_ranks(std::abs(r.bytes[ph].p2p_measured - model[ph]));
-  const bool any_tied = comm->max_over_ranks(tied.empty() ? 0.0 : 1.0) > 0;
-  // Per rank (kPerRank values): microbatches kept at once, point-to-point
+  bool has_tied = false;
+  for (const auto& w : works) has_tied = has_tied || !w->tied.empty();
+  const bool any_tied = comm->max_over_ranks(has_tied ? 1.0 : 0.0) > 0;
+  // Per rank (kPerRank values): chunk passes kept at once, point-to-point
   // bytes forward and backward, operators its backward passes recompute,
   // parameters it keeps as ZeRO-3 shards.
-  std::size_t recomputed = 0;
-  for (const std::uint8_t x : ex.recompute_plan().op) recomputed += x;
-  std::size_t sharded = 0;
-  for (const ir::TensorId t : ex.trained())
-    sharded += ex.block(t).layout != ex.layouts().holders[t] ? 1 : 0;
+  std::size_t recomputed = 0, sharded = 0;
+  for (const auto& w : works) {
+    for (const std::uint8_t x : w->ex->recompute_plan().op) recomputed += x;
+    for (const ir::TensorId t : w->ex->trained())
+      sharded += w->ex->block(t).layout != w->ex->layouts().holders[t] ? 1 : 0;
+  }
   const std::array<float, kPerRank> mine = {
       static_cast<float>(r.in_flight), static_cast<float>(r.bytes[0].p2p_measured),
       static_cast<float>(r.bytes[1].p2p_measured), static_cast<float>(recomputed),
@@ -1890,19 +2088,19 @@ int execute_pipeline_training(const ExecArgs& a, const Inputs& in,
 
   std::ostringstream out;
   if (rank == 0) {
-    report_pipeline_training(out, a, in, run, *comm, r, {model, model_off}, per_rank, all_bytes_ok,
-                             any_tied);
+    report_pipeline_training(out, a, in, first, *comm, r, {model, model_off}, per_rank,
+                             all_bytes_ok, any_tied);
   }
   int code = all_bytes_ok ? 0 : exit_code(Errc::kRuntime);
   if (a.check) {
-    const bool ok = check_pipeline_training(out, a, in, run, ex, r, *comm, rank);
+    const bool ok = check_pipeline_training(out, a, in, works, r, *comm, rank);
     const bool all_ok = comm->max_over_ranks(ok && all_bytes_ok ? 0.0 : 1.0) == 0.0;
     if (!all_ok) code = exit_code(Errc::kRuntime);
     if (rank == 0) out << "  check: " << (all_ok ? "passed" : "FAILED") << "\n";
   }
   if (rank == 0) std::cout << out.str() << std::flush;
   if (!bytes_ok || !depth_ok) std::cerr << pipeline_mismatch(rank, r, deepest) << std::flush;
-  run.comm.reset();
+  works.clear();
   comm.reset();
   return code;
 }
@@ -1920,7 +2118,7 @@ int execute_pipeline(const ExecArgs& a, const Inputs& in, std::unique_ptr<Commun
   StageRun run = make_stage_run(a, in, comm, rank, mg, mspaces);
   Communicator& gc = *run.comm;
   Redistributor redist(gc);
-  Boundary boundary(run, redist);
+  Boundary boundary(run, redist, pp);
   const StageContext ctx{pp, mg, run, redist, boundary};
   const ir::Graph& sgraph = run.sg.graph;
   const std::function<void(ir::OpId)> hook = stage_fault_hook(in, run, rank);

@@ -907,9 +907,9 @@ def pipeline_training(cluster, plans):
     selective recomputation; one with --zero 0 --recompute full trains too.
     Three stages of ffn.json on 3 groups of 2 keep 3, 2 and 1 microbatches.
     A doubled boundary gradient fails the check, a killed stage rank ends
-    every rank; the interleaved schedule is refused with its JSON path;
-    ZeRO 3 stages (pipeline_zero3) and weights tied across the groups
-    (pipeline_tied) train."""
+    every rank. ZeRO 3 stages (pipeline_zero3), weights tied across the
+    groups (pipeline_tied) and the interleaved schedule
+    (pipeline_interleaved) train."""
     for name, (gpath, plan2, _) in plans.items():
         cases = [(2, "sgd", "0.01", []), (4, "adam", "0.001", [])]
         if name == "gpt2_block_small.json":
@@ -980,17 +980,83 @@ def pipeline_training(cluster, plans):
         rc, out, err, secs = mpirun(4, [gpath, plan, "--train", "--steps", "2", "--fault", f"3:kill:{op}",
                                         "--timeout", "30"], timeout=120)
         check(rc not in (0, None) and secs < 60, f"pipeline training: kill stage rank 3: rc {rc}, {secs:.0f} s\n{err}")
-        for flags, path in ((["--stages", "2x2", "--microbatches", "2"], "/pipeline/schedule"),):
-            refused = os.path.join(TMP, "pipeline.refused.plan.json")
-            args = ["--stages", "2", "--microbatches", "2"] if "--stages" not in flags else []
-            s = subprocess.run([BIN, "search", gpath, "--cluster", cluster, "-q", "-o", refused] + args + flags,
-                               capture_output=True, text=True)
-            if not check(s.returncode == 0, f"search {flags}: {s.stderr}"):
-                continue
-            rc, out, err, _ = mpirun(4, [gpath, refused, "--train"])
-            check(rc == 2 and path in err, f"pipeline --train {flags} not refused at {path}: rc {rc}\n{err}")
     pipeline_zero3(cluster, plans)
     pipeline_tied(cluster)
+    pipeline_interleaved(cluster, plans)
+
+
+def pipeline_interleaved(cluster, plans):
+    """Interleaved 1F1B (Megatron-LM's schedule, v stages per group): the
+    small GPT-2 block on 2 groups x v 2 with 4 microbatches, a generated GPT
+    (tied embedding table, ZeRO 3) with 2 microbatches (m = p), and one on 3
+    groups x v 2 (6 ranks, 6 microbatches). Each checks against one device,
+    every phase's bytes equal the prediction on every rank, and each group
+    keeps as many chunk passes at once as the cost model's in_flight times
+    v (the plan file's group_figures). Refused (exit 2, JSON path): the
+    forward pass alone of an interleaved plan and a parameter read by two
+    stages of one group."""
+    three = write("interleaved_three_by_two.json", {
+        "format": "recsearch.cluster", "version": 1, "name": "three nodes of two",
+        "levels": [{"name": "node", "size": 3, "bandwidth_GBps": 10, "latency_us": 5},
+                   {"name": "gpu", "size": 2, "bandwidth_GBps": 100, "latency_us": 2}],
+        "device": {"peak_TFLOPs": 10, "memory_GiB": 16, "memory_bandwidth_GBps": 100}})
+    gpts = {}
+    for batch in (8, 12):
+        gpts[batch] = os.path.join(TMP, f"interleaved_gpt_b{batch}.json")
+        s = subprocess.run([BIN, "gen", "gpt", "--layers", "2", "--hidden", "32", "--heads", "4", "--seq", "16",
+                            "--vocab", "64", "--batch", str(batch), "-o", gpts[batch]], capture_output=True, text=True)
+        check(s.returncode == 0, f"gen gpt --batch {batch}: {s.stderr}")
+    block = os.path.join(ROOT, "tests/exec/graphs/gpt2_block_small.json")
+    # (graph, cluster, --stages, --microbatches, ranks, more search flags)
+    runs = [(block, cluster, "2x2", "4", 4, []), (gpts[8], cluster, "2x2", "2", 4, ["--zero", "3"]),
+            (gpts[12], three, "3x2", "6", 6, [])]
+    for gpath, clu, stages, m, n, flags in runs:
+        label = f"pipeline interleaved {os.path.basename(gpath)} {stages} m={m} {' '.join(flags)}"
+        plan = os.path.join(TMP, f"{os.path.basename(gpath)}.{stages}.m{m}.plan.json")
+        s = subprocess.run([BIN, "search", gpath, "--cluster", clu, "--stages", stages, "--microbatches", m,
+                            "-q", "-o", plan] + flags, capture_output=True, text=True)
+        if not check(s.returncode == 0, f"{label}: search: {s.stderr}"):
+            continue
+        with open(plan) as f:
+            pp = json.load(f)["pipeline"]
+        v = pp["virtual_stages"]
+        check(pp["schedule"] == "interleaved" and v == 2, f"{label}: not interleaved: {pp['schedule']} v {v}")
+        rc, out, err, secs = mpirun(n, [gpath, plan, "--train", "--steps", "2", "--check", "--optimizer", "adam",
+                                        "--lr", "0.001", "--timeout", "60"])
+        print(f"{label}: {n} ranks, rc {rc}, {secs:.1f} s\n{out}", end="", flush=True)
+        if not check(rc == 0 and "check: passed" in out and "every rank matches" in out
+                     and "interleaved 1F1B (v 2) training" in out, f"{label}: rc {rc}\n{out}\n{err}"):
+            continue
+        kept = re.search(r"chunk passes whose activations a group kept at once \(interleaved: .*?, v m\)\):(.*)", out)
+        expected = " ".join(f"group {g['group']} {round(g['in_flight'] * v)}" for g in pp["group_figures"])
+        check(kept is not None and kept.group(1).strip() == expected,
+              f"{label}: kept {kept.group(1) if kept else None}, the model's {expected}")
+        if "--zero" in flags:
+            check(re.search(r"ZeRO-3 shards between the passes: group 0 [1-9]", out) is not None and
+                  TIED_BYTES.search(out) is not None, f"{label}: shards or tied bytes\n{out}")
+        if gpath == block:
+            rc, out, err, _ = mpirun(n, [gpath, plan, "--check"])
+            check(rc == 2 and "/pipeline/schedule" in err and "--train" in err,
+                  f"{label}: forward pass alone not refused: rc {rc}\n{err}")
+    # A weight read by stages 0 and 2, both on group 0 (pinned stages).
+    t = lambda name, kind=None: dict(name=name, shape=[8, 16] if name != "w" else [16, 16], dtype="f32",
+                                     **({"kind": kind} if kind else {}))
+    same = write("interleaved_same_group.json", {
+        "format": "recsearch.graph", "version": 1, "name": "same_group",
+        "tensors": [t("x", "input"), t("w", "parameter"), t("h"), t("r"), t("y"), t("r2"), t("z"), t("q")],
+        "operators": [dict(name="mm1", type="MatMul", inputs=["x", "w"], outputs=["h"], attrs={"stage": 0}),
+                      dict(name="act", type="ReLU", inputs=["h"], outputs=["r"], attrs={"stage": 1}),
+                      dict(name="act2", type="Tanh", inputs=["r"], outputs=["r2"], attrs={"stage": 1}),
+                      dict(name="mm2", type="MatMul", inputs=["r2", "w"], outputs=["y"], attrs={"stage": 2}),
+                      dict(name="act3", type="ReLU", inputs=["y"], outputs=["z"], attrs={"stage": 3}),
+                      dict(name="act4", type="Tanh", inputs=["z"], outputs=["q"], attrs={"stage": 3})]})
+    plan = os.path.join(TMP, "same_group.plan.json")
+    s = subprocess.run([BIN, "search", same, "--cluster", cluster, "--stages", "2x2", "--microbatches", "2",
+                        "-q", "-o", plan], capture_output=True, text=True)
+    if check(s.returncode == 0, f"search same_group 2x2: {s.stderr}"):
+        rc, out, err, _ = mpirun(4, [same, plan, "--train"])
+        check(rc == 2 and "/pipeline/stages" in err and "two stages of one device group" in err,
+              f"a weight read by two stages of one group not refused: rc {rc}\n{err}")
 
 
 def pipeline_zero3(cluster, plans):
