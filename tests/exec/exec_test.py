@@ -838,6 +838,16 @@ def case_buckets():
     check(rc == 2 and "need --train" in err, f"--bucket-mb without --train: rc {rc}\n{err}")
 
 
+def nodes_of_two(name, nodes):
+    """A cluster file of `nodes` nodes of 2 devices (10 GB/s between nodes,
+    100 GB/s inside one, 10 TFLOP/s devices): the pipeline tests' groups."""
+    return write(name, {
+        "format": "recsearch.cluster", "version": 1, "name": f"{nodes} nodes of two",
+        "levels": [{"name": "node", "size": nodes, "bandwidth_GBps": 10, "latency_us": 5},
+                   {"name": "gpu", "size": 2, "bandwidth_GBps": 100, "latency_us": 2}],
+        "device": {"peak_TFLOPs": 10, "memory_GiB": 16, "memory_bandwidth_GBps": 100}})
+
+
 def case_pipeline():
     """Pipelined plans (a "pipeline" section: 2 stages on 2 device groups of
     2 ranks, 2 microbatches, searched on a cluster of 2 nodes of 2): the 1F1B
@@ -846,11 +856,7 @@ def case_pipeline():
     plan and to the cost model's, the stages' collectives to the prediction;
     a killed stage rank and a stalled one end every rank; then training
     (pipeline_training)."""
-    cluster = write("two_by_two.json", {
-        "format": "recsearch.cluster", "version": 1, "name": "two nodes of two",
-        "levels": [{"name": "node", "size": 2, "bandwidth_GBps": 10, "latency_us": 5},
-                   {"name": "gpu", "size": 2, "bandwidth_GBps": 100, "latency_us": 2}],
-        "device": {"peak_TFLOPs": 10, "memory_GiB": 16, "memory_bandwidth_GBps": 100}})
+    cluster = nodes_of_two("two_by_two.json", 2)
     plans = {}
     for gpath in (os.path.join(ROOT, "data/graphs/ffn.json"),
                   os.path.join(ROOT, "tests/exec/graphs/gpt2_block_small.json")):
@@ -953,11 +959,7 @@ def pipeline_training(cluster, plans):
     # Three stages on 3 groups of 2 (6 ranks), 4 microbatches: warm-up depths
     # 3, 2 and 1; the middle group receives and sends both ways.
     ffn = os.path.join(ROOT, "data/graphs/ffn.json")
-    three = write("three_by_two.json", {
-        "format": "recsearch.cluster", "version": 1, "name": "three nodes of two",
-        "levels": [{"name": "node", "size": 3, "bandwidth_GBps": 10, "latency_us": 5},
-                   {"name": "gpu", "size": 2, "bandwidth_GBps": 100, "latency_us": 2}],
-        "device": {"peak_TFLOPs": 10, "memory_GiB": 16, "memory_bandwidth_GBps": 100}})
+    three = nodes_of_two("three_by_two.json", 3)
     plan3 = os.path.join(TMP, "ffn.pipeline3.plan.json")
     s = subprocess.run([BIN, "search", ffn, "--cluster", three, "--stages", "3", "--microbatches", "4",
                         "-q", "-o", plan3], capture_output=True, text=True)
@@ -995,11 +997,7 @@ def pipeline_interleaved(cluster, plans):
     v (the plan file's group_figures). Refused (exit 2, JSON path): the
     forward pass alone of an interleaved plan and a parameter read by two
     stages of one group."""
-    three = write("interleaved_three_by_two.json", {
-        "format": "recsearch.cluster", "version": 1, "name": "three nodes of two",
-        "levels": [{"name": "node", "size": 3, "bandwidth_GBps": 10, "latency_us": 5},
-                   {"name": "gpu", "size": 2, "bandwidth_GBps": 100, "latency_us": 2}],
-        "device": {"peak_TFLOPs": 10, "memory_GiB": 16, "memory_bandwidth_GBps": 100}})
+    three = nodes_of_two("interleaved_three_by_two.json", 3)
     gpts = {}
     for batch in (8, 12):
         gpts[batch] = os.path.join(TMP, f"interleaved_gpt_b{batch}.json")
@@ -1123,11 +1121,7 @@ def pipeline_tied(cluster):
     s = subprocess.run([BIN, "gen", "gpt", "--layers", "2", "--hidden", "32", "--heads", "4", "--seq", "16",
                         "--vocab", "64", "--batch", "8", "-o", gpt], capture_output=True, text=True)
     check(s.returncode == 0, f"gen gpt: {s.stderr}")
-    three = write("tied_three_by_two.json", {
-        "format": "recsearch.cluster", "version": 1, "name": "three nodes of two",
-        "levels": [{"name": "node", "size": 3, "bandwidth_GBps": 10, "latency_us": 5},
-                   {"name": "gpu", "size": 2, "bandwidth_GBps": 100, "latency_us": 2}],
-        "device": {"peak_TFLOPs": 10, "memory_GiB": 16, "memory_bandwidth_GBps": 100}})
+    three = nodes_of_two("tied_three_by_two.json", 3)
     ops3 = [dict(name="mm1", type="MatMul", inputs=["x", "w"], outputs=["h"], attrs={"stage": 0}),
             dict(name="act", type="ReLU", inputs=["h"], outputs=["r"], attrs={"stage": 0}),
             dict(name="mm2", type="MatMul", inputs=["r", "w"], outputs=["y"], attrs={"stage": 1}),
