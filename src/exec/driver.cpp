@@ -111,26 +111,33 @@ std::optional<double> stated_forward_bytes(const std::string& text, const std::s
   return sum;
 }
 
+// A forward pass alone of a plan with ZeRO stage 3 (on every parameter or
+// some) is refused (exit 2): it would not gather as the training step
+// does. `at`: the plan's JSON path (a pipeline stage's, or empty).
+void refuse_forward_zero3(const ir::Graph& g, const plan::Plan& p, const std::string& source,
+                          const std::string& at = "") {
+  if (p.mode != Mode::Train) return;
+  const std::vector<int> zero = plan::parameter_zero(g, p.training);
+  if (std::none_of(zero.begin(), zero.end(), [](int z) { return z >= 3; })) return;
+  throw Error(
+      Errc::kUsage,
+      "exec runs a plan with ZeRO stage 3 only as training steps that gather its "
+      "parameters in both passes (--train); search with --zero 2 or lower to run its "
+      "forward pass",
+      at + (plan::mixed_zero(g, p.training) ? "/training/zero_params" : "/training/zero_stage"),
+      source);
+}
+
 // A plan exec cannot run as it is priced is refused (exit 2) rather than
 // run as something else: ZeRO 3 (and ZeRO stages per parameter) outside
-// --train (a forward pass alone would not gather as the training step
-// does), and microbatches outside --train (which runs them, accumulating their
-// gradients). Under --train every parameter runs its own stage
-// (docs/exec.md, ZeRO). Recomputation runs under --train
+// --train (refuse_forward_zero3), and microbatches outside --train (which
+// runs them, accumulating their gradients). Under --train every parameter
+// runs its own stage (docs/exec.md, ZeRO). Recomputation runs under --train
 // (ExecOptions::recompute); a forward pass alone recomputes nothing.
 void refuse_unsupported_training(const ir::Graph& g, const plan::Plan& p, const std::string& source,
                                  bool train) {
   if (p.mode != Mode::Train) return;
-  const std::vector<int> zero = plan::parameter_zero(g, p.training);
-  const bool zero3 = std::any_of(zero.begin(), zero.end(), [](int z) { return z >= 3; });
-  const char* const where =
-      plan::mixed_zero(g, p.training) ? "/training/zero_params" : "/training/zero_stage";
-  if (zero3 && !train)
-    throw Error(Errc::kUsage,
-                "exec runs a plan with ZeRO stage 3 only as training steps that gather its "
-                "parameters in both passes (--train); search with --zero 2 or lower to run its "
-                "forward pass",
-                where, source);
+  if (!train) refuse_forward_zero3(g, p, source);
   if (p.training.microbatches > 1 && !train)
     throw Error(Errc::kUsage,
                 "exec runs a plan with microbatches (it has " +
@@ -229,19 +236,15 @@ void check_runnable(const ExecArgs& a, const Problem& problem, const plan::Plan&
   }
 }
 
-// What exec does not run of an interleaved plan (exit 2, before any
-// traffic): its forward pass alone (exec runs interleaved plans as
-// training steps) and a parameter read by two stages of one group (each
-// stage's executor would hold its own copy; the model counts one per stage
-// too). The plan reader has checked that the microbatches come in rounds
-// of one per group.
+// What exec does not train of an interleaved plan (exit 2, before any
+// traffic): a parameter read by two stages of one group (each stage's
+// executor would hold its own copy and its own share of the gradient; the
+// model counts one per stage too). Its forward pass alone runs whatever
+// the stages read. The plan reader has checked that the microbatches come
+// in rounds of one per group.
 void refuse_interleaved(const ExecArgs& a, const ir::Graph& g, const plan::PipelinePlan& pp,
                         const std::string& psrc) {
-  if (!a.train)
-    throw Error(Errc::kUsage,
-                "exec runs an interleaved plan only as training steps (--train); search with "
-                "--stages P (v = 1) to run its forward pass alone",
-                "/pipeline/schedule", psrc);
+  if (!a.train) return;
   std::vector<std::size_t> stage_of(g.num_operators(), 0);
   for (std::size_t j = 0; j < pp.stages.size(); ++j)
     for (ir::OpId o = pp.stages[j].first; o < pp.stages[j].last && o < g.num_operators(); ++o)
@@ -266,8 +269,8 @@ void refuse_interleaved(const ExecArgs& a, const ir::Graph& g, const plan::Pipel
 }
 
 // A pipelined plan: its stages on the whole cluster, what exec runs of it
-// (the 1F1B forward pass, or with --train 1F1B training steps, on MPI), the
-// world size and every stage's operators.
+// (the forward passes in the schedule's order, or with --train whole
+// training steps, on MPI), the world size and every stage's operators.
 void load_pipeline(const ExecArgs& a, Inputs& in, const std::string& ptext, const std::string& psrc,
                    int world_size) {
   const ir::Graph& g = in.problem->graph();
@@ -289,6 +292,8 @@ void load_pipeline(const ExecArgs& a, Inputs& in, const std::string& ptext, cons
   for (std::size_t j = 0; j < pp.stages.size(); ++j) {
     const plan::Stage& st = pp.stages[j];
     const plan::StageGraph sg = plan::stage_graph(g, in.problem->spaces(), st.first, st.last);
+    if (!a.train)
+      refuse_forward_zero3(sg.graph, st.plan, psrc, "/pipeline/stages/" + std::to_string(j));
     if (const auto bad = unsupported_operators(sg.graph, sg.spaces, st.plan); !bad.empty()) {
       std::string msg = std::to_string(bad.size()) + " operator(s) of stage " + std::to_string(j) +
                         " cannot be executed:";
@@ -1532,25 +1537,6 @@ std::array<double, 2> model_stage_sends(const Inputs& in, const StageRun& run) {
   return {fwd * scale, (both - fwd) * scale};
 }
 
-// The whole job's communicator and this rank's stage on its group's.
-StageRun make_stage_run(const ExecArgs& a, const Inputs& in, std::unique_ptr<Communicator>& comm,
-                        int rank, const ir::Graph& mg,
-                        const std::vector<algebra::OpSpace>& mspaces) {
-  const plan::PipelinePlan& pp = *in.pipeline;
-  comm = make_communicator(Backend::Mpi, {static_cast<std::int64_t>(in.cluster->num_devices())});
-  comm->set_timeout(a.timeout_s);
-  StageRun run;
-  run.devices = in.cluster->num_devices() / pp.groups;
-  run.index = static_cast<std::size_t>(rank) / run.devices;
-  run.local = static_cast<std::size_t>(rank) % run.devices;
-  run.stage = &pp.stages.at(run.index);
-  run.sg = plan::stage_graph(mg, mspaces, run.stage->first, run.stage->last);
-  run.comm = make_group_communicator(Backend::Mpi, mesh_sizes(run.stage->plan),
-                                     static_cast<int>(pp.groups));
-  run.comm->set_timeout(a.timeout_s);
-  return run;
-}
-
 // The --fault hook of a stage (operator ids of the whole graph), if any.
 std::function<void(ir::OpId)> stage_fault_hook(const Inputs& in, const StageRun& run, int rank) {
   if (!in.fault || in.fault->rank != rank) return {};
@@ -1939,13 +1925,12 @@ ExecOptions stage_train_options(const ExecArgs& a, const Inputs& in, const Stage
   return opts;
 }
 
-// This rank's stages of a training run (StageWork, chunk order) on the
+// This rank's stages (StageWork without executors, chunk order) on the
 // whole job's communicator, made here; each stage's group communicator is
 // collective over every rank, so every rank makes its v in the same order.
 StageWorks make_stage_works(const ExecArgs& a, const Inputs& in,
                             std::unique_ptr<Communicator>& comm, int rank, const ir::Graph& mg,
-                            const std::vector<algebra::OpSpace>& mspaces,
-                            const std::vector<std::uint8_t>& needs) {
+                            const std::vector<algebra::OpSpace>& mspaces) {
   const plan::PipelinePlan& pp = *in.pipeline;
   comm = make_communicator(Backend::Mpi, {static_cast<std::int64_t>(in.cluster->num_devices())});
   comm->set_timeout(a.timeout_s);
@@ -1974,12 +1959,23 @@ StageWorks make_stage_works(const ExecArgs& a, const Inputs& in,
                                        static_cast<int>(pp.groups));
     run.comm->set_timeout(a.timeout_s);
   }
-  const std::int64_t m = pp.microbatches;
   for (auto& w : works) {
     StageRun& run = w->run;
     w->redist = std::make_unique<Redistributor>(*run.comm);
     w->boundary = std::make_unique<Boundary>(run, *w->redist, pp);
     w->ctx = std::make_unique<StageContext>(StageContext{pp, mg, run, *w->redist, *w->boundary});
+  }
+  return works;
+}
+
+// The training executor of each of this rank's stages, with its loss
+// weights and tied parameters.
+void add_stage_executors(const ExecArgs& a, const Inputs& in, StageWorks& works,
+                         const ir::Graph& mg, const std::vector<std::uint8_t>& needs, int rank) {
+  const plan::PipelinePlan& pp = *in.pipeline;
+  const std::int64_t m = pp.microbatches;
+  for (auto& w : works) {
+    StageRun& run = w->run;
     const ir::Graph& sgraph = run.sg.graph;
     const ExecOptions opts = stage_train_options(a, in, *w->ctx, needs, rank);
     w->grad_inputs = opts.grad_inputs;
@@ -1994,7 +1990,6 @@ StageWorks make_stage_works(const ExecArgs& a, const Inputs& in,
     w->ex->set_loss_scale(scale);
     w->tied = tied_parameters(in, pp, run);
   }
-  return works;
 }
 
 // What a stage adds to its rank's prediction per step, beyond what the
@@ -2040,7 +2035,8 @@ int execute_pipeline_training(const ExecArgs& a, const Inputs& in,
   // is downstream of a parameter (the producing stage's layouts say the same).
   const std::vector<std::uint8_t> needs = ir::gradient_tensors(mg);
   StageWorks works =
-      make_stage_works(a, in, comm, rank, mg, mv ? mv->spaces : in.problem->spaces(), needs);
+      make_stage_works(a, in, comm, rank, mg, mv ? mv->spaces : in.problem->spaces());
+  add_stage_executors(a, in, works, mg, needs, rank);
   // --fault RANK:boundary: the gradients RANK sends back are doubled.
   const float grad_scale =
       in.fault && in.fault->rank == rank && in.fault->kind == "boundary" ? 2.0f : 1.0f;
@@ -2115,41 +2111,48 @@ int execute_pipeline(const ExecArgs& a, const Inputs& in, std::unique_ptr<Commun
   if (m > 1) mv = plan::microbatch_view(g, in.problem->spaces(), m);
   const ir::Graph& mg = mv ? mv->graph : g;
   const std::vector<algebra::OpSpace>& mspaces = mv ? mv->spaces : in.problem->spaces();
-  StageRun run = make_stage_run(a, in, comm, rank, mg, mspaces);
-  Communicator& gc = *run.comm;
-  Redistributor redist(gc);
-  Boundary boundary(run, redist, pp);
-  const StageContext ctx{pp, mg, run, redist, boundary};
-  const ir::Graph& sgraph = run.sg.graph;
-  const std::function<void(ir::OpId)> hook = stage_fault_hook(in, run, rank);
+  StageWorks works = make_stage_works(a, in, comm, rank, mg, mspaces);
+  const StageRun& first = works.front()->run;
   PipeBytes r;
-  std::vector<std::unique_ptr<Executor>> done;
+  // Per stage of this rank (chunk), per microbatch: the executor that ran it.
+  std::vector<std::vector<std::unique_ptr<Executor>>> done(works.size());
+  for (auto& d : done) d.resize(static_cast<std::size_t>(m));
   comm->barrier();
   const auto t0 = std::chrono::steady_clock::now();
-  // 1F1B's forward order: each stage runs microbatch 0, 1, ... as its inputs arrive.
-  for (std::int64_t k = 0; k < m; ++k) {
+  // The schedule's forward passes in its order: each stage runs microbatch
+  // 0, 1, ... as its inputs arrive (interleaved: in rounds of p microbatches
+  // through the group's chunks).
+  for (const PassStep& step : pipeline_order(pp.groups, first.stage->group, pp.virtual_stages, m)) {
+    if (!step.forward) continue;
+    StageWork& w = *works.at(step.chunk);
+    const StageRun& run = w.run;
+    const ir::Graph& sgraph = run.sg.graph;
+    const std::int64_t k = step.microbatch;
     ExecOptions opts;
     opts.seed = a.seed;
-    opts.before_op = hook;
+    opts.before_op = stage_fault_hook(in, run, rank);
     opts.world_rank_base = rank - static_cast<int>(run.local);
-    opts.value = [&, k](ir::TensorId t, std::int64_t i) {
-      return microbatch_value(g, sgraph, t, i, k, a.seed);
+    opts.value = [&g, &sgraph, k, seed = a.seed](ir::TensorId t, std::int64_t i) {
+      return microbatch_value(g, sgraph, t, i, k, seed);
     };
-    auto ex = std::make_unique<Executor>(sgraph, run.sg.spaces, run.stage->plan, gc, opts);
-    ctx.receive_inputs(*ex, r);
+    auto ex = std::make_unique<Executor>(sgraph, run.sg.spaces, run.stage->plan, *run.comm, opts);
+    w.ctx->receive_inputs(*ex, r);
     r.coll_predicted += predict_exec_bytes(sgraph, ex->layouts()).total;
     r.p2p_predicted += predict_halo_bytes(
-        sgraph, ex->layouts(), rank_coords(static_cast<std::int64_t>(run.local), gc.mesh()));
+        sgraph, ex->layouts(), rank_coords(static_cast<std::int64_t>(run.local), run.comm->mesh()));
     ex->run();
-    ctx.send_outputs(*ex, r);
-    done.push_back(std::move(ex));
+    w.ctx->send_outputs(*ex, r);
+    done[step.chunk][static_cast<std::size_t>(k)] = std::move(ex);
   }
-  boundary.finish();
+  for (auto& w : works) w->boundary->finish();
   const double seconds = comm->max_over_ranks(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  r.p2p_measured = gc.p2p_bytes();
-  r.coll_measured = gc.bytes_sent();
-  const double model_p2p = model_stage_sends(in, run)[0];
+  double model_p2p = 0;
+  for (const auto& w : works) {
+    r.p2p_measured += w->run.comm->p2p_bytes();
+    r.coll_measured += w->run.comm->bytes_sent();
+    model_p2p += model_stage_sends(in, w->run)[0];
+  }
   const bool bytes_ok = r.equal();
   const bool all_bytes_ok = comm->max_over_ranks(bytes_ok ? 0.0 : 1.0) == 0.0;
   const double worst_p2p = comm->max_over_ranks(std::abs(r.p2p_measured - model_p2p));
@@ -2157,8 +2160,11 @@ int execute_pipeline(const ExecArgs& a, const Inputs& in, std::unique_ptr<Commun
   std::ostringstream out;
   if (rank == 0) {
     out << "recsearch exec: " << g.name() << " on " << comm->size() << " rank(s), pipeline of "
-        << pp.stages.size() << " stage(s) on " << pp.groups << " group(s) of " << run.devices
-        << ", 1F1B forward over " << m << " microbatch(es), backend mpi\n";
+        << pp.stages.size() << " stage(s) on " << pp.groups << " group(s) of " << first.devices
+        << ", "
+        << (pp.virtual_stages > 1 ? "interleaved 1F1B (v " + std::to_string(pp.virtual_stages) + ")"
+                                  : std::string("1F1B"))
+        << " forward over " << m << " microbatch(es), backend mpi\n";
     out << "  forward time (slowest rank, every microbatch): " << fmt("%.3f", seconds * 1e3)
         << " ms\n";
     out << "  bytes sent per rank, one forward pass, f32 elements (rank 0):\n"
@@ -2173,14 +2179,14 @@ int execute_pipeline(const ExecArgs& a, const Inputs& in, std::unique_ptr<Commun
   int code = all_bytes_ok ? 0 : exit_code(Errc::kRuntime);
   if (a.check) {
     // Each group's first rank runs every microbatch of the unpipelined
-    // microbatch graph on one device and compares its stage's graph outputs.
+    // microbatch graph on one device and compares its stages' graph outputs.
     bool ok = true;
     double worst = 0;
     std::size_t compared = 0;
     for (std::int64_t k = 0; k < m; ++k) {
       std::unique_ptr<Communicator> solo;
       std::unique_ptr<Executor> ref;
-      if (run.local == 0) {
+      if (first.local == 0) {
         plan::Plan one;
         one.cuts.assign(mg.num_operators(), {});
         solo = make_local_communicator();
@@ -2192,22 +2198,25 @@ int execute_pipeline(const ExecArgs& a, const Inputs& in, std::unique_ptr<Commun
         ref = std::make_unique<Executor>(mg, mspaces, one, *solo, ro);
         ref->run();
       }
-      Executor& ex = *done[static_cast<std::size_t>(k)];
-      for (const ir::TensorId t : ex.outputs()) {
-        const auto full = mg.find_tensor(sgraph.tensor(t).name);
-        if (!full || !mg.tensor(*full).consumers.empty()) continue;  // sent, not an output
-        const std::vector<float> got = ex.gather_full(t);            // collective within the group
-        if (run.local != 0) continue;
-        double max_abs = 0;
-        const double err = normwise_error(ref->block(*full).data, got, &max_abs);
-        worst = std::max(worst, err);
-        ++compared;
-        if (!(err <= kTolerance)) {
-          ok = false;
-          std::cerr << ("recsearch exec: [rank " + std::to_string(rank) + "] check output " +
-                        mg.tensor(*full).name + " of microbatch " + std::to_string(k) +
-                        ": max abs error " + fmt("%.3g", max_abs) + " FAILED (tolerance 1e-4)\n")
-                    << std::flush;
+      for (std::size_t c = 0; c < works.size(); ++c) {
+        Executor& ex = *done[c][static_cast<std::size_t>(k)];
+        const ir::Graph& sgraph = works[c]->run.sg.graph;
+        for (const ir::TensorId t : ex.outputs()) {
+          const auto full = mg.find_tensor(sgraph.tensor(t).name);
+          if (!full || !mg.tensor(*full).consumers.empty()) continue;  // sent, not an output
+          const std::vector<float> got = ex.gather_full(t);  // collective within the group
+          if (first.local != 0) continue;
+          double max_abs = 0;
+          const double err = normwise_error(ref->block(*full).data, got, &max_abs);
+          worst = std::max(worst, err);
+          ++compared;
+          if (!(err <= kTolerance)) {
+            ok = false;
+            std::cerr << ("recsearch exec: [rank " + std::to_string(rank) + "] check output " +
+                          mg.tensor(*full).name + " of microbatch " + std::to_string(k) +
+                          ": max abs error " + fmt("%.3g", max_abs) + " FAILED (tolerance 1e-4)\n")
+                      << std::flush;
+          }
         }
       }
     }
@@ -2231,7 +2240,7 @@ int execute_pipeline(const ExecArgs& a, const Inputs& in, std::unique_ptr<Commun
               << std::flush;
   }
   done.clear();
-  run.comm.reset();
+  works.clear();
   comm.reset();
   return code;
 }

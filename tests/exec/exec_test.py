@@ -994,8 +994,9 @@ def pipeline_interleaved(cluster, plans):
     groups x v 2 (6 ranks, 6 microbatches). Each checks against one device,
     every phase's bytes equal the prediction on every rank, and each group
     keeps as many chunk passes at once as the cost model's in_flight times
-    v (the plan file's group_figures). Refused (exit 2, JSON path): the
-    forward pass alone of an interleaved plan and a parameter read by two
+    v (the plan file's group_figures). The forward pass alone of each
+    checks too, with its bytes. Refused (exit 2, JSON path): the forward
+    pass alone of ZeRO 3 stages, and training a parameter read by two
     stages of one group."""
     three = nodes_of_two("interleaved_three_by_two.json", 3)
     gpts = {}
@@ -1032,10 +1033,16 @@ def pipeline_interleaved(cluster, plans):
         if "--zero" in flags:
             check(re.search(r"ZeRO-3 shards between the passes: group 0 [1-9]", out) is not None and
                   TIED_BYTES.search(out) is not None, f"{label}: shards or tied bytes\n{out}")
-        if gpath == block:
-            rc, out, err, _ = mpirun(n, [gpath, plan, "--check"])
-            check(rc == 2 and "/pipeline/schedule" in err and "--train" in err,
-                  f"{label}: forward pass alone not refused: rc {rc}\n{err}")
+        # The forward pass alone, in the schedule's order (under ZeRO 3
+        # refused, as without a pipeline: it would not gather as training does).
+        rc, out, err, _ = mpirun(n, [gpath, plan, "--check", "--timeout", "60"])
+        if "--zero" in flags:
+            check(rc == 2 and "/pipeline/stages/0/training/zero_stage" in err,
+                  f"{label}: forward pass alone under ZeRO 3 not refused: rc {rc}\n{err}")
+        else:
+            check(rc == 0 and "check: passed" in out and "every rank matches" in out
+                  and f"interleaved 1F1B (v 2) forward over {m} microbatch(es)" in out,
+                  f"{label}: forward pass alone: rc {rc}\n{out}\n{err}")
     # A weight read by stages 0 and 2, both on group 0 (pinned stages).
     t = lambda name, kind=None: dict(name=name, shape=[8, 16] if name != "w" else [16, 16], dtype="f32",
                                      **({"kind": kind} if kind else {}))
