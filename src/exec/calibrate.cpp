@@ -29,6 +29,8 @@
 #include <oneapi/tbb/global_control.h>
 #include <nlohmann/json.hpp>
 
+#include "exec/backends.hpp"
+#include "exec/calibrate_gpu.hpp"
 #include "exec/guard.hpp"
 #include "exec/kernels.hpp"
 #include "recsearch/cluster.hpp"
@@ -258,6 +260,7 @@ std::vector<KernelSample> measure_kernels(Communicator& comm, int reps,
       a.out_shapes.push_back(kc.out[j]);
     }
     std::vector<const Buf*> dy;
+    dy.reserve(dy_bufs.size());
     for (const auto& d : dy_bufs) dy.push_back(&d);
     std::vector<Buf*> dx;
     for (std::size_t j = 0; j < kc.in.size(); ++j)
@@ -288,12 +291,6 @@ std::vector<KernelSample> measure_kernels(Communicator& comm, int reps,
     out.push_back(std::move(ks));
   }
   return out;
-}
-
-// The latency steps the cost model charges a collective over k ranks.
-double latency_steps(const std::string& kind, int k) {
-  const double steps = std::ceil(std::log2(static_cast<double>(k)));
-  return kind == "all-reduce" ? 2 * steps : steps;
 }
 
 std::vector<CollectiveSample> measure_collectives(Communicator& comm, int reps) {
@@ -332,6 +329,11 @@ double physical_memory_bytes() {
 }
 
 }  // namespace
+
+double latency_steps(const std::string& kind, int k) {
+  const double steps = std::ceil(std::log2(static_cast<double>(k)));
+  return kind == "all-reduce" ? 2 * steps : steps;
+}
 
 void kernel_rates(Calibration& c) {
   // Sums, not a mean of per-kernel rates: a step pays each kernel's time,
@@ -432,6 +434,27 @@ LinkFit fit_link(const std::vector<CollectiveSample>& samples) {
   return f;
 }
 
+void fit_collectives(std::vector<CollectiveSample>& samples,
+                     std::vector<std::pair<std::string, LinkFit>>& kind_fits, LinkFit& link) {
+  kind_fits.clear();
+  for (const auto& s : samples) {
+    const bool seen = std::any_of(kind_fits.begin(), kind_fits.end(),
+                                  [&](const auto& kf) { return kf.first == s.kind; });
+    if (seen) continue;
+    std::vector<CollectiveSample> of_kind;
+    for (const auto& t : samples)
+      if (t.kind == s.kind) of_kind.push_back(t);
+    kind_fits.emplace_back(s.kind, fit_link(of_kind));
+  }
+  for (auto& s : samples) {
+    for (const auto& [kind, f] : kind_fits)
+      if (kind == s.kind) s.fit_seconds = f.latency_s * s.steps + s.bytes / f.bandwidth_Bps;
+  }
+  link = fit_link(samples);
+  for (auto& s : samples)
+    s.cluster_seconds = link.latency_s * s.steps + s.bytes / link.bandwidth_Bps;
+}
+
 Calibration calibrate(Communicator& comm, int reps) {
   const oneapi::tbb::global_control threads(oneapi::tbb::global_control::max_allowed_parallelism,
                                             threads_per_rank());
@@ -448,18 +471,7 @@ Calibration calibrate(Communicator& comm, int reps) {
   kernel_rates(c);
   model_check(c);
   c.collectives = measure_collectives(comm, reps);
-  for (const std::string kind : {"all-reduce", "all-gather", "reduce-scatter", "all-to-all"}) {
-    std::vector<CollectiveSample> of_kind;
-    for (const auto& s : c.collectives)
-      if (s.kind == kind) of_kind.push_back(s);
-    const LinkFit f = fit_link(of_kind);
-    c.kind_fits.emplace_back(kind, f);
-    for (auto& s : c.collectives)
-      if (s.kind == kind) s.fit_seconds = f.latency_s * s.steps + s.bytes / f.bandwidth_Bps;
-  }
-  c.link = fit_link(c.collectives);
-  for (auto& s : c.collectives)
-    s.cluster_seconds = c.link.latency_s * s.steps + s.bytes / c.link.bandwidth_Bps;
+  fit_collectives(c.collectives, c.kind_fits, c.link);
   c.memory_GiB = physical_memory_bytes() / static_cast<double>(c.ranks) / (1024.0 * 1024 * 1024);
   return c;
 }
@@ -615,44 +627,85 @@ void print_report(const Calibration& c) {
 
 }  // namespace
 
+namespace {
+
+// Rank 0 prints the report and writes the files; every rank returns the
+// largest exit code (1 where a file could not be written).
+template <class C>
+int report_and_write(Communicator& comm, const CalibrateArgs& a, const C& c,
+                     void (*print)(const C&), std::string (*cluster_json)(const C&),
+                     std::string (*samples_json)(const C&)) {
+  int code = 0;
+  if (comm.rank() == 0) {
+    print(c);
+    try {
+      if (!a.output.empty()) io::write_text_file(a.output, cluster_json(c));
+      if (!a.samples.empty()) io::write_text_file(a.samples, samples_json(c));
+    } catch (const Error& e) {
+      std::cerr << "recsearch calibrate: " << e.what() << "\n";
+      code = exit_code(e.code());
+    }
+  }
+  return static_cast<int>(comm.max_over_ranks(code));
+}
+
+// The usage checks every rank makes alike (each sees the same world size):
+// 0, or the exit code after rank 0 said why.
+int refuse_usage(const CalibrateArgs& a, int rank, int size) {
+  std::string why;
+  if (a.expected_ranks > 0 && a.expected_ranks != size) {
+    why = "--np " + std::to_string(a.expected_ranks) + " but mpirun started " +
+          std::to_string(size) + " rank(s)";
+  } else if (size < 2 && a.backend == Backend::Mpi) {
+    why = "the collectives need at least 2 ranks (mpirun -np N)";
+  } else if (size < 2 && !a.output.empty()) {
+    why =
+        "a cluster file needs the collectives of at least 2 ranks (mpirun -np N); one rank "
+        "measures the GPU alone (--samples)";
+  }
+  if (why.empty()) return 0;
+  if (rank == 0) std::cerr << "recsearch calibrate: " << why << " [E201]\n";
+  return exit_code(Errc::kUsage);
+}
+
+}  // namespace
+
 int run_calibrate(const CalibrateArgs& a, int* argc, char*** argv) {
   if (!backend_available(Backend::Mpi)) {
     std::cerr << "recsearch calibrate: this build has no MPI backend [E201]\n";
     return exit_code(Errc::kUsage);
   }
+  if (a.backend == Backend::Nccl && !backend_available(Backend::Nccl)) {
+    std::cerr << "recsearch calibrate: this build has no NCCL/CUDA backend [E201]\n";
+    return exit_code(Errc::kUsage);
+  }
   Runtime rt(argc, argv);
   const int rank = rt.world_rank();
   const int size = rt.world_size();
-  // Every rank sees the same world size, so all return the same code here.
-  if (a.expected_ranks > 0 && a.expected_ranks != size) {
-    if (rank == 0)
-      std::cerr << "recsearch calibrate: --np " << a.expected_ranks << " but mpirun started "
-                << size << " rank(s) [E201]\n";
-    return exit_code(Errc::kUsage);
-  }
-  if (size < 2) {
-    if (rank == 0)
-      std::cerr << "recsearch calibrate: the collectives need at least 2 ranks (mpirun -np N) "
-                   "[E201]\n";
-    return exit_code(Errc::kUsage);
-  }
+  if (const int refused = refuse_usage(a, rank, size); refused != 0) return refused;
   std::unique_ptr<Communicator> comm;
-  const auto work = [&] {
+  const auto cpu = [&] {
     comm = make_communicator(Backend::Mpi, {static_cast<std::int64_t>(size)});
     comm->set_timeout(a.timeout_s);
     const Calibration c = calibrate(*comm, a.reps);
-    int code = 0;
-    if (rank == 0) {
-      print_report(c);
-      try {
-        if (!a.output.empty()) io::write_text_file(a.output, calibration_cluster_json(c));
-        if (!a.samples.empty()) io::write_text_file(a.samples, calibration_samples_json(c));
-      } catch (const Error& e) {
-        std::cerr << "recsearch calibrate: " << e.what() << "\n";
-        code = exit_code(e.code());
-      }
-    }
-    code = static_cast<int>(comm->max_over_ranks(code));
+    return report_and_write(*comm, a, c, &print_report, &calibration_cluster_json,
+                            &calibration_samples_json);
+  };
+  const auto gpu = [&] {
+    const detail::NodeLayout l = detail::node_layout();
+    std::vector<LevelCalibration> levels = calibration_levels(size, l.nodes, l.per_node, l.blocked);
+    std::vector<std::int64_t> mesh;
+    mesh.reserve(levels.size() + 1);
+    for (const auto& lv : levels) mesh.push_back(lv.size);
+    if (mesh.empty()) mesh.push_back(1);
+    comm = make_communicator(Backend::Nccl, mesh);
+    comm->set_timeout(a.timeout_s);
+    const GpuCalibration c = calibrate_gpu(*comm, std::move(levels), a.reps);
+    return report_and_write(*comm, a, c, &detail::print_gpu_report, &gpu_calibration_cluster_json,
+                            &gpu_calibration_samples_json);
+  };
+  const auto work = [&] {
+    const int code = a.backend == Backend::Nccl ? gpu() : cpu();
     comm.reset();
     return code;
   };

@@ -20,8 +20,10 @@ extern "C" {
 
 /* 2: nccl_open takes the node-local rank and size; communicators are
  * non-blocking, created on nccl_open and waited for by the first
- * nccl_collective. */
-enum { kRecsearchGpuAbiVersion = 2 };
+ * nccl_collective.
+ * 3: the device-resident timings of `recsearch calibrate --backend nccl`
+ * (device_info, time_gemm, time_copy, time_collective). */
+enum { kRecsearchGpuAbiVersion = 3 };
 
 /* Batched row-major GEMM: c[i] = op(a[i]) op(b[i]) at the given element
  * offsets; m x k times k x n. */
@@ -41,6 +43,14 @@ typedef enum RecsearchGpuCollective {
   kRecsearchGpuReduceScatter = 2,
   kRecsearchGpuAllToAll = 3
 } RecsearchGpuCollective;
+
+/* The arithmetic time_gemm runs: f32 on the CUDA cores, f32 operands on
+ * the tensor cores (TF32), and bf16 operands with f32 accumulation. */
+typedef enum RecsearchGpuDtype {
+  kRecsearchGpuF32 = 0,
+  kRecsearchGpuTf32 = 1,
+  kRecsearchGpuBf16 = 2
+} RecsearchGpuDtype;
 
 /* One rank's NCCL state: its device, stream, world and per-axis communicators. */
 typedef struct RecsearchGpuNccl RecsearchGpuNccl;
@@ -84,6 +94,25 @@ typedef struct RecsearchGpuApi {
    * any other. */
   void (*nccl_abort)(RecsearchGpuNccl* c);
   void (*nccl_close)(RecsearchGpuNccl* c);
+
+  /* Timings on the device nccl_open bound, with device-resident buffers
+   * only (no host copy is timed), for `recsearch calibrate --backend nccl`.
+   * Each runs one untimed call, then `iters` calls back to back between two
+   * CUDA events, and writes the seconds per call. */
+  /* The device's name (NUL-terminated in name[0..name_len)) and memory. */
+  int (*device_info)(RecsearchGpuNccl* c, char* name, size_t name_len, size_t* memory_bytes,
+                     char* err, size_t err_len);
+  /* Row-major [m, k] x [k, n] (op as in RecsearchGpuGemm) in `dtype`. */
+  int (*time_gemm)(RecsearchGpuNccl* c, RecsearchGpuDtype dtype, int64_t m, int64_t n, int64_t k,
+                   int trans_a, int trans_b, int iters, double* seconds, char* err, size_t err_len);
+  /* A device-to-device copy of `bytes`. */
+  int (*time_copy)(RecsearchGpuNccl* c, size_t bytes, int iters, double* seconds, char* err,
+                   size_t err_len);
+  /* One collective as nccl_collective (same axis, group and n), on device
+   * scratch buffers; the waits are bounded by timeout_s as there. */
+  int (*time_collective)(RecsearchGpuNccl* c, RecsearchGpuCollective kind, size_t axis,
+                         int group_size, size_t n, int iters, double timeout_s, double* seconds,
+                         char* err, size_t err_len);
 } RecsearchGpuApi;
 
 /* The module's only exported symbol: the interface, or null when abi_version

@@ -24,6 +24,8 @@ namespace detail {
 std::unique_ptr<Communicator> make_mpi_communicator(std::vector<std::int64_t>, int) {
   throw Error(Errc::kUsage, "this build has no MPI backend");
 }
+NodeRanks node_ranks() { return {}; }
+NodeLayout node_layout() { return {}; }
 }  // namespace detail
 
 }  // namespace recsearch::exec

@@ -6,9 +6,12 @@
 // figure is the memory-bound kernels' bytes over their time, summed (not a
 // mean of rates), scaled for the model's backward factor, the GEMM left out.
 // exec::gemm_rates likewise for the GEMM figure over the MatMul set, and
-// exec::gemm_shapes is the documented set.
+// exec::gemm_shapes is the documented set. For --backend nccl:
+// fit_collectives per kind and together, the levels of a job's nodes, the
+// GPU rates and the GPU GEMM set.
 #include <cstdint>
 #include <set>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -144,4 +147,92 @@ TEST_CASE("calibrate: the GEMM set is the documented layers' shares over 1, 2 an
   // see it, and mlp's layer as a tensor-parallel rank over 4.
   CHECK(got.count({256, 256, 1024}) == 1);
   CHECK(got.count({128, 1024, 1024}) == 2);
+}
+
+TEST_CASE("calibrate: fit_collectives fits each kind and all together") {
+  // all-reduce at 2 us per step and 10 GB/s, all-gather at 1 us and 20 GB/s:
+  // each kind's fit recovers its own link, the joint fit lies between.
+  std::vector<CollectiveSample> v;
+  for (const double bytes : {1e3, 1e6, 1e8}) {
+    CollectiveSample r = sample(bytes, 2, 2e-6 * 2 + bytes / 1e10);
+    r.kind = "all-reduce";
+    CollectiveSample g = sample(bytes, 1, 1e-6 + bytes / 2e10);
+    g.kind = "all-gather";
+    v.push_back(r);
+    v.push_back(g);
+  }
+  std::vector<std::pair<std::string, recsearch::exec::LinkFit>> kinds;
+  recsearch::exec::LinkFit link;
+  recsearch::exec::fit_collectives(v, kinds, link);
+  REQUIRE(kinds.size() == 2);
+  CHECK(kinds[0].first == "all-reduce");
+  CHECK(kinds[0].second.bandwidth_Bps == doctest::Approx(1e10).epsilon(1e-6));
+  CHECK(kinds[0].second.latency_s == doctest::Approx(2e-6).epsilon(1e-4));
+  CHECK(kinds[1].second.bandwidth_Bps == doctest::Approx(2e10).epsilon(1e-6));
+  CHECK(link.bandwidth_Bps > 1e10);
+  CHECK(link.bandwidth_Bps < 2e10);
+  for (const auto& s : v) {
+    CHECK(s.fit_seconds == doctest::Approx(s.seconds).epsilon(1e-6));
+    CHECK(s.cluster_seconds ==
+          doctest::Approx(link.latency_s * s.steps + s.bytes / link.bandwidth_Bps));
+  }
+}
+
+TEST_CASE("calibrate: the levels of a job follow its nodes") {
+  using recsearch::exec::calibration_levels;
+  const auto names = [](const std::vector<recsearch::exec::LevelCalibration>& v) {
+    std::vector<std::pair<std::string, std::int64_t>> out;
+    for (const auto& l : v) out.emplace_back(l.name, l.size);
+    return out;
+  };
+  using L = std::vector<std::pair<std::string, std::int64_t>>;
+  CHECK(calibration_levels(1, 1, 1, true).empty());
+  CHECK(names(calibration_levels(8, 1, 8, true)) == L{{"gpu", 8}});
+  CHECK(names(calibration_levels(16, 2, 8, true)) == L{{"node", 2}, {"gpu", 8}});
+  CHECK(names(calibration_levels(4, 4, 1, true)) == L{{"node", 4}});
+  CHECK(names(calibration_levels(16, 2, 8, false)) == L{{"rank", 16}});
+}
+
+TEST_CASE("calibrate: the GPU rates are the three passes' time at the model's factor") {
+  recsearch::exec::GpuCalibration c;
+  // bf16: a 1 TFLOP forward in 2 ms and its two backward products in 3 ms
+  // each; f32 and tf32 once each, all passes at one rate.
+  const auto add = [&](const char* dtype, const char* pass, double seconds) {
+    recsearch::exec::GpuGemmSample g;
+    g.dtype = dtype;
+    g.pass = pass;
+    g.flops = 1e12;
+    g.seconds = seconds;
+    c.gemms.push_back(g);
+  };
+  add("bf16", "forward", 2e-3);
+  add("bf16", "backward-data", 3e-3);
+  add("bf16", "backward-weight", 3e-3);
+  for (const char* d : {"f32", "tf32"}) {
+    add(d, "forward", 0.1);
+    add(d, "backward-data", 0.1);
+    add(d, "backward-weight", 0.1);
+  }
+  recsearch::exec::gpu_gemm_rates(c);
+  REQUIRE(c.flops_per_s.size() == 3);
+  // The model prices the layer's training at (1 + 2) x 1 TFLOP / rate: the
+  // measured 8 ms.
+  for (const auto& [d, r] : c.flops_per_s) {
+    if (d == "bf16") CHECK(3e12 / r == doctest::Approx(8e-3));
+    if (d == "f32") CHECK(r == doctest::Approx(1e13));
+  }
+  c.gemms.pop_back();  // tf32 keeps its forward: still a rate
+  recsearch::exec::gpu_gemm_rates(c);
+  c.gemms.erase(c.gemms.begin(), c.gemms.begin() + 3);  // no bf16 left
+  CHECK_THROWS_AS(recsearch::exec::gpu_gemm_rates(c), recsearch::Error);
+}
+
+TEST_CASE("calibrate: the GPU GEMM set is 4,096 tokens at four widths and four TP shares") {
+  const auto v = recsearch::exec::gpu_gemm_shapes();
+  REQUIRE(v.size() == 32);
+  for (const auto& g : v) CHECK(g.m == 4096);
+  CHECK(v.front().k == 1024);
+  CHECK(v.front().n == 4096);
+  CHECK(v.back().k == 8192 / 2);  // h 8192, t 8: the down projection [4096, 4096] x [4096, 8192]
+  CHECK(v.back().n == 8192);
 }

@@ -6,6 +6,13 @@
 // prints the ranks it is given, so that the test sees the node-local rank
 // and size the execution layer derives and passes through the interface,
 // and that a refused run never reaches it.
+// Its device timings (calibrate --backend nccl, case `calibrate`) report a
+// device of known figures instead of timing one: a GEMM takes its FLOPs
+// over the dtype's rate, a copy its bytes read and written over the
+// memory's, a collective the cost model's latency steps plus its ring
+// bytes over the link's (RECSEARCH_FAKE_LINK="LATENCY_S,BANDWIDTH_BPS"),
+// so that the test can hold the cluster file calibrate writes to them.
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -80,6 +87,45 @@ int collective(RecsearchGpuNccl*, RecsearchGpuCollective, size_t, int, const flo
 void abort_nccl(RecsearchGpuNccl*) {}
 void close_nccl(RecsearchGpuNccl* c) { delete c; }
 
+// The fake device's figures: GEMM FLOP/s by dtype, memory bytes per second.
+constexpr double kRates[] = {19.5e12, 156e12, 312e12};  // f32, tf32, bf16
+constexpr double kCopyBps = 2.0e12;
+constexpr double kMemoryBytes = 80.0 * 1024 * 1024 * 1024;
+
+int info(RecsearchGpuNccl*, char* name, size_t name_len, size_t* memory, char*, size_t) {
+  std::snprintf(name, name_len, "Fake GPU");
+  *memory = static_cast<size_t>(kMemoryBytes);
+  return 0;
+}
+
+int time_gemm(RecsearchGpuNccl*, RecsearchGpuDtype dtype, int64_t m, int64_t n, int64_t k, int, int,
+              int, double* seconds, char* err, size_t err_len) {
+  if (dtype < 0 || dtype > 2) return fail("fake: no such dtype", err, err_len);
+  *seconds = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) /
+             kRates[dtype];
+  return 0;
+}
+
+int time_copy(RecsearchGpuNccl*, size_t bytes, int, double* seconds, char*, size_t) {
+  *seconds = 2.0 * static_cast<double>(bytes) / kCopyBps;
+  return 0;
+}
+
+int time_collective(RecsearchGpuNccl*, RecsearchGpuCollective kind, size_t, int group_size,
+                    size_t n, int, double, double* seconds, char* err, size_t err_len) {
+  double latency = 0, bandwidth = 0;
+  const char* v = std::getenv("RECSEARCH_FAKE_LINK");
+  if (v == nullptr || std::sscanf(v, "%lf,%lf", &latency, &bandwidth) != 2 || !(bandwidth > 0))
+    return fail("fake: RECSEARCH_FAKE_LINK=LATENCY_S,BANDWIDTH_BPS is not set", err, err_len);
+  const double k = group_size;
+  const double block = static_cast<double>(n) * sizeof(float);
+  const double steps = std::ceil(std::log2(k));
+  const bool all_reduce = kind == kRecsearchGpuAllReduce;
+  const double bytes = all_reduce ? 2 * (k - 1) / k * block : (k - 1) * block;
+  *seconds = latency * (all_reduce ? 2 * steps : steps) + bytes / bandwidth;
+  return 0;
+}
+
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) const RecsearchGpuApi* recsearch_gpu_api(
@@ -94,6 +140,10 @@ extern "C" __attribute__((visibility("default"))) const RecsearchGpuApi* recsear
                                    &open,
                                    &collective,
                                    &abort_nccl,
-                                   &close_nccl};
+                                   &close_nccl,
+                                   &info,
+                                   &time_gemm,
+                                   &time_copy,
+                                   &time_collective};
   return abi_version == kRecsearchGpuAbiVersion ? &api : nullptr;
 }

@@ -30,6 +30,14 @@ Cases:
             "no usable GPU: 2 ranks share 1 device(s)" before the module
             opens NCCL (the NCCL test's skip); two ranks on two devices open
             local ranks 0 and 1; no device is "no usable GPU".
+  calibrate `recsearch calibrate --backend nccl` with the stand-in module,
+            whose timings report a device of known figures and a link of
+            RECSEARCH_FAKE_LINK: on two ranks the cluster file holds those
+            figures (the bf16, f32 and tf32 GEMM rates, the copy bandwidth,
+            the memory, one level "gpu" of 2 at the link's latency and
+            bandwidth) and a search reads it; one rank measures the device
+            alone and refuses -o (exit 2); a collective that fails ends
+            every rank with exit 4 and its message.
 
 Usage: gpu_module_test.py RECSEARCH_BINARY EXEC_TEST_BINARY MODULE_PATH CASE
 MODULE_PATH is empty in builds without CUDA (module and load skip, 77).
@@ -281,8 +289,89 @@ def case_fake(exe, _consumer, fake):
     return 0
 
 
+def close(a, b, rel=1e-6):
+    return abs(a - b) <= rel * max(abs(a), abs(b))
+
+
+def case_calibrate(exe, _consumer, fake):
+    if not fake:
+        print("this build has no NCCL backend: skipped")
+        return 77
+    if shutil.which("mpirun") is None:
+        print("mpirun not found: skipped")
+        return 77
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, here)
+    import exec_test
+    latency, bandwidth = 3e-6, 5e10  # the fake link: 3 us per step, 50 GB/s
+    with tempfile.TemporaryDirectory() as tmp:
+        def run(ranks, extra, link=True):
+            cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(ranks), exe,
+                   "calibrate", "--backend", "nccl", "--np", str(ranks), "--reps", "2",
+                   "--timeout", "60"] + extra
+            env = dict(exec_test.ENV, RECSEARCH_GPU_MODULE=fake, RECSEARCH_FAKE_GPUS=str(ranks))
+            if link:
+                env["RECSEARCH_FAKE_LINK"] = f"{latency},{bandwidth}"
+            p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=240)
+            print(f"calibrate on {ranks} rank(s) {extra}: rc {p.returncode}")
+            return p
+
+        cluster, samples = os.path.join(tmp, "c.json"), os.path.join(tmp, "s.json")
+        p = run(2, ["-o", cluster, "--samples", samples])
+        if not check(p.returncode == 0, f"two ranks: rc {p.returncode}\n{p.stdout}\n{p.stderr}"):
+            return 0
+        import json
+        with open(cluster) as f:
+            c = json.load(f)
+        with open(samples) as f:
+            s = json.load(f)
+        dev = c["device"]
+        check(close(dev["peak_TFLOPs"], 312) and close(dev["peak_TFLOPs_by_dtype"]["f32"], 19.5)
+              and close(dev["peak_TFLOPs_by_dtype"]["tf32"], 156),
+              f"GEMM rates are not the fake device's: {dev}")
+        check(close(dev["memory_bandwidth_GBps"], 2000) and close(dev["memory_GiB"], 80),
+              f"copy bandwidth or memory are not the fake device's: {dev}")
+        levels = c["levels"]
+        check(len(levels) == 1 and levels[0]["name"] == "gpu" and levels[0]["size"] == 2,
+              f"levels: {levels}")
+        check(close(levels[0]["bandwidth_GBps"], bandwidth / 1e9, 1e-3) and
+              close(levels[0]["latency_us"], latency * 1e6, 1e-3),
+              f"the link is not the fake's ({latency * 1e6} us, {bandwidth / 1e9} GB/s): {levels}")
+        check(c.get("cost", {}).get("compute_efficiency") == 1.0, f"cost: {c.get('cost')}")
+        # Every sample recomputed from the fake's figures: 3 dtypes x 32
+        # shapes x 3 passes, 4 kinds x 6 sizes on one level.
+        gemms = s["gemms"]
+        check(len(gemms) == 3 * 32 * 3, f"{len(gemms)} GEMM samples")
+        rate = {"f32": 19.5e12, "tf32": 156e12, "bf16": 312e12}
+        bad = [g for g in gemms if not close(g["seconds"], 2 * g["m"] * g["n"] * g["k"] /
+                                             rate[g["dtype"]])]
+        check(not bad, f"GEMM samples not at the fake's rates: {bad[:3]}")
+        colls = s["levels"][0]["collectives"]
+        check(len(colls) == 24, f"{len(colls)} collective samples")
+        k = 2
+        for x in colls:
+            share = 2 * (k - 1) / k if x["kind"] == "all-reduce" else k - 1
+            check(close(x["bytes"], share * x["elements"] * 4), f"ring bytes of {x}")
+        exec_test.TMP = tmp
+        g = exec_test.write("chain.json", exec_test.chain_graph(8, 16, 24, 4))
+        q = subprocess.run([exe, "search", g, "--cluster", cluster, "-q", "-o",
+                            os.path.join(tmp, "p.json")], capture_output=True, text=True)
+        check(q.returncode == 0, f"search on the calibrated cluster: {q.stderr}")
+
+        p = run(1, ["-o", cluster])
+        check(p.returncode == 2 and "a cluster file needs the collectives of at least 2 ranks"
+              in p.stderr, f"one rank with -o: rc {p.returncode}\n{p.stderr}")
+        p = run(1, ["--samples", samples])
+        check(p.returncode == 0 and "one rank: no collectives measured" in p.stdout,
+              f"one rank, samples only: rc {p.returncode}\n{p.stdout}\n{p.stderr}")
+        p = run(2, [], link=False)
+        check(p.returncode == 4 and "RECSEARCH_FAKE_LINK" in p.stderr,
+              f"a failing collective: rc {p.returncode}\n{p.stderr}")
+    return 0
+
+
 CASES = {"unlinked": case_unlinked, "module": case_module, "load": case_load, "archs": case_archs,
-         "fake": case_fake}
+         "fake": case_fake, "calibrate": case_calibrate}
 
 
 def main(argv):

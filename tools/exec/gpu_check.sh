@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # The checks of the NCCL/CUDA backend that need a GPU, as one script for a
 # machine that has one: the GPU module's own tests (exports, architectures,
-# loading under mpirun), the NCCL case of the exec tests, and the bundled
+# loading under mpirun), the NCCL case of the exec tests, calibrate on the
+# GPUs (--backend nccl), and the bundled
 # graphs run forward and as training steps with --check on the nccl backend
 # beside the mpi backend, each with its measured and predicted times. CI has
 # no GPU, so these runs are recorded in docs/exec.md ("On a GPU").
@@ -41,6 +42,17 @@ for c in module archs load; do
   step "gpu_module_$c" timeout 300 "$PY" "$ROOT/tests/exec/gpu_module_test.py" "$BIN" "$BIN" "$MODULE" "$c"
 done
 step exec_mpi_nccl timeout 300 "$PY" "$ROOT/tests/exec/exec_test.py" "$BIN" "$ROOT" nccl
+
+# calibrate on the GPU: one rank measures the device alone (cuBLAS GEMMs in
+# f32, TF32 and bf16, the copy); with several GPUs, every GPU of the node
+# and the collectives too, written as a cluster file.
+step calibrate_gpu_1 timeout 300 mpirun -np 1 "$BIN" calibrate --backend nccl --np 1 \
+  --samples "$OUT/calibrate_gpu_1.json"
+gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | wc -l)
+if [ "$gpus" -ge 2 ]; then
+  step "calibrate_gpu_$gpus" timeout 600 mpirun -np "$gpus" "$BIN" calibrate --backend nccl \
+    --np "$gpus" -o "$OUT/calibrated_$gpus.json" --samples "$OUT/calibrate_gpu_$gpus.json"
+fi
 
 # The bundled graphs and a one-layer GPT whose GEMMs dominate, on one rank:
 # forward and training, nccl beside mpi.

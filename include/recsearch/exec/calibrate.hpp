@@ -8,6 +8,9 @@
 // in the cost model's terms, beside that of a streaming copy, and the four
 // collectives over every rank at a few message sizes, fitted to the cost
 // model's form time = steps·latency + bytes/bandwidth.
+// With --backend nccl it measures the GPUs instead (calibrate_gpu): cuBLAS
+// GEMMs per dtype, the device's copy bandwidth and the NCCL collectives on
+// device-resident buffers, per level of the job's nodes.
 #pragma once
 
 #include <cstdint>
@@ -20,11 +23,14 @@
 namespace recsearch::exec {
 
 struct CalibrateArgs {
-  std::string output;      // cluster file to write (rank 0); empty: none
-  std::string samples;     // the measurements and fits as JSON (rank 0); empty: none
-  int expected_ranks = 0;  // --np: the world size must equal it (0: any)
-  int reps = 7;            // timed repetitions per measurement (the median is kept)
-  double timeout_s = 60;   // per collective; 0 = wait forever
+  Backend backend = Backend::Mpi;  // Nccl: the GPUs (calibrate_gpu)
+  std::string output;              // cluster file to write (rank 0); empty: none
+  std::string samples;             // the measurements and fits as JSON (rank 0); empty: none
+  int expected_ranks = 0;          // --np: the world size must equal it (0: any)
+  // Timed repetitions per measurement: the median is kept (nccl: R calls
+  // back to back, the mean kept).
+  int reps = 7;
+  double timeout_s = 60;  // per collective; 0 = wait forever
 };
 
 // One timed collective: the kind, the f32 elements each rank contributes,
@@ -129,6 +135,16 @@ struct Calibration {
 // Error(kRuntime) when no positive bandwidth fits the samples.
 [[nodiscard]] LinkFit fit_link(const std::vector<CollectiveSample>& samples);
 
+// The latency steps the cost model charges a collective of `kind` over k
+// ranks: ceil(log2 k), twice for all-reduce.
+[[nodiscard]] double latency_steps(const std::string& kind, int k);
+
+// Fits the samples of each kind (kind_fits, in the order the kinds first
+// appear) and all of them together (link), and sets every sample's
+// fit_seconds and cluster_seconds from those fits.
+void fit_collectives(std::vector<CollectiveSample>& samples,
+                     std::vector<std::pair<std::string, LinkFit>>& kind_fits, LinkFit& link);
+
 // Sets the kernel figures of c from c.kernels (the GEMM samples left out):
 // kernel_forward_Bps, kernel_backward_ratio, backward_flops_factor (the
 // cost model's default) and memory_Bps, as documented on Calibration.
@@ -151,9 +167,79 @@ void gemm_rates(Calibration& c);
 // The measurements and fits, for tests and benchmarks.
 [[nodiscard]] std::string calibration_samples_json(const Calibration& c);
 
+// --backend nccl. One level of the cluster file: a mesh axis of the job,
+// its collectives timed on the GPUs and fitted as on the CPU.
+struct LevelCalibration {
+  std::string name;  // "node", "gpu" or "rank" (a placement not in node blocks)
+  std::int64_t size = 1;
+  std::vector<CollectiveSample> collectives;
+  std::vector<std::pair<std::string, LinkFit>> kind_fits;
+  LinkFit link;
+};
+
+// The levels calibrate measures for `ranks` ranks placed `per_node` on each
+// of `nodes` nodes, outermost first: none for one rank; the nodes and the
+// GPUs of a node as two levels where the ranks fill the nodes in blocks
+// (mpirun's default); otherwise one level of every rank ("gpu" on one node,
+// "node" with one rank per node, "rank" for any other placement, whose fit
+// then mixes the links).
+[[nodiscard]] std::vector<LevelCalibration> calibration_levels(int ranks, int nodes, int per_node,
+                                                               bool blocked);
+
+// One timed cuBLAS GEMM of the GPU set: the dtype, which pass of a layer's
+// [m, k] x [k, n] MatMul it is (forward; backward-data, dY [m, n] x W^T;
+// backward-weight, X^T x dY), the call's row-major [m, k] x [k, n] and
+// transposes, its FLOPs (2mnk) and the slowest rank's seconds per call.
+struct GpuGemmSample {
+  std::string dtype;  // f32, tf32, bf16
+  std::string pass;   // forward, backward-data, backward-weight
+  std::int64_t m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;
+  double flops = 0;
+  double seconds = 0;
+};
+
+// The GPU GEMM set: a layer's up projection [tokens, h] x [h, 4h/t] and down
+// projection [tokens, 4h/t] x [4h/t, h] for 4,096 tokens (a microbatch of 2
+// sequences of 2,048), h = 1,024, 2,048, 4,096 and 8,192, tensor parallel
+// t = 1, 2, 4 and 8: 32 shapes, in that order.
+[[nodiscard]] std::vector<GemmShape> gpu_gemm_shapes();
+
+struct GpuCalibration {
+  int ranks = 1;
+  std::string device;     // the GPU's name (rank 0's)
+  double memory_GiB = 0;  // the GPU's memory (the smallest over ranks)
+  std::vector<GpuGemmSample> gemms;
+  // Per dtype, what the cluster file holds as its peak: (1 + factor) ·
+  // Σ forward FLOPs / Σ seconds of the three passes, factor being the cost
+  // model's default backward_flops_factor (as gemm_flops_per_s on the CPU).
+  std::vector<std::pair<std::string, double>> flops_per_s;
+  double copy_bytes = 0;                 // bytes read and written by one device-to-device copy
+  double copy_Bps = 0;                   // the slowest rank's; the cluster's memory bandwidth
+  std::vector<LevelCalibration> levels;  // outermost first; none with one rank
+};
+
+// Sets c.flops_per_s from c.gemms. Error(kRuntime) when a dtype's GEMMs took
+// no time.
+void gpu_gemm_rates(GpuCalibration& c);
+
+// Runs every GPU measurement on every rank of comm, an NCCL communicator
+// whose mesh axes are `levels`' sizes (the levels come back with their
+// samples and fits). Collective over every rank.
+[[nodiscard]] GpuCalibration calibrate_gpu(Communicator& comm, std::vector<LevelCalibration> levels,
+                                           int reps);
+
+// The cluster file of a GPU calibration (at least one level): the levels at
+// their fitted links, the device at its bf16 GEMM rate with the f32 and
+// tf32 rates by dtype, its copy bandwidth and memory, and compute_efficiency
+// 1 (the rates are achieved ones, not peaks to derate).
+[[nodiscard]] std::string gpu_calibration_cluster_json(const GpuCalibration& c);
+[[nodiscard]] std::string gpu_calibration_samples_json(const GpuCalibration& c);
+
 // Runs under mpirun on every rank; returns the exit code (0 ok, 1 bad
-// output path, 2 usage: no MPI in this build or --np not the world size,
-// 4 a runtime failure, which ends every rank).
+// output path, 2 usage: no MPI (or, for nccl, no NCCL) in this build, --np
+// not the world size, or a cluster file asked of one rank, 4 a runtime
+// failure, which ends every rank).
 [[nodiscard]] int run_calibrate(const CalibrateArgs& a, int* argc, char*** argv);
 
 }  // namespace recsearch::exec

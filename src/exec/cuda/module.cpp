@@ -5,6 +5,7 @@
 // exception crosses the dlopen boundary. This is the module's only exported
 // symbol (the rest is hidden by a linker version script).
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -71,6 +72,38 @@ int c_nccl_collective(RecsearchGpuNccl* c, RecsearchGpuCollective kind, std::siz
   return guarded(err, err_len,
                  [&] { nccl_collective(c, kind, axis, group_size, send, recv, n, timeout_s); });
 }
+
+int c_device_info(RecsearchGpuNccl* c, char* name, std::size_t name_len, std::size_t* memory_bytes,
+                  char* err, std::size_t err_len) {
+  return guarded(err, err_len, [&] {
+    std::string n;
+    device_info(nccl_device(c), &n, memory_bytes);
+    put(n, name, name_len);
+  });
+}
+
+int c_time_gemm(RecsearchGpuNccl* c, RecsearchGpuDtype dtype, std::int64_t m, std::int64_t n,
+                std::int64_t k, int trans_a, int trans_b, int iters, double* seconds, char* err,
+                std::size_t err_len) {
+  return guarded(err, err_len, [&] {
+    *seconds = time_gemm(nccl_device(c), nccl_stream(c), dtype, m, n, k, trans_a != 0, trans_b != 0,
+                         iters);
+  });
+}
+
+int c_time_copy(RecsearchGpuNccl* c, std::size_t bytes, int iters, double* seconds, char* err,
+                std::size_t err_len) {
+  return guarded(err, err_len,
+                 [&] { *seconds = time_copy(nccl_device(c), nccl_stream(c), bytes, iters); });
+}
+
+int c_time_collective(RecsearchGpuNccl* c, RecsearchGpuCollective kind, std::size_t axis,
+                      int group_size, std::size_t n, int iters, double timeout_s, double* seconds,
+                      char* err, std::size_t err_len) {
+  return guarded(err, err_len, [&] {
+    *seconds = nccl_time_collective(c, kind, axis, group_size, n, iters, timeout_s);
+  });
+}
 #endif
 
 RecsearchGpuApi make_api() {
@@ -87,6 +120,10 @@ RecsearchGpuApi make_api() {
   api.nccl_collective = &c_nccl_collective;
   api.nccl_abort = &nccl_abort;
   api.nccl_close = &nccl_close;
+  api.device_info = &c_device_info;
+  api.time_gemm = &c_time_gemm;
+  api.time_copy = &c_time_copy;
+  api.time_collective = &c_time_collective;
 #endif
   return api;
 }

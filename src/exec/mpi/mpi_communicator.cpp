@@ -132,7 +132,7 @@ class MpiCommunicator final : public Communicator {
     MPI_Request r = MPI_REQUEST_NULL;
     RS_MPI_CHECK(MPI_Iallgather(send, to_int(n), MPI_FLOAT, recv, to_int(n), MPI_FLOAT,
                                 groups_.at(axis), &r));
-    const double bytes = (k - 1) * static_cast<double>(n) * sizeof(float);
+    const double bytes = ring_bytes(Collective::AllGather, k, n);
     wait(r, "all-gather", axis, bytes);
     count(axis, bytes, kAllGather);
   }
@@ -141,7 +141,7 @@ class MpiCommunicator final : public Communicator {
     MPI_Request r = MPI_REQUEST_NULL;
     RS_MPI_CHECK(
         MPI_Iallreduce(MPI_IN_PLACE, buf, to_int(n), MPI_FLOAT, MPI_SUM, groups_.at(axis), &r));
-    const double bytes = 2 * (k - 1) / k * static_cast<double>(n) * sizeof(float);
+    const double bytes = ring_bytes(Collective::AllReduce, k, n);
     wait(r, "all-reduce", axis, bytes);
     count(axis, bytes, kAllReduce);
   }
@@ -150,7 +150,7 @@ class MpiCommunicator final : public Communicator {
     MPI_Request r = MPI_REQUEST_NULL;
     RS_MPI_CHECK(
         MPI_Ireduce_scatter_block(send, recv, to_int(n), MPI_FLOAT, MPI_SUM, groups_.at(axis), &r));
-    const double bytes = (k - 1) * static_cast<double>(n) * sizeof(float);
+    const double bytes = ring_bytes(Collective::ReduceScatter, k, n);
     wait(r, "reduce-scatter", axis, bytes);
     count(axis, bytes, kReduceScatter);
   }
@@ -159,7 +159,7 @@ class MpiCommunicator final : public Communicator {
     MPI_Request r = MPI_REQUEST_NULL;
     RS_MPI_CHECK(MPI_Ialltoall(send, to_int(n), MPI_FLOAT, recv, to_int(n), MPI_FLOAT,
                                groups_.at(axis), &r));
-    const double bytes = (k - 1) * static_cast<double>(n) * sizeof(float);
+    const double bytes = ring_bytes(Collective::AllToAll, k, n);
     wait(r, "all-to-all", axis, bytes);
     count(axis, bytes, kAllToAll);
   }
@@ -256,6 +256,42 @@ class MpiCommunicator final : public Communicator {
 
 std::unique_ptr<Communicator> make_mpi_communicator(std::vector<std::int64_t> mesh, int groups) {
   return std::make_unique<MpiCommunicator>(std::move(mesh), groups);
+}
+
+NodeRanks node_ranks() {
+  int world_rank = 0;
+  RS_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
+  MPI_Comm node = MPI_COMM_NULL;
+  RS_MPI_CHECK(
+      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node));
+  NodeRanks r;
+  const int rank_rc = MPI_Comm_rank(node, &r.rank);
+  const int size_rc = MPI_Comm_size(node, &r.size);
+  RS_MPI_CHECK(MPI_Comm_free(&node));
+  RS_MPI_CHECK(rank_rc);
+  RS_MPI_CHECK(size_rc);
+  return r;
+}
+
+NodeLayout node_layout() {
+  int world_rank = 0, world_size = 1;
+  RS_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
+  RS_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size));
+  const NodeRanks mine = node_ranks();
+  // Blocked placement, checked on every rank: every node holds the same
+  // count L, and this rank is number world_rank mod L of node world_rank / L
+  // (the node's local ranks are ordered by world rank, so this fixes the
+  // node's whole block).
+  const int per_node = mine.size;
+  int in[3] = {per_node, -per_node, mine.rank == world_rank % per_node ? 1 : 0};
+  int lowest[3] = {0, 0, 0};
+  RS_MPI_CHECK(MPI_Allreduce(in, lowest, 3, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+  NodeLayout l;
+  const bool equal = lowest[0] == -lowest[1] && world_size % per_node == 0;
+  l.per_node = equal ? per_node : 1;
+  l.nodes = equal ? world_size / per_node : world_size;
+  l.blocked = equal && lowest[2] == 1;
+  return l;
 }
 
 }  // namespace detail

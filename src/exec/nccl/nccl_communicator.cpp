@@ -6,7 +6,8 @@
 // communicator per mesh-axis group (same colors and keys as the MPI groups).
 // The NCCL and CUDA calls themselves live in the GPU module
 // (nccl/nccl_device.cpp), reached through exec/gpu_api.h, so that only
-// processes that run this backend load NCCL and CUDA.
+// processes that run this backend load NCCL and CUDA. Its device timer
+// (exec/device_timer.hpp) reaches the module's timings for calibrate.
 #include <mpi.h>  // MPI: bootstrap of the NCCL unique id
 
 #include <array>
@@ -14,31 +15,13 @@
 #include <utility>
 
 #include "exec/backends.hpp"
+#include "exec/device_timer.hpp"
 #include "exec/gpu_module.hpp"
 #include "exec/mpi/mpi_error.hpp"
 #include "exec/nccl/device_choice.hpp"
 
 namespace recsearch::exec::detail {
 namespace {
-
-// This rank's place among the ranks of its node (those that share memory).
-struct NodeRanks {
-  int rank = 0;
-  int size = 1;
-};
-
-NodeRanks node_ranks() {
-  int world_rank = 0;
-  RS_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
-  MPI_Comm node = MPI_COMM_NULL;
-  RS_MPI_CHECK(
-      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node));
-  NodeRanks r;
-  RS_MPI_CHECK(MPI_Comm_rank(node, &r.rank));
-  RS_MPI_CHECK(MPI_Comm_size(node, &r.size));
-  RS_MPI_CHECK(MPI_Comm_free(&node));
-  return r;
-}
 
 // Every rank refuses when any rank has no device of its own (so that all
 // of them end with "no usable GPU" before any NCCL call, instead of the
@@ -95,24 +78,20 @@ class NcclCommunicator final : public Communicator {
   std::string backend_name() const override { return "nccl"; }
 
   void all_gather(std::uint32_t axis, const float* send, float* recv, std::size_t n) override {
-    const auto k = static_cast<std::size_t>(mesh().at(axis));
     run(kRecsearchGpuAllGather, axis, send, recv, n);
-    count(axis, static_cast<double>((k - 1) * n * sizeof(float)), kAllGather);
+    count(axis, ring_bytes(Collective::AllGather, group(axis), n), kAllGather);
   }
   void all_reduce(std::uint32_t axis, float* buf, std::size_t n) override {
-    const auto k = static_cast<double>(mesh().at(axis));
     run(kRecsearchGpuAllReduce, axis, buf, buf, n);
-    count(axis, 2 * (k - 1) / k * static_cast<double>(n * sizeof(float)), kAllReduce);
+    count(axis, ring_bytes(Collective::AllReduce, group(axis), n), kAllReduce);
   }
   void reduce_scatter(std::uint32_t axis, const float* send, float* recv, std::size_t n) override {
-    const auto k = static_cast<std::size_t>(mesh().at(axis));
     run(kRecsearchGpuReduceScatter, axis, send, recv, n);
-    count(axis, static_cast<double>((k - 1) * n * sizeof(float)), kReduceScatter);
+    count(axis, ring_bytes(Collective::ReduceScatter, group(axis), n), kReduceScatter);
   }
   void all_to_all(std::uint32_t axis, const float* send, float* recv, std::size_t n) override {
-    const auto k = static_cast<std::size_t>(mesh().at(axis));
     run(kRecsearchGpuAllToAll, axis, send, recv, n);
-    count(axis, static_cast<double>((k - 1) * n * sizeof(float)), kAllToAll);
+    count(axis, ring_bytes(Collective::AllToAll, group(axis), n), kAllToAll);
   }
   void barrier() override { RS_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)); }
   void gather_to_root(const float* send, float* recv, std::size_t n) override {
@@ -129,10 +108,15 @@ class NcclCommunicator final : public Communicator {
     Runtime::abort_all(code);
   }
 
- private:
+  // The device timings of exec/device_timer.hpp, through the module.
+  const RecsearchGpuApi& api() const noexcept { return *api_; }
+  RecsearchGpuNccl* handle() const noexcept { return nccl_; }
   static void check(int rc, const std::array<char, 1024>& err) {
     if (rc != 0) throw Error(Errc::kRuntime, err.data());
   }
+
+ private:
+  double group(std::uint32_t axis) const { return static_cast<double>(mesh().at(axis)); }
   void run(RecsearchGpuCollective kind, std::uint32_t axis, const float* send, float* recv,
            std::size_t n) {
     std::array<char, 1024> err{};
@@ -147,10 +131,72 @@ class NcclCommunicator final : public Communicator {
   RecsearchGpuNccl* nccl_ = nullptr;
 };
 
+class NcclDeviceTimer final : public DeviceTimer {
+ public:
+  explicit NcclDeviceTimer(NcclCommunicator& comm) : comm_(comm) {}
+
+  GpuDeviceInfo info() override {
+    std::array<char, 1024> err{};
+    std::array<char, 256> name{};
+    std::size_t memory = 0;
+    NcclCommunicator::check(comm_.api().device_info(comm_.handle(), name.data(), name.size(),
+                                                    &memory, err.data(), err.size()),
+                            err);
+    return {name.data(), static_cast<double>(memory)};
+  }
+  double gemm(RecsearchGpuDtype dtype, std::int64_t m, std::int64_t n, std::int64_t k, bool trans_a,
+              bool trans_b, int iters) override {
+    std::array<char, 1024> err{};
+    double s = 0;
+    NcclCommunicator::check(
+        comm_.api().time_gemm(comm_.handle(), dtype, m, n, k, trans_a ? 1 : 0, trans_b ? 1 : 0,
+                              iters, &s, err.data(), err.size()),
+        err);
+    return s;
+  }
+  double copy(std::size_t bytes, int iters) override {
+    std::array<char, 1024> err{};
+    double s = 0;
+    NcclCommunicator::check(
+        comm_.api().time_copy(comm_.handle(), bytes, iters, &s, err.data(), err.size()), err);
+    return s;
+  }
+  double collective(Collective kind, std::uint32_t axis, std::size_t n, int iters) override {
+    std::array<char, 1024> err{};
+    double s = 0;
+    NcclCommunicator::check(
+        comm_.api().time_collective(comm_.handle(), gpu_collective(kind), axis,
+                                    static_cast<int>(comm_.mesh().at(axis)), n, iters,
+                                    comm_.timeout(), &s, err.data(), err.size()),
+        err);
+    return s;
+  }
+
+ private:
+  static RecsearchGpuCollective gpu_collective(Collective kind) {
+    switch (kind) {
+      case Collective::AllGather: return kRecsearchGpuAllGather;
+      case Collective::AllReduce: return kRecsearchGpuAllReduce;
+      case Collective::ReduceScatter: return kRecsearchGpuReduceScatter;
+      case Collective::AllToAll: break;
+    }
+    return kRecsearchGpuAllToAll;
+  }
+  NcclCommunicator& comm_;
+};
+
 }  // namespace
 
 std::unique_ptr<Communicator> make_nccl_communicator(std::vector<std::int64_t> mesh) {
   return std::make_unique<NcclCommunicator>(std::move(mesh));
+}
+
+std::unique_ptr<DeviceTimer> device_timer(Communicator& comm) {
+  auto* nccl = dynamic_cast<NcclCommunicator*>(&comm);
+  if (nccl == nullptr) {
+    throw Error(Errc::kUsage, "device timings need the NCCL backend, not " + comm.backend_name());
+  }
+  return std::make_unique<NcclDeviceTimer>(*nccl);
 }
 
 }  // namespace recsearch::exec::detail

@@ -19,6 +19,8 @@
 //   the copy is done, so issued earlier it would block on the collective).
 // On every failure or expiry every communicator is aborted (ncclCommAbort),
 // never destroyed: ncclCommDestroy would wait for the stalled work.
+// calibrate times the same collectives on the device buffers alone
+// (nccl_time_collective): no host copy, CUDA events around back-to-back calls.
 #include <nccl.h>  // NCCL: the GPU collectives
 
 #include <algorithm>
@@ -28,6 +30,7 @@
 
 #include "exec/cuda/cuda_error.hpp"
 #include "exec/cuda/module.hpp"
+#include "exec/cuda/timing.hpp"
 #include "exec/nccl/device_choice.hpp"
 #include "exec/poll.hpp"
 
@@ -224,6 +227,41 @@ Progress collective_state(cudaEvent_t done, ncclComm_t comm) {
   return Progress::kPending;
 }
 
+// The group of a collective, its device buffers grown to the elements it
+// reads (n_in) and writes (n_out) per rank, the world and the splits made
+// first.
+struct Scratch {
+  ncclComm_t comm = nullptr;
+  std::size_t n_in = 0;
+  std::size_t n_out = 0;
+};
+
+Scratch prepare(RecsearchGpuNccl* c, RecsearchGpuCollective kind, std::size_t axis, int group_size,
+                std::size_t n, double timeout_s) {
+  if (c->aborted) {
+    throw Error(Errc::kRuntime, "the NCCL communicators were aborted (an earlier failure)");
+  }
+  c->timeout_s = timeout_s;
+  RS_CUDA_CHECK(cudaSetDevice(c->device));
+  make_ready(c, timeout_s);
+  if (axis >= c->groups.size()) {
+    throw Error(Errc::kInternal, "no NCCL group for mesh axis " + std::to_string(axis));
+  }
+  Scratch s;
+  s.comm = c->groups[axis];
+  const auto k = static_cast<std::size_t>(group_size);
+  s.n_in = s.n_out = n;
+  switch (kind) {
+    case kRecsearchGpuAllGather: s.n_out = k * n; break;
+    case kRecsearchGpuAllReduce: break;
+    case kRecsearchGpuReduceScatter: s.n_in = k * n; break;
+    case kRecsearchGpuAllToAll: s.n_in = s.n_out = k * n; break;
+  }
+  reserve(c->dev_in, c->cap_in, std::max<std::size_t>(s.n_in, 1));
+  reserve(c->dev_out, c->cap_out, std::max<std::size_t>(s.n_out, 1));
+  return s;
+}
+
 }  // namespace
 
 std::size_t nccl_id_bytes() { return sizeof(ncclUniqueId); }
@@ -257,42 +295,23 @@ RecsearchGpuNccl* nccl_open(const void* id, int size, int rank, int local_rank, 
 void nccl_collective(RecsearchGpuNccl* c, RecsearchGpuCollective kind, std::size_t axis,
                      int group_size, const float* send, float* recv, std::size_t n,
                      double timeout_s) {
-  if (c->aborted) {
-    throw Error(Errc::kRuntime, "the NCCL communicators were aborted (an earlier failure)");
-  }
-  c->timeout_s = timeout_s;
   try {
-    RS_CUDA_CHECK(cudaSetDevice(c->device));
-    make_ready(c, timeout_s);
-    if (axis >= c->groups.size()) {
-      throw Error(Errc::kInternal, "no NCCL group for mesh axis " + std::to_string(axis));
-    }
-    const ncclComm_t comm = c->groups[axis];
-    const auto k = static_cast<std::size_t>(group_size);
-    std::size_t n_in = n, n_out = n;
-    switch (kind) {
-      case kRecsearchGpuAllGather: n_out = k * n; break;
-      case kRecsearchGpuAllReduce: break;
-      case kRecsearchGpuReduceScatter: n_in = k * n; break;
-      case kRecsearchGpuAllToAll: n_in = n_out = k * n; break;
-    }
-    reserve(c->dev_in, c->cap_in, std::max<std::size_t>(n_in, 1));
-    reserve(c->dev_out, c->cap_out, std::max<std::size_t>(n_out, 1));
+    const Scratch s = prepare(c, kind, axis, group_size, n, timeout_s);
     // Host to device from pageable memory returns once staged; the stream
     // is idle here (the previous collective completed).
-    RS_CUDA_CHECK(
-        cudaMemcpyAsync(c->dev_in, send, n_in * sizeof(float), cudaMemcpyHostToDevice, c->stream));
+    RS_CUDA_CHECK(cudaMemcpyAsync(c->dev_in, send, s.n_in * sizeof(float), cudaMemcpyHostToDevice,
+                                  c->stream));
     const std::string what =
         std::string(collective_name(kind)) + " on mesh axis " + std::to_string(axis);
     // One deadline for the enqueue (which may set up connections lazily on
     // the first use of a group) and the completion.
     const Deadline deadline(timeout_s);
-    enqueue(c, kind, comm, group_size, n);
-    poll_until([&] { return comm_state(comm); }, deadline, what + " (enqueue)");
+    enqueue(c, kind, s.comm, group_size, n);
+    poll_until([&] { return comm_state(s.comm); }, deadline, what + " (enqueue)");
     RS_CUDA_CHECK(cudaEventRecord(c->done, c->stream));
-    poll_until([&] { return collective_state(c->done, comm); }, deadline, what);
+    poll_until([&] { return collective_state(c->done, s.comm); }, deadline, what);
     // Complete on the device: this copy does not wait on any peer.
-    RS_CUDA_CHECK(cudaMemcpyAsync(recv, c->dev_out, n_out * sizeof(float), cudaMemcpyDeviceToHost,
+    RS_CUDA_CHECK(cudaMemcpyAsync(recv, c->dev_out, s.n_out * sizeof(float), cudaMemcpyDeviceToHost,
                                   c->stream));
     RS_CUDA_CHECK(cudaStreamSynchronize(c->stream));
   } catch (...) {
@@ -300,6 +319,41 @@ void nccl_collective(RecsearchGpuNccl* c, RecsearchGpuCollective kind, std::size
     throw;
   }
 }
+
+double nccl_time_collective(RecsearchGpuNccl* c, RecsearchGpuCollective kind, std::size_t axis,
+                            int group_size, std::size_t n, int iters, double timeout_s) {
+  try {
+    const Scratch s = prepare(c, kind, axis, group_size, n, timeout_s);
+    const std::string what =
+        "timing " + std::string(collective_name(kind)) + " on mesh axis " + std::to_string(axis);
+    // The untimed call first (connections are set up lazily on a group's
+    // first use), each enqueue polled as in nccl_collective; the timed
+    // calls are enqueued back to back between two events and waited for
+    // against one deadline.
+    const auto run = [&](int calls, cudaEvent_t before, cudaEvent_t after) {
+      const Deadline deadline(timeout_s);
+      if (before != nullptr) RS_CUDA_CHECK(cudaEventRecord(before, c->stream));
+      for (int i = 0; i < calls; ++i) {
+        enqueue(c, kind, s.comm, group_size, n);
+        poll_until([&] { return comm_state(s.comm); }, deadline, what + " (enqueue)");
+      }
+      RS_CUDA_CHECK(cudaEventRecord(after, c->stream));
+      poll_until([&] { return collective_state(after, s.comm); }, deadline, what);
+    };
+    run(1, nullptr, c->done);
+    const TimingEvents ev;
+    const int calls = std::max(iters, 1);
+    run(calls, ev.start(), ev.stop());
+    return ev.seconds_per(calls);
+  } catch (...) {
+    c->abort();
+    throw;
+  }
+}
+
+int nccl_device(const RecsearchGpuNccl* c) noexcept { return c->device; }
+
+cudaStream_t nccl_stream(const RecsearchGpuNccl* c) noexcept { return c->stream; }
 
 void nccl_abort(RecsearchGpuNccl* c) noexcept { c->abort(); }
 
