@@ -56,8 +56,8 @@ constexpr double kMaxCollectiveBytes = 1024.0 * 1024 * 1024;
 // training: Y itself, dX = dY W^T ([m, n] x [n, k]) and dW = X^T dY
 // ([k, m] x [m, n]).
 std::vector<GpuGemmSample> passes_of(const GemmShape& g, const std::string& dtype) {
-  const double flops = 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) *
-                       static_cast<double>(g.k);
+  const double flops =
+      2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k);
   return {{dtype, "forward", g.m, g.n, g.k, false, false, flops, 0},
           {dtype, "backward-data", g.m, g.k, g.n, false, true, flops, 0},
           {dtype, "backward-weight", g.k, g.n, g.m, true, false, flops, 0}};
@@ -107,8 +107,7 @@ double rate_of(const GpuCalibration& c, const std::string& dtype) {
 
 }  // namespace
 
-std::vector<LevelCalibration> calibration_levels(int ranks, int nodes, int per_node,
-                                                 bool blocked) {
+std::vector<LevelCalibration> calibration_levels(int ranks, int nodes, int per_node, bool blocked) {
   std::vector<LevelCalibration> v;
   if (ranks < 2) return v;
   const auto level = [](const char* name, std::int64_t size) {
@@ -193,8 +192,8 @@ std::string gpu_calibration_cluster_json(const GpuCalibration& c) {
   dev.memory_GiB = c.memory_GiB;
   dev.memory_bandwidth_GBps = c.copy_Bps / 1e9;
   // Built through Cluster so that the file satisfies the reader's checks.
-  const Cluster cluster(
-      "calibrated " + std::to_string(c.ranks) + " x " + c.device + " (nccl)", levels, dev);
+  const Cluster cluster("calibrated " + std::to_string(c.ranks) + " x " + c.device + " (nccl)",
+                        levels, dev);
   nlohmann::ordered_json j = nlohmann::ordered_json::parse(io::cluster_to_json(cluster));
   // The rates are what the GPUs achieve on a layer's GEMMs, not peaks to derate.
   j["cost"] = {{"compute_efficiency", 1.0}};

@@ -486,9 +486,11 @@ class Polish {
         binding_ = true;
         return;
       }
-      double edges_alt = 0;
-      for (ir::TensorId t : ts) edges_alt += tensor_edge(t, n, &alt);
-      const double dt = alt.s.own + edges_alt - now.own - edges_now + hidden_change(now, alt.s);
+      const double hc = hidden_change(now, alt.s);
+      const auto dt_of = [&](double edges) { return alt.s.own + edges - now.own - edges_now + hc; };
+      const double edges_alt =
+          edges_unless(ts, n, &alt, [&](double e) { return dt_of(e) >= best; });
+      const double dt = dt_of(edges_alt);
       if (dt >= best) return;
       best = dt;
       best_mem = mem;
@@ -523,8 +525,8 @@ class Polish {
     bool found = false;
     for_each_neighbour(n, false, [&](const std::vector<std::int16_t>& cuts) {
       const Held& alt = memo_->strategy(ctx_, n, cuts);
-      double edges_alt = 0;
-      for (ir::TensorId t : ts) edges_alt += tensor_edge(t, n, &alt);
+      const double edges_alt =
+          edges_unless(ts, n, &alt, [&](double e) { return e > best_edges * (1 + 1e-12); });
       if (edges_alt > best_edges * (1 - 1e-12) &&
           !(edges_alt <= best_edges * (1 + 1e-12) && alt.s.own < best_own * (1 - 1e-12)))
         return;
@@ -534,6 +536,23 @@ class Polish {
       found = true;
     });
     return found;
+  }
+
+  // Σ tensor_edge(t, n, alt) over ts in order, or +infinity as soon as
+  // `rejects` holds of a partial sum. The terms are never negative and the
+  // callers' measures (dt_of, a comparison) are monotone in the sum,
+  // floating-point rounding included (each operation rounds monotonically),
+  // so the whole sum would be rejected too: the result of every comparison
+  // is the same, and the rest of a rejected candidate's tensors go unpriced.
+  template <class Rejects>
+  double edges_unless(std::span<const ir::TensorId> ts, ir::OpId n, const Held* alt,
+                      Rejects&& rejects) const {
+    double sum = 0;
+    for (ir::TensorId t : ts) {
+      sum += tensor_edge(t, n, alt);
+      if (rejects(sum)) return std::numeric_limits<double>::infinity();
+    }
+    return sum;
   }
 
   // Made once (FlatGraph): every move and every neighbour walk asks for it.
@@ -890,9 +909,14 @@ class Polish {
     double best_mem = 0;
     for_each_neighbour(o, true, [&](const std::vector<std::int16_t>& cuts) {
       const Held& alt = memo_->strategy(ctx_, o, cuts);
-      double edges_alt = 0;
-      for (ir::TensorId t : ts) edges_alt += tensor_edge(t, o, &alt);
-      const double dt = alt.s.own + edges_alt - now.own - edges_now + hidden_change(now, alt.s);
+      const double hc = hidden_change(now, alt.s);
+      const auto dt_of = [&](double edges) { return alt.s.own + edges - now.own - edges_now + hc; };
+      // Within budget a move must save kMinGain before anything else is
+      // asked of it; over budget every move is scored.
+      const double min_gain = -kMinGain * (now.own + edges_now);
+      const double edges_alt =
+          edges_unless(ts, o, &alt, [&](double e) { return !over && dt_of(e) >= min_gain; });
+      const double dt = dt_of(edges_alt);
       const double mem_alt = held_ - now.mem + alt.s.mem + peak_with(o, alt.s.work) + untouched;
       std::pair<int, double> score;
       if (over) {
@@ -901,7 +925,7 @@ class Polish {
         if (freed <= 0) return;
         score = dt <= 0 ? std::pair{1, freed} : std::pair{0, freed / dt};
       } else {
-        if (dt >= -kMinGain * (now.own + edges_now)) return;
+        if (dt >= min_gain) return;
         if (mem_alt > ctx_.budget) {
           binding_ = true;
           return;
