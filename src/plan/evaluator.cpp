@@ -241,6 +241,13 @@ class Evaluator {
     zero_ways_.assign(n_tensors_, 1);
     if (train_) {
       rules_ = memory_rules(g, spaces, operator_recompute(g, p.training));
+      // Asked per mesh axis of every replicated input (gradient_events):
+      // worked out once per slot, not from the graph each time.
+      slot_grad_.assign(slots_.tensor.size(), 0);
+      for (ir::OpId o = 0; o < n_ops_; ++o)
+        for (std::uint32_t j = 0; j < slots_.n_inputs[o]; ++j)
+          slot_grad_[slots_.begin[o] + j] =
+              ir::input_takes_gradient(g, rules_.grads, g.op(o), j) ? 1 : 0;
       const ZeroAxes zero = zero_axes(g, spaces, p);
       for (ir::TensorId t = 0; t < n_tensors_; ++t)
         for (const std::uint32_t a : zero.of(t)) zero_ways_[t] *= p.mesh[a].size;
@@ -468,12 +475,9 @@ class Evaluator {
       if (p_.cuts[o][a] == kReplicated) continue;
       for (std::uint32_t slot = slots_.begin[o]; slot < slots_.begin[o] + slots_.n_inputs[o];
            ++slot) {
+        if (layout_[slot].kind != LayoutKind::Replicate || slot_grad_[slot] == 0) continue;
         const ir::TensorId t = slots_.tensor[slot];
-        const ir::Tensor& tensor = g_.tensor(t);
-        if (layout_[slot].kind != LayoutKind::Replicate ||
-            !ir::input_takes_gradient(g_, rules_.grads, g_.op(o), slot - slots_.begin[o]))
-          continue;
-        const bool parameter = tensor.kind == ir::TensorKind::Parameter;
+        const bool parameter = g_.tensor(t).kind == ir::TensorKind::Parameter;
         cost::SyncStep steps[3];
         const int n = cost::gradient_sync_steps(parameter, zero_[t], steps);
         for (int i = 0; i < n; ++i) {
@@ -633,6 +637,7 @@ class Evaluator {
   std::int64_t m_;         // microbatches
   Slots slots_;
   MemoryRules rules_;                    // training only
+  std::vector<std::uint8_t> slot_grad_;  // training: per slot, 1 where an input takes a gradient
   std::vector<std::int64_t> zero_ways_;  // per tensor: product of its ZeRO axes' sizes
   // Per axis (classify): parameter collectives once per step, and those each
   // microbatch repeats.
