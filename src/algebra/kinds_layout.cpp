@@ -86,10 +86,10 @@ void map_reshape(SpaceBuilder& b, const ir::Shape& x, const ir::Shape& y, bool e
 void stride_region_reshape(SpaceBuilder& b, const MergeRegion& r) {
   OpSpace& s = b.space();
   const bool merge = b.id() == r.merge;
-  auto& merged = merge ? s.outputs[0] : s.inputs[0];
-  auto& unmerged = merge ? s.inputs[0] : s.outputs[0];
-  const int outer = merged[0];
-  const int inner = unmerged[1];
+  OperandLoops& merged = merge ? s.outputs : s.inputs;
+  const OperandLoops& unmerged = merge ? s.inputs : s.outputs;
+  const int outer = merged[0][0];
+  const int inner = unmerged[0][1];
   if (outer == kUnmapped || inner == kUnmapped) return;  // not one group: nothing to revise
   LoopDim& in = s.loops[static_cast<std::size_t>(inner)];
   in.name = indexed("d", merge ? 0 : 1);
@@ -98,7 +98,7 @@ void stride_region_reshape(SpaceBuilder& b, const MergeRegion& r) {
   LoopDim& out = s.loops[static_cast<std::size_t>(outer)];
   out.name = merge ? "in0" : "d0";
   out.role = DimRole::Whole;
-  merged[0] = inner;
+  merged.set(0, 0, inner);
   s.strided.push_back({merge, 0, 0, r.outer});
 }
 

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "algebra/space_builder.hpp"
@@ -95,7 +96,7 @@ std::optional<std::uint32_t> row_slot(const ir::Graph& g, ir::OpId o, ir::Tensor
   if (l == kUnmapped || s.outputs[0][0] != l) return std::nullopt;
   const LoopDim& loop = s.loops[static_cast<std::size_t>(l)];
   if (loop.role != DimRole::Parallel || loop.size != x[0]) return std::nullopt;
-  const auto touches = [&](const std::vector<int>& dims, std::size_t skip) {
+  const auto touches = [&](std::span<const int> dims, std::size_t skip) {
     for (std::size_t d = 0; d < dims.size(); ++d) {
       if (d != skip && dims[d] == l) return true;
     }

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <exception>
 #include <functional>
+#include <stdexcept>
 #include <string>
 
 #include "algebra/space_builder.hpp"
@@ -25,6 +26,59 @@ std::string_view dim_role_name(DimRole r) noexcept {
     case DimRole::Whole: return "whole";
   }
   return "unknown";
+}
+
+LoopName::LoopName(std::string_view name) {
+  if (name.size() > kMax) {
+    throw Error(Errc::kInternal, "loop name '" + std::string(name) + "' is longer than " +
+                                     std::to_string(kMax) + " characters");
+  }
+  std::copy(name.begin(), name.end(), chars_.begin());
+  size_ = static_cast<std::uint8_t>(name.size());
+}
+
+OperandLoops::OperandLoops(std::initializer_list<std::initializer_list<int>> maps) {
+  std::size_t dims = 0;
+  for (const auto& m : maps) dims += m.size();
+  block_.reserve(1 + maps.size() + dims);
+  block_.push_back(static_cast<int>(maps.size()));
+  std::size_t end = 0;
+  for (const auto& m : maps) block_.push_back(static_cast<int>(end += m.size()));
+  for (const auto& m : maps) block_.insert(block_.end(), m.begin(), m.end());
+}
+
+OperandLoops::OperandLoops(const std::vector<std::vector<int>>& maps) {
+  std::size_t dims = 0;
+  for (const auto& m : maps) dims += m.size();
+  block_.reserve(1 + maps.size() + dims);
+  block_.push_back(static_cast<int>(maps.size()));
+  std::size_t end = 0;
+  for (const auto& m : maps) block_.push_back(static_cast<int>(end += m.size()));
+  for (const auto& m : maps) block_.insert(block_.end(), m.begin(), m.end());
+}
+
+OperandLoops::OperandLoops(std::span<const std::size_t> ranks) {
+  std::size_t dims = 0;
+  for (const std::size_t r : ranks) dims += r;
+  block_.reserve(1 + ranks.size() + dims);
+  block_.push_back(static_cast<int>(ranks.size()));
+  std::size_t end = 0;
+  for (const std::size_t r : ranks) block_.push_back(static_cast<int>(end += r));
+  block_.resize(1 + ranks.size() + dims, kUnmapped);
+}
+
+std::span<const int> OperandLoops::at(std::size_t j) const {
+  if (j >= size()) throw std::out_of_range("OperandLoops::at: no operand " + std::to_string(j));
+  return (*this)[j];
+}
+
+void OperandLoops::set(std::size_t j, std::size_t d, int loop) {
+  const std::span<const int> dims = at(j);
+  if (d >= dims.size()) {
+    throw std::out_of_range("OperandLoops::set: operand " + std::to_string(j) + " has no dim " +
+                            std::to_string(d));
+  }
+  block_[static_cast<std::size_t>(dims.data() - block_.data()) + d] = loop;
 }
 
 int OpSpace::find_loop(std::string_view name) const noexcept {
@@ -210,8 +264,7 @@ bool can_cut(const ir::Graph& g, const ir::Operator& op, const OpSpace& s,
   // A cut needs at least one index per part: an empty loop is never cut.
   if (l.size < *total || l.size % *total != 0) return false;
 
-  const auto dims_ok = [&](const std::vector<ir::TensorId>& tensors,
-                           const std::vector<std::vector<int>>& maps) {
+  const auto dims_ok = [&](const std::vector<ir::TensorId>& tensors, const OperandLoops& maps) {
     if (maps.size() != tensors.size()) return false;
     for (std::size_t j = 0; j < tensors.size(); ++j) {
       if (tensors[j] >= g.num_tensors()) return false;

@@ -94,18 +94,20 @@ SpaceBuilder::SpaceBuilder(const ir::Graph& g, const ir::Operator& op, ir::OpKin
       }
     }
   };
-  space_.inputs.resize(op_.inputs.size());
+  std::vector<std::size_t> ranks(op_.inputs.size());
   for (std::size_t j = 0; j < op_.inputs.size(); ++j) {
     check_tensor(op_.inputs[j], j, true);
-    space_.inputs[j].assign(g_.tensor(op_.inputs[j]).shape.size(), kUnmapped);
+    ranks[j] = g_.tensor(op_.inputs[j]).shape.size();
   }
-  space_.outputs.resize(op_.outputs.size());
+  space_.inputs = OperandLoops(ranks);
+  ranks.assign(op_.outputs.size(), 0);
   if (!infer_only_) {
     for (std::size_t j = 0; j < op_.outputs.size(); ++j) {
       check_tensor(op_.outputs[j], j, false);
-      space_.outputs[j].assign(g_.tensor(op_.outputs[j]).shape.size(), kUnmapped);
+      ranks[j] = g_.tensor(op_.outputs[j]).shape.size();
     }
   }
+  space_.outputs = OperandLoops(ranks);
   inferred_.resize(op_.outputs.size());
   // Most kinds add one loop per dim of their widest operand, and a
   // contraction one more (its k): reserving that up front builds the loop
@@ -113,8 +115,10 @@ SpaceBuilder::SpaceBuilder(const ir::Graph& g, const ir::Operator& op, ir::OpKin
   // allocations and two copies per operator at 10^6 operators).
   if (!infer_only_) {
     std::size_t rank = 0;
-    for (const auto& m : space_.inputs) rank = std::max(rank, m.size());
-    for (const auto& m : space_.outputs) rank = std::max(rank, m.size());
+    for (std::size_t j = 0; j < space_.inputs.size(); ++j)
+      rank = std::max(rank, space_.inputs[j].size());
+    for (std::size_t j = 0; j < space_.outputs.size(); ++j)
+      rank = std::max(rank, space_.outputs[j].size());
     space_.loops.reserve(rank + 1);
   }
 }
@@ -288,17 +292,18 @@ std::int64_t SpaceBuilder::product_or_fail(std::span<const std::int64_t> dims,
   return *p;
 }
 
-int SpaceBuilder::add_loop(std::string name, std::int64_t size, DimRole role, std::int64_t halo) {
-  space_.loops.push_back(LoopDim{std::move(name), size, role, halo});
+int SpaceBuilder::add_loop(std::string_view name, std::int64_t size, DimRole role,
+                           std::int64_t halo) {
+  space_.loops.push_back(LoopDim{LoopName(name), size, role, halo});
   return static_cast<int>(space_.loops.size() - 1);
 }
 
 void SpaceBuilder::map_in(std::size_t j, std::size_t dim, int loop) {
-  space_.inputs.at(j).at(dim) = loop;
+  space_.inputs.set(j, dim, loop);
 }
 
 void SpaceBuilder::map_out(std::size_t j, std::size_t dim, int loop) {
-  space_.outputs.at(j).at(dim) = loop;
+  space_.outputs.set(j, dim, loop);
 }
 
 }  // namespace recsearch::algebra::detail

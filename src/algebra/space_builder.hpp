@@ -146,7 +146,7 @@ class SpaceBuilder {
                                              const std::string& path, std::string_view what) const;
 
   // ---- the space
-  int add_loop(std::string name, std::int64_t size, DimRole role, std::int64_t halo = 0);
+  int add_loop(std::string_view name, std::int64_t size, DimRole role, std::int64_t halo = 0);
   void map_in(std::size_t j, std::size_t dim, int loop);
   void map_out(std::size_t j, std::size_t dim, int loop);
   // The space built so far, for rules that revise a mapping (merge regions).

@@ -48,7 +48,7 @@ OpStrategy Solution::strategy(std::string_view op_name) const {
   s.splits = details_.eval.strategies.at(*id);
   const algebra::OpSpace& space = problem_.spaces()[*id];
   for (const std::int16_t c : details_.plan.cuts.at(*id))
-    s.cuts.push_back(c == plan::kReplicated ? std::string() : space.loops.at(c).name);
+    s.cuts.push_back(c == plan::kReplicated ? std::string() : space.loops.at(c).name.str());
   return s;
 }
 

@@ -26,7 +26,7 @@ std::unique_ptr<rs_result> make_result(Solution solution) {
     r->cut_names[o].reserve(cuts[o].size());
     for (const std::int16_t c : cuts[o])
       r->cut_names[o].push_back(c == plan::kReplicated ? std::string()
-                                                       : spaces[o].loops.at(c).name);
+                                                       : spaces[o].loops.at(c).name.str());
   }
   if (r->plan().mode == Mode::Train) {
     r->recompute = plan::operator_recompute(r->graph(), r->plan().training);

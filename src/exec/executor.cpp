@@ -9,6 +9,7 @@
 #include <deque>
 #include <limits>
 #include <map>
+#include <span>
 #include <utility>
 
 #include "exec/halo.hpp"
@@ -165,7 +166,7 @@ void class_parallel_cross_entropy(const detail::KernelArgs& a, Communicator& com
 std::string cut_loop_problem(const ir::Operator& op, const algebra::OpSpace& s, int c) {
   std::string why;
   const algebra::LoopDim& loop = s.loops.at(static_cast<std::size_t>(c));
-  const auto maps = [&](const std::vector<int>& dims) {
+  const auto maps = [&](std::span<const int> dims) {
     return static_cast<int>(std::count(dims.begin(), dims.end(), c));
   };
   for (const auto& dims : s.inputs) {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <map>
+#include <span>
 #include <string>
 #include <utility>
 
@@ -333,12 +334,12 @@ PlanLayouts plan_layouts(const ir::Graph& g, const std::vector<algebra::OpSpace>
                     "/operators/" + std::to_string(o) + "/cuts");
       }
       for (std::size_t j = 0; j < op.inputs.size(); ++j) {
-        ol.inputs[j][a] =
-            plan::wanted_layout(s, c, j < s.inputs.size() ? &s.inputs[j] : nullptr, false);
+        ol.inputs[j][a] = plan::wanted_layout(
+            s, c, j < s.inputs.size() ? s.inputs[j] : std::span<const int>{}, false);
       }
       for (std::size_t j = 0; j < op.outputs.size(); ++j) {
-        ol.outputs[j][a] =
-            plan::wanted_layout(s, c, j < s.outputs.size() ? &s.outputs[j] : nullptr, true);
+        ol.outputs[j][a] = plan::wanted_layout(
+            s, c, j < s.outputs.size() ? s.outputs[j] : std::span<const int>{}, true);
       }
     }
   }

@@ -809,8 +809,8 @@ struct PlanContext {
 };
 
 // The loop name operator id cuts on axis a, or nullptr when it is replicated.
-const std::string* cut_dim(const std::vector<algebra::OpSpace>& spaces, const plan::Plan& p,
-                           ir::OpId id, std::size_t a) {
+const algebra::LoopName* cut_dim(const std::vector<algebra::OpSpace>& spaces, const plan::Plan& p,
+                                 ir::OpId id, std::size_t a) {
   const std::int16_t loop = cut_of(p, id, a);
   if (loop < 0 || id >= spaces.size() || static_cast<std::size_t>(loop) >= spaces[id].loops.size())
     return nullptr;
@@ -839,7 +839,7 @@ void print_strategy_of(std::string& out, const algebra::OpSpace& s, const std::v
   for (std::size_t i = 0; i < s.inputs.size(); ++i) {
     if (i > 0) out += detail::comma(spaced);
     out += '[';
-    const std::vector<int>& dims = s.inputs[i];
+    const std::span<const int> dims = s.inputs[i];
     for (std::size_t d = 0; d < dims.size(); ++d) {
       if (d > 0) out += detail::comma(spaced);
       const int loop = dims[d];
@@ -906,7 +906,7 @@ void print_operator(std::string& out, bool spaced, const PlanContext& c, ir::OpI
   out += '[';
   bool first = true;
   for (std::size_t a = 0; a < c.p.mesh.size(); ++a) {
-    const std::string* dim = cut_dim(c.spaces, c.p, id, a);
+    const algebra::LoopName* dim = cut_dim(c.spaces, c.p, id, a);
     if (dim == nullptr && !c.full) continue;
     if (!first) out += detail::comma(spaced);
     first = false;

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -132,12 +133,12 @@ void check_shape(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces
 }
 
 // Dims of operand slot `j` of an operator (inputs first, then outputs) in
-// its space; null when the space lists fewer operands.
-const std::vector<int>* operand_dims(const algebra::OpSpace& s, std::uint32_t j,
-                                     std::uint32_t n_inputs) {
-  if (j < n_inputs) return j < s.inputs.size() ? &s.inputs[j] : nullptr;
+// its space; empty when the space lists fewer operands.
+std::span<const int> operand_dims(const algebra::OpSpace& s, std::uint32_t j,
+                                  std::uint32_t n_inputs) {
+  if (j < n_inputs) return j < s.inputs.size() ? s.inputs[j] : std::span<const int>{};
   j -= n_inputs;
-  return j < s.outputs.size() ? &s.outputs[j] : nullptr;
+  return j < s.outputs.size() ? s.outputs[j] : std::span<const int>{};
 }
 
 // Where the events go, by EvalDetail: listed (Full), summed into the
@@ -566,7 +567,7 @@ class Evaluator {
       const std::uint32_t n_in = slots_.n_inputs[o];
       const std::size_t loops = loop_begin_[o + 1] - loop_begin_[o];
       for (std::uint32_t j = 0; j < slots_.begin[o + 1] - slots_.begin[o]; ++j) {
-        const std::vector<int>* dims = operand_dims(spaces_[o], j, n_in);
+        const std::span<const int> dims = operand_dims(spaces_[o], j, n_in);
         for (std::size_t c = 0; c < loops; ++c) {
           const AxisLayout l = wanted_layout(spaces_[o], static_cast<int>(c), dims, j >= n_in);
           std::int8_t& code = codes_[code_begin_[o] + j * loops + c];
@@ -671,13 +672,11 @@ class Evaluator {
 
 }  // namespace
 
-AxisLayout wanted_layout(const algebra::OpSpace& s, int c, const std::vector<int>* dims,
+AxisLayout wanted_layout(const algebra::OpSpace& s, int c, std::span<const int> dims,
                          bool is_output) {
   if (c == kReplicated) return AxisLayout::replicate();
-  if (dims != nullptr) {
-    for (std::size_t d = 0; d < dims->size(); ++d) {
-      if ((*dims)[d] == c) return AxisLayout::shard(static_cast<int>(d));
-    }
+  for (std::size_t d = 0; d < dims.size(); ++d) {
+    if (dims[d] == c) return AxisLayout::shard(static_cast<int>(d));
   }
   if (is_output && s.loops[static_cast<std::size_t>(c)].role == algebra::DimRole::Reduction) {
     return AxisLayout::partial();

@@ -35,7 +35,7 @@ std::string cut_path(ir::OpId op, std::size_t axis) {
   return op_path(op) + "/cuts/" + std::to_string(axis);
 }
 
-std::string quoted(const std::string& s) { return "'" + s + "'"; }
+std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
 
 // "2x2x2" (or "1" for an empty mesh), for messages.
 std::string mesh_to_string(const std::vector<Cut>& mesh) {
@@ -66,7 +66,7 @@ const ir::Shape* operand_shape(const ir::Graph& g, const std::vector<ir::TensorI
 // Finds the first operand dim of `maps` mapped to `loop` whose extent `split`
 // does not divide; returns {operand, dim} or {-1, -1}.
 std::pair<int, int> first_undivided(const ir::Graph& g, const std::vector<ir::TensorId>& ids,
-                                    const std::vector<std::vector<int>>& maps, int loop,
+                                    const algebra::OperandLoops& maps, int loop,
                                     std::int64_t split) {
   for (std::size_t j = 0; j < maps.size(); ++j) {
     const ir::Shape* shape = operand_shape(g, ids, j);

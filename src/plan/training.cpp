@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 #include <utility>
 
 #include "recsearch/cost/cost_model.hpp"
@@ -522,7 +523,8 @@ ZeroAxes zero_axes(const ir::Graph& g, const std::vector<algebra::OpSpace>& spac
     const ir::OpId o = holder[t];
     if (o == ir::kNone || o >= spaces.size() || o >= p.cuts.size()) continue;
     const algebra::OpSpace& s = spaces[o];
-    const std::vector<int>* dims = slot[t] < s.inputs.size() ? &s.inputs[slot[t]] : nullptr;
+    const std::span<const int> dims =
+        slot[t] < s.inputs.size() ? s.inputs[slot[t]] : std::span<const int>{};
     const std::vector<std::int16_t>& cuts = p.cuts[o];
     for (std::size_t a = 0; a < p.mesh.size() && a < cuts.size(); ++a) {
       // An axis of one device shards nothing (the evaluator prices no event there).

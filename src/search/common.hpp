@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <span>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -46,7 +47,7 @@ class LadderMemo {
 
 // Layout on one axis of operand `dims` (an OpSpace operand mapping) when its
 // operator chooses `choice` (a loop or plan::kReplicated).
-inline cost::AxisLayout operand_layout(const algebra::OpSpace& s, const std::vector<int>& dims,
+inline cost::AxisLayout operand_layout(const algebra::OpSpace& s, std::span<const int> dims,
                                        bool is_output, int choice) {
   if (choice == plan::kReplicated) return cost::AxisLayout::replicate();
   for (std::size_t d = 0; d < dims.size(); ++d)

@@ -42,6 +42,7 @@
 #include <limits>
 #include <numeric>
 #include <queue>
+#include <span>
 
 #include "recsearch/ir/gradients.hpp"
 #include "search/common.hpp"
@@ -367,8 +368,7 @@ class RecSearch {
       for (std::size_t l = 0; l < s.loops.size(); ++l) {
         if (!loop_allowed(op, s, static_cast<int>(l))) continue;
         std::int64_t gcd = s.loops[l].size;
-        auto fold = [&](const std::vector<ir::TensorId>& ts,
-                        const std::vector<std::vector<int>>& maps) {
+        auto fold = [&](const std::vector<ir::TensorId>& ts, const algebra::OperandLoops& maps) {
           for (std::size_t j = 0; j < ts.size(); ++j)
             for (std::size_t d = 0; d < maps[j].size(); ++d)
               if (maps[j][d] == static_cast<int>(l)) {
@@ -382,10 +382,8 @@ class RecSearch {
       }
     }
   }
-  const std::vector<int>& in_dims(ir::OpId o, std::size_t j) const {
-    return ctx_.spaces[o].inputs[j];
-  }
-  const std::vector<int>& out_dims(ir::OpId o, std::size_t j) const {
+  std::span<const int> in_dims(ir::OpId o, std::size_t j) const { return ctx_.spaces[o].inputs[j]; }
+  std::span<const int> out_dims(ir::OpId o, std::size_t j) const {
     return ctx_.spaces[o].outputs[j];
   }
 

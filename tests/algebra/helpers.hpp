@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -56,7 +57,7 @@ inline std::string loops(const algebra::OpSpace& s) {
 }
 
 // Loop names of one operand's dims, "-" for unmapped: "i,k" or "-,j".
-inline std::string dims(const algebra::OpSpace& s, const std::vector<int>& m) {
+inline std::string dims(const algebra::OpSpace& s, std::span<const int> m) {
   std::string r;
   for (std::size_t d = 0; d < m.size(); ++d) {
     if (d > 0) r += ',';

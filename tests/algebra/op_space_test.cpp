@@ -291,14 +291,14 @@ struct Fuzzer {
 void check_invariants(const ir::Graph& g, const ir::Operator& op, const algebra::OpSpace& s) {
   std::set<std::string> names;
   for (const auto& l : s.loops) {
-    CHECK(names.insert(l.name).second);
+    CHECK(names.insert(l.name.str()).second);
     CHECK(l.size >= 0);
     CHECK(l.halo >= 0);
   }
   CHECK(std::isfinite(s.flops));
   CHECK(s.flops >= 0.0);
   const auto check_operands = [&](const std::vector<ir::TensorId>& ts,
-                                  const std::vector<std::vector<int>>& maps) {
+                                  const algebra::OperandLoops& maps) {
     REQUIRE(maps.size() == ts.size());
     for (std::size_t j = 0; j < ts.size(); ++j) {
       const ir::Shape& shape = g.tensor(ts[j]).shape;

@@ -36,16 +36,15 @@ std::size_t compare_rules(const ir::Graph& g) {
     for (int c = plan::kReplicated; c < static_cast<int>(s.loops.size()); ++c) {
       for (const bool out : {false, true}) {
         const auto& operands = out ? s.outputs : s.inputs;
-        for (const std::vector<int>& dims : operands) {
+        for (const std::span<const int> dims : operands) {
           INFO("operator " << g.op(o).name << ", choice " << c << (out ? ", output" : ", input"));
-          CHECK(plan::wanted_layout(s, c, &dims, out) ==
+          CHECK(plan::wanted_layout(s, c, dims, out) ==
                 search::detail::operand_layout(s, dims, out, c));
           ++compared;
         }
         // An operand the space does not list has no dims: the same as an
         // empty mapping for the search's rule.
-        CHECK(plan::wanted_layout(s, c, nullptr, out) ==
-              search::detail::operand_layout(s, {}, out, c));
+        CHECK(plan::wanted_layout(s, c, {}, out) == search::detail::operand_layout(s, {}, out, c));
       }
     }
   }

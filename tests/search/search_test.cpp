@@ -39,7 +39,9 @@ std::string loop_name(const ir::Graph& g, const search::SearchResult& r, const c
                       std::size_t axis) {
   const int l = loop_of(g, r, op, axis);
   if (l < 0) return "-";
-  return algebra::build_op_space(g, *g.find_operator(op)).loops[static_cast<std::size_t>(l)].name;
+  return algebra::build_op_space(g, *g.find_operator(op))
+      .loops[static_cast<std::size_t>(l)]
+      .name.str();
 }
 
 // Independent validity check of a plan: every split count divides its dim,

@@ -13,8 +13,12 @@
 // that dim's remaining slice; role Whole is never cut.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,8 +36,36 @@ enum class DimRole : std::uint8_t {
 
 [[nodiscard]] std::string_view dim_role_name(DimRole r) noexcept;
 
+// A loop's name ("i", "k", "d3", "in12", an einsum letter): at most kMax
+// characters, kept inline (a graph of 10^6 operators has some 4·10^6
+// loops, and a std::string would take 32 bytes for each).
+class LoopName {
+ public:
+  static constexpr std::size_t kMax = 7;
+
+  LoopName() = default;
+  // Implicit, as a name is a string. Error(kInternal) for a name over kMax
+  // characters (no kind makes one).
+  LoopName(std::string_view name);
+  LoopName(const char* name) : LoopName(std::string_view(name)) {}
+  LoopName(const std::string& name) : LoopName(std::string_view(name)) {}
+
+  [[nodiscard]] std::string_view view() const noexcept { return {chars_.data(), size_}; }
+  operator std::string_view() const noexcept { return view(); }
+  [[nodiscard]] std::string str() const { return std::string(view()); }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+
+  friend bool operator==(const LoopName& a, std::string_view b) noexcept { return a.view() == b; }
+  friend std::string operator+(std::string a, const LoopName& b) { return a.append(b.view()); }
+  friend std::string operator+(const LoopName& a, std::string_view b) { return a.str().append(b); }
+
+ private:
+  std::array<char, kMax> chars_{};
+  std::uint8_t size_ = 0;
+};
+
 struct LoopDim {
-  std::string name;       // "i", "k", "j"; einsum letters; "d0".. for elementwise
+  LoopName name;          // "i", "k", "j"; einsum letters; "d0".. for elementwise
   std::int64_t size = 1;  // extent of the iteration space along this loop
   DimRole role = DimRole::Parallel;
   // Window dims: input rows exchanged per split boundary (both neighbours
@@ -58,11 +90,70 @@ struct StridedDim {
   std::int64_t outer = 1;  // the merged dim's outer factor, > 1
 };
 
+// The loops of one side's operands (an operator's inputs, or its outputs):
+// (*this)[j][d] is the loop of dim d of operand j, kUnmapped if none. All
+// operands in one block, [count, end of each operand's dims, the dims], so
+// that an operator holds two blocks, not one vector per operand.
+class OperandLoops {
+ public:
+  OperandLoops() = default;
+  OperandLoops(std::initializer_list<std::initializer_list<int>> maps);
+  explicit OperandLoops(const std::vector<std::vector<int>>& maps);
+  // ranks.size() operands of these ranks, every dim kUnmapped.
+  explicit OperandLoops(std::span<const std::size_t> ranks);
+
+  [[nodiscard]] std::size_t size() const noexcept {
+    return block_.empty() ? 0 : static_cast<std::size_t>(block_[0]);
+  }
+  [[nodiscard]] bool empty() const noexcept { return size() == 0; }
+  [[nodiscard]] std::span<const int> operator[](std::size_t j) const noexcept {
+    const std::size_t n = size();
+    const auto from = static_cast<std::size_t>(j == 0 ? 0 : block_[j]);
+    const auto to = static_cast<std::size_t>(block_[j + 1]);
+    return {block_.data() + 1 + n + from, to - from};
+  }
+  // operator[] with j checked (std::out_of_range).
+  [[nodiscard]] std::span<const int> at(std::size_t j) const;
+
+  // The operands' lists in order (a range-for over the operands).
+  class Iterator {
+   public:
+    using value_type = std::span<const int>;
+    using difference_type = std::ptrdiff_t;
+    Iterator() = default;
+    Iterator(const OperandLoops* of, std::size_t j) noexcept : of_(of), j_(j) {}
+    std::span<const int> operator*() const noexcept { return (*of_)[j_]; }
+    Iterator& operator++() noexcept {
+      ++j_;
+      return *this;
+    }
+    Iterator operator++(int) noexcept {
+      Iterator was = *this;
+      ++j_;
+      return was;
+    }
+    friend bool operator==(const Iterator& a, const Iterator& b) noexcept { return a.j_ == b.j_; }
+
+   private:
+    const OperandLoops* of_ = nullptr;
+    std::size_t j_ = 0;
+  };
+  [[nodiscard]] Iterator begin() const noexcept { return {this, 0}; }
+  [[nodiscard]] Iterator end() const noexcept { return {this, size()}; }
+  // Sets dim d of operand j (the builder's and a merge region's revisions).
+  void set(std::size_t j, std::size_t d, int loop);
+
+  friend bool operator==(const OperandLoops&, const OperandLoops&) = default;
+
+ private:
+  std::vector<int> block_;
+};
+
 struct OpSpace {
   std::vector<LoopDim> loops;
   // inputs[j][d]: loop of dim d of input j (kUnmapped if none). Same for outputs.
-  std::vector<std::vector<int>> inputs;
-  std::vector<std::vector<int>> outputs;
+  OperandLoops inputs;
+  OperandLoops outputs;
   // Forward flops of the whole (uncut) operator; backward is counted by the
   // cost model (CostParams::backward_flops_factor).
   double flops = 0.0;

@@ -71,12 +71,12 @@
 namespace recsearch::plan {
 
 // The "operand layout" rule above: the layout on one axis of an operand with
-// dims `dims` (its OpSpace mapping; null when the space lists no such
+// dims `dims` (its OpSpace mapping; empty when the space lists no such
 // operand) of an operator choosing loop `c` (or kReplicated). The one
 // definition the evaluator and the execution layer share; the search keeps
 // its own copy on purpose (tests/plan/layout_rule_test.cpp compares them).
 [[nodiscard]] cost::AxisLayout wanted_layout(const algebra::OpSpace& s, int c,
-                                             const std::vector<int>* dims, bool is_output);
+                                             std::span<const int> dims, bool is_output);
 
 enum class CommReason : std::uint8_t { Layout, Gradient, Halo, Output };
 [[nodiscard]] std::string_view comm_reason_name(CommReason r) noexcept;
