@@ -37,25 +37,29 @@ LoopName::LoopName(std::string_view name) {
   size_ = static_cast<std::uint8_t>(name.size());
 }
 
-OperandLoops::OperandLoops(std::initializer_list<std::initializer_list<int>> maps) {
+namespace {
+
+// The block of OperandLoops: [count, end of each list's dims, the dims].
+template <class Lists>
+std::vector<int> operand_block(const Lists& maps) {
   std::size_t dims = 0;
   for (const auto& m : maps) dims += m.size();
-  block_.reserve(1 + maps.size() + dims);
-  block_.push_back(static_cast<int>(maps.size()));
+  std::vector<int> block;
+  block.reserve(1 + maps.size() + dims);
+  block.push_back(static_cast<int>(maps.size()));
   std::size_t end = 0;
-  for (const auto& m : maps) block_.push_back(static_cast<int>(end += m.size()));
-  for (const auto& m : maps) block_.insert(block_.end(), m.begin(), m.end());
+  for (const auto& m : maps) block.push_back(static_cast<int>(end += m.size()));
+  for (const auto& m : maps) block.insert(block.end(), m.begin(), m.end());
+  return block;
 }
 
-OperandLoops::OperandLoops(const std::vector<std::vector<int>>& maps) {
-  std::size_t dims = 0;
-  for (const auto& m : maps) dims += m.size();
-  block_.reserve(1 + maps.size() + dims);
-  block_.push_back(static_cast<int>(maps.size()));
-  std::size_t end = 0;
-  for (const auto& m : maps) block_.push_back(static_cast<int>(end += m.size()));
-  for (const auto& m : maps) block_.insert(block_.end(), m.begin(), m.end());
-}
+}  // namespace
+
+OperandLoops::OperandLoops(std::initializer_list<std::initializer_list<int>> maps)
+    : block_(operand_block(maps)) {}
+
+OperandLoops::OperandLoops(const std::vector<std::vector<int>>& maps)
+    : block_(operand_block(maps)) {}
 
 OperandLoops::OperandLoops(std::span<const std::size_t> ranks) {
   std::size_t dims = 0;

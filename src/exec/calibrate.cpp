@@ -536,12 +536,19 @@ std::string calibration_samples_json(const Calibration& c) {
   j["memory_Bps_from"] =
       "(1 + backward_flops_factor) * sum(bytes) / sum(forward_s + backward_s) over the "
       "kernels that are not GEMMs";
-  j["link"] = {{"latency_s", c.link.latency_s}, {"bandwidth_Bps", c.link.bandwidth_Bps}};
+  detail::put_collective_fits(j, c.link, c.kind_fits, c.collectives);
+  return j.dump(2);
+}
+
+void detail::put_collective_fits(nlohmann::ordered_json& j, const LinkFit& link,
+                                 const std::vector<std::pair<std::string, LinkFit>>& kind_fits,
+                                 const std::vector<CollectiveSample>& collectives) {
+  j["link"] = {{"latency_s", link.latency_s}, {"bandwidth_Bps", link.bandwidth_Bps}};
   j["kind_fits"] = nlohmann::ordered_json::object();
-  for (const auto& [kind, f] : c.kind_fits)
+  for (const auto& [kind, f] : kind_fits)
     j["kind_fits"][kind] = {{"latency_s", f.latency_s}, {"bandwidth_Bps", f.bandwidth_Bps}};
   j["collectives"] = nlohmann::ordered_json::array();
-  for (const auto& s : c.collectives) {
+  for (const auto& s : collectives) {
     j["collectives"].push_back({{"kind", s.kind},
                                 {"elements", s.elements},
                                 {"bytes", s.bytes},
@@ -550,7 +557,6 @@ std::string calibration_samples_json(const Calibration& c) {
                                 {"fit_seconds", s.fit_seconds},
                                 {"cluster_seconds", s.cluster_seconds}});
   }
-  return j.dump(2);
 }
 
 namespace {

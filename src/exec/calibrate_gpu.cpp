@@ -229,20 +229,7 @@ std::string gpu_calibration_samples_json(const GpuCalibration& c) {
     nlohmann::ordered_json lj;
     lj["name"] = l.name;
     lj["size"] = l.size;
-    lj["link"] = {{"latency_s", l.link.latency_s}, {"bandwidth_Bps", l.link.bandwidth_Bps}};
-    lj["kind_fits"] = nlohmann::ordered_json::object();
-    for (const auto& [kind, f] : l.kind_fits)
-      lj["kind_fits"][kind] = {{"latency_s", f.latency_s}, {"bandwidth_Bps", f.bandwidth_Bps}};
-    lj["collectives"] = nlohmann::ordered_json::array();
-    for (const auto& s : l.collectives) {
-      lj["collectives"].push_back({{"kind", s.kind},
-                                   {"elements", s.elements},
-                                   {"bytes", s.bytes},
-                                   {"steps", s.steps},
-                                   {"seconds", s.seconds},
-                                   {"fit_seconds", s.fit_seconds},
-                                   {"cluster_seconds", s.cluster_seconds}});
-    }
+    detail::put_collective_fits(lj, l.link, l.kind_fits, l.collectives);
     j["levels"].push_back(std::move(lj));
   }
   return j.dump(2);

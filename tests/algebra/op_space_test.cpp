@@ -10,6 +10,10 @@
 #include <limits>
 #include <random>
 #include <set>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "helpers.hpp"
 
@@ -395,4 +399,44 @@ TEST_CASE("robustness: random operators of every kind only ever throw recsearch:
   }
   MESSAGE("built " << built << ", rejected " << rejected);
   CHECK(built > 1000);  // the sweep must exercise real spaces, not only errors
+}
+
+TEST_CASE("op space: operand loops are one block, read per operand and revised in place") {
+  using recsearch::algebra::kUnmapped;
+  using recsearch::algebra::OperandLoops;
+  const OperandLoops m = {{0, 1, 2}, {}, {kUnmapped, 3}};
+  REQUIRE(m.size() == 3);
+  CHECK(std::vector<int>(m[0].begin(), m[0].end()) == std::vector<int>{0, 1, 2});
+  CHECK(m[1].empty());
+  CHECK(std::vector<int>(m[2].begin(), m[2].end()) == std::vector<int>{kUnmapped, 3});
+  // The same lists from vectors, and from ranks (every dim unmapped), then set.
+  CHECK(OperandLoops(std::vector<std::vector<int>>{{0, 1, 2}, {}, {kUnmapped, 3}}) == m);
+  const std::vector<std::size_t> ranks{3, 0, 2};
+  OperandLoops r{std::span<const std::size_t>(ranks)};
+  CHECK(r != m);
+  r.set(0, 0, 0);
+  r.set(0, 1, 1);
+  r.set(0, 2, 2);
+  r.set(2, 1, 3);
+  CHECK(r == m);
+  std::size_t operands = 0, dims = 0;
+  for (const std::span<const int> dims_of : m) {
+    ++operands;
+    dims += dims_of.size();
+  }
+  CHECK(operands == 3);
+  CHECK(dims == 5);
+  CHECK_THROWS_AS((void)m.at(3), std::out_of_range);
+  CHECK_THROWS_AS(r.set(1, 0, 0), std::out_of_range);
+  CHECK(OperandLoops().empty());
+}
+
+TEST_CASE("op space: loop names are kept inline up to 7 characters") {
+  using recsearch::algebra::LoopName;
+  const LoopName d("in254");
+  CHECK(d == "in254");
+  CHECK(d.size() == 5);
+  CHECK(std::string("loop ") + d == "loop in254");
+  CHECK(LoopName("abcdefg").str() == "abcdefg");
+  CHECK_THROWS_AS(LoopName("abcdefgh"), recsearch::Error);
 }

@@ -132,16 +132,24 @@ def case_module(_exe, _consumer, module):
     return 0
 
 
-def case_load(exe, _consumer, module):
+def mpi_exec_test(module, missing):
+    """exec_test (the graph and plan builders of the mpirun tests), or None
+    after saying why the case is skipped: no module (`missing`) or no mpirun."""
     if not module:
-        print("this build has no CUDA, so no GPU module: skipped")
-        return 77
+        print(f"{missing}: skipped")
+        return None
     if shutil.which("mpirun") is None:
         print("mpirun not found: skipped")
+        return None
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import exec_test
+    return exec_test
+
+
+def case_load(exe, _consumer, module):
+    exec_test = mpi_exec_test(module, "this build has no CUDA, so no GPU module")
+    if exec_test is None:
         return 77
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path.insert(0, here)
-    import exec_test  # the graph and plan builders of the mpirun tests
     with tempfile.TemporaryDirectory() as tmp:
         exec_test.TMP = tmp
         g = exec_test.chain_graph(8, 16, 24, 4)
@@ -236,15 +244,9 @@ def case_archs(_exe, _consumer, module):
 
 
 def case_fake(exe, _consumer, fake):
-    if not fake:
-        print("this build has no NCCL backend: skipped")
+    exec_test = mpi_exec_test(fake, "this build has no NCCL backend")
+    if exec_test is None:
         return 77
-    if shutil.which("mpirun") is None:
-        print("mpirun not found: skipped")
-        return 77
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path.insert(0, here)
-    import exec_test
     with tempfile.TemporaryDirectory() as tmp:
         exec_test.TMP = tmp
         g = exec_test.chain_graph(8, 16, 24, 4)
@@ -294,15 +296,9 @@ def close(a, b, rel=1e-6):
 
 
 def case_calibrate(exe, _consumer, fake):
-    if not fake:
-        print("this build has no NCCL backend: skipped")
+    exec_test = mpi_exec_test(fake, "this build has no NCCL backend")
+    if exec_test is None:
         return 77
-    if shutil.which("mpirun") is None:
-        print("mpirun not found: skipped")
-        return 77
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path.insert(0, here)
-    import exec_test
     latency, bandwidth = 3e-6, 5e10  # the fake link: 3 us per step, 50 GB/s
     with tempfile.TemporaryDirectory() as tmp:
         def run(ranks, extra, link=True):
