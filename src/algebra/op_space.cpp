@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <exception>
 #include <functional>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 
@@ -39,16 +40,25 @@ LoopName::LoopName(std::string_view name) {
 
 namespace {
 
-// The block of OperandLoops: [count, end of each list's dims, the dims].
+// The head of an OperandLoops block, [count, end of each list's dims], with
+// room reserved for the dims that follow; size_of(j) is list j's length.
+template <class SizeOf>
+std::vector<int> block_head(std::size_t count, SizeOf&& size_of) {
+  std::size_t dims = 0;
+  for (std::size_t j = 0; j < count; ++j) dims += size_of(j);
+  std::vector<int> block;
+  block.reserve(1 + count + dims);
+  block.push_back(static_cast<int>(count));
+  std::size_t end = 0;
+  for (std::size_t j = 0; j < count; ++j) block.push_back(static_cast<int>(end += size_of(j)));
+  return block;
+}
+
+// The whole block of lists `maps`: the head, then every list's dims.
 template <class Lists>
 std::vector<int> operand_block(const Lists& maps) {
-  std::size_t dims = 0;
-  for (const auto& m : maps) dims += m.size();
-  std::vector<int> block;
-  block.reserve(1 + maps.size() + dims);
-  block.push_back(static_cast<int>(maps.size()));
-  std::size_t end = 0;
-  for (const auto& m : maps) block.push_back(static_cast<int>(end += m.size()));
+  std::vector<int> block =
+      block_head(maps.size(), [&](std::size_t j) { return std::next(maps.begin(), j)->size(); });
   for (const auto& m : maps) block.insert(block.end(), m.begin(), m.end());
   return block;
 }
@@ -61,13 +71,9 @@ OperandLoops::OperandLoops(std::initializer_list<std::initializer_list<int>> map
 OperandLoops::OperandLoops(const std::vector<std::vector<int>>& maps)
     : block_(operand_block(maps)) {}
 
-OperandLoops::OperandLoops(std::span<const std::size_t> ranks) {
-  std::size_t dims = 0;
-  for (const std::size_t r : ranks) dims += r;
-  block_.reserve(1 + ranks.size() + dims);
-  block_.push_back(static_cast<int>(ranks.size()));
-  std::size_t end = 0;
-  for (const std::size_t r : ranks) block_.push_back(static_cast<int>(end += r));
+OperandLoops::OperandLoops(std::span<const std::size_t> ranks)
+    : block_(block_head(ranks.size(), [&](std::size_t j) { return ranks[j]; })) {
+  const std::size_t dims = ranks.empty() ? 0 : static_cast<std::size_t>(block_.back());
   block_.resize(1 + ranks.size() + dims, kUnmapped);
 }
 
