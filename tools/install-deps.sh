@@ -11,7 +11,8 @@
 # libclang-rt-14-dev: libFuzzer, for tools/fuzz.sh; coinor-libcbc-dev: the
 # MIP solver of the ilp reference search; clang-format: tools/check_format.sh,
 # which tools/test.sh runs; clang-tidy: tools/check_tidy.sh; libsimdjson-dev:
-# the fast graph reader, simdjson's On-Demand parser.)
+# the fast graph reader, simdjson's On-Demand parser; libjemalloc-dev: the
+# recsearch tool's allocator.)
 # (python3-torch, python3-torchvision, python3-onnx: the ONNX tests export
 # real PyTorch models with torch.onnx, and the Python package's torch.fx
 # front end is tested on them.)
@@ -21,6 +22,7 @@ packages=(meson ninja-build pkg-config cmake g++ libboost-graph-dev libtbb-dev
           nlohmann-json3-dev doctest-dev libcli11-dev libopenmpi-dev openmpi-bin python3
           libonnx-dev libprotobuf-dev libonnx-testdata chromium graphviz
           clang libclang-rt-14-dev coinor-libcbc-dev clang-format clang-tidy libsimdjson-dev
+          libjemalloc-dev
           python3-torch python3-torchvision python3-onnx)
 
 if ! command -v dpkg >/dev/null 2>&1; then

@@ -70,6 +70,9 @@ struct rs_result {
   std::vector<recsearch::plan::Recompute> recompute;
   std::vector<int> zero;
   recsearch::plan::ZeroAxes zero_axes;
+  // Each tensor's sharding as lists (the evaluation keeps them coded): what
+  // rs_result_tensor_sharding and rs_result_tensor_partial point into.
+  std::vector<recsearch::plan::TensorSharding> shardings;
 
   [[nodiscard]] const recsearch::ir::Graph& graph() const noexcept {
     return solution.problem().graph();

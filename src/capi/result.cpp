@@ -18,7 +18,7 @@ namespace recsearch::capi {
 namespace {
 
 std::unique_ptr<rs_result> make_result(Solution solution) {
-  auto r = std::unique_ptr<rs_result>(new rs_result{std::move(solution), {}, {}, {}, {}, {}});
+  auto r = std::unique_ptr<rs_result>(new rs_result{std::move(solution), {}, {}, {}, {}, {}, {}});
   const auto& spaces = r->solution.problem().spaces();
   const auto& cuts = r->plan().cuts;
   r->cut_names.resize(cuts.size());
@@ -33,6 +33,9 @@ std::unique_ptr<rs_result> make_result(Solution solution) {
     r->zero = plan::parameter_zero(r->graph(), r->plan().training);
     r->zero_axes = plan::zero_axes(r->graph(), spaces, r->plan());
   }
+  const plan::TensorShardings& shardings = r->eval().tensors;
+  r->shardings.resize(shardings.size());
+  for (std::size_t t = 0; t < shardings.size(); ++t) shardings.read(t, r->shardings[t]);
   const Cluster& cluster = r->solution.cluster();
   for (const Cut& cut : r->plan().mesh)
     r->axis_levels.push_back(cut.level < cluster.levels().size() ? cluster.levels()[cut.level].name
@@ -282,7 +285,7 @@ rs_status rs_result_tensor_sharding(const rs_result* r, size_t tensor, size_t di
                                     const uint32_t** axes, size_t* count) {
   return guard([&] {
     const rs_result& rr = capi::res(r);
-    const plan::TensorSharding& ts = rr.eval().tensors.at(capi::tensor_index(rr, tensor));
+    const plan::TensorSharding& ts = rr.shardings.at(capi::tensor_index(rr, tensor));
     if (dim >= ts.dims.size())
       throw Error(Errc::kUsage, "dimension " + std::to_string(dim) + " out of range: tensor '" +
                                     rr.graph().tensor(static_cast<ir::TensorId>(tensor)).name +
@@ -298,7 +301,7 @@ rs_status rs_result_tensor_partial(const rs_result* r, size_t tensor, const uint
                                    size_t* count) {
   return guard([&] {
     const rs_result& rr = capi::res(r);
-    const plan::TensorSharding& ts = rr.eval().tensors.at(capi::tensor_index(rr, tensor));
+    const plan::TensorSharding& ts = rr.shardings.at(capi::tensor_index(rr, tensor));
     need(axes, "output pointer");
     need(count, "output pointer");
     *axes = ts.partial.data();

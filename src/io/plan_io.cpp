@@ -932,7 +932,13 @@ void print_operator(std::string& out, bool spaced, const PlanContext& c, ir::OpI
 // then, in full detail, the same on the named mesh.
 void print_tensor(std::string& out, bool spaced, const PlanContext& c, ir::TensorId t) {
   const ir::Tensor& tensor = c.g.tensor(t);
-  const plan::TensorSharding* ts = t < c.ev.tensors.size() ? &c.ev.tensors[t] : nullptr;
+  // Read into one sharding per thread: its lists are reused, tensor after tensor.
+  thread_local plan::TensorSharding sharding;
+  const plan::TensorSharding* ts = nullptr;
+  if (t < c.ev.tensors.size()) {
+    c.ev.tensors.read(t, sharding);
+    ts = &sharding;
+  }
   out += '{';
   detail::append_key(out, "name", spaced);
   detail::append_string(out, tensor.name);

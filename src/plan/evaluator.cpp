@@ -257,14 +257,10 @@ class Evaluator {
 
   // The empty shardings a Full or Shardings evaluation fills.
   void init_shardings() {
-    ev_.tensors.resize(n_tensors_);
-    held_direct_ = false;
-    for (std::size_t t = 0; t < n_tensors_; ++t) {
-      const std::size_t rank = g_.tensor(static_cast<ir::TensorId>(t)).rank();
-      ev_.tensors[t].dims.resize(rank);
-      if (rank > kMaxCodedRank) held_direct_ = true;
-    }
-    if (!held_direct_) held_.assign(p_.mesh.size() * n_tensors_, kHeldNone);
+    std::vector<std::uint32_t> ranks(n_tensors_);
+    for (std::size_t t = 0; t < n_tensors_; ++t)
+      ranks[t] = static_cast<std::uint32_t>(g_.tensor(static_cast<ir::TensorId>(t)).rank());
+    ev_.tensors = TensorShardings(std::move(ranks), p_.mesh.size());
   }
 
   // The strategies a Full evaluation reports.
@@ -324,32 +320,6 @@ class Evaluator {
       if (c != kReplicated) loop_split_[loop_begin_[o] + static_cast<std::size_t>(c)] *= k;
     }
     if (shardings) record_shardings(a);
-  }
-
-  // The shardings record_shardings coded, as lists of axes in axis order,
-  // each list allocated once at its length.
-  void finish_shardings() {
-    if (held_direct_) return;
-    const std::size_t n_axes = p_.mesh.size();
-    std::array<std::uint32_t, kMaxCodedRank> count{};
-    for (std::size_t t = 0; t < n_tensors_; ++t) {
-      TensorSharding& ts = ev_.tensors[t];
-      std::fill_n(count.begin(), ts.dims.size(), 0);
-      std::uint32_t partial = 0;
-      for (std::size_t a = 0; a < n_axes; ++a) {
-        const std::uint8_t c = held_[a * n_tensors_ + t];
-        if (c == kHeldPartial) ++partial;
-        if (c >= kHeldShard) ++count[c - kHeldShard];
-      }
-      ts.partial.reserve(partial);
-      for (std::size_t d = 0; d < ts.dims.size(); ++d) ts.dims[d].reserve(count[d]);
-      for (std::size_t a = 0; a < n_axes; ++a) {
-        const std::uint8_t c = held_[a * n_tensors_ + t];
-        if (c == kHeldPartial) ts.partial.push_back(static_cast<std::uint32_t>(a));
-        if (c >= kHeldShard) ts.dims[c - kHeldShard].push_back(static_cast<std::uint32_t>(a));
-      }
-    }
-    held_ = {};
   }
 
   // Compute: each operator's share of the work on its final slices, in
@@ -587,26 +557,13 @@ class Evaluator {
 
   // The holders' shardings on axis a, into the evaluation's tensors.
   void record_shardings(std::uint32_t a) {
-    if (!held_direct_) {
-      std::uint8_t* row = held_.data() + std::size_t{a} * n_tensors_;
-      for (ir::TensorId t = 0; t < n_tensors_; ++t) {
-        const std::uint32_t h = slots_.holder[t];
-        if (h == kNoSlot) continue;
-        if (layout_[h].kind == LayoutKind::Shard) {
-          row[t] = static_cast<std::uint8_t>(kHeldShard + layout_[h].dim);
-        } else if (layout_[h].kind == LayoutKind::Partial) {
-          row[t] = kHeldPartial;
-        }
-      }
-      return;
-    }
     for (ir::TensorId t = 0; t < n_tensors_; ++t) {
       const std::uint32_t h = slots_.holder[t];
       if (h == kNoSlot) continue;
       if (layout_[h].kind == LayoutKind::Shard) {
-        ev_.tensors[t].dims[static_cast<std::size_t>(layout_[h].dim)].push_back(a);
+        ev_.tensors.set_split(t, a, static_cast<std::size_t>(layout_[h].dim));
       } else if (layout_[h].kind == LayoutKind::Partial) {
-        ev_.tensors[t].partial.push_back(a);
+        ev_.tensors.set_partial(t, a);
       }
     }
   }
@@ -658,16 +615,6 @@ class Evaluator {
   std::vector<std::int8_t> codes_;
   bool codes_exact_ = true;
   std::vector<Want> wants_;  // scratch of layout_events
-  // record_shardings: per axis (axis-major), each tensor's holder layout in
-  // a byte (kHeldNone, kHeldPartial, kHeldShard + dim), turned into the
-  // shardings' lists by finish_shardings. Appending each axis to each
-  // tensor's lists as it was found regrew up to 1.6 M small vectors per
-  // axis, in tensor order across the heap; a tensor of rank over
-  // kMaxCodedRank (held_direct_) is appended to directly, as before.
-  static constexpr std::uint8_t kHeldNone = 0, kHeldPartial = 1, kHeldShard = 2;
-  static constexpr std::size_t kMaxCodedRank = 256 - kHeldShard;
-  std::vector<std::uint8_t> held_;
-  bool held_direct_ = true;
 };
 
 }  // namespace
@@ -786,7 +733,6 @@ Evaluation evaluate_graph(const ir::Graph& g, const std::vector<algebra::OpSpace
     // An axis of size 1 has no events; its layouts still name it in shardings.
     e.advance(a, shardings);
   }
-  if (shardings) e.finish_shardings();
 
   e.compute(cluster.device());
   ev.summary.communication_s = sink.communication_s;

@@ -520,16 +520,25 @@ class FoldedLadder {
     res_.memory_rungs = rung < 0 ? kLadderRungs + 1 : rung;
     const double full_mem = ev.summary.memory_per_device_bytes;
     if (fits) {
-      res_.plan = full;
       res_.eval = std::move(ev);
       res_.bookkept_step_time_s = best_step_;
       res_.expert_plan = best_expert_;
+      bound_.passed(full_mem);
+    }
+    // Without polish (then the plan fits: see the throws above) the
+    // unfolded plan is the result, moved: at 10^7 operators a copy of its
+    // cuts is most of a gigabyte.
+    if (!may_polish(ctx)) {
+      res_.plan = std::move(full);
+      return;
+    }
+    if (fits) {
+      res_.plan = full;
     } else {
       res_.plan.cuts.clear();
     }
-    if (fits) bound_.passed(full_mem);
-    const bool polished = may_polish(ctx) && take_polished(ctx, std::move(full), full_mem, fits,
-                                                           res_, best_mem_, false, &bound_);
+    const bool polished =
+        take_polished(ctx, std::move(full), full_mem, fits, res_, best_mem_, false, &bound_);
     if (!fits && !polished) throw NoFit(ctx.budget, ctx.cluster, best_mem_);
   }
 

@@ -316,13 +316,14 @@ TEST_CASE("plan_to_json writes the evaluation, and reads back to the same plan")
     CHECK(jt["name"] == f.g.tensor(t).name);
     CHECK(jt["shape"].get<ir::Shape>() == f.g.tensor(t).shape);
     REQUIRE(jt["sharding"].size() == f.g.tensor(t).rank());
+    const plan::TensorSharding ts = ev.tensors[t];  // a copy: the evaluation keeps codes
     for (std::size_t d = 0; d < f.g.tensor(t).rank(); ++d) {
       std::vector<std::string> want;
-      for (const auto a : ev.tensors[t].dims[d]) want.push_back(p.mesh[a].axis);
+      for (const auto a : ts.dims[d]) want.push_back(p.mesh[a].axis);
       CHECK(jt["sharding"][d].get<std::vector<std::string>>() == want);
     }
     std::vector<std::string> partial;
-    for (const auto a : ev.tensors[t].partial) partial.push_back(p.mesh[a].axis);
+    for (const auto a : ts.partial) partial.push_back(p.mesh[a].axis);
     CHECK(jt["partial"].get<std::vector<std::string>>() == partial);
   }
   // h is held by mm: split i on c1, j on c2, partial on c0.

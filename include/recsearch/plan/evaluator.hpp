@@ -104,6 +104,46 @@ struct TensorSharding {
   std::vector<std::uint32_t> partial;
 };
 
+// Where every tensor of a graph lives (Evaluation::tensors), kept as one
+// byte per tensor and mesh axis: none, partial, or the dim the axis
+// splits. A list per dim cost about 200 bytes a tensor in small vectors
+// (two gigabytes at 10^7 operators); the bytes cost one per axis. A graph
+// with a tensor of rank over kMaxCodedRank keeps the lists themselves.
+// Reading a tensor's sharding builds its lists: operator[] and at() return
+// a copy (bind it, or its members, before walking them), read() fills a
+// caller's TensorSharding and reuses its storage.
+class TensorShardings {
+ public:
+  static constexpr std::size_t kMaxCodedRank = 254;
+
+  TensorShardings() = default;
+  // `ranks.size()` tensors of these ranks on `axes` mesh axes, each held
+  // whole until set_split or set_partial says otherwise.
+  TensorShardings(std::vector<std::uint32_t> ranks, std::size_t axes);
+
+  // Mesh axis `axis` splits dim `dim` of tensor t (dim < its rank).
+  void set_split(std::size_t t, std::size_t axis, std::size_t dim);
+  // Tensor t is partial on mesh axis `axis`.
+  void set_partial(std::size_t t, std::size_t axis);
+
+  [[nodiscard]] std::size_t size() const noexcept { return ranks_.size(); }
+  [[nodiscard]] bool empty() const noexcept { return ranks_.empty(); }
+  [[nodiscard]] std::size_t axes() const noexcept { return axes_; }
+  [[nodiscard]] TensorSharding operator[](std::size_t t) const;
+  [[nodiscard]] TensorSharding at(std::size_t t) const;  // std::out_of_range past size()
+  // Tensor t's sharding into `out`, its lists cleared and refilled.
+  void read(std::size_t t, TensorSharding& out) const;
+
+ private:
+  static constexpr std::uint8_t kNone = 0, kPartial = 1, kSplit = 2;
+  std::vector<std::uint32_t> ranks_;
+  std::size_t axes_ = 0;
+  // [axis * size() + t]: the evaluator records an axis at a time, and a
+  // reader walking the tensors in order reads one stream per axis.
+  std::vector<std::uint8_t> codes_;
+  std::vector<TensorSharding> lists_;  // instead, where a rank exceeds kMaxCodedRank
+};
+
 struct OpCost {
   double compute_s = 0;
   double communication_s =
@@ -180,7 +220,7 @@ class RedistributionSummary {
 
 struct Evaluation {
   std::vector<ir::Strategy> strategies;  // per operator
-  std::vector<TensorSharding> tensors;   // per tensor
+  TensorShardings tensors;               // per tensor
   std::vector<CommEvent> events;         // in (axis, kind, tensor/op) order
   std::vector<OpCost> op_costs;          // per operator
   // EvalDetail::Shardings: the events summed as they were found, in place
