@@ -250,6 +250,9 @@ class LayoutWriter {
     sink_.maybe_flush();
   }
   void end_array();
+  // Writes out what is pending once a block has gathered (file sinks): for
+  // object_field's tail, between the members it prints.
+  void maybe_flush() { sink_.maybe_flush(); }
   // The document, with a final newline when indented.
   [[nodiscard]] std::string finish();
 

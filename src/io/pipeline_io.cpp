@@ -252,6 +252,7 @@ std::string pipeline_to_json(const ir::Graph& g, const std::vector<algebra::OpSp
     for (std::size_t j = 0; j < pp.stages.size(); ++j) {
       if (j > 0) out += detail::comma(spaced);
       print_stage(out, spaced, g, spaces, cluster, group, pp, pe, j);
+      w.maybe_flush();
     }
     out += ']';
   };

@@ -1119,8 +1119,9 @@ class TrainingMembers {
   // Whether "zero_axes" is written.
   [[nodiscard]] bool any() const noexcept { return any_; }
 
-  // The value of "zero_axes".
-  void print_axes(std::string& out, bool spaced) const {
+  // The value of "zero_axes"; `between` runs after each member (the
+  // writer's flush: a member per parameter is too many to hold at once).
+  void print_axes(std::string& out, bool spaced, const std::function<void()>& between) const {
     out += '{';
     bool first = true;
     for (ir::TensorId t = 0; t < c_.g.num_tensors(); ++t) {
@@ -1130,6 +1131,7 @@ class TrainingMembers {
       detail::append_string(out, c_.g.tensor(t).name);
       out += detail::colon(spaced);
       c_.text.append_axes(out, axes_.of(t), spaced);
+      between();
     }
     out += '}';
   }
@@ -1147,7 +1149,7 @@ class TrainingMembers {
       out += detail::comma(spaced);
     }
     detail::append_key(out, "zero_axes", spaced);
-    print_axes(out, spaced);
+    print_axes(out, spaced, [] {});
     out += '}';
   }
 
@@ -1164,7 +1166,7 @@ class TrainingMembers {
 void write_training(detail::LayoutWriter& w, const PlanContext& c) {
   const TrainingMembers t(c);
   const std::function<void(std::string&, bool)> print = [&](std::string& out, bool spaced) {
-    t.print_axes(out, spaced);
+    t.print_axes(out, spaced, [&] { w.maybe_flush(); });
   };
   w.object_field("training", t.head(), "zero_axes", t.any() ? &print : nullptr);
 }

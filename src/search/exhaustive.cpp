@@ -270,7 +270,7 @@ double held_memory(const Context& ctx, ir::OpId o, const std::vector<std::int64_
       for (std::size_t a = 0; a < ctx.mesh.size(); ++a)
         if (st.cuts[a] != plan::kReplicated && st.layout[j][a].kind == LayoutKind::Replicate)
           ways *= static_cast<double>(ctx.mesh[a].size);
-      mem += slice * ctx.state[id].sharded(ctx.training.zero_stage, ways);
+      mem += slice * ctx.state(id).sharded(ctx.training.zero_stage, ways);
     } else if (t.kind == ir::TensorKind::Input && mode == Mode::Train) {
       mem += slice * ctx.held_factor[id];
     }

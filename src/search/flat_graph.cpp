@@ -18,13 +18,14 @@ Context::Context(const ir::Graph& graph, const std::vector<algebra::OpSpace>& op
       precision(plan::operator_precisions(graph, o.cost)) {
   const bool train = o.mode == Mode::Train;
   if (train) rules = plan::memory_rules(g, spaces, plan::operator_recompute(g, training));
+  for (std::size_t d = 0; d < ir::kDTypeCount; ++d)
+    state_by_dtype[d] = plan::parameter_state(
+        o.cost, o.mode, static_cast<int>(ir::dtype_size(static_cast<ir::DType>(d))));
   held_factor.assign(g.num_tensors(), 1.0);
-  state.assign(g.num_tensors(), plan::ParameterState{});
   for (std::size_t t = 0; t < g.num_tensors(); ++t) {
     const ir::Tensor& x = g.tensor(static_cast<ir::TensorId>(t));
     if (x.kind == ir::TensorKind::Parameter) {
-      state[t] = plan::parameter_state(o.cost, o.mode, static_cast<int>(ir::dtype_size(x.dtype)));
-      held_factor[t] = state[t].total();
+      held_factor[t] = state(static_cast<ir::TensorId>(t)).total();
     } else if (train) {
       held_factor[t] = rules.saved[t];
       // A recomputed tensor is live with its segment only: its share of one.

@@ -620,7 +620,7 @@ class RecSearch {
       // largest is the peak.
       if (f & kParameter) {
         if (flat_.in_holds[in0 + j]) {
-          const plan::ParameterState& st = ctx_.state[tid];
+          const plan::ParameterState& st = ctx_.state(tid);
           const bool dp = c != plan::kReplicated && lay[j].kind == LayoutKind::Replicate;
           mem +=
               after * (dp ? st.sharded(training_.zero_stage, static_cast<double>(k)) : st.total());

@@ -2,6 +2,7 @@
 // Tensors of the graph IR: element types, shapes and the role a tensor plays.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -17,6 +18,8 @@ inline constexpr std::uint32_t kNone = 0xFFFFFFFFu;
 
 // Element types of the graph file (`"dtype"`).
 enum class DType : std::uint8_t { F64, F32, F16, BF16, F8, I64, I32, I16, I8, U8, Bool };
+inline constexpr std::size_t kDTypeCount = 11;  // the DType values, 0 to Bool
+static_assert(static_cast<std::size_t>(DType::Bool) + 1 == kDTypeCount);
 
 // Bytes per element (bool and f8 take one byte).
 [[nodiscard]] std::size_t dtype_size(DType t) noexcept;
