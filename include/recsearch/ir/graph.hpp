@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "recsearch/ir/attrs.hpp"
+#include "recsearch/ir/boxed_optional.hpp"
 #include "recsearch/ir/detail/name_index.hpp"
 #include "recsearch/ir/op_kind.hpp"
 #include "recsearch/ir/tensor.hpp"
@@ -43,8 +44,8 @@ struct Operator {
   std::vector<TensorId> inputs;
   std::vector<TensorId> outputs;
   Attrs attrs;
-  std::optional<Strategy> strategy;                 // pinned by the user
-  std::optional<std::vector<std::string>> allowed;  // loop dims the search may cut
+  BoxedOptional<Strategy> strategy;                 // pinned by the user
+  BoxedOptional<std::vector<std::string>> allowed;  // loop dims the search may cut
   std::optional<Recompute> recompute;               // training: pinned recomputation
   OpKind kind = OpKind::Custom;                     // derived from type by add_operator
 };
