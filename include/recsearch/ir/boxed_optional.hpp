@@ -17,10 +17,11 @@ template <class T>
 class BoxedOptional {
  public:
   BoxedOptional() noexcept = default;
-  BoxedOptional(std::nullopt_t) noexcept {}  // NOLINT(google-explicit-constructor): as std::optional
-  BoxedOptional(T value)                     // NOLINT(google-explicit-constructor): as std::optional
-      : value_(std::make_unique<T>(std::move(value))) {}
-  BoxedOptional(const BoxedOptional& o) : value_(o.value_ ? std::make_unique<T>(*o.value_) : nullptr) {}
+  // Implicit, as std::optional's: `op.strategy = std::nullopt`, `= strategy`.
+  BoxedOptional(std::nullopt_t) noexcept {}
+  BoxedOptional(T value) : value_(std::make_unique<T>(std::move(value))) {}
+  BoxedOptional(const BoxedOptional& o)
+      : value_(o.value_ ? std::make_unique<T>(*o.value_) : nullptr) {}
   BoxedOptional(BoxedOptional&&) noexcept = default;
   ~BoxedOptional() = default;
 
