@@ -196,11 +196,17 @@ struct UseRows {
 // for one not assigned yet (left out). `rows` is scratch: each use's rows
 // are looked up once, not once per axis, and a request is matched against
 // the earlier uses directly (a tensor has a few), so the hot loop
-// allocates nothing.
+// allocates nothing. The sum runs axis by axis from 0: `prefix`, when
+// given, receives before each axis a the sum so far; a caller whose
+// inputs agree with an earlier call's on the axes before `from` passes
+// that call's prefix[from] as `start` and gets, bit for bit, the same sum
+// as from axis 0 (Polish::tensor_edge).
 template <class StrategyOf>
 double tensor_redistribution(const Context& ctx, const FlatGraph& flat, ir::TensorId t,
                              const OpStrategy& holder, std::size_t holder_slot,
-                             StrategyOf&& strategy_of, std::vector<UseRows>& rows) {
+                             StrategyOf&& strategy_of, std::vector<UseRows>& rows,
+                             std::size_t from = 0, double start = 0.0,
+                             double* prefix = nullptr) {
   const double bytes = flat.bytes[t];
   rows.clear();
   for (const FlatGraph::UseSlot& use : flat.use_slots_of(t)) {
@@ -208,8 +214,9 @@ double tensor_redistribution(const Context& ctx, const FlatGraph& flat, ir::Tens
     if (us != nullptr) rows.push_back({us->layout[use.slot], us->divisor[use.slot]});
   }
   const cost::AxisLayout* held = holder.layout[holder_slot];
-  double total = 0;
-  for (std::size_t a = 0; a < ctx.mesh.size(); ++a) {
+  double total = start;
+  for (std::size_t a = from; a < ctx.mesh.size(); ++a) {
+    if (prefix != nullptr) prefix[a] = total;
     for (std::size_t k = 0; k < rows.size(); ++k) {
       const cost::AxisLayout l = rows[k].layout[a];
       const std::int64_t d = rows[k].divisor[a];

@@ -102,9 +102,17 @@ constexpr double kKickBinding = 0.5;
 
 // A strategy as polish holds it: made once per (operator, cuts) by Memo and
 // shared by address; `id` numbers it among its operator's (Polish::edge_key).
+// Its neighbouring strategies (Polish::neighbours_of), a function of its
+// cuts alone, are listed on the first ask: every sweep, region try and
+// response walks the current strategy's, and working them out each time
+// (the legal choices per axis, a hash lookup per candidate) was a sixth
+// of polish.
 struct Held {
   OpStrategy s;
   std::uint32_t id = 0;
+  mutable bool listed = false;
+  mutable std::vector<const Held*> moves;  // one axis's choice changed
+  mutable std::vector<const Held*> swaps;  // two axes' choices traded
 };
 
 struct CutsHash {
@@ -132,7 +140,7 @@ class Memo {
     for (; p.index[i] != kEmpty; i = (i + 1) & mask)
       if (p.made[p.index[i]].s.cuts == cuts) return p.made[p.index[i]];
     const auto id = static_cast<std::uint32_t>(p.made.size());
-    p.made.push_back(Held{make_strategy(ctx, o, cuts), id});
+    p.made.push_back(Held{make_strategy(ctx, o, cuts), id, false, {}, {}});
     p.index[i] = id;
     return p.made.back();
   }
@@ -226,8 +234,9 @@ class Polish {
         if (uses(t) > kMaxUses) movable_[o] = 0;
     }
     edge_.resize(ctx.g.num_tensors());
+    prefix_.assign(ctx.g.num_tensors() * ctx.mesh.size(), 0.0);
     for (std::size_t t = 0; t < ctx.g.num_tensors(); ++t)
-      edge_[t] = tensor_edge(static_cast<ir::TensorId>(t), ir::kNone, nullptr);
+      edge_[t] = current_edge(static_cast<ir::TensorId>(t), 0);
     held_ = 0;
     for (const Held* s : cur_) {
       held_ += s->s.mem;
@@ -264,7 +273,11 @@ class Polish {
   // pinned.
   [[nodiscard]] std::vector<std::vector<std::int16_t>> kicks(ir::OpId o) const {
     if (!movable_[o]) return {};
-    return neighbours(o, true);
+    std::vector<std::vector<std::int16_t>> out;
+    const Held& now = neighbours_of(o);
+    for (const auto* list : {&now.moves, &now.swaps})
+      for (const Held* h : *list) out.push_back(h->s.cuts);
+    return out;
   }
 
   // Sets o to `cuts` whatever that costs and holds it there until release().
@@ -357,13 +370,18 @@ class Polish {
     std::size_t attempts =
         std::min(kRegionAttempts, std::max(order.size() / 2, kRegionWork / (axes * axes)));
     bool any = false;
+    std::vector<const Held*> tries;
     for (ir::OpId o : order) {
       if (attempts == 0) break;
-      for (auto& cuts : neighbours(o, true)) {
+      // A copy: a region that stays changes o's strategy.
+      const Held& now = neighbours_of(o);
+      tries.assign(now.moves.begin(), now.moves.end());
+      tries.insert(tries.end(), now.swaps.begin(), now.swaps.end());
+      for (const Held* alt : tries) {
         if (attempts == 0) break;
         --attempts;
-        if (region_move(o, cuts, untouched, gain, false) ||
-            (small_ && region_move(o, cuts, untouched, gain, true))) {
+        if (region_move(o, alt, untouched, gain, false) ||
+            (small_ && region_move(o, alt, untouched, gain, true))) {
           any = true;
           break;
         }
@@ -379,12 +397,11 @@ class Polish {
   // did not before. Under collective latencies a chain changed one
   // operator at a time pays the same collective at every step, so only
   // the chain as a whole shows its gain.
-  bool region_move(ir::OpId o, const std::vector<std::int16_t>& cuts, double untouched, double gain,
-                   bool propagate) {
+  bool region_move(ir::OpId o, const Held* alt, double untouched, double gain, bool propagate) {
     undo_.clear();
     const bool was_over = !fits(untouched);
     region_.clear();
-    double delta = apply(o, &memo_->strategy(ctx_, o, cuts));
+    double delta = apply(o, alt);
     region_.emplace_back(o, 0);
     enqueue(o, 0);
     for (std::size_t head = 1; head < region_.size() && undo_.size() < region_ops_; ++head) {
@@ -406,8 +423,7 @@ class Polish {
     for (std::size_t x = undo_.size(); x-- > 0;) {
       const ir::OpId op = undo_[x].first;
       held_ += undo_[x].second->s.mem - cur_[op]->s.mem;
-      set_strategy(op, undo_[x].second);
-      for (ir::TensorId t : touched(op)) edge_[t] = tensor_edge(t, ir::kNone, nullptr);
+      move_to(op, undo_[x].second);
     }
     return false;
   }
@@ -429,13 +445,22 @@ class Polish {
     for (ir::TensorId t : ts) before += edge_[t];
     held_ += s->s.mem - cur_[o]->s.mem;
     undo_.emplace_back(o, cur_[o]);
-    set_strategy(o, s);
+    move_to(o, s);
     after += hidden_now();
-    for (ir::TensorId t : ts) {
-      edge_[t] = tensor_edge(t, ir::kNone, nullptr);
-      after += edge_[t];
-    }
+    for (ir::TensorId t : ts) after += edge_[t];
     return after - before;
+  }
+
+  // Sets o's strategy to s, and its tensors' seconds (edge_, prefix_) to
+  // the new strategies': each summed from the first axis on which it
+  // changes (first_change), the sums before it kept.
+  void move_to(ir::OpId o, const Held* s) {
+    const auto ts = touched(o);
+    std::vector<std::size_t>& from = froms_;
+    from.clear();
+    for (ir::TensorId t : ts) from.push_back(first_change(t, o, s->s));
+    set_strategy(o, s);
+    for (std::size_t i = 0; i < ts.size(); ++i) edge_[ts[i]] = current_edge(ts[i], from[i]);
   }
 
   // The largest working set with the region's changes (inference): the
@@ -479,24 +504,24 @@ class Polish {
     double best = -gain;
     double best_mem = 0;
     bool found = false;
-    for_each_neighbour(n, false, [&](const std::vector<std::int16_t>& cuts) {
-      const Held& alt = memo_->strategy(ctx_, n, cuts);
-      const double mem = held_ - now.mem + alt.s.mem + std::max(peak, alt.s.work) + untouched;
+    for (const Held* alt : neighbours_of(n).moves) {
+      const double mem = held_ - now.mem + alt->s.mem + std::max(peak, alt->s.work) + untouched;
       if (mem > ctx_.budget) {
         binding_ = true;
-        return;
+        continue;
       }
-      const double hc = hidden_change(now, alt.s);
-      const auto dt_of = [&](double edges) { return alt.s.own + edges - now.own - edges_now + hc; };
-      const double edges_alt =
-          edges_unless(ts, n, &alt, [&](double e) { return dt_of(e) >= best; });
+      const double hc = hidden_change(now, alt->s);
+      const auto dt_of = [&](double edges) {
+        return alt->s.own + edges - now.own - edges_now + hc;
+      };
+      const double edges_alt = edges_unless(ts, n, alt, [&](double e) { return dt_of(e) >= best; });
       const double dt = dt_of(edges_alt);
-      if (dt >= best) return;
+      if (dt >= best) continue;
       best = dt;
       best_mem = mem;
-      out = &alt;
+      out = alt;
       found = true;
-    });
+    }
     // The response chosen is the fastest that fits; under a smaller budget
     // it fits too (and so stays the choice) down to its memory, whether or
     // not its region is kept.
@@ -523,18 +548,17 @@ class Polish {
     if (best_edges <= 0) return false;  // the region asks nothing of n
     double best_own = cur_[n]->s.own;
     bool found = false;
-    for_each_neighbour(n, false, [&](const std::vector<std::int16_t>& cuts) {
-      const Held& alt = memo_->strategy(ctx_, n, cuts);
+    for (const Held* alt : neighbours_of(n).moves) {
       const double edges_alt =
-          edges_unless(ts, n, &alt, [&](double e) { return e > best_edges * (1 + 1e-12); });
+          edges_unless(ts, n, alt, [&](double e) { return e > best_edges * (1 + 1e-12); });
       if (edges_alt > best_edges * (1 - 1e-12) &&
-          !(edges_alt <= best_edges * (1 + 1e-12) && alt.s.own < best_own * (1 - 1e-12)))
-        return;
+          !(edges_alt <= best_edges * (1 + 1e-12) && alt->s.own < best_own * (1 - 1e-12)))
+        continue;
       best_edges = edges_alt;
-      best_own = alt.s.own;
-      out = &alt;
+      best_own = alt->s.own;
+      out = alt;
       found = true;
-    });
+    }
     return found;
   }
 
@@ -570,18 +594,64 @@ class Polish {
   }
 
   // Redistribution seconds of tensor t, with `swapped` taking `alt`;
-  // memoized by edge_key where it has one.
+  // memoized by edge_key where it has one. The current strategies' seconds
+  // (swapped kNone) are summed in full, keeping the sum before each axis
+  // (prefix_); a candidate's sum starts where it first differs for t
+  // (first_change), from that prefix: the same additions in the same
+  // order as in full, so the same value, for a fraction of the axes (a
+  // neighbouring strategy changes one axis, and the divisors after it).
   double tensor_edge(ir::TensorId t, ir::OpId swapped, const Held* alt) const {
     const ir::OpId hop = flat_.holder_op[t];
     if (hop == ir::kNone) return 0.0;
     if (request_index_[t] >= 0) return counted_edge(t, swapped, alt);
+    if (swapped == ir::kNone) return edge_[t];
+    const auto of = [&](ir::OpId u) { return &strategy(u, swapped, alt).s; };
+    const double* const prefix = prefix_.data() + std::size_t{t} * ctx_.mesh.size();
     const auto compute = [&] {
-      return tensor_redistribution(
-          ctx_, flat_, t, strategy(hop, swapped, alt).s, flat_.holder_slot[t],
-          [&](ir::OpId u) { return &strategy(u, swapped, alt).s; }, rows_);
+      const std::size_t from = first_change(t, swapped, alt->s);
+      if (from == ctx_.mesh.size()) return edge_[t];
+      return tensor_redistribution(ctx_, flat_, t, strategy(hop, swapped, alt).s,
+                                   flat_.holder_slot[t], of, rows_, from, prefix[from]);
     };
     std::uint64_t key = 0;
     return edge_key(t, swapped, alt, key) ? memo_->edge(t, key, compute) : compute();
+  }
+
+  // Tensor t's seconds under the current strategies, summed from axis
+  // `from` on (the sums before it, in prefix_, still hold), the sums before
+  // each later axis kept in prefix_.
+  double current_edge(ir::TensorId t, std::size_t from) const {
+    const ir::OpId hop = flat_.holder_op[t];
+    if (hop == ir::kNone) return 0.0;
+    if (request_index_[t] >= 0) return counted_edge(t, ir::kNone, nullptr);
+    if (from == ctx_.mesh.size()) return edge_[t];
+    double* const prefix = prefix_.data() + std::size_t{t} * ctx_.mesh.size();
+    return tensor_redistribution(
+        ctx_, flat_, t, cur_[hop]->s, flat_.holder_slot[t],
+        [&](ir::OpId u) { return &cur_[u]->s; }, rows_, from, prefix[from], prefix);
+  }
+
+  // The first mesh axis on which tensor t's redistribution reads something
+  // else with `swapped` taking `now`: the holder's layout (where swapped
+  // holds t), or a use's layout or slice divisor (where it reads t);
+  // the number of axes where nothing differs.
+  [[nodiscard]] std::size_t first_change(ir::TensorId t, ir::OpId swapped,
+                                         const OpStrategy& now) const {
+    const OpStrategy& was = cur_[swapped]->s;
+    std::size_t first = ctx_.mesh.size();
+    if (flat_.holder_op[t] == swapped) {
+      const std::size_t h = flat_.holder_slot[t];
+      for (std::size_t a = 0; a < first; ++a)
+        if (!(was.layout[h][a] == now.layout[h][a])) first = a;
+    }
+    for (const FlatGraph::UseSlot& use : flat_.use_slots_of(t)) {
+      if (use.op != swapped) continue;
+      for (std::size_t a = 0; a < first; ++a)
+        if (!(was.layout[use.slot][a] == now.layout[use.slot][a]) ||
+            was.divisor[use.slot][a] != now.divisor[use.slot][a])
+          first = a;
+    }
+    return first;
   }
 
   // A distinct request of a tensor's uses on one axis (kIncrementalUses).
@@ -846,13 +916,14 @@ class Polish {
     return std::max(others, work);
   }
 
-  // Strategies of o that differ from its current one on one axis (legal
-  // for the loops' splits on every axis) or, with `swaps`, by two axes of
-  // one size swapped; each passed to f in turn (from scratch buffers: f
-  // must not walk neighbours itself).
-  template <class F>
-  void for_each_neighbour(ir::OpId o, bool swaps, F&& f) const {
-    const auto& now = cur_[o]->s.cuts;
+  // o's current strategy, with its neighbouring strategies listed on the
+  // first ask (Held::moves, then Held::swaps): those that differ from it on
+  // one axis (legal for the loops' splits on every axis), then those with
+  // two axes of one size swapped.
+  const Held& neighbours_of(ir::OpId o) const {
+    const Held& held = *cur_[o];
+    if (held.listed) return held;
+    const auto& now = held.s.cuts;
     std::vector<std::int16_t>& cuts = cuts_;
     cuts = now;
     for (std::size_t a = 0; a < ctx_.mesh.size(); ++a) {
@@ -865,11 +936,10 @@ class Polish {
       for (std::int16_t c : choices_) {
         if (c == now[a]) continue;
         cuts[a] = c;
-        f(std::as_const(cuts));
+        held.moves.push_back(&memo_->strategy(ctx_, o, cuts));
       }
       cuts[a] = now[a];
     }
-    if (!swaps) return;
     // Two axes trading their choices: the same loops cut as often, on other
     // links (a reduction's all-reduce from the slow level to the fast one;
     // within a level, a collective at another depth of the schedule).
@@ -877,18 +947,11 @@ class Polish {
       for (std::size_t b = a + 1; b < ctx_.mesh.size(); ++b) {
         if (now[a] == now[b] || ctx_.mesh[a].size != ctx_.mesh[b].size) continue;
         std::swap(cuts[a], cuts[b]);
-        f(std::as_const(cuts));
+        held.swaps.push_back(&memo_->strategy(ctx_, o, cuts));
         std::swap(cuts[a], cuts[b]);
       }
-  }
-
-  // The same strategies, as a list (the region tries and kicks walk it
-  // while moving other operators).
-  [[nodiscard]] std::vector<std::vector<std::int16_t>> neighbours(ir::OpId o, bool swaps) const {
-    std::vector<std::vector<std::int16_t>> out;
-    for_each_neighbour(o, swaps,
-                       [&](const std::vector<std::int16_t>& cuts) { out.push_back(cuts); });
-    return out;
+    held.listed = true;
+    return held;
   }
 
   // The best move of o, taken if it helps: see the file comment.
@@ -907,8 +970,7 @@ class Polish {
     std::pair<int, double> best_score{0, 0.0};
     const Held* best = nullptr;
     double best_mem = 0;
-    for_each_neighbour(o, true, [&](const std::vector<std::int16_t>& cuts) {
-      const Held& alt = memo_->strategy(ctx_, o, cuts);
+    const auto consider = [&](const Held& alt) {
       const double hc = hidden_change(now, alt.s);
       const auto dt_of = [&](double edges) { return alt.s.own + edges - now.own - edges_now + hc; };
       // Within budget a move must save kMinGain before anything else is
@@ -936,12 +998,14 @@ class Polish {
       best_score = score;
       best = &alt;
       best_mem = mem_alt;
-    });
+    };
+    const Held& listed = neighbours_of(o);
+    for (const auto* list : {&listed.moves, &listed.swaps})
+      for (const Held* alt : *list) consider(*alt);
     if (best == nullptr) return false;
     if (!over) path_mem_ = std::max(path_mem_, best_mem);
     held_ += best->s.mem - cur_[o]->s.mem;
-    set_strategy(o, best);
-    for (ir::TensorId t : ts) edge_[t] = tensor_edge(t, ir::kNone, nullptr);
+    move_to(o, best);
     if (ctx_.opts.mode == Mode::Infer) rebuild_peak();
     return true;
   }
@@ -965,6 +1029,8 @@ class Polish {
   std::vector<const Held*> cur_;  // in memo_
   std::vector<std::uint8_t> movable_;
   std::vector<double> edge_;  // redistribution seconds of each tensor
+  // Per tensor and mesh axis: edge_'s sum before that axis (tensor_edge).
+  mutable std::vector<double> prefix_;
   // Counted requests (kIncrementalUses): per tensor its index among those
   // counted (-1: priced by recount), per counted tensor and axis its requests.
   std::vector<std::int32_t> request_index_;
@@ -985,6 +1051,7 @@ class Polish {
   mutable std::vector<double> removed_;
   mutable std::vector<ir::TensorId> shared_;
   mutable std::vector<std::uint32_t> slots_;
+  std::vector<std::size_t> froms_;  // move_to's first changed axis per tensor
   // index_inputs: per tensor, the operator last indexed that reads it, and
   // its first slot there.
   mutable std::vector<ir::OpId> slot_op_;
