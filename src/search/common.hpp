@@ -205,8 +205,7 @@ template <class StrategyOf>
 double tensor_redistribution(const Context& ctx, const FlatGraph& flat, ir::TensorId t,
                              const OpStrategy& holder, std::size_t holder_slot,
                              StrategyOf&& strategy_of, std::vector<UseRows>& rows,
-                             std::size_t from = 0, double start = 0.0,
-                             double* prefix = nullptr) {
+                             std::size_t from = 0, double start = 0.0, double* prefix = nullptr) {
   const double bytes = flat.bytes[t];
   rows.clear();
   for (const FlatGraph::UseSlot& use : flat.use_slots_of(t)) {

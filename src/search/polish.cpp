@@ -627,8 +627,8 @@ class Polish {
     if (from == ctx_.mesh.size()) return edge_[t];
     double* const prefix = prefix_.data() + std::size_t{t} * ctx_.mesh.size();
     return tensor_redistribution(
-        ctx_, flat_, t, cur_[hop]->s, flat_.holder_slot[t],
-        [&](ir::OpId u) { return &cur_[u]->s; }, rows_, from, prefix[from], prefix);
+        ctx_, flat_, t, cur_[hop]->s, flat_.holder_slot[t], [&](ir::OpId u) { return &cur_[u]->s; },
+        rows_, from, prefix[from], prefix);
   }
 
   // The first mesh axis on which tensor t's redistribution reads something
