@@ -13,7 +13,6 @@
 #include "recsearch/plan/evaluator.hpp"
 
 #include <algorithm>
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <limits>

@@ -22,31 +22,10 @@ TensorShardings::TensorShardings(std::vector<std::uint32_t> ranks, std::size_t a
   for (std::size_t t = 0; t < ranks_.size(); ++t) lists_[t].dims.resize(ranks_[t]);
 }
 
-namespace {
-
-// Inserts `axis` into a list kept in increasing order (once).
-void insert_axis(std::vector<std::uint32_t>& list, std::size_t axis) {
+void TensorShardings::insert_axis(std::vector<std::uint32_t>& list, std::size_t axis) {
   const auto a = static_cast<std::uint32_t>(axis);
   const auto it = std::lower_bound(list.begin(), list.end(), a);
   if (it == list.end() || *it != a) list.insert(it, a);
-}
-
-}  // namespace
-
-void TensorShardings::set_split(std::size_t t, std::size_t axis, std::size_t dim) {
-  if (lists_.empty()) {
-    codes_[axis * size() + t] = static_cast<std::uint8_t>(kSplit + dim);
-  } else {
-    insert_axis(lists_[t].dims[dim], axis);
-  }
-}
-
-void TensorShardings::set_partial(std::size_t t, std::size_t axis) {
-  if (lists_.empty()) {
-    codes_[axis * size() + t] = kPartial;
-  } else {
-    insert_axis(lists_[t].partial, axis);
-  }
 }
 
 void TensorShardings::read(std::size_t t, TensorSharding& out) const {

@@ -105,8 +105,7 @@ constexpr double kKickBinding = 0.5;
 // Its neighbouring strategies (Polish::neighbours_of), a function of its
 // cuts alone, are listed on the first ask: every sweep, region try and
 // response walks the current strategy's, and working them out each time
-// (the legal choices per axis, a hash lookup per candidate) was a sixth
-// of polish.
+// repeats the legal choices per axis and a hash lookup per candidate.
 struct Held {
   OpStrategy s;
   std::uint32_t id = 0;
@@ -370,22 +369,22 @@ class Polish {
     std::size_t attempts =
         std::min(kRegionAttempts, std::max(order.size() / 2, kRegionWork / (axes * axes)));
     bool any = false;
-    std::vector<const Held*> tries;
+    // Whether a region from o's strategy `alt` stays (and counts the try).
+    const auto tried = [&](ir::OpId o, const Held* alt) {
+      --attempts;
+      return region_move(o, alt, untouched, gain, false) ||
+             (small_ && region_move(o, alt, untouched, gain, true));
+    };
     for (ir::OpId o : order) {
       if (attempts == 0) break;
-      // A copy: a region that stays changes o's strategy.
+      // The lists stay valid when a region changes o: they are its old
+      // strategy's, and the walk stops there.
       const Held& now = neighbours_of(o);
-      tries.assign(now.moves.begin(), now.moves.end());
-      tries.insert(tries.end(), now.swaps.begin(), now.swaps.end());
-      for (const Held* alt : tries) {
-        if (attempts == 0) break;
-        --attempts;
-        if (region_move(o, alt, untouched, gain, false) ||
-            (small_ && region_move(o, alt, untouched, gain, true))) {
-          any = true;
-          break;
-        }
-      }
+      bool stayed = false;
+      for (const auto* list : {&now.moves, &now.swaps})
+        for (std::size_t i = 0; i < list->size() && attempts > 0 && !stayed; ++i)
+          stayed = tried(o, (*list)[i]);
+      any = any || stayed;
     }
     return any;
   }
@@ -593,13 +592,13 @@ class Polish {
     return o == swapped ? *alt : *cur_[o];
   }
 
-  // Redistribution seconds of tensor t, with `swapped` taking `alt`;
-  // memoized by edge_key where it has one. The current strategies' seconds
-  // (swapped kNone) are summed in full, keeping the sum before each axis
-  // (prefix_); a candidate's sum starts where it first differs for t
-  // (first_change), from that prefix: the same additions in the same
-  // order as in full, so the same value, for a fraction of the axes (a
-  // neighbouring strategy changes one axis, and the divisors after it).
+  // Redistribution seconds of tensor t, with `swapped` taking `alt`
+  // (kNone: the current strategies', edge_); memoized by edge_key where it
+  // has one. A candidate's sum starts where it first differs for t
+  // (first_change), from the current sum before that axis (prefix_,
+  // current_edge): the same additions in the same order as from axis 0,
+  // so the same value, over a fraction of the axes (a neighbouring
+  // strategy changes one axis, and the divisors after it).
   double tensor_edge(ir::TensorId t, ir::OpId swapped, const Held* alt) const {
     const ir::OpId hop = flat_.holder_op[t];
     if (hop == ir::kNone) return 0.0;
@@ -620,7 +619,7 @@ class Polish {
   // Tensor t's seconds under the current strategies, summed from axis
   // `from` on (the sums before it, in prefix_, still hold), the sums before
   // each later axis kept in prefix_.
-  double current_edge(ir::TensorId t, std::size_t from) const {
+  double current_edge(ir::TensorId t, std::size_t from) {
     const ir::OpId hop = flat_.holder_op[t];
     if (hop == ir::kNone) return 0.0;
     if (request_index_[t] >= 0) return counted_edge(t, ir::kNone, nullptr);
@@ -631,26 +630,20 @@ class Polish {
         rows_, from, prefix[from], prefix);
   }
 
-  // The first mesh axis on which tensor t's redistribution reads something
-  // else with `swapped` taking `now`: the holder's layout (where swapped
-  // holds t), or a use's layout or slice divisor (where it reads t);
-  // the number of axes where nothing differs.
+  // The first mesh axis on which one of swapped's slots holding or reading
+  // tensor t differs (same_on) with `now` in place of its current
+  // strategy; the number of axes where none does.
   [[nodiscard]] std::size_t first_change(ir::TensorId t, ir::OpId swapped,
                                          const OpStrategy& now) const {
     const OpStrategy& was = cur_[swapped]->s;
     std::size_t first = ctx_.mesh.size();
-    if (flat_.holder_op[t] == swapped) {
-      const std::size_t h = flat_.holder_slot[t];
+    const auto scan = [&](std::size_t k) {
       for (std::size_t a = 0; a < first; ++a)
-        if (!(was.layout[h][a] == now.layout[h][a])) first = a;
-    }
-    for (const FlatGraph::UseSlot& use : flat_.use_slots_of(t)) {
-      if (use.op != swapped) continue;
-      for (std::size_t a = 0; a < first; ++a)
-        if (!(was.layout[use.slot][a] == now.layout[use.slot][a]) ||
-            was.divisor[use.slot][a] != now.divisor[use.slot][a])
-          first = a;
-    }
+        if (!same_on(was, now, k, a)) first = a;
+    };
+    if (flat_.holder_op[t] == swapped) scan(flat_.holder_slot[t]);
+    for (const FlatGraph::UseSlot& use : flat_.use_slots_of(t))
+      if (use.op == swapped) scan(use.slot);
     return first;
   }
 
@@ -838,13 +831,16 @@ class Polish {
   // and in `held` (kNoSlot: none): layout and slice divisor.
   static bool unchanged_on(std::size_t a, const std::vector<std::uint32_t>& slots, std::size_t held,
                            const OpStrategy& was, const OpStrategy& now) {
-    const auto same = [&](std::size_t k) {
-      return was.layout[k][a] == now.layout[k][a] && was.divisor[k][a] == now.divisor[k][a];
-    };
-    if (held != kNoSlot && !same(held)) return false;
+    if (held != kNoSlot && !same_on(was, now, held, a)) return false;
     for (const std::uint32_t k : slots)
-      if (!same(k)) return false;
+      if (!same_on(was, now, k, a)) return false;
     return true;
+  }
+
+  // Whether slot k of strategies `was` and `now` has the same layout and
+  // slice divisor on axis a: all a tensor's redistribution reads of it there.
+  static bool same_on(const OpStrategy& was, const OpStrategy& now, std::size_t k, std::size_t a) {
+    return was.layout[k][a] == now.layout[k][a] && was.divisor[k][a] == now.divisor[k][a];
   }
 
   // The strategy ids of t's holder and of its uses, in use order, packed
@@ -1030,7 +1026,7 @@ class Polish {
   std::vector<std::uint8_t> movable_;
   std::vector<double> edge_;  // redistribution seconds of each tensor
   // Per tensor and mesh axis: edge_'s sum before that axis (tensor_edge).
-  mutable std::vector<double> prefix_;
+  std::vector<double> prefix_;
   // Counted requests (kIncrementalUses): per tensor its index among those
   // counted (-1: priced by recount), per counted tensor and axis its requests.
   std::vector<std::int32_t> request_index_;

@@ -121,10 +121,23 @@ class TensorShardings {
   // whole until set_split or set_partial says otherwise.
   TensorShardings(std::vector<std::uint32_t> ranks, std::size_t axes);
 
-  // Mesh axis `axis` splits dim `dim` of tensor t (dim < its rank).
-  void set_split(std::size_t t, std::size_t axis, std::size_t dim);
+  // Mesh axis `axis` splits dim `dim` of tensor t (dim < its rank). Inline:
+  // the evaluator records every tensor on every axis.
+  void set_split(std::size_t t, std::size_t axis, std::size_t dim) {
+    if (lists_.empty()) {
+      codes_[axis * size() + t] = static_cast<std::uint8_t>(kSplit + dim);
+    } else {
+      insert_axis(lists_[t].dims[dim], axis);
+    }
+  }
   // Tensor t is partial on mesh axis `axis`.
-  void set_partial(std::size_t t, std::size_t axis);
+  void set_partial(std::size_t t, std::size_t axis) {
+    if (lists_.empty()) {
+      codes_[axis * size() + t] = kPartial;
+    } else {
+      insert_axis(lists_[t].partial, axis);
+    }
+  }
 
   [[nodiscard]] std::size_t size() const noexcept { return ranks_.size(); }
   [[nodiscard]] bool empty() const noexcept { return ranks_.empty(); }
@@ -136,6 +149,8 @@ class TensorShardings {
 
  private:
   static constexpr std::uint8_t kNone = 0, kPartial = 1, kSplit = 2;
+  // Inserts `axis` into a list kept in increasing order (once).
+  static void insert_axis(std::vector<std::uint32_t>& list, std::size_t axis);
   std::vector<std::uint32_t> ranks_;
   std::size_t axes_ = 0;
   // [axis * size() + t]: the evaluator records an axis at a time, and a
