@@ -327,7 +327,15 @@ class StreamSax final : public nlohmann::json_sax<Json> {
 
   bool key(string_t& k) override {
     if (!open_.empty()) {
-      slot_ = &(*open_.back())[k];
+      // nlohmann's own parser keeps the last of two equal keys; here the
+      // second is an error, or {"c0": "i", "c0": "j"} would lose a cut.
+      auto& object = open_.back()->get_ref<Json::object_t&>();
+      const auto [it, added] = object.emplace(k, nullptr);
+      if (!added) {
+        throw Error(Errc::kDuplicate, "key '" + k + "' is given twice in one object",
+                    in_stream_ ? child(child("", key_), index_) : child("", key_), source_);
+      }
+      slot_ = &it->second;
     } else if (skip_depth_ == 0 && !in_stream_) {
       key_ = std::move(k);
     }
@@ -620,7 +628,8 @@ std::vector<std::string> Reader::strings(const Json& j, const std::string& path)
   return v;
 }
 
-void Reader::check_format(const Json& root, std::string_view format) const {
+std::int64_t Reader::check_format(const Json& root, std::string_view format,
+                                  std::int64_t newest) const {
   if (!root.is_object()) {
     fail(Errc::kSchema,
          std::string("expected a JSON object at the top level, got ") + root.type_name(), "");
@@ -635,14 +644,17 @@ void Reader::check_format(const Json& root, std::string_view format) const {
          "/format");
   }
   const Json* v = find(root, "version");
-  if (v == nullptr) fail(Errc::kSchema, "missing field 'version' (1)", "/version");
+  const std::string known =
+      newest == 1 ? std::string("version 1") : "versions 1 to " + std::to_string(newest);
+  if (v == nullptr) fail(Errc::kSchema, "missing field 'version' (" + known + ")", "/version");
   std::int64_t version = 0;
-  if (!as_int64(*v, version) || version != 1) {
+  if (!as_int64(*v, version) || version < 1 || version > newest) {
     fail(Errc::kSchema,
          "unsupported version " + v->dump(-1, ' ', false, Json::error_handler_t::replace) +
-             " (this reader knows version 1)",
+             " (this reader knows " + known + ")",
          "/version");
   }
+  return version;
 }
 
 ir::Strategy read_strategy(const Reader& r, const Json& j, const std::string& path) {

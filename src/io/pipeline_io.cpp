@@ -109,7 +109,7 @@ std::string mode_text(Mode m) { return m == Mode::Infer ? "infer" : "train"; }
 std::string stage_plan_text(const Json& stage, const std::string& mode) {
   Json doc = Json::object();
   doc["format"] = "recsearch.plan";
-  doc["version"] = 1;
+  doc["version"] = detail::kPlanVersion;
   doc["mode"] = mode;
   for (const auto& [key, value] : stage.items())
     if (plan_field(key)) doc[key] = value;
@@ -157,7 +157,7 @@ plan::PipelinePlan parse_pipeline(std::string_view text, const std::string& sour
   const Reader r(source);
   const Json root = detail::parse_json(text, source);
   r.expect_object(root, "");
-  r.check_format(root, "recsearch.plan");
+  r.check_format(root, "recsearch.plan", detail::kPlanVersion);
   std::string mode = "train";
   if (const Json* jm = r.find(root, "mode")) {
     mode = r.string(*jm, "/mode");
@@ -230,7 +230,7 @@ std::string pipeline_to_json(const ir::Graph& g, const std::vector<algebra::OpSp
   const Mode mode = pp.stages.empty() ? Mode::Train : pp.stages[0].plan.mode;
   detail::LayoutWriter w(indent);
   w.field("format", "recsearch.plan");
-  w.field("version", 1);
+  w.field("version", detail::kPlanVersion);
   w.field("graph", g.name());
   w.field("mode", mode_text(mode));
   w.field("algorithm",

@@ -45,7 +45,8 @@ enum class Source : std::uint8_t { Absent, Bare, Cuts, Strategy };
 struct OpEntry {
   Source source = Source::Absent;
   std::size_t index = 0;                 // position in the file's "operators"
-  std::vector<std::size_t> cut_entry;    // per axis: index in "cuts", or SIZE_MAX
+  std::vector<std::size_t> cut_entry;    // per axis: index in "cuts" (a list), or SIZE_MAX
+  bool by_axis = false;                  // "cuts" is an object keyed by axis name
   std::optional<ir::Strategy> strategy;  // given next to "cuts": checked against them
 };
 
@@ -297,13 +298,51 @@ void check_zero_axes(const Reader& r, const Json& head, const ir::Graph& g,
   }
 }
 
-// Reads one entry's "cuts" into cuts (sized to the mesh).
+// Sets cuts[axis] to the loop named by `dim` (null: replicated across the
+// axis), for read_cuts.
+void read_cut_dim(const Reader& r, const Json& dim, const std::string& dim_at,
+                  const algebra::OpSpace& s, const std::string& op_name, std::size_t axis,
+                  std::vector<std::int16_t>& cuts) {
+  if (dim.is_null()) return;
+  if (!dim.is_string()) {
+    r.fail(Errc::kSchema, std::string("expected a loop name or null, got ") + dim.type_name(),
+           dim_at);
+  }
+  const std::string& name = dim.get_ref<const std::string&>();
+  const int loop = s.find_loop(name);
+  if (loop == algebra::kUnmapped) {
+    r.fail(Errc::kUnknownName,
+           "operator '" + op_name + "' has no loop '" + name + "' (loops: " + loop_names(s) + ")",
+           dim_at);
+  }
+  cuts[axis] = static_cast<std::int16_t>(loop);
+}
+
+// Reads one entry's "cuts" into cuts (sized to the mesh): an object
+// {"axis": "dim"}, as version 2 writes it, or the list of {"axis", "dim"}
+// objects of version 1.
 void read_cuts(const Reader& r, const Json& j, const std::string& path, const algebra::OpSpace& s,
                const std::string& op_name,
                const std::unordered_map<std::string, std::size_t>& axis_index,
                std::vector<std::int16_t>& cuts, OpEntry& entry) {
-  r.array(j, path);
   entry.cut_entry.assign(cuts.size(), SIZE_MAX);
+  if (j.is_object()) {
+    // A key given twice is refused by the streaming parser.
+    entry.by_axis = true;
+    for (const auto& [axis, dim] : j.items()) {
+      const std::string at = child(path, axis);
+      const auto it = axis_index.find(axis);
+      if (it == axis_index.end())
+        r.fail(Errc::kUnknownName, "unknown mesh axis '" + axis + "'", at);
+      entry.cut_entry[it->second] = it->second;
+      read_cut_dim(r, dim, at, s, op_name, it->second, cuts);
+    }
+    return;
+  }
+  if (!j.is_array()) {
+    r.fail(Errc::kSchema,
+           std::string("expected an object of mesh axes' cut loops, got ") + j.type_name(), path);
+  }
   for (std::size_t k = 0; k < j.size(); ++k) {
     const std::string at = child(path, k);
     const Json& c = r.object(j[k], at);
@@ -319,26 +358,16 @@ void read_cuts(const Reader& r, const Json& j, const std::string& path, const al
              axis_at);
     }
     entry.cut_entry[a] = k;
-    const std::string dim_at = child(at, "dim");
-    const Json& dim = r.require(c, "dim", at);
-    if (dim.is_null()) continue;  // replicated across this axis
-    if (!dim.is_string()) {
-      r.fail(Errc::kSchema, std::string("expected a loop name or null, got ") + dim.type_name(),
-             dim_at);
-    }
-    const std::string& name = dim.get_ref<const std::string&>();
-    const int loop = s.find_loop(name);
-    if (loop == algebra::kUnmapped) {
-      r.fail(Errc::kUnknownName,
-             "operator '" + op_name + "' has no loop '" + name + "' (loops: " + loop_names(s) + ")",
-             dim_at);
-    }
-    cuts[a] = static_cast<std::int16_t>(loop);
+    read_cut_dim(r, r.require(c, "dim", at), child(at, "dim"), s, op_name, a, cuts);
   }
 }
 
+std::string axis_name(const plan::Plan& p, std::size_t a) {
+  return a < p.mesh.size() ? p.mesh[a].axis : "c" + std::to_string(a);
+}
+
 // check_plan names "/operators/<op>/cuts/<axis>"; point at the file instead.
-Error repoint(const Error& e, const Reader& r, const ir::Graph& g,
+Error repoint(const Error& e, const Reader& r, const ir::Graph& g, const plan::Plan& p,
               const std::vector<OpEntry>& entries) {
   const auto op_split = split_op_path(e.json_path());
   if (!op_split || op_split->first >= entries.size()) return e.in_file(r.source());
@@ -364,14 +393,14 @@ Error repoint(const Error& e, const Reader& r, const ir::Graph& g,
     if (entry.cut_entry[axis] == SIZE_MAX) {
       return Error(e.code(), e.detail(), child(at, "cuts"), r.source());
     }
-    return Error(e.code(), e.detail(),
-                 child(child(at, "cuts"), entry.cut_entry[axis]) + split->second, r.source());
+    const std::string cuts = child(at, "cuts");
+    return Error(
+        e.code(), e.detail(),
+        (entry.by_axis ? child(cuts, axis_name(p, axis)) : child(cuts, entry.cut_entry[axis])) +
+            split->second,
+        r.source());
   }
   return Error(e.code(), e.detail(), at + rest, r.source());
-}
-
-std::string axis_name(const plan::Plan& p, std::size_t a) {
-  return a < p.mesh.size() ? p.mesh[a].axis : "c" + std::to_string(a);
 }
 
 std::string_view mode_name(Mode m) { return m == Mode::Infer ? "infer" : "train"; }
@@ -422,14 +451,14 @@ class PlanStream final : public detail::StreamHandler {
       if (const Json* v = r_.find(head, "operators")) (void)r_.array(*v, "/operators");
     }
     if (!format_ok_ && head.contains("format") && head.contains("version")) {
-      r_.check_format(head, "recsearch.plan");
+      r_.check_format(head, "recsearch.plan", detail::kPlanVersion);
       format_ok_ = true;
     }
     if (format_ok_ && !ready_ && head.contains("mesh")) start(head);
   }
 
   plan::Plan finish(const Json& head) {
-    if (!format_ok_) r_.check_format(head, "recsearch.plan");
+    if (!format_ok_) r_.check_format(head, "recsearch.plan", detail::kPlanVersion);
     format_ok_ = true;
     if (!ready_) start(head);
     if (const Json* n = r_.find(head, "graph")) p_.graph_name = r_.string(*n, "/graph");
@@ -439,7 +468,7 @@ class PlanStream final : public detail::StreamHandler {
     try {
       plan::check_plan(g_, spaces_, p_);
     } catch (const Error& e) {
-      throw repoint(e, r_, g_, entries_);
+      throw repoint(e, r_, g_, p_, entries_);
     }
     check_strategies();
     if (p_.mode == recsearch::Mode::Train)
@@ -635,7 +664,7 @@ std::optional<Cluster> plan_cluster(std::string_view text, const std::string& so
   HeadOnly head_only;
   const Json root = detail::stream_object(text, source, head_only);
   const Reader r(source);
-  r.check_format(root, "recsearch.plan");
+  r.check_format(root, "recsearch.plan", detail::kPlanVersion);
   const Json* c = r.find(root, "cluster");
   if (c == nullptr) return std::nullopt;
   r.expect_object(*c, "/cluster");
@@ -650,7 +679,7 @@ std::vector<std::int64_t> plan_mesh_sizes(std::string_view text, const std::stri
   HeadOnly head_only;
   const Json root = detail::stream_object(text, source, head_only);
   const Reader r(source);
-  r.check_format(root, "recsearch.plan");
+  r.check_format(root, "recsearch.plan", detail::kPlanVersion);
   const Json* m = r.find(root, "mesh");
   if (m == nullptr) return {};
   r.expect_object(*m, "/mesh");
@@ -880,9 +909,9 @@ void print_mesh_split(std::string& out, bool spaced, const PlanContext& c, ir::O
   out += '}';
 }
 
-// One record of "operators": name, type, strategy and per-axis cut dims
-// (in summary detail only the axes that cut: a replicated axis is what a
-// missing one means to the reader).
+// One record of "operators": name, type, strategy and the cut dim of each
+// mesh axis, {"axis": "dim"} (in summary detail only the axes that cut: a
+// replicated axis is what a missing one means to the reader).
 void print_operator(std::string& out, bool spaced, const PlanContext& c, ir::OpId id) {
   const ir::Operator& op = c.g.op(id);
   out += '{';
@@ -903,26 +932,22 @@ void print_operator(std::string& out, bool spaced, const PlanContext& c, ir::OpI
   }
   out += detail::comma(spaced);
   detail::append_key(out, "cuts", spaced);
-  out += '[';
+  out += '{';
   bool first = true;
   for (std::size_t a = 0; a < c.p.mesh.size(); ++a) {
     const algebra::LoopName* dim = cut_dim(c.spaces, c.p, id, a);
     if (dim == nullptr && !c.full) continue;
     if (!first) out += detail::comma(spaced);
     first = false;
-    out += '{';
-    detail::append_key(out, "axis", spaced);
     c.text.append_axis(out, a);
-    out += detail::comma(spaced);
-    detail::append_key(out, "dim", spaced);
+    out += spaced ? ": " : ":";
     if (dim != nullptr) {
       detail::append_string(out, *dim);
     } else {
       out += "null";
     }
-    out += '}';
   }
-  out += ']';
+  out += '}';
   if (c.full) print_mesh_split(out, spaced, c, id);
   out += '}';
 }
@@ -1176,7 +1201,7 @@ void write_training(detail::LayoutWriter& w, const PlanContext& c) {
 // are printed record by record straight into the output.
 void write_head(detail::LayoutWriter& w, const PlanContext& c) {
   w.field("format", "recsearch.plan");
-  w.field("version", 1);
+  w.field("version", detail::kPlanVersion);
   w.field("graph", c.p.graph_name.empty() ? c.g.name() : c.p.graph_name);
   w.field("mode", std::string(mode_name(c.p.mode)));
   w.field("algorithm", c.p.algorithm);

@@ -5,6 +5,7 @@
 // its stage graph, without building it as a document and parsing it back.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,11 @@
 #include "recsearch/plan/plan.hpp"
 
 namespace recsearch::io::detail {
+
+// The plan format's version: 2 writes an operator's "cuts" as an object
+// {"axis": "dim"}; the list of {"axis", "dim"} objects of version 1 is
+// still read.
+inline constexpr std::int64_t kPlanVersion = 2;
 
 // '"training": {...}, ' (training plans only), then '"mesh": {...},
 // "operators": [...], "summary": {...}' of plan p on graph g, with every

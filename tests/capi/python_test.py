@@ -101,8 +101,8 @@ def test_against_cli():
                   "%s: %s strategy %r vs CLI %r" % (rel, op["name"], plan.strategy(op["name"]),
                                                     op["strategy"]))
             want = [None] * len(axes)
-            for c in op.get("cuts", []):
-                want[axes.index(c["axis"])] = c["dim"]
+            for axis, dim in op.get("cuts", {}).items():
+                want[axes.index(axis)] = dim
             check(plan.cuts(op["name"]) == want, "%s: %s cuts" % (rel, op["name"]))
         for t in cli_plan["tensors"]:
             dims, partial = plan.sharding(t["name"])

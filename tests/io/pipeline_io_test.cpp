@@ -131,8 +131,11 @@ TEST_CASE("bad stage data is an error naming the file and the JSON path") {
   doc["pipeline"]["stages"][2]["range"] = "all";
   expect(doc, Errc::kSchema, "/pipeline/stages/2/range");
   doc = good;
-  doc["pipeline"]["stages"][0]["operators"][3]["cuts"][0]["dim"] = "nonsense";
-  expect(doc, Errc::kUnknownName, "/pipeline/stages/0/operators/3/cuts/0/dim");
+  Json& cuts = doc["pipeline"]["stages"][0]["operators"][3]["cuts"];
+  REQUIRE(!cuts.empty());
+  const std::string axis = cuts.begin().key();
+  cuts[axis] = "nonsense";
+  expect(doc, Errc::kUnknownName, "/pipeline/stages/0/operators/3/cuts/" + axis);
   doc = good;
   doc["pipeline"]["schedule"] = "gpipe";
   expect(doc, Errc::kSchema, "/pipeline/schedule");

@@ -189,8 +189,8 @@ TEST_CASE("plan errors name the file and the exact JSON path") {
       {"operator twice",
        plan_text(R"([{"name": "mm"}, {"name": "act"}, {"name": "mm", "cuts": []}])"),
        Errc::kDuplicate, "/operators/2/name"},
-      {"cuts not an array", plan_text(R"([{"name": "mm", "cuts": {}}])"), Errc::kSchema,
-       "/operators/0/cuts"},
+      {"cuts neither an object nor a list", plan_text(R"([{"name": "mm", "cuts": "dp"}])"),
+       Errc::kSchema, "/operators/0/cuts"},
       {"cut not an object", plan_text(R"([{"name": "mm", "cuts": ["c0"]}])"), Errc::kSchema,
        "/operators/0/cuts/0"},
       {"unknown axis",
@@ -212,6 +212,19 @@ TEST_CASE("plan errors name the file and the exact JSON path") {
        plan_text(
            R"([{"name": "mm", "cuts": [{"axis": "c2", "dim": "i"}, {"axis": "c0", "dim": "i"}, {"axis": "c1", "dim": "i"}]}])"),
        Errc::kPlan, "/operators/0/cuts/0"},
+      // The same as objects keyed by axis (version 2's spelling).
+      {"unknown axis (by axis)", plan_text(R"([{"name": "mm", "cuts": {"c0": "i", "c7": "j"}}])"),
+       Errc::kUnknownName, "/operators/0/cuts/c7"},
+      {"axis twice (by axis)", plan_text(R"([{"name": "mm", "cuts": {"c0": "i", "c0": "j"}}])"),
+       Errc::kDuplicate, "/operators/0"},
+      {"unknown dim (by axis)",
+       plan_text(R"([{"name": "act"}, {"name": "mm", "cuts": {"c1": "q"}}])"), Errc::kUnknownName,
+       "/operators/1/cuts/c1"},
+      {"dim a number (by axis)", plan_text(R"([{"name": "mm", "cuts": {"c1": 0}}])"), Errc::kSchema,
+       "/operators/0/cuts/c1"},
+      {"cut does not divide (by axis)",
+       plan_text(R"([{"name": "mm", "cuts": {"c0": "i", "c1": "i", "c2": "i"}}])"), Errc::kPlan,
+       "/operators/0/cuts/c2"},
       {"strategy and cuts disagree",
        plan_text(
            R"([{"name": "mm", "strategy": [[2, 1], [1, 1]], "cuts": [{"axis": "c0", "dim": "j"}]}])"),
@@ -287,7 +300,7 @@ TEST_CASE("plan_to_json writes the evaluation, and reads back to the same plan")
 
   const Json j = Json::parse(text);
   CHECK(j["format"] == "recsearch.plan");
-  CHECK(j["version"] == 1);
+  CHECK(j["version"] == 2);
   CHECK(j["graph"] == "g");
   CHECK(j["mode"] == "train");
   CHECK(j["algorithm"] == "file");
@@ -301,14 +314,10 @@ TEST_CASE("plan_to_json writes the evaluation, and reads back to the same plan")
   CHECK(mm["name"] == "mm");
   CHECK(mm["type"] == "MatMul");
   CHECK(mm["strategy"].get<ir::Strategy>() == ev.strategies[0]);
-  CHECK(
-      mm["cuts"] ==
-      Json::parse(
-          R"([{"axis": "c0", "dim": "k"}, {"axis": "c1", "dim": "i"}, {"axis": "c2", "dim": "j"}])"));
-  CHECK(
-      j["operators"][1]["cuts"] ==
-      Json::parse(
-          R"([{"axis": "c0", "dim": null}, {"axis": "c1", "dim": "d0"}, {"axis": "c2", "dim": null}])"));
+  CHECK(mm["cuts"] == Json::parse(R"({"c0": "k", "c1": "i", "c2": "j"})"));
+  CHECK(j["operators"][1]["cuts"] == Json::parse(R"({"c0": null, "c1": "d0", "c2": null})"));
+  // In the file's order, the mesh's.
+  CHECK(text.find(R"("cuts": {"c0": "k", "c1": "i", "c2": "j"})") != std::string::npos);
 
   REQUIRE(j["tensors"].size() == 4);
   for (ir::TensorId t = 0; t < 4; ++t) {
@@ -398,7 +407,7 @@ TEST_CASE("summary detail: redistributions totalled, null cuts left out, the sam
   const Json j = Json::parse(text);
   CHECK(j["detail"] == "summary");
   CHECK(!j.contains("redistributions"));
-  CHECK(j["operators"][1]["cuts"] == Json::parse(R"([{"axis": "c1", "dim": "d0"}])"));
+  CHECK(j["operators"][1]["cuts"] == Json::parse(R"({"c1": "d0"})"));
   for (const Json& t : j["tensors"]) CHECK((!t.contains("partial") || !t["partial"].empty()));
   // The named-mesh restatements are full detail's only; the rest of each
   // record is as in the full file.

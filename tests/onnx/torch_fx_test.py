@@ -169,7 +169,7 @@ def check_data_parallel(enc, example):
         plan = json.loads(p.to_json())
         uncut = [o["name"] for o in plan["operators"]
                  if (o["type"] in ("MatMul", "Softmax") and
-                     any(c["dim"] is None for c in o["cuts"]))]
+                     any(d is None for d in o["cuts"].values()))]
         check(not uncut, "data-parallel %s leaves %s uncut" % (mode, uncut[:5]))
         print("data-parallel %-5s: %d redistributions (%s), step %.4g s"
               % (mode, len(reds), kinds, p.summary["step_time_s"]), flush=True)
