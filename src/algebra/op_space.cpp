@@ -40,41 +40,58 @@ LoopName::LoopName(std::string_view name) {
 
 namespace {
 
-// The head of an OperandLoops block, [count, end of each list's dims], with
-// room reserved for the dims that follow; size_of(j) is list j's length.
-template <class SizeOf>
-std::vector<int> block_head(std::size_t count, SizeOf&& size_of) {
-  std::size_t dims = 0;
-  for (std::size_t j = 0; j < count; ++j) dims += size_of(j);
-  std::vector<int> block;
-  block.reserve(1 + count + dims);
-  block.push_back(static_cast<int>(count));
-  std::size_t end = 0;
-  for (std::size_t j = 0; j < count; ++j) block.push_back(static_cast<int>(end += size_of(j)));
-  return block;
-}
-
-// The whole block of lists `maps`: the head, then every list's dims.
+// The whole block of lists `maps`: [count, end of each list's dims], then
+// every list's dims.
 template <class Lists>
 std::vector<int> operand_block(const Lists& maps) {
-  std::vector<int> block =
-      block_head(maps.size(), [&](std::size_t j) { return std::next(maps.begin(), j)->size(); });
+  std::vector<int> block{static_cast<int>(maps.size())};
+  std::size_t end = 0;
+  for (const auto& m : maps) block.push_back(static_cast<int>(end += m.size()));
   for (const auto& m : maps) block.insert(block.end(), m.begin(), m.end());
   return block;
 }
 
 }  // namespace
 
+OperandLoops::OperandLoops(const std::vector<int>& block) {
+  if (block.empty() || block[0] == 0) return;  // no operands: no block
+  block_ = std::make_unique_for_overwrite<int[]>(block.size());
+  std::copy(block.begin(), block.end(), block_.get());
+}
+
 OperandLoops::OperandLoops(std::initializer_list<std::initializer_list<int>> maps)
-    : block_(operand_block(maps)) {}
+    : OperandLoops(operand_block(maps)) {}
 
 OperandLoops::OperandLoops(const std::vector<std::vector<int>>& maps)
-    : block_(operand_block(maps)) {}
+    : OperandLoops(operand_block(maps)) {}
 
-OperandLoops::OperandLoops(std::span<const std::size_t> ranks)
-    : block_(block_head(ranks.size(), [&](std::size_t j) { return ranks[j]; })) {
-  const std::size_t dims = ranks.empty() ? 0 : static_cast<std::size_t>(block_.back());
-  block_.resize(1 + ranks.size() + dims, kUnmapped);
+OperandLoops::OperandLoops(std::span<const std::size_t> ranks) {
+  const std::size_t n = ranks.size();
+  if (n == 0) return;
+  std::size_t dims = 0;
+  for (const std::size_t r : ranks) dims += r;
+  block_ = std::make_unique_for_overwrite<int[]>(1 + n + dims);
+  block_[0] = static_cast<int>(n);
+  std::size_t end = 0;
+  for (std::size_t j = 0; j < n; ++j) block_[1 + j] = static_cast<int>(end += ranks[j]);
+  std::fill_n(block_.get() + 1 + n, dims, kUnmapped);
+}
+
+OperandLoops::OperandLoops(const OperandLoops& other) {
+  const std::size_t n = other.length();
+  if (n == 0) return;
+  block_ = std::make_unique_for_overwrite<int[]>(n);
+  std::copy_n(other.block_.get(), n, block_.get());
+}
+
+OperandLoops& OperandLoops::operator=(const OperandLoops& other) {
+  if (this != &other) *this = OperandLoops(other);
+  return *this;
+}
+
+bool operator==(const OperandLoops& a, const OperandLoops& b) noexcept {
+  const std::size_t n = a.length();
+  return n == b.length() && std::equal(a.block_.get(), a.block_.get() + n, b.block_.get());
 }
 
 std::span<const int> OperandLoops::at(std::size_t j) const {
@@ -88,7 +105,7 @@ void OperandLoops::set(std::size_t j, std::size_t d, int loop) {
     throw std::out_of_range("OperandLoops::set: operand " + std::to_string(j) + " has no dim " +
                             std::to_string(d));
   }
-  block_[static_cast<std::size_t>(dims.data() - block_.data()) + d] = loop;
+  block_[static_cast<std::size_t>(dims.data() - block_.get()) + d] = loop;
 }
 
 int OpSpace::find_loop(std::string_view name) const noexcept {

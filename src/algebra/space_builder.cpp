@@ -4,6 +4,7 @@
 #include "algebra/space_builder.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 namespace recsearch::algebra::detail {
@@ -294,7 +295,11 @@ std::int64_t SpaceBuilder::product_or_fail(std::span<const std::int64_t> dims,
 
 int SpaceBuilder::add_loop(std::string_view name, std::int64_t size, DimRole role,
                            std::int64_t halo) {
-  space_.loops.push_back(LoopDim{LoopName(name), size, role, halo});
+  if (halo > std::numeric_limits<std::int32_t>::max()) {
+    fail_shape(in_path(0), "the window along " + std::string(name) + " exchanges " +
+                               std::to_string(halo) + " rows per cut, more than 2^31 - 1");
+  }
+  space_.loops.push_back(LoopDim{LoopName(name), size, role, static_cast<std::int32_t>(halo)});
   return static_cast<int>(space_.loops.size() - 1);
 }
 

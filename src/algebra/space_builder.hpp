@@ -154,7 +154,12 @@ class SpaceBuilder {
   void set_flops(double f) noexcept { space_.flops = f; }
   void set_opaque() noexcept { space_.opaque = true; }
 
-  [[nodiscard]] OpSpace take_space() { return std::move(space_); }
+  // The space, its loop list cut to size (the constructor reserves one
+  // loop more than most kinds add).
+  [[nodiscard]] OpSpace take_space() {
+    if (space_.loops.capacity() > space_.loops.size()) space_.loops.shrink_to_fit();
+    return std::move(space_);
+  }
   [[nodiscard]] std::vector<std::optional<ir::Shape>> take_inferred() {
     return std::move(inferred_);
   }

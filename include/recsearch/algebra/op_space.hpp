@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -64,13 +65,15 @@ class LoopName {
   std::uint8_t size_ = 0;
 };
 
+// 24 bytes: an operator's loops are most of its space.
 struct LoopDim {
   LoopName name;          // "i", "k", "j"; einsum letters; "d0".. for elementwise
   std::int64_t size = 1;  // extent of the iteration space along this loop
   DimRole role = DimRole::Parallel;
   // Window dims: input rows exchanged per split boundary (both neighbours
-  // together), max(0, (kernel-1)*dilation + 1 - stride). 0 otherwise.
-  std::int64_t halo = 0;
+  // together), max(0, (kernel-1)*dilation + 1 - stride). 0 otherwise. A
+  // window whose halo would pass 2^31 - 1 rows is refused (kShape).
+  std::int32_t halo = 0;
 };
 
 // Loop index of one operand dimension, or kUnmapped.
@@ -93,7 +96,9 @@ struct StridedDim {
 // The loops of one side's operands (an operator's inputs, or its outputs):
 // (*this)[j][d] is the loop of dim d of operand j, kUnmapped if none. All
 // operands in one block, [count, end of each operand's dims, the dims], so
-// that an operator holds two blocks, not one vector per operand.
+// that an operator holds two blocks, not one vector per operand; the block
+// is held by one pointer (none without operands), as every operator of a
+// graph holds two.
 class OperandLoops {
  public:
   OperandLoops() = default;
@@ -101,16 +106,21 @@ class OperandLoops {
   explicit OperandLoops(const std::vector<std::vector<int>>& maps);
   // ranks.size() operands of these ranks, every dim kUnmapped.
   explicit OperandLoops(std::span<const std::size_t> ranks);
+  OperandLoops(const OperandLoops& other);
+  OperandLoops& operator=(const OperandLoops& other);
+  OperandLoops(OperandLoops&&) noexcept = default;
+  OperandLoops& operator=(OperandLoops&&) noexcept = default;
+  ~OperandLoops() = default;
 
   [[nodiscard]] std::size_t size() const noexcept {
-    return block_.empty() ? 0 : static_cast<std::size_t>(block_[0]);
+    return block_ == nullptr ? 0 : static_cast<std::size_t>(block_[0]);
   }
   [[nodiscard]] bool empty() const noexcept { return size() == 0; }
   [[nodiscard]] std::span<const int> operator[](std::size_t j) const noexcept {
     const std::size_t n = size();
     const auto from = static_cast<std::size_t>(j == 0 ? 0 : block_[j]);
     const auto to = static_cast<std::size_t>(block_[j + 1]);
-    return {block_.data() + 1 + n + from, to - from};
+    return {block_.get() + 1 + n + from, to - from};
   }
   // operator[] with j checked (std::out_of_range).
   [[nodiscard]] std::span<const int> at(std::size_t j) const;
@@ -143,10 +153,17 @@ class OperandLoops {
   // Sets dim d of operand j (the builder's and a merge region's revisions).
   void set(std::size_t j, std::size_t d, int loop);
 
-  friend bool operator==(const OperandLoops&, const OperandLoops&) = default;
+  friend bool operator==(const OperandLoops& a, const OperandLoops& b) noexcept;
 
  private:
-  std::vector<int> block_;
+  explicit OperandLoops(const std::vector<int>& block);
+  // Ints in the block: 1 + count + the dims.
+  [[nodiscard]] std::size_t length() const noexcept {
+    const std::size_t n = size();
+    return n == 0 ? 0 : 1 + n + static_cast<std::size_t>(block_[n]);
+  }
+
+  std::unique_ptr<int[]> block_;
 };
 
 struct OpSpace {
