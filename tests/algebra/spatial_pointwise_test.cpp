@@ -169,6 +169,30 @@ TEST_CASE("MaxPool / AvgPool: window loops, strides default to the kernel") {
            {{"kernel_shape", std::vector<std::int64_t>{2, 2}}, {"ceil_mode", std::int64_t{1}}}));
 }
 
+TEST_CASE("MaxPool: a halo past 2^31 - 1 rows is refused, one just under it kept") {
+  // Kernel k, stride 1 along H: halo k - 1 rows, output H - k + 1.
+  constexpr std::int64_t kMax = std::numeric_limits<std::int32_t>::max();
+  for (const std::int64_t kernel : {kMax + 1, kMax + 2}) {
+    G g;
+    const std::int64_t h = kernel + 3;
+    auto x = g.t("x", {1, 1, h, 1});
+    auto y = g.t("y", {1, 1, h - kernel + 1, 1});
+    g.op("MaxPool", {x}, {y},
+         {{"kernel_shape", std::vector<std::int64_t>{kernel, 1}},
+          {"strides", std::vector<std::int64_t>{1, 1}}});
+    if (kernel - 1 <= kMax) {
+      const auto s = g.space(0);
+      CHECK(s.loops[2].halo == kMax);
+      CHECK(s.loops[2].size == 4);
+    } else {
+      const Error e = error_of([&] { (void)g.space(0); });
+      CHECK(e.code() == Errc::kShape);
+      CHECK(e.json_path() == "/operators/0/inputs/0");
+      CHECK(std::string(e.what()).find("2147483648 rows per cut") != std::string::npos);
+    }
+  }
+}
+
 TEST_CASE("MaxPool: kernel_shape is required") {
   G g;
   auto x = g.t("x", {2, 3, 32, 32});
