@@ -250,7 +250,8 @@ class Evaluator {
               ir::input_takes_gradient(g, rules_.grads, g.op(o), j) ? 1 : 0;
       const ZeroAxes zero = zero_axes(g, spaces, p);
       for (ir::TensorId t = 0; t < n_tensors_; ++t)
-        for (const std::uint32_t a : zero.of(t)) zero_ways_[t] *= p.mesh[a].size;
+        for (const std::uint32_t a : zero.of(t))
+          zero_ways_[t] *= static_cast<std::uint32_t>(p.mesh[a].size);
     }
   }
 
@@ -310,7 +311,9 @@ class Evaluator {
   // Advances the per-slot divisors, per-loop splits and, where the
   // evaluation reports them (`shardings`), the holders' shardings past axis a.
   void advance(std::uint32_t a, bool shardings) {
-    const std::int64_t k = p_.mesh[a].size;
+    // Axis sizes multiply to at most kMaxDevices (2^31): 32 bits hold
+    // every divisor and split.
+    const auto k = static_cast<std::uint32_t>(p_.mesh[a].size);
     for (std::size_t slot = 0; slot < layout_.size(); ++slot) {
       if (layout_[slot].kind == LayoutKind::Shard) divisor_[slot] *= k;
     }
@@ -593,20 +596,20 @@ class Evaluator {
   std::vector<int> zero_;  // per tensor: its ZeRO stage (parameter_zero)
   std::int64_t m_;         // microbatches
   Slots slots_;
-  MemoryRules rules_;                    // training only
-  std::vector<std::uint8_t> slot_grad_;  // training: per slot, 1 where an input takes a gradient
-  std::vector<std::int64_t> zero_ways_;  // per tensor: product of its ZeRO axes' sizes
+  MemoryRules rules_;                     // training only
+  std::vector<std::uint8_t> slot_grad_;   // training: per slot, 1 where an input takes a gradient
+  std::vector<std::uint32_t> zero_ways_;  // per tensor: product of its ZeRO axes' sizes
   // Per axis (classify): parameter collectives once per step, and those each
   // microbatch repeats.
   std::vector<double> hidden_once_, hidden_repeated_;
   // Per slot: the product of the sizes of the axes so far on which the slot
   // is sharded (its slice is the tensor's bytes / divisor).
-  std::vector<std::int64_t> divisor_;
+  std::vector<std::uint32_t> divisor_;
   std::vector<double> full_bytes_;
   // Per operator and loop: the product of the sizes of the axes so far that
   // cut the loop (flattened, loop_begin_[o] + loop).
   std::vector<std::size_t> loop_begin_;
-  std::vector<std::int64_t> loop_split_;
+  std::vector<std::uint32_t> loop_split_;
   std::vector<AxisLayout> layout_;  // per slot, on the current axis
   // build_layout_codes: per operator, its slots' codes (slot-major, then
   // loop) from code_begin_[o].
