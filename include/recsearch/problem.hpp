@@ -12,6 +12,7 @@
 // several searches, threads or results may hold it at once.
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -88,9 +89,19 @@ class Problem {
   // against this graph; errors name `source` and the JSON path.
   [[nodiscard]] plan::Plan parse_plan(std::string_view text, const std::string& source,
                                       const Cluster& cluster) const;
+  // The same of a string, without copying a big file (io::parse_plan of a
+  // string); a template so that a string literal means the overload above.
+  template <class String>
+  requires std::same_as<String, std::string>
+  [[nodiscard]] plan::Plan parse_plan(const String& text, const std::string& source,
+                                      const Cluster& cluster) const {
+    return parse_padded(text, text.capacity() + 1, source, cluster);
+  }
 
  private:
   Problem(std::shared_ptr<const Data> data, CostParams cost) noexcept;
+  [[nodiscard]] plan::Plan parse_padded(std::string_view text, std::size_t capacity,
+                                        const std::string& source, const Cluster& cluster) const;
   std::shared_ptr<const Data> data_;
   CostParams cost_;
 };

@@ -163,7 +163,13 @@ Problem Problem::with_cost(CostParams cost) const { return Problem(data_, std::m
 
 plan::Plan Problem::parse_plan(std::string_view text, const std::string& source,
                                const Cluster& cluster) const {
-  plan::Plan p = io::parse_plan(text, source, graph(), spaces(), cluster.cuts());
+  return parse_padded(text, 0, source, cluster);
+}
+
+plan::Plan Problem::parse_padded(std::string_view text, std::size_t capacity,
+                                 const std::string& source, const Cluster& cluster) const {
+  plan::Plan p =
+      io::detail::parse_plan_padded(text, capacity, source, graph(), spaces(), cluster.cuts());
   try {
     plan::check_plan(graph(), spaces(), p);
   } catch (const Error& e) {

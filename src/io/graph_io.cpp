@@ -487,7 +487,7 @@ ir::Graph parse_graph(std::string_view text, const std::string& source, CostPara
                       const GraphReadOptions& options) {
   // simdjson reads up to its padding past the text: a copy with room for it.
   std::string padded;
-  padded.reserve(text.size() + detail::graph_padding());
+  padded.reserve(text.size() + detail::simd_padding());
   padded.assign(text);
   return read_graph(padded, padded.capacity(), source, cost, options);
 }
@@ -498,7 +498,7 @@ ir::Graph parse_graph(std::string_view text, const std::string& source, CostPara
 
 ir::Graph read_graph_file(const std::string& path, CostParams* cost,
                           const GraphReadOptions& options) {
-  const detail::PaddedText file(path, detail::graph_padding());
+  const detail::PaddedText file(path, detail::simd_padding());
   const std::string source = options.source.empty() ? path : options.source;
   return read_graph(file.text(), file.capacity(), source, cost, options);
 }

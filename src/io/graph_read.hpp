@@ -72,7 +72,4 @@ class UnknownKeys {
 // `text_bytes` likely holds (an estimate from GPT files; nothing when small).
 void reserve_for(ir::Graph& g, std::size_t text_bytes);
 
-// simdjson's padding: bytes past the text that its parser may read.
-[[nodiscard]] std::size_t graph_padding() noexcept;
-
 }  // namespace recsearch::io::detail

@@ -31,7 +31,7 @@ std::string read_text_file(const std::string& path) {
     if (std::cin.bad()) throw Error(Errc::kIo, "cannot read standard input", {}, path);
     return text;
   }
-  return detail::read_text_file_padded(path, 0);  // one file reader
+  return detail::read_text_file_padded(path, detail::simd_padding());  // one file reader
 }
 
 namespace detail {

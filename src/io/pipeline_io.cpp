@@ -146,9 +146,33 @@ std::pair<ir::OpId, ir::OpId> read_range(const Reader& r, const Json& stage, con
 
 }  // namespace
 
+namespace {
+
+// Notes whether the document has a top-level "pipeline", skipping the rest.
+class PipelineKey final : public detail::StreamHandler {
+ public:
+  Mode mode(const std::string& key) override {
+    found_ = found_ || key == "pipeline";
+    return Mode::kSkip;
+  }
+  void record(const std::string&, std::size_t, Json&&) override {}
+  void field_done(const std::string&, const Json&) override {}
+  [[nodiscard]] bool found() const noexcept { return found_; }
+
+ private:
+  bool found_ = false;
+};
+
+}  // namespace
+
 bool plan_has_pipeline(std::string_view text, const std::string& source) {
-  const Json root = detail::parse_json(text, source);
-  return root.is_object() && root.contains("pipeline");
+  // Not a DOM of the file: a plan of 10^6 operators would take gigabytes.
+  PipelineKey fast;
+  Json head;
+  if (detail::stream_object_fast(text, 0, fast, head)) return fast.found();
+  PipelineKey slow;
+  (void)detail::stream_object(text, source, slow);
+  return slow.found();
 }
 
 plan::PipelinePlan parse_pipeline(std::string_view text, const std::string& source,

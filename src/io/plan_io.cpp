@@ -639,30 +639,59 @@ class HeadOnly final : public detail::StreamHandler {
   void field_done(const std::string&, const Json&) override {}
 };
 
+// The head of a plan file: read fast where it can be, else streamed.
+Json plan_head(std::string_view text, const std::string& source) {
+  HeadOnly fast;
+  Json head;
+  if (detail::stream_object_fast(text, 0, fast, head)) return head;
+  HeadOnly slow;
+  return detail::stream_object(text, source, slow);
+}
+
 }  // namespace
 
-plan::Plan parse_plan(std::string_view text, const std::string& source, const ir::Graph& g,
-                      const std::vector<algebra::OpSpace>& spaces, const std::vector<Cut>& mesh) {
+plan::Plan detail::parse_plan_padded(std::string_view text, std::size_t capacity,
+                                     const std::string& source, const ir::Graph& g,
+                                     const std::vector<algebra::OpSpace>& spaces,
+                                     const std::vector<Cut>& mesh) {
   if (spaces.size() != g.num_operators()) {
     throw Error(Errc::kUsage, "parse_plan: " + std::to_string(spaces.size()) +
                                   " operator spaces for a graph of " +
                                   std::to_string(g.num_operators()) + " operators");
   }
   const Reader r(source);
+  {
+    PlanStream fast(r, g, spaces, mesh);
+    Json head;
+    bool done = false;
+    try {
+      done = detail::stream_object_fast(text, capacity, fast, head);
+    } catch (const Error&) {
+      // Read again below, so that the error is the streaming reader's,
+      // exactly as for any other file it reads.
+      done = false;
+    }
+    if (done) return fast.finish(head);
+  }
   PlanStream stream(r, g, spaces, mesh);
   const Json head = detail::stream_object(text, source, stream);
   return stream.finish(head);
 }
 
+plan::Plan parse_plan(std::string_view text, const std::string& source, const ir::Graph& g,
+                      const std::vector<algebra::OpSpace>& spaces, const std::vector<Cut>& mesh) {
+  return detail::parse_plan_padded(text, 0, source, g, spaces, mesh);
+}
+
 plan::Plan read_plan_file(const std::string& path, const ir::Graph& g,
                           const std::vector<algebra::OpSpace>& spaces,
                           const std::vector<Cut>& mesh) {
-  return parse_plan(read_text_file(path), path, g, spaces, mesh);
+  const std::string text = read_text_file(path);
+  return parse_plan(text, path, g, spaces, mesh);
 }
 
 std::optional<Cluster> plan_cluster(std::string_view text, const std::string& source) {
-  HeadOnly head_only;
-  const Json root = detail::stream_object(text, source, head_only);
+  const Json root = plan_head(text, source);
   const Reader r(source);
   r.check_format(root, "recsearch.plan", detail::kPlanVersion);
   const Json* c = r.find(root, "cluster");
@@ -676,8 +705,7 @@ std::optional<Cluster> plan_cluster(std::string_view text, const std::string& so
 }
 
 std::vector<std::int64_t> plan_mesh_sizes(std::string_view text, const std::string& source) {
-  HeadOnly head_only;
-  const Json root = detail::stream_object(text, source, head_only);
+  const Json root = plan_head(text, source);
   const Reader r(source);
   r.check_format(root, "recsearch.plan", detail::kPlanVersion);
   const Json* m = r.find(root, "mesh");

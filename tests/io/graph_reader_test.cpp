@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "io/graph_read.hpp"
+#include "io/json_util.hpp"
 #include "recsearch/io/json_io.hpp"
 #include "support/errors.hpp"
 #include "support/sample_graphs.hpp"
@@ -685,7 +686,7 @@ namespace {
 // Returns whether the fast one accepted it.
 bool check_parsers_agree(const std::string& text) {
   std::string padded;
-  padded.reserve(text.size() + io::detail::graph_padding());
+  padded.reserve(text.size() + io::detail::simd_padding());
   padded.assign(text);
   ir::Graph fast;
   io::detail::UnknownKeys fast_keys(false, kFile);

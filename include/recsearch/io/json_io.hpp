@@ -7,6 +7,7 @@
 // and the problem; they never crash on any input. `source` "-" reads stdin.
 #pragma once
 
+#include <concepts>
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -21,7 +22,9 @@
 
 namespace recsearch::io {
 
-// Whole file (or stdin for "-") as text; Error(kIo) naming the file.
+// Whole file (or stdin for "-") as text; Error(kIo) naming the file. Its
+// capacity leaves room past the end that the fast readers read into, so
+// that parse_plan of the string needs no padded copy.
 [[nodiscard]] std::string read_text_file(const std::string& path);
 
 // Writes text, ending it with a newline, to path ("-": stdout); Error(kIo)
@@ -85,6 +88,25 @@ void parse_cost_params(std::string_view text, const std::string& source, CostPar
 [[nodiscard]] plan::Plan parse_plan(std::string_view text, const std::string& source,
                                     const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
                                     const std::vector<Cut>& mesh);
+namespace detail {
+// parse_plan of text followed by readable bytes up to `capacity` from
+// text.data(), which the fast reader may read into instead of copying.
+[[nodiscard]] plan::Plan parse_plan_padded(std::string_view text, std::size_t capacity,
+                                           const std::string& source, const ir::Graph& g,
+                                           const std::vector<algebra::OpSpace>& spaces,
+                                           const std::vector<Cut>& mesh);
+}  // namespace detail
+// The same of a string: its capacity past its end (read_text_file leaves
+// some) spares the fast reader a copy of a big file. (A template, so that
+// a string literal still means the string_view overload.)
+template <class String>
+requires std::same_as<String, std::string>
+[[nodiscard]] plan::Plan parse_plan(const String& text, const std::string& source,
+                                    const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                                    const std::vector<Cut>& mesh) {
+  // The buffer holds capacity() + 1 bytes, its terminating null included.
+  return detail::parse_plan_padded(text, text.capacity() + 1, source, g, spaces, mesh);
+}
 [[nodiscard]] plan::Plan read_plan_file(const std::string& path, const ir::Graph& g,
                                         const std::vector<algebra::OpSpace>& spaces,
                                         const std::vector<Cut>& mesh);

@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: Apache-2.0
+// Helpers of the fast simdjson readers (graph_simd.cpp, stream_simd.cpp):
+// values read straight from the file's text, and GiveUp, thrown the moment
+// a file holds anything the fast reader does not handle exactly as the
+// streaming nlohmann reader would (which then reads the file and reports
+// whatever is wrong with it).
+#pragma once
+
+#include <simdjson.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string_view>
+#include <utility>
+
+#include "io/json_util.hpp"
+
+namespace recsearch::io::detail::simd {
+
+namespace od = simdjson::ondemand;
+
+// Thrown inside this file only: the streaming reader takes over.
+struct GiveUp {};
+
+template <class T>
+inline T get(simdjson::simdjson_result<T>&& r) {
+  T v{};
+  if (std::move(r).get(v) != simdjson::SUCCESS) throw GiveUp{};
+  return v;
+}
+
+// A string value, as a view into the file's text (which outlives the
+// parser's buffer). It is not unescaped (get_string would copy every string
+// of the file into the parser's string buffer, a third of the file's size in
+// fresh pages): without a backslash the first quote after the opening one
+// closes it, and the object or array around it skips the value and checks
+// the separator that follows, as it does for any value left unread. The
+// document's UTF-8 was validated as a whole when it was indexed. Strings
+// with escapes (where nlohmann and simdjson may treat lone surrogates
+// differently) or control characters (which simdjson does not reject) are
+// the streaming reader's.
+inline std::string_view text(od::value v) {
+  const std::string_view raw = v.raw_json_token();
+  if (raw.empty() || raw.front() != '"') throw GiveUp{};
+  for (std::size_t i = 1; i < raw.size(); ++i) {
+    const char c = raw[i];
+    if (c == '"') return raw.substr(1, i - 1);
+    if (c == '\\' || static_cast<unsigned char>(c) < 0x20) throw GiveUp{};
+  }
+  throw GiveUp{};
+}
+
+// An object key as written; keys with escapes are the streaming reader's.
+inline std::string_view key_of(od::field& f) {
+  const char* k = f.key().raw();
+  // The key's closing quote, found by walking to it (not std::strchr: under
+  // ASan's strict_string_checks every strchr measures the whole rest of the
+  // document first, which makes reading a big file quadratic).
+  const char* end = k;
+  while (*end != '"' && *end != '\0') ++end;
+  if (*end != '"') throw GiveUp{};
+  const std::string_view key(k, static_cast<std::size_t>(end - k));
+  if (key.find('\\') != std::string_view::npos) throw GiveUp{};
+  return key;
+}
+
+inline bool is_float_token(std::string_view raw) {
+  return raw.find_first_of(".eE") != std::string_view::npos;
+}
+
+// An integer written as one ("1", "-3"; not "1.0", "1e3" or "-0").
+inline std::int64_t integer(od::value v) {
+  const std::string_view raw = v.raw_json_token();
+  if (is_float_token(raw) || raw.substr(0, 2) == "-0") throw GiveUp{};
+  return get(v.get_int64());
+}
+
+inline std::int64_t positive(od::value v) {
+  const std::int64_t n = integer(v);
+  if (n <= 0) throw GiveUp{};
+  return n;
+}
+
+// Walks a value the graph does not use, so that it is validated as the
+// streaming reader validates it (that one parses everything).
+inline void validate(od::value v, int depth) {
+  if (depth > kMaxDepth) throw GiveUp{};
+  switch (get(v.type())) {
+    case od::json_type::object:
+      for (auto field : get(v.get_object())) {
+        od::field f = get(std::move(field));
+        (void)get(f.unescaped_key());
+        validate(f.value(), depth + 1);
+      }
+      return;
+    case od::json_type::array:
+      for (auto element : get(v.get_array())) validate(get(std::move(element)), depth + 1);
+      return;
+    case od::json_type::number: {
+      const double d = get(v.get_double());
+      if (!std::isfinite(d)) throw GiveUp{};
+      return;
+    }
+    case od::json_type::string: (void)text(v); return;
+    case od::json_type::boolean: (void)get(v.get_bool()); return;
+    case od::json_type::null:
+      if (!get(v.is_null())) throw GiveUp{};
+      return;
+  }
+  throw GiveUp{};
+}
+
+}  // namespace recsearch::io::detail::simd
