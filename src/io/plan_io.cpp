@@ -299,43 +299,59 @@ void check_zero_axes(const Reader& r, const Json& head, const ir::Graph& g,
 }
 
 // Sets cuts[axis] to the loop named by `dim` (null: replicated across the
-// axis), for read_cuts.
-void read_cut_dim(const Reader& r, const Json& dim, const std::string& dim_at,
-                  const algebra::OpSpace& s, const std::string& op_name, std::size_t axis,
-                  std::vector<std::int16_t>& cuts) {
+// axis), for read_cuts. `dim_at()` is the value's path, built on failure
+// only (a plan of 10^6 operators has some 10^7 cuts).
+template <class Path>
+void read_cut_dim(const Reader& r, const Json& dim, const Path& dim_at, const algebra::OpSpace& s,
+                  const std::string& op_name, std::size_t axis, std::vector<std::int16_t>& cuts) {
   if (dim.is_null()) return;
   if (!dim.is_string()) {
     r.fail(Errc::kSchema, std::string("expected a loop name or null, got ") + dim.type_name(),
-           dim_at);
+           dim_at());
   }
   const std::string& name = dim.get_ref<const std::string&>();
   const int loop = s.find_loop(name);
   if (loop == algebra::kUnmapped) {
     r.fail(Errc::kUnknownName,
            "operator '" + op_name + "' has no loop '" + name + "' (loops: " + loop_names(s) + ")",
-           dim_at);
+           dim_at());
   }
   cuts[axis] = static_cast<std::int16_t>(loop);
 }
+
+// The file's axis names, by axis, and their index: a file's cuts name the
+// axes in mesh order, so the next axis after the last one found is tried
+// before the index.
+struct AxisNames {
+  std::vector<std::string> names;
+  std::unordered_map<std::string, std::size_t> index;
+
+  [[nodiscard]] std::optional<std::size_t> find(const std::string& name, std::size_t next) const {
+    if (next < names.size() && names[next] == name) return next;
+    const auto it = index.find(name);
+    if (it == index.end()) return std::nullopt;
+    return it->second;
+  }
+};
 
 // Reads one entry's "cuts" into cuts (sized to the mesh): an object
 // {"axis": "dim"}, as version 2 writes it, or the list of {"axis", "dim"}
 // objects of version 1.
 void read_cuts(const Reader& r, const Json& j, const std::string& path, const algebra::OpSpace& s,
-               const std::string& op_name,
-               const std::unordered_map<std::string, std::size_t>& axis_index,
-               std::vector<std::int16_t>& cuts, OpEntry& entry) {
+               const std::string& op_name, const AxisNames& axes, std::vector<std::int16_t>& cuts,
+               OpEntry& entry) {
   entry.cut_entry.assign(cuts.size(), SIZE_MAX);
   if (j.is_object()) {
     // A key given twice is refused by the streaming parser.
     entry.by_axis = true;
+    std::size_t next = 0;
     for (const auto& [axis, dim] : j.items()) {
-      const std::string at = child(path, axis);
-      const auto it = axis_index.find(axis);
-      if (it == axis_index.end())
-        r.fail(Errc::kUnknownName, "unknown mesh axis '" + axis + "'", at);
-      entry.cut_entry[it->second] = it->second;
-      read_cut_dim(r, dim, at, s, op_name, it->second, cuts);
+      const auto at = [&, &key = axis] { return child(path, key); };
+      const auto a = axes.find(axis, next);
+      if (!a) r.fail(Errc::kUnknownName, "unknown mesh axis '" + axis + "'", at());
+      entry.cut_entry[*a] = *a;
+      next = *a + 1;
+      read_cut_dim(r, dim, at, s, op_name, *a, cuts);
     }
     return;
   }
@@ -348,17 +364,17 @@ void read_cuts(const Reader& r, const Json& j, const std::string& path, const al
     const Json& c = r.object(j[k], at);
     const std::string axis_at = child(at, "axis");
     const std::string axis = r.string(r.require(c, "axis", at), axis_at);
-    const auto it = axis_index.find(axis);
-    if (it == axis_index.end())
-      r.fail(Errc::kUnknownName, "unknown mesh axis '" + axis + "'", axis_at);
-    const std::size_t a = it->second;
+    const auto found = axes.find(axis, 0);
+    if (!found) r.fail(Errc::kUnknownName, "unknown mesh axis '" + axis + "'", axis_at);
+    const std::size_t a = *found;
     if (entry.cut_entry[a] != SIZE_MAX) {
       r.fail(Errc::kPlan,
              "axis '" + axis + "' is cut twice (first at " + child(path, entry.cut_entry[a]) + ")",
              axis_at);
     }
     entry.cut_entry[a] = k;
-    read_cut_dim(r, r.require(c, "dim", at), child(at, "dim"), s, op_name, a, cuts);
+    read_cut_dim(
+        r, r.require(c, "dim", at), [&] { return child(at, "dim"); }, s, op_name, a, cuts);
   }
 }
 
@@ -472,15 +488,15 @@ class PlanStream final : public detail::StreamHandler {
     }
     check_strategies();
     if (p_.mode == recsearch::Mode::Train)
-      check_zero_axes(r_, head, g_, spaces_, p_, names_, axis_index_);
+      check_zero_axes(r_, head, g_, spaces_, p_, axes_.names, axes_.index);
     return std::move(p_);
   }
 
  private:
   // The mesh is known (or known to be absent): entries can be read.
   void start(const Json& head) {
-    names_ = read_mesh(r_, head, mesh_);
-    for (std::size_t a = 0; a < names_.size(); ++a) axis_index_.emplace(names_[a], a);
+    axes_.names = read_mesh(r_, head, mesh_);
+    for (std::size_t a = 0; a < axes_.names.size(); ++a) axes_.index.emplace(axes_.names[a], a);
     ready_ = true;
     for (std::size_t i = 0; i < pending_.size(); ++i) entry(i, std::exchange(pending_[i], Json()));
     pending_.clear();
@@ -491,7 +507,10 @@ class PlanStream final : public detail::StreamHandler {
     r_.expect_object(o, at);
     const std::string name_at = child(at, "name");
     const std::string name = r_.string(r_.require(o, "name", at), name_at);
-    const auto id = g_.find_operator(name);
+    // Written plans list the operators in the graph's order.
+    const auto id = i < g_.num_operators() && g_.op(static_cast<ir::OpId>(i)).name == name
+                        ? std::optional<ir::OpId>(static_cast<ir::OpId>(i))
+                        : g_.find_operator(name);
     if (!id) {
       r_.fail(Errc::kUnknownName,
               "unknown operator '" + name + "' (not in graph '" + g_.name() + "')", name_at);
@@ -519,7 +538,7 @@ class PlanStream final : public detail::StreamHandler {
     const Json* strategy = r_.find(o, "strategy");
     if (cuts != nullptr) {
       entry.source = Source::Cuts;
-      read_cuts(r_, *cuts, child(at, "cuts"), spaces_[*id], name, axis_index_, p_.cuts[*id], entry);
+      read_cuts(r_, *cuts, child(at, "cuts"), spaces_[*id], name, axes_, p_.cuts[*id], entry);
       if (strategy != nullptr) {
         entry.strategy = detail::read_strategy(r_, *strategy, child(at, "strategy"));
       }
@@ -558,8 +577,11 @@ class PlanStream final : public detail::StreamHandler {
     const Json* name_j = r_.find(t, "name");
     if (name_j == nullptr || !name_j->is_string()) return;
     const std::string at = child("/tensors", i);
-    const std::string name = name_j->get<std::string>();
-    const auto id = g_.find_tensor(name);
+    const std::string& name = name_j->get_ref<const std::string&>();
+    // Written plans list the tensors in the graph's order.
+    const auto id = i < g_.num_tensors() && g_.tensor(static_cast<ir::TensorId>(i)).name == name
+                        ? std::optional<ir::TensorId>(static_cast<ir::TensorId>(i))
+                        : g_.find_tensor(name);
     if (!id) {
       r_.fail(Errc::kUnknownName,
               "unknown tensor '" + name + "' (not in graph '" + g_.name() + "')",
@@ -621,8 +643,7 @@ class PlanStream final : public detail::StreamHandler {
   const std::vector<Cut>& mesh_;
   plan::Plan p_;
   std::vector<OpEntry> entries_;
-  std::vector<std::string> names_;  // the file's axis names, by axis
-  std::unordered_map<std::string, std::size_t> axis_index_;
+  AxisNames axes_;  // the file's axis names
   bool format_ok_ = false;
   bool ready_ = false;
   std::vector<Json> pending_;
