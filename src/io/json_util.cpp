@@ -628,8 +628,7 @@ std::vector<std::string> Reader::strings(const Json& j, const std::string& path)
   return v;
 }
 
-std::int64_t Reader::check_format(const Json& root, std::string_view format,
-                                  std::int64_t newest) const {
+void Reader::check_format(const Json& root, std::string_view format, std::int64_t newest) const {
   if (!root.is_object()) {
     fail(Errc::kSchema,
          std::string("expected a JSON object at the top level, got ") + root.type_name(), "");
@@ -654,7 +653,6 @@ std::int64_t Reader::check_format(const Json& root, std::string_view format,
              " (this reader knows " + known + ")",
          "/version");
   }
-  return version;
 }
 
 ir::Strategy read_strategy(const Reader& r, const Json& j, const std::string& path) {

@@ -148,9 +148,8 @@ class Reader {
   [[nodiscard]] std::vector<std::string> strings(const Json& j, const std::string& path) const;
 
   // "format" must be `format` and "version" one of 1 to `newest` (kSchema
-  // otherwise); returns the version.
-  std::int64_t check_format(const Json& root, std::string_view format,
-                            std::int64_t newest = 1) const;
+  // otherwise).
+  void check_format(const Json& root, std::string_view format, std::int64_t newest = 1) const;
 
  private:
   std::string source_;

@@ -144,10 +144,6 @@ std::pair<ir::OpId, ir::OpId> read_range(const Reader& r, const Json& stage, con
   return {static_cast<ir::OpId>(first), static_cast<ir::OpId>(last)};
 }
 
-}  // namespace
-
-namespace {
-
 // Notes whether the document has a top-level "pipeline", skipping the rest.
 class PipelineKey final : public detail::StreamHandler {
  public:
