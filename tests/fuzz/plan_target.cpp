@@ -5,7 +5,9 @@
 // bytes read as a plan either give a plan that passes check_plan, evaluates
 // to finite figures and round-trips through plan_to_json, or a well-formed
 // recsearch::Error (fuzz_common.hpp). The plan's own mesh and cluster are
-// read as eval reads them, each under the same property.
+// read as eval reads them, each under the same property. And the fast
+// simdjson reader of plan files either gives up or hands its handler what
+// the streaming nlohmann reader does, never accepting what that rejects.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -13,7 +15,9 @@
 #include <vector>
 
 #include "fuzz_common.hpp"
+#include "io/json_util.hpp"
 #include "recsearch/recsearch.hpp"
+#include "support/stream_recorder.hpp"
 
 #ifndef FUZZ_PLAN_GRAPH
 #error "FUZZ_PLAN_GRAPH: path of the graph the plans are read against"
@@ -38,6 +42,24 @@ const Fixture& fixture() {
   return f;
 }
 
+using Recorder = testing::StreamRecorder;
+
+void check_fast_reader(std::string_view text) {
+  Recorder fast;
+  io::detail::Json head;
+  if (!io::detail::stream_object_fast(text, 0, fast, head)) return;
+  Recorder slow;
+  io::detail::Json slow_head;
+  try {
+    slow_head = io::detail::stream_object(text, fuzz::kSource, slow);
+  } catch (const Error& e) {
+    fuzz::die(std::string("the fast reader accepts what the streaming reader refuses: ") +
+              e.what());
+  }
+  if (fast.log != slow.log || head.dump() != slow_head.dump())
+    fuzz::die("the fast and the streaming reader hand over different values");
+}
+
 void check_finite(const plan::Summary& s) {
   for (const double v : {s.step_time_s, s.compute_s, s.communication_s, s.memory_per_device_bytes})
     if (!std::isfinite(v) || v < 0) fuzz::die("evaluation gave a negative or non-finite figure");
@@ -48,6 +70,7 @@ void check_finite(const plan::Summary& s) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const Fixture& f = fixture();
   const std::string_view text = fuzz::as_text(data, size);
+  check_fast_reader(text);
   fuzz::guard(fuzz::kSource, false, [&] { (void)io::plan_mesh_sizes(text, fuzz::kSource); });
   fuzz::guard(fuzz::kSource, false, [&] { (void)io::plan_cluster(text, fuzz::kSource); });
   fuzz::guard(fuzz::kSource, false, [&] {

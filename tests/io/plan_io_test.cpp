@@ -539,13 +539,10 @@ TEST_CASE("plan_mesh_sizes") {
 }
 
 TEST_CASE("sample graphs: a replicated plan writes and reads back") {
-  const char* dir = std::getenv("RECSEARCH_DATA");
-  if (dir == nullptr) return;
   const Cluster cluster = Cluster::mesh({2, 4});
-  for (const std::string& file : testing::sample_graph_files(dir)) {
+  testing::for_each_sample_graph([&](const std::string& file, const ir::Graph& g,
+                                     const std::vector<algebra::OpSpace>& spaces) {
     CAPTURE(file);
-    const ir::Graph g = io::read_graph_file(file);
-    const auto spaces = algebra::build_op_spaces(g);
     // No operators listed: pinned strategies or replicated.
     const std::string empty = R"({"format": "recsearch.plan", "version": 1, "operators": []})";
     const plan::Plan p = io::parse_plan(empty, "empty.json", g, spaces, cluster.cuts());
@@ -553,7 +550,7 @@ TEST_CASE("sample graphs: a replicated plan writes and reads back") {
     const std::string text = io::plan_to_json(g, spaces, cluster, p, ev);
     const plan::Plan back = io::parse_plan(text, "back.json", g, spaces, cluster.cuts());
     CHECK(back.cuts == p.cuts);
-  }
+  });
 }
 
 TEST_CASE("per-operator recomputation and graph pins round-trip through the plan file") {

@@ -5,9 +5,13 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
+
+#include "recsearch/algebra/op_space.hpp"
+#include "recsearch/io/json_io.hpp"
 
 namespace recsearch::testing {
 
@@ -22,6 +26,19 @@ inline std::vector<std::string> sample_graph_files(const std::filesystem::path& 
   }
   std::sort(files.begin(), files.end());
   return files;
+}
+
+// fn(file, graph, spaces) for every sample graph of $RECSEARCH_DATA, in
+// file order; nothing when it is not set.
+template <class Fn>
+void for_each_sample_graph(Fn&& fn) {
+  const char* dir = std::getenv("RECSEARCH_DATA");
+  if (dir == nullptr) return;
+  for (const std::string& file : sample_graph_files(dir)) {
+    const ir::Graph g = io::read_graph_file(file);
+    const std::vector<algebra::OpSpace> spaces = algebra::build_op_spaces(g);
+    fn(file, g, spaces);
+  }
 }
 
 }  // namespace recsearch::testing
