@@ -368,6 +368,7 @@ void read_document(std::string_view text_in, std::size_t capacity, const std::st
     } else {
       fast.unknown_root(key, f.value());
     }
+    next_field_follows(doc);
   }
   // Nothing may follow the object ("{} trailing" is not JSON).
   const char* rest = nullptr;

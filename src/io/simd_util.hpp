@@ -44,10 +44,26 @@ inline std::string_view text(od::value v) {
   if (raw.empty() || raw.front() != '"') throw GiveUp{};
   for (std::size_t i = 1; i < raw.size(); ++i) {
     const char c = raw[i];
-    if (c == '"') return raw.substr(1, i - 1);
+    if (c == '"') {
+      // Consumed (without a copy), so that the iterator stands on what
+      // follows it, as after any other value (next_field_follows).
+      (void)get(v.get_raw_json_string());
+      return raw.substr(1, i - 1);
+    }
     if (c == '\\' || static_cast<unsigned char>(c) < 0x20) throw GiveUp{};
   }
   throw GiveUp{};
+}
+
+// After a top-level field's value, read whole: the iterator must stand on
+// the ',' or '}' that follows it. simdjson ends an array's or object's
+// iteration quietly where a separator is missing ({"a": [1 2]}, {"a": 1
+// "b": 2}) and jumps to the end of the document, so this also catches
+// every such error inside the value.
+inline void next_field_follows(od::document& doc) {
+  const char* at = nullptr;
+  if (doc.current_location().get(at) != simdjson::SUCCESS || (*at != ',' && *at != '}'))
+    throw GiveUp{};
 }
 
 // An object key as written; keys with escapes are the streaming reader's.

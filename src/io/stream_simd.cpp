@@ -97,6 +97,7 @@ bool read(std::string_view text, std::size_t capacity, StreamHandler& handler, J
   for (auto member : get(doc.get_object())) {
     od::field f = get(std::move(member));
     field(f, handler, head, seen);
+    simd::next_field_follows(doc);
   }
   // Nothing may follow the object ("{} trailing" is not JSON).
   const char* rest = nullptr;

@@ -724,6 +724,16 @@ TEST_CASE("the fast reader never accepts what the streaming reader rejects") {
     texts.push_back(io::read_text_file(e.path().string()));
   // The valid files in their usual layout are the fast reader's own.
   for (std::size_t i = 0; i < 4; ++i) CHECK(check_parsers_agree(texts[i]));
+  // A separator missing, where simdjson ends an iteration quietly: the
+  // streaming reader's (a parse error).
+  for (const auto& [from, to] :
+       {std::pair<std::string, std::string>{R"(", "shape")", R"(" "shape")"},
+        {"],\n \"operators\"", "]\n \"operators\""}}) {
+    std::string text = kTiny;
+    REQUIRE(text.find(from) != std::string::npos);
+    text.replace(text.find(from), from.size(), to);
+    CHECK_FALSE(check_parsers_agree(text));
+  }
   for (std::size_t i = 4; i < texts.size(); ++i) (void)check_parsers_agree(texts[i]);
   // Mutations of the small file: every byte replaced, and random splices.
   const char replacements[] = {'"',  '}', ']', '{', '[',  ',', ':', '0', '-',    'x',   '\\',

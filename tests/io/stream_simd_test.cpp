@@ -85,6 +85,12 @@ TEST_CASE("the fast reader gives up on what it does not read exactly alike") {
            R"({"a": [1,, 2]})",                     // malformed
            R"({"redistributions": [1,, 2]})",       // malformed where skipped
            R"({"a": tru})",                         //
+           // A missing separator, where simdjson ends an iteration quietly.
+           R"({"a": [1 2]})",                    //
+           R"({"a": 1 "b": 2})",                 //
+           R"({"a": {"x": 1 "y": 2}, "b": 3})",  //
+           R"({"operators": [{"name": "x"} {"name": "y"}]})",
+           R"({"format": ["strategy": [[1, 4]]}]})",  // found by fuzz_plan
        }) {
     CAPTURE(text);
     CHECK_FALSE(fast_accepts(text));
