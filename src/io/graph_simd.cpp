@@ -237,9 +237,7 @@ class FastGraph {
         any_number = true;
         if (is_float_token(x.raw_json_token())) {
           any_float = true;
-          const double d = get(x.get_double());
-          if (!std::isfinite(d)) throw GiveUp{};
-          elements.emplace_back(d);
+          elements.emplace_back(real(x));
         } else {
           elements.emplace_back(integer(x));
         }
@@ -275,9 +273,7 @@ class FastGraph {
       case od::json_type::boolean: return get(v.get_bool());
       case od::json_type::number: {
         if (!is_float_token(v.raw_json_token())) return integer(v);
-        const double d = get(v.get_double());
-        if (!std::isfinite(d)) throw GiveUp{};
-        return d;
+        return real(v);
       }
       case od::json_type::string: return std::string(text(v));
       case od::json_type::array: return attr_list(v);

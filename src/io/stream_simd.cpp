@@ -30,7 +30,7 @@ using simd::GiveUp;
 // range (which nlohmann turns into floats or errors) are left to it.
 Json number_json(od::value v) {
   const std::string_view raw = v.raw_json_token();
-  if (simd::is_float_token(raw)) return Json(get(v.get_double()));
+  if (simd::is_float_token(raw)) return Json(simd::real(v));
   if (raw.substr(0, 2) == "-0") throw GiveUp{};
   if (!raw.empty() && raw.front() == '-') return Json(get(v.get_int64()));
   return Json(get(v.get_uint64()));

@@ -8,6 +8,7 @@
 // read as eval reads them, each under the same property. And the fast
 // simdjson reader of plan files either gives up or hands its handler what
 // the streaming nlohmann reader does, never accepting what that rejects.
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -44,6 +45,14 @@ const Fixture& fixture() {
 
 using Recorder = testing::StreamRecorder;
 
+// The two texts around their first difference.
+std::string difference(const std::string& a, const std::string& b) {
+  std::size_t i = 0;
+  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+  const std::size_t from = i < 80 ? 0 : i - 80;
+  return "..." + a.substr(from, 160) + " against ..." + b.substr(from, 160);
+}
+
 void check_fast_reader(std::string_view text) {
   Recorder fast;
   io::detail::Json head;
@@ -56,8 +65,17 @@ void check_fast_reader(std::string_view text) {
     fuzz::die(std::string("the fast reader accepts what the streaming reader refuses: ") +
               e.what());
   }
-  if (fast.log != slow.log || head.dump() != slow_head.dump())
-    fuzz::die("the fast and the streaming reader hand over different values");
+  if (head.dump() != slow_head.dump())
+    fuzz::die("the fast and the streaming reader collect different heads: " +
+              difference(head.dump(), slow_head.dump()));
+  for (std::size_t i = 0; i < std::max(fast.log.size(), slow.log.size()); ++i) {
+    const std::string a = i < fast.log.size() ? fast.log[i] : "(nothing)";
+    const std::string b = i < slow.log.size() ? slow.log[i] : "(nothing)";
+    if (a != b) {
+      fuzz::die("the fast and the streaming reader hand over different values, call " +
+                std::to_string(i) + ": " + difference(a, b));
+    }
+  }
 }
 
 void check_finite(const plan::Summary& s) {
