@@ -184,6 +184,10 @@ RS_API rs_status rs_options_set_mode(rs_options* o, const char* mode);
 /* "rec" (default), "data-parallel", "megatron", "grid", "ilp" (when built
  * with COIN-OR CBC) or "exhaustive". */
 RS_API rs_status rs_options_set_algorithm(rs_options* o, const char* algorithm);
+/* How much time rec spends on plan quality: "default" (polish graphs of
+ * at most 2*10^4 operators x mesh axes) or "fast" (its passes alone). See
+ * docs/search.md, Effort. */
+RS_API rs_status rs_options_set_effort(rs_options* o, const char* effort);
 /* Worker threads, 0 = all (default); the plan is the same for every value. */
 RS_API rs_status rs_options_set_threads(rs_options* o, int threads);
 /* Memory budget per device in bytes (> 0); default: the device's capacity. */

@@ -592,6 +592,16 @@ rs_status rs_options_set_algorithm(rs_options* o, const char* algorithm) {
   });
 }
 
+rs_status rs_options_set_effort(rs_options* o, const char* effort) {
+  return guard([&] {
+    need(o, "options");
+    const std::string e = need_string(effort, "effort");
+    const auto parsed = search::parse_effort(e);
+    if (!parsed) throw Error(Errc::kUsage, "unknown effort " + capi::quoted(e) + " (fast or default)");
+    o->search.effort = *parsed;
+  });
+}
+
 rs_status rs_options_set_threads(rs_options* o, int threads) {
   return guard([&] {
     need(o, "options");

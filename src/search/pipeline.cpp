@@ -129,9 +129,10 @@ std::vector<std::int64_t> divisors(std::int64_t n) {
 // without polish, the one polished search (polish may mend a plan).
 SearchResult run_polished(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
                           const Cluster& cluster, const SearchOptions& opts) {
-  if (!opts.polish || opts.mode != Mode::Train) return search::run(g, spaces, cluster, opts);
+  if (opts.effort == Effort::Fast || opts.mode != Mode::Train)
+    return search::run(g, spaces, cluster, opts);
   SearchOptions quick = opts;
-  quick.polish = false;
+  quick.effort = Effort::Fast;
   SearchResult first;
   try {
     first = search::run(g, spaces, cluster, quick);
@@ -449,7 +450,7 @@ class PipelineSearch {
   void single_pinned() {
     SearchOptions o = opts_;
     pin_walk_settings(o);
-    o.polish = false;
+    o.effort = Effort::Fast;
     o.detailed_evaluation = false;
     o.on_progress = nullptr;
     try {
@@ -586,7 +587,7 @@ class PipelineSearch {
     // Polish (refining the whole plan with exact costs) costs more than the
     // rest of a stage search together: the walk goes without it, and only
     // the winner's stages are searched again with it (polish_best).
-    o.polish = polishing_ && opts_.polish;
+    o.effort = polishing_ ? opts_.effort : Effort::Fast;
     // The walk pins what the user left to the search: full recomputation
     // (the least activation memory) and ZeRO 1, so that a stage costs one
     // memory ladder, not one per setting; the winner's stages are searched

@@ -33,6 +33,20 @@ std::string_view algorithm_name(Algorithm a) noexcept {
   return "?";
 }
 
+std::string_view effort_name(Effort e) noexcept {
+  switch (e) {
+    case Effort::Fast: return "fast";
+    case Effort::Default: return "default";
+  }
+  return "?";
+}
+
+std::optional<Effort> parse_effort(std::string_view s) noexcept {
+  for (Effort e : {Effort::Fast, Effort::Default})
+    if (effort_name(e) == s) return e;
+  return std::nullopt;
+}
+
 std::optional<Algorithm> parse_algorithm(std::string_view s) noexcept {
   for (Algorithm a : {Algorithm::Rec, Algorithm::DataParallel, Algorithm::Exhaustive,
                       Algorithm::Megatron, Algorithm::Grid, Algorithm::Ilp})
@@ -191,7 +205,7 @@ class NoFit : public NoFitError {
 };
 
 bool may_polish(const detail::Context& ctx) {
-  return ctx.opts.polish && detail::polish_applies(ctx.g, ctx.mesh.size());
+  return ctx.opts.effort == Effort::Default && detail::polish_applies(ctx.g, ctx.mesh.size());
 }
 
 plan::EvalDetail eval_detail(const SearchOptions& opts) {
@@ -1241,7 +1255,8 @@ std::optional<FoldedSettings> folded_settings(const ir::Graph& g,
   if (!opts.fold_settings || !opts.fold_repeats || opts.algorithm != Algorithm::Rec ||
       opts.mode != Mode::Train || settings < 2)
     return std::nullopt;
-  if (opts.polish && detail::polish_applies(g, cluster.cuts().size())) return std::nullopt;
+  if (opts.effort == Effort::Default && detail::polish_applies(g, cluster.cuts().size()))
+    return std::nullopt;
   const auto rep = detail::find_repetition(g, opts.fold_min_repeats);
   if (!rep) return std::nullopt;
   return std::optional<FoldedSettings>(std::in_place, g, spaces, cluster, opts, *rep);

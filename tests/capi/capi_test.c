@@ -548,6 +548,10 @@ static void test_errors(void) {
   /* The message lists all six algorithms, as the CLI's --algo help does. */
   FAILS(rs_options_set_algorithm(o, "greedy"), RS_USAGE, 201,
         "(rec, data-parallel, megatron, grid, ilp or exhaustive)");
+  FAILS(rs_options_set_effort(o, "max"), RS_USAGE, 201, "unknown effort 'max' (fast or default)");
+  FAILS(rs_options_set_effort(o, NULL), RS_USAGE, 201, "effort");
+  OK(rs_options_set_effort(o, "fast"));
+  OK(rs_options_set_effort(o, "default"));
   FAILS(rs_options_set_threads(o, -1), RS_USAGE, 201, "threads");
   FAILS(rs_options_set_memory_budget(o, -5), RS_USAGE, 201, "memory budget");
   FAILS(rs_options_set_cost(o, "compute_eficiency", 0.4), RS_USAGE, 201, "compute_eficiency");

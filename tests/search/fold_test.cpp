@@ -224,7 +224,7 @@ TEST_CASE("training settings compared on the folds choose as the unfolded compar
   for (std::size_t ci = 0; ci < n_clusters; ++ci) {
     const Cluster& c = clusters[ci];
     search::SearchOptions o;
-    o.polish = false;
+    o.effort = search::Effort::Fast;
     const double free_mem = search::run(g, spaces, c, o).eval.summary.memory_per_device_bytes;
     std::set<std::tuple<int, int, std::int64_t>> chosen;
     for (const double f : {0.0, 0.7, 0.35, 0.25}) {

@@ -227,7 +227,7 @@ TEST_CASE("a search without polish repeats itself under budgets down to its clai
   for (const bool fold : {true, false}) {
     CAPTURE(fold);
     search::SearchOptions o;
-    o.polish = false;
+    o.effort = search::Effort::Fast;
     o.fold_repeats = fold;
     o.fold_min_repeats = 4;
     o.training = {plan::Recompute::Selective, 1, 4};
@@ -264,7 +264,7 @@ TEST_CASE("a search without polish repeats itself under budgets down to its clai
     CHECK(claims >= 2);
     // Polish, or settings left to the search, claim nothing.
     search::SearchOptions polished = o;
-    polished.polish = true;
+    polished.effort = search::Effort::Default;
     CHECK(std::isinf(search::run(g, spaces, c, polished).same_choices_from_bytes));
     search::SearchOptions settings = o;
     settings.training.recompute.reset();
@@ -282,7 +282,7 @@ TEST_CASE("searches sharing a ladder memo find what each finds alone") {
   const auto spaces = algebra::build_op_spaces(g);
   const Cluster c = nodes(4);
   search::SearchOptions o;
-  o.polish = false;
+  o.effort = search::Effort::Fast;
   o.fold_min_repeats = 4;
   o.training = {plan::Recompute::Selective, 1, 4};
   const double need = search::run(g, spaces, c, o).eval.summary.memory_per_device_bytes;

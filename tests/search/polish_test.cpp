@@ -35,7 +35,7 @@ std::pair<double, plan::Summary> polish_and_evaluate(const ir::Graph& g, const C
   const auto spaces = algebra::build_op_spaces(g);
   search::SearchOptions o;
   o.training = {plan::Recompute::None, s.zero, s.microbatches};
-  o.polish = false;
+  o.effort = search::Effort::Fast;
   plan::Plan p = search::run(g, spaces, c, o).plan;
   const auto view = plan::microbatch_view(g, spaces, s.microbatches);
   REQUIRE(view);

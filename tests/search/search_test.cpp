@@ -108,7 +108,7 @@ TEST_CASE("rec's bookkeeping equals the independent evaluator, and plans are val
         const auto spaces = algebra::build_op_spaces(g);
         search::SearchOptions o = testing::operator_level_options();
         o.mode = mode;
-        o.polish = false;
+        o.effort = search::Effort::Fast;
         o.expert_candidates = false;
         const auto passes = search::run(g, spaces, c, o);
         CHECK_FALSE(passes.polished);
@@ -484,4 +484,28 @@ TEST_CASE("an empty graph and a single device give empty and replicated plans") 
     CHECK(one.eval.summary.communication_s == 0);
     CHECK(one.eval.summary.compute_s > 0);
   }
+}
+
+TEST_CASE("effort: the names, and Fast is rec without polish") {
+  for (const search::Effort e : {search::Effort::Fast, search::Effort::Default})
+    CHECK(search::parse_effort(search::effort_name(e)) == e);
+  CHECK(search::effort_name(search::Effort::Fast) == "fast");
+  CHECK_FALSE(search::parse_effort("Fast").has_value());
+  CHECK_FALSE(search::parse_effort("").has_value());
+
+  // A transformer block over 64 devices in one level: six interchangeable
+  // axes, where rec's passes decide one at a time and polish, working on
+  // whole strategies, finds a faster plan.
+  const ir::Graph g = t::transformer_block();
+  const Cluster c = Cluster::flat(64);
+  const auto spaces = algebra::build_op_spaces(g);
+  search::SearchOptions o;
+  o.effort = search::Effort::Fast;
+  const search::SearchResult fast = search::run(g, spaces, c, o);
+  o.effort = search::Effort::Default;
+  const search::SearchResult full = search::run(g, spaces, c, o);
+  check_valid(g, fast);
+  CHECK_FALSE(fast.polished);
+  CHECK(full.polished);
+  CHECK(full.eval.summary.step_time_s < fast.eval.summary.step_time_s);
 }

@@ -186,6 +186,12 @@ void pin_training(const TrainingArgs& a, search::TrainingChoice& t) {
   if (a.microbatches != "auto") t.microbatches = std::stoll(a.microbatches);
 }
 
+search::Effort effort_of(const std::string& name) {
+  const auto e = search::parse_effort(name);
+  if (!e) throw Error(Errc::kUsage, "unknown --effort '" + name + "' (fast or default)");
+  return *e;
+}
+
 void apply_cost_file(const std::optional<std::string>& path, CostParams& cost) {
   if (!path) return;
   io::parse_cost_params(io::read_text_file(*path), source_name(*path), cost);
@@ -255,6 +261,7 @@ int run_search(const SearchArgs& a) {
   // cluster file, --cost file, then the --memory flag.
   search::SearchOptions opts = problem.options();
   opts.algorithm = *algorithm;
+  opts.effort = effort_of(a.effort);
   opts.mode = parse_mode(a.mode);
   opts.threads = a.threads;
   apply_stages(a.stages, opts);

@@ -60,6 +60,7 @@ struct SearchArgs {
   bool all_operators = false;   // table: every operator, no folded block
   int threads = 0;
   std::string algo = "rec";
+  std::string effort = "default";  // --effort fast|default
   std::optional<std::string> cost_file;
   TrainingArgs training;
   bool quiet = false;
@@ -141,10 +142,12 @@ void keep_until_exit(std::shared_ptr<const void> held);
 // which has none. The graph is kept until exit (keep_until_exit).
 [[nodiscard]] Problem load_problem(const std::string& path, bool quiet,
                                    const ReadOptions& options = {});
-// Reads a `--cost FILE` JSON object over the coefficients gathered so far.
 // The --recompute, --zero and --microbatches values that are not "auto".
 void pin_training(const TrainingArgs& a, search::TrainingChoice& t);
+// The --effort value (fast or default); Error(kUsage) for any other.
+[[nodiscard]] search::Effort effort_of(const std::string& name);
 
+// Reads a `--cost FILE` JSON object over the coefficients gathered so far.
 void apply_cost_file(const std::optional<std::string>& path, CostParams& cost);
 // The cluster of `--devices | --mesh | --cluster` (exactly one given); a
 // cluster file's "cost" object goes into `cost`.

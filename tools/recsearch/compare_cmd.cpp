@@ -42,6 +42,7 @@ struct CompareArgs {
   double ilp_time_limit_s = 60;
   std::string output = "-";
   int threads = 0;
+  std::string effort = "default";  // rec's --effort
   std::optional<std::string> cost_file;
   TrainingArgs training;
   bool quiet = false;
@@ -163,6 +164,7 @@ int run_compare(const CompareArgs& a) {
   base.detailed_evaluation = false;
   base.ilp_time_limit_s = a.ilp_time_limit_s;
   base.threads = a.threads;
+  base.effort = effort_of(a.effort);
   const Cluster cluster = cluster_from_args(a.cluster, base.cost);
   apply_cost_file(a.cost_file, base.cost);
   pin_training(a.training, base.training);
@@ -281,6 +283,7 @@ void add_compare_command(CLI::App& app, Registry& reg) {
   cmd->add_option("-o,--output", a->output, "output file ('-' for stdout, the default)");
   cmd->add_option("--threads", a->threads, "worker threads, 0 = all (the plans are the same)")
       ->check(CLI::Range(0, 65536));
+  add_effort_option(cmd, a->effort);
   auto cost = std::make_shared<std::string>();
   CLI::Option* cost_opt =
       cmd->add_option("--cost", *cost, "cost coefficients JSON file")->type_name("FILE");

@@ -125,6 +125,7 @@ void add_core_commands(CLI::App& app, Registry& reg) {
       ->add_option("--algo", sa->algo,
                    "rec (default), data-parallel, megatron, grid, ilp or exhaustive")
       ->check(CLI::IsMember({"rec", "data-parallel", "megatron", "grid", "ilp", "exhaustive"}));
+  add_effort_option(search, sa->effort);
   CLI::Option* search_cost_opt =
       search->add_option("--cost", *search_cost, "cost coefficients JSON file")->type_name("FILE");
   add_training_options(search, sa->training);

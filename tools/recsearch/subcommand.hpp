@@ -35,6 +35,14 @@ inline void add_training_options(CLI::App* cmd, TrainingArgs& a) {
       ->check(CLI::IsMember({"auto"}) | CLI::PositiveNumber);
 }
 
+// --effort: how much time rec spends on plan quality (search::Effort).
+inline void add_effort_option(CLI::App* cmd, std::string& effort) {
+  cmd->add_option("--effort", effort,
+                  "rec: default (polish small graphs) or fast (the passes alone: milliseconds, "
+                  "plans up to a third slower on small graphs over many devices)")
+      ->check(CLI::IsMember({"fast", "default"}));
+}
+
 // A declared subcommand: run() is called after parsing if app->parsed().
 struct Subcommand {
   CLI::App* app = nullptr;

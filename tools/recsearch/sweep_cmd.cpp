@@ -33,6 +33,7 @@ struct SweepArgs {
   std::optional<std::string> memory;  // list or range in GiB
   std::string mode = "train";
   std::string algo = "rec";
+  std::string effort = "default";  // rec's --effort
   int threads = 0;
   std::optional<std::string> cost_file;
   TrainingArgs training;
@@ -89,6 +90,7 @@ int run_sweep(const SweepArgs& a) {
   // Coefficients as `search` gathers them: graph file, cluster file, --cost.
   search::SearchOptions opts = problem.options();
   opts.algorithm = *algorithm;
+  opts.effort = effort_of(a.effort);
   opts.mode = a.mode == "infer" ? Mode::Infer : Mode::Train;
   opts.threads = a.threads;
   pin_training(a.training, opts.training);
@@ -153,6 +155,7 @@ void add_sweep_command(CLI::App& app, Registry& reg) {
   cmd->add_option("--algo", a->algo,
                   "rec (default), data-parallel, megatron, grid, ilp or exhaustive")
       ->check(CLI::IsMember({"rec", "data-parallel", "megatron", "grid", "ilp", "exhaustive"}));
+  add_effort_option(cmd, a->effort);
   cmd->add_option("--threads", a->threads, "worker threads, 0 = all (the plans are the same)")
       ->check(CLI::Range(0, 65536));
   CLI::Option* cost_opt =

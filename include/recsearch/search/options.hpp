@@ -30,6 +30,22 @@ enum class Algorithm {
 [[nodiscard]] std::string_view algorithm_name(Algorithm a) noexcept;
 [[nodiscard]] std::optional<Algorithm> parse_algorithm(std::string_view s) noexcept;
 
+// How much time rec spends on the quality of its plan (SearchOptions::effort).
+enum class Effort {
+  // The passes over the device cuts, the memory ladder and the expert
+  // splits: about a millisecond per hundred operators and ten mesh axes
+  // (docs/search.md, Effort). No polish, nor what builds on it (the
+  // tightening chain, axis swaps, kicks).
+  Fast,
+  // Also polish, where operators x mesh axes is at most 2·10^4 (the
+  // default): on small graphs over many axes, 10-50x the time of Fast for
+  // plans up to a third faster.
+  Default,
+};
+
+[[nodiscard]] std::string_view effort_name(Effort e) noexcept;
+[[nodiscard]] std::optional<Effort> parse_effort(std::string_view s) noexcept;
+
 // The training settings of a plan (plan::Training) the search decides: each
 // field left unset is chosen by the search under the memory budget, a set
 // one is pinned (command line, graph file, API).
@@ -85,14 +101,15 @@ struct SearchOptions {
   // through the folds, else on graphs of up to 10^4 operators, and on any
   // graph when nothing else fits.
   bool expert_candidates = true;
-  // Rec: after the passes, refine the whole plan one operator and one axis
-  // at a time with the exact costs: within the memory budget, toward the
-  // fastest strategy that still fits (budget the ladder's single price left
-  // unused); over it, toward fitting at the least time added (so a plan
-  // that misses by a little is mended). Where operators x mesh axes is at
-  // most 2·10^4 (each operator's neighbouring strategies are many more
-  // than the passes' candidates).
-  bool polish = true;
+  // Rec: with Effort::Default, after the passes, refine the whole plan one
+  // operator and one axis at a time with the exact costs ("polish"): within
+  // the memory budget, toward the fastest strategy that still fits (budget
+  // the ladder's single price left unused); over it, toward fitting at the
+  // least time added (so a plan that misses by a little is mended). Where
+  // operators x mesh axes is at most 2·10^4 (each operator's neighbouring
+  // strategies are many more than the passes' candidates). Effort::Fast
+  // leaves it out.
+  Effort effort = Effort::Default;
   // Rec: when the graph repeats one block at least fold_min_repeats times
   // (transformer layers, ResNet blocks), search three copies of it with the
   // middle one weighted for all the middle blocks, then copy its decisions.

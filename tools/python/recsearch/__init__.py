@@ -101,6 +101,7 @@ def _load():
         "rs_options_free": ([P], None),
         "rs_options_set_mode": ([P, C], ctypes.c_int),
         "rs_options_set_algorithm": ([P, C], ctypes.c_int),
+        "rs_options_set_effort": ([P, C], ctypes.c_int),
         "rs_options_set_threads": ([P, ctypes.c_int], ctypes.c_int),
         "rs_options_set_memory_budget": ([P, D], ctypes.c_int),
         "rs_options_set_cost": ([P, C, D], ctypes.c_int),
@@ -364,7 +365,7 @@ class _Options(_Handle):
     _free = "rs_options_free"
 
     def __init__(self, mode=None, algorithm=None, threads=None, memory_budget=None, cost=None,
-                 memory_budget_gib=None):
+                 memory_budget_gib=None, effort=None):
         budget = _budget_bytes(memory_budget, memory_budget_gib)
         out = ctypes.c_void_p()
         _check(_lib.rs_options_create(ctypes.byref(out)))
@@ -373,6 +374,8 @@ class _Options(_Handle):
             _check(_lib.rs_options_set_mode(self, _enc(mode)))
         if algorithm is not None:
             _check(_lib.rs_options_set_algorithm(self, _enc(algorithm)))
+        if effort is not None:
+            _check(_lib.rs_options_set_effort(self, _enc(effort)))
         if threads is not None:
             _check(_lib.rs_options_set_threads(self, int(threads)))
         if budget is not None:
@@ -525,9 +528,9 @@ class Plan(_Handle):
 
 
 def search(graph, cluster, **options):
-    """Searches a plan; options: mode, algorithm, threads, memory_budget_gib
-    (GiB per device) or memory_budget (bytes, at least 1 MiB), cost (dict of
-    coefficients)."""
+    """Searches a plan; options: mode, algorithm, effort ("default" or
+    "fast"), threads, memory_budget_gib (GiB per device) or memory_budget
+    (bytes, at least 1 MiB), cost (dict of coefficients)."""
     o = _Options(**options)
     out = ctypes.c_void_p()
     _check(_lib.rs_search(graph, cluster, o, ctypes.byref(out)))
