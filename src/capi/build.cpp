@@ -597,7 +597,8 @@ rs_status rs_options_set_effort(rs_options* o, const char* effort) {
     need(o, "options");
     const std::string e = need_string(effort, "effort");
     const auto parsed = search::parse_effort(e);
-    if (!parsed) throw Error(Errc::kUsage, "unknown effort " + capi::quoted(e) + " (fast or default)");
+    if (!parsed)
+      throw Error(Errc::kUsage, "unknown effort " + capi::quoted(e) + " (fast or default)");
     o->search.effort = *parsed;
   });
 }
