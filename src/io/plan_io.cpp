@@ -319,9 +319,12 @@ void read_cut_dim(const Reader& r, const Json& dim, const Path& dim_at, const al
   cuts[axis] = static_cast<std::int16_t>(loop);
 }
 
-// The file's axis names, by axis, and their index: a file's cuts name the
-// axes in mesh order, so the next axis after the last one found is tried
-// before the index.
+// The file's axis names, by axis, and their index. The cuts are walked in
+// the order the JSON value keeps them: mesh order for a version-1 list,
+// the keys' order for a version-2 object (alphabetical: "c10" before
+// "c2"). The next axis after the last one found is tried before the
+// index, which saves the hash on meshes of up to 10 axes; past them, the
+// index answers.
 struct AxisNames {
   std::vector<std::string> names;
   std::unordered_map<std::string, std::size_t> index;

@@ -31,8 +31,7 @@ using simd::GiveUp;
 Json number_json(od::value v) {
   const std::string_view raw = v.raw_json_token();
   if (simd::is_float_token(raw)) return Json(simd::real(v));
-  if (raw.substr(0, 2) == "-0") throw GiveUp{};
-  if (!raw.empty() && raw.front() == '-') return Json(get(v.get_int64()));
+  if (!raw.empty() && raw.front() == '-') return Json(simd::integer(v));
   return Json(get(v.get_uint64()));
 }
 

@@ -38,8 +38,8 @@ inline void add_training_options(CLI::App* cmd, TrainingArgs& a) {
 // --effort: how much time rec spends on plan quality (search::Effort).
 inline void add_effort_option(CLI::App* cmd, std::string& effort) {
   cmd->add_option("--effort", effort,
-                  "rec: default (polish small graphs) or fast (the passes alone: milliseconds, "
-                  "plans up to a third slower on small graphs over many devices)")
+                  "rec: default (polish graphs of up to 2e4 operators x mesh axes) or fast (the "
+                  "passes alone: about 20x less time, plans 5% slower on average)")
       ->check(CLI::IsMember({"fast", "default"}));
 }
 
