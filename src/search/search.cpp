@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -219,6 +220,32 @@ plan::Evaluation evaluate(const detail::Context& ctx, const plan::Plan& p) {
   plan::check_plan(ctx.g, ctx.spaces, p);
   return plan::evaluate(ctx.g, ctx.spaces, ctx.cluster, p, ctx.opts.cost, eval_detail(ctx.opts));
 }
+
+// What rec's passes gave at each price of the memory ladder tried on one
+// graph and options: the cuts, their bookkept step time and evaluation.
+// rec_search reads the price and the options, never the budget of the
+// search that asks (its own budget is the options'), and the evaluation
+// reads neither, so the links of rec's chain (kTightenRounds), which
+// differ in the budget only and try many of the same prices (every link
+// from the second starts over the first rung, then bisects from the same
+// interval), take them from here. Kept where the chain runs only: on
+// graphs polish refines, whose evaluations are small.
+class PriceMemo {
+ public:
+  struct Entry {
+    std::vector<std::vector<std::int16_t>> cuts;
+    double bookkept = 0;
+    plan::Evaluation eval;
+  };
+  [[nodiscard]] const Entry* find(double lambda) const {
+    const auto it = entries_.find(lambda);
+    return it == entries_.end() ? nullptr : &it->second;
+  }
+  void store(double lambda, Entry e) { entries_.emplace(lambda, std::move(e)); }
+
+ private:
+  std::map<double, Entry> entries_;
+};
 
 // The budgets under which a search makes every choice as it did: from
 // `memory` up to the budget it ran under. Each choice that a budget steers
@@ -574,7 +601,9 @@ class FoldedLadder {
 // memory seen with its plan is kept for polish to mend.
 class RecLadder {
  public:
-  RecLadder(const detail::Context& ctx, SearchResult& res) : ctx_(ctx), res_(res) {}
+  // `prices`: the prices tried by the chain's links so far (PriceMemo).
+  RecLadder(const detail::Context& ctx, SearchResult& res, PriceMemo& prices)
+      : ctx_(ctx), res_(res), prices_(prices) {}
 
   void run() {
     const std::size_t ops = ctx_.g.num_operators();
@@ -662,9 +691,18 @@ class RecLadder {
   bool attempt(double lambda, int rung) { return attempt(lambda, rung, ctx_.opts); }
   bool attempt(double lambda, int rung, const SearchOptions& opts) {
     plan::Plan trial = res_.plan;
-    const double bookkept =
-        detail::rec_search(ctx_.g, ctx_.spaces, ctx_.cluster, opts, lambda, trial, nullptr, rung);
-    plan::Evaluation ev = evaluate(ctx_, trial);
+    double bookkept = 0;
+    plan::Evaluation ev;
+    if (const PriceMemo::Entry* known = prices_.find(lambda)) {
+      trial.cuts = known->cuts;
+      bookkept = known->bookkept;
+      ev = known->eval;
+    } else {
+      bookkept = detail::rec_search(ctx_.g, ctx_.spaces, ctx_.cluster, opts, lambda, trial,
+                                    nullptr, rung);
+      ev = evaluate(ctx_, trial);
+      if (chains()) prices_.store(lambda, {trial.cuts, bookkept, ev});
+    }
     note_memory(trial, ev.summary);
     if (ev.summary.memory_per_device_bytes > ctx_.budget) {
       bound_.failed();
@@ -707,6 +745,7 @@ class RecLadder {
 
   const detail::Context& ctx_;
   SearchResult& res_;
+  PriceMemo& prices_;
   bool have_ = false;
   MemoryParts best_mem_;                               // the least memory seen, by kind
   plan::Plan smallest_;                                // the least memory seen, for polish to mend
@@ -733,7 +772,7 @@ SearchResult run_nested(const detail::Context& ctx, const SearchOptions& o,
 // graph's ladder, with polish, under ctx's budget. `rep`: ctx.g's
 // repetition, if it folds. Whether the chain goes on from it.
 bool run_link(const detail::Context& ctx, SearchResult& res,
-              const std::optional<detail::Repetition>& rep, PathBound& bound) {
+              const std::optional<detail::Repetition>& rep, PathBound& bound, PriceMemo& prices) {
   if (rep) {
     res.fold_period = rep->period;
     res.fold_repeats = rep->repeats;
@@ -743,7 +782,7 @@ bool run_link(const detail::Context& ctx, SearchResult& res,
     bound = ladder.bound();
     return may_polish(ctx);
   }
-  RecLadder ladder(ctx, res);
+  RecLadder ladder(ctx, res, prices);
   ladder.run();
   bound = ladder.bound();
   return ladder.chains();
@@ -756,7 +795,8 @@ void run_rec(const detail::Context& ctx, SearchResult& res, const detail::Repeti
   if (ctx.opts.fold_repeats)
     rep = known ? std::optional(*known) : detail::find_repetition(ctx.g, ctx.opts.fold_min_repeats);
   PathBound bound;
-  if (!run_link(ctx, res, rep, bound)) {
+  PriceMemo prices;
+  if (!run_link(ctx, res, rep, bound, prices)) {
     // No polish, no chain: the ladder's fitting tests are all the budget
     // steered.
     if (!may_polish(ctx) && !bound.sensitive) res.same_choices_from_bytes = bound.memory;
@@ -786,7 +826,7 @@ void run_rec(const detail::Context& ctx, SearchResult& res, const detail::Repeti
     link.plan = res.plan;  // the header
     link.plan.cuts.clear();
     try {
-      (void)run_link(tight, link, rep, bound);
+      (void)run_link(tight, link, rep, bound, prices);
     } catch (const NoFit&) {
       return;
     }
