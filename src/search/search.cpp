@@ -698,8 +698,8 @@ class RecLadder {
       bookkept = known->bookkept;
       ev = known->eval;
     } else {
-      bookkept = detail::rec_search(ctx_.g, ctx_.spaces, ctx_.cluster, opts, lambda, trial,
-                                    nullptr, rung);
+      bookkept =
+          detail::rec_search(ctx_.g, ctx_.spaces, ctx_.cluster, opts, lambda, trial, nullptr, rung);
       ev = evaluate(ctx_, trial);
       if (chains()) prices_.store(lambda, {trial.cuts, bookkept, ev});
     }
