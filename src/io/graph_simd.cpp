@@ -52,13 +52,13 @@ class KeySet {
 // element by element allocated up to three times for a rank-4 shape.
 std::vector<std::int64_t> positive_integers(od::value v, std::vector<std::int64_t>& scratch) {
   scratch.clear();
-  for (auto e : get(v.get_array())) scratch.push_back(positive(get(std::move(e))));
+  for (auto e : get(v.get_array())) scratch.push_back(positive(get(e)));
   return {scratch.begin(), scratch.end()};
 }
 
 std::vector<std::string> strings(od::value v) {
   std::vector<std::string> out;
-  for (auto e : get(v.get_array())) out.emplace_back(text(get(std::move(e))));
+  for (auto e : get(v.get_array())) out.emplace_back(text(get(e)));
   return out;
 }
 
@@ -131,7 +131,7 @@ class FastGraph {
         seen.mark(kStrategy);
         ir::Strategy s;
         for (auto e : get(f.value().get_array()))
-          s.push_back(positive_integers(get(std::move(e)), ints_));
+          s.push_back(positive_integers(get(e), ints_));
         op.strategy = std::move(s);
       } else if (key == "allowed") {
         seen.mark(kAllowed);
@@ -188,7 +188,7 @@ class FastGraph {
   std::vector<ir::TensorId> tensor_refs(od::value v) {
     ids_.clear();
     for (auto e : get(v.get_array())) {
-      const auto id = resolve(text(get(std::move(e))));
+      const auto id = resolve(text(get(e)));
       if (!id) throw GiveUp{};
       ids_.push_back(*id);
     }
@@ -228,7 +228,7 @@ class FastGraph {
     bool any_number = false;
     bool any_string = false;
     for (auto e : get(v.get_array())) {
-      od::value x = get(std::move(e));
+      od::value x = get(e);
       const od::json_type t = get(x.type());
       if (t == od::json_type::string) {
         any_string = true;
@@ -340,12 +340,12 @@ void read_document(std::string_view text_in, std::size_t capacity, const std::st
     } else if (key == "tensors") {
       if (format != "recsearch.graph" || version != 1) throw GiveUp{};
       std::size_t i = 0;
-      for (auto e : get(f.value().get_array())) fast.tensor(get(std::move(e)), i++);
+      for (auto e : get(f.value().get_array())) fast.tensor(get(e), i++);
       tensors = true;
     } else if (key == "operators") {
       if (!tensors) throw GiveUp{};
       std::size_t i = 0;
-      for (auto e : get(f.value().get_array())) fast.op(get(std::move(e)), i++);
+      for (auto e : get(f.value().get_array())) fast.op(get(e), i++);
       operators = true;
     } else if (key == "cost") {
       // Small: read by the shared CostParams reader (its errors give up).

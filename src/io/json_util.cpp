@@ -570,18 +570,19 @@ double Reader::number(const Json& j, const std::string& path) const {
 }
 
 bool as_int64(const Json& j, std::int64_t& out) noexcept {
-  if (j.is_number_unsigned()) {
-    const auto u = j.get<std::uint64_t>();
-    if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return false;
-    out = static_cast<std::int64_t>(u);
+  // get_ptr, unlike get, throws nothing: a pointer to the value where it
+  // has that type, else null.
+  if (const auto* u = j.get_ptr<const Json::number_unsigned_t*>()) {
+    if (*u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return false;
+    out = static_cast<std::int64_t>(*u);
     return true;
   }
-  if (j.is_number_integer()) {
-    out = j.get<std::int64_t>();
+  if (const auto* i = j.get_ptr<const Json::number_integer_t*>()) {
+    out = *i;
     return true;
   }
-  if (j.is_number_float()) {
-    const double d = j.get<double>();
+  if (const auto* f = j.get_ptr<const Json::number_float_t*>()) {
+    const double d = *f;
     if (!std::isfinite(d) || std::trunc(d) != d || std::fabs(d) > kExactIntLimit) return false;
     out = static_cast<std::int64_t>(d);
     return true;

@@ -795,6 +795,8 @@ void check_training(const ir::Graph& g, const Plan& p) {
                     " tensors but the graph has " + std::to_string(g.num_tensors()),
                 "/training/zero_params");
   for (ir::TensorId i = 0; i < t.zero_per_param.size(); ++i) {
+    // A stage, not a character: a negative one from a file is refused here.
+    // NOLINTNEXTLINE(bugprone-signed-char-misuse)
     const int z = t.zero_per_param[i];
     if (g.tensor(i).kind == ir::TensorKind::Parameter && (z < 0 || z > kMaxZeroStage))
       throw Error(Errc::kPlan,

@@ -1302,49 +1302,53 @@ std::optional<FoldedSettings> folded_settings(const ir::Graph& g,
   return std::optional<FoldedSettings>(std::in_place, g, spaces, cluster, opts, *rep);
 }
 
-// Training: every ladder climbed to its first fitting setting, the fastest
-// of those kept. Ilp and exhaustive search at the setting rec chooses
-// (they prove optimality over the operators' strategies, not the settings).
 SearchResult run_training(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
                           const Cluster& cluster, const SearchOptions& opts,
-                          bool allow_full = true) {
+                          bool allow_full = true);
+
+// The setting ilp and exhaustive search at: the options' pins, and what rec
+// chooses for the rest (they prove optimality over the operators'
+// strategies, not the settings). Full recomputation is refused.
+TrainingChoice exact_setting(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                             const Cluster& cluster, const SearchOptions& opts) {
   TrainingChoice pin = opts.training;
-  const bool exact = opts.algorithm == Algorithm::Ilp || opts.algorithm == Algorithm::Exhaustive;
-  if (exact) {
-    if (pin.recompute == plan::Recompute::Full)
-      throw Error(Errc::kUsage, std::string(algorithm_name(opts.algorithm)) +
-                                    " counts the memory of recomputation none and selective "
-                                    "only: full recomputation keeps one segment at a time, a "
-                                    "maximum its objective does not express");
-    if (!(pin.recompute && pin.zero_stage && pin.microbatches)) {
-      SearchOptions rec = opts;
-      rec.algorithm = Algorithm::Rec;
-      rec.detailed_evaluation = false;
-      try {
-        const plan::Training t = run_training(g, spaces, cluster, rec, false).plan.training;
-        pin = {t.recompute, t.zero_stage, t.microbatches};
-      } catch (const Error& e) {
-        if (e.code() != Errc::kNoFit) throw;
-        pin = {pin.recompute.value_or(plan::Recompute::None), pin.zero_stage.value_or(2),
-               pin.microbatches.value_or(1)};
-      }
-    }
+  if (pin.recompute == plan::Recompute::Full)
+    throw Error(Errc::kUsage, std::string(algorithm_name(opts.algorithm)) +
+                                  " counts the memory of recomputation none and selective "
+                                  "only: full recomputation keeps one segment at a time, a "
+                                  "maximum its objective does not express");
+  if (pin.recompute && pin.zero_stage && pin.microbatches) return pin;
+  SearchOptions rec = opts;
+  rec.algorithm = Algorithm::Rec;
+  rec.detailed_evaluation = false;
+  try {
+    const plan::Training t = run_training(g, spaces, cluster, rec, false).plan.training;
+    return {t.recompute, t.zero_stage, t.microbatches};
+  } catch (const Error& e) {
+    if (e.code() != Errc::kNoFit) throw;
+    return {pin.recompute.value_or(plan::Recompute::None), pin.zero_stage.value_or(2),
+            pin.microbatches.value_or(1)};
   }
-  auto ladders = setting_ladders(g, pin, allow_full && !exact);
-  // Below the floor every setting fails: the most saving one alone gives
-  // the message its smallest plan (one search, not one per setting).
-  const double floor = parameter_state_floor(g, cluster, opts);
-  const bool below_floor = floor > detail::memory_budget(cluster, opts);
-  if (below_floor) ladders = {{ladders.back().back()}};
-  std::size_t settings = 0;
-  for (const auto& ladder : ladders) settings += ladder.size();
-  const auto folded = folded_settings(g, spaces, cluster, opts, settings);
-  const bool selective = folded ? folded->has_attention_core() : has_attention_core(g, spaces);
+}
+
+// What climbing the settings' ladders found: the fastest of their first
+// fitting settings, and, for the message where none fits, what failed.
+struct SettingsClimb {
   std::optional<SettingOutcome> won;
   std::optional<Error> first_error;
   bool first_is_memory = false;  // a NoFitError: about memory, not a setting
   MemoryParts smallest;
   double reached = std::numeric_limits<double>::infinity();  // other algorithms' smallest
+};
+
+// Each ladder climbed to its first fitting setting. `selective`: whether
+// the graph has an attention core for selective recomputation to drop.
+SettingsClimb climb_settings(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                             const Cluster& cluster, const SearchOptions& opts,
+                             const std::vector<std::vector<plan::Training>>& ladders,
+                             const TrainingChoice& pin, bool selective,
+                             const std::optional<FoldedSettings>& folded) {
+  SettingsClimb c;
   bool unconstrained = false;
   for (const auto& ladder : ladders) {
     if (!selective && !pin.recompute && ladder.front().recompute == plan::Recompute::Selective)
@@ -1359,30 +1363,70 @@ SearchResult run_training(const ir::Graph& g, const std::vector<algebra::OpSpace
                                   : SettingOutcome::of(t, run_setting(g, spaces, cluster, opts, t));
         unconstrained = r.memory_rungs == 0 && opts.algorithm == Algorithm::Rec &&
                         t.microbatches == 1 && t.zero_stage <= 2;
-        if (!won || r.step_time_s < won->step_time_s) won = std::move(r);
+        if (!c.won || r.step_time_s < c.won->step_time_s) c.won = std::move(r);
         break;
       } catch (const NoFit& e) {
-        smallest.take_min(e.smallest());
-        if (!first_error) {
-          first_error = e;
-          first_is_memory = true;
+        c.smallest.take_min(e.smallest());
+        if (!c.first_error) {
+          c.first_error = e;
+          c.first_is_memory = true;
         }
       } catch (const Error& e) {
         if (e.code() != Errc::kNoFit) throw;
         const auto* n = dynamic_cast<const NoFitError*>(&e);
-        if (n != nullptr) reached = std::min(reached, n->smallest_bytes());  // NaN leaves it
-        if (!first_error) {
-          first_error = e;
-          first_is_memory = n != nullptr;
+        if (n != nullptr) c.reached = std::min(c.reached, n->smallest_bytes());  // NaN leaves it
+        if (!c.first_error) {
+          c.first_error = e;
+          c.first_is_memory = n != nullptr;
         }
       }
     }
   }
+  return c;
+}
+
+// The won setting refined where the user left it to the search: full
+// recomputation on the last blocks only (run_blocks), ZeRO 3 on the
+// largest parameters only (run_zero_split); each kept where faster.
+void refine_setting(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                    const Cluster& cluster, const SearchOptions& opts, const TrainingChoice& pin,
+                    bool selective, SearchResult& best) {
+  if (best.plan.training.recompute == plan::Recompute::Full && !pin.recompute) {
+    const plan::Recompute rest = selective ? plan::Recompute::Selective : plan::Recompute::None;
+    auto blocks = run_blocks(g, spaces, cluster, opts, best.plan.training, rest);
+    if (blocks && blocks->eval.summary.step_time_s < best.eval.summary.step_time_s)
+      best = std::move(*blocks);
+  }
+  if (!pin.zero_stage) {
+    auto split = run_zero_split(g, spaces, cluster, opts, best);
+    if (split && split->eval.summary.step_time_s < best.eval.summary.step_time_s)
+      best = std::move(*split);
+  }
+}
+
+// Training: every ladder climbed to its first fitting setting, the fastest
+// of those kept. Ilp and exhaustive search at the setting rec chooses
+// (exact_setting).
+SearchResult run_training(const ir::Graph& g, const std::vector<algebra::OpSpace>& spaces,
+                          const Cluster& cluster, const SearchOptions& opts, bool allow_full) {
+  const bool exact = opts.algorithm == Algorithm::Ilp || opts.algorithm == Algorithm::Exhaustive;
+  const TrainingChoice pin = exact ? exact_setting(g, spaces, cluster, opts) : opts.training;
+  auto ladders = setting_ladders(g, pin, allow_full && !exact);
+  // Below the floor every setting fails: the most saving one alone gives
+  // the message its smallest plan (one search, not one per setting).
+  const double floor = parameter_state_floor(g, cluster, opts);
+  const bool below_floor = floor > detail::memory_budget(cluster, opts);
+  if (below_floor) ladders = {{ladders.back().back()}};
+  std::size_t settings = 0;
+  for (const auto& ladder : ladders) settings += ladder.size();
+  const auto folded = folded_settings(g, spaces, cluster, opts, settings);
+  const bool selective = folded ? folded->has_attention_core() : has_attention_core(g, spaces);
+  SettingsClimb climb = climb_settings(g, spaces, cluster, opts, ladders, pin, selective, folded);
   std::optional<SearchResult> best;
-  if (won && !won->full) {
+  if (climb.won && !climb.won->full) {
     // The folded comparison's winner, searched again and evaluated in full.
     try {
-      best = run_setting(g, spaces, cluster, opts, won->t, &folded->repetition());
+      best = run_setting(g, spaces, cluster, opts, climb.won->t, &folded->repetition());
     } catch (const Error& e) {
       if (e.code() != Errc::kNoFit) throw;
       // The folds accepted a plan its full evaluation finds over the
@@ -1392,20 +1436,10 @@ SearchResult run_training(const ir::Graph& g, const std::vector<algebra::OpSpace
       unfolded.fold_settings = false;
       return run_training(g, spaces, cluster, unfolded, allow_full);
     }
-  } else if (won) {
-    best = std::move(won->full);
+  } else if (climb.won) {
+    best = std::move(climb.won->full);
   }
-  if (best && best->plan.training.recompute == plan::Recompute::Full && !pin.recompute && !exact) {
-    const plan::Recompute rest = selective ? plan::Recompute::Selective : plan::Recompute::None;
-    auto blocks = run_blocks(g, spaces, cluster, opts, best->plan.training, rest);
-    if (blocks && blocks->eval.summary.step_time_s < best->eval.summary.step_time_s)
-      best = std::move(blocks);
-  }
-  if (best && !pin.zero_stage && !exact) {
-    auto split = run_zero_split(g, spaces, cluster, opts, *best);
-    if (split && split->eval.summary.step_time_s < best->eval.summary.step_time_s)
-      best = std::move(split);
-  }
+  if (best && !exact) refine_setting(g, spaces, cluster, opts, pin, selective, *best);
   // One setting searched: its search's claim stands. Where settings were
   // compared (or blocks and parameters split), a tighter budget may pick
   // another.
@@ -1418,14 +1452,14 @@ SearchResult run_training(const ir::Graph& g, const std::vector<algebra::OpSpace
     // own (a batch its microbatch count does not split): the budget is the
     // reason then, and floor_note says why.
     const double budget = detail::memory_budget(cluster, opts);
-    const std::string first = std::isfinite(smallest.total)
-                                  ? no_fit_message(budget, cluster, smallest)
-                              : below_floor && !first_is_memory ? no_fit_head(gib(budget), cluster)
-                                                                : first_error->detail();
+    const std::string first =
+        std::isfinite(climb.smallest.total)     ? no_fit_message(budget, cluster, climb.smallest)
+        : below_floor && !climb.first_is_memory ? no_fit_head(gib(budget), cluster)
+                                                : climb.first_error->detail();
     const std::string tried = below_floor ? floor_note(floor, cluster, ladders.back().back())
                                           : tried_settings(g, pin, allow_full && !exact);
     throw NoFitError(first + tried + untried_savings(opts.training, allow_full && !exact),
-                     std::min(smallest.total, reached), floor);
+                     std::min(climb.smallest.total, climb.reached), floor);
   }
   return std::move(*best);
 }
