@@ -130,8 +130,7 @@ class FastGraph {
       } else if (key == "strategy") {
         seen.mark(kStrategy);
         ir::Strategy s;
-        for (auto e : get(f.value().get_array()))
-          s.push_back(positive_integers(get(e), ints_));
+        for (auto e : get(f.value().get_array())) s.push_back(positive_integers(get(e), ints_));
         op.strategy = std::move(s);
       } else if (key == "allowed") {
         seen.mark(kAllowed);

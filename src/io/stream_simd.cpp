@@ -53,8 +53,7 @@ Json to_json(od::value v, int depth) {
     }
     case od::json_type::array: {
       Json j(Json::value_t::array);
-      for (auto element : get(v.get_array()))
-        j.push_back(to_json(get(element), depth + 1));
+      for (auto element : get(v.get_array())) j.push_back(to_json(get(element), depth + 1));
       return j;
     }
     case od::json_type::number: return number_json(v);
@@ -78,8 +77,7 @@ void field(od::field& f, StreamHandler& handler, Json& head, std::vector<std::st
   const StreamHandler::Mode mode = handler.mode(key);
   if (mode == StreamHandler::Mode::kStream && get(v.type()) == od::json_type::array) {
     std::size_t i = 0;
-    for (auto element : get(v.get_array()))
-      handler.record(key, i++, to_json(get(element), 2));
+    for (auto element : get(v.get_array())) handler.record(key, i++, to_json(get(element), 2));
   } else if (mode == StreamHandler::Mode::kSkip) {
     simd::validate(v, 2);
   } else {
