@@ -88,6 +88,10 @@ class StreamHandler {
   // The value of top-level field `key` is complete (`head` holds the
   // collected fields so far).
   virtual void field_done(const std::string& key, const Json& head) = 0;
+  // Whether the handler needs nothing more of the file once `head` holds
+  // what it does: stream_object_fast then stops after the current
+  // top-level field and leaves the rest of the file unread, and unchecked.
+  [[nodiscard]] virtual bool done(const Json& /*head*/) const { return false; }
 };
 
 // Parses `text` (kParse errors as parse_json; kSchema at "" when the top
@@ -101,6 +105,7 @@ class StreamHandler {
 // stream_object read with simdjson (stream_simd.cpp): the same records and
 // fields, in the same order, several times faster. Returns false the moment
 // the text holds anything it does not read exactly as stream_object does
+// up to where it stops (the end, or where the handler is done)
 // (malformed or truncated JSON, an escape in a string or key, a key given
 // twice, "-0", a number out of range, deep nesting); the handler has then
 // seen part of the file, and the caller reads the text again with

@@ -95,6 +95,7 @@ bool read(std::string_view text, std::size_t capacity, StreamHandler& handler, J
     od::field f = get(std::move(member));
     field(f, handler, head, seen);
     simd::next_field_follows(doc);
+    if (handler.done(head)) return true;
   }
   // Nothing may follow the object ("{} trailing" is not JSON).
   const char* rest = nullptr;

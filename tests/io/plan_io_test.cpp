@@ -538,6 +538,26 @@ TEST_CASE("plan_mesh_sizes") {
       Errc::kSchema, "/format", kFile);
 }
 
+TEST_CASE("plan_cluster and plan_mesh_sizes read the head; parse_plan checks the rest") {
+  const Fixture f;
+  const std::string cluster =
+      R"("cluster": {"format": "recsearch.cluster", "version": 1, "name": "test",
+                     "levels": [{"name": "node", "size": 2, "bandwidth_GBps": 50, "latency_us": 5},
+                                {"name": "gpu", "size": 4, "bandwidth_GBps": 450, "latency_us": 2}]}, )";
+  // An operator entry with a missing separator, after the head.
+  const std::string broken = plan_text(R"([{"name": "mm" "cuts": null}])", kMesh + ", " + cluster);
+  const auto saved = io::plan_cluster(broken, kFile);
+  REQUIRE(saved.has_value());
+  CHECK(saved->num_devices() == 8);
+  CHECK(io::plan_mesh_sizes(broken, kFile) == std::vector<std::int64_t>{2, 2, 2});
+  expect_error([&] { (void)f.parse(broken); }, Errc::kParse, "", kFile);
+  // Without a cluster the head is not complete before the end: the whole
+  // file is read, and its error reported.
+  expect_error(
+      [&] { (void)io::plan_cluster(plan_text(R"([{"name": "mm" "cuts": null}])"), kFile); },
+      Errc::kParse, "", kFile);
+}
+
 TEST_CASE("sample graphs: a replicated plan writes and reads back") {
   const Cluster cluster = Cluster::mesh({2, 4});
   testing::for_each_sample_graph([&](const std::string& file, const ir::Graph& g,

@@ -112,7 +112,9 @@ requires std::same_as<String, std::string>
                                         const std::vector<Cut>& mesh);
 // Device count and axis sizes a plan file declares (its "mesh"), without a
 // graph: lets `eval` default its cluster to the plan's own mesh. Empty when
-// the file has no mesh.
+// the file has no mesh. This and plan_cluster read the file's head: once
+// it is read they may stop, leaving the rest of the file to parse_plan to
+// read and check.
 [[nodiscard]] std::vector<std::int64_t> plan_mesh_sizes(std::string_view text,
                                                         const std::string& source);
 
