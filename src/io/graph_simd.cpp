@@ -347,17 +347,16 @@ void read_document(std::string_view text_in, std::size_t capacity, const std::st
       for (auto e : get(f.value().get_array())) fast.op(get(e), i++);
       operators = true;
     } else if (key == "cost") {
-      // Small: read by the shared CostParams reader (its errors give up).
-      od::object c = get(f.value().get_object());
-      const std::string_view raw = get(c.raw_json());
+      // Small: read by the shared CostParams reader (its errors give up),
+      // from the value as the streaming reader builds it (to_json: a key
+      // given twice gives up, where parsing the value's text would keep
+      // the last).
       const Reader r(source);
       CostParams scratch;
-      read_cost_params(r, parse_json(raw, source), "/cost", cost != nullptr ? *cost : scratch);
+      read_cost_params(r, to_json(f.value(), 2), "/cost", cost != nullptr ? *cost : scratch);
     } else if (key == "training") {
       // Small, like "cost": the shared reader (its errors give up).
-      od::object t = get(f.value().get_object());
-      const std::string_view raw = get(t.raw_json());
-      g.set_training_pins(read_training_pins(Reader(source), parse_json(raw, source), "/training"));
+      g.set_training_pins(read_training_pins(Reader(source), to_json(f.value(), 2), "/training"));
     } else if (key == "description") {
       validate(f.value(), 1);
     } else {

@@ -8,10 +8,13 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "io/json_util.hpp"
 
@@ -117,17 +120,23 @@ inline std::int64_t positive(od::value v) {
 }
 
 // Walks a value the graph does not use, so that it is validated as the
-// streaming reader validates it (that one parses everything).
+// streaming reader validates it (that one parses everything). A key given
+// twice in one object gives up: the streaming reader refuses it where it
+// builds the value (inside a record), and is the one to say.
 inline void validate(od::value v, int depth) {
   if (depth > kMaxDepth) throw GiveUp{};
   switch (get(v.type())) {
-    case od::json_type::object:
+    case od::json_type::object: {
+      std::vector<std::string_view> keys;
       for (auto field : get(v.get_object())) {
         od::field f = get(std::move(field));
-        (void)get(f.unescaped_key());
+        const std::string_view key = key_of(f);
+        if (std::find(keys.begin(), keys.end(), key) != keys.end()) throw GiveUp{};
+        keys.push_back(key);
         validate(f.value(), depth + 1);
       }
       return;
+    }
     case od::json_type::array:
       for (auto element : get(v.get_array())) validate(get(element), depth + 1);
       return;
@@ -137,6 +146,48 @@ inline void validate(od::value v, int depth) {
     case od::json_type::null:
       if (!get(v.is_null())) throw GiveUp{};
       return;
+  }
+  throw GiveUp{};
+}
+
+// A number as nlohmann types it: a float when written with '.', 'e' or 'E',
+// else unsigned when not negative, else signed. "-0" and numbers out of
+// range (which nlohmann turns into floats or errors) are left to it.
+inline Json number_json(od::value v) {
+  const std::string_view raw = v.raw_json_token();
+  if (is_float_token(raw)) return Json(real(v));
+  if (!raw.empty() && raw.front() == '-') return Json(integer(v));
+  return Json(get(v.get_uint64()));
+}
+
+// The value as nlohmann's parser builds it; `depth` counts the containers
+// around it, the root object included. A key given twice in one object
+// gives up: the streaming reader refuses it in every value it builds.
+inline Json to_json(od::value v, int depth) {
+  // The streaming reader refuses nesting deeper than kMaxDepth; stop short.
+  if (depth >= kMaxDepth - 1) throw GiveUp{};
+  switch (get(v.type())) {
+    case od::json_type::object: {
+      Json j(Json::value_t::object);
+      auto& members = j.get_ref<Json::object_t&>();
+      for (auto field : get(v.get_object())) {
+        od::field f = get(std::move(field));
+        std::string key(key_of(f));
+        if (!members.emplace(std::move(key), to_json(f.value(), depth + 1)).second) throw GiveUp{};
+      }
+      return j;
+    }
+    case od::json_type::array: {
+      Json j(Json::value_t::array);
+      for (auto element : get(v.get_array())) j.push_back(to_json(get(element), depth + 1));
+      return j;
+    }
+    case od::json_type::number: return number_json(v);
+    case od::json_type::string: return Json(std::string(text(v)));
+    case od::json_type::boolean: return Json(get(v.get_bool()));
+    case od::json_type::null:
+      if (!get(v.is_null())) throw GiveUp{};
+      return Json(nullptr);
   }
   throw GiveUp{};
 }

@@ -25,47 +25,6 @@ namespace od = simdjson::ondemand;
 using simd::get;
 using simd::GiveUp;
 
-// A number as nlohmann types it: a float when written with '.', 'e' or 'E',
-// else unsigned when not negative, else signed. "-0" and numbers out of
-// range (which nlohmann turns into floats or errors) are left to it.
-Json number_json(od::value v) {
-  const std::string_view raw = v.raw_json_token();
-  if (simd::is_float_token(raw)) return Json(simd::real(v));
-  if (!raw.empty() && raw.front() == '-') return Json(simd::integer(v));
-  return Json(get(v.get_uint64()));
-}
-
-// The value as nlohmann's parser builds it; `depth` counts the containers
-// around it, the root object included.
-Json to_json(od::value v, int depth) {
-  // The streaming reader refuses nesting deeper than kMaxDepth; stop short.
-  if (depth >= kMaxDepth - 1) throw GiveUp{};
-  switch (get(v.type())) {
-    case od::json_type::object: {
-      Json j(Json::value_t::object);
-      auto& members = j.get_ref<Json::object_t&>();
-      for (auto field : get(v.get_object())) {
-        od::field f = get(std::move(field));
-        std::string key(simd::key_of(f));
-        if (!members.emplace(std::move(key), to_json(f.value(), depth + 1)).second) throw GiveUp{};
-      }
-      return j;
-    }
-    case od::json_type::array: {
-      Json j(Json::value_t::array);
-      for (auto element : get(v.get_array())) j.push_back(to_json(get(element), depth + 1));
-      return j;
-    }
-    case od::json_type::number: return number_json(v);
-    case od::json_type::string: return Json(std::string(simd::text(v)));
-    case od::json_type::boolean: return Json(get(v.get_bool()));
-    case od::json_type::null:
-      if (!get(v.is_null())) throw GiveUp{};
-      return Json(nullptr);
-  }
-  throw GiveUp{};
-}
-
 // One top-level field, handled as stream_object handles it.
 void field(od::field& f, StreamHandler& handler, Json& head, std::vector<std::string>& seen) {
   std::string key(simd::key_of(f));
@@ -77,11 +36,12 @@ void field(od::field& f, StreamHandler& handler, Json& head, std::vector<std::st
   const StreamHandler::Mode mode = handler.mode(key);
   if (mode == StreamHandler::Mode::kStream && get(v.type()) == od::json_type::array) {
     std::size_t i = 0;
-    for (auto element : get(v.get_array())) handler.record(key, i++, to_json(get(element), 2));
+    for (auto element : get(v.get_array()))
+      handler.record(key, i++, simd::to_json(get(element), 2));
   } else if (mode == StreamHandler::Mode::kSkip) {
     simd::validate(v, 2);
   } else {
-    head[key] = to_json(v, 2);
+    head[key] = simd::to_json(v, 2);
   }
   handler.field_done(key, head);
 }

@@ -734,6 +734,24 @@ TEST_CASE("the fast reader never accepts what the streaming reader rejects") {
     text.replace(text.find(from), from.size(), to);
     CHECK_FALSE(check_parsers_agree(text));
   }
+  // A key given twice in a value the streaming reader builds (the cost
+  // and training objects, an unknown key's object inside a record), where
+  // reading the value's text with nlohmann keeps the last (fuzz_graph:
+  // "gradient_bytes_factor" twice in "cost"): the streaming reader's (kDuplicate).
+  for (const auto& [from, to] :
+       {std::pair<std::string, std::string>{R"("zero_stage": 2,)",
+                                            R"("zero_stage": 2, "zero_stage": 1,)"},
+        {R"("comment": "ignored")", R"("comment": {"a": 1, "a": 2})"},
+        {R"("description": "ignored",)",
+         R"("description": "ignored", "cost": {"overlap": true, "overlap": false},)"}}) {
+    std::string text = kTiny;
+    REQUIRE(text.find(from) != std::string::npos);
+    text.replace(text.find(from), from.size(), to);
+    CHECK_FALSE(check_parsers_agree(text));
+    io::detail::UnknownKeys keys(false, kFile);
+    CostParams cost;
+    CHECK_THROWS_AS((void)io::detail::parse_graph_streaming(text, kFile, &cost, keys), Error);
+  }
   for (std::size_t i = 4; i < texts.size(); ++i) (void)check_parsers_agree(texts[i]);
   // Mutations of the small file: every byte replaced, and random splices.
   const char replacements[] = {'"',  '}', ']', '{', '[',  ',', ':', '0', '-',    'x',   '\\',
