@@ -222,20 +222,21 @@ plan::Evaluation evaluate(const detail::Context& ctx, const plan::Plan& p) {
 }
 
 // What rec's passes gave at each price of the memory ladder tried on one
-// graph and options: the cuts, their bookkept step time and evaluation.
+// graph and options: the cuts, their bookkept step time and evaluated
+// summary (the full evaluation is made again where the plan is taken).
 // rec_search reads the price and the options, never the budget of the
 // search that asks (its own budget is the options'), and the evaluation
 // reads neither, so the links of rec's chain (kTightenRounds), which
 // differ in the budget only and try many of the same prices (every link
 // from the second starts over the first rung, then bisects from the same
-// interval), take them from here. Kept where the chain runs only: on
-// graphs polish refines, whose evaluations are small.
+// interval), take them from here. Kept where the chain runs only (on
+// graphs polish refines).
 class PriceMemo {
  public:
   struct Entry {
     std::vector<std::vector<std::int16_t>> cuts;
     double bookkept = 0;
-    plan::Evaluation eval;
+    plan::Summary summary;
   };
   [[nodiscard]] const Entry* find(double lambda) const {
     const auto it = entries_.find(lambda);
@@ -692,27 +693,29 @@ class RecLadder {
   bool attempt(double lambda, int rung, const SearchOptions& opts) {
     plan::Plan trial = res_.plan;
     double bookkept = 0;
-    plan::Evaluation ev;
+    std::optional<plan::Evaluation> ev;  // made here, or where the plan is taken
+    plan::Summary sum;
     if (const PriceMemo::Entry* known = prices_.find(lambda)) {
       trial.cuts = known->cuts;
       bookkept = known->bookkept;
-      ev = known->eval;
+      sum = known->summary;
     } else {
       bookkept =
           detail::rec_search(ctx_.g, ctx_.spaces, ctx_.cluster, opts, lambda, trial, nullptr, rung);
       ev = evaluate(ctx_, trial);
-      if (chains()) prices_.store(lambda, {trial.cuts, bookkept, ev});
+      sum = ev->summary;
+      if (chains()) prices_.store(lambda, {trial.cuts, bookkept, sum});
     }
-    note_memory(trial, ev.summary);
-    if (ev.summary.memory_per_device_bytes > ctx_.budget) {
+    note_memory(trial, sum);
+    if (sum.memory_per_device_bytes > ctx_.budget) {
       bound_.failed();
       return false;
     }
-    bound_.passed(ev.summary.memory_per_device_bytes);
-    if (!have_ || ev.summary.step_time_s < res_.eval.summary.step_time_s) {
+    bound_.passed(sum.memory_per_device_bytes);
+    if (!have_ || sum.step_time_s < res_.eval.summary.step_time_s) {
       have_ = true;
+      res_.eval = ev ? std::move(*ev) : evaluate(ctx_, trial);
       res_.plan = std::move(trial);
-      res_.eval = std::move(ev);
       res_.bookkept_step_time_s = bookkept;
     }
     return true;

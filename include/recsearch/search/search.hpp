@@ -35,7 +35,7 @@ struct SearchResult {
   // memory_rungs is past the last rung when no memory price made the
   // passes' own plan fit.
   bool expert_plan = false;
-  // Rec: the plan was refined whole after the passes (SearchOptions::polish);
+  // Rec: the plan was refined whole after the passes (polish: SearchOptions::effort);
   // bookkept_step_time_s is then the refinement's own account.
   bool polished = false;
   // Rec on a folded graph: the repeated block's operators and repeats (0 when
