@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -119,6 +120,30 @@ inline std::int64_t positive(od::value v) {
   return n;
 }
 
+// The keys of one object seen so far: whether each new one is new. A few
+// are compared in a list; past kListed they go to a hash set, since a
+// plan's skipped objects can hold a key per tensor (zero_axes at 10^6
+// operators: about 10^5), where comparing each with all before it took
+// minutes.
+class DistinctKeys {
+ public:
+  // False when `key` was added before.
+  bool add(std::string_view key) {
+    if (set_.empty()) {
+      if (std::find(list_.begin(), list_.end(), key) != list_.end()) return false;
+      list_.push_back(key);
+      if (list_.size() > kListed) set_.insert(list_.begin(), list_.end());
+      return true;
+    }
+    return set_.insert(key).second;
+  }
+
+ private:
+  static constexpr std::size_t kListed = 16;
+  std::vector<std::string_view> list_;
+  std::unordered_set<std::string_view> set_;
+};
+
 // Walks a value the graph does not use, so that it is validated as the
 // streaming reader validates it (that one parses everything). A key given
 // twice in one object gives up: the streaming reader refuses it where it
@@ -127,12 +152,10 @@ inline void validate(od::value v, int depth) {
   if (depth > kMaxDepth) throw GiveUp{};
   switch (get(v.type())) {
     case od::json_type::object: {
-      std::vector<std::string_view> keys;
+      DistinctKeys keys;
       for (auto field : get(v.get_object())) {
         od::field f = get(std::move(field));
-        const std::string_view key = key_of(f);
-        if (std::find(keys.begin(), keys.end(), key) != keys.end()) throw GiveUp{};
-        keys.push_back(key);
+        if (!keys.add(key_of(f))) throw GiveUp{};
         validate(f.value(), depth + 1);
       }
       return;

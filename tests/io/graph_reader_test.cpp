@@ -752,6 +752,21 @@ TEST_CASE("the fast reader never accepts what the streaming reader rejects") {
     CostParams cost;
     CHECK_THROWS_AS((void)io::detail::parse_graph_streaming(text, kFile, &cost, keys), Error);
   }
+  // The same past the keys compared in a list (simd::DistinctKeys): 40
+  // distinct keys are read fast; the first one again at the end is not.
+  {
+    std::string many = "{";
+    for (int i = 0; i < 40; ++i)
+      many += "\"k" + std::to_string(i) + "\": " + std::to_string(i) + ", ";
+    const std::string distinct = many + "\"last\": 0}";
+    const std::string repeated = many + "\"k0\": 0}";
+    for (const std::string* value : {&distinct, &repeated}) {
+      std::string text = kTiny;
+      const std::string from = R"("comment": "ignored")";
+      text.replace(text.find(from), from.size(), "\"comment\": " + *value);
+      CHECK(check_parsers_agree(text) == (value == &distinct));
+    }
+  }
   for (std::size_t i = 4; i < texts.size(); ++i) (void)check_parsers_agree(texts[i]);
   // Mutations of the small file: every byte replaced, and random splices.
   const char replacements[] = {'"',  '}', ']', '{', '[',  ',', ':', '0', '-',    'x',   '\\',
