@@ -104,9 +104,9 @@ class StreamHandler {
 
 // stream_object read with simdjson (stream_simd.cpp): the same records and
 // fields, in the same order, several times faster. Returns false the moment
-// the text holds anything it does not read exactly as stream_object does
-// up to where it stops (the end, or where the handler is done)
-// (malformed or truncated JSON, an escape in a string or key, a key given
+// the text, up to where it stops (its end, or where the handler is done),
+// holds anything it does not read exactly as stream_object does (malformed
+// or truncated JSON, an escape in a string or key, a key given
 // twice, "-0", a number out of range, deep nesting); the handler has then
 // seen part of the file, and the caller reads the text again with
 // stream_object and a fresh handler, which reports what is wrong. Errors
